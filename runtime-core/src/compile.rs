@@ -1,0 +1,923 @@
+//! Validation and compilation of a bot document into a [`CompiledBot`].
+//!
+//! All problems are collected in one pass, each with its path and, for YAML, its position.
+//! Structural problems are errors and reject the bot; the rest are warnings returned with it
+//! (reference §1.9).
+
+use crate::expr::{CompiledExpr, ExprKind, RegexLit};
+use crate::interp;
+use crate::model::*;
+use crate::source::{Positions, Problem, Severity, parse_document};
+use serde_json::{Map, Value as Json};
+
+/// A bot that passed validation, with its warnings.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub bot: CompiledBot,
+    pub warnings: Vec<Problem>,
+}
+
+/// Problems that reject a bot (errors first, then the warnings found alongside).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", .problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
+pub struct Rejected {
+    pub problems: Vec<Problem>,
+}
+
+impl Rejected {
+    pub fn errors(&self) -> impl Iterator<Item = &Problem> {
+        self.problems.iter().filter(|p| p.severity == Severity::Error)
+    }
+}
+
+/// Reads, validates and compiles YAML or JSON bot text.
+pub fn compile_source(text: &str) -> Result<Compiled, Rejected> {
+    let (doc, pos) = parse_document(text).map_err(|p| Rejected { problems: vec![p] })?;
+    compile_with_positions(&doc, Some(&pos))
+}
+
+/// Validates and compiles a bot document already parsed to JSON.
+pub fn compile(doc: &Json) -> Result<Compiled, Rejected> {
+    compile_with_positions(doc, None)
+}
+
+pub fn compile_with_positions(doc: &Json, pos: Option<&Positions>) -> Result<Compiled, Rejected> {
+    let mut c = Lower { problems: Vec::new(), pos, methods: Vec::new() };
+    let bot = c.bot(doc);
+    let mut problems = c.problems;
+    problems.sort_by_key(|p| p.severity != Severity::Error);
+    match bot {
+        Some(bot) if problems.iter().all(|p| p.severity == Severity::Warning) => {
+            Ok(Compiled { bot, warnings: problems })
+        }
+        _ => Err(Rejected { problems }),
+    }
+}
+
+const BOT_KEYS: &[&str] = &[
+    "schema", "id", "name", "version", "desc", "lang", "timezone", "flows", "nlus", "methods",
+    "config", "maxRecursion", "revision", "tag", "changelog", "projectId",
+];
+const FLOW_KEYS: &[&str] = &[
+    "intents", "states", "actions", "methods", "nlus", "fallback", "priority", "volatile",
+    "expire", "active", "stateMapper", "stateActions", "invalidate",
+];
+const INTENT_KEYS: &[&str] =
+    &["type", "condition", "classifier", "attributes", "initial", "fallback", "priority"];
+const CLASSIFIER_KEYS: &[&str] = &["nlu", "match", "hint", "options", "process", "dict", "expression"];
+const ATTRIBUTE_KEYS: &[&str] = &["nlu", "path", "hint", "options", "process", "dict"];
+const STATE_KEYS: &[&str] =
+    &["initial", "end", "action", "actions", "transitions", "float", "transit", "exit", "enter"];
+const TRANSITION_KEYS: &[&str] = &["condition", "fallback", "priority", "mapping"];
+const STATE_ACTION_KEYS: &[&str] = &["name", "condition", "options", "method"];
+const ACTION_KEYS: &[&str] = &["type", "options", "condition", "method", "command", "payload"];
+const NLU_KEYS: &[&str] = &["type", "options", "method", "process"];
+const KNOWN_NLU_TYPES: &[&str] = &[
+    "keyword", "regex", "nl", "method", "witIntent", "witEntity", "verstandClassifier",
+    "verstandTagger", "verstandRetrieval",
+];
+
+struct Lower<'p> {
+    problems: Vec<Problem>,
+    pos: Option<&'p Positions>,
+    methods: Vec<Method>,
+}
+
+/// Name scope while compiling one flow.
+struct Scope<'d> {
+    flow: Option<&'d str>,
+    flow_nlus: Option<&'d Map<String, Json>>,
+    bot_nlus: Option<&'d Map<String, Json>>,
+    flow_actions: Option<&'d Map<String, Json>>,
+}
+
+fn path_join(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+}
+
+fn describe(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "a list",
+        Json::Object(_) => "an object",
+    }
+}
+
+impl<'p> Lower<'p> {
+    fn report(&mut self, severity: Severity, path: &str, message: String) {
+        let (line, column) = match self.pos.and_then(|p| p.find(path)) {
+            Some((l, c)) => (Some(l), Some(c)),
+            None => (None, None),
+        };
+        self.problems.push(Problem { severity, path: path.to_string(), message, line, column });
+    }
+
+    fn error(&mut self, path: &str, message: impl Into<String>) {
+        self.report(Severity::Error, path, message.into());
+    }
+
+    fn warn(&mut self, path: &str, message: impl Into<String>) {
+        self.report(Severity::Warning, path, message.into());
+    }
+
+    fn object<'d>(&mut self, v: &'d Json, path: &str) -> Option<&'d Map<String, Json>> {
+        match v {
+            Json::Object(m) => Some(m),
+            other => {
+                self.error(path, format!("expected an object, found {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    fn opt_object<'d>(&mut self, m: &'d Map<String, Json>, key: &str, path: &str) -> Option<&'d Map<String, Json>> {
+        match m.get(key) {
+            None | Some(Json::Null) => None,
+            Some(v) => self.object(v, &path_join(path, key)),
+        }
+    }
+
+    fn unknown_keys(&mut self, m: &Map<String, Json>, path: &str, known: &[&str]) {
+        for k in m.keys() {
+            if !known.contains(&k.as_str()) {
+                let hint = known
+                    .iter()
+                    .find(|c| similar(c, k))
+                    .map(|c| format!(" (did you mean \"{c}\"?)"))
+                    .unwrap_or_default();
+                self.warn(&path_join(path, k), format!("unknown key \"{k}\"{hint}; it is kept but has no effect"));
+            }
+        }
+    }
+
+    fn bool_field(&mut self, m: &Map<String, Json>, key: &str, path: &str) -> bool {
+        match m.get(key) {
+            None | Some(Json::Null) => false,
+            Some(Json::Bool(b)) => *b,
+            Some(other) => {
+                self.error(&path_join(path, key), format!("expected a boolean, found {}", describe(other)));
+                false
+            }
+        }
+    }
+
+    fn num_field(&mut self, m: &Map<String, Json>, key: &str, path: &str) -> Option<f64> {
+        match m.get(key) {
+            None | Some(Json::Null) => None,
+            Some(Json::Number(n)) => n.as_f64(),
+            Some(Json::String(s)) if s.trim().parse::<f64>().is_ok() => s.trim().parse().ok(),
+            Some(other) => {
+                self.error(&path_join(path, key), format!("expected a number, found {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    fn str_field(&mut self, m: &Map<String, Json>, key: &str, path: &str) -> Option<String> {
+        match m.get(key) {
+            None | Some(Json::Null) => None,
+            Some(Json::String(s)) => Some(s.clone()),
+            Some(Json::Number(n)) => Some(n.to_string()),
+            Some(other) => {
+                self.error(&path_join(path, key), format!("expected a string, found {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    /// An expression, with a warning when it does not parse.
+    fn expr(&mut self, src: &str, path: &str) -> CompiledExpr {
+        let e = CompiledExpr::new(src);
+        if let ExprKind::Invalid(msg) = &e.kind {
+            self.warn(path, format!("expression \"{src}\" does not parse: {msg}"));
+        }
+        e
+    }
+
+    /// `condition`: a string or a list of strings (all must hold).
+    fn conditions(&mut self, m: &Map<String, Json>, path: &str) -> Vec<CompiledExpr> {
+        let p = path_join(path, "condition");
+        match m.get("condition") {
+            None | Some(Json::Null) => vec![],
+            Some(Json::String(s)) => vec![self.expr(s, &p)],
+            Some(Json::Bool(b)) => vec![CompiledExpr::literal(&Json::Bool(*b))],
+            Some(Json::Array(items)) => {
+                let mut out = vec![];
+                for (i, it) in items.iter().enumerate() {
+                    let ip = format!("{p}[{i}]");
+                    match it {
+                        Json::String(s) => out.push(self.expr(s, &ip)),
+                        Json::Bool(b) => out.push(CompiledExpr::literal(&Json::Bool(*b))),
+                        other => self.error(&ip, format!("expected a string condition, found {}", describe(other))),
+                    }
+                }
+                out
+            }
+            Some(other) => {
+                self.error(&p, format!("expected a string or a list of strings, found {}", describe(other)));
+                vec![]
+            }
+        }
+    }
+
+    fn bot(&mut self, doc: &Json) -> Option<CompiledBot> {
+        let root = self.object(doc, "")?;
+        self.unknown_keys(root, "", BOT_KEYS);
+        if let Some(Json::String(s)) = root.get("schema") {
+            if !matches!(s.as_str(), "kata.ai/schema/kata-ml/1.0" | "kata.ai/schema/kataml/1.0") {
+                self.warn("schema", format!("unknown schema \"{s}\""));
+            }
+        }
+        let name = self.str_field(root, "name", "").unwrap_or_default();
+        let version = self.str_field(root, "version", "");
+        let lang = self.str_field(root, "lang", "");
+        let timezone = self.num_field(root, "timezone", "").unwrap_or(0.0);
+        let config = match root.get("config") {
+            None | Some(Json::Null) => Json::Object(Map::new()),
+            Some(v @ Json::Object(_)) => v.clone(),
+            Some(other) => {
+                self.error("config", format!("expected an object, found {}", describe(other)));
+                Json::Object(Map::new())
+            }
+        };
+        let max_recursion = match config.get("maxRecursion").or_else(|| root.get("maxRecursion")) {
+            None | Some(Json::Null) => 3,
+            Some(Json::Number(n)) if n.as_u64().is_some_and(|v| v >= 1) => n.as_u64().unwrap().min(u32::MAX as u64) as u32,
+            Some(other) => {
+                let p = if config.get("maxRecursion").is_some() { "config.maxRecursion" } else { "maxRecursion" };
+                self.error(p, format!("expected a positive integer, found {other}"));
+                3
+            }
+        };
+        let bot_nlus = self.opt_object(root, "nlus", "");
+        if let Some(ms) = self.opt_object(root, "methods", "") {
+            self.methods_of(ms, "methods", None);
+        }
+        let Some(flows_v) = root.get("flows") else {
+            self.error("flows", "missing \"flows\": a bot needs at least one flow");
+            return None;
+        };
+        let flows_m = self.object(flows_v, "flows")?;
+        if flows_m.is_empty() {
+            self.error("flows", "a bot needs at least one flow");
+        }
+        // Flow-local methods first, so that names resolve with flow scope.
+        let mut flow_method_ranges = vec![];
+        for (fname, fv) in flows_m {
+            let fp = format!("flows.{fname}");
+            let start = self.methods.len();
+            if let Json::Object(fm) = fv {
+                if let Some(ms) = self.opt_object(fm, "methods", &fp) {
+                    self.methods_of(ms, &path_join(&fp, "methods"), Some(fname));
+                }
+            }
+            flow_method_ranges.push(start..self.methods.len());
+        }
+        let mut flows = vec![];
+        for (fname, fv) in flows_m {
+            let fp = format!("flows.{fname}");
+            let Some(fm) = self.object(fv, &fp) else { continue };
+            let scope = Scope {
+                flow: Some(fname),
+                flow_nlus: fm.get("nlus").and_then(Json::as_object),
+                bot_nlus,
+                flow_actions: fm.get("actions").and_then(Json::as_object),
+            };
+            if let Some(f) = self.flow(fname, fm, &fp, &scope) {
+                flows.push(f);
+            }
+        }
+        let fallback_flow = flows.iter().position(|f| f.fallback);
+        Some(CompiledBot {
+            name,
+            version,
+            lang,
+            timezone,
+            flows,
+            methods: std::mem::take(&mut self.methods),
+            config,
+            max_recursion,
+            fallback_flow,
+        })
+    }
+
+    fn methods_of(&mut self, ms: &Map<String, Json>, path: &str, flow: Option<&str>) {
+        for (sig, v) in ms {
+            let mp = path_join(path, sig);
+            let (name, params) = match sig.find('(') {
+                Some(i) => {
+                    let inner = sig[i + 1..].trim_end().trim_end_matches(')');
+                    let params: Vec<String> =
+                        inner.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
+                    (sig[..i].trim().to_string(), Some(params))
+                }
+                None => (sig.trim().to_string(), None),
+            };
+            let (code, entry) = match v {
+                Json::String(code) => (code.clone(), None),
+                Json::Object(m) => {
+                    self.unknown_keys(m, &mp, &["code", "entry"]);
+                    let code = self.str_field(m, "code", &mp);
+                    if code.is_none() {
+                        self.error(&mp, "a method object needs \"code\"");
+                    }
+                    (code.unwrap_or_default(), self.str_field(m, "entry", &mp))
+                }
+                other => {
+                    self.error(&mp, format!("expected method code (a string) or {{code, entry}}, found {}", describe(other)));
+                    continue;
+                }
+            };
+            self.methods.push(Method { name, params, code, entry, flow: flow.map(str::to_string) });
+        }
+    }
+
+    fn method_ref(&mut self, name: &str, scope: &Scope, path: &str) -> MethodRef {
+        let base = name.split('(').next().unwrap_or(name).trim();
+        let index = self
+            .methods
+            .iter()
+            .position(|m| m.name == base && m.flow.as_deref() == scope.flow && scope.flow.is_some())
+            .or_else(|| self.methods.iter().position(|m| m.name == base && m.flow.is_none()));
+        if index.is_none() {
+            self.warn(path, format!("unknown method \"{base}\""));
+        }
+        MethodRef { name: base.to_string(), index }
+    }
+
+    fn method_list(&mut self, v: Option<&Json>, scope: &Scope, path: &str) -> Vec<MethodRef> {
+        match v {
+            None | Some(Json::Null) => vec![],
+            Some(Json::String(s)) => vec![self.method_ref(s, scope, path)],
+            Some(Json::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, it)| match it {
+                    Json::String(s) => Some(self.method_ref(s, scope, &format!("{path}[{i}]"))),
+                    other => {
+                        self.error(&format!("{path}[{i}]"), format!("expected a method name, found {}", describe(other)));
+                        None
+                    }
+                })
+                .collect(),
+            Some(other) => {
+                self.error(path, format!("expected a method name or a list of them, found {}", describe(other)));
+                vec![]
+            }
+        }
+    }
+
+    fn flow(&mut self, name: &str, fm: &Map<String, Json>, fp: &str, scope: &Scope) -> Option<Flow> {
+        self.unknown_keys(fm, fp, FLOW_KEYS);
+        let mut intents = vec![];
+        match fm.get("intents") {
+            None | Some(Json::Null) => self.error(&path_join(fp, "intents"), "a flow needs \"intents\""),
+            Some(v) => {
+                if let Some(im) = self.object(v, &path_join(fp, "intents")) {
+                    for (iname, iv) in im {
+                        let ip = format!("{fp}.intents.{iname}");
+                        if let Some(i) = self.intent(iname, iv, &ip, scope) {
+                            intents.push(i);
+                        }
+                    }
+                }
+            }
+        }
+        // States: names first, so transitions can resolve targets.
+        let states_m = self.opt_object(fm, "states", fp);
+        let names: Vec<&String> = states_m.map(|m| m.keys().collect()).unwrap_or_default();
+        let mut states = vec![];
+        let mut floats = vec![];
+        if let Some(sm) = states_m {
+            for (i, (sname, sv)) in sm.iter().enumerate() {
+                let sp = format!("{fp}.states.{sname}");
+                let Some(so) = self.object(sv, &sp) else { continue };
+                if let Some((st, fl)) = self.state(sname, so, &sp, &names, scope, i) {
+                    states.push(st);
+                    floats.extend(fl);
+                }
+            }
+            let initials: Vec<&str> = states.iter().filter(|s| s.initial).map(|s| s.name.as_str()).collect();
+            if !sm.is_empty() && initials.is_empty() {
+                self.error(&path_join(fp, "states"), "no initial state: mark exactly one state with \"initial: true\"");
+            } else if initials.len() > 1 {
+                self.error(
+                    &path_join(fp, "states"),
+                    format!("several initial states ({}): mark exactly one", initials.join(", ")),
+                );
+            }
+        }
+        let initial = states.iter().position(|s| s.initial);
+        if let Some(sa) = self.opt_object(fm, "stateActions", fp) {
+            for (sname, v) in sa {
+                let p = format!("{fp}.stateActions.{sname}");
+                let actions = self.state_actions(Some(v), &p, scope);
+                match states.iter_mut().find(|s| &s.name == sname) {
+                    Some(st) => st.actions.extend(actions),
+                    None => self.error(&p, format!("unknown state \"{sname}\"")),
+                }
+            }
+        }
+        if let Some(am) = self.opt_object(fm, "actions", fp) {
+            for (aname, av) in am {
+                let ap = format!("{fp}.actions.{aname}");
+                if let Some(ao) = self.object(av, &ap) {
+                    self.unknown_keys(ao, &ap, ACTION_KEYS);
+                    if ao.get("type").is_none() {
+                        self.error(&ap, "an action needs a \"type\"");
+                    }
+                }
+            }
+        }
+        if let Some(nm) = self.opt_object(fm, "nlus", fp) {
+            self.check_nlus(nm, &path_join(fp, "nlus"));
+        }
+        let state_mapper = self.str_field(fm, "stateMapper", fp).map(|m| self.method_ref(&m, scope, &path_join(fp, "stateMapper")));
+        Some(Flow {
+            name: name.to_string(),
+            intents,
+            initial,
+            states,
+            floats,
+            fallback: self.bool_field(fm, "fallback", fp),
+            priority: self.num_field(fm, "priority", fp).unwrap_or(0.0),
+            volatile: self.bool_field(fm, "volatile", fp),
+            expire: self.num_field(fm, "expire", fp),
+            active: !matches!(fm.get("active"), Some(Json::Bool(false))),
+            state_mapper,
+            invalidate: self.num_field(fm, "invalidate", fp),
+        })
+    }
+
+    fn check_nlus(&mut self, nm: &Map<String, Json>, path: &str) {
+        for (n, v) in nm {
+            let p = path_join(path, n);
+            if let Some(o) = self.object(v, &p) {
+                self.unknown_keys(o, &p, NLU_KEYS);
+                match o.get("type") {
+                    Some(Json::String(t)) if !KNOWN_NLU_TYPES.contains(&t.as_str()) => {
+                        self.warn(&path_join(&p, "type"), format!("unknown NLU type \"{t}\""))
+                    }
+                    Some(Json::String(_)) => {}
+                    _ => self.error(&p, "an NLU needs a \"type\""),
+                }
+            }
+        }
+    }
+
+    fn intent(&mut self, name: &str, v: &Json, ip: &str, scope: &Scope) -> Option<Intent> {
+        let m = self.object(v, ip)?;
+        self.unknown_keys(m, ip, INTENT_KEYS);
+        let msg_type = match m.get("type") {
+            None | Some(Json::Null) => None,
+            Some(Json::String(t)) => match t.as_str() {
+                "text" => Some(MsgType::Text),
+                "data" => Some(MsgType::Data),
+                "command" => Some(MsgType::Command),
+                other => {
+                    self.error(&path_join(ip, "type"), format!("unknown message type \"{other}\" (text, data or command)"));
+                    None
+                }
+            },
+            Some(other) => {
+                self.error(&path_join(ip, "type"), format!("expected a string, found {}", describe(other)));
+                None
+            }
+        };
+        let cp = path_join(ip, "classifier");
+        let classifiers = match m.get("classifier") {
+            None | Some(Json::Null) => vec![],
+            Some(Json::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| self.classifier(c, &format!("{cp}[{i}]"), scope))
+                .collect(),
+            Some(c) => self.classifier(c, &cp, scope).into_iter().collect(),
+        };
+        let mut attributes = vec![];
+        if let Some(am) = self.opt_object(m, "attributes", ip) {
+            for (aname, av) in am {
+                let ap = format!("{ip}.attributes.{aname}");
+                let (o, nlu_name) = match av {
+                    Json::String(s) => (None, s.clone()),
+                    Json::Object(o) => {
+                        self.unknown_keys(o, &ap, ATTRIBUTE_KEYS);
+                        match self.str_field(o, "nlu", &ap) {
+                            Some(n) => (Some(o), n),
+                            None => {
+                                self.error(&ap, "an attribute needs \"nlu\"");
+                                continue;
+                            }
+                        }
+                    }
+                    other => {
+                        self.error(&ap, format!("expected an NLU name or an attribute object, found {}", describe(other)));
+                        continue;
+                    }
+                };
+                let empty = Map::new();
+                let o = o.unwrap_or(&empty);
+                let nlu = self.nlu_use(&nlu_name, o, &ap, scope);
+                attributes.push(Attribute {
+                    name: aname.clone(),
+                    nlu,
+                    path: self.str_field(o, "path", &ap),
+                    process: self.method_list(o.get("process"), scope, &path_join(&ap, "process")),
+                    dict: o.get("dict").cloned(),
+                });
+            }
+        }
+        Some(Intent {
+            name: name.to_string(),
+            msg_type,
+            conditions: self.conditions(m, ip),
+            classifiers,
+            initial: self.bool_field(m, "initial", ip),
+            priority: self.num_field(m, "priority", ip).unwrap_or(0.0),
+            fallback: self.bool_field(m, "fallback", ip),
+            attributes,
+        })
+    }
+
+    fn classifier(&mut self, v: &Json, cp: &str, scope: &Scope) -> Option<Classifier> {
+        let empty = Map::new();
+        let (o, nlu_name) = match v {
+            Json::String(s) => (&empty, s.clone()),
+            Json::Object(o) => {
+                self.unknown_keys(o, cp, CLASSIFIER_KEYS);
+                match self.str_field(o, "nlu", cp) {
+                    Some(n) => (o, n),
+                    None => {
+                        self.error(cp, "a classifier needs \"nlu\"");
+                        return None;
+                    }
+                }
+            }
+            other => {
+                self.error(cp, format!("expected an NLU name or a classifier object, found {}", describe(other)));
+                return None;
+            }
+        };
+        let nlu = self.nlu_use(&nlu_name, o, cp, scope);
+        let matches = match o.get("match") {
+            None | Some(Json::Null) => None,
+            Some(Json::Array(a)) => Some(a.clone()),
+            Some(x) => Some(vec![x.clone()]),
+        };
+        let expression = self.str_field(o, "expression", cp).map(|e| self.expr(&e, &path_join(cp, "expression")));
+        Some(Classifier {
+            nlu,
+            process: self.method_list(o.get("process"), scope, &path_join(cp, "process")),
+            matches,
+            dict: o.get("dict").cloned(),
+            expression,
+        })
+    }
+
+    /// Resolves an NLU name (flow, bot, then built-in type) and merges the use's options.
+    fn nlu_use(&mut self, name: &str, usage: &Map<String, Json>, path: &str, scope: &Scope) -> NluUse {
+        let def = scope
+            .flow_nlus
+            .and_then(|m| m.get(name))
+            .or_else(|| scope.bot_nlus.and_then(|m| m.get(name)))
+            .and_then(Json::as_object);
+        let (ty, mut options, method, process) = match def {
+            Some(d) => (
+                d.get("type").and_then(Json::as_str).unwrap_or("").to_string(),
+                d.get("options").cloned().unwrap_or(Json::Object(Map::new())),
+                d.get("method").and_then(Json::as_str).map(str::to_string),
+                d.get("process").cloned(),
+            ),
+            None => (name.to_string(), Json::Object(Map::new()), None, None),
+        };
+        if let Some(Json::Object(over)) = usage.get("options") {
+            interp::deep_merge(&mut options, &Json::Object(over.clone()));
+        }
+        let hint = usage.get("hint").and_then(Json::as_str).map(str::to_string);
+        let np = path_join(path, "nlu");
+        let kind = match ty.as_str() {
+            "keyword" => NluKind::Keyword(self.keyword_nlu(&options, &np)),
+            "regex" => match self.regex_nlu(&options, &np) {
+                Some(r) => NluKind::Regex(r),
+                None => NluKind::Unknown(name.to_string()),
+            },
+            "nl" => NluKind::Nl,
+            "method" => {
+                let m = method.unwrap_or_default();
+                NluKind::Method(self.method_ref(&m, scope, &np))
+            }
+            t if KNOWN_NLU_TYPES.contains(&t) => NluKind::External(t.to_string()),
+            _ => {
+                self.warn(&np, format!("unknown NLU \"{name}\": not defined in the flow or bot, and not an NLU type"));
+                NluKind::Unknown(name.to_string())
+            }
+        };
+        let process = self.method_list(process.as_ref(), scope, &np);
+        let cache_key = format!("{name}|{options}|{}", hint.as_deref().unwrap_or(""));
+        NluUse { name: name.to_string(), kind, options, hint, process, cache_key }
+    }
+
+    fn keyword_nlu(&mut self, options: &Json, path: &str) -> KeywordNlu {
+        let mut keywords = vec![];
+        match options.get("keywords") {
+            Some(Json::Object(m)) => {
+                for (k, v) in m {
+                    let phrases = match v {
+                        Json::String(s) => vec![s.clone()],
+                        Json::Array(a) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+                        _ => {
+                            self.warn(path, format!("keyword \"{k}\": expected a phrase or a list of phrases"));
+                            vec![]
+                        }
+                    };
+                    keywords.push((k.clone(), phrases));
+                }
+            }
+            _ => self.warn(path, "keyword NLU without options.keywords never matches"),
+        }
+        KeywordNlu {
+            keywords,
+            case_sensitive: options.get("case").and_then(Json::as_bool).unwrap_or(false),
+            exact: options.get("exact").and_then(Json::as_bool).unwrap_or(false),
+            default: options.get("default").cloned(),
+        }
+    }
+
+    fn regex_nlu(&mut self, options: &Json, path: &str) -> Option<RegexNlu> {
+        let flags = options.get("flags").and_then(Json::as_str).unwrap_or("");
+        let compile = |src: &str, me: &mut Self| match RegexLit::new(src, flags) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                me.warn(path, format!("regex \"{src}\" does not compile: {e}"));
+                None
+            }
+        };
+        match options.get("regex") {
+            Some(Json::String(src)) => {
+                let re = compile(src, self)?;
+                let index = match options.get("index") {
+                    None | Some(Json::Null) => RegexIndex::Whole,
+                    Some(Json::Number(n)) => RegexIndex::Group(n.as_u64().unwrap_or(0) as usize),
+                    Some(Json::Object(m)) => RegexIndex::Groups(
+                        m.iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0) as usize)).collect(),
+                    ),
+                    Some(_) => {
+                        self.warn(path, "regex index must be a number or an object of numbers");
+                        RegexIndex::Whole
+                    }
+                };
+                Some(RegexNlu::Single { re, index })
+            }
+            Some(Json::Object(m)) => {
+                let mut out = vec![];
+                for (k, v) in m {
+                    if let Some(src) = v.as_str() {
+                        out.push((k.clone(), compile(src, self)?));
+                    }
+                }
+                Some(RegexNlu::Named(out))
+            }
+            _ => {
+                self.warn(path, "regex NLU without options.regex never matches");
+                None
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn state(
+        &mut self,
+        name: &str,
+        m: &Map<String, Json>,
+        sp: &str,
+        names: &[&String],
+        scope: &Scope,
+        index: usize,
+    ) -> Option<(State, Option<Transition>)> {
+        self.unknown_keys(m, sp, STATE_KEYS);
+        let end = self.bool_field(m, "end", sp);
+        let mut transitions = vec![];
+        if let Some(tm) = self.opt_object(m, "transitions", sp) {
+            for (target, tv) in tm {
+                let tp = format!("{sp}.transitions.{target}");
+                let Some(ti) = names.iter().position(|n| *n == target) else {
+                    let hint = names
+                        .iter()
+                        .find(|n| similar(n, target))
+                        .map(|n| format!(" (did you mean \"{n}\"?)"))
+                        .unwrap_or_default();
+                    self.error(&tp, format!("unknown target state \"{target}\"{hint}"));
+                    continue;
+                };
+                if let Some(t) = self.transition(tv, &tp, ti, scope) {
+                    transitions.push(t);
+                }
+            }
+        }
+        let float = match m.get("float") {
+            None | Some(Json::Null) => None,
+            Some(v) => self.transition(v, &path_join(sp, "float"), index, scope),
+        };
+        let action_v = m.get("action").or_else(|| m.get("actions"));
+        let key = if m.contains_key("action") { "action" } else { "actions" };
+        let actions = self.state_actions(action_v, &path_join(sp, key), scope);
+        let transit = self.mapping(m.get("transit"), &path_join(sp, "transit"), scope);
+        let enter = self.mapping(m.get("enter"), &path_join(sp, "enter"), scope);
+        let exit = self.mapping(m.get("exit"), &path_join(sp, "exit"), scope);
+        Some((
+            State {
+                name: name.to_string(),
+                initial: self.bool_field(m, "initial", sp),
+                end,
+                actions,
+                transit,
+                enter,
+                exit,
+                transitions,
+            },
+            float,
+        ))
+    }
+
+    fn transition(&mut self, v: &Json, tp: &str, target: usize, scope: &Scope) -> Option<Transition> {
+        match v {
+            Json::String(s) => {
+                Some(Transition { target, conditions: vec![self.expr(s, tp)], fallback: false, priority: 0.0, mapping: None })
+            }
+            Json::Bool(true) | Json::Null => {
+                Some(Transition { target, conditions: vec![], fallback: false, priority: 0.0, mapping: None })
+            }
+            Json::Object(m) => {
+                self.unknown_keys(m, tp, TRANSITION_KEYS);
+                Some(Transition {
+                    target,
+                    conditions: self.conditions(m, tp),
+                    fallback: self.bool_field(m, "fallback", tp),
+                    priority: self.num_field(m, "priority", tp).unwrap_or(0.0),
+                    mapping: self.mapping(m.get("mapping"), &path_join(tp, "mapping"), scope),
+                })
+            }
+            other => {
+                self.error(tp, format!("expected a transition object or a condition string, found {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    fn mapping(&mut self, v: Option<&Json>, path: &str, scope: &Scope) -> Option<Mapping> {
+        match v? {
+            Json::Null => None,
+            Json::String(s) => Some(Mapping::Method(self.method_ref(s, scope, path))),
+            Json::Object(m) => {
+                let mut out = vec![];
+                self.flatten_mapping(m, &mut vec![], path, &mut out);
+                Some(Mapping::Assign(out))
+            }
+            other => {
+                self.error(path, format!("expected a mapping object or a method name, found {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    fn flatten_mapping(
+        &mut self,
+        m: &Map<String, Json>,
+        prefix: &mut Vec<String>,
+        path: &str,
+        out: &mut Vec<(Vec<String>, CompiledExpr)>,
+    ) {
+        for (k, v) in m {
+            let kp = path_join(path, k);
+            let mut target = prefix.clone();
+            target.extend(k.split('.').map(str::to_string));
+            match v {
+                Json::Object(inner) => self.flatten_mapping(inner, &mut target, &kp, out),
+                _ => {
+                    if !matches!(target.first().map(String::as_str), Some("context" | "data")) || target.len() < 2 {
+                        self.warn(&kp, format!("mapping target \"{}\" is ignored: targets start with context. or data.", target.join(".")));
+                        continue;
+                    }
+                    let e = match v {
+                        Json::String(s) if s == "null" => CompiledExpr::literal(&Json::Null),
+                        Json::String(s) => self.expr(s, &kp),
+                        other => CompiledExpr::literal(other),
+                    };
+                    out.push((target, e));
+                }
+            }
+        }
+    }
+
+    fn state_actions(&mut self, v: Option<&Json>, path: &str, scope: &Scope) -> Vec<ActionUse> {
+        match v {
+            None | Some(Json::Null) => vec![],
+            Some(Json::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, it)| self.state_action(it, &format!("{path}[{i}]"), scope))
+                .collect(),
+            Some(one) => self.state_action(one, path, scope).into_iter().collect(),
+        }
+    }
+
+    fn state_action(&mut self, v: &Json, path: &str, scope: &Scope) -> Option<ActionUse> {
+        let empty = Map::new();
+        let (sa, name) = match v {
+            Json::String(s) => (&empty, s.clone()),
+            Json::Object(o) => {
+                self.unknown_keys(o, path, STATE_ACTION_KEYS);
+                match self.str_field(o, "name", path) {
+                    Some(n) => (o, n),
+                    None => {
+                        self.error(path, "a state action needs \"name\"");
+                        return None;
+                    }
+                }
+            }
+            other => {
+                self.error(path, format!("expected an action name or {{name, condition, options}}, found {}", describe(other)));
+                return None;
+            }
+        };
+        let mut conditions = self.conditions(sa, path);
+        let defined = scope.flow_actions.and_then(|m| m.get(&name)).and_then(Json::as_object);
+        let (kind, mut options, method_name) = match defined {
+            Some(a) => {
+                let ap = format!("flows.{}.actions.{name}", scope.flow.unwrap_or(""));
+                conditions.extend(self.conditions(a, &ap));
+                let ty = a.get("type").and_then(Json::as_str).unwrap_or("");
+                let kind = ActionKind::from_type(ty).unwrap_or_else(|| {
+                    if !ty.is_empty() {
+                        self.warn(&path_join(&ap, "type"), format!("unknown action type \"{ty}\"; the action is skipped at run time"));
+                    }
+                    ActionKind::Unknown(ty.to_string())
+                });
+                let mut options = a.get("options").cloned().unwrap_or(Json::Object(Map::new()));
+                // `command`/`payload` written on the action itself; `options` wins.
+                for k in ["command", "payload"] {
+                    if let (Some(v), Json::Object(o)) = (a.get(k), &mut options) {
+                        o.entry(k.to_string()).or_insert_with(|| v.clone());
+                    }
+                }
+                (kind, options, a.get("method").and_then(Json::as_str).map(str::to_string))
+            }
+            None => match ActionKind::from_type(&name) {
+                Some(k) => (k, Json::Object(Map::new()), None),
+                None => {
+                    self.warn(path, format!("unknown action \"{name}\": not an action of the flow nor an action type; it is skipped at run time"));
+                    (ActionKind::Unknown(name.clone()), Json::Object(Map::new()), None)
+                }
+            },
+        };
+        if let Some(over) = sa.get("options") {
+            interp::deep_merge(&mut options, over);
+        }
+        let method_name = sa.get("method").and_then(Json::as_str).map(str::to_string).or(method_name);
+        let method = match (&kind, method_name) {
+            (_, Some(m)) => Some(self.method_ref(&m, scope, &path_join(path, "method"))),
+            (ActionKind::Method, None) => {
+                self.warn(path, "a method action needs \"method\"");
+                None
+            }
+            _ => None,
+        };
+        let options = interp::compile_options(&options, &mut |src, p| self.expr_warn_only(src, p), path);
+        Some(ActionUse { name, kind, conditions, options, method })
+    }
+
+    fn expr_warn_only(&mut self, src: &str, path: &str) -> CompiledExpr {
+        self.expr(src, path)
+    }
+}
+
+/// One edit apart (a typo): used for "did you mean" hints.
+fn similar(a: &str, b: &str) -> bool {
+    if a == b {
+        return false;
+    }
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.len().abs_diff(b.len()) > 1 {
+        return false;
+    }
+    // Transposition of two neighbours.
+    if a.len() == b.len() {
+        let diff: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+        if diff.len() == 1 {
+            return true;
+        }
+        if diff.len() == 2 && diff[1] == diff[0] + 1 && a[diff[0]] == b[diff[1]] && a[diff[1]] == b[diff[0]] {
+            return true;
+        }
+        return false;
+    }
+    let (short, long) = if a.len() < b.len() { (&a, &b) } else { (&b, &a) };
+    let mut i = 0;
+    while i < short.len() && short[i] == long[i] {
+        i += 1;
+    }
+    short[i..] == long[i + 1..]
+}

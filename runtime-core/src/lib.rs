@@ -1,0 +1,22 @@
+//! runtime-core: the bot language of botbox.
+//!
+//! Pure and sans-I/O: it reads and validates bot definitions, compiles them, evaluates
+//! expressions and runs conversation steps. Every effect (HTTP, NLU models, JavaScript, clock,
+//! randomness) goes through the [`host::Host`] trait, which the sandbox guest and the tests
+//! implement. No tokio, no sockets, no JS engine: it builds for `wasm32-wasip2` unchanged.
+
+pub mod expr;
+pub mod value;
+pub mod compile;
+pub mod engine;
+pub mod host;
+pub mod interp;
+pub mod model;
+pub mod session;
+pub mod source;
+
+pub use compile::{Compiled, Rejected, compile, compile_source};
+pub use engine::{StepError, converse};
+pub use host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome};
+pub use model::CompiledBot;
+pub use session::{ConverseResult, Message, Response, Session};

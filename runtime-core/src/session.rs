@@ -1,0 +1,185 @@
+//! Messages, responses, sessions and the converse result (reference §2, §12.1).
+
+use crate::model::MsgType;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+
+/// An inbound or internal message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    #[serde(default)]
+    pub id: String,
+    #[serde(rename = "type")]
+    pub msg_type: MsgType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Json>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Json>,
+    /// Set after intent selection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<Json>,
+}
+
+impl Message {
+    pub fn text(content: &str) -> Message {
+        Message { id: String::new(), msg_type: MsgType::Text, content: Some(content.into()), payload: None, metadata: None, intent: None, attributes: None }
+    }
+
+    pub fn data(payload: Json) -> Message {
+        Message { id: String::new(), msg_type: MsgType::Data, content: None, payload: Some(payload), metadata: None, intent: None, attributes: None }
+    }
+
+    pub fn command(content: &str, payload: Json) -> Message {
+        Message { id: String::new(), msg_type: MsgType::Command, content: Some(content.into()), payload: Some(payload), metadata: None, intent: None, attributes: None }
+    }
+
+    /// Reads an inbound message; without `type` it is text when it has `content`, else data.
+    pub fn from_json(v: &Json) -> Result<Message, String> {
+        let Json::Object(m) = v else { return Err("a message must be a JSON object".into()) };
+        let mut m = m.clone();
+        if !m.contains_key("type") {
+            let t = if m.get("content").is_some_and(|c| c.is_string()) { "text" } else { "data" };
+            m.insert("type".into(), Json::String(t.into()));
+        }
+        if let Some(Json::String(p)) = m.get("payload") {
+            // Postback strings: JSON or `k=v&k2=v2`.
+            let parsed = serde_json::from_str::<Json>(p).ok().filter(Json::is_object).unwrap_or_else(|| parse_query(p));
+            m.insert("payload".into(), parsed);
+        }
+        serde_json::from_value(Json::Object(m)).map_err(|e| format!("invalid message: {e}"))
+    }
+}
+
+fn parse_query(s: &str) -> Json {
+    let mut m = Map::new();
+    for pair in s.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        m.insert(k.to_string(), Json::String(v.to_string()));
+    }
+    Json::Object(m)
+}
+
+/// A deliverable response (text or data).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Response {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub msg_type: MsgType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Json>,
+    pub action: String,
+    pub ref_id: String,
+    pub flow: String,
+    pub intent: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub flow: String,
+    pub timestamp: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Meta {
+    pub last_flow: Option<String>,
+    pub last_state: Option<String>,
+    pub end: bool,
+}
+
+/// The conversation state of one user (reference §2.3). Unknown fields are kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    #[serde(default)]
+    pub current: Option<String>,
+    /// The flow stack, most recent last.
+    #[serde(default)]
+    pub history: Vec<HistoryEntry>,
+    #[serde(default)]
+    pub states: Map<String, Json>,
+    #[serde(default, alias = "contexts")]
+    pub contexes: Map<String, Json>,
+    #[serde(default = "empty_object")]
+    pub data: Json,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_key: Option<String>,
+    #[serde(default)]
+    pub meta: Option<Meta>,
+    #[serde(default)]
+    pub timestamp: i64,
+    #[serde(default)]
+    pub created_at: i64,
+    #[serde(default)]
+    pub updated_at: i64,
+    #[serde(default)]
+    pub session_start: i64,
+    #[serde(flatten)]
+    pub extra: Map<String, Json>,
+}
+
+fn empty_object() -> Json {
+    Json::Object(Map::new())
+}
+
+impl Session {
+    pub fn new(id: &str) -> Session {
+        Session { id: id.into(), data: empty_object(), ..Default::default() }
+    }
+
+    pub fn state_of(&self, flow: &str) -> Option<&str> {
+        self.states.get(flow).and_then(Json::as_str)
+    }
+
+    pub fn context_of(&self, flow: &str) -> Option<&Json> {
+        self.contexes.get(flow)
+    }
+}
+
+/// A change to the session's schedules that the host must carry out (§7.7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "lowercase")]
+pub enum ScheduleOp {
+    Add {
+        id: String,
+        message: Json,
+        /// Epoch milliseconds of the first fire.
+        start: i64,
+        end: Option<i64>,
+        /// Period in milliseconds (`None`: fires once). Months and years are 30 and 365 days.
+        every: Option<i64>,
+    },
+    Remove { id: String },
+}
+
+/// The outcome of one step (reference §12.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConverseResult {
+    /// The inbound message and every internal message, with their intents.
+    pub messages: Vec<Message>,
+    pub responses: Vec<Response>,
+    pub session: Session,
+    pub duration: i64,
+    /// User errors met on the way (a throwing condition, an unknown action...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<ScheduleOp>,
+}
