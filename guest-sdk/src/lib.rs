@@ -1,0 +1,8 @@
+//! guest-sdk: the guest side of the botbox sandbox.
+//!
+//! [`js::JsRuntime`] gives bots JavaScript (methods, expressions outside the fast subset) on
+//! boa. [`native::NativeStepper`] runs runtime-core with it in-process: the reference
+//! implementation the sandboxed guest must agree with, used by the example conversation tests.
+
+pub mod js;
+pub mod native;

@@ -20,3 +20,4 @@ pub use engine::{StepError, converse};
 pub use host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome};
 pub use model::CompiledBot;
 pub use session::{ConverseResult, Message, Response, Session};
+pub mod testing;

@@ -212,7 +212,10 @@ fn regroup(out: Json, dict: &Json) -> Json {
 /// `dict` on attributes: case-insensitive value lookup, `default` when nothing matches.
 fn normalise(v: Json, dict: &Json) -> Json {
     let Json::Object(d) = dict else { return v };
-    let Some(s) = v.as_str().map(str::to_lowercase) else { return v };
+    let Some(s) = v.as_str().map(str::to_lowercase) else {
+        // Nothing recognised: the default, if any.
+        return if v.is_null() { d.get("default").cloned().unwrap_or(v) } else { v };
+    };
     for (k, alts) in d {
         if k == "default" {
             continue;

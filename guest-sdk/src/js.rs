@@ -1,0 +1,240 @@
+//! JavaScript for bots, on boa: methods (§11) and expressions outside the fast subset.
+//!
+//! One [`JsRuntime`] serves one step. Its boa `Context` is created lazily, on the first call
+//! that needs JavaScript, so steps of bots without JS never pay for it (~0.7 ms in wasm).
+//! Nothing of a runtime survives its step: no conversation can see another's JS globals.
+
+use boa_engine::error::EngineError;
+use boa_engine::{Context, JsError, JsObject, JsValue, Source};
+use runtime_core::host::{HostError, JsCall, JsOutcome};
+use runtime_core::model::Method;
+use serde_json::Value as Json;
+use std::collections::HashMap;
+
+/// boa's own recursion limit: deep recursion becomes an uncatchable error, not a stack overflow.
+const RECURSION_LIMIT: usize = 400;
+
+const PRELUDE: &str = r#"
+var __botbox_logs = [];
+var console = {
+  log: function () { __botbox_logs.push(Array.prototype.map.call(arguments, function (a) {
+    return typeof a === 'string' ? a : JSON.stringify(a); }).join(' ')); }
+};
+console.info = console.log; console.warn = console.log; console.error = console.log;
+"#;
+
+#[derive(Default)]
+pub struct JsRuntime {
+    ctx: Option<Context>,
+    /// Compiled functions by cache key (expression source + parameters, or method).
+    functions: HashMap<String, JsObject>,
+}
+
+impl JsRuntime {
+    pub fn new() -> JsRuntime {
+        JsRuntime::default()
+    }
+
+    /// Whether a boa context was created (JavaScript ran in this step).
+    pub fn used(&self) -> bool {
+        self.ctx.is_some()
+    }
+
+    fn ctx(&mut self) -> &mut Context {
+        self.ctx.get_or_insert_with(|| {
+            let mut ctx = Context::default();
+            ctx.runtime_limits_mut().set_recursion_limit(RECURSION_LIMIT);
+            ctx.eval(Source::from_bytes(PRELUDE)).expect("prelude evaluates");
+            ctx
+        })
+    }
+
+    /// Lines written with `console.log` since the last call.
+    pub fn take_logs(&mut self) -> Vec<String> {
+        let Some(ctx) = self.ctx.as_mut() else { return vec![] };
+        match ctx.eval(Source::from_bytes("__botbox_logs.splice(0)")) {
+            Ok(v) => match v.to_json(ctx) {
+                Ok(Some(Json::Array(a))) => a.into_iter().filter_map(|l| l.as_str().map(str::to_string)).collect(),
+                _ => vec![],
+            },
+            Err(_) => vec![],
+        }
+    }
+
+    /// Performs one JS call for the engine.
+    pub fn call(&mut self, call: JsCall<'_>) -> Result<JsOutcome, HostError> {
+        match call {
+            JsCall::Expr { src, scope } => {
+                let names: Vec<&str> = scope
+                    .as_object()
+                    .map(|m| m.keys().map(String::as_str).filter(|k| is_identifier(k)).collect())
+                    .unwrap_or_default();
+                let key = format!("expr\u{0}{}\u{0}{src}", names.join(","));
+                let f = match self.functions.get(&key) {
+                    Some(f) => f.clone(),
+                    None => {
+                        let code = format!("(function({}) {{ return ({src}\n); }})", names.join(", "));
+                        let f = self.compile_fn(&code)?;
+                        self.functions.insert(key, f.clone());
+                        f
+                    }
+                };
+                let args: Vec<Json> = names.iter().map(|n| scope[*n].clone()).collect();
+                self.invoke(&f, &args)
+            }
+            JsCall::Method { method, args } => {
+                let key = format!("method\u{0}{}\u{0}{}\u{0}{}", method.flow.as_deref().unwrap_or(""), method.name, args.len());
+                let f = match self.functions.get(&key) {
+                    Some(f) => f.clone(),
+                    None => {
+                        let f = self.compile_method(method, args.len())?;
+                        self.functions.insert(key, f.clone());
+                        f
+                    }
+                };
+                self.invoke(&f, args)
+            }
+        }
+    }
+
+    fn compile_fn(&mut self, code: &str) -> Result<JsObject, HostError> {
+        let ctx = self.ctx();
+        let v = ctx.eval(Source::from_bytes(code)).map_err(|e| to_host_error(e, ctx))?;
+        v.as_callable().ok_or_else(|| HostError::Failed("not a function".into()))
+    }
+
+    /// Method compilation order of §11.1.
+    fn compile_method(&mut self, m: &Method, arity: usize) -> Result<JsObject, HostError> {
+        let params = m.params.clone().unwrap_or_else(|| conventional_params(arity));
+        let params = params.join(", ");
+        let code = &m.code;
+        if let Some(entry) = &m.entry {
+            return self.compile_fn(&format!(
+                "(function () {{ var module = {{ exports: {{}} }}; var exports = module.exports;\n{code}\n; return ({entry}); }})()"
+            ));
+        }
+        if declares_function(code, &m.name) {
+            return self.compile_fn(&format!("(function () {{\n{code}\n; return {}; }})()", m.name));
+        }
+        match self.compile_fn(&format!("(function ({params}) {{ return ({code}\n); }})")) {
+            Ok(f) => Ok(f),
+            Err(HostError::Abort(e)) => Err(HostError::Abort(e)),
+            Err(_) => self.compile_fn(&format!("(function ({params}) {{\n{code}\n}})")),
+        }
+    }
+
+    fn invoke(&mut self, f: &JsObject, args: &[Json]) -> Result<JsOutcome, HostError> {
+        let ctx = self.ctx();
+        let mut js_args = Vec::with_capacity(args.len());
+        for a in args {
+            js_args.push(JsValue::from_json(a, ctx).map_err(|e| to_host_error(e, ctx))?);
+        }
+        let ret = f.call(&JsValue::undefined(), &js_args, ctx).map_err(|e| to_host_error(e, ctx))?;
+        let value = ret.to_json(ctx).map_err(|e| to_host_error(e, ctx))?;
+        let args_after = js_args.iter().map(|a| a.to_json(ctx).ok().flatten().unwrap_or(Json::Null)).collect();
+        Ok(JsOutcome { value, args: args_after })
+    }
+}
+
+/// Parameters of a method whose key has no parentheses, by call site arity (§11.3).
+fn conventional_params(arity: usize) -> Vec<String> {
+    let names: &[&str] = match arity {
+        1 => &["ctx"],
+        3 => &["message", "options", "config"],
+        5 => &["message", "context", "data", "options", "config"],
+        _ => &["message", "context", "data", "options", "config", "result"],
+    };
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+fn declares_function(code: &str, name: &str) -> bool {
+    let pat = format!("function {name}");
+    code.match_indices(&pat).any(|(i, _)| {
+        let rest = code[i + pat.len()..].trim_start();
+        rest.starts_with('(')
+    })
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$')
+        && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+}
+
+/// boa's runtime limits (recursion, loop iterations) abort the step; everything else is a JS
+/// exception at the call site.
+fn to_host_error(e: JsError, ctx: &mut Context) -> HostError {
+    if let Some(engine) = e.as_engine() {
+        return HostError::Abort(match engine {
+            EngineError::RuntimeLimit(l) => format!("exceeded a JavaScript runtime limit: {l}"),
+            other => format!("stopped the JavaScript engine: {other}"),
+        });
+    }
+    let msg = match e.try_native(ctx) {
+        Ok(n) => n.to_string(),
+        Err(_) => e.to_string(),
+    };
+    HostError::Failed(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn method(name: &str, params: Option<&[&str]>, code: &str, entry: Option<&str>) -> Method {
+        Method {
+            name: name.into(),
+            params: params.map(|p| p.iter().map(|s| s.to_string()).collect()),
+            code: code.into(),
+            entry: entry.map(str::to_string),
+            flow: None,
+        }
+    }
+
+    fn call(rt: &mut JsRuntime, m: &Method, args: &[Json]) -> Result<JsOutcome, HostError> {
+        rt.call(JsCall::Method { method: m, args })
+    }
+
+    #[test]
+    fn method_forms() {
+        let mut rt = JsRuntime::new();
+        assert_eq!(call(&mut rt, &method("square", Some(&["x"]), "return x*x;", None), &[json!(3)]).unwrap().value, Some(json!(9)));
+        assert_eq!(call(&mut rt, &method("cube", Some(&["x"]), "x*x*x", None), &[json!(2)]).unwrap().value, Some(json!(8)));
+        let f = method("fromFile", Some(&["x"]), "function fromFile(x) { return x + 1; } module.exports = fromFile;", Some("module.exports"));
+        assert_eq!(call(&mut rt, &f, &[json!(1)]).unwrap().value, Some(json!(2)));
+        let named = method("add", Some(&["a", "b"]), "function add(a, b) { return a + b; }", None);
+        assert_eq!(call(&mut rt, &named, &[json!(1), json!(2)]).unwrap().value, Some(json!(3)));
+        let arrow = method("arrow", Some(&["x"]), "(() => x * 10)()", None);
+        assert_eq!(call(&mut rt, &arrow, &[json!(4)]).unwrap().value, Some(json!(40)));
+    }
+
+    #[test]
+    fn in_place_changes_are_returned() {
+        let mut rt = JsRuntime::new();
+        let m = method("touch", Some(&["ctx"]), "ctx.context.n = 1;", None);
+        let out = call(&mut rt, &m, &[json!({"context": {}})]).unwrap();
+        assert_eq!(out.value, None);
+        assert_eq!(out.args[0], json!({"context": {"n": 1}}));
+    }
+
+    #[test]
+    fn exceptions_are_site_errors_and_recursion_aborts() {
+        let mut rt = JsRuntime::new();
+        let m = method("boom", Some(&[]), "throw new Error('nope')", None);
+        assert!(matches!(call(&mut rt, &m, &[]), Err(HostError::Failed(msg)) if msg.contains("nope")));
+        let deep = method("deep", Some(&["n"]), "function deep(n) { return deep(n + 1); }", None);
+        assert!(matches!(call(&mut rt, &deep, &[json!(0)]), Err(HostError::Abort(_))));
+    }
+
+    #[test]
+    fn expressions_with_scope_and_console() {
+        let mut rt = JsRuntime::new();
+        let scope = json!({"content": "a b", "context": {"n": 2}});
+        let out = rt.call(JsCall::Expr { src: "[1,2,3].map(x => x * context.n).join(content.split(' ')[0])", scope: &scope }).unwrap();
+        assert_eq!(out.value, Some(json!("2a4a6")));
+        let m = method("log", Some(&[]), "console.log('hi', {a: 1}); return 1", None);
+        call(&mut rt, &m, &[]).unwrap();
+        assert_eq!(rt.take_logs(), vec!["hi {\"a\":1}".to_string()]);
+    }
+}

@@ -1,0 +1,48 @@
+//! runtime-core + boa in-process, with a test environment's clock, randomness and HTTP stubs.
+
+use crate::js::JsRuntime;
+use runtime_core::engine::StepError;
+use runtime_core::host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome, LogLevel};
+use runtime_core::model::CompiledBot;
+use runtime_core::session::{ConverseResult, Message, Session};
+use runtime_core::testing::{Stepper, TestEnv};
+use serde_json::Value as Json;
+
+/// A [`Host`] over a [`TestEnv`], with JavaScript on a per-step [`JsRuntime`].
+pub struct NativeHost<'e> {
+    pub env: &'e mut TestEnv,
+    pub js: JsRuntime,
+    pub logs: Vec<String>,
+}
+
+impl Host for NativeHost<'_> {
+    fn now_ms(&mut self) -> i64 {
+        self.env.now
+    }
+    fn random_u64(&mut self) -> u64 {
+        self.env.random_u64()
+    }
+    fn http(&mut self, req: &HttpRequest) -> Result<HttpResponse, HostError> {
+        self.env.http(req)
+    }
+    fn nl_predict(&mut self, nlu_id: &str, _text: &str, _options: &Json) -> Result<Json, HostError> {
+        Err(HostError::Failed(format!("no NL model {nlu_id} in this environment")))
+    }
+    fn js(&mut self, call: JsCall<'_>) -> Result<JsOutcome, HostError> {
+        self.js.call(call)
+    }
+    fn log(&mut self, _level: LogLevel, message: &str) {
+        self.logs.push(message.to_string());
+    }
+}
+
+/// Runs steps natively: a fresh JS runtime per step, as the sandbox does.
+#[derive(Default)]
+pub struct NativeStepper;
+
+impl Stepper for NativeStepper {
+    fn step(&mut self, bot: &CompiledBot, session: &Session, msg: Message, env: &mut TestEnv) -> Result<ConverseResult, StepError> {
+        let mut host = NativeHost { env, js: JsRuntime::new(), logs: vec![] };
+        runtime_core::converse(bot, session, msg, &mut host)
+    }
+}
