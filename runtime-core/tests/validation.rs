@@ -26,7 +26,7 @@ flows:
     intents:
       x:
         priority: high
-        condition: "content == = 'x'"
+        condition: "content == 'x')"
 "#;
 
 #[test]
@@ -45,7 +45,7 @@ fn every_problem_is_reported_with_path_and_line() {
     let warnings: Vec<String> = err.problems.iter().filter(|p| p.severity == Severity::Warning).map(|p| p.to_string()).collect();
     assert!(warnings.iter().any(|w| w.starts_with("flows.order.states.showPizza.transtions: unknown key \"transtions\" (did you mean \"transitions\"?)") && w.contains("line 9")), "{warnings:?}");
     assert!(warnings.iter().any(|w| w.contains("flows.order.states.confirm.action: unknown action \"sayIt\"")), "{warnings:?}");
-    assert!(warnings.iter().any(|w| w.contains("flows.third.intents.x.condition: expression \"content == = 'x'\" does not parse: unexpected '=' at column 12")), "{warnings:?}");
+    assert!(warnings.iter().any(|w| w.contains("flows.third.intents.x.condition: expression \"content == 'x')\" does not parse: unexpected ')' at column 15")), "{warnings:?}");
     assert_eq!(err.errors().count(), 4, "{text}");
 }
 
