@@ -43,18 +43,25 @@ impl JsRuntime {
     fn ctx(&mut self) -> &mut Context {
         self.ctx.get_or_insert_with(|| {
             let mut ctx = Context::default();
-            ctx.runtime_limits_mut().set_recursion_limit(RECURSION_LIMIT);
-            ctx.eval(Source::from_bytes(PRELUDE)).expect("prelude evaluates");
+            ctx.runtime_limits_mut()
+                .set_recursion_limit(RECURSION_LIMIT);
+            ctx.eval(Source::from_bytes(PRELUDE))
+                .expect("prelude evaluates");
             ctx
         })
     }
 
     /// Lines written with `console.log` since the last call.
     pub fn take_logs(&mut self) -> Vec<String> {
-        let Some(ctx) = self.ctx.as_mut() else { return vec![] };
+        let Some(ctx) = self.ctx.as_mut() else {
+            return vec![];
+        };
         match ctx.eval(Source::from_bytes("__botbox_logs.splice(0)")) {
             Ok(v) => match v.to_json(ctx) {
-                Ok(Some(Json::Array(a))) => a.into_iter().filter_map(|l| l.as_str().map(str::to_string)).collect(),
+                Ok(Some(Json::Array(a))) => a
+                    .into_iter()
+                    .filter_map(|l| l.as_str().map(str::to_string))
+                    .collect(),
                 _ => vec![],
             },
             Err(_) => vec![],
@@ -67,13 +74,19 @@ impl JsRuntime {
             JsCall::Expr { src, scope } => {
                 let names: Vec<&str> = scope
                     .as_object()
-                    .map(|m| m.keys().map(String::as_str).filter(|k| is_identifier(k)).collect())
+                    .map(|m| {
+                        m.keys()
+                            .map(String::as_str)
+                            .filter(|k| is_identifier(k))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let key = format!("expr\u{0}{}\u{0}{src}", names.join(","));
                 let f = match self.functions.get(&key) {
                     Some(f) => f.clone(),
                     None => {
-                        let code = format!("(function({}) {{ return ({src}\n); }})", names.join(", "));
+                        let code =
+                            format!("(function({}) {{ return ({src}\n); }})", names.join(", "));
                         let f = self.compile_fn(&code)?;
                         self.functions.insert(key, f.clone());
                         f
@@ -83,7 +96,12 @@ impl JsRuntime {
                 self.invoke(&f, &args)
             }
             JsCall::Method { method, args } => {
-                let key = format!("method\u{0}{}\u{0}{}\u{0}{}", method.flow.as_deref().unwrap_or(""), method.name, args.len());
+                let key = format!(
+                    "method\u{0}{}\u{0}{}\u{0}{}",
+                    method.flow.as_deref().unwrap_or(""),
+                    method.name,
+                    args.len()
+                );
                 let f = match self.functions.get(&key) {
                     Some(f) => f.clone(),
                     None => {
@@ -99,13 +117,19 @@ impl JsRuntime {
 
     fn compile_fn(&mut self, code: &str) -> Result<JsObject, HostError> {
         let ctx = self.ctx();
-        let v = ctx.eval(Source::from_bytes(code)).map_err(|e| to_host_error(e, ctx))?;
-        v.as_callable().ok_or_else(|| HostError::Failed("not a function".into()))
+        let v = ctx
+            .eval(Source::from_bytes(code))
+            .map_err(|e| to_host_error(e, ctx))?;
+        v.as_callable()
+            .ok_or_else(|| HostError::Failed("not a function".into()))
     }
 
     /// Method compilation order of §11.1.
     fn compile_method(&mut self, m: &Method, arity: usize) -> Result<JsObject, HostError> {
-        let params = m.params.clone().unwrap_or_else(|| conventional_params(arity));
+        let params = m
+            .params
+            .clone()
+            .unwrap_or_else(|| conventional_params(arity));
         let params = params.join(", ");
         let code = &m.code;
         if let Some(entry) = &m.entry {
@@ -114,7 +138,10 @@ impl JsRuntime {
             ));
         }
         if declares_function(code, &m.name) {
-            return self.compile_fn(&format!("(function () {{\n{code}\n; return {}; }})()", m.name));
+            return self.compile_fn(&format!(
+                "(function () {{\n{code}\n; return {}; }})()",
+                m.name
+            ));
         }
         match self.compile_fn(&format!("(function ({params}) {{ return ({code}\n); }})")) {
             Ok(f) => Ok(f),
@@ -129,10 +156,18 @@ impl JsRuntime {
         for a in args {
             js_args.push(JsValue::from_json(a, ctx).map_err(|e| to_host_error(e, ctx))?);
         }
-        let ret = f.call(&JsValue::undefined(), &js_args, ctx).map_err(|e| to_host_error(e, ctx))?;
+        let ret = f
+            .call(&JsValue::undefined(), &js_args, ctx)
+            .map_err(|e| to_host_error(e, ctx))?;
         let value = ret.to_json(ctx).map_err(|e| to_host_error(e, ctx))?;
-        let args_after = js_args.iter().map(|a| a.to_json(ctx).ok().flatten().unwrap_or(Json::Null)).collect();
-        Ok(JsOutcome { value, args: args_after })
+        let args_after = js_args
+            .iter()
+            .map(|a| a.to_json(ctx).ok().flatten().unwrap_or(Json::Null))
+            .collect();
+        Ok(JsOutcome {
+            value,
+            args: args_after,
+        })
     }
 }
 
@@ -157,7 +192,9 @@ fn declares_function(code: &str, name: &str) -> bool {
 
 fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$')
+    chars
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$')
         && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '$')
 }
 
@@ -199,14 +236,51 @@ mod tests {
     #[test]
     fn method_forms() {
         let mut rt = JsRuntime::new();
-        assert_eq!(call(&mut rt, &method("square", Some(&["x"]), "return x*x;", None), &[json!(3)]).unwrap().value, Some(json!(9)));
-        assert_eq!(call(&mut rt, &method("cube", Some(&["x"]), "x*x*x", None), &[json!(2)]).unwrap().value, Some(json!(8)));
-        let f = method("fromFile", Some(&["x"]), "function fromFile(x) { return x + 1; } module.exports = fromFile;", Some("module.exports"));
-        assert_eq!(call(&mut rt, &f, &[json!(1)]).unwrap().value, Some(json!(2)));
-        let named = method("add", Some(&["a", "b"]), "function add(a, b) { return a + b; }", None);
-        assert_eq!(call(&mut rt, &named, &[json!(1), json!(2)]).unwrap().value, Some(json!(3)));
+        assert_eq!(
+            call(
+                &mut rt,
+                &method("square", Some(&["x"]), "return x*x;", None),
+                &[json!(3)]
+            )
+            .unwrap()
+            .value,
+            Some(json!(9))
+        );
+        assert_eq!(
+            call(
+                &mut rt,
+                &method("cube", Some(&["x"]), "x*x*x", None),
+                &[json!(2)]
+            )
+            .unwrap()
+            .value,
+            Some(json!(8))
+        );
+        let f = method(
+            "fromFile",
+            Some(&["x"]),
+            "function fromFile(x) { return x + 1; } module.exports = fromFile;",
+            Some("module.exports"),
+        );
+        assert_eq!(
+            call(&mut rt, &f, &[json!(1)]).unwrap().value,
+            Some(json!(2))
+        );
+        let named = method(
+            "add",
+            Some(&["a", "b"]),
+            "function add(a, b) { return a + b; }",
+            None,
+        );
+        assert_eq!(
+            call(&mut rt, &named, &[json!(1), json!(2)]).unwrap().value,
+            Some(json!(3))
+        );
         let arrow = method("arrow", Some(&["x"]), "(() => x * 10)()", None);
-        assert_eq!(call(&mut rt, &arrow, &[json!(4)]).unwrap().value, Some(json!(40)));
+        assert_eq!(
+            call(&mut rt, &arrow, &[json!(4)]).unwrap().value,
+            Some(json!(40))
+        );
     }
 
     #[test]
@@ -222,18 +296,38 @@ mod tests {
     fn exceptions_are_site_errors_and_recursion_aborts() {
         let mut rt = JsRuntime::new();
         let m = method("boom", Some(&[]), "throw new Error('nope')", None);
-        assert!(matches!(call(&mut rt, &m, &[]), Err(HostError::Failed(msg)) if msg.contains("nope")));
-        let deep = method("deep", Some(&["n"]), "function deep(n) { return deep(n + 1); }", None);
-        assert!(matches!(call(&mut rt, &deep, &[json!(0)]), Err(HostError::Abort(_))));
+        assert!(
+            matches!(call(&mut rt, &m, &[]), Err(HostError::Failed(msg)) if msg.contains("nope"))
+        );
+        let deep = method(
+            "deep",
+            Some(&["n"]),
+            "function deep(n) { return deep(n + 1); }",
+            None,
+        );
+        assert!(matches!(
+            call(&mut rt, &deep, &[json!(0)]),
+            Err(HostError::Abort(_))
+        ));
     }
 
     #[test]
     fn expressions_with_scope_and_console() {
         let mut rt = JsRuntime::new();
         let scope = json!({"content": "a b", "context": {"n": 2}});
-        let out = rt.call(JsCall::Expr { src: "[1,2,3].map(x => x * context.n).join(content.split(' ')[0])", scope: &scope }).unwrap();
+        let out = rt
+            .call(JsCall::Expr {
+                src: "[1,2,3].map(x => x * context.n).join(content.split(' ')[0])",
+                scope: &scope,
+            })
+            .unwrap();
         assert_eq!(out.value, Some(json!("2a4a6")));
-        let m = method("log", Some(&[]), "console.log('hi', {a: 1}); return 1", None);
+        let m = method(
+            "log",
+            Some(&[]),
+            "console.log('hi', {a: 1}); return 1",
+            None,
+        );
         call(&mut rt, &m, &[]).unwrap();
         assert_eq!(rt.take_logs(), vec!["hi {\"a\":1}".to_string()]);
     }

@@ -25,8 +25,15 @@ impl Host for NativeHost<'_> {
     fn http(&mut self, req: &HttpRequest) -> Result<HttpResponse, HostError> {
         self.env.http(req)
     }
-    fn nl_predict(&mut self, nlu_id: &str, _text: &str, _options: &Json) -> Result<Json, HostError> {
-        Err(HostError::Failed(format!("no NL model {nlu_id} in this environment")))
+    fn nl_predict(
+        &mut self,
+        nlu_id: &str,
+        _text: &str,
+        _options: &Json,
+    ) -> Result<Json, HostError> {
+        Err(HostError::Failed(format!(
+            "no NL model {nlu_id} in this environment"
+        )))
     }
     fn js(&mut self, call: JsCall<'_>) -> Result<JsOutcome, HostError> {
         self.js.call(call)
@@ -41,8 +48,18 @@ impl Host for NativeHost<'_> {
 pub struct NativeStepper;
 
 impl Stepper for NativeStepper {
-    fn step(&mut self, bot: &CompiledBot, session: &Session, msg: Message, env: &mut TestEnv) -> Result<ConverseResult, StepError> {
-        let mut host = NativeHost { env, js: JsRuntime::new(), logs: vec![] };
+    fn step(
+        &mut self,
+        bot: &CompiledBot,
+        session: &Session,
+        msg: Message,
+        env: &mut TestEnv,
+    ) -> Result<ConverseResult, StepError> {
+        let mut host = NativeHost {
+            env,
+            js: JsRuntime::new(),
+            logs: vec![],
+        };
         runtime_core::converse(bot, session, msg, &mut host)
     }
 }

@@ -12,16 +12,31 @@ fn examples_dir() -> PathBuf {
 fn every_example_passes_its_conversation_tests() {
     let mut ran = 0;
     let mut failures = vec![];
-    let mut dirs: Vec<_> = std::fs::read_dir(examples_dir()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let mut dirs: Vec<_> = std::fs::read_dir(examples_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
     dirs.sort();
     for dir in &dirs {
-        let bot_src = std::fs::read_to_string(dir.join("bot.yml")).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let compiled = runtime_core::compile_source(&bot_src).unwrap_or_else(|e| panic!("{}/bot.yml rejected:\n{e}", dir.display()));
-        assert!(compiled.warnings.is_empty(), "{}/bot.yml has warnings:\n{:#?}", dir.display(), compiled.warnings);
-        let mut tests: Vec<_> = std::fs::read_dir(dir.join("tests")).unwrap().map(|e| e.unwrap().path()).collect();
+        let bot_src = std::fs::read_to_string(dir.join("bot.yml"))
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let compiled = runtime_core::compile_source(&bot_src)
+            .unwrap_or_else(|e| panic!("{}/bot.yml rejected:\n{e}", dir.display()));
+        assert!(
+            compiled.warnings.is_empty(),
+            "{}/bot.yml has warnings:\n{:#?}",
+            dir.display(),
+            compiled.warnings
+        );
+        let mut tests: Vec<_> = std::fs::read_dir(dir.join("tests"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         tests.sort();
         for t in tests {
-            let suite = parse_suite(&std::fs::read_to_string(&t).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", t.display()));
+            let suite = parse_suite(&std::fs::read_to_string(&t).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", t.display()));
             for case in &suite.tests {
                 ran += 1;
                 let report = run_case(&compiled.bot, case, &mut NativeStepper);
@@ -31,7 +46,19 @@ fn every_example_passes_its_conversation_tests() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failing:\n{}", failures.len(), failures.join("\n\n"));
-    assert!(dirs.len() >= 12, "expected at least 12 example bots, found {}", dirs.len());
-    assert!(ran >= 24, "expected at least 24 conversation cases, ran {ran}");
+    assert!(
+        failures.is_empty(),
+        "{} failing:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+    assert!(
+        dirs.len() >= 12,
+        "expected at least 12 example bots, found {}",
+        dirs.len()
+    );
+    assert!(
+        ran >= 24,
+        "expected at least 24 conversation cases, ran {ran}"
+    );
 }

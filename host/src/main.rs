@@ -21,19 +21,29 @@ fn run() -> Result<ExitCode> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("validate") => {
-            let Some(path) = args.get(1) else { bail!("usage: botbox validate <bot.yml>") };
+            let Some(path) = args.get(1) else {
+                bail!("usage: botbox validate <bot.yml>")
+            };
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
             match runtime_core::compile_source(&text) {
                 Ok(c) => {
                     for w in &c.warnings {
                         println!("{path}: warning: {w}");
                     }
-                    println!("{path}: ok ({} flows, {} warnings)", c.bot.flows.len(), c.warnings.len());
+                    println!(
+                        "{path}: ok ({} flows, {} warnings)",
+                        c.bot.flows.len(),
+                        c.warnings.len()
+                    );
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(rejected) => {
                     for p in &rejected.problems {
-                        let kind = if p.severity == runtime_core::source::Severity::Error { "error" } else { "warning" };
+                        let kind = if p.severity == runtime_core::source::Severity::Error {
+                            "error"
+                        } else {
+                            "warning"
+                        };
                         println!("{path}: {kind}: {p}");
                     }
                     Ok(ExitCode::from(1))

@@ -15,7 +15,10 @@ impl Host for BenchHost {
         1_700_000_000_000
     }
     fn random_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0
     }
     fn http(&mut self, _: &HttpRequest) -> Result<HttpResponse, HostError> {
@@ -55,9 +58,13 @@ fn pizza(c: &mut Criterion) {
     });
     let names = ["order", "pick pizza", "quantity", "confirm"];
     for ((m, s), name) in messages.iter().zip(&sessions).zip(names) {
-        c.bench_function(&format!("pizza message: {name}"), |b| b.iter(|| black_box(converse(&bot, s, m.clone(), &mut host).unwrap())));
+        c.bench_function(&format!("pizza message: {name}"), |b| {
+            b.iter(|| black_box(converse(&bot, s, m.clone(), &mut host).unwrap()))
+        });
     }
-    c.bench_function("compile pizza bot", |b| b.iter(|| black_box(compile_source(src).unwrap())));
+    c.bench_function("compile pizza bot", |b| {
+        b.iter(|| black_box(compile_source(src).unwrap()))
+    });
 }
 
 criterion_group!(benches, pizza);

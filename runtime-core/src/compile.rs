@@ -26,7 +26,9 @@ pub struct Rejected {
 
 impl Rejected {
     pub fn errors(&self) -> impl Iterator<Item = &Problem> {
-        self.problems.iter().filter(|p| p.severity == Severity::Error)
+        self.problems
+            .iter()
+            .filter(|p| p.severity == Severity::Error)
     }
 }
 
@@ -42,39 +44,107 @@ pub fn compile(doc: &Json) -> Result<Compiled, Rejected> {
 }
 
 pub fn compile_with_positions(doc: &Json, pos: Option<&Positions>) -> Result<Compiled, Rejected> {
-    let mut c = Lower { problems: Vec::new(), pos, methods: Vec::new() };
+    let mut c = Lower {
+        problems: Vec::new(),
+        pos,
+        methods: Vec::new(),
+    };
     let bot = c.bot(doc);
     let mut problems = c.problems;
     problems.sort_by_key(|p| p.severity != Severity::Error);
     match bot {
-        Some(bot) if problems.iter().all(|p| p.severity == Severity::Warning) => {
-            Ok(Compiled { bot, warnings: problems })
-        }
+        Some(bot) if problems.iter().all(|p| p.severity == Severity::Warning) => Ok(Compiled {
+            bot,
+            warnings: problems,
+        }),
         _ => Err(Rejected { problems }),
     }
 }
 
 const BOT_KEYS: &[&str] = &[
-    "schema", "id", "name", "version", "desc", "lang", "timezone", "flows", "nlus", "methods",
-    "config", "maxRecursion", "revision", "tag", "changelog", "projectId",
+    "schema",
+    "id",
+    "name",
+    "version",
+    "desc",
+    "lang",
+    "timezone",
+    "flows",
+    "nlus",
+    "methods",
+    "config",
+    "maxRecursion",
+    "revision",
+    "tag",
+    "changelog",
+    "projectId",
 ];
 const FLOW_KEYS: &[&str] = &[
-    "intents", "states", "actions", "methods", "nlus", "fallback", "priority", "volatile",
-    "expire", "active", "stateMapper", "stateActions", "invalidate",
+    "intents",
+    "states",
+    "actions",
+    "methods",
+    "nlus",
+    "fallback",
+    "priority",
+    "volatile",
+    "expire",
+    "active",
+    "stateMapper",
+    "stateActions",
+    "invalidate",
 ];
-const INTENT_KEYS: &[&str] =
-    &["type", "condition", "classifier", "attributes", "initial", "fallback", "priority"];
-const CLASSIFIER_KEYS: &[&str] = &["nlu", "match", "hint", "options", "process", "dict", "expression"];
+const INTENT_KEYS: &[&str] = &[
+    "type",
+    "condition",
+    "classifier",
+    "attributes",
+    "initial",
+    "fallback",
+    "priority",
+];
+const CLASSIFIER_KEYS: &[&str] = &[
+    "nlu",
+    "match",
+    "hint",
+    "options",
+    "process",
+    "dict",
+    "expression",
+];
 const ATTRIBUTE_KEYS: &[&str] = &["nlu", "path", "hint", "options", "process", "dict"];
-const STATE_KEYS: &[&str] =
-    &["initial", "end", "action", "actions", "transitions", "float", "transit", "exit", "enter"];
+const STATE_KEYS: &[&str] = &[
+    "initial",
+    "end",
+    "action",
+    "actions",
+    "transitions",
+    "float",
+    "transit",
+    "exit",
+    "enter",
+];
 const TRANSITION_KEYS: &[&str] = &["condition", "fallback", "priority", "mapping"];
 const STATE_ACTION_KEYS: &[&str] = &["name", "condition", "options", "method"];
-const ACTION_KEYS: &[&str] = &["type", "options", "condition", "method", "command", "payload"];
+const ACTION_KEYS: &[&str] = &[
+    "type",
+    "options",
+    "condition",
+    "method",
+    "command",
+    "payload",
+];
 const NLU_KEYS: &[&str] = &["type", "options", "method", "process"];
 const KNOWN_NLU_TYPES: &[&str] = &[
-    "keyword", "regex", "nl", "method", "witIntent", "witEntity", "verstandClassifier",
-    "verstandTagger", "verstandRetrieval",
+    "keyword",
+    "regex",
+    "nl",
+    "method",
+    "witIntent",
+    "witEntity",
+    "verstandClassifier",
+    "verstandTagger",
+    "verstandRetrieval",
 ];
 
 struct Lower<'p> {
@@ -92,7 +162,11 @@ struct Scope<'d> {
 }
 
 fn path_join(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
 fn describe(v: &Json) -> &'static str {
@@ -112,7 +186,13 @@ impl<'p> Lower<'p> {
             Some((l, c)) => (Some(l), Some(c)),
             None => (None, None),
         };
-        self.problems.push(Problem { severity, path: path.to_string(), message, line, column });
+        self.problems.push(Problem {
+            severity,
+            path: path.to_string(),
+            message,
+            line,
+            column,
+        });
     }
 
     fn error(&mut self, path: &str, message: impl Into<String>) {
@@ -127,13 +207,21 @@ impl<'p> Lower<'p> {
         match v {
             Json::Object(m) => Some(m),
             other => {
-                self.error(path, format!("expected an object, found {}", describe(other)));
+                self.error(
+                    path,
+                    format!("expected an object, found {}", describe(other)),
+                );
                 None
             }
         }
     }
 
-    fn opt_object<'d>(&mut self, m: &'d Map<String, Json>, key: &str, path: &str) -> Option<&'d Map<String, Json>> {
+    fn opt_object<'d>(
+        &mut self,
+        m: &'d Map<String, Json>,
+        key: &str,
+        path: &str,
+    ) -> Option<&'d Map<String, Json>> {
         match m.get(key) {
             None | Some(Json::Null) => None,
             Some(v) => self.object(v, &path_join(path, key)),
@@ -148,7 +236,10 @@ impl<'p> Lower<'p> {
                     .find(|c| similar(c, k))
                     .map(|c| format!(" (did you mean \"{c}\"?)"))
                     .unwrap_or_default();
-                self.warn(&path_join(path, k), format!("unknown key \"{k}\"{hint}; it is kept but has no effect"));
+                self.warn(
+                    &path_join(path, k),
+                    format!("unknown key \"{k}\"{hint}; it is kept but has no effect"),
+                );
             }
         }
     }
@@ -158,7 +249,10 @@ impl<'p> Lower<'p> {
             None | Some(Json::Null) => false,
             Some(Json::Bool(b)) => *b,
             Some(other) => {
-                self.error(&path_join(path, key), format!("expected a boolean, found {}", describe(other)));
+                self.error(
+                    &path_join(path, key),
+                    format!("expected a boolean, found {}", describe(other)),
+                );
                 false
             }
         }
@@ -170,7 +264,10 @@ impl<'p> Lower<'p> {
             Some(Json::Number(n)) => n.as_f64(),
             Some(Json::String(s)) if s.trim().parse::<f64>().is_ok() => s.trim().parse().ok(),
             Some(other) => {
-                self.error(&path_join(path, key), format!("expected a number, found {}", describe(other)));
+                self.error(
+                    &path_join(path, key),
+                    format!("expected a number, found {}", describe(other)),
+                );
                 None
             }
         }
@@ -182,7 +279,10 @@ impl<'p> Lower<'p> {
             Some(Json::String(s)) => Some(s.clone()),
             Some(Json::Number(n)) => Some(n.to_string()),
             Some(other) => {
-                self.error(&path_join(path, key), format!("expected a string, found {}", describe(other)));
+                self.error(
+                    &path_join(path, key),
+                    format!("expected a string, found {}", describe(other)),
+                );
                 None
             }
         }
@@ -211,13 +311,22 @@ impl<'p> Lower<'p> {
                     match it {
                         Json::String(s) => out.push(self.expr(s, &ip)),
                         Json::Bool(b) => out.push(CompiledExpr::literal(&Json::Bool(*b))),
-                        other => self.error(&ip, format!("expected a string condition, found {}", describe(other))),
+                        other => self.error(
+                            &ip,
+                            format!("expected a string condition, found {}", describe(other)),
+                        ),
                     }
                 }
                 out
             }
             Some(other) => {
-                self.error(&p, format!("expected a string or a list of strings, found {}", describe(other)));
+                self.error(
+                    &p,
+                    format!(
+                        "expected a string or a list of strings, found {}",
+                        describe(other)
+                    ),
+                );
                 vec![]
             }
         }
@@ -227,7 +336,10 @@ impl<'p> Lower<'p> {
         let root = self.object(doc, "")?;
         self.unknown_keys(root, "", BOT_KEYS);
         if let Some(Json::String(s)) = root.get("schema") {
-            if !matches!(s.as_str(), "kata.ai/schema/kata-ml/1.0" | "kata.ai/schema/kataml/1.0") {
+            if !matches!(
+                s.as_str(),
+                "kata.ai/schema/kata-ml/1.0" | "kata.ai/schema/kataml/1.0"
+            ) {
                 self.warn("schema", format!("unknown schema \"{s}\""));
             }
         }
@@ -239,15 +351,27 @@ impl<'p> Lower<'p> {
             None | Some(Json::Null) => Json::Object(Map::new()),
             Some(v @ Json::Object(_)) => v.clone(),
             Some(other) => {
-                self.error("config", format!("expected an object, found {}", describe(other)));
+                self.error(
+                    "config",
+                    format!("expected an object, found {}", describe(other)),
+                );
                 Json::Object(Map::new())
             }
         };
-        let max_recursion = match config.get("maxRecursion").or_else(|| root.get("maxRecursion")) {
+        let max_recursion = match config
+            .get("maxRecursion")
+            .or_else(|| root.get("maxRecursion"))
+        {
             None | Some(Json::Null) => 3,
-            Some(Json::Number(n)) if n.as_u64().is_some_and(|v| v >= 1) => n.as_u64().unwrap().min(u32::MAX as u64) as u32,
+            Some(Json::Number(n)) if n.as_u64().is_some_and(|v| v >= 1) => {
+                n.as_u64().unwrap().min(u32::MAX as u64) as u32
+            }
             Some(other) => {
-                let p = if config.get("maxRecursion").is_some() { "config.maxRecursion" } else { "maxRecursion" };
+                let p = if config.get("maxRecursion").is_some() {
+                    "config.maxRecursion"
+                } else {
+                    "maxRecursion"
+                };
                 self.error(p, format!("expected a positive integer, found {other}"));
                 3
             }
@@ -279,7 +403,9 @@ impl<'p> Lower<'p> {
         let mut flows = vec![];
         for (fname, fv) in flows_m {
             let fp = format!("flows.{fname}");
-            let Some(fm) = self.object(fv, &fp) else { continue };
+            let Some(fm) = self.object(fv, &fp) else {
+                continue;
+            };
             let scope = Scope {
                 flow: Some(fname),
                 flow_nlus: fm.get("nlus").and_then(Json::as_object),
@@ -310,8 +436,11 @@ impl<'p> Lower<'p> {
             let (name, params) = match sig.find('(') {
                 Some(i) => {
                     let inner = sig[i + 1..].trim_end().trim_end_matches(')');
-                    let params: Vec<String> =
-                        inner.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
+                    let params: Vec<String> = inner
+                        .split(',')
+                        .map(|p| p.trim().to_string())
+                        .filter(|p| !p.is_empty())
+                        .collect();
                     (sig[..i].trim().to_string(), Some(params))
                 }
                 None => (sig.trim().to_string(), None),
@@ -327,11 +456,23 @@ impl<'p> Lower<'p> {
                     (code.unwrap_or_default(), self.str_field(m, "entry", &mp))
                 }
                 other => {
-                    self.error(&mp, format!("expected method code (a string) or {{code, entry}}, found {}", describe(other)));
+                    self.error(
+                        &mp,
+                        format!(
+                            "expected method code (a string) or {{code, entry}}, found {}",
+                            describe(other)
+                        ),
+                    );
                     continue;
                 }
             };
-            self.methods.push(Method { name, params, code, entry, flow: flow.map(str::to_string) });
+            self.methods.push(Method {
+                name,
+                params,
+                code,
+                entry,
+                flow: flow.map(str::to_string),
+            });
         }
     }
 
@@ -341,11 +482,18 @@ impl<'p> Lower<'p> {
             .methods
             .iter()
             .position(|m| m.name == base && m.flow.as_deref() == scope.flow && scope.flow.is_some())
-            .or_else(|| self.methods.iter().position(|m| m.name == base && m.flow.is_none()));
+            .or_else(|| {
+                self.methods
+                    .iter()
+                    .position(|m| m.name == base && m.flow.is_none())
+            });
         if index.is_none() {
             self.warn(path, format!("unknown method \"{base}\""));
         }
-        MethodRef { name: base.to_string(), index }
+        MethodRef {
+            name: base.to_string(),
+            index,
+        }
     }
 
     fn method_list(&mut self, v: Option<&Json>, scope: &Scope, path: &str) -> Vec<MethodRef> {
@@ -358,23 +506,40 @@ impl<'p> Lower<'p> {
                 .filter_map(|(i, it)| match it {
                     Json::String(s) => Some(self.method_ref(s, scope, &format!("{path}[{i}]"))),
                     other => {
-                        self.error(&format!("{path}[{i}]"), format!("expected a method name, found {}", describe(other)));
+                        self.error(
+                            &format!("{path}[{i}]"),
+                            format!("expected a method name, found {}", describe(other)),
+                        );
                         None
                     }
                 })
                 .collect(),
             Some(other) => {
-                self.error(path, format!("expected a method name or a list of them, found {}", describe(other)));
+                self.error(
+                    path,
+                    format!(
+                        "expected a method name or a list of them, found {}",
+                        describe(other)
+                    ),
+                );
                 vec![]
             }
         }
     }
 
-    fn flow(&mut self, name: &str, fm: &Map<String, Json>, fp: &str, scope: &Scope) -> Option<Flow> {
+    fn flow(
+        &mut self,
+        name: &str,
+        fm: &Map<String, Json>,
+        fp: &str,
+        scope: &Scope,
+    ) -> Option<Flow> {
         self.unknown_keys(fm, fp, FLOW_KEYS);
         let mut intents = vec![];
         match fm.get("intents") {
-            None | Some(Json::Null) => self.error(&path_join(fp, "intents"), "a flow needs \"intents\""),
+            None | Some(Json::Null) => {
+                self.error(&path_join(fp, "intents"), "a flow needs \"intents\"")
+            }
             Some(v) => {
                 if let Some(im) = self.object(v, &path_join(fp, "intents")) {
                     for (iname, iv) in im {
@@ -394,19 +559,31 @@ impl<'p> Lower<'p> {
         if let Some(sm) = states_m {
             for (i, (sname, sv)) in sm.iter().enumerate() {
                 let sp = format!("{fp}.states.{sname}");
-                let Some(so) = self.object(sv, &sp) else { continue };
+                let Some(so) = self.object(sv, &sp) else {
+                    continue;
+                };
                 if let Some((st, fl)) = self.state(sname, so, &sp, &names, scope, i) {
                     states.push(st);
                     floats.extend(fl);
                 }
             }
-            let initials: Vec<&str> = states.iter().filter(|s| s.initial).map(|s| s.name.as_str()).collect();
+            let initials: Vec<&str> = states
+                .iter()
+                .filter(|s| s.initial)
+                .map(|s| s.name.as_str())
+                .collect();
             if !sm.is_empty() && initials.is_empty() {
-                self.error(&path_join(fp, "states"), "no initial state: mark exactly one state with \"initial: true\"");
+                self.error(
+                    &path_join(fp, "states"),
+                    "no initial state: mark exactly one state with \"initial: true\"",
+                );
             } else if initials.len() > 1 {
                 self.error(
                     &path_join(fp, "states"),
-                    format!("several initial states ({}): mark exactly one", initials.join(", ")),
+                    format!(
+                        "several initial states ({}): mark exactly one",
+                        initials.join(", ")
+                    ),
                 );
             }
         }
@@ -435,7 +612,9 @@ impl<'p> Lower<'p> {
         if let Some(nm) = self.opt_object(fm, "nlus", fp) {
             self.check_nlus(nm, &path_join(fp, "nlus"));
         }
-        let state_mapper = self.str_field(fm, "stateMapper", fp).map(|m| self.method_ref(&m, scope, &path_join(fp, "stateMapper")));
+        let state_mapper = self
+            .str_field(fm, "stateMapper", fp)
+            .map(|m| self.method_ref(&m, scope, &path_join(fp, "stateMapper")));
         Some(Flow {
             name: name.to_string(),
             intents,
@@ -478,12 +657,18 @@ impl<'p> Lower<'p> {
                 "data" => Some(MsgType::Data),
                 "command" => Some(MsgType::Command),
                 other => {
-                    self.error(&path_join(ip, "type"), format!("unknown message type \"{other}\" (text, data or command)"));
+                    self.error(
+                        &path_join(ip, "type"),
+                        format!("unknown message type \"{other}\" (text, data or command)"),
+                    );
                     None
                 }
             },
             Some(other) => {
-                self.error(&path_join(ip, "type"), format!("expected a string, found {}", describe(other)));
+                self.error(
+                    &path_join(ip, "type"),
+                    format!("expected a string, found {}", describe(other)),
+                );
                 None
             }
         };
@@ -514,7 +699,13 @@ impl<'p> Lower<'p> {
                         }
                     }
                     other => {
-                        self.error(&ap, format!("expected an NLU name or an attribute object, found {}", describe(other)));
+                        self.error(
+                            &ap,
+                            format!(
+                                "expected an NLU name or an attribute object, found {}",
+                                describe(other)
+                            ),
+                        );
                         continue;
                     }
                 };
@@ -557,7 +748,13 @@ impl<'p> Lower<'p> {
                 }
             }
             other => {
-                self.error(cp, format!("expected an NLU name or a classifier object, found {}", describe(other)));
+                self.error(
+                    cp,
+                    format!(
+                        "expected an NLU name or a classifier object, found {}",
+                        describe(other)
+                    ),
+                );
                 return None;
             }
         };
@@ -567,7 +764,9 @@ impl<'p> Lower<'p> {
             Some(Json::Array(a)) => Some(a.clone()),
             Some(x) => Some(vec![x.clone()]),
         };
-        let expression = self.str_field(o, "expression", cp).map(|e| self.expr(&e, &path_join(cp, "expression")));
+        let expression = self
+            .str_field(o, "expression", cp)
+            .map(|e| self.expr(&e, &path_join(cp, "expression")));
         Some(Classifier {
             nlu,
             process: self.method_list(o.get("process"), scope, &path_join(cp, "process")),
@@ -578,7 +777,13 @@ impl<'p> Lower<'p> {
     }
 
     /// Resolves an NLU name (flow, bot, then built-in type) and merges the use's options.
-    fn nlu_use(&mut self, name: &str, usage: &Map<String, Json>, path: &str, scope: &Scope) -> NluUse {
+    fn nlu_use(
+        &mut self,
+        name: &str,
+        usage: &Map<String, Json>,
+        path: &str,
+        scope: &Scope,
+    ) -> NluUse {
         let def = scope
             .flow_nlus
             .and_then(|m| m.get(name))
@@ -586,8 +791,13 @@ impl<'p> Lower<'p> {
             .and_then(Json::as_object);
         let (ty, mut options, method, process) = match def {
             Some(d) => (
-                d.get("type").and_then(Json::as_str).unwrap_or("").to_string(),
-                d.get("options").cloned().unwrap_or(Json::Object(Map::new())),
+                d.get("type")
+                    .and_then(Json::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                d.get("options")
+                    .cloned()
+                    .unwrap_or(Json::Object(Map::new())),
                 d.get("method").and_then(Json::as_str).map(str::to_string),
                 d.get("process").cloned(),
             ),
@@ -617,7 +827,14 @@ impl<'p> Lower<'p> {
         };
         let process = self.method_list(process.as_ref(), scope, &np);
         let cache_key = format!("{name}|{options}|{}", hint.as_deref().unwrap_or(""));
-        NluUse { name: name.to_string(), kind, options, hint, process, cache_key }
+        NluUse {
+            name: name.to_string(),
+            kind,
+            options,
+            hint,
+            process,
+            cache_key,
+        }
     }
 
     fn keyword_nlu(&mut self, options: &Json, path: &str) -> KeywordNlu {
@@ -627,9 +844,15 @@ impl<'p> Lower<'p> {
                 for (k, v) in m {
                     let phrases = match v {
                         Json::String(s) => vec![s.clone()],
-                        Json::Array(a) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+                        Json::Array(a) => a
+                            .iter()
+                            .filter_map(|x| x.as_str().map(str::to_string))
+                            .collect(),
                         _ => {
-                            self.warn(path, format!("keyword \"{k}\": expected a phrase or a list of phrases"));
+                            self.warn(
+                                path,
+                                format!("keyword \"{k}\": expected a phrase or a list of phrases"),
+                            );
                             vec![]
                         }
                     };
@@ -641,7 +864,10 @@ impl<'p> Lower<'p> {
         KeywordNlu {
             keywords,
             case_sensitive: options.get("case").and_then(Json::as_bool).unwrap_or(false),
-            exact: options.get("exact").and_then(Json::as_bool).unwrap_or(false),
+            exact: options
+                .get("exact")
+                .and_then(Json::as_bool)
+                .unwrap_or(false),
             default: options.get("default").cloned(),
         }
     }
@@ -662,7 +888,9 @@ impl<'p> Lower<'p> {
                     None | Some(Json::Null) => RegexIndex::Whole,
                     Some(Json::Number(n)) => RegexIndex::Group(n.as_u64().unwrap_or(0) as usize),
                     Some(Json::Object(m)) => RegexIndex::Groups(
-                        m.iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0) as usize)).collect(),
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0) as usize))
+                            .collect(),
                     ),
                     Some(_) => {
                         self.warn(path, "regex index must be a number or an object of numbers");
@@ -722,7 +950,11 @@ impl<'p> Lower<'p> {
             Some(v) => self.transition(v, &path_join(sp, "float"), index, scope),
         };
         let action_v = m.get("action").or_else(|| m.get("actions"));
-        let key = if m.contains_key("action") { "action" } else { "actions" };
+        let key = if m.contains_key("action") {
+            "action"
+        } else {
+            "actions"
+        };
         let actions = self.state_actions(action_v, &path_join(sp, key), scope);
         let transit = self.mapping(m.get("transit"), &path_join(sp, "transit"), scope);
         let enter = self.mapping(m.get("enter"), &path_join(sp, "enter"), scope);
@@ -742,14 +974,28 @@ impl<'p> Lower<'p> {
         ))
     }
 
-    fn transition(&mut self, v: &Json, tp: &str, target: usize, scope: &Scope) -> Option<Transition> {
+    fn transition(
+        &mut self,
+        v: &Json,
+        tp: &str,
+        target: usize,
+        scope: &Scope,
+    ) -> Option<Transition> {
         match v {
-            Json::String(s) => {
-                Some(Transition { target, conditions: vec![self.expr(s, tp)], fallback: false, priority: 0.0, mapping: None })
-            }
-            Json::Bool(true) | Json::Null => {
-                Some(Transition { target, conditions: vec![], fallback: false, priority: 0.0, mapping: None })
-            }
+            Json::String(s) => Some(Transition {
+                target,
+                conditions: vec![self.expr(s, tp)],
+                fallback: false,
+                priority: 0.0,
+                mapping: None,
+            }),
+            Json::Bool(true) | Json::Null => Some(Transition {
+                target,
+                conditions: vec![],
+                fallback: false,
+                priority: 0.0,
+                mapping: None,
+            }),
             Json::Object(m) => {
                 self.unknown_keys(m, tp, TRANSITION_KEYS);
                 Some(Transition {
@@ -761,7 +1007,13 @@ impl<'p> Lower<'p> {
                 })
             }
             other => {
-                self.error(tp, format!("expected a transition object or a condition string, found {}", describe(other)));
+                self.error(
+                    tp,
+                    format!(
+                        "expected a transition object or a condition string, found {}",
+                        describe(other)
+                    ),
+                );
                 None
             }
         }
@@ -777,7 +1029,13 @@ impl<'p> Lower<'p> {
                 Some(Mapping::Assign(out))
             }
             other => {
-                self.error(path, format!("expected a mapping object or a method name, found {}", describe(other)));
+                self.error(
+                    path,
+                    format!(
+                        "expected a mapping object or a method name, found {}",
+                        describe(other)
+                    ),
+                );
                 None
             }
         }
@@ -797,7 +1055,9 @@ impl<'p> Lower<'p> {
             match v {
                 Json::Object(inner) => self.flatten_mapping(inner, &mut target, &kp, out),
                 _ => {
-                    if !matches!(target.first().map(String::as_str), Some("context" | "data")) || target.len() < 2 {
+                    if !matches!(target.first().map(String::as_str), Some("context" | "data"))
+                        || target.len() < 2
+                    {
                         self.warn(&kp, format!("mapping target \"{}\" is ignored: targets start with context. or data.", target.join(".")));
                         continue;
                     }
@@ -839,12 +1099,21 @@ impl<'p> Lower<'p> {
                 }
             }
             other => {
-                self.error(path, format!("expected an action name or {{name, condition, options}}, found {}", describe(other)));
+                self.error(
+                    path,
+                    format!(
+                        "expected an action name or {{name, condition, options}}, found {}",
+                        describe(other)
+                    ),
+                );
                 return None;
             }
         };
         let mut conditions = self.conditions(sa, path);
-        let defined = scope.flow_actions.and_then(|m| m.get(&name)).and_then(Json::as_object);
+        let defined = scope
+            .flow_actions
+            .and_then(|m| m.get(&name))
+            .and_then(Json::as_object);
         let (kind, mut options, method_name) = match defined {
             Some(a) => {
                 let ap = format!("flows.{}.actions.{name}", scope.flow.unwrap_or(""));
@@ -852,31 +1121,51 @@ impl<'p> Lower<'p> {
                 let ty = a.get("type").and_then(Json::as_str).unwrap_or("");
                 let kind = ActionKind::from_type(ty).unwrap_or_else(|| {
                     if !ty.is_empty() {
-                        self.warn(&path_join(&ap, "type"), format!("unknown action type \"{ty}\"; the action is skipped at run time"));
+                        self.warn(
+                            &path_join(&ap, "type"),
+                            format!(
+                                "unknown action type \"{ty}\"; the action is skipped at run time"
+                            ),
+                        );
                     }
                     ActionKind::Unknown(ty.to_string())
                 });
-                let mut options = a.get("options").cloned().unwrap_or(Json::Object(Map::new()));
+                let mut options = a
+                    .get("options")
+                    .cloned()
+                    .unwrap_or(Json::Object(Map::new()));
                 // `command`/`payload` written on the action itself; `options` wins.
                 for k in ["command", "payload"] {
                     if let (Some(v), Json::Object(o)) = (a.get(k), &mut options) {
                         o.entry(k.to_string()).or_insert_with(|| v.clone());
                     }
                 }
-                (kind, options, a.get("method").and_then(Json::as_str).map(str::to_string))
+                (
+                    kind,
+                    options,
+                    a.get("method").and_then(Json::as_str).map(str::to_string),
+                )
             }
             None => match ActionKind::from_type(&name) {
                 Some(k) => (k, Json::Object(Map::new()), None),
                 None => {
                     self.warn(path, format!("unknown action \"{name}\": not an action of the flow nor an action type; it is skipped at run time"));
-                    (ActionKind::Unknown(name.clone()), Json::Object(Map::new()), None)
+                    (
+                        ActionKind::Unknown(name.clone()),
+                        Json::Object(Map::new()),
+                        None,
+                    )
                 }
             },
         };
         if let Some(over) = sa.get("options") {
             interp::deep_merge(&mut options, over);
         }
-        let method_name = sa.get("method").and_then(Json::as_str).map(str::to_string).or(method_name);
+        let method_name = sa
+            .get("method")
+            .and_then(Json::as_str)
+            .map(str::to_string)
+            .or(method_name);
         let method = match (&kind, method_name) {
             (_, Some(m)) => Some(self.method_ref(&m, scope, &path_join(path, "method"))),
             (ActionKind::Method, None) => {
@@ -885,8 +1174,15 @@ impl<'p> Lower<'p> {
             }
             _ => None,
         };
-        let options = interp::compile_options(&options, &mut |src, p| self.expr_warn_only(src, p), path);
-        Some(ActionUse { name, kind, conditions, options, method })
+        let options =
+            interp::compile_options(&options, &mut |src, p| self.expr_warn_only(src, p), path);
+        Some(ActionUse {
+            name,
+            kind,
+            conditions,
+            options,
+            method,
+        })
     }
 
     fn expr_warn_only(&mut self, src: &str, path: &str) -> CompiledExpr {
@@ -909,12 +1205,20 @@ fn similar(a: &str, b: &str) -> bool {
         if diff.len() == 1 {
             return true;
         }
-        if diff.len() == 2 && diff[1] == diff[0] + 1 && a[diff[0]] == b[diff[1]] && a[diff[1]] == b[diff[0]] {
+        if diff.len() == 2
+            && diff[1] == diff[0] + 1
+            && a[diff[0]] == b[diff[1]]
+            && a[diff[1]] == b[diff[0]]
+        {
             return true;
         }
         return false;
     }
-    let (short, long) = if a.len() < b.len() { (&a, &b) } else { (&b, &a) };
+    let (short, long) = if a.len() < b.len() {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
     let mut i = 0;
     while i < short.len() && short[i] == long[i] {
         i += 1;

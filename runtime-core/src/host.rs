@@ -25,7 +25,10 @@ pub enum JsCall<'a> {
     /// An expression outside the fast subset, with its variables as a JSON object.
     Expr { src: &'a str, scope: &'a Json },
     /// A bot method called with JSON arguments.
-    Method { method: &'a Method, args: &'a [Json] },
+    Method {
+        method: &'a Method,
+        args: &'a [Json],
+    },
 }
 
 /// The result of a JS call: the returned value (`None` = undefined) and the arguments as they

@@ -96,7 +96,13 @@ pub fn compile_text(s: &str, expr: &mut dyn FnMut(&str) -> CompiledExpr) -> Opt 
             Opt::Text(
                 parts
                     .into_iter()
-                    .map(|(is_expr, t)| if is_expr { Part::Expr(expr(&t)) } else { Part::Lit(t) })
+                    .map(|(is_expr, t)| {
+                        if is_expr {
+                            Part::Expr(expr(&t))
+                        } else {
+                            Part::Lit(t)
+                        }
+                    })
                     .collect(),
             )
         }
@@ -118,13 +124,22 @@ pub fn compile_options(
             if !contains_interpolation(v) {
                 return Opt::Lit(v.clone());
             }
-            Opt::Arr(items.iter().map(|it| compile_options(it, expr, path)).collect())
+            Opt::Arr(
+                items
+                    .iter()
+                    .map(|it| compile_options(it, expr, path))
+                    .collect(),
+            )
         }
         Json::Object(m) => {
             if !contains_interpolation(v) {
                 return Opt::Lit(v.clone());
             }
-            Opt::Obj(m.iter().map(|(k, it)| (k.clone(), compile_options(it, expr, path))).collect())
+            Opt::Obj(
+                m.iter()
+                    .map(|(k, it)| (k.clone(), compile_options(it, expr, path)))
+                    .collect(),
+            )
         }
         other => Opt::Lit(other.clone()),
     }
@@ -141,7 +156,10 @@ fn contains_interpolation(v: &Json) -> bool {
 
 /// Renders compiled options. `eval` gives the value of an expression (`None` = undefined or
 /// an error at that site); it returns `Err` only for failures that abort the step.
-pub fn render<E>(opt: &Opt, eval: &mut dyn FnMut(&CompiledExpr) -> Result<Option<Json>, E>) -> Result<Json, E> {
+pub fn render<E>(
+    opt: &Opt,
+    eval: &mut dyn FnMut(&CompiledExpr) -> Result<Option<Json>, E>,
+) -> Result<Json, E> {
     Ok(match opt {
         Opt::Lit(j) => j.clone(),
         Opt::Whole(e) => eval(e)?.unwrap_or(Json::Null),
@@ -159,9 +177,12 @@ pub fn render<E>(opt: &Opt, eval: &mut dyn FnMut(&CompiledExpr) -> Result<Option
             }
             Json::String(out)
         }
-        Opt::Arr(items) => {
-            Json::Array(items.iter().map(|it| render(it, eval)).collect::<Result<_, _>>()?)
-        }
+        Opt::Arr(items) => Json::Array(
+            items
+                .iter()
+                .map(|it| render(it, eval))
+                .collect::<Result<_, _>>()?,
+        ),
         Opt::Obj(props) => {
             let mut m = Map::new();
             for (k, it) in props {
@@ -191,8 +212,13 @@ pub fn resolve_refs(template: &Json, base: &Json) -> Json {
     match template {
         Json::String(s) => {
             let trimmed = s.trim();
-            if trimmed.starts_with("$[") && trimmed.ends_with(']') && trimmed[2..].find(']') == Some(trimmed.len() - 3) {
-                return get_path(base, &trimmed[2..trimmed.len() - 1]).cloned().unwrap_or(Json::String(String::new()));
+            if trimmed.starts_with("$[")
+                && trimmed.ends_with(']')
+                && trimmed[2..].find(']') == Some(trimmed.len() - 3)
+            {
+                return get_path(base, &trimmed[2..trimmed.len() - 1])
+                    .cloned()
+                    .unwrap_or(Json::String(String::new()));
             }
             let mut out = String::new();
             let mut rest = s.as_str();
@@ -216,7 +242,11 @@ pub fn resolve_refs(template: &Json, base: &Json) -> Json {
             Json::String(out)
         }
         Json::Array(a) => Json::Array(a.iter().map(|t| resolve_refs(t, base)).collect()),
-        Json::Object(m) => Json::Object(m.iter().map(|(k, t)| (k.clone(), resolve_refs(t, base))).collect()),
+        Json::Object(m) => Json::Object(
+            m.iter()
+                .map(|(k, t)| (k.clone(), resolve_refs(t, base)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
@@ -253,14 +283,20 @@ mod tests {
     #[test]
     fn missing_values_interpolate_as_empty() {
         let opt = compile_text("x=$(a)$(b)!", &mut |s| CompiledExpr::new(s));
-        let v = render::<()>(&opt, &mut |e| Ok(if e.src == "a" { Some(json!(2)) } else { None })).unwrap();
+        let v = render::<()>(&opt, &mut |e| {
+            Ok(if e.src == "a" { Some(json!(2)) } else { None })
+        })
+        .unwrap();
         assert_eq!(v, json!("x=2!"));
     }
 
     #[test]
     fn template_refs() {
         let base = json!({"t": {"hi": "Hello", "list": ["a", "b"]}});
-        assert_eq!(resolve_refs(&json!("$[t.hi], you"), &base), json!("Hello, you"));
+        assert_eq!(
+            resolve_refs(&json!("$[t.hi], you"), &base),
+            json!("Hello, you")
+        );
         assert_eq!(resolve_refs(&json!("$[t.list]"), &base), json!(["a", "b"]));
         assert_eq!(resolve_refs(&json!("[$[t.none]]"), &base), json!("[]"));
     }

@@ -5,15 +5,15 @@
 //! randomness) goes through the [`host::Host`] trait, which the sandbox guest and the tests
 //! implement. No tokio, no sockets, no JS engine: it builds for `wasm32-wasip2` unchanged.
 
-pub mod expr;
-pub mod value;
 pub mod compile;
 pub mod engine;
+pub mod expr;
 pub mod host;
 pub mod interp;
 pub mod model;
 pub mod session;
 pub mod source;
+pub mod value;
 
 pub use compile::{Compiled, Rejected, compile, compile_source};
 pub use engine::{StepError, converse};

@@ -29,7 +29,9 @@ impl CompiledBot {
 
     /// `config.defaultErrorMessage`, sent to channel users when a step fails.
     pub fn default_error_message(&self) -> Option<&str> {
-        self.config.get("defaultErrorMessage").and_then(Json::as_str)
+        self.config
+            .get("defaultErrorMessage")
+            .and_then(Json::as_str)
     }
 }
 
@@ -113,7 +115,10 @@ pub struct KeywordNlu {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum RegexNlu {
-    Single { re: RegexLit, index: RegexIndex },
+    Single {
+        re: RegexLit,
+        index: RegexIndex,
+    },
     /// `regex: {name: pattern}`: key → group 1 if any, else the whole match.
     Named(Vec<(String, RegexLit)>),
 }

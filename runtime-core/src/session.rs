@@ -26,28 +26,61 @@ pub struct Message {
 
 impl Message {
     pub fn text(content: &str) -> Message {
-        Message { id: String::new(), msg_type: MsgType::Text, content: Some(content.into()), payload: None, metadata: None, intent: None, attributes: None }
+        Message {
+            id: String::new(),
+            msg_type: MsgType::Text,
+            content: Some(content.into()),
+            payload: None,
+            metadata: None,
+            intent: None,
+            attributes: None,
+        }
     }
 
     pub fn data(payload: Json) -> Message {
-        Message { id: String::new(), msg_type: MsgType::Data, content: None, payload: Some(payload), metadata: None, intent: None, attributes: None }
+        Message {
+            id: String::new(),
+            msg_type: MsgType::Data,
+            content: None,
+            payload: Some(payload),
+            metadata: None,
+            intent: None,
+            attributes: None,
+        }
     }
 
     pub fn command(content: &str, payload: Json) -> Message {
-        Message { id: String::new(), msg_type: MsgType::Command, content: Some(content.into()), payload: Some(payload), metadata: None, intent: None, attributes: None }
+        Message {
+            id: String::new(),
+            msg_type: MsgType::Command,
+            content: Some(content.into()),
+            payload: Some(payload),
+            metadata: None,
+            intent: None,
+            attributes: None,
+        }
     }
 
     /// Reads an inbound message; without `type` it is text when it has `content`, else data.
     pub fn from_json(v: &Json) -> Result<Message, String> {
-        let Json::Object(m) = v else { return Err("a message must be a JSON object".into()) };
+        let Json::Object(m) = v else {
+            return Err("a message must be a JSON object".into());
+        };
         let mut m = m.clone();
         if !m.contains_key("type") {
-            let t = if m.get("content").is_some_and(|c| c.is_string()) { "text" } else { "data" };
+            let t = if m.get("content").is_some_and(|c| c.is_string()) {
+                "text"
+            } else {
+                "data"
+            };
             m.insert("type".into(), Json::String(t.into()));
         }
         if let Some(Json::String(p)) = m.get("payload") {
             // Postback strings: JSON or `k=v&k2=v2`.
-            let parsed = serde_json::from_str::<Json>(p).ok().filter(Json::is_object).unwrap_or_else(|| parse_query(p));
+            let parsed = serde_json::from_str::<Json>(p)
+                .ok()
+                .filter(Json::is_object)
+                .unwrap_or_else(|| parse_query(p));
             m.insert("payload".into(), parsed);
         }
         serde_json::from_value(Json::Object(m)).map_err(|e| format!("invalid message: {e}"))
@@ -141,7 +174,11 @@ fn empty_object() -> Json {
 
 impl Session {
     pub fn new(id: &str) -> Session {
-        Session { id: id.into(), data: empty_object(), ..Default::default() }
+        Session {
+            id: id.into(),
+            data: empty_object(),
+            ..Default::default()
+        }
     }
 
     pub fn state_of(&self, flow: &str) -> Option<&str> {
@@ -166,7 +203,9 @@ pub enum ScheduleOp {
         /// Period in milliseconds (`None`: fires once). Months and years are 30 and 365 days.
         every: Option<i64>,
     },
-    Remove { id: String },
+    Remove {
+        id: String,
+    },
 }
 
 /// The outcome of one step (reference §12.1).

@@ -63,13 +63,15 @@ impl fmt::Display for Problem {
 /// Parses a bot document. JSON is tried when the text starts with `{`, YAML otherwise.
 pub fn parse_document(text: &str) -> Result<(Json, Positions), Problem> {
     if text.trim_start().starts_with('{') {
-        return serde_json::from_str(text).map(|j| (j, Positions::default())).map_err(|e| Problem {
-            severity: Severity::Error,
-            path: String::new(),
-            message: format!("invalid JSON: {e}"),
-            line: Some(e.line()),
-            column: Some(e.column()),
-        });
+        return serde_json::from_str(text)
+            .map(|j| (j, Positions::default()))
+            .map_err(|e| Problem {
+                severity: Severity::Error,
+                path: String::new(),
+                message: format!("invalid JSON: {e}"),
+                line: Some(e.line()),
+                column: Some(e.column()),
+            });
     }
     let json: Json = serde_yaml::from_str(text).map_err(|e| {
         let loc = e.location();
@@ -117,7 +119,11 @@ impl Recorder {
 }
 
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
 impl MarkedEventReceiver for Recorder {
@@ -171,8 +177,14 @@ mod tests {
         let src = "name: x\nflows:\n  order:\n    states:\n      ask:\n        action:\n          - a\n          - name: b\n";
         let (_, pos) = parse_document(src).unwrap();
         assert_eq!(pos.find("flows.order.states.ask"), Some((5, 7)));
-        assert_eq!(pos.find("flows.order.states.ask.action[1].name"), Some((8, 13)));
-        assert_eq!(pos.find("flows.order.states.ask.action[1].name.deeper"), Some((8, 13)));
+        assert_eq!(
+            pos.find("flows.order.states.ask.action[1].name"),
+            Some((8, 13))
+        );
+        assert_eq!(
+            pos.find("flows.order.states.ask.action[1].name.deeper"),
+            Some((8, 13))
+        );
     }
 
     #[test]

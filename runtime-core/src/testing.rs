@@ -116,7 +116,12 @@ pub struct TestEnv {
 
 impl TestEnv {
     pub fn new(case: &Case) -> TestEnv {
-        TestEnv { now: case.now.unwrap_or(1_704_067_200_000), mocks: case.http.clone(), rng: 0x9e37_79b9_7f4a_7c15, requests: vec![] }
+        TestEnv {
+            now: case.now.unwrap_or(1_704_067_200_000),
+            mocks: case.http.clone(),
+            rng: 0x9e37_79b9_7f4a_7c15,
+            requests: vec![],
+        }
     }
 
     /// splitmix64: deterministic test randomness.
@@ -133,9 +138,15 @@ impl TestEnv {
         self.requests.push(req.clone());
         let hit = self.mocks.iter().find(|m| {
             m.url == req.url
-                && m.method.as_deref().is_none_or(|x| x.eq_ignore_ascii_case(&req.method))
+                && m.method
+                    .as_deref()
+                    .is_none_or(|x| x.eq_ignore_ascii_case(&req.method))
                 && m.headers.as_ref().is_none_or(|h| {
-                    h.iter().all(|(k, v)| req.headers.iter().any(|(rk, rv)| rk.eq_ignore_ascii_case(k) && Some(rv.as_str()) == v.as_str()))
+                    h.iter().all(|(k, v)| {
+                        req.headers.iter().any(|(rk, rv)| {
+                            rk.eq_ignore_ascii_case(k) && Some(rv.as_str()) == v.as_str()
+                        })
+                    })
                 })
         });
         match hit {
@@ -148,14 +159,23 @@ impl TestEnv {
                     None => String::new(),
                 },
             }),
-            None => Ok(HttpResponse { status: 404, body: "no stub for this request".into() }),
+            None => Ok(HttpResponse {
+                status: 404,
+                body: "no stub for this request".into(),
+            }),
         }
     }
 }
 
 /// Runs one step of a test: the native engine, the sandbox, or a remote server.
 pub trait Stepper {
-    fn step(&mut self, bot: &CompiledBot, session: &Session, msg: Message, env: &mut TestEnv) -> Result<ConverseResult, StepError>;
+    fn step(
+        &mut self,
+        bot: &CompiledBot,
+        session: &Session,
+        msg: Message,
+        env: &mut TestEnv,
+    ) -> Result<ConverseResult, StepError>;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -187,7 +207,12 @@ pub fn message_of(send: &Json, metadata: &Json) -> Result<Message, String> {
     let mut m = match send {
         Json::String(t) => Message::text(t),
         Json::Object(o) if o.contains_key("command") && !o.contains_key("type") => {
-            Message::command(o["command"].as_str().unwrap_or(""), o.get("payload").cloned().unwrap_or(Json::Object(Map::new())))
+            Message::command(
+                o["command"].as_str().unwrap_or(""),
+                o.get("payload")
+                    .cloned()
+                    .unwrap_or(Json::Object(Map::new())),
+            )
         }
         other => Message::from_json(other)?,
     };
@@ -201,7 +226,10 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
     let mut failures = vec![];
     let mut env = TestEnv::new(case);
     let mut session = fresh_session();
-    let metadata = case.metadata.clone().unwrap_or_else(|| serde_json::json!({"channelType": "generic"}));
+    let metadata = case
+        .metadata
+        .clone()
+        .unwrap_or_else(|| serde_json::json!({"channelType": "generic"}));
     for (i, st) in case.steps.iter().enumerate() {
         let n = i + 1;
         if let Some(ms) = st.advance {
@@ -222,7 +250,9 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
         match stepper.step(bot, &session, msg, &mut env) {
             Err(e) => match &st.error {
                 Some(want) if *want == e.to_string() => {}
-                Some(want) => failures.push(format!("{label}: expected error \"{want}\", got error \"{e}\"")),
+                Some(want) => failures.push(format!(
+                    "{label}: expected error \"{want}\", got error \"{e}\""
+                )),
                 None => {
                     failures.push(format!("{label}: step failed: {e}"));
                     break;
@@ -230,7 +260,10 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
             },
             Ok(r) => {
                 if let Some(want) = &st.error {
-                    failures.push(format!("{label}: expected error \"{want}\", but the step succeeded with {}", show_responses(&r.responses)));
+                    failures.push(format!(
+                        "{label}: expected error \"{want}\", but the step succeeded with {}",
+                        show_responses(&r.responses)
+                    ));
                     session = r.session;
                     continue;
                 }
@@ -242,7 +275,10 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
                 let s = &r.session;
                 if let Some(want) = &st.flow {
                     if s.current != *want {
-                        failures.push(format!("{label}: expected current flow {:?}, got {:?}", want, s.current));
+                        failures.push(format!(
+                            "{label}: expected current flow {:?}, got {:?}",
+                            want, s.current
+                        ));
                     }
                 }
                 if let Some(want) = &st.state {
@@ -253,7 +289,11 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
                 }
                 if let Some(want) = &st.context {
                     let empty = Json::Object(Map::new());
-                    let got = s.current.as_deref().and_then(|f| s.context_of(f)).unwrap_or(&empty);
+                    let got = s
+                        .current
+                        .as_deref()
+                        .and_then(|f| s.context_of(f))
+                        .unwrap_or(&empty);
                     if let Err(e) = subset(want, got, "context") {
                         failures.push(format!("{label}: {e}"));
                     }
@@ -267,7 +307,10 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
             }
         }
     }
-    CaseReport { name: case.name.clone(), failures }
+    CaseReport {
+        name: case.name.clone(),
+        failures,
+    }
 }
 
 fn compact(v: &Json) -> String {
@@ -280,7 +323,10 @@ fn compact(v: &Json) -> String {
 fn show_response(r: &Response) -> String {
     match r.msg_type {
         MsgType::Text => format!("text {:?}", r.content.as_deref().unwrap_or("")),
-        _ => format!("data {}", r.payload.as_ref().map(Json::to_string).unwrap_or_default()),
+        _ => format!(
+            "data {}",
+            r.payload.as_ref().map(Json::to_string).unwrap_or_default()
+        ),
     }
 }
 
@@ -296,7 +342,11 @@ pub fn check_responses(expect: &[Json], got: &[Response]) -> Result<(), String> 
     let mut problems = vec![];
     for (i, want) in expect.iter().enumerate() {
         let Some(r) = got.get(i) else {
-            problems.push(format!("  response {}: expected {}, got nothing", i + 1, compact(want)));
+            problems.push(format!(
+                "  response {}: expected {}, got nothing",
+                i + 1,
+                compact(want)
+            ));
             continue;
         };
         if let Err(e) = check_response(want, r) {
@@ -305,13 +355,21 @@ pub fn check_responses(expect: &[Json], got: &[Response]) -> Result<(), String> 
     }
     if got.len() > expect.len() {
         for (i, r) in got.iter().enumerate().skip(expect.len()) {
-            problems.push(format!("  response {}: unexpected {}", i + 1, show_response(r)));
+            problems.push(format!(
+                "  response {}: unexpected {}",
+                i + 1,
+                show_response(r)
+            ));
         }
     }
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(format!("responses differ\n{}\n  all responses: {}", problems.join("\n"), show_responses(got)))
+        Err(format!(
+            "responses differ\n{}\n  all responses: {}",
+            problems.join("\n"),
+            show_responses(got)
+        ))
     }
 }
 
@@ -320,7 +378,11 @@ fn check_response(want: &Json, r: &Response) -> Result<(), String> {
     let is_text = r.msg_type == MsgType::Text;
     match want {
         Json::String(t) => {
-            if is_text && text == t { Ok(()) } else { Err(format!("expected text {t:?}, got {}", show_response(r))) }
+            if is_text && text == t {
+                Ok(())
+            } else {
+                Err(format!("expected text {t:?}, got {}", show_response(r)))
+            }
         }
         Json::Object(o) => {
             if let Some(t) = o.get("text") {
@@ -331,12 +393,19 @@ fn check_response(want: &Json, r: &Response) -> Result<(), String> {
             }
             if let Some(Json::Array(options)) = o.get("oneOf") {
                 if !(is_text && options.iter().any(|x| x.as_str() == Some(text))) {
-                    return Err(format!("expected one of {}, got {}", Json::Array(options.clone()), show_response(r)));
+                    return Err(format!(
+                        "expected one of {}, got {}",
+                        Json::Array(options.clone()),
+                        show_response(r)
+                    ));
                 }
             }
             if let Some(Json::String(prefix)) = o.get("startsWith") {
                 if !(is_text && text.starts_with(prefix.as_str())) {
-                    return Err(format!("expected text starting with {prefix:?}, got {}", show_response(r)));
+                    return Err(format!(
+                        "expected text starting with {prefix:?}, got {}",
+                        show_response(r)
+                    ));
                 }
             }
             if let Some(tt) = o.get("template") {
@@ -345,7 +414,12 @@ fn check_response(want: &Json, r: &Response) -> Result<(), String> {
                     return Err(format!("expected template {tt}, got {}", show_response(r)));
                 }
                 if let Some(items) = o.get("items") {
-                    let got_items = r.payload.as_ref().and_then(|p| p.get("items")).cloned().unwrap_or(Json::Null);
+                    let got_items = r
+                        .payload
+                        .as_ref()
+                        .and_then(|p| p.get("items"))
+                        .cloned()
+                        .unwrap_or(Json::Null);
                     subset(items, &got_items, "items")?;
                 }
             }
@@ -380,7 +454,11 @@ pub fn subset(want: &Json, got: &Json, path: &str) -> Result<(), String> {
         }
         (Json::Array(w), Json::Array(g)) => {
             if w.len() != g.len() {
-                return Err(format!("{path}: expected {} items, got {}: {got}", w.len(), g.len()));
+                return Err(format!(
+                    "{path}: expected {} items, got {}: {got}",
+                    w.len(),
+                    g.len()
+                ));
             }
             for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
                 subset(wv, gv, &format!("{path}[{i}]"))?;
@@ -400,17 +478,33 @@ mod tests {
 
     #[test]
     fn subset_reports_the_path() {
-        assert!(subset(&json!({"a": {"b": 1}}), &json!({"a": {"b": 1, "c": 2}, "d": 3}), "ctx").is_ok());
-        assert_eq!(subset(&json!({"a": {"b": 2}}), &json!({"a": {"b": 1}}), "ctx").unwrap_err(), "ctx.a.b: expected 2, got 1");
+        assert!(
+            subset(
+                &json!({"a": {"b": 1}}),
+                &json!({"a": {"b": 1, "c": 2}, "d": 3}),
+                "ctx"
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            subset(&json!({"a": {"b": 2}}), &json!({"a": {"b": 1}}), "ctx").unwrap_err(),
+            "ctx.a.b: expected 2, got 1"
+        );
         assert!(subset(&json!({"x": null}), &json!({}), "ctx").is_ok());
     }
 
     #[test]
     fn send_forms() {
         let md = json!({"channelType": "generic"});
-        assert_eq!(message_of(&json!("hi"), &md).unwrap().msg_type, MsgType::Text);
+        assert_eq!(
+            message_of(&json!("hi"), &md).unwrap().msg_type,
+            MsgType::Text
+        );
         let c = message_of(&json!({"command": "go", "payload": {"a": 1}}), &md).unwrap();
-        assert_eq!((c.msg_type, c.content.as_deref()), (MsgType::Command, Some("go")));
+        assert_eq!(
+            (c.msg_type, c.content.as_deref()),
+            (MsgType::Command, Some("go"))
+        );
         let d = message_of(&json!({"payload": "type=follow&x=1"}), &md).unwrap();
         assert_eq!(d.payload, Some(json!({"type": "follow", "x": "1"})));
     }

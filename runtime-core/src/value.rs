@@ -210,7 +210,14 @@ pub fn string_to_number(s: &str) -> f64 {
     if t.is_empty() {
         return 0.0;
     }
-    for (prefix, radix) in [("0x", 16), ("0X", 16), ("0o", 8), ("0O", 8), ("0b", 2), ("0B", 2)] {
+    for (prefix, radix) in [
+        ("0x", 16),
+        ("0X", 16),
+        ("0o", 8),
+        ("0O", 8),
+        ("0b", 2),
+        ("0B", 2),
+    ] {
         if let Some(digits) = t.strip_prefix(prefix) {
             if digits.is_empty() {
                 return f64::NAN;
@@ -226,7 +233,9 @@ pub fn string_to_number(s: &str) -> f64 {
         _ => {}
     }
     // Rust accepts "inf", "nan", "1e5", "1.", ".5"; JS accepts the numeric forms only.
-    let ok = t.bytes().all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
+    let ok = t
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
         && t.bytes().any(|b| b.is_ascii_digit());
     if !ok {
         return f64::NAN;
@@ -351,6 +360,9 @@ mod tests {
         assert_eq!(add(&V::Num(1.0), &s("2")).to_js_string(), "12");
         assert_eq!(add(&V::Num(1.0), &V::Bool(true)).to_js_string(), "2");
         assert_eq!(add(&V::Null, &V::Num(1.0)).to_js_string(), "1");
-        assert_eq!(add(&V::Own(serde_json::json!([1, 2])), &V::Num(3.0)).to_js_string(), "1,23");
+        assert_eq!(
+            add(&V::Own(serde_json::json!([1, 2])), &V::Num(3.0)).to_js_string(),
+            "1,23"
+        );
     }
 }

@@ -3,7 +3,9 @@
 use runtime_core::host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome};
 use runtime_core::session::ScheduleOp;
 use runtime_core::testing::fresh_session;
-use runtime_core::{CompiledBot, ConverseResult, Message, Session, StepError, compile_source, converse};
+use runtime_core::{
+    CompiledBot, ConverseResult, Message, Session, StepError, compile_source, converse,
+};
 use serde_json::{Value as Json, json};
 
 /// A host without JavaScript or network: a settable clock and counting randomness.
@@ -32,7 +34,9 @@ impl Host for Plain {
     }
     fn state_moved(&mut self, moves: u32) -> Result<(), HostError> {
         match self.moves_cap {
-            Some(cap) if moves > cap => Err(HostError::Abort(format!("host counted {moves} moves"))),
+            Some(cap) if moves > cap => {
+                Err(HostError::Abort(format!("host counted {moves} moves")))
+            }
             _ => Ok(()),
         }
     }
@@ -43,7 +47,11 @@ fn bot(src: &str) -> CompiledBot {
 }
 
 fn host() -> Plain {
-    Plain { now: 1_000_000, rng: 0, moves_cap: None }
+    Plain {
+        now: 1_000_000,
+        rng: 0,
+        moves_cap: None,
+    }
 }
 
 fn say(b: &CompiledBot, s: &Session, h: &mut Plain, text: &str) -> ConverseResult {
@@ -51,7 +59,10 @@ fn say(b: &CompiledBot, s: &Session, h: &mut Plain, text: &str) -> ConverseResul
 }
 
 fn texts(r: &ConverseResult) -> Vec<String> {
-    r.responses.iter().filter_map(|x| x.content.clone()).collect()
+    r.responses
+        .iter()
+        .filter_map(|x| x.content.clone())
+        .collect()
 }
 
 const CHAIN: &str = include_str!("../../examples/chain/bot.yml");
@@ -61,18 +72,29 @@ fn max_recursion_fails_the_step_and_raising_it_fixes_it() {
     let b = bot(CHAIN);
     let mut h = host();
     let s = fresh_session();
-    assert_eq!(converse(&b, &s, Message::text("five"), &mut h).unwrap_err(), StepError::MaxRecursion(3));
+    assert_eq!(
+        converse(&b, &s, Message::text("five"), &mut h).unwrap_err(),
+        StepError::MaxRecursion(3)
+    );
     let raised = bot(&CHAIN.replace("name: chain", "name: chain\nconfig: {maxRecursion: 10}"));
     let r = say(&raised, &s, &mut h, "five");
     assert_eq!(texts(&r), vec!["Reached the end."]);
     let custom = bot(&CHAIN.replace("name: chain", "name: chain\nconfig: {maxRecursion: 4}"));
-    assert_eq!(converse(&custom, &s, Message::text("five"), &mut h).unwrap_err().to_string(), "Max Recursion of 4 is reached");
+    assert_eq!(
+        converse(&custom, &s, Message::text("five"), &mut h)
+            .unwrap_err()
+            .to_string(),
+        "Max Recursion of 4 is reached"
+    );
 }
 
 #[test]
 fn the_host_can_abort_on_its_own_move_count() {
     let b = bot(&CHAIN.replace("name: chain", "name: chain\nconfig: {maxRecursion: 10}"));
-    let mut h = Plain { moves_cap: Some(2), ..host() };
+    let mut h = Plain {
+        moves_cap: Some(2),
+        ..host()
+    };
     let err = converse(&b, &fresh_session(), Message::text("five"), &mut h).unwrap_err();
     assert_eq!(err, StepError::Aborted("host counted 3 moves".into()));
 }
@@ -81,7 +103,10 @@ const QUIZ: &str = include_str!("../../examples/quiz/bot.yml");
 
 #[test]
 fn a_volatile_flow_is_closed_not_stacked() {
-    let b = bot(&QUIZ.replace("  quiz:\n    intents:", "  quiz:\n    volatile: true\n    intents:"));
+    let b = bot(&QUIZ.replace(
+        "  quiz:\n    intents:",
+        "  quiz:\n    volatile: true\n    intents:",
+    ));
     let mut h = host();
     let r1 = say(&b, &fresh_session(), &mut h, "quiz");
     let r2 = say(&b, &r1.session, &mut h, "help");
@@ -89,7 +114,11 @@ fn a_volatile_flow_is_closed_not_stacked() {
     assert!(r2.session.history.is_empty());
     assert!(r2.session.contexes.get("quiz").is_none());
     let r3 = say(&b, &r2.session, &mut h, "4");
-    assert!(r3.responses.is_empty(), "the quiz is gone: {:?}", texts(&r3));
+    assert!(
+        r3.responses.is_empty(),
+        "the quiz is gone: {:?}",
+        texts(&r3)
+    );
 }
 
 #[test]
@@ -98,14 +127,27 @@ fn a_stacked_flow_resumes_with_a_reenter_message() {
     let mut h = host();
     let r1 = say(&b, &fresh_session(), &mut h, "quiz");
     let r2 = say(&b, &r1.session, &mut h, "help");
-    let kinds: Vec<(String, Option<String>)> = r2.messages.iter().map(|m| (m.content.clone().unwrap_or_default(), m.intent.clone())).collect();
-    assert_eq!(kinds, vec![("help".into(), Some("help".into())), ("reenter".into(), Some("reenter".into()))]);
+    let kinds: Vec<(String, Option<String>)> = r2
+        .messages
+        .iter()
+        .map(|m| (m.content.clone().unwrap_or_default(), m.intent.clone()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("help".into(), Some("help".into())),
+            ("reenter".into(), Some("reenter".into()))
+        ]
+    );
     assert_eq!(r2.responses[1].ref_id, r2.messages[1].id);
 }
 
 #[test]
 fn expired_flows_close_before_selection() {
-    let b = bot(&QUIZ.replace("  quiz:\n    intents:", "  quiz:\n    expire: 60000\n    intents:"));
+    let b = bot(&QUIZ.replace(
+        "  quiz:\n    intents:",
+        "  quiz:\n    expire: 60000\n    intents:",
+    ));
     let mut h = host();
     let r1 = say(&b, &fresh_session(), &mut h, "quiz");
     h.now += 30_000;
@@ -219,9 +261,18 @@ flows:
     // 07:00 at UTC+7 is 00:00 UTC.
     assert_eq!(
         r.schedules,
-        vec![ScheduleOp::Add { id: "r1".into(), message: json!({"type": "command", "content": "tick"}), start: 1_893_456_000_000, end: Some(1_893_456_300_000), every: Some(60_000) }]
+        vec![ScheduleOp::Add {
+            id: "r1".into(),
+            message: json!({"type": "command", "content": "tick"}),
+            start: 1_893_456_000_000,
+            end: Some(1_893_456_300_000),
+            every: Some(60_000)
+        }]
     );
-    assert_eq!(say(&b, &fresh_session(), &mut h, "stop").schedules, vec![ScheduleOp::Remove { id: "r1".into() }]);
+    assert_eq!(
+        say(&b, &fresh_session(), &mut h, "stop").schedules,
+        vec![ScheduleOp::Remove { id: "r1".into() }]
+    );
 }
 
 #[test]
@@ -247,7 +298,11 @@ flows:
     let r = say(&b, &fresh_session(), &mut h, "go");
     assert_eq!(texts(&r), vec!["still here"]);
     assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
-    assert!(r.errors[1].contains("Cannot read properties of undefined (reading 'deeper')"), "{:?}", r.errors);
+    assert!(
+        r.errors[1].contains("Cannot read properties of undefined (reading 'deeper')"),
+        "{:?}",
+        r.errors
+    );
 }
 
 #[test]
@@ -269,7 +324,10 @@ flows:
         action: {name: text, options: {text: "answer=$(context.a)"}}
 "#);
     let mut h = host();
-    assert_eq!(texts(&say(&b, &fresh_session(), &mut h, "sure")), vec!["answer=yes"]);
+    assert_eq!(
+        texts(&say(&b, &fresh_session(), &mut h, "sure")),
+        vec!["answer=yes"]
+    );
 }
 
 #[test]

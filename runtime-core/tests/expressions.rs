@@ -3,7 +3,7 @@
 
 use boa_engine::{Context, Source};
 use proptest::prelude::*;
-use runtime_core::expr::{Env, EvalError, ExprKind, CompiledExpr, eval, parse};
+use runtime_core::expr::{CompiledExpr, Env, EvalError, ExprKind, eval, parse};
 use runtime_core::value::V;
 use serde_json::{Value as Json, json};
 
@@ -41,14 +41,24 @@ fn show(v: &V) -> String {
 /// The same through boa, with the scope's keys bound as function parameters.
 fn boa(ctx: &mut Context, src: &str, scope: &Json) -> String {
     let keys: Vec<&String> = scope.as_object().unwrap().keys().collect();
-    let params = keys.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(",");
-    let args = keys.iter().map(|k| scope[k.as_str()].to_string()).collect::<Vec<_>>().join(",");
+    let params = keys
+        .iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let args = keys
+        .iter()
+        .map(|k| scope[k.as_str()].to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let code = format!(
         "(function({params}){{ try {{ var r = ({src}); }} catch (e) {{ return 'throw'; }} \
          if (typeof r === 'number') return 'number:' + String(r); \
          if (r === undefined) return 'undefined:'; return typeof r + ':' + JSON.stringify(r); }})({args})"
     );
-    let v = ctx.eval(Source::from_bytes(&code)).unwrap_or_else(|e| panic!("{code}: {e}"));
+    let v = ctx
+        .eval(Source::from_bytes(&code))
+        .unwrap_or_else(|e| panic!("{code}: {e}"));
     v.as_string().unwrap().to_std_string_escaped()
 }
 
@@ -65,29 +75,140 @@ fn operators_follow_javascript() {
     let mut ctx = Context::default();
     let sc = scope();
     let cases = [
-        "n == s", "n === s", "n != '5'", "n !== 5", "z == e", "z == f", "nul == undefined", "nul == 0", "nul === null",
-        "arr == '1,2,'", "obj == '[object Object]'", "t == 1", "t == '1'", "e == f", "list == ''", "list == 0",
-        "n < 10", "s < '10'", "'b' > 'a'", "nul >= 0", "undefined < 1", "arr < 2",
-        "n && s", "z && s", "e || 'default'", "nul ?? 'x'", "z ?? 'x'", "!e", "!!obj", "!list",
-        "n + s", "n + 1", "t + 1", "nul + 1", "e + nul", "arr + obj", "n - s", "s * '2'", "n / z", "-n % 3", "n % 0",
-        "typeof n", "typeof s", "typeof nul", "typeof obj", "typeof arr", "typeof undefinedName", "typeof content.x",
-        "'a' in obj", "'z' in obj", "0 in arr", "'length' in arr",
-        "n > 3 ? 'big' : 'small'", "t ? f ? 1 : 2 : 3",
-        "obj.b.c", "obj['b']['c']", "arr[1]", "arr.length", "content.length", "content[0]", "obj.zz", "obj?.zz?.yy",
-        "context.count + 1", "(context.count || 0) + 1", "payload.type == 'pizza' && payload.qty > 2",
-        "content.toLowerCase()", "content.toUpperCase()", "content.includes('World')", "content.startsWith('Hell')",
-        "content.endsWith('d')", "content.indexOf('o')", "content.lastIndexOf('o')", "content.slice(-5)", "content.slice(1, 3)",
-        "content.substring(3, 1)", "content.substr(2, 3)", "content.split(' ')", "content.split('')", "content.replace('l', 'L')",
-        "content.replace(/l/g, 'L')", "content.replace(/(W)orld/, '$1-$&')", "content.trim()", "'  x '.trim()", "content.charAt(4)",
-        "content.padStart(13, '*')", "content.repeat(2)", "content.match(/o/g)", "content.match(/(H)(e)/)", "content.search(/W/)",
-        "arr.includes('2')", "arr.includes(2)", "arr.indexOf(1)", "arr.join('-')", "arr.slice(1)", "[1, 2].concat([3], 4)",
-        "parseInt('42px')", "parseInt('0x1f')", "parseInt('z', 36)", "parseFloat('3.14abc')", "parseFloat('.5e1')", "Number('')",
-        "Number(' 12 ')", "Number('12px')", "String(nul)", "String(arr)", "Boolean('')", "Boolean(obj)", "isNaN('x')",
-        "Math.max(1, n, 3)", "Math.min()", "Math.round(2.5)", "Math.round(-2.5)", "Math.floor(-1.5)", "Math.abs(-3)",
-        "JSON.stringify(obj)", "JSON.parse('{\"a\":[1]}')", "Object.keys(obj)", "Array.isArray(arr)",
-        "/^hel/i.test(content)", "/\\d+/.test(s)", "/\\bWorld\\b/.test(content)", "(1.005).toFixed(2)", "(2.5).toFixed(0)", "n.toFixed(1)",
-        "0.1 + 0.2", "1e21 + 1", "1 / 3", "-0 + ''", "[n, s, {k: nul}]", "{a: n, 'b c': [1]}",
-        "obj.b.c.d.e", "nul.x", "missingVar", "'x' in s",
+        "n == s",
+        "n === s",
+        "n != '5'",
+        "n !== 5",
+        "z == e",
+        "z == f",
+        "nul == undefined",
+        "nul == 0",
+        "nul === null",
+        "arr == '1,2,'",
+        "obj == '[object Object]'",
+        "t == 1",
+        "t == '1'",
+        "e == f",
+        "list == ''",
+        "list == 0",
+        "n < 10",
+        "s < '10'",
+        "'b' > 'a'",
+        "nul >= 0",
+        "undefined < 1",
+        "arr < 2",
+        "n && s",
+        "z && s",
+        "e || 'default'",
+        "nul ?? 'x'",
+        "z ?? 'x'",
+        "!e",
+        "!!obj",
+        "!list",
+        "n + s",
+        "n + 1",
+        "t + 1",
+        "nul + 1",
+        "e + nul",
+        "arr + obj",
+        "n - s",
+        "s * '2'",
+        "n / z",
+        "-n % 3",
+        "n % 0",
+        "typeof n",
+        "typeof s",
+        "typeof nul",
+        "typeof obj",
+        "typeof arr",
+        "typeof undefinedName",
+        "typeof content.x",
+        "'a' in obj",
+        "'z' in obj",
+        "0 in arr",
+        "'length' in arr",
+        "n > 3 ? 'big' : 'small'",
+        "t ? f ? 1 : 2 : 3",
+        "obj.b.c",
+        "obj['b']['c']",
+        "arr[1]",
+        "arr.length",
+        "content.length",
+        "content[0]",
+        "obj.zz",
+        "obj?.zz?.yy",
+        "context.count + 1",
+        "(context.count || 0) + 1",
+        "payload.type == 'pizza' && payload.qty > 2",
+        "content.toLowerCase()",
+        "content.toUpperCase()",
+        "content.includes('World')",
+        "content.startsWith('Hell')",
+        "content.endsWith('d')",
+        "content.indexOf('o')",
+        "content.lastIndexOf('o')",
+        "content.slice(-5)",
+        "content.slice(1, 3)",
+        "content.substring(3, 1)",
+        "content.substr(2, 3)",
+        "content.split(' ')",
+        "content.split('')",
+        "content.replace('l', 'L')",
+        "content.replace(/l/g, 'L')",
+        "content.replace(/(W)orld/, '$1-$&')",
+        "content.trim()",
+        "'  x '.trim()",
+        "content.charAt(4)",
+        "content.padStart(13, '*')",
+        "content.repeat(2)",
+        "content.match(/o/g)",
+        "content.match(/(H)(e)/)",
+        "content.search(/W/)",
+        "arr.includes('2')",
+        "arr.includes(2)",
+        "arr.indexOf(1)",
+        "arr.join('-')",
+        "arr.slice(1)",
+        "[1, 2].concat([3], 4)",
+        "parseInt('42px')",
+        "parseInt('0x1f')",
+        "parseInt('z', 36)",
+        "parseFloat('3.14abc')",
+        "parseFloat('.5e1')",
+        "Number('')",
+        "Number(' 12 ')",
+        "Number('12px')",
+        "String(nul)",
+        "String(arr)",
+        "Boolean('')",
+        "Boolean(obj)",
+        "isNaN('x')",
+        "Math.max(1, n, 3)",
+        "Math.min()",
+        "Math.round(2.5)",
+        "Math.round(-2.5)",
+        "Math.floor(-1.5)",
+        "Math.abs(-3)",
+        "JSON.stringify(obj)",
+        "JSON.parse('{\"a\":[1]}')",
+        "Object.keys(obj)",
+        "Array.isArray(arr)",
+        "/^hel/i.test(content)",
+        "/\\d+/.test(s)",
+        "/\\bWorld\\b/.test(content)",
+        "(1.005).toFixed(2)",
+        "(2.5).toFixed(0)",
+        "n.toFixed(1)",
+        "0.1 + 0.2",
+        "1e21 + 1",
+        "1 / 3",
+        "-0 + ''",
+        "[n, s, {k: nul}]",
+        "{a: n, 'b c': [1]}",
+        "obj.b.c.d.e",
+        "nul.x",
+        "missingVar",
+        "'x' in s",
     ];
     let mut diffs = vec![];
     for src in cases {
@@ -106,11 +227,28 @@ fn operators_follow_javascript() {
 
 #[test]
 fn outside_the_subset_goes_to_javascript_and_nonsense_is_a_syntax_error() {
-    for src in ["x => x", "a = 1", "`t${a}`", "new Date()", "[1].map(function (x) { return x; })", "a++", "a, b"] {
+    for src in [
+        "x => x",
+        "a = 1",
+        "`t${a}`",
+        "new Date()",
+        "[1].map(function (x) { return x; })",
+        "a++",
+        "a, b",
+    ] {
         assert_eq!(CompiledExpr::new(src).kind, ExprKind::Js, "{src}");
     }
-    for (src, msg) in [("a ==", "unexpected end of expression at column 5"), ("(a", "unexpected end of expression at column 3"), ("a b", "unexpected identifier 'b' at column 3"), ("'open", "unterminated string literal at column 1")] {
-        assert_eq!(CompiledExpr::new(src).kind, ExprKind::Invalid(msg.into()), "{src}");
+    for (src, msg) in [
+        ("a ==", "unexpected end of expression at column 5"),
+        ("(a", "unexpected end of expression at column 3"),
+        ("a b", "unexpected identifier 'b' at column 3"),
+        ("'open", "unterminated string literal at column 1"),
+    ] {
+        assert_eq!(
+            CompiledExpr::new(src).kind,
+            ExprKind::Invalid(msg.into()),
+            "{src}"
+        );
     }
 }
 
@@ -132,7 +270,11 @@ fn context_meta_names() {
     let env = WithMeta(json!({"context": {"to": "mine"}}));
     let get = |src: &str| eval(&parse(src).unwrap(), &env).unwrap().to_js_string();
     assert_eq!(get("context.$to"), "next");
-    assert_eq!(get("context.to"), "mine", "the user's own key wins over the plain alias");
+    assert_eq!(
+        get("context.to"),
+        "mine",
+        "the user's own key wins over the plain alias"
+    );
     assert_eq!(get("context.$flow + '/' + context.from"), "f/undefined");
 }
 
@@ -165,15 +307,30 @@ fn leaf() -> impl Strategy<Value = String> {
 fn expr() -> impl Strategy<Value = String> {
     leaf().prop_recursive(4, 24, 3, |inner| {
         let ops = prop_oneof![
-            Just("=="), Just("!="), Just("==="), Just("!=="), Just("<"), Just("<="), Just(">"), Just(">="),
-            Just("+"), Just("-"), Just("*"), Just("/"), Just("%"), Just("&&"), Just("||"), Just("??"),
+            Just("=="),
+            Just("!="),
+            Just("==="),
+            Just("!=="),
+            Just("<"),
+            Just("<="),
+            Just(">"),
+            Just(">="),
+            Just("+"),
+            Just("-"),
+            Just("*"),
+            Just("/"),
+            Just("%"),
+            Just("&&"),
+            Just("||"),
+            Just("??"),
         ];
         prop_oneof![
             (inner.clone(), ops, inner.clone()).prop_map(|(a, op, b)| format!("({a} {op} {b})")),
             inner.clone().prop_map(|a| format!("!{a}")),
             inner.clone().prop_map(|a| format!("(- {a})")),
             inner.clone().prop_map(|a| format!("(typeof {a})")),
-            (inner.clone(), inner.clone(), inner.clone()).prop_map(|(c, a, b)| format!("({c} ? {a} : {b})")),
+            (inner.clone(), inner.clone(), inner.clone())
+                .prop_map(|(c, a, b)| format!("({c} ? {a} : {b})")),
             inner.clone().prop_map(|a| format!("String({a})")),
             inner.clone().prop_map(|a| format!("Number({a})")),
             inner.clone().prop_map(|a| format!("parseInt({a})")),

@@ -38,13 +38,39 @@ fn every_problem_is_reported_with_path_and_line() {
         errors.contains(&"flows.order.states.showPizza.transitions.confrim: unknown target state \"confrim\" (did you mean \"confirm\"?) (line 12, column 11)".to_string()),
         "{text}"
     );
-    assert!(errors.iter().any(|e| e.starts_with("flows.second.intents: a flow needs \"intents\"")), "{text}");
-    assert!(errors.iter().any(|e| e.starts_with("flows.second.states: several initial states (a, b)")), "{text}");
-    assert!(errors.iter().any(|e| e.starts_with("flows.third.intents.x.priority: expected a number, found a string")), "{text}");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("flows.second.intents: a flow needs \"intents\"")),
+        "{text}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("flows.second.states: several initial states (a, b)")),
+        "{text}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e
+                .starts_with("flows.third.intents.x.priority: expected a number, found a string")),
+        "{text}"
+    );
     // Warnings come along with the errors.
-    let warnings: Vec<String> = err.problems.iter().filter(|p| p.severity == Severity::Warning).map(|p| p.to_string()).collect();
+    let warnings: Vec<String> = err
+        .problems
+        .iter()
+        .filter(|p| p.severity == Severity::Warning)
+        .map(|p| p.to_string())
+        .collect();
     assert!(warnings.iter().any(|w| w.starts_with("flows.order.states.showPizza.transtions: unknown key \"transtions\" (did you mean \"transitions\"?)") && w.contains("line 9")), "{warnings:?}");
-    assert!(warnings.iter().any(|w| w.contains("flows.order.states.confirm.action: unknown action \"sayIt\"")), "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("flows.order.states.confirm.action: unknown action \"sayIt\"")),
+        "{warnings:?}"
+    );
     assert!(warnings.iter().any(|w| w.contains("flows.third.intents.x.condition: expression \"content == 'x')\" does not parse: unexpected ')' at column 15")), "{warnings:?}");
     assert_eq!(err.errors().count(), 4, "{text}");
 }
@@ -54,23 +80,40 @@ fn warnings_do_not_reject() {
     let src = "name: w\nflows:\n  f:\n    intents:\n      i: {initial: true, classifier: {nlu: nope}}\n    states:\n      s: {initial: true, action: unknownThing}\n";
     let ok = compile_source(src).unwrap();
     let w: Vec<String> = ok.warnings.iter().map(|p| p.to_string()).collect();
-    assert!(w.iter().any(|x| x.contains("unknown NLU \"nope\"")), "{w:?}");
-    assert!(w.iter().any(|x| x.contains("unknown action \"unknownThing\"")), "{w:?}");
+    assert!(
+        w.iter().any(|x| x.contains("unknown NLU \"nope\"")),
+        "{w:?}"
+    );
+    assert!(
+        w.iter()
+            .any(|x| x.contains("unknown action \"unknownThing\"")),
+        "{w:?}"
+    );
 }
 
 #[test]
 fn missing_flows_and_missing_initial_state() {
     let err = compile_source("name: x\n").unwrap_err();
-    assert_eq!(err.to_string(), "flows: missing \"flows\": a bot needs at least one flow");
-    let err = compile_source("flows:\n  f:\n    intents: {}\n    states:\n      a: {}\n").unwrap_err();
-    assert!(err.to_string().contains("flows.f.states: no initial state"), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "flows: missing \"flows\": a bot needs at least one flow"
+    );
+    let err =
+        compile_source("flows:\n  f:\n    intents: {}\n    states:\n      a: {}\n").unwrap_err();
+    assert!(
+        err.to_string().contains("flows.f.states: no initial state"),
+        "{err}"
+    );
 }
 
 #[test]
 fn float_targets_and_json_input() {
     let json = r#"{"flows": {"f": {"intents": {}, "states": {"a": {"initial": true, "transitions": {"zz": {"condition": "true"}}}}}}}"#;
     let err = compile_source(json).unwrap_err();
-    assert_eq!(err.to_string(), "flows.f.states.a.transitions.zz: unknown target state \"zz\"");
+    assert_eq!(
+        err.to_string(),
+        "flows.f.states.a.transitions.zz: unknown target state \"zz\""
+    );
 }
 
 #[test]

@@ -47,7 +47,10 @@ impl Step<'_, '_> {
                 let (host, errors) = (&mut *self.host, &mut self.errors);
                 render(&action.options, &mut |e| eval_json(host, errors, e, &vars))?
             };
-            let respond = |step: &mut Self, msg_type: MsgType, content: Option<String>, payload: Option<Json>| {
+            let respond = |step: &mut Self,
+                           msg_type: MsgType,
+                           content: Option<String>,
+                           payload: Option<Json>| {
                 let id = step.uuid();
                 step.out.push(Response {
                     id,
@@ -62,19 +65,25 @@ impl Step<'_, '_> {
             };
             match &action.kind {
                 ActionKind::Text => {
-                    if let Some(text) = self.text_of(&options, s, flow, msg, intent, attrs, &result, meta)? {
+                    if let Some(text) =
+                        self.text_of(&options, s, flow, msg, intent, attrs, &result, meta)?
+                    {
                         respond(self, MsgType::Text, Some(text), None);
                     }
                 }
                 ActionKind::Template => {
-                    if let Some(payload) = template_payload(&options, options.get("type").and_then(Json::as_str).unwrap_or("")) {
+                    if let Some(payload) = template_payload(
+                        &options,
+                        options.get("type").and_then(Json::as_str).unwrap_or(""),
+                    ) {
                         respond(self, MsgType::Data, None, Some(payload));
                     }
                 }
                 ActionKind::Image => {
                     let mut opts = options.clone();
                     if opts.get("items").is_none() {
-                        opts = Json::Object(Map::from_iter([("items".to_string(), options.clone())]));
+                        opts =
+                            Json::Object(Map::from_iter([("items".to_string(), options.clone())]));
                     }
                     if let Some(payload) = template_payload(&opts, "image") {
                         respond(self, MsgType::Data, None, Some(payload));
@@ -84,7 +93,10 @@ impl Step<'_, '_> {
                     let content = match options.get("command") {
                         Some(Json::String(c)) => c.clone(),
                         _ => {
-                            self.user_error(format!("command action {} has no options.command", action.name));
+                            self.user_error(format!(
+                                "command action {} has no options.command",
+                                action.name
+                            ));
                             continue;
                         }
                     };
@@ -105,10 +117,31 @@ impl Step<'_, '_> {
                         continue;
                     };
                     let message = serde_json::to_value(msg).unwrap_or(Json::Null);
-                    let ctx = s.context_of(&flow.name).cloned().unwrap_or_else(|| Json::Object(Map::new()));
-                    let args = vec![message, ctx, s.data.clone(), options.clone(), self.bot.config.clone(), result.clone()];
-                    let Some(out) = self.call_method(mr, args)? else { continue };
-                    self.method_return(s, flow, msg, intent, out, &mut result, &mut commands, &action.name);
+                    let ctx = s
+                        .context_of(&flow.name)
+                        .cloned()
+                        .unwrap_or_else(|| Json::Object(Map::new()));
+                    let args = vec![
+                        message,
+                        ctx,
+                        s.data.clone(),
+                        options.clone(),
+                        self.bot.config.clone(),
+                        result.clone(),
+                    ];
+                    let Some(out) = self.call_method(mr, args)? else {
+                        continue;
+                    };
+                    self.method_return(
+                        s,
+                        flow,
+                        msg,
+                        intent,
+                        out,
+                        &mut result,
+                        &mut commands,
+                        &action.name,
+                    );
                 }
                 ActionKind::Schedule => self.schedule(&options, &action.name),
                 ActionKind::Unknown(t) => {
@@ -121,17 +154,33 @@ impl Step<'_, '_> {
 
     /// The text of a text action: a string, a random variant of a list, or a template (§7.2).
     #[allow(clippy::too_many_arguments)]
-    fn text_of(&mut self, options: &Json, s: &Session, flow: &Flow, msg: &Message, intent: Option<&str>, attrs: &Json, result: &Json, meta: &MetaCtx) -> Result<Option<String>, StepError> {
+    fn text_of(
+        &mut self,
+        options: &Json,
+        s: &Session,
+        flow: &Flow,
+        msg: &Message,
+        intent: Option<&str>,
+        attrs: &Json,
+        result: &Json,
+        meta: &MetaCtx,
+    ) -> Result<Option<String>, StepError> {
         let chosen = if let Some(template) = options.get("template") {
             let data = options.get("data").unwrap_or(&Json::Null);
-            let base = match options.get("path").and_then(Json::as_str).filter(|p| !p.is_empty()) {
+            let base = match options
+                .get("path")
+                .and_then(Json::as_str)
+                .filter(|p| !p.is_empty())
+            {
                 Some(p) => get_path(data, p).cloned().unwrap_or(Json::Null),
                 None => data.clone(),
             };
             let resolved = resolve_refs(template, &base);
             let picked = self.pick(resolved);
             // The template text may itself hold `$(...)`.
-            let Json::String(t) = picked else { return Ok(Some(as_text(&picked))) };
+            let Json::String(t) = picked else {
+                return Ok(Some(as_text(&picked)));
+            };
             let opt = compile_text(&t, &mut crate::expr::CompiledExpr::new);
             let vars = Vars {
                 msg,
@@ -171,8 +220,17 @@ impl Step<'_, '_> {
 
     /// An api action (§7.5): `result` is the body only for status 200 with a JSON body.
     fn api(&mut self, options: &Json, name: &str) -> Result<Json, StepError> {
-        let method = options.get("method").and_then(Json::as_str).unwrap_or("GET").to_uppercase();
-        let Some(mut url) = options.get("uri").or_else(|| options.get("url")).and_then(Json::as_str).map(str::to_string) else {
+        let method = options
+            .get("method")
+            .and_then(Json::as_str)
+            .unwrap_or("GET")
+            .to_uppercase();
+        let Some(mut url) = options
+            .get("uri")
+            .or_else(|| options.get("url"))
+            .and_then(Json::as_str)
+            .map(str::to_string)
+        else {
             self.user_error(format!("api action {name} has no options.uri"));
             return Ok(Json::Null);
         };
@@ -188,32 +246,50 @@ impl Step<'_, '_> {
             }
         }
         let mut headers: Vec<(String, String)> = match options.get("headers") {
-            Some(Json::Object(h)) => h.iter().map(|(k, v)| (k.clone(), crate::value::V::from_json(v).to_interpolated())).collect(),
+            Some(Json::Object(h)) => h
+                .iter()
+                .map(|(k, v)| (k.clone(), crate::value::V::from_json(v).to_interpolated()))
+                .collect(),
             _ => vec![],
         };
         let body = match options.get("body") {
             None | Some(Json::Null) => None,
             Some(Json::String(b)) => Some(b.clone()),
             Some(other) => {
-                if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+                if !headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+                {
                     headers.push(("content-type".into(), "application/json".into()));
                 }
                 Some(other.to_string())
             }
         };
-        let req = HttpRequest { method, url, headers, body };
+        let req = HttpRequest {
+            method,
+            url,
+            headers,
+            body,
+        };
         let resp = match self.host.http(&req) {
             Ok(r) => r,
             Err(HostError::Failed(e)) => {
-                self.host.log(crate::host::LogLevel::Info, &format!("api action {name}: {e}"));
+                self.host.log(
+                    crate::host::LogLevel::Info,
+                    &format!("api action {name}: {e}"),
+                );
                 return Ok(Json::Null);
             }
-            Err(HostError::Abort(e)) => return Err(StepError::Aborted(format!("api action {name}: {e}"))),
+            Err(HostError::Abort(e)) => {
+                return Err(StepError::Aborted(format!("api action {name}: {e}")));
+            }
         };
         if resp.status != 200 || resp.body.len() > MAX_API_BODY {
             return Ok(Json::Null);
         }
-        let Ok(parsed) = serde_json::from_str::<Json>(&resp.body) else { return Ok(Json::Null) };
+        let Ok(parsed) = serde_json::from_str::<Json>(&resp.body) else {
+            return Ok(Json::Null);
+        };
         Ok(match options.get("resultPath").and_then(Json::as_str) {
             Some(p) => get_path(&parsed, p).cloned().unwrap_or(Json::Null),
             None => parsed,
@@ -243,7 +319,12 @@ impl Step<'_, '_> {
         let mut emit = |step: &mut Self, m: &Json| {
             let msg_type = match m.get("type").and_then(Json::as_str) {
                 Some("command") => {
-                    let mut cmd = Message::command(m.get("content").and_then(Json::as_str).unwrap_or(""), m.get("payload").cloned().unwrap_or(Json::Object(Map::new())));
+                    let mut cmd = Message::command(
+                        m.get("content").and_then(Json::as_str).unwrap_or(""),
+                        m.get("payload")
+                            .cloned()
+                            .unwrap_or(Json::Object(Map::new())),
+                    );
                     cmd.id = step.uuid();
                     commands.push(cmd);
                     return;
@@ -294,15 +375,29 @@ impl Step<'_, '_> {
 
     /// A schedule action (§7.7) becomes an operation for the host.
     fn schedule(&mut self, options: &Json, name: &str) {
-        let Some(id) = options.get("id").map(|v| crate::value::V::from_json(v).to_interpolated()).filter(|s| !s.is_empty()) else {
+        let Some(id) = options
+            .get("id")
+            .map(|v| crate::value::V::from_json(v).to_interpolated())
+            .filter(|s| !s.is_empty())
+        else {
             self.user_error(format!("schedule action {name} has no options.id"));
             return;
         };
-        match options.get("command").and_then(Json::as_str).unwrap_or("add") {
+        match options
+            .get("command")
+            .and_then(Json::as_str)
+            .unwrap_or("add")
+        {
             "remove" => self.schedules.push(ScheduleOp::Remove { id }),
             "add" => {
                 let tz_ms = (self.bot.timezone * 3_600_000.0) as i64;
-                let time = |k: &str| options.get(k).and_then(Json::as_str).and_then(parse_local_time).map(|t| t - tz_ms);
+                let time = |k: &str| {
+                    options
+                        .get(k)
+                        .and_then(Json::as_str)
+                        .and_then(parse_local_time)
+                        .map(|t| t - tz_ms)
+                };
                 let start = time("start").filter(|t| *t > self.now).unwrap_or(self.now);
                 let unit = match options.get("freqType").and_then(Json::as_str).unwrap_or("") {
                     "second" => Some(1_000),
@@ -314,15 +409,29 @@ impl Step<'_, '_> {
                     "year" => Some(365 * 86_400_000),
                     _ => None,
                 };
-                let interval = options.get("freqInterval").and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok())).unwrap_or(1).max(1);
+                let interval = options
+                    .get("freqInterval")
+                    .and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()))
+                    .unwrap_or(1)
+                    .max(1);
                 let message = options.get("message").cloned().unwrap_or(Json::Null);
                 if Message::from_json(&message).is_err() {
-                    self.user_error(format!("schedule action {name}: options.message is not a message"));
+                    self.user_error(format!(
+                        "schedule action {name}: options.message is not a message"
+                    ));
                     return;
                 }
-                self.schedules.push(ScheduleOp::Add { id, message, start, end: time("end"), every: unit.map(|u: i64| u * interval) });
+                self.schedules.push(ScheduleOp::Add {
+                    id,
+                    message,
+                    start,
+                    end: time("end"),
+                    every: unit.map(|u: i64| u * interval),
+                });
             }
-            other => self.user_error(format!("schedule action {name}: unknown command \"{other}\" (add or remove)")),
+            other => self.user_error(format!(
+                "schedule action {name}: unknown command \"{other}\" (add or remove)"
+            )),
         }
     }
 }
@@ -335,7 +444,12 @@ fn as_text(v: &Json) -> String {
 fn template_payload(options: &Json, template_type: &str) -> Option<Json> {
     let items = if let (Some(data), Some(t)) = (options.get("data"), options.get("template")) {
         let list = data.as_array()?;
-        Json::Array(list.iter().take(MAX_ITEMS).map(|el| resolve_refs(t, el)).collect())
+        Json::Array(
+            list.iter()
+                .take(MAX_ITEMS)
+                .map(|el| resolve_refs(t, el))
+                .collect(),
+        )
     } else {
         match options.get("items").cloned().unwrap_or(Json::Null) {
             Json::Array(a) => Json::Array(a.into_iter().take(MAX_ITEMS).collect()),
@@ -368,8 +482,14 @@ fn url_encode(s: &str) -> String {
 pub fn parse_local_time(s: &str) -> Option<i64> {
     let s = s.trim();
     let (date, time) = s.split_once([' ', 'T']).unwrap_or((s, "00:00:00"));
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().ok()).collect::<Option<_>>()?;
-    let t: Vec<i64> = time.split(':').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let t: Vec<i64> = time
+        .split(':')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
     if d.len() != 3 || t.is_empty() {
         return None;
     }
@@ -396,7 +516,10 @@ mod tests {
     #[test]
     fn local_time() {
         assert_eq!(parse_local_time("1970-01-01 00:00:00"), Some(0));
-        assert_eq!(parse_local_time("2024-08-02 00:00:00"), Some(1_722_556_800_000));
+        assert_eq!(
+            parse_local_time("2024-08-02 00:00:00"),
+            Some(1_722_556_800_000)
+        );
         assert_eq!(parse_local_time("nope"), None);
     }
 }

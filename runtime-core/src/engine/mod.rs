@@ -33,7 +33,12 @@ impl From<Abort> for StepError {
 }
 
 /// Runs one conversation step.
-pub fn converse(bot: &CompiledBot, session: &Session, message: Message, host: &mut dyn Host) -> Result<ConverseResult, StepError> {
+pub fn converse(
+    bot: &CompiledBot,
+    session: &Session,
+    message: Message,
+    host: &mut dyn Host,
+) -> Result<ConverseResult, StepError> {
     let started = host.now_ms();
     let mut step = Step {
         bot,
@@ -59,7 +64,9 @@ pub fn converse(bot: &CompiledBot, session: &Session, message: Message, host: &m
     // A closed current flow hands over to the top of the stack, which is told by `reenter`.
     while s.current.is_none() {
         let Some(top) = s.history.pop() else { break };
-        let Some(fi) = bot.flow_index(&top.flow) else { continue };
+        let Some(fi) = bot.flow_index(&top.flow) else {
+            continue;
+        };
         s.current = Some(top.flow.clone());
         let mut reenter = Message::command("reenter", Json::Null);
         reenter.id = step.uuid();
@@ -145,7 +152,11 @@ impl Step<'_, '_> {
     /// Drops expired, inactive and invalidated flows and context entries (§4.5, §6.4).
     fn expire_flows(&mut self, s: &mut Session) {
         let now = self.now;
-        let mut open: Vec<(String, i64)> = s.history.iter().map(|h| (h.flow.clone(), h.timestamp)).collect();
+        let mut open: Vec<(String, i64)> = s
+            .history
+            .iter()
+            .map(|h| (h.flow.clone(), h.timestamp))
+            .collect();
         if let Some(c) = &s.current {
             open.push((c.clone(), s.timestamp));
         }
@@ -166,18 +177,31 @@ impl Step<'_, '_> {
         for f in &self.bot.flows {
             let flow_invalid = f.invalidate.is_some_and(|t| t <= now as f64);
             if let Some(Json::Object(ctx)) = s.contexes.get_mut(&f.name) {
-                let whole = flow_invalid || ctx.get("invalidate").and_then(Json::as_f64).is_some_and(|t| t <= now as f64);
+                let whole = flow_invalid
+                    || ctx
+                        .get("invalidate")
+                        .and_then(Json::as_f64)
+                        .is_some_and(|t| t <= now as f64);
                 if whole {
                     ctx.clear();
                 } else {
-                    ctx.retain(|_, v| !v.get("invalidate").and_then(Json::as_f64).is_some_and(|t| t <= now as f64));
+                    ctx.retain(|_, v| {
+                        !v.get("invalidate")
+                            .and_then(Json::as_f64)
+                            .is_some_and(|t| t <= now as f64)
+                    });
                 }
             }
         }
     }
 
     /// One pass of the pipeline over one message; recurses on emitted commands.
-    fn cycle(&mut self, s: &mut Session, mut msg: Message, only: Option<usize>) -> Result<(), StepError> {
+    fn cycle(
+        &mut self,
+        s: &mut Session,
+        mut msg: Message,
+        only: Option<usize>,
+    ) -> Result<(), StepError> {
         let seen_at = self.seen.len();
         self.seen.push(msg.clone());
         let Some(sel) = self.select(s, &msg, only)? else {
@@ -195,19 +219,42 @@ impl Step<'_, '_> {
         let fresh = self.open_flow(s, sel.flow);
         let mut meta = self.meta_base(s, flow);
         meta.init = fresh;
-        let Some(target) = self.choose_state(s, flow, &msg, intent_name.as_deref(), &sel.attributes, &mut meta)? else {
+        let Some(target) = self.choose_state(
+            s,
+            flow,
+            &msg,
+            intent_name.as_deref(),
+            &sel.attributes,
+            &mut meta,
+        )?
+        else {
             return Ok(());
         };
         self.moves += 1;
         if self.moves > bot.max_recursion {
             return Err(StepError::MaxRecursion(bot.max_recursion));
         }
-        self.host.state_moved(self.moves).map_err(|e| StepError::Aborted(e.to_string()))?;
+        self.host
+            .state_moved(self.moves)
+            .map_err(|e| StepError::Aborted(e.to_string()))?;
         let state = &flow.states[target];
-        s.states.insert(flow.name.clone(), Json::String(state.name.clone()));
+        s.states
+            .insert(flow.name.clone(), Json::String(state.name.clone()));
         meta.state = state.name.clone();
-        let commands = self.run_actions(s, flow, state, &msg, intent_name.as_deref(), &sel.attributes, &meta)?;
-        s.meta = Some(Meta { last_flow: Some(flow.name.clone()), last_state: Some(state.name.clone()), end: state.end });
+        let commands = self.run_actions(
+            s,
+            flow,
+            state,
+            &msg,
+            intent_name.as_deref(),
+            &sel.attributes,
+            &meta,
+        )?;
+        s.meta = Some(Meta {
+            last_flow: Some(flow.name.clone()),
+            last_state: Some(state.name.clone()),
+            end: state.end,
+        });
         if state.end {
             close_flow(s, &flow.name);
         }
@@ -227,12 +274,19 @@ impl Step<'_, '_> {
         }
         if let Some(prev) = s.current.take() {
             if prev != *name {
-                let volatile = bot.flows.iter().find(|f| f.name == prev).is_none_or(|f| f.volatile);
+                let volatile = bot
+                    .flows
+                    .iter()
+                    .find(|f| f.name == prev)
+                    .is_none_or(|f| f.volatile);
                 if volatile {
                     close_flow(s, &prev);
                 } else {
                     s.history.retain(|h| h.flow != prev);
-                    s.history.push(HistoryEntry { flow: prev, timestamp: self.now });
+                    s.history.push(HistoryEntry {
+                        flow: prev,
+                        timestamp: self.now,
+                    });
                 }
             }
         }
@@ -247,7 +301,10 @@ impl Step<'_, '_> {
             return false;
         }
         let flow = &bot.flows[fi];
-        let init = flow.initial.map(|i| flow.states[i].name.clone()).unwrap_or_default();
+        let init = flow
+            .initial
+            .map(|i| flow.states[i].name.clone())
+            .unwrap_or_default();
         s.states.insert(name.clone(), Json::String(init));
         s.contexes.insert(name.clone(), Json::Object(Map::new()));
         true
@@ -255,12 +312,21 @@ impl Step<'_, '_> {
 
     /// Intent selection (§4, §8.1): current flow first, then initial intents of other flows,
     /// then the fallback flow.
-    fn select(&mut self, s: &Session, msg: &Message, only: Option<usize>) -> Result<Option<Selected>, StepError> {
+    fn select(
+        &mut self,
+        s: &Session,
+        msg: &Message,
+        only: Option<usize>,
+    ) -> Result<Option<Selected>, StepError> {
         let bot = self.bot;
         if let Some(fi) = only {
             return self.select_in(s, msg, fi, false);
         }
-        let current = s.current.as_deref().and_then(|c| bot.flow_index(c)).filter(|&fi| bot.flows[fi].active);
+        let current = s
+            .current
+            .as_deref()
+            .and_then(|c| bot.flow_index(c))
+            .filter(|&fi| bot.flows[fi].active);
         if let Some(fi) = current {
             if let Some(sel) = self.select_in(s, msg, fi, false)? {
                 return Ok(Some(sel));
@@ -275,7 +341,10 @@ impl Step<'_, '_> {
                 let better = match best {
                     None => true,
                     Some((bf, bi)) => {
-                        let (p, bp) = (flow.intents[ii].priority, bot.flows[bf].intents[bi].priority);
+                        let (p, bp) = (
+                            flow.intents[ii].priority,
+                            bot.flows[bf].intents[bi].priority,
+                        );
                         p > bp || (p == bp && flow.priority > bot.flows[bf].priority)
                     }
                 };
@@ -286,13 +355,21 @@ impl Step<'_, '_> {
         }
         if let Some((fi, ii)) = best {
             let attributes = self.attributes(s, msg, fi, ii)?;
-            return Ok(Some(Selected { flow: fi, intent: Some(ii), attributes }));
+            return Ok(Some(Selected {
+                flow: fi,
+                intent: Some(ii),
+                attributes,
+            }));
         }
         if let Some(fi) = bot.fallback_flow {
             if Some(fi) != current {
                 if let Some(ii) = self.fallback_intent(s, msg, fi)? {
                     let attributes = self.attributes(s, msg, fi, ii)?;
-                    return Ok(Some(Selected { flow: fi, intent: Some(ii), attributes }));
+                    return Ok(Some(Selected {
+                        flow: fi,
+                        intent: Some(ii),
+                        attributes,
+                    }));
                 }
             }
         }
@@ -300,7 +377,13 @@ impl Step<'_, '_> {
     }
 
     /// Selection inside one flow, all intents, then its fallback intent.
-    fn select_in(&mut self, s: &Session, msg: &Message, fi: usize, initial_only: bool) -> Result<Option<Selected>, StepError> {
+    fn select_in(
+        &mut self,
+        s: &Session,
+        msg: &Message,
+        fi: usize,
+        initial_only: bool,
+    ) -> Result<Option<Selected>, StepError> {
         let ii = match self.match_intents(s, msg, fi, initial_only)? {
             Some(ii) => Some(ii),
             None => self.fallback_intent(s, msg, fi)?,
@@ -308,13 +391,23 @@ impl Step<'_, '_> {
         match ii {
             Some(ii) => {
                 let attributes = self.attributes(s, msg, fi, ii)?;
-                Ok(Some(Selected { flow: fi, intent: Some(ii), attributes }))
+                Ok(Some(Selected {
+                    flow: fi,
+                    intent: Some(ii),
+                    attributes,
+                }))
             }
             None => Ok(None),
         }
     }
 
-    fn intent_vars<'a>(bot: &'a CompiledBot, s: &'a Session, msg: &'a Message, flow: &Flow, meta: &'a MetaCtx) -> Vars<'a> {
+    fn intent_vars<'a>(
+        bot: &'a CompiledBot,
+        s: &'a Session,
+        msg: &'a Message,
+        flow: &Flow,
+        meta: &'a MetaCtx,
+    ) -> Vars<'a> {
         Vars {
             msg,
             intent: None,
@@ -328,7 +421,13 @@ impl Step<'_, '_> {
     }
 
     /// Steps 1–3 of §8.1: the best non-fallback intent.
-    fn match_intents(&mut self, s: &Session, msg: &Message, fi: usize, initial_only: bool) -> Result<Option<usize>, StepError> {
+    fn match_intents(
+        &mut self,
+        s: &Session,
+        msg: &Message,
+        fi: usize,
+        initial_only: bool,
+    ) -> Result<Option<usize>, StepError> {
         let bot = self.bot;
         let flow = &bot.flows[fi];
         let meta = self.meta_base(s, flow);
@@ -355,7 +454,12 @@ impl Step<'_, '_> {
         Ok(best)
     }
 
-    fn fallback_intent(&mut self, s: &Session, msg: &Message, fi: usize) -> Result<Option<usize>, StepError> {
+    fn fallback_intent(
+        &mut self,
+        s: &Session,
+        msg: &Message,
+        fi: usize,
+    ) -> Result<Option<usize>, StepError> {
         let bot = self.bot;
         let flow = &bot.flows[fi];
         let Some((ii, intent)) = flow.intents.iter().enumerate().find(|(_, i)| i.fallback) else {
@@ -380,7 +484,11 @@ impl Step<'_, '_> {
         meta: &mut MetaCtx,
     ) -> Result<Option<usize>, StepError> {
         let from_name = s.state_of(&flow.name).map(str::to_string);
-        let from = from_name.as_deref().and_then(|n| flow.state_index(n)).or(flow.initial).unwrap_or(0);
+        let from = from_name
+            .as_deref()
+            .and_then(|n| flow.state_index(n))
+            .or(flow.initial)
+            .unwrap_or(0);
         meta.state = flow.states[from].name.clone();
         meta.start = Some(Some(from) == flow.initial);
         if let Some(mapper) = &flow.state_mapper {
@@ -396,7 +504,11 @@ impl Step<'_, '_> {
         let Some(t) = self.choose_transition(s, flow, from, msg, intent, attrs, meta)? else {
             return Ok(None);
         };
-        let tr = if t.0 { &flow.floats[t.1] } else { &flow.states[from].transitions[t.1] };
+        let tr = if t.0 {
+            &flow.floats[t.1]
+        } else {
+            &flow.states[from].transitions[t.1]
+        };
         let target = tr.target;
         meta.to = Some(flow.states[target].name.clone());
         meta.end = Some(flow.states[target].end);
@@ -411,7 +523,17 @@ impl Step<'_, '_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn enter(&mut self, s: &mut Session, flow: &Flow, from: usize, target: usize, msg: &Message, intent: Option<&str>, attrs: &Json, meta: &mut MetaCtx) -> Result<(), StepError> {
+    fn enter(
+        &mut self,
+        s: &mut Session,
+        flow: &Flow,
+        from: usize,
+        target: usize,
+        msg: &Message,
+        intent: Option<&str>,
+        attrs: &Json,
+        meta: &mut MetaCtx,
+    ) -> Result<(), StepError> {
         meta.from = Some(flow.states[from].name.clone());
         meta.to = Some(flow.states[target].name.clone());
         meta.end = Some(flow.states[target].end);
@@ -423,7 +545,16 @@ impl Step<'_, '_> {
 
     /// Transition choice (§5.3). Returns (is float, index).
     #[allow(clippy::too_many_arguments)]
-    fn choose_transition(&mut self, s: &Session, flow: &Flow, from: usize, msg: &Message, intent: Option<&str>, attrs: &Json, meta: &MetaCtx) -> Result<Option<(bool, usize)>, StepError> {
+    fn choose_transition(
+        &mut self,
+        s: &Session,
+        flow: &Flow,
+        from: usize,
+        msg: &Message,
+        intent: Option<&str>,
+        attrs: &Json,
+        meta: &MetaCtx,
+    ) -> Result<Option<(bool, usize)>, StepError> {
         let state = &flow.states[from];
         if state.end {
             return Ok(None);
@@ -438,7 +569,12 @@ impl Step<'_, '_> {
             result: None,
             meta,
         };
-        let candidates = state.transitions.iter().enumerate().map(|(i, t)| (false, i, t)).chain(flow.floats.iter().enumerate().map(|(i, t)| (true, i, t)));
+        let candidates = state
+            .transitions
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (false, i, t))
+            .chain(flow.floats.iter().enumerate().map(|(i, t)| (true, i, t)));
         let mut best: Option<(bool, usize, f64)> = None;
         for (is_float, i, t) in candidates.clone() {
             if t.fallback && t.conditions.is_empty() {
@@ -454,14 +590,28 @@ impl Step<'_, '_> {
         if let Some((f, i, _)) = best {
             return Ok(Some((f, i)));
         }
-        Ok(candidates.filter(|(_, _, t)| t.fallback).map(|(f, i, _)| (f, i)).next())
+        Ok(candidates
+            .filter(|(_, _, t)| t.fallback)
+            .map(|(f, i, _)| (f, i))
+            .next())
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn state_mapper(&mut self, s: &mut Session, flow: &Flow, mapper: &MethodRef, msg: &Message, intent: Option<&str>, attrs: &Json, meta: &MetaCtx) -> Result<Option<usize>, StepError> {
+    fn state_mapper(
+        &mut self,
+        s: &mut Session,
+        flow: &Flow,
+        mapper: &MethodRef,
+        msg: &Message,
+        intent: Option<&str>,
+        attrs: &Json,
+        meta: &MetaCtx,
+    ) -> Result<Option<usize>, StepError> {
         let mut ctx = self.ctx_object(s, flow, msg, intent, attrs, meta);
         ctx["state"] = Json::String(meta.state.clone());
-        let Some(out) = self.call_method(mapper, vec![ctx])? else { return Ok(None) };
+        let Some(out) = self.call_method(mapper, vec![ctx])? else {
+            return Ok(None);
+        };
         let (name, obj) = match &out.value {
             Some(Json::String(n)) => (n.clone(), None),
             Some(Json::Object(o)) => match o.get("state").and_then(Json::as_str) {
@@ -471,7 +621,10 @@ impl Step<'_, '_> {
             _ => return Ok(None),
         };
         let Some(target) = flow.state_index(&name) else {
-            self.user_error(format!("stateMapper {} returned unknown state \"{name}\"", mapper.name));
+            self.user_error(format!(
+                "stateMapper {} returned unknown state \"{name}\"",
+                mapper.name
+            ));
             return Ok(None);
         };
         if let Some(o) = obj {
@@ -481,7 +634,15 @@ impl Step<'_, '_> {
     }
 
     /// `ctx` of mapping methods: `{type, content, payload, metadata, intent, attributes, context, data, config}`.
-    fn ctx_object(&self, s: &Session, flow: &Flow, msg: &Message, intent: Option<&str>, attrs: &Json, meta: &MetaCtx) -> Json {
+    fn ctx_object(
+        &self,
+        s: &Session,
+        flow: &Flow,
+        msg: &Message,
+        intent: Option<&str>,
+        attrs: &Json,
+        meta: &MetaCtx,
+    ) -> Json {
         let vars = Vars {
             msg,
             intent,
@@ -497,7 +658,16 @@ impl Step<'_, '_> {
 
     /// Runs a mapping (§5.6): assignments in order, or a `fn(ctx)` method.
     #[allow(clippy::too_many_arguments)]
-    fn apply_mapping(&mut self, s: &mut Session, flow: &Flow, m: &Mapping, msg: &Message, intent: Option<&str>, attrs: &Json, meta: &MetaCtx) -> Result<(), StepError> {
+    fn apply_mapping(
+        &mut self,
+        s: &mut Session,
+        flow: &Flow,
+        m: &Mapping,
+        msg: &Message,
+        intent: Option<&str>,
+        attrs: &Json,
+        meta: &MetaCtx,
+    ) -> Result<(), StepError> {
         match m {
             Mapping::Assign(items) => {
                 for (target, e) in items {
@@ -524,7 +694,9 @@ impl Step<'_, '_> {
                         v
                     };
                     let root = if target[0] == "context" {
-                        s.contexes.entry(flow.name.clone()).or_insert_with(|| Json::Object(Map::new()))
+                        s.contexes
+                            .entry(flow.name.clone())
+                            .or_insert_with(|| Json::Object(Map::new()))
                     } else {
                         &mut s.data
                     };
@@ -548,13 +720,20 @@ impl Step<'_, '_> {
     }
 
     /// Calls a bot method. `Ok(None)`: unknown method or a JS exception (logged).
-    pub fn call_method(&mut self, mr: &MethodRef, args: Vec<Json>) -> Result<Option<crate::host::JsOutcome>, StepError> {
+    pub fn call_method(
+        &mut self,
+        mr: &MethodRef,
+        args: Vec<Json>,
+    ) -> Result<Option<crate::host::JsOutcome>, StepError> {
         let Some(mi) = mr.index else {
             self.user_error(format!("unknown method \"{}\"", mr.name));
             return Ok(None);
         };
         let method = &self.bot.methods[mi];
-        match self.host.js(JsCall::Method { method, args: &args }) {
+        match self.host.js(JsCall::Method {
+            method,
+            args: &args,
+        }) {
             Ok(out) => Ok(Some(out)),
             Err(HostError::Failed(e)) => {
                 self.user_error(format!("method {} threw: {e}", mr.name));
@@ -577,7 +756,11 @@ impl Step<'_, '_> {
 /// Stores `context` and `data` members of a returned ctx object (meta keys dropped).
 fn store_ctx(s: &mut Session, flow: &str, o: &Map<String, Json>) {
     if let Some(Json::Object(c)) = o.get("context") {
-        let clean: Map<String, Json> = c.iter().filter(|(k, _)| !k.starts_with('$')).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let clean: Map<String, Json> = c
+            .iter()
+            .filter(|(k, _)| !k.starts_with('$'))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         s.contexes.insert(flow.to_string(), Json::Object(clean));
     }
     if let Some(d @ Json::Object(_)) = o.get("data") {
@@ -587,13 +770,19 @@ fn store_ctx(s: &mut Session, flow: &str, o: &Map<String, Json>) {
 
 /// Sets `root.a.b.c`, creating objects on the way; `None` deletes the key.
 pub(crate) fn set_path(root: &mut Json, path: &[String], value: Option<Json>) {
-    let Some((last, init)) = path.split_last() else { return };
+    let Some((last, init)) = path.split_last() else {
+        return;
+    };
     let mut cur = root;
     for seg in init {
         if !cur.is_object() {
             *cur = Json::Object(Map::new());
         }
-        cur = cur.as_object_mut().unwrap().entry(seg.clone()).or_insert_with(|| Json::Object(Map::new()));
+        cur = cur
+            .as_object_mut()
+            .unwrap()
+            .entry(seg.clone())
+            .or_insert_with(|| Json::Object(Map::new()));
     }
     if !cur.is_object() {
         *cur = Json::Object(Map::new());

@@ -2,10 +2,10 @@
 //! and `method` NLUs go through the host.
 
 use super::{Step, StepError};
+use crate::expr::RegexLit;
 use crate::expr::{CompiledExpr, Env, EvalError, ExprKind, eval};
 use crate::host::{HostError, JsCall};
 use crate::interp::get_path;
-use crate::expr::RegexLit;
 use crate::model::{Intent, KeywordNlu, NluKind, NluUse, RegexIndex, RegexNlu};
 use crate::session::{Message, Session};
 use crate::value::{V, loose_eq};
@@ -13,12 +13,19 @@ use serde_json::{Map, Value as Json};
 
 impl Step<'_, '_> {
     /// Whether any classifier of the intent matches (§8.5).
-    pub(super) fn classify(&mut self, s: &Session, msg: &Message, intent: &Intent) -> Result<bool, StepError> {
+    pub(super) fn classify(
+        &mut self,
+        s: &Session,
+        msg: &Message,
+        intent: &Intent,
+    ) -> Result<bool, StepError> {
         if msg.content.is_none() {
             return Ok(false);
         }
         for c in &intent.classifiers {
-            let Some(mut out) = self.run_nlu(s, msg, &c.nlu)? else { continue };
+            let Some(mut out) = self.run_nlu(s, msg, &c.nlu)? else {
+                continue;
+            };
             for p in &c.process {
                 out = match self.call_method(p, vec![out])? {
                     Some(o) => o.value.unwrap_or(Json::Null),
@@ -44,12 +51,22 @@ impl Step<'_, '_> {
     }
 
     /// Attributes of the selected intent (§8.6).
-    pub(super) fn attributes(&mut self, s: &Session, msg: &Message, fi: usize, ii: usize) -> Result<Json, StepError> {
+    pub(super) fn attributes(
+        &mut self,
+        s: &Session,
+        msg: &Message,
+        fi: usize,
+        ii: usize,
+    ) -> Result<Json, StepError> {
         let bot = self.bot;
         let intent = &bot.flows[fi].intents[ii];
         let mut out = Map::new();
         for a in &intent.attributes {
-            let mut v = if msg.content.is_some() { self.run_nlu(s, msg, &a.nlu)?.unwrap_or(Json::Null) } else { Json::Null };
+            let mut v = if msg.content.is_some() {
+                self.run_nlu(s, msg, &a.nlu)?.unwrap_or(Json::Null)
+            } else {
+                Json::Null
+            };
             if let Some(p) = &a.path {
                 v = get_path(&v, p).cloned().unwrap_or(Json::Null);
             }
@@ -69,7 +86,12 @@ impl Step<'_, '_> {
 
     /// Runs an NLU on the message (cached per message and use key), applying the NLU's own
     /// `process` methods. `None` = no output.
-    fn run_nlu(&mut self, s: &Session, msg: &Message, nlu: &NluUse) -> Result<Option<Json>, StepError> {
+    fn run_nlu(
+        &mut self,
+        s: &Session,
+        msg: &Message,
+        nlu: &NluUse,
+    ) -> Result<Option<Json>, StepError> {
         let key = format!("{}\u{0}{}", msg.id, nlu.cache_key);
         if let Some(v) = self.nlu_cache.get(&key) {
             return Ok(Some(v.clone()));
@@ -83,25 +105,44 @@ impl Step<'_, '_> {
             NluKind::Keyword(k) => keyword(k, &text),
             NluKind::Regex(r) => regex_output(r, &text),
             NluKind::Nl => {
-                let id = nlu.options.get("nluId").and_then(Json::as_str).unwrap_or("").to_string();
+                let id = nlu
+                    .options
+                    .get("nluId")
+                    .and_then(Json::as_str)
+                    .unwrap_or("")
+                    .to_string();
                 match self.host.nl_predict(&id, &text, &nlu.options) {
                     Ok(raw) => nl_output(&raw, &nlu.options),
                     Err(HostError::Failed(e)) => {
                         self.user_error(format!("NLU {} failed: {e}", nlu.name));
                         Json::Null
                     }
-                    Err(HostError::Abort(e)) => return Err(StepError::Aborted(format!("NLU {}: {e}", nlu.name))),
+                    Err(HostError::Abort(e)) => {
+                        return Err(StepError::Aborted(format!("NLU {}: {e}", nlu.name)));
+                    }
                 }
             }
             NluKind::Method(mr) => {
-                let method_params = mr.index.and_then(|i| self.bot.methods[i].params.as_ref().map(Vec::len));
+                let method_params = mr
+                    .index
+                    .and_then(|i| self.bot.methods[i].params.as_ref().map(Vec::len));
                 let message = serde_json::to_value(msg).unwrap_or(Json::Null);
                 let args = if method_params == Some(5) {
-                    vec![message, s.context_of(&s.current.clone().unwrap_or_default()).cloned().unwrap_or(Json::Object(Map::new())), s.data.clone(), nlu.options.clone(), self.bot.config.clone()]
+                    vec![
+                        message,
+                        s.context_of(&s.current.clone().unwrap_or_default())
+                            .cloned()
+                            .unwrap_or(Json::Object(Map::new())),
+                        s.data.clone(),
+                        nlu.options.clone(),
+                        self.bot.config.clone(),
+                    ]
                 } else {
                     vec![message, nlu.options.clone(), self.bot.config.clone()]
                 };
-                self.call_method(mr, args)?.and_then(|o| o.value).unwrap_or(Json::Null)
+                self.call_method(mr, args)?
+                    .and_then(|o| o.value)
+                    .unwrap_or(Json::Null)
             }
             NluKind::External(t) => {
                 self.user_error(format!("NLU {} of type {t} needs an external service that botbox does not provide; its output is null", nlu.name));
@@ -143,7 +184,9 @@ fn eval_nl_expression(step: &mut Step, e: &CompiledExpr, scope: &Json) -> Result
     match step.host.js(JsCall::Expr { src: &e.src, scope }) {
         Ok(o) => Ok(o.value.is_some_and(|v| V::from_json(&v).truthy())),
         Err(HostError::Failed(_)) => Ok(false),
-        Err(HostError::Abort(m)) => Err(StepError::Aborted(format!("expression \"{}\": {m}", e.src))),
+        Err(HostError::Abort(m)) => {
+            Err(StepError::Aborted(format!("expression \"{}\": {m}", e.src)))
+        }
     }
 }
 
@@ -155,7 +198,12 @@ fn nl_expression_scope(out: &Json) -> Json {
     if let Json::Object(o) = out {
         for (k, v) in o {
             if let Json::Array(list) = v {
-                let top = list.first().map(|p| p.get("label").or_else(|| p.get("value")).cloned().unwrap_or_else(|| p.clone()));
+                let top = list.first().map(|p| {
+                    p.get("label")
+                        .or_else(|| p.get("value"))
+                        .cloned()
+                        .unwrap_or_else(|| p.clone())
+                });
                 m.insert(k.clone(), top.unwrap_or(Json::Null));
                 m.insert(format!("{k}Array"), v.clone());
             } else {
@@ -177,11 +225,19 @@ fn is_empty_container(v: &Json) -> bool {
 /// `match` test (§8.5): loose equality with a string, inclusion in a list, a top-level value
 /// of an object; on nl output, a prediction's label or value.
 fn output_matches(out: &Json, wanted: &[Json]) -> bool {
-    let eq = |a: &Json| wanted.iter().any(|w| loose_eq(&V::from_json(a), &V::from_json(w)));
+    let eq = |a: &Json| {
+        wanted
+            .iter()
+            .any(|w| loose_eq(&V::from_json(a), &V::from_json(w)))
+    };
     match out {
-        Json::Array(items) => items.iter().any(|i| eq(i) || i.get("label").is_some_and(eq) || i.get("value").is_some_and(eq)),
+        Json::Array(items) => items
+            .iter()
+            .any(|i| eq(i) || i.get("label").is_some_and(eq) || i.get("value").is_some_and(eq)),
         Json::Object(o) => o.values().any(|v| match v {
-            Json::Array(items) => items.iter().any(|i| eq(i) || i.get("label").is_some_and(eq) || i.get("value").is_some_and(eq)),
+            Json::Array(items) => items
+                .iter()
+                .any(|i| eq(i) || i.get("label").is_some_and(eq) || i.get("value").is_some_and(eq)),
             other => eq(other),
         }),
         Json::Null => false,
@@ -204,7 +260,9 @@ fn regroup(out: Json, dict: &Json) -> Json {
     };
     match out {
         Json::String(_) => rename(&out).unwrap_or(out),
-        Json::Array(items) => Json::Array(items.into_iter().map(|i| rename(&i).unwrap_or(i)).collect()),
+        Json::Array(items) => {
+            Json::Array(items.into_iter().map(|i| rename(&i).unwrap_or(i)).collect())
+        }
         other => other,
     }
 }
@@ -214,14 +272,20 @@ fn normalise(v: Json, dict: &Json) -> Json {
     let Json::Object(d) = dict else { return v };
     let Some(s) = v.as_str().map(str::to_lowercase) else {
         // Nothing recognised: the default, if any.
-        return if v.is_null() { d.get("default").cloned().unwrap_or(v) } else { v };
+        return if v.is_null() {
+            d.get("default").cloned().unwrap_or(v)
+        } else {
+            v
+        };
     };
     for (k, alts) in d {
         if k == "default" {
             continue;
         }
         let hit = match alts {
-            Json::Array(a) => a.iter().any(|x| x.as_str().is_some_and(|x| x.to_lowercase() == s)),
+            Json::Array(a) => a
+                .iter()
+                .any(|x| x.as_str().is_some_and(|x| x.to_lowercase() == s)),
             Json::String(x) => x.to_lowercase() == s,
             _ => false,
         };
@@ -236,7 +300,11 @@ fn normalise(v: Json, dict: &Json) -> Json {
 pub fn keyword(k: &KeywordNlu, text: &str) -> Json {
     let norm = |s: &str| {
         let collapsed = s.split_whitespace().collect::<Vec<_>>().join(" ");
-        if k.case_sensitive { collapsed } else { collapsed.to_lowercase() }
+        if k.case_sensitive {
+            collapsed
+        } else {
+            collapsed.to_lowercase()
+        }
     };
     let msg = norm(text);
     let mut best: Option<(usize, &str)> = None;
@@ -246,7 +314,11 @@ pub fn keyword(k: &KeywordNlu, text: &str) -> Json {
             if p.is_empty() {
                 continue;
             }
-            let hit = if k.exact { msg == p } else { contains_words(&msg, &p) };
+            let hit = if k.exact {
+                msg == p
+            } else {
+                contains_words(&msg, &p)
+            };
             if hit && best.is_none_or(|(len, _)| p.chars().count() > len) {
                 best = Some((p.chars().count(), key));
             }
@@ -285,8 +357,15 @@ pub fn regex_output(r: &RegexNlu, text: &str) -> Json {
                 RegexIndex::Whole => group(0).unwrap_or(Json::Null),
                 RegexIndex::Group(i) => group(*i).unwrap_or(Json::Null),
                 RegexIndex::Groups(gs) => {
-                    let m: Map<String, Json> = gs.iter().filter_map(|(k, i)| group(*i).map(|v| (k.clone(), v))).collect();
-                    if m.is_empty() { Json::Null } else { Json::Object(m) }
+                    let m: Map<String, Json> = gs
+                        .iter()
+                        .filter_map(|(k, i)| group(*i).map(|v| (k.clone(), v)))
+                        .collect();
+                    if m.is_empty() {
+                        Json::Null
+                    } else {
+                        Json::Object(m)
+                    }
                 }
             }
         }
@@ -300,7 +379,11 @@ pub fn regex_output(r: &RegexNlu, text: &str) -> Json {
                     }
                 }
             }
-            if m.is_empty() { Json::Null } else { Json::Object(m) }
+            if m.is_empty() {
+                Json::Null
+            } else {
+                Json::Object(m)
+            }
         }
     }
 }
@@ -308,30 +391,54 @@ pub fn regex_output(r: &RegexNlu, text: &str) -> Json {
 /// Applies the `nl` output options (threshold, output raw/value/phrase, flatten) to a raw
 /// prediction `{entity: [{type, score, value, label?}]}` (§8.4).
 pub fn nl_output(raw: &Json, options: &Json) -> Json {
-    let threshold = options.get("threshold").and_then(Json::as_f64).unwrap_or(0.0);
-    let output = options.get("output").and_then(Json::as_str).unwrap_or("raw");
-    let flatten = options.get("flatten").and_then(Json::as_bool).unwrap_or(false);
-    let Json::Object(entities) = raw else { return Json::Null };
+    let threshold = options
+        .get("threshold")
+        .and_then(Json::as_f64)
+        .unwrap_or(0.0);
+    let output = options
+        .get("output")
+        .and_then(Json::as_str)
+        .unwrap_or("raw");
+    let flatten = options
+        .get("flatten")
+        .and_then(Json::as_bool)
+        .unwrap_or(false);
+    let Json::Object(entities) = raw else {
+        return Json::Null;
+    };
     let mut out = Map::new();
     for (name, preds) in entities {
         let Json::Array(preds) = preds else { continue };
-        let kept: Vec<Json> = preds.iter().filter(|p| p.get("score").and_then(Json::as_f64).unwrap_or(1.0) >= threshold).cloned().collect();
+        let kept: Vec<Json> = preds
+            .iter()
+            .filter(|p| p.get("score").and_then(Json::as_f64).unwrap_or(1.0) >= threshold)
+            .cloned()
+            .collect();
         if kept.is_empty() {
             continue;
         }
         match output {
             "phrase" => {
-                if options.get("entity").and_then(Json::as_str).is_some_and(|e| e != name) {
+                if options
+                    .get("entity")
+                    .and_then(Json::as_str)
+                    .is_some_and(|e| e != name)
+                {
                     continue;
                 }
                 for p in &kept {
-                    if let (Some(l), Some(v)) = (p.get("label").and_then(Json::as_str), p.get("value")) {
+                    if let (Some(l), Some(v)) =
+                        (p.get("label").and_then(Json::as_str), p.get("value"))
+                    {
                         out.entry(l.to_string()).or_insert_with(|| v.clone());
                     }
                 }
             }
             "value" => {
-                let values: Vec<Json> = kept.iter().map(|p| p.get("value").cloned().unwrap_or(Json::Null)).collect();
+                let values: Vec<Json> = kept
+                    .iter()
+                    .map(|p| p.get("value").cloned().unwrap_or(Json::Null))
+                    .collect();
                 if flatten {
                     out.insert(format!("{name}Array"), Json::Array(values.clone()));
                     out.insert(name.clone(), values[0].clone());
@@ -349,7 +456,11 @@ pub fn nl_output(raw: &Json, options: &Json) -> Json {
             }
         }
     }
-    if out.is_empty() { Json::Null } else { Json::Object(out) }
+    if out.is_empty() {
+        Json::Null
+    } else {
+        Json::Object(out)
+    }
 }
 
 #[cfg(test)]
@@ -360,7 +471,10 @@ mod tests {
     fn kw(exact: bool, case: bool) -> KeywordNlu {
         KeywordNlu {
             keywords: vec![
-                ("pizzaOrder".into(), vec!["order".into(), "i want pizza".into()]),
+                (
+                    "pizzaOrder".into(),
+                    vec!["order".into(), "i want pizza".into()],
+                ),
                 ("thin".into(), vec!["thin crust".into()]),
                 ("greet".into(), vec!["hi".into()]),
             ],
@@ -375,7 +489,11 @@ mod tests {
         let k = kw(false, false);
         assert_eq!(keyword(&k, "I   want PIZZA please"), json!("pizzaOrder"));
         assert_eq!(keyword(&k, "order a thin crust"), json!("thin"));
-        assert_eq!(keyword(&k, "this is nothing"), json!("other"), "'hi' inside 'this' is not a word");
+        assert_eq!(
+            keyword(&k, "this is nothing"),
+            json!("other"),
+            "'hi' inside 'this' is not a word"
+        );
         assert_eq!(keyword(&kw(true, false), "order now"), json!("other"));
         assert_eq!(keyword(&kw(true, false), " Order "), json!("pizzaOrder"));
         assert_eq!(keyword(&kw(false, true), "ORDER"), json!("other"));
@@ -384,24 +502,45 @@ mod tests {
     #[test]
     fn regex_outputs() {
         let re = |s: &str| RegexLit::new(s, "").unwrap();
-        let single = RegexNlu::Single { re: re("[1-9]"), index: RegexIndex::Whole };
+        let single = RegexNlu::Single {
+            re: re("[1-9]"),
+            index: RegexIndex::Whole,
+        };
         assert_eq!(regex_output(&single, "I want 2"), json!("2"));
         assert_eq!(regex_output(&single, "none"), Json::Null);
-        let groups = RegexNlu::Single { re: re("(\\w+) is (\\w+)"), index: RegexIndex::Groups(vec![("who".into(), 1), ("name".into(), 2)]) };
-        assert_eq!(regex_output(&groups, "he is Bob"), json!({"who": "he", "name": "Bob"}));
-        let named = RegexNlu::Named(vec![("num".into(), re("n(\\d+)")), ("mail".into(), re("\\S+@\\S+"))]);
-        assert_eq!(regex_output(&named, "n42 a@b.c"), json!({"num": "42", "mail": "a@b.c"}));
+        let groups = RegexNlu::Single {
+            re: re("(\\w+) is (\\w+)"),
+            index: RegexIndex::Groups(vec![("who".into(), 1), ("name".into(), 2)]),
+        };
+        assert_eq!(
+            regex_output(&groups, "he is Bob"),
+            json!({"who": "he", "name": "Bob"})
+        );
+        let named = RegexNlu::Named(vec![
+            ("num".into(), re("n(\\d+)")),
+            ("mail".into(), re("\\S+@\\S+")),
+        ]);
+        assert_eq!(
+            regex_output(&named, "n42 a@b.c"),
+            json!({"num": "42", "mail": "a@b.c"})
+        );
     }
 
     #[test]
     fn nl_output_options() {
         let raw = json!({"intent": [{"type": "trait", "score": 0.9, "value": "mainMenu", "label": "mainMenu"}, {"type": "trait", "score": 0.3, "value": "x"}]});
-        assert_eq!(nl_output(&raw, &json!({"output": "value", "threshold": 0.5})), json!({"intent": ["mainMenu"]}));
+        assert_eq!(
+            nl_output(&raw, &json!({"output": "value", "threshold": 0.5})),
+            json!({"intent": ["mainMenu"]})
+        );
         assert_eq!(
             nl_output(&raw, &json!({"output": "value", "flatten": true})),
             json!({"intentArray": ["mainMenu", "x"], "intent": "mainMenu"})
         );
-        let flat_raw = nl_output(&raw, &json!({"output": "raw", "flatten": true, "threshold": 0.5}));
+        let flat_raw = nl_output(
+            &raw,
+            &json!({"output": "raw", "flatten": true, "threshold": 0.5}),
+        );
         assert_eq!(flat_raw["intent"]["value"], json!("mainMenu"));
         assert_eq!(flat_raw["intentArray"].as_array().unwrap().len(), 1);
         assert_eq!(nl_output(&raw, &json!({"threshold": 0.95})), Json::Null);
@@ -409,7 +548,13 @@ mod tests {
 
     #[test]
     fn dicts() {
-        assert_eq!(regroup(json!("food_b"), &json!({"food": ["food_a", "food_b"], "test": "testing"})), json!("food"));
+        assert_eq!(
+            regroup(
+                json!("food_b"),
+                &json!({"food": ["food_a", "food_b"], "test": "testing"})
+            ),
+            json!("food")
+        );
         let d = json!({"jakarta": ["jkt", "jekardah"], "default": "invalid"});
         assert_eq!(normalise(json!("JKT"), &d), json!("jakarta"));
         assert_eq!(normalise(json!("bandung"), &d), json!("invalid"));

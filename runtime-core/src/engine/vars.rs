@@ -66,8 +66,22 @@ impl MetaCtx {
     /// The meta names as JSON keys, for the JS engine's `context`.
     fn add_to(&self, ctx: &mut Map<String, Json>) {
         for name in [
-            "$init", "$flow", "$state", "$lastFlow", "$lastState", "$now", "$timestamp", "$sessionId",
-            "$channelId", "$deploymentId", "$dataKey", "$userId", "$start", "$to", "$from", "$end",
+            "$init",
+            "$flow",
+            "$state",
+            "$lastFlow",
+            "$lastState",
+            "$now",
+            "$timestamp",
+            "$sessionId",
+            "$channelId",
+            "$deploymentId",
+            "$dataKey",
+            "$userId",
+            "$start",
+            "$to",
+            "$from",
+            "$end",
         ] {
             if let Some(j) = self.get(name).and_then(|v| v.to_json()) {
                 ctx.insert(name.to_string(), j);
@@ -106,13 +120,21 @@ impl Env for Vars<'_> {
                 crate::model::MsgType::Data => "data",
                 crate::model::MsgType::Command => "command",
             })),
-            "content" => V::Str(Cow::Borrowed(self.msg.content.as_deref().unwrap_or(EMPTY_STR))),
+            "content" => V::Str(Cow::Borrowed(
+                self.msg.content.as_deref().unwrap_or(EMPTY_STR),
+            )),
             "payload" => match &self.msg.payload {
                 Some(p @ Json::Object(_)) => V::Ref(p),
                 Some(Json::Null) | None => V::Ref(&EMPTY),
                 Some(p) => V::from_json(p),
             },
-            "metadata" => V::Ref(self.msg.metadata.as_ref().filter(|m| m.is_object()).unwrap_or(&EMPTY)),
+            "metadata" => V::Ref(
+                self.msg
+                    .metadata
+                    .as_ref()
+                    .filter(|m| m.is_object())
+                    .unwrap_or(&EMPTY),
+            ),
             "intent" => match self.intent {
                 Some(i) => V::Str(Cow::Borrowed(i)),
                 None => V::Null,
@@ -138,7 +160,16 @@ impl Vars<'_> {
     /// All variables as one JSON object, for the JS engine.
     pub fn scope_json(&self) -> Json {
         let mut m = Map::new();
-        for name in ["type", "content", "payload", "metadata", "intent", "attributes", "data", "config"] {
+        for name in [
+            "type",
+            "content",
+            "payload",
+            "metadata",
+            "intent",
+            "attributes",
+            "data",
+            "config",
+        ] {
             if let Some(j) = self.var(name).and_then(|v| v.to_json()) {
                 m.insert(name.into(), j);
             }
@@ -158,31 +189,53 @@ impl Vars<'_> {
 pub struct Abort(pub String);
 
 /// Evaluates an expression. `Ok(None)`: undefined, or a JS exception at this site (logged).
-pub fn eval_json(host: &mut dyn Host, errors: &mut Vec<String>, e: &CompiledExpr, vars: &Vars) -> Result<Option<Json>, Abort> {
+pub fn eval_json(
+    host: &mut dyn Host,
+    errors: &mut Vec<String>,
+    e: &CompiledExpr,
+    vars: &Vars,
+) -> Result<Option<Json>, Abort> {
     match &e.kind {
         ExprKind::Fast(ast) => match eval(ast, vars) {
             Ok(v) => Ok(v.into_json()),
             Err(EvalError::Throw(msg)) => {
-                site_error(host, errors, format!("expression \"{}\" failed: {msg}", e.src));
+                site_error(
+                    host,
+                    errors,
+                    format!("expression \"{}\" failed: {msg}", e.src),
+                );
                 Ok(None)
             }
             Err(EvalError::NeedsJs(_)) => eval_js(host, errors, e, vars),
         },
         ExprKind::Js => eval_js(host, errors, e, vars),
         ExprKind::Invalid(msg) => {
-            site_error(host, errors, format!("expression \"{}\" does not parse: {msg}", e.src));
+            site_error(
+                host,
+                errors,
+                format!("expression \"{}\" does not parse: {msg}", e.src),
+            );
             Ok(None)
         }
     }
 }
 
 /// Evaluates a condition to a boolean (JS truthiness); an error at the site is false.
-pub fn eval_truthy(host: &mut dyn Host, errors: &mut Vec<String>, e: &CompiledExpr, vars: &Vars) -> Result<bool, Abort> {
+pub fn eval_truthy(
+    host: &mut dyn Host,
+    errors: &mut Vec<String>,
+    e: &CompiledExpr,
+    vars: &Vars,
+) -> Result<bool, Abort> {
     if let ExprKind::Fast(ast) = &e.kind {
         match eval(ast, vars) {
             Ok(v) => return Ok(v.truthy()),
             Err(EvalError::Throw(msg)) => {
-                site_error(host, errors, format!("condition \"{}\" failed: {msg}", e.src));
+                site_error(
+                    host,
+                    errors,
+                    format!("condition \"{}\" failed: {msg}", e.src),
+                );
                 return Ok(false);
             }
             Err(EvalError::NeedsJs(_)) => {}
@@ -192,7 +245,12 @@ pub fn eval_truthy(host: &mut dyn Host, errors: &mut Vec<String>, e: &CompiledEx
 }
 
 /// All conditions hold (an empty list holds).
-pub fn all_hold(host: &mut dyn Host, errors: &mut Vec<String>, conds: &[CompiledExpr], vars: &Vars) -> Result<bool, Abort> {
+pub fn all_hold(
+    host: &mut dyn Host,
+    errors: &mut Vec<String>,
+    conds: &[CompiledExpr],
+    vars: &Vars,
+) -> Result<bool, Abort> {
     for c in conds {
         if !eval_truthy(host, errors, c, vars)? {
             return Ok(false);
@@ -201,12 +259,24 @@ pub fn all_hold(host: &mut dyn Host, errors: &mut Vec<String>, conds: &[Compiled
     Ok(true)
 }
 
-fn eval_js(host: &mut dyn Host, errors: &mut Vec<String>, e: &CompiledExpr, vars: &Vars) -> Result<Option<Json>, Abort> {
+fn eval_js(
+    host: &mut dyn Host,
+    errors: &mut Vec<String>,
+    e: &CompiledExpr,
+    vars: &Vars,
+) -> Result<Option<Json>, Abort> {
     let scope = vars.scope_json();
-    match host.js(JsCall::Expr { src: &e.src, scope: &scope }) {
+    match host.js(JsCall::Expr {
+        src: &e.src,
+        scope: &scope,
+    }) {
         Ok(out) => Ok(out.value),
         Err(HostError::Failed(msg)) => {
-            site_error(host, errors, format!("expression \"{}\" failed: {msg}", e.src));
+            site_error(
+                host,
+                errors,
+                format!("expression \"{}\" failed: {msg}", e.src),
+            );
             Ok(None)
         }
         Err(HostError::Abort(msg)) => Err(Abort(format!("expression \"{}\": {msg}", e.src))),

@@ -41,7 +41,9 @@ pub(crate) fn throw<T>(msg: impl Into<String>) -> Result<T, EvalError> {
     Err(EvalError::Throw(msg.into()))
 }
 
-const GLOBAL_OBJECTS: &[&str] = &["Math", "JSON", "Object", "Array", "Number", "String", "Date"];
+const GLOBAL_OBJECTS: &[&str] = &[
+    "Math", "JSON", "Object", "Array", "Number", "String", "Date",
+];
 
 /// Evaluates a parsed expression against an environment.
 pub fn eval<'a>(e: &'a Expr, env: &'a dyn Env) -> R<'a> {
@@ -116,13 +118,15 @@ pub fn eval<'a>(e: &'a Expr, env: &'a dyn Env) -> R<'a> {
                 // `typeof undeclared` is "undefined", not a ReferenceError.
                 if let Expr::Ident(name) = &**x {
                     if env.var(name).is_none() && global_value(name).is_none() {
-                        return Ok(V::Str(Cow::Borrowed(if GLOBAL_OBJECTS.contains(&name.as_str()) {
-                            "object"
-                        } else if is_global_function(name) {
-                            "function"
-                        } else {
-                            "undefined"
-                        })));
+                        return Ok(V::Str(Cow::Borrowed(
+                            if GLOBAL_OBJECTS.contains(&name.as_str()) {
+                                "object"
+                            } else if is_global_function(name) {
+                                "function"
+                            } else {
+                                "undefined"
+                            },
+                        )));
                     }
                 }
                 let v = eval(x, env)?;
@@ -183,8 +187,18 @@ fn eval_args<'a>(args: &'a [Expr], env: &'a dyn Env) -> Result<Vec<V<'a>>, EvalE
 fn is_global_function(name: &str) -> bool {
     matches!(
         name,
-        "parseInt" | "parseFloat" | "Number" | "String" | "Boolean" | "isNaN" | "isFinite"
-            | "encodeURIComponent" | "decodeURIComponent" | "encodeURI" | "Array" | "Object"
+        "parseInt"
+            | "parseFloat"
+            | "Number"
+            | "String"
+            | "Boolean"
+            | "isNaN"
+            | "isFinite"
+            | "encodeURIComponent"
+            | "decodeURIComponent"
+            | "encodeURI"
+            | "Array"
+            | "Object"
     )
 }
 
@@ -219,7 +233,10 @@ fn context_member<'a>(name: &str, env: &'a dyn Env) -> R<'a> {
     }
     let ctx = env.var("context").unwrap_or(V::Undef);
     if ctx.is_nullish() {
-        return throw(format!("Cannot read properties of {} (reading '{name}')", ctx.to_js_string()));
+        return throw(format!(
+            "Cannot read properties of {} (reading '{name}')",
+            ctx.to_js_string()
+        ));
     }
     let v = get_prop(ctx, name)?;
     if matches!(v, V::Undef) && matches!(name, "start" | "to" | "from" | "end") {
@@ -233,9 +250,10 @@ fn context_member<'a>(name: &str, env: &'a dyn Env) -> R<'a> {
 /// Property read `o.name` with JS semantics.
 pub(crate) fn get_prop<'a>(o: V<'a>, name: &str) -> R<'a> {
     match o {
-        V::Undef | V::Null => {
-            throw(format!("Cannot read properties of {} (reading '{name}')", o.to_js_string()))
-        }
+        V::Undef | V::Null => throw(format!(
+            "Cannot read properties of {} (reading '{name}')",
+            o.to_js_string()
+        )),
         V::Ref(j) => Ok(json_prop_ref(j, name)),
         V::Own(j) => Ok(json_prop_owned(j, name)),
         V::Str(s) => Ok(match name {
@@ -260,9 +278,11 @@ pub(crate) fn get_prop<'a>(o: V<'a>, name: &str) -> R<'a> {
 fn get_index<'a>(o: V<'a>, i: usize, key: &V) -> R<'a> {
     match o {
         V::Ref(Json::Array(a)) => Ok(a.get(i).map(V::from_json).unwrap_or(V::Undef)),
-        V::Own(Json::Array(mut a)) => {
-            Ok(if i < a.len() { V::from_owned(a.swap_remove(i)) } else { V::Undef })
-        }
+        V::Own(Json::Array(mut a)) => Ok(if i < a.len() {
+            V::from_owned(a.swap_remove(i))
+        } else {
+            V::Undef
+        }),
         V::Str(ref s) => Ok(string_index(s, i)),
         other => get_prop(other, &key.to_js_string()),
     }
@@ -312,8 +332,14 @@ fn binary<'a>(op: BinOp, x: &V, y: &V) -> R<'a> {
         BinOp::StrictNe => V::Bool(!strict_eq(x, y)),
         BinOp::Lt => V::Bool(compare(x, y) == Some(Ordering::Less)),
         BinOp::Gt => V::Bool(compare(x, y) == Some(Ordering::Greater)),
-        BinOp::Le => V::Bool(matches!(compare(x, y), Some(Ordering::Less | Ordering::Equal))),
-        BinOp::Ge => V::Bool(matches!(compare(x, y), Some(Ordering::Greater | Ordering::Equal))),
+        BinOp::Le => V::Bool(matches!(
+            compare(x, y),
+            Some(Ordering::Less | Ordering::Equal)
+        )),
+        BinOp::Ge => V::Bool(matches!(
+            compare(x, y),
+            Some(Ordering::Greater | Ordering::Equal)
+        )),
         BinOp::Add => add(x, y),
         BinOp::Sub => V::Num(x.to_number() - y.to_number()),
         BinOp::Mul => V::Num(x.to_number() * y.to_number()),
@@ -324,7 +350,10 @@ fn binary<'a>(op: BinOp, x: &V, y: &V) -> R<'a> {
             match y {
                 V::Ref(j) => V::Bool(has_key(j, &key)),
                 V::Own(j) => V::Bool(has_key(j, &key)),
-                V::Regex(_) => V::Bool(matches!(key.as_str(), "source" | "flags" | "global" | "lastIndex")),
+                V::Regex(_) => V::Bool(matches!(
+                    key.as_str(),
+                    "source" | "flags" | "global" | "lastIndex"
+                )),
                 other => {
                     return throw(format!(
                         "Cannot use 'in' operator to search for '{key}' in {}",

@@ -28,7 +28,11 @@ pub fn call_global<'a>(name: &str, args: Vec<V<'a>>) -> R<'a> {
         "parseInt" => V::Num(parse_int(&a0.to_js_string(), arg(&args, 1))),
         "parseFloat" => V::Num(parse_float(&a0.to_js_string())),
         "Number" => V::Num(if args.is_empty() { 0.0 } else { a0.to_number() }),
-        "String" => s(if args.is_empty() { String::new() } else { a0.to_js_string() }),
+        "String" => s(if args.is_empty() {
+            String::new()
+        } else {
+            a0.to_js_string()
+        }),
         "Boolean" => V::Bool(a0.truthy()),
         "isNaN" => V::Bool(a0.to_number().is_nan()),
         "isFinite" => V::Bool(a0.to_number().is_finite()),
@@ -50,13 +54,21 @@ pub fn call_static<'a>(ns: &str, name: &str, args: Vec<V<'a>>) -> R<'a> {
         ("Math", "trunc") => V::Num(num(0).trunc()),
         ("Math", "sign") => {
             let n = num(0);
-            V::Num(if n.is_nan() || n == 0.0 { n } else { n.signum() })
+            V::Num(if n.is_nan() || n == 0.0 {
+                n
+            } else {
+                n.signum()
+            })
         }
         ("Math", "sqrt") => V::Num(num(0).sqrt()),
         ("Math", "pow") => V::Num(js_pow(num(0), num(1))),
         ("Math", "max") | ("Math", "min") => {
             let is_max = name == "max";
-            let mut acc = if is_max { f64::NEG_INFINITY } else { f64::INFINITY };
+            let mut acc = if is_max {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            };
             for a in &args {
                 let n = a.to_number();
                 if n.is_nan() {
@@ -72,10 +84,12 @@ pub fn call_static<'a>(ns: &str, name: &str, args: Vec<V<'a>>) -> R<'a> {
             V::Undef => V::Undef,
             other => s(other.to_json().map(|j| j.to_string()).unwrap_or_default()),
         },
-        ("JSON", "parse") if args.len() == 1 => match serde_json::from_str::<Json>(&a0.to_js_string()) {
-            Ok(j) => V::from_owned(j),
-            Err(e) => return throw(format!("SyntaxError: {e}")),
-        },
+        ("JSON", "parse") if args.len() == 1 => {
+            match serde_json::from_str::<Json>(&a0.to_js_string()) {
+                Ok(j) => V::from_owned(j),
+                Err(e) => return throw(format!("SyntaxError: {e}")),
+            }
+        }
         ("Object", "keys") | ("Object", "values") => {
             let Some(j) = a0.as_json_obj() else {
                 if a0.is_nullish() {
@@ -85,20 +99,35 @@ pub fn call_static<'a>(ns: &str, name: &str, args: Vec<V<'a>>) -> R<'a> {
             };
             let keys = name == "keys";
             let out: Vec<Json> = match j {
-                Json::Object(m) => {
-                    m.iter().map(|(k, v)| if keys { Json::String(k.clone()) } else { v.clone() }).collect()
-                }
+                Json::Object(m) => m
+                    .iter()
+                    .map(|(k, v)| {
+                        if keys {
+                            Json::String(k.clone())
+                        } else {
+                            v.clone()
+                        }
+                    })
+                    .collect(),
                 Json::Array(a) => a
                     .iter()
                     .enumerate()
-                    .map(|(i, v)| if keys { Json::String(i.to_string()) } else { v.clone() })
+                    .map(|(i, v)| {
+                        if keys {
+                            Json::String(i.to_string())
+                        } else {
+                            v.clone()
+                        }
+                    })
                     .collect(),
                 _ => vec![],
             };
             V::Own(Json::Array(out))
         }
         ("Array", "isArray") => V::Bool(matches!(a0.as_json_obj(), Some(Json::Array(_)))),
-        ("Number", "isInteger") => V::Bool(matches!(a0, V::Num(n) if n.is_finite() && n.fract() == 0.0)),
+        ("Number", "isInteger") => {
+            V::Bool(matches!(a0, V::Num(n) if n.is_finite() && n.fract() == 0.0))
+        }
         ("Number", "isFinite") => V::Bool(matches!(a0, V::Num(n) if n.is_finite())),
         ("Number", "isNaN") => V::Bool(matches!(a0, V::Num(n) if n.is_nan())),
         ("Number", "parseFloat") => V::Num(parse_float(&a0.to_js_string())),
@@ -112,7 +141,11 @@ fn js_round(n: f64) -> f64 {
 }
 
 fn js_pow(b: f64, e: f64) -> f64 {
-    if e.is_nan() || (b.abs() == 1.0 && e.is_infinite()) { f64::NAN } else { b.powf(e) }
+    if e.is_nan() || (b.abs() == 1.0 && e.is_infinite()) {
+        f64::NAN
+    } else {
+        b.powf(e)
+    }
 }
 
 /// `parseInt(string, radix)`
@@ -141,7 +174,9 @@ pub fn parse_int(text: &str, radix: &V) -> f64 {
     if digits.is_empty() {
         return f64::NAN;
     }
-    let v = digits.iter().fold(0f64, |acc, d| acc * r as f64 + *d as f64);
+    let v = digits
+        .iter()
+        .fold(0f64, |acc, d| acc * r as f64 + *d as f64);
     if neg { -v } else { v }
 }
 
@@ -150,7 +185,11 @@ pub fn parse_float(text: &str) -> f64 {
     let t = text.trim_start_matches(crate::value::is_js_whitespace);
     for inf in ["Infinity", "+Infinity", "-Infinity"] {
         if t.starts_with(inf) {
-            return if inf.starts_with('-') { f64::NEG_INFINITY } else { f64::INFINITY };
+            return if inf.starts_with('-') {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            };
         }
     }
     let b = t.as_bytes();
@@ -216,7 +255,11 @@ fn rel_index(v: &V, len: usize, default: usize) -> usize {
         return default;
     }
     let n = to_integer(v);
-    if n < 0.0 { (len as f64 + n).max(0.0) as usize } else { (n as usize).min(len) }
+    if n < 0.0 {
+        (len as f64 + n).max(0.0) as usize
+    } else {
+        (n as usize).min(len)
+    }
 }
 
 fn utf16(sv: &str) -> Vec<u16> {
@@ -245,7 +288,10 @@ pub fn call_method<'a>(recv: V<'a>, name: &str, args: Vec<V<'a>>) -> R<'a> {
                 if re.global() {
                     return Err(needs("test of a global regex".into()));
                 }
-                Ok(V::Bool(r.is_match(&text).map_err(|e| EvalError::Throw(e.to_string()))?))
+                Ok(V::Bool(
+                    r.is_match(&text)
+                        .map_err(|e| EvalError::Throw(e.to_string()))?,
+                ))
             }
             _ => Err(needs(format!("RegExp.{name}"))),
         },
@@ -297,23 +343,41 @@ fn array_method<'a>(a: &'a [Json], name: &str, args: &[V]) -> R<'a> {
     Ok(match name {
         "includes" => V::Bool(a.iter().any(|e| {
             let ev = V::from_json(e);
-            strict_eq(&ev, a0) || matches!((&ev, a0), (V::Num(x), V::Num(y)) if x.is_nan() && y.is_nan())
+            strict_eq(&ev, a0)
+                || matches!((&ev, a0), (V::Num(x), V::Num(y)) if x.is_nan() && y.is_nan())
         })),
         "indexOf" => V::Num(
-            a.iter().position(|e| strict_eq(&V::from_json(e), a0)).map(|i| i as f64).unwrap_or(-1.0),
+            a.iter()
+                .position(|e| strict_eq(&V::from_json(e), a0))
+                .map(|i| i as f64)
+                .unwrap_or(-1.0),
         ),
         "join" => {
-            let sep = if matches!(a0, V::Undef) { ",".to_string() } else { a0.to_js_string() };
+            let sep = if matches!(a0, V::Undef) {
+                ",".to_string()
+            } else {
+                a0.to_js_string()
+            };
             let parts: Vec<String> = a
                 .iter()
-                .map(|e| if e.is_null() { String::new() } else { V::from_json(e).to_js_string() })
+                .map(|e| {
+                    if e.is_null() {
+                        String::new()
+                    } else {
+                        V::from_json(e).to_js_string()
+                    }
+                })
                 .collect();
             s(parts.join(&sep))
         }
         "slice" => {
             let start = rel_index(a0, a.len(), 0);
             let end = rel_index(arg(args, 1), a.len(), a.len());
-            V::Own(Json::Array(if start < end { a[start..end].to_vec() } else { vec![] }))
+            V::Own(Json::Array(if start < end {
+                a[start..end].to_vec()
+            } else {
+                vec![]
+            }))
         }
         "concat" => {
             let mut out = a.to_vec();
@@ -328,7 +392,11 @@ fn array_method<'a>(a: &'a [Json], name: &str, args: &[V]) -> R<'a> {
         "at" => {
             let n = to_integer(a0);
             let i = if n < 0.0 { a.len() as f64 + n } else { n };
-            if i < 0.0 || i >= a.len() as f64 { V::Undef } else { V::from_json(&a[i as usize]) }
+            if i < 0.0 || i >= a.len() as f64 {
+                V::Undef
+            } else {
+                V::from_json(&a[i as usize])
+            }
         }
         "toString" => s(V::Own(Json::Array(a.to_vec())).to_js_string()),
         _ => return Err(needs(format!("Array.{name}"))),
@@ -343,17 +411,25 @@ fn string_method<'a>(sv: &str, name: &str, args: &[V]) -> R<'a> {
         "toLowerCase" | "toLocaleLowerCase" => s(sv.to_lowercase()),
         "toUpperCase" | "toLocaleUpperCase" => s(sv.to_uppercase()),
         "trim" => s(sv.trim_matches(crate::value::is_js_whitespace).to_string()),
-        "trimStart" => s(sv.trim_start_matches(crate::value::is_js_whitespace).to_string()),
-        "trimEnd" => s(sv.trim_end_matches(crate::value::is_js_whitespace).to_string()),
+        "trimStart" => s(sv
+            .trim_start_matches(crate::value::is_js_whitespace)
+            .to_string()),
+        "trimEnd" => s(sv
+            .trim_end_matches(crate::value::is_js_whitespace)
+            .to_string()),
         "toString" | "valueOf" => s(sv.to_string()),
         "includes" | "startsWith" | "endsWith" | "indexOf" | "lastIndexOf" => {
             if matches!(a0, V::Regex(_)) {
-                return throw(format!("First argument to String.prototype.{name} must not be a regular expression"));
+                return throw(format!(
+                    "First argument to String.prototype.{name} must not be a regular expression"
+                ));
             }
             let hay = u();
             let needle = utf16(&a0.to_js_string());
             match name {
-                "includes" => V::Bool(find16(&hay, &needle, rel_index(a1, hay.len(), 0).min(hay.len())).is_some()),
+                "includes" => V::Bool(
+                    find16(&hay, &needle, rel_index(a1, hay.len(), 0).min(hay.len())).is_some(),
+                ),
                 "startsWith" => {
                     let p = rel_index(a1, hay.len(), 0);
                     V::Bool(hay[p..].starts_with(&needle))
@@ -363,8 +439,16 @@ fn string_method<'a>(sv: &str, name: &str, args: &[V]) -> R<'a> {
                     V::Bool(hay[..e].ends_with(&needle))
                 }
                 "indexOf" => {
-                    let from = if matches!(a1, V::Undef) { 0 } else { (to_integer(a1).max(0.0) as usize).min(hay.len()) };
-                    V::Num(find16(&hay, &needle, from).map(|i| i as f64).unwrap_or(-1.0))
+                    let from = if matches!(a1, V::Undef) {
+                        0
+                    } else {
+                        (to_integer(a1).max(0.0) as usize).min(hay.len())
+                    };
+                    V::Num(
+                        find16(&hay, &needle, from)
+                            .map(|i| i as f64)
+                            .unwrap_or(-1.0),
+                    )
                 }
                 _ => {
                     if !matches!(a1, V::Undef) {
@@ -381,12 +465,20 @@ fn string_method<'a>(sv: &str, name: &str, args: &[V]) -> R<'a> {
             let h = u();
             let start = rel_index(a0, h.len(), 0);
             let end = rel_index(a1, h.len(), h.len());
-            s(if start < end { from16(&h[start..end]) } else { String::new() })
+            s(if start < end {
+                from16(&h[start..end])
+            } else {
+                String::new()
+            })
         }
         "substring" => {
             let h = u();
             let clamp = |v: &V, d: usize| {
-                if matches!(v, V::Undef) { d } else { (to_integer(v).max(0.0) as usize).min(h.len()) }
+                if matches!(v, V::Undef) {
+                    d
+                } else {
+                    (to_integer(v).max(0.0) as usize).min(h.len())
+                }
             };
             let (x, y) = (clamp(a0, 0), clamp(a1, h.len()));
             let (lo, hi) = if x < y { (x, y) } else { (y, x) };
@@ -395,19 +487,31 @@ fn string_method<'a>(sv: &str, name: &str, args: &[V]) -> R<'a> {
         "substr" => {
             let h = u();
             let start = rel_index(a0, h.len(), 0);
-            let len = if matches!(a1, V::Undef) { h.len() } else { to_integer(a1).max(0.0) as usize };
+            let len = if matches!(a1, V::Undef) {
+                h.len()
+            } else {
+                to_integer(a1).max(0.0) as usize
+            };
             let end = start.saturating_add(len).min(h.len());
             s(from16(&h[start..end.max(start)]))
         }
         "charAt" => {
             let h = u();
             let i = to_integer(a0);
-            s(if i >= 0.0 && (i as usize) < h.len() { from16(&h[i as usize..i as usize + 1]) } else { String::new() })
+            s(if i >= 0.0 && (i as usize) < h.len() {
+                from16(&h[i as usize..i as usize + 1])
+            } else {
+                String::new()
+            })
         }
         "charCodeAt" => {
             let h = u();
             let i = to_integer(a0);
-            V::Num(if i >= 0.0 && (i as usize) < h.len() { h[i as usize] as f64 } else { f64::NAN })
+            V::Num(if i >= 0.0 && (i as usize) < h.len() {
+                h[i as usize] as f64
+            } else {
+                f64::NAN
+            })
         }
         "concat" => {
             let mut out = sv.to_string();
@@ -426,12 +530,25 @@ fn string_method<'a>(sv: &str, name: &str, args: &[V]) -> R<'a> {
         "padStart" | "padEnd" => {
             let h = u();
             let target = to_integer(a0).max(0.0) as usize;
-            let fill = if matches!(a1, V::Undef) { vec![b' ' as u16] } else { utf16(&a1.to_js_string()) };
+            let fill = if matches!(a1, V::Undef) {
+                vec![b' ' as u16]
+            } else {
+                utf16(&a1.to_js_string())
+            };
             if target <= h.len() || fill.is_empty() {
                 return Ok(s(sv.to_string()));
             }
-            let pad: Vec<u16> = fill.iter().cycle().take(target - h.len()).copied().collect();
-            s(if name == "padStart" { from16(&[pad, h].concat()) } else { from16(&[h, pad].concat()) })
+            let pad: Vec<u16> = fill
+                .iter()
+                .cycle()
+                .take(target - h.len())
+                .copied()
+                .collect();
+            s(if name == "padStart" {
+                from16(&[pad, h].concat())
+            } else {
+                from16(&[h, pad].concat())
+            })
         }
         "split" => {
             if matches!(a0, V::Regex(_)) || !matches!(a1, V::Undef) {
@@ -444,7 +561,9 @@ fn string_method<'a>(sv: &str, name: &str, args: &[V]) -> R<'a> {
             let parts: Vec<Json> = if sep.is_empty() {
                 u().iter().map(|c| Json::String(from16(&[*c]))).collect()
             } else {
-                sv.split(sep.as_str()).map(|p| Json::String(p.to_string())).collect()
+                sv.split(sep.as_str())
+                    .map(|p| Json::String(p.to_string()))
+                    .collect()
             };
             V::Own(Json::Array(parts))
         }
@@ -487,13 +606,20 @@ fn string_method<'a>(sv: &str, name: &str, args: &[V]) -> R<'a> {
                         .find_iter(sv)
                         .map(|m| m.map(|m| Json::String(m.as_str().to_string())).map_err(err))
                         .collect::<Result<_, _>>()?;
-                    if all.is_empty() { V::Null } else { V::Own(Json::Array(all)) }
+                    if all.is_empty() {
+                        V::Null
+                    } else {
+                        V::Own(Json::Array(all))
+                    }
                 } else {
                     match r.captures(sv).map_err(err)? {
                         None => V::Null,
                         Some(c) => V::Own(Json::Array(
                             c.iter()
-                                .map(|g| g.map(|m| Json::String(m.as_str().to_string())).unwrap_or(Json::Null))
+                                .map(|g| {
+                                    g.map(|m| Json::String(m.as_str().to_string()))
+                                        .unwrap_or(Json::Null)
+                                })
                                 .collect(),
                         )),
                     }
@@ -601,12 +727,20 @@ fn expand_js_replacement(repl: &str, caps: &fancy_regex::Captures, sv: &str, out
 fn to_fixed(n: f64, digits: usize) -> String {
     let scaled = n.abs() * 10f64.powi(digits as i32);
     if scaled.fract() == 0.5 && scaled < 9e15 {
-        let mut out = format!("{:.*}", digits, (scaled.floor() + 1.0) / 10f64.powi(digits as i32));
+        let mut out = format!(
+            "{:.*}",
+            digits,
+            (scaled.floor() + 1.0) / 10f64.powi(digits as i32)
+        );
         if n < 0.0 {
             out.insert(0, '-');
         }
         return out;
     }
     let out = format!("{:.*}", digits, n);
-    if out.starts_with('-') && out[1..].bytes().all(|b| b == b'0' || b == b'.') { out[1..].to_string() } else { out }
+    if out.starts_with('-') && out[1..].bytes().all(|b| b == b'0' || b == b'.') {
+        out[1..].to_string()
+    } else {
+        out
+    }
 }

@@ -88,7 +88,11 @@ pub struct RegexLit {
 
 impl Clone for RegexLit {
     fn clone(&self) -> Self {
-        RegexLit { source: self.source.clone(), flags: self.flags.clone(), compiled: OnceLock::new() }
+        RegexLit {
+            source: self.source.clone(),
+            flags: self.flags.clone(),
+            compiled: OnceLock::new(),
+        }
     }
 }
 
@@ -108,7 +112,11 @@ impl RegexLit {
             return Err("sticky flag is not supported".into());
         }
         let re = compile_js_regex(source, flags)?;
-        let lit = RegexLit { source: source.into(), flags: flags.into(), compiled: OnceLock::new() };
+        let lit = RegexLit {
+            source: source.into(),
+            flags: flags.into(),
+            compiled: OnceLock::new(),
+        };
         let _ = lit.compiled.set(Some(re));
         Ok(lit)
     }
@@ -148,7 +156,11 @@ fn compile_js_regex(source: &str, flags: &str) -> Result<fancy_regex::Regex, Str
             '\\' => match chars.next() {
                 Some('d') => out.push_str(if in_class { "0-9" } else { "[0-9]" }),
                 Some('D') => out.push_str(if in_class { "\\D" } else { "[^0-9]" }),
-                Some('w') => out.push_str(if in_class { "0-9A-Za-z_" } else { "[0-9A-Za-z_]" }),
+                Some('w') => out.push_str(if in_class {
+                    "0-9A-Za-z_"
+                } else {
+                    "[0-9A-Za-z_]"
+                }),
                 Some('W') => out.push_str(if in_class { "\\W" } else { "[^0-9A-Za-z_]" }),
                 Some('/') => out.push('/'),
                 Some('-') => out.push_str("\\-"),
@@ -239,7 +251,10 @@ impl CompiledExpr {
                 ExprKind::Invalid(format!("{msg} at column {}", char_column(src, at)))
             }
         };
-        CompiledExpr { src: src.to_string(), kind }
+        CompiledExpr {
+            src: src.to_string(),
+            kind,
+        }
     }
 
     /// An expression that always yields this literal (non-string YAML scalars in mappings).
@@ -249,13 +264,20 @@ impl CompiledExpr {
             serde_json::Value::Bool(b) => Expr::Bool(*b),
             serde_json::Value::Number(n) => Expr::Num(n.as_f64().unwrap_or(f64::NAN)),
             serde_json::Value::String(s) => Expr::Str(s.clone()),
-            other => return CompiledExpr { src: other.to_string(), kind: ExprKind::Js },
+            other => {
+                return CompiledExpr {
+                    src: other.to_string(),
+                    kind: ExprKind::Js,
+                };
+            }
         };
-        CompiledExpr { src: v.to_string(), kind: ExprKind::Fast(e) }
+        CompiledExpr {
+            src: v.to_string(),
+            kind: ExprKind::Fast(e),
+        }
     }
 }
 
 fn char_column(src: &str, byte: usize) -> usize {
     src[..byte.min(src.len())].chars().count() + 1
 }
-

@@ -30,9 +30,9 @@ pub enum ParseError {
 
 const PUNCTS: &[&str] = &[
     "===", "!==", "**=", "...", "<<=", ">>=", ">>>", "??=", "&&=", "||=", "==", "!=", "<=", ">=",
-    "&&", "||", "??", "?.", "=>", "++", "--", "+=", "-=", "*=", "/=", "%=", "**", "<<", ">>",
-    "&=", "|=", "^=", "(", ")", "[", "]", "{", "}", ".", ",", ":", "?", "!", "<", ">", "+", "-",
-    "*", "/", "%", "=", "&", "|", "^", "~", ";",
+    "&&", "||", "??", "?.", "=>", "++", "--", "+=", "-=", "*=", "/=", "%=", "**", "<<", ">>", "&=",
+    "|=", "^=", "(", ")", "[", "]", "{", "}", ".", ",", ":", "?", "!", "<", ">", "+", "-", "*",
+    "/", "%", "=", "&", "|", "^", "~", ";",
 ];
 
 /// Tokens of JavaScript that the subset does not evaluate.
@@ -42,9 +42,30 @@ const FOREIGN_PUNCTS: &[&str] = &[
 ];
 
 const FOREIGN_WORDS: &[&str] = &[
-    "function", "new", "this", "void", "delete", "instanceof", "class", "let", "var", "const",
-    "return", "if", "for", "while", "do", "switch", "throw", "try", "async", "await", "yield",
-    "super", "import", "export",
+    "function",
+    "new",
+    "this",
+    "void",
+    "delete",
+    "instanceof",
+    "class",
+    "let",
+    "var",
+    "const",
+    "return",
+    "if",
+    "for",
+    "while",
+    "do",
+    "switch",
+    "throw",
+    "try",
+    "async",
+    "await",
+    "yield",
+    "super",
+    "import",
+    "export",
 ];
 
 struct Lexer<'s> {
@@ -61,7 +82,9 @@ impl<'s> Lexer<'s> {
             let c = self.src[self.pos..].chars().next().unwrap();
             if c.is_whitespace() {
                 self.pos += c.len_utf8();
-            } else if self.src[self.pos..].starts_with("//") || self.src[self.pos..].starts_with("/*") {
+            } else if self.src[self.pos..].starts_with("//")
+                || self.src[self.pos..].starts_with("/*")
+            {
                 return Err(ParseError::NeedsJs("comment".into()));
             } else {
                 break;
@@ -73,7 +96,9 @@ impl<'s> Lexer<'s> {
         }
         let rest = &self.src[self.pos..];
         let c = rest.chars().next().unwrap();
-        let tok = if c.is_ascii_digit() || (c == '.' && rest[1..].starts_with(|d: char| d.is_ascii_digit())) {
+        let tok = if c.is_ascii_digit()
+            || (c == '.' && rest[1..].starts_with(|d: char| d.is_ascii_digit()))
+        {
             self.number()?
         } else if c == '"' || c == '\'' {
             self.string(c)?
@@ -101,14 +126,25 @@ impl<'s> Lexer<'s> {
                 Tok::Punct("?")
             } else {
                 self.pos += p.len();
-                if FOREIGN_PUNCTS.contains(p) { Tok::Foreign(p) } else { Tok::Punct(p) }
+                if FOREIGN_PUNCTS.contains(p) {
+                    Tok::Foreign(p)
+                } else {
+                    Tok::Punct(p)
+                }
             }
         } else {
-            return Err(ParseError::Syntax(format!("unexpected character '{c}'"), start));
+            return Err(ParseError::Syntax(
+                format!("unexpected character '{c}'"),
+                start,
+            ));
         };
         self.regex_ok = !matches!(
             tok,
-            Tok::Num(_) | Tok::Str(_) | Tok::Ident(_) | Tok::Regex(..) | Tok::Punct(")" | "]" | "}")
+            Tok::Num(_)
+                | Tok::Str(_)
+                | Tok::Ident(_)
+                | Tok::Regex(..)
+                | Tok::Punct(")" | "]" | "}")
         );
         Ok((tok, start))
     }
@@ -154,7 +190,10 @@ impl<'s> Lexer<'s> {
             return Err(ParseError::NeedsJs("BigInt literal".into()));
         }
         if len < b.len() && (b[len].is_ascii_alphabetic() || b[len] == b'$' || b[len] == b'_') {
-            return Err(ParseError::Syntax("identifier starts immediately after numeric literal".into(), self.pos + len));
+            return Err(ParseError::Syntax(
+                "identifier starts immediately after numeric literal".into(),
+                self.pos + len,
+            ));
         }
         let text = &rest[..len];
         self.pos += len;
@@ -193,7 +232,10 @@ impl<'s> Lexer<'s> {
                 out.push(c);
             }
         }
-        Err(ParseError::Syntax("unterminated string literal".into(), start))
+        Err(ParseError::Syntax(
+            "unterminated string literal".into(),
+            start,
+        ))
     }
 
     fn regex(&mut self) -> Result<Tok, ParseError> {
@@ -227,7 +269,10 @@ impl<'s> Lexer<'s> {
                 _ => {}
             }
         }
-        Err(ParseError::Syntax("unterminated regular expression".into(), start))
+        Err(ParseError::Syntax(
+            "unterminated regular expression".into(),
+            start,
+        ))
     }
 }
 
@@ -239,7 +284,11 @@ struct Parser<'s> {
 
 /// Parses one expression of the subset.
 pub fn parse(src: &str) -> Result<Expr, ParseError> {
-    let mut lex = Lexer { src, pos: 0, regex_ok: true };
+    let mut lex = Lexer {
+        src,
+        pos: 0,
+        regex_ok: true,
+    };
     let (tok, at) = lex.next()?;
     let mut p = Parser { lex, tok, at };
     if p.tok == Tok::Eof {
@@ -315,7 +364,9 @@ impl Parser<'_> {
                 lhs = Expr::Cond(Box::new(lhs), Box::new(then), Box::new(other));
                 continue;
             }
-            let Some((l, r)) = binding_power(&self.tok) else { break };
+            let Some((l, r)) = binding_power(&self.tok) else {
+                break;
+            };
             if l < min_bp {
                 break;
             }
@@ -512,7 +563,10 @@ impl Parser<'_> {
                 self.bump()?;
                 Ok(Expr::Object(props))
             }
-            Tok::Eof => Err(ParseError::Syntax("unexpected end of expression".into(), at)),
+            Tok::Eof => Err(ParseError::Syntax(
+                "unexpected end of expression".into(),
+                at,
+            )),
             t => {
                 self.at = at;
                 Err(self.unexpected(t))
