@@ -1,6 +1,6 @@
 //! Running a state's actions (§7).
 
-use super::vars::{EMPTY, MetaCtx, Vars, all_hold, eval_json};
+use super::vars::{MetaCtx, Vars, all_hold, eval_json};
 use super::{Step, StepError};
 use crate::host::{HostError, HttpRequest};
 use crate::interp::{compile_text, get_path, render, resolve_refs};
@@ -31,16 +31,16 @@ impl Step<'_, '_> {
         for action in &state.actions {
             // Conditions, then options, see the same variables (result included).
             let options = {
-                let vars = Vars {
+                let vars = Vars::in_flow(
+                    s,
+                    &flow.name,
+                    &self.bot.config,
                     msg,
                     intent,
-                    attributes: attrs,
-                    context: s.context_of(&flow.name).unwrap_or(&EMPTY),
-                    data: &s.data,
-                    config: &self.bot.config,
-                    result: Some(&result),
+                    attrs,
+                    Some(&result),
                     meta,
-                };
+                );
                 if !all_hold(self.host, &mut self.errors, &action.conditions, &vars)? {
                     continue;
                 }
@@ -182,16 +182,16 @@ impl Step<'_, '_> {
                 return Ok(Some(as_text(&picked)));
             };
             let opt = compile_text(&t, &mut crate::expr::CompiledExpr::new);
-            let vars = Vars {
+            let vars = Vars::in_flow(
+                s,
+                &flow.name,
+                &self.bot.config,
                 msg,
                 intent,
-                attributes: attrs,
-                context: s.context_of(&flow.name).unwrap_or(&EMPTY),
-                data: &s.data,
-                config: &self.bot.config,
-                result: Some(result),
+                attrs,
+                Some(result),
                 meta,
-            };
+            );
             let (host, errors) = (&mut *self.host, &mut self.errors);
             render(&opt, &mut |e| eval_json(host, errors, e, &vars))?
         } else {

@@ -559,16 +559,16 @@ impl Step<'_, '_> {
         if state.end {
             return Ok(None);
         }
-        let vars = Vars {
+        let vars = Vars::in_flow(
+            s,
+            &flow.name,
+            &self.bot.config,
             msg,
             intent,
-            attributes: attrs,
-            context: s.context_of(&flow.name).unwrap_or(&EMPTY),
-            data: &s.data,
-            config: &self.bot.config,
-            result: None,
+            attrs,
+            None,
             meta,
-        };
+        );
         let candidates = state
             .transitions
             .iter()
@@ -643,16 +643,16 @@ impl Step<'_, '_> {
         attrs: &Json,
         meta: &MetaCtx,
     ) -> Json {
-        let vars = Vars {
+        let vars = Vars::in_flow(
+            s,
+            &flow.name,
+            &self.bot.config,
             msg,
             intent,
-            attributes: attrs,
-            context: s.context_of(&flow.name).unwrap_or(&EMPTY),
-            data: &s.data,
-            config: &self.bot.config,
-            result: None,
+            attrs,
+            None,
             meta,
-        };
+        );
         vars.scope_json()
     }
 
@@ -675,16 +675,16 @@ impl Step<'_, '_> {
                         continue;
                     }
                     let value = {
-                        let vars = Vars {
+                        let vars = Vars::in_flow(
+                            s,
+                            &flow.name,
+                            &self.bot.config,
                             msg,
                             intent,
-                            attributes: attrs,
-                            context: s.context_of(&flow.name).unwrap_or(&EMPTY),
-                            data: &s.data,
-                            config: &self.bot.config,
-                            result: None,
+                            attrs,
+                            None,
                             meta,
-                        };
+                        );
                         // A throwing expression leaves the key unchanged.
                         let errs_before = self.errors.len();
                         let v = eval_json(self.host, &mut self.errors, e, &vars)?;

@@ -2,7 +2,7 @@
 
 use crate::expr::{CompiledExpr, Env, EvalError, ExprKind, eval};
 use crate::host::{Host, HostError, JsCall};
-use crate::session::Message;
+use crate::session::{Message, Session};
 use crate::value::V;
 use serde_json::{Map, Value as Json};
 use std::borrow::Cow;
@@ -156,7 +156,31 @@ impl Env for Vars<'_> {
     }
 }
 
-impl Vars<'_> {
+impl<'a> Vars<'a> {
+    /// The variables of a site inside `flow`: its saved context (or `{}`), the session data.
+    #[allow(clippy::too_many_arguments)]
+    pub fn in_flow(
+        s: &'a Session,
+        flow: &str,
+        config: &'a Json,
+        msg: &'a Message,
+        intent: Option<&'a str>,
+        attributes: &'a Json,
+        result: Option<&'a Json>,
+        meta: &'a MetaCtx,
+    ) -> Vars<'a> {
+        Vars {
+            msg,
+            intent,
+            attributes,
+            context: s.context_of(flow).unwrap_or(&EMPTY),
+            data: &s.data,
+            config,
+            result,
+            meta,
+        }
+    }
+
     /// All variables as one JSON object, for the JS engine.
     pub fn scope_json(&self) -> Json {
         let mut m = Map::new();
