@@ -6,3 +6,6 @@
 
 pub mod js;
 pub mod native;
+
+#[cfg(target_arch = "wasm32")]
+mod guest;

@@ -68,7 +68,9 @@ pub fn converse(
             continue;
         };
         s.current = Some(top.flow.clone());
+        // `payload: null` in the reference; absent here so it survives a JSON round trip.
         let mut reenter = Message::command("reenter", Json::Null);
+        reenter.payload = None;
         reenter.id = step.uuid();
         reenter.metadata = step.seen.first().and_then(|m| m.metadata.clone());
         step.cycle(&mut s, reenter, Some(fi))?;

@@ -1,0 +1,105 @@
+//! The sandbox guest: exports `load` and `converse` of the `bot-runtime` world, and implements
+//! runtime-core's `Host` with the world's imports plus boa for JavaScript.
+//!
+//! The guest keeps only the loaded bot between steps. Each step gets a fresh `JsRuntime`, so
+//! one conversation's JavaScript globals are never visible to the next step on this instance.
+
+use crate::js::JsRuntime;
+use runtime_core::engine::StepError as CoreError;
+use runtime_core::host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome, LogLevel};
+use runtime_core::model::CompiledBot;
+use runtime_core::session::{Message, Session};
+use serde_json::Value as Json;
+use std::cell::RefCell;
+
+wit_bindgen::generate!({ path: "wit", world: "bot-runtime" });
+
+use botbox::bot::host as imports;
+
+thread_local! {
+    static BOT: RefCell<Option<CompiledBot>> = const { RefCell::new(None) };
+}
+
+struct Component;
+
+impl Guest for Component {
+    fn load(compiled_bot: String) -> Result<(), String> {
+        let bot: CompiledBot = serde_json::from_str(&compiled_bot)
+            .map_err(|e| format!("compiled bot does not parse: {e}"))?;
+        BOT.with(|b| *b.borrow_mut() = Some(bot));
+        Ok(())
+    }
+
+    fn converse(session: String, message: String) -> Result<String, StepError> {
+        let session: Session = serde_json::from_str(&session)
+            .map_err(|e| StepError::InvalidMessage(format!("session: {e}")))?;
+        let message: Json =
+            serde_json::from_str(&message).map_err(|e| StepError::InvalidMessage(e.to_string()))?;
+        let message = Message::from_json(&message).map_err(StepError::InvalidMessage)?;
+        BOT.with(|b| {
+            let b = b.borrow();
+            let Some(bot) = b.as_ref() else {
+                return Err(StepError::NotLoaded);
+            };
+            let mut host = WasmHost {
+                js: JsRuntime::new(),
+            };
+            let result = runtime_core::converse(bot, &session, message, &mut host);
+            for line in host.js.take_logs() {
+                imports::log(imports::LogLevel::Console, &line);
+            }
+            match result {
+                Ok(r) => Ok(serde_json::to_string(&r).expect("results serialise")),
+                Err(CoreError::MaxRecursion(n)) => Err(StepError::MaxRecursion(n)),
+                Err(CoreError::Aborted(m)) => Err(StepError::Aborted(m)),
+                Err(CoreError::InvalidMessage(m)) => Err(StepError::InvalidMessage(m)),
+            }
+        })
+    }
+}
+
+struct WasmHost {
+    js: JsRuntime,
+}
+
+impl Host for WasmHost {
+    fn now_ms(&mut self) -> i64 {
+        imports::now_ms()
+    }
+    fn random_u64(&mut self) -> u64 {
+        imports::random_u64()
+    }
+    fn http(&mut self, req: &HttpRequest) -> Result<HttpResponse, HostError> {
+        let text = imports::http(&serde_json::to_string(req).expect("requests serialise"))
+            .map_err(HostError::Failed)?;
+        serde_json::from_str(&text)
+            .map_err(|e| HostError::Failed(format!("bad response from host: {e}")))
+    }
+    fn nl_predict(&mut self, nlu_id: &str, text: &str, options: &Json) -> Result<Json, HostError> {
+        let out =
+            imports::nl_predict(nlu_id, text, &options.to_string()).map_err(HostError::Failed)?;
+        serde_json::from_str(&out).map_err(|e| HostError::Failed(e.to_string()))
+    }
+    fn js(&mut self, call: JsCall<'_>) -> Result<JsOutcome, HostError> {
+        let site = match call {
+            JsCall::Method { method, .. } => format!("method {}", method.name),
+            JsCall::Expr { src, .. } => format!("expression \"{src}\""),
+        };
+        imports::enter_js(&site);
+        let out = self.js.call(call);
+        imports::enter_js("");
+        out
+    }
+    fn state_moved(&mut self, moves: u32) -> Result<(), HostError> {
+        imports::state_moved(moves).map_err(HostError::Abort)
+    }
+    fn log(&mut self, level: LogLevel, message: &str) {
+        let level = match level {
+            LogLevel::Info => imports::LogLevel::Info,
+            LogLevel::UserError => imports::LogLevel::UserError,
+        };
+        imports::log(level, message);
+    }
+}
+
+export!(Component);

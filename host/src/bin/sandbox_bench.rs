@@ -1,0 +1,213 @@
+//! Sandbox benchmark: prints step latency native vs sandbox (pizza bot), the cost of a
+//! JavaScript method call, cold start of a new revision, and instances per GB.
+//!
+//! Run: `cargo run --release -p host --bin sandbox-bench`
+
+use botbox::sandbox::effects::Effects;
+use botbox::sandbox::limits::Limits;
+use botbox::sandbox::{Revision, Sandbox, SandboxConfig};
+use runtime_core::host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome};
+use runtime_core::testing::fresh_session;
+use runtime_core::{CompiledBot, Message, Session, compile_source, converse};
+use serde_json::{Value as Json, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+struct Fixed(AtomicU64);
+
+impl Effects for Fixed {
+    fn now_ms(&self) -> i64 {
+        1_700_000_000_000
+    }
+    fn random_u64(&self) -> u64 {
+        self.0.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+    }
+    fn http(&self, _: &HttpRequest, _: &Limits) -> Result<HttpResponse, String> {
+        Err("offline".into())
+    }
+    fn nl_predict(&self, _: &str, _: &str, _: &Json) -> Result<Json, String> {
+        Err("offline".into())
+    }
+}
+
+struct NativeHost(u64);
+
+impl Host for NativeHost {
+    fn now_ms(&mut self) -> i64 {
+        1_700_000_000_000
+    }
+    fn random_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.0
+    }
+    fn http(&mut self, _: &HttpRequest) -> Result<HttpResponse, HostError> {
+        Err(HostError::Failed("offline".into()))
+    }
+    fn nl_predict(&mut self, _: &str, _: &str, _: &Json) -> Result<Json, HostError> {
+        Ok(Json::Null)
+    }
+    fn js(&mut self, _: JsCall<'_>) -> Result<JsOutcome, HostError> {
+        Err(HostError::Failed("no JS".into()))
+    }
+}
+
+fn pizza_messages() -> Vec<Message> {
+    vec![
+        Message::text("I want pizza"),
+        Message::data(json!({"type": "pizza", "pizza": "pepperoni"})),
+        Message::text("2"),
+        Message::data(json!({"type": "confirm", "confirm": "yes"})),
+    ]
+}
+
+/// Median of `runs` timings of `f`, in microseconds.
+fn median_us(runs: usize, mut f: impl FnMut()) -> f64 {
+    let mut t: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed()
+        })
+        .collect();
+    t.sort();
+    t[runs / 2].as_secs_f64() * 1e6
+}
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+fn main() -> anyhow::Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let pizza: CompiledBot = compile_source(&std::fs::read_to_string(
+        root.join("examples/pizza/bot.yml"),
+    )?)
+    .map_err(|e| anyhow::anyhow!("{e}"))?
+    .bot;
+    let cache = std::env::temp_dir().join("botbox-bench-cache");
+    let config = SandboxConfig {
+        limits: Limits::default(),
+        slots: 256,
+        warm_per_revision: 4,
+        cache_dir: cache.clone(),
+    };
+
+    // Make sure the artifact is cached, then time a start with the cache warm.
+    drop(Sandbox::new(config.clone())?);
+    let t = Instant::now();
+    let sb = Sandbox::new(config.clone())?;
+    let start_ms = t.elapsed().as_secs_f64() * 1e3;
+    let effects: Arc<dyn Effects> = Arc::new(Fixed(AtomicU64::new(1)));
+
+    // Native vs sandbox, per message of the pizza conversation.
+    let messages = pizza_messages();
+    let mut sessions: Vec<Session> = vec![fresh_session()];
+    let mut h = NativeHost(1);
+    for m in &messages {
+        let r = converse(&pizza, sessions.last().unwrap(), m.clone(), &mut h).unwrap();
+        sessions.push(r.session);
+    }
+    let rev = Revision::new("pizza", &pizza);
+    sb.step(&rev, &sessions[0], &messages[0], effects.clone())
+        .unwrap();
+    let runs = 400;
+    let native_us = median_us(runs, || {
+        for (m, s) in messages.iter().zip(&sessions) {
+            converse(&pizza, s, m.clone(), &mut h).unwrap();
+        }
+    }) / messages.len() as f64;
+    let sandbox_us = median_us(runs, || {
+        for (m, s) in messages.iter().zip(&sessions) {
+            sb.step(&rev, s, m, effects.clone()).unwrap();
+        }
+    }) / messages.len() as f64;
+    let fuel = sb
+        .step(&rev, &sessions[0], &messages[0], effects.clone())
+        .unwrap()
+        .fuel_used;
+
+    // JavaScript: a step that calls one trivial method vs the same step without it.
+    let js_bot = compile_source(
+        r#"
+name: js
+methods:
+  add(message, context, data, options, config, result): "return 'sum ' + (options.a + options.b);"
+flows:
+  f:
+    intents:
+      js: {initial: true, condition: "content == 'js'"}
+      plain: {initial: true, condition: "content == 'plain'"}
+    states:
+      s:
+        initial: true
+        transitions: {m: "intent == 'js'", p: "intent == 'plain'"}
+      m: {end: true, action: {name: method, method: add, options: {a: 1, b: 2}}}
+      p: {end: true, action: {name: text, options: {text: "sum 3"}}}
+"#,
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?
+    .bot;
+    let js_rev = Revision::new("js", &js_bot);
+    let s0 = fresh_session();
+    let (js_msg, plain_msg) = (Message::text("js"), Message::text("plain"));
+    sb.step(&js_rev, &s0, &js_msg, effects.clone()).unwrap();
+    let with_js = median_us(200, || {
+        sb.step(&js_rev, &s0, &js_msg, effects.clone()).unwrap();
+    });
+    let without_js = median_us(200, || {
+        sb.step(&js_rev, &s0, &plain_msg, effects.clone()).unwrap();
+    });
+    let js_fuel = sb
+        .step(&js_rev, &s0, &js_msg, effects.clone())
+        .unwrap()
+        .fuel_used;
+
+    // Cold start: a revision never seen before, to its first answer (artifact cached).
+    let mut cold = vec![];
+    for i in 0..20 {
+        let r = Revision::new(&format!("cold-{i}"), &pizza);
+        let t = Instant::now();
+        sb.step(&r, &sessions[0], &messages[0], effects.clone())
+            .unwrap();
+        cold.push(t.elapsed());
+    }
+    cold.sort();
+    let cold_ms = cold[cold.len() / 2].as_secs_f64() * 1e3;
+
+    // Memory: warm instances of distinct revisions kept alive at once.
+    let n = 100;
+    let before = rss_bytes();
+    for i in 0..n {
+        let r = Revision::new(&format!("mem-{i}"), &pizza);
+        sb.step(&r, &sessions[0], &messages[0], effects.clone())
+            .unwrap();
+    }
+    let per_instance = (rss_bytes().saturating_sub(before)) as f64 / n as f64;
+
+    println!("sandbox benchmark (pooling allocator: {})", sb.pooling());
+    println!("  sandbox start with cached artifact     {start_ms:>9.1} ms");
+    println!("  pizza step, native                     {native_us:>9.1} µs / message");
+    println!(
+        "  pizza step, sandbox (warm instance)    {sandbox_us:>9.1} µs / message  ({:.1}x native, {fuel} fuel for message 1)",
+        sandbox_us / native_us
+    );
+    println!("  step with one JS method call           {with_js:>9.1} µs  ({js_fuel} fuel)");
+    println!(
+        "  same step without JS                   {without_js:>9.1} µs  (JS call costs {:.1} µs)",
+        with_js - without_js
+    );
+    println!("  new revision to first answer (median)  {cold_ms:>9.2} ms");
+    println!(
+        "  memory per warm instance               {:>9.2} MiB  (~{:.0} instances per GB)",
+        per_instance / 1048576.0,
+        1e9 / per_instance.max(1.0)
+    );
+    Ok(())
+}

@@ -1,0 +1,433 @@
+//! The sandbox: the same answers as the native engine, and every limit contained.
+
+use botbox::sandbox::effects::Effects;
+use botbox::sandbox::limits::Limits;
+use botbox::sandbox::{Revision, Sandbox, SandboxConfig, SandboxError};
+use guest_sdk::native::NativeStepper;
+use runtime_core::host::{HttpRequest, HttpResponse};
+use runtime_core::testing::{Stepper, TestEnv, fresh_session, parse_suite, run_case};
+use runtime_core::{CompiledBot, ConverseResult, Message, Session, StepError, compile_source};
+use serde_json::{Value as Json, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("guest-cache")
+}
+
+fn sandbox_with(limits: Limits) -> Sandbox {
+    Sandbox::new(SandboxConfig {
+        limits,
+        slots: 16,
+        warm_per_revision: 2,
+        cache_dir: cache_dir(),
+    })
+    .expect("sandbox")
+}
+
+/// One shared sandbox with default limits (engine creation is not free).
+fn sandbox() -> &'static Sandbox {
+    static S: OnceLock<Sandbox> = OnceLock::new();
+    S.get_or_init(|| {
+        sandbox_with(Limits {
+            allow_private_network: true,
+            ..Limits::default()
+        })
+    })
+}
+
+/// Effects over a test environment (clock, deterministic randomness, HTTP stubs).
+struct EnvEffects(Mutex<TestEnv>);
+
+impl Effects for EnvEffects {
+    fn now_ms(&self) -> i64 {
+        self.0.lock().unwrap().now
+    }
+    fn random_u64(&self) -> u64 {
+        self.0.lock().unwrap().random_u64()
+    }
+    fn http(&self, req: &HttpRequest, _: &Limits) -> Result<HttpResponse, String> {
+        self.0.lock().unwrap().http(req).map_err(|e| e.to_string())
+    }
+    fn nl_predict(&self, _: &str, _: &str, _: &Json) -> Result<Json, String> {
+        Err("no NL".into())
+    }
+}
+
+struct SandboxStepper<'a> {
+    sandbox: &'a Sandbox,
+    revision: Revision,
+}
+
+impl Stepper for SandboxStepper<'_> {
+    fn step(
+        &mut self,
+        _: &CompiledBot,
+        session: &Session,
+        msg: Message,
+        env: &mut TestEnv,
+    ) -> Result<ConverseResult, StepError> {
+        let effects = Arc::new(EnvEffects(Mutex::new(env.clone())));
+        let out = self
+            .sandbox
+            .step(&self.revision, session, &msg, effects.clone());
+        *env = effects.0.lock().unwrap().clone();
+        match out {
+            Ok(o) => Ok(o.result),
+            Err(SandboxError::Step(e)) => Err(e),
+            Err(SandboxError::Internal(e)) => panic!("sandbox failure: {e:#}"),
+        }
+    }
+}
+
+/// Runs native and sandbox side by side and records any difference.
+struct Differential<'a> {
+    sandbox: SandboxStepper<'a>,
+    diffs: Vec<String>,
+}
+
+impl Stepper for Differential<'_> {
+    fn step(
+        &mut self,
+        bot: &CompiledBot,
+        session: &Session,
+        msg: Message,
+        env: &mut TestEnv,
+    ) -> Result<ConverseResult, StepError> {
+        let mut env2 = env.clone();
+        let native = NativeStepper.step(bot, session, msg.clone(), env);
+        let sandboxed = self.sandbox.step(bot, session, msg.clone(), &mut env2);
+        let show = |r: &Result<ConverseResult, StepError>| match r {
+            Ok(r) => serde_json::to_string(r).unwrap(),
+            Err(e) => format!("error: {e}"),
+        };
+        if show(&native) != show(&sandboxed) {
+            self.diffs.push(format!(
+                "message {}:\n  native:  {}\n  sandbox: {}",
+                serde_json::to_string(&msg).unwrap(),
+                show(&native),
+                show(&sandboxed)
+            ));
+        }
+        native
+    }
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+fn example(name: &str) -> CompiledBot {
+    compile_source(&std::fs::read_to_string(examples().join(name).join("bot.yml")).unwrap())
+        .unwrap()
+        .bot
+}
+
+#[test]
+fn every_example_gives_identical_results_native_and_sandboxed() {
+    let mut dirs: Vec<_> = std::fs::read_dir(examples())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    let mut diffs = vec![];
+    let mut failures = vec![];
+    let mut steps = 0;
+    for dir in dirs {
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let bot = example(&name);
+        let mut diff = Differential {
+            sandbox: SandboxStepper {
+                sandbox: sandbox(),
+                revision: Revision::new(&name, &bot),
+            },
+            diffs: vec![],
+        };
+        for t in std::fs::read_dir(dir.join("tests")).unwrap() {
+            let suite = parse_suite(&std::fs::read_to_string(t.unwrap().path()).unwrap()).unwrap();
+            for case in &suite.tests {
+                steps += case.steps.len();
+                let report = run_case(&bot, case, &mut diff);
+                failures.extend(
+                    report
+                        .failures
+                        .into_iter()
+                        .map(|f| format!("{name}/{}: {f}", case.name)),
+                );
+            }
+        }
+        diffs.extend(diff.diffs.into_iter().map(|d| format!("{name}: {d}")));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "{} differences:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+    assert!(steps >= 75, "ran only {steps} steps");
+}
+
+const ABUSE: &str = r#"
+name: abuse
+config:
+  maxRecursion: 10
+methods:
+  spin(): "while (true) {}"
+  deep(n): "function deep(n) { return deep(n + 1) + 1; }"
+  bomb(): "var a = []; while (true) { a.push('x'.repeat(1 << 20) + a.length); }"
+  huge(): "return 'x'.repeat(100 * 1024 * 1024).length;"
+  chatty(): "for (var i = 0; i < 250; i++) console.log('line ' + i); return 'done';"
+  setGlobal(message): "globalThis.secret = message.content; return 'set';"
+  readGlobal(): "return typeof secret === 'undefined' ? 'clean' : 'leaked ' + secret;"
+  escape(): |
+    var seen = [typeof require, typeof process, typeof fetch, typeof Deno, typeof XMLHttpRequest, typeof WebAssembly];
+    return seen.join(',');
+flows:
+  f:
+    intents:
+      any: {initial: true, type: text}
+    states:
+      s:
+        initial: true
+        transitions:
+          spin: "content == 'spin'"
+          loopCond: "content == 'loopcond' && (() => { while (true) {} })()"
+          deep: "content == 'deep'"
+          bomb: "content == 'bomb'"
+          huge: "content == 'huge'"
+          chatty: "content == 'chatty'"
+          setG: "content.startsWith('set ')"
+          readG: "content == 'read'"
+          escape: "content == 'escape'"
+          api: "content.startsWith('api ')"
+      spin: {end: true, action: {name: method, method: spin}}
+      loopCond: {end: true, action: {name: text, options: {text: unreachable}}}
+      deep: {end: true, action: {name: method, method: deep}}
+      bomb: {end: true, action: {name: method, method: bomb}}
+      huge: {end: true, action: {name: method, method: huge}}
+      chatty: {end: true, action: {name: method, method: chatty}}
+      setG: {end: true, action: {name: method, method: setGlobal}}
+      readG: {end: true, action: {name: method, method: readGlobal}}
+      escape: {end: true, action: {name: method, method: escape}}
+      api:
+        end: true
+        action:
+          - {name: api, options: {uri: "$(content.slice(4))"}}
+          - {name: text, options: {text: "result=$(result)"}}
+"#;
+
+fn abuse_revision() -> Revision {
+    Revision::new("abuse", &compile_source(ABUSE).unwrap().bot)
+}
+
+fn live() -> Arc<dyn Effects> {
+    Arc::new(botbox::sandbox::effects::LiveEffects::new().unwrap())
+}
+
+fn say(
+    sb: &Sandbox,
+    rev: &Revision,
+    session: &Session,
+    text: &str,
+) -> Result<ConverseResult, SandboxError> {
+    sb.step(rev, session, &Message::text(text), live())
+        .map(|o| o.result)
+}
+
+fn aborted(sb: &Sandbox, rev: &Revision, text: &str) -> String {
+    match say(sb, rev, &fresh_session(), text) {
+        Err(SandboxError::Step(StepError::Aborted(m))) => m,
+        other => panic!("{text}: expected an aborted step, got {other:?}"),
+    }
+}
+
+fn texts(r: &ConverseResult) -> Vec<String> {
+    r.responses
+        .iter()
+        .filter_map(|x| x.content.clone())
+        .collect()
+}
+
+/// Another bot in the same process still answers.
+fn hello_still_answers(sb: &Sandbox) {
+    let rev = Revision::new("hello", &example("hello"));
+    let r = say(sb, &rev, &fresh_session(), "hi").expect("hello answers");
+    assert_eq!(texts(&r), vec!["hi!"]);
+}
+
+#[test]
+fn an_endless_loop_in_a_method_hits_the_fuel_budget() {
+    let sb = sandbox();
+    let m = aborted(sb, &abuse_revision(), "spin");
+    assert_eq!(
+        m,
+        format!(
+            "method spin exceeded its fuel budget of {}",
+            sb.limits().fuel
+        )
+    );
+    hello_still_answers(sb);
+}
+
+#[test]
+fn an_endless_loop_in_a_condition_hits_the_fuel_budget() {
+    let sb = sandbox();
+    let m = aborted(sb, &abuse_revision(), "loopcond");
+    assert_eq!(
+        m,
+        format!(
+            "expression \"content == 'loopcond' && (() => {{ while (true) {{}} }})()\" exceeded its fuel budget of {}",
+            sb.limits().fuel
+        )
+    );
+    hello_still_answers(sb);
+}
+
+#[test]
+fn deep_recursion_is_stopped() {
+    let sb = sandbox();
+    let m = aborted(sb, &abuse_revision(), "deep");
+    assert!(m.starts_with("method deep "), "{m}");
+    assert!(m.contains("limit") || m.contains("stack"), "{m}");
+    hello_still_answers(sb);
+}
+
+#[test]
+fn a_memory_bomb_and_a_100_mb_string_hit_the_memory_cap() {
+    let sb = sandbox_with(Limits {
+        fuel: 20_000_000_000,
+        ..Limits::default()
+    });
+    let rev = abuse_revision();
+    assert_eq!(
+        aborted(&sb, &rev, "bomb"),
+        "method bomb exceeded its memory cap of 32 MiB"
+    );
+    assert_eq!(
+        aborted(&sb, &rev, "huge"),
+        "method huge exceeded its memory cap of 32 MiB"
+    );
+    hello_still_answers(&sb);
+}
+
+#[test]
+fn more_host_calls_than_allowed_abort_the_step() {
+    let sb = sandbox();
+    let m = aborted(sb, &abuse_revision(), "chatty");
+    assert_eq!(
+        m,
+        format!(
+            "the step exceeded its cap of {} host calls",
+            sb.limits().max_host_calls
+        )
+    );
+    hello_still_answers(sb);
+}
+
+#[test]
+fn javascript_sees_no_file_network_or_process_apis() {
+    let r = say(sandbox(), &abuse_revision(), &fresh_session(), "escape").unwrap();
+    assert_eq!(
+        texts(&r),
+        vec!["undefined,undefined,undefined,undefined,undefined,undefined"]
+    );
+}
+
+#[test]
+fn a_js_global_written_in_one_conversation_is_invisible_to_the_next() {
+    let sb = sandbox_with(Limits::default());
+    let rev = abuse_revision();
+    assert_eq!(
+        texts(&say(&sb, &rev, &fresh_session(), "set s3cret").unwrap()),
+        vec!["set"]
+    );
+    // The same warm instance serves the next step.
+    let out = sb
+        .step(&rev, &fresh_session(), &Message::text("read"), live())
+        .unwrap();
+    assert!(out.warm, "the instance was reused");
+    assert_eq!(texts(&out.result), vec!["clean"]);
+}
+
+#[test]
+fn the_host_enforces_max_recursion_whatever_the_guest_believes() {
+    let mut lying = example("chain");
+    lying.max_recursion = 100;
+    let rev = Revision::with_host_max_recursion("chain-lying", &lying, 3);
+    match say(sandbox(), &rev, &fresh_session(), "five") {
+        Err(SandboxError::Step(e)) => assert_eq!(e.to_string(), "Max Recursion of 3 is reached"),
+        other => panic!("{other:?}"),
+    }
+    hello_still_answers(sandbox());
+}
+
+#[test]
+fn a_failed_step_leaves_the_session_and_the_next_step_works() {
+    let sb = sandbox();
+    let rev = Revision::new("pizza", &example("pizza"));
+    let r1 = say(sb, &rev, &fresh_session(), "I want pizza").unwrap();
+    let before = r1.session.clone();
+    let abuse = abuse_revision();
+    assert!(say(sb, &abuse, &before, "spin").is_err());
+    let r2 = sb
+        .step(
+            &rev,
+            &before,
+            &Message::data(json!({"type": "pizza", "pizza": "veggie"})),
+            live(),
+        )
+        .unwrap();
+    assert_eq!(texts(&r2.result), vec!["How many? (1-9)"]);
+}
+
+#[test]
+fn an_api_server_that_never_answers_is_cut_at_five_seconds() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Accepts and never answers.
+    std::thread::spawn(move || {
+        let mut held = vec![];
+        for s in listener.incoming() {
+            held.push(s);
+        }
+    });
+    let sb = sandbox();
+    let started = Instant::now();
+    let r = say(
+        sb,
+        &abuse_revision(),
+        &fresh_session(),
+        &format!("api http://{addr}/slow"),
+    )
+    .unwrap();
+    let took = started.elapsed();
+    assert_eq!(texts(&r), vec!["result="]);
+    assert!(
+        took >= Duration::from_millis(4900) && took < Duration::from_secs(8),
+        "took {took:?}"
+    );
+}
+
+#[test]
+fn private_addresses_are_refused_unless_allowed() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for s in listener.incoming() {
+            let mut s = s.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 8\r\nconnection: close\r\n\r\n{\"a\":1}\n");
+        }
+    });
+    let url = format!("api http://{addr}/x");
+    let allowed = say(sandbox(), &abuse_revision(), &fresh_session(), &url).unwrap();
+    assert_eq!(texts(&allowed), vec!["result={\"a\":1}"]);
+    let strict = sandbox_with(Limits::default());
+    let refused = say(&strict, &abuse_revision(), &fresh_session(), &url).unwrap();
+    assert_eq!(texts(&refused), vec!["result="]);
+}
