@@ -182,6 +182,7 @@ methods:
   chatty(): "for (var i = 0; i < 250; i++) console.log('line ' + i); return 'done';"
   setGlobal(message): "globalThis.secret = message.content; return 'set';"
   readGlobal(): "return typeof secret === 'undefined' ? 'clean' : 'leaked ' + secret;"
+  nest(): "return eval('('.repeat(10000) + '1' + ')'.repeat(10000));"
   escape(): |
     var seen = [typeof require, typeof process, typeof fetch, typeof Deno, typeof XMLHttpRequest, typeof WebAssembly];
     return seen.join(',');
@@ -202,6 +203,7 @@ flows:
           setG: "content.startsWith('set ')"
           readG: "content == 'read'"
           escape: "content == 'escape'"
+          nest: "content == 'nest'"
           api: "content.startsWith('api ')"
       spin: {end: true, action: {name: method, method: spin}}
       loopCond: {end: true, action: {name: text, options: {text: unreachable}}}
@@ -212,6 +214,7 @@ flows:
       setG: {end: true, action: {name: method, method: setGlobal}}
       readG: {end: true, action: {name: method, method: readGlobal}}
       escape: {end: true, action: {name: method, method: escape}}
+      nest: {end: true, action: {name: method, method: nest}}
       api:
         end: true
         action:
@@ -430,4 +433,55 @@ fn private_addresses_are_refused_unless_allowed() {
     let strict = sandbox_with(Limits::default());
     let refused = say(&strict, &abuse_revision(), &fresh_session(), &url).unwrap();
     assert_eq!(texts(&refused), vec!["result="]);
+}
+
+#[test]
+fn a_long_computation_hits_the_wall_clock_deadline() {
+    let sb = sandbox_with(Limits {
+        fuel: u64::MAX / 4,
+        deadline: Duration::from_millis(300),
+        ..Limits::default()
+    });
+    let m = aborted(&sb, &abuse_revision(), "spin");
+    assert!(
+        m.starts_with("method spin exceeded its deadline of 300 ms"),
+        "{m}"
+    );
+    hello_still_answers(&sb);
+}
+
+#[test]
+fn ten_thousand_nested_parentheses_overflow_the_guest_stack_only() {
+    let sb = sandbox();
+    let m = aborted(sb, &abuse_revision(), "nest");
+    assert!(m.starts_with("method nest "), "{m}");
+    assert!(m.contains("stack") || m.contains("limit"), "{m}");
+    hello_still_answers(sb);
+}
+
+#[test]
+fn a_full_pool_means_waiting_not_failing() {
+    // Two live instances at most, eight conversations on eight revisions at once.
+    let sb = Arc::new(
+        Sandbox::new(SandboxConfig {
+            limits: Limits::default(),
+            slots: 2,
+            warm_per_revision: 1,
+            cache_dir: cache_dir(),
+        })
+        .unwrap(),
+    );
+    let bot = example("hello");
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let sb = sb.clone();
+            let rev = Revision::new(&format!("hello-{i}"), &bot);
+            std::thread::spawn(move || {
+                texts(&say(&sb, &rev, &fresh_session(), "hi").expect("no instantiation error"))
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), vec!["hi!"]);
+    }
 }

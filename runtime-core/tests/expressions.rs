@@ -351,3 +351,18 @@ proptest! {
         prop_assert_eq!(a, b, "expression: {}", src);
     }
 }
+
+#[test]
+fn hostile_nesting_is_a_syntax_error_not_a_stack_overflow() {
+    let deep = format!("{}1{}", "(".repeat(10_000), ")".repeat(10_000));
+    assert!(
+        matches!(CompiledExpr::new(&deep).kind, ExprKind::Invalid(m) if m.contains("nested more than 200 levels"))
+    );
+    let nots = format!("{}true", "!".repeat(10_000));
+    assert!(matches!(
+        CompiledExpr::new(&nots).kind,
+        ExprKind::Invalid(_)
+    ));
+    let fine = format!("{}1{}", "(".repeat(50), ")".repeat(50));
+    assert!(matches!(CompiledExpr::new(&fine).kind, ExprKind::Fast(_)));
+}

@@ -287,7 +287,8 @@ impl Sandbox {
             let evicted = self.idle.lock().unwrap().pop_front();
             match evicted {
                 Some(w) => drop(w),
-                None => return self.permits.acquire_blocking(),
+                // Woken when a permit is freed or an instance becomes idle (evictable).
+                None => self.permits.wait(Duration::from_millis(50)),
             }
         }
     }
@@ -413,6 +414,10 @@ impl Sandbox {
                 elapsed.as_millis()
             ),
             Some(Trap::StackOverflow) => format!("{who} overflowed its stack"),
+            // The guest's Rust stack lives in linear memory and wraps below address 0.
+            Some(Trap::MemoryOutOfBounds) => {
+                format!("{who} overflowed its stack (out-of-bounds memory access)")
+            }
             _ if st.limiter.denied => format!(
                 "{who} exceeded its memory cap of {} MiB",
                 limits.memory_bytes >> 20
@@ -602,7 +607,7 @@ impl Permits {
 
 trait PermitsExt {
     fn try_acquire(&self) -> Option<Permit>;
-    fn acquire_blocking(&self) -> Permit;
+    fn wait(&self, at_most: Duration);
 }
 
 impl PermitsExt for Arc<Permits> {
@@ -616,19 +621,17 @@ impl PermitsExt for Arc<Permits> {
         }
     }
 
-    fn acquire_blocking(&self) -> Permit {
-        let mut used = self.used.lock().unwrap();
-        while *used >= self.max {
-            used = self.freed.wait(used).unwrap();
+    fn wait(&self, at_most: Duration) {
+        let used = self.used.lock().unwrap();
+        if *used >= self.max {
+            let _ = self.freed.wait_timeout(used, at_most).unwrap();
         }
-        *used += 1;
-        Permit(self.clone())
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
         *self.0.used.lock().unwrap() -= 1;
-        self.0.freed.notify_one();
+        self.0.freed.notify_all();
     }
 }

@@ -280,7 +280,12 @@ struct Parser<'s> {
     lex: Lexer<'s>,
     tok: Tok,
     at: usize,
+    /// Nesting depth: bounded so that hostile input cannot overflow the stack.
+    depth: u32,
 }
+
+/// Deeper nesting is refused (bots never come close; 10,000 parentheses would overflow).
+const MAX_DEPTH: u32 = 200;
 
 /// Parses one expression of the subset.
 pub fn parse(src: &str) -> Result<Expr, ParseError> {
@@ -290,7 +295,12 @@ pub fn parse(src: &str) -> Result<Expr, ParseError> {
         regex_ok: true,
     };
     let (tok, at) = lex.next()?;
-    let mut p = Parser { lex, tok, at };
+    let mut p = Parser {
+        lex,
+        tok,
+        at,
+        depth: 0,
+    };
     if p.tok == Tok::Eof {
         return Err(ParseError::Syntax("empty expression".into(), 0));
     }
@@ -351,6 +361,19 @@ impl Parser<'_> {
     }
 
     fn expr(&mut self, min_bp: u8) -> Result<Expr, ParseError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(ParseError::Syntax(
+                format!("expression nested more than {MAX_DEPTH} levels deep"),
+                self.at,
+            ));
+        }
+        let out = self.expr_inner(min_bp);
+        self.depth -= 1;
+        out
+    }
+
+    fn expr_inner(&mut self, min_bp: u8) -> Result<Expr, ParseError> {
         let mut lhs = self.unary()?;
         loop {
             if self.tok == Tok::Punct("?") {
@@ -414,8 +437,16 @@ impl Parser<'_> {
         };
         if let Some(op) = op {
             self.bump()?;
-            let e = self.unary()?;
-            return Ok(Expr::Unary(op, Box::new(e)));
+            self.depth += 1;
+            if self.depth > MAX_DEPTH {
+                return Err(ParseError::Syntax(
+                    format!("expression nested more than {MAX_DEPTH} levels deep"),
+                    self.at,
+                ));
+            }
+            let e = self.unary();
+            self.depth -= 1;
+            return Ok(Expr::Unary(op, Box::new(e?)));
         }
         let prim = self.primary()?;
         self.postfix(prim)
