@@ -485,3 +485,41 @@ fn a_full_pool_means_waiting_not_failing() {
         assert_eq!(h.join().unwrap(), vec!["hi!"]);
     }
 }
+
+#[test]
+fn limits_are_per_tenant() {
+    let bot = compile_source(ABUSE).unwrap().bot;
+    let sb = sandbox();
+    // A tenant with a tiny budget cannot even start the JS engine; the default tenant can.
+    let small = Revision::new("abuse-small", &bot).with_limits(Limits {
+        fuel: 1_000_000,
+        ..sb.limits().clone()
+    });
+    // (Every step of this bot runs JavaScript: its `loopcond` condition is outside the subset.)
+    let m = aborted(sb, &small, "escape");
+    assert!(m.ends_with("exceeded its fuel budget of 1000000"), "{m}");
+    let normal = Revision::new("abuse-normal", &bot);
+    assert!(say(sb, &normal, &fresh_session(), "escape").is_ok());
+    let few_calls = Revision::new("abuse-calls", &bot).with_limits(Limits {
+        max_host_calls: 3,
+        ..sb.limits().clone()
+    });
+    assert_eq!(
+        aborted(sb, &few_calls, "chatty"),
+        "the step exceeded its cap of 3 host calls"
+    );
+}
+
+#[test]
+fn without_address_space_for_the_pool_it_falls_back_to_on_demand_allocation() {
+    // Millions of slots cannot be reserved: the probe fails and on-demand allocation is used.
+    let sb = Sandbox::new(SandboxConfig {
+        limits: Limits::default(),
+        slots: 50_000_000,
+        warm_per_revision: 1,
+        cache_dir: cache_dir(),
+    })
+    .unwrap();
+    assert!(!sb.pooling());
+    hello_still_answers(&sb);
+}

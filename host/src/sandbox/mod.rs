@@ -79,6 +79,8 @@ pub struct Revision {
     pub id: Arc<str>,
     guest_bot: Arc<str>,
     max_recursion: u32,
+    /// The tenant's limits; `None` = the sandbox's defaults.
+    limits: Option<Arc<Limits>>,
 }
 
 impl Revision {
@@ -87,7 +89,15 @@ impl Revision {
             id: id.into(),
             guest_bot: serde_json::to_string(bot).expect("bots serialise").into(),
             max_recursion: bot.max_recursion,
+            limits: None,
         }
+    }
+
+    /// Runs this revision under its tenant's own limits. The memory cap cannot exceed the
+    /// sandbox's (the pooling allocator's slots are sized by it).
+    pub fn with_limits(mut self, limits: Limits) -> Revision {
+        self.limits = Some(Arc::new(limits));
+        self
     }
 
     /// A revision whose guest sees `guest_bot` while the host enforces `max_recursion`: for
@@ -210,7 +220,7 @@ impl Sandbox {
         };
         // Probe: one instance must come up, or this allocation strategy is unusable here.
         let probe = sandbox
-            .instantiate("probe".into(), None)
+            .instantiate("probe".into(), None, &sandbox.config.limits)
             .context("instantiating the guest")?;
         drop(probe);
         Ok(sandbox)
@@ -225,8 +235,7 @@ impl Sandbox {
         &self.config.limits
     }
 
-    fn new_store(&self) -> Store<StepState> {
-        let limits = &self.config.limits;
+    fn new_store(&self, limits: &Limits) -> Store<StepState> {
         let out = MemoryOutputPipe::new(limits.max_output_bytes);
         // WASI with nothing in it.
         let wasi = WasiCtxBuilder::new()
@@ -240,7 +249,7 @@ impl Sandbox {
             wasi,
             table: ResourceTable::new(),
             limiter: Limiter {
-                cap: limits.memory_bytes,
+                cap: limits.memory_bytes.min(self.config.limits.memory_bytes),
                 denied: false,
             },
             limits: limits.clone(),
@@ -258,9 +267,9 @@ impl Sandbox {
     }
 
     /// A new instance with the bot loaded (`None`: nothing loaded, for the start-up probe).
-    fn instantiate(&self, revision: Arc<str>, bot: Option<&str>) -> Result<Warm> {
+    fn instantiate(&self, revision: Arc<str>, bot: Option<&str>, limits: &Limits) -> Result<Warm> {
         let permit = self.acquire();
-        let mut store = self.new_store();
+        let mut store = self.new_store(limits);
         store.set_fuel(self.config.limits.fuel.max(200_000_000))?;
         store.set_epoch_deadline(ticks(self.config.limits.deadline));
         let bindings = self.pre.instantiate(&mut store)?;
@@ -310,15 +319,17 @@ impl Sandbox {
                 .and_then(|i| idle.remove(i))
         };
         let warm = reused.is_some();
+        let limits: &Limits = revision.limits.as_deref().unwrap_or(&self.config.limits);
         let mut inst = match reused {
             Some(w) => w,
             None => self
-                .instantiate(revision.id.clone(), Some(&revision.guest_bot))
+                .instantiate(revision.id.clone(), Some(&revision.guest_bot), limits)
                 .map_err(SandboxError::Internal)?,
         };
-        let limits = &self.config.limits;
         {
             let st = inst.store.data_mut();
+            st.limits = limits.clone();
+            st.limiter.cap = limits.memory_bytes.min(self.config.limits.memory_bytes);
             st.effects = Some(effects);
             st.host_calls = 0;
             st.abort = None;
@@ -365,7 +376,7 @@ impl Sandbox {
                 }
             })),
             Err(trap) => {
-                let err = self.explain(&inst.store, &trap, started.elapsed());
+                let err = explain(&inst.store, limits, &trap, started.elapsed());
                 tracing::warn!(error = %err, "step aborted; instance discarded");
                 return Err(SandboxError::Step(err));
             }
@@ -385,48 +396,49 @@ impl Sandbox {
         if idle.iter().filter(|w| w.revision == revision.id).count() < self.config.warm_per_revision
         {
             idle.push_back(inst);
+            // A waiter may now evict it.
+            self.permits.freed.notify_all();
         }
         out
     }
+}
 
-    /// Names the limit a trap hit, and where.
-    fn explain(
-        &self,
-        store: &Store<StepState>,
-        trap: &wasmtime::Error,
-        elapsed: Duration,
-    ) -> StepError {
-        let st = store.data();
-        if let Some(e) = &st.abort {
-            return e.clone();
-        }
-        let who = if st.site.is_empty() {
-            "the step".to_string()
-        } else {
-            st.site.clone()
-        };
-        let limits = &self.config.limits;
-        let msg = match trap.downcast_ref::<Trap>() {
-            Some(Trap::OutOfFuel) => format!("{who} exceeded its fuel budget of {}", limits.fuel),
-            Some(Trap::Interrupt) => format!(
-                "{who} exceeded its deadline of {} ms (ran {} ms)",
-                limits.deadline.as_millis(),
-                elapsed.as_millis()
-            ),
-            Some(Trap::StackOverflow) => format!("{who} overflowed its stack"),
-            // The guest's Rust stack lives in linear memory and wraps below address 0.
-            Some(Trap::MemoryOutOfBounds) => {
-                format!("{who} overflowed its stack (out-of-bounds memory access)")
-            }
-            _ if st.limiter.denied => format!(
-                "{who} exceeded its memory cap of {} MiB",
-                limits.memory_bytes >> 20
-            ),
-            Some(t) => format!("{who} trapped: {t}"),
-            None => format!("{who} failed: {trap:#}"),
-        };
-        StepError::Aborted(msg)
+/// Names the limit a trap hit, and where.
+fn explain(
+    store: &Store<StepState>,
+    limits: &Limits,
+    trap: &wasmtime::Error,
+    elapsed: Duration,
+) -> StepError {
+    let st = store.data();
+    if let Some(e) = &st.abort {
+        return e.clone();
     }
+    let who = if st.site.is_empty() {
+        "the step".to_string()
+    } else {
+        st.site.clone()
+    };
+    let msg = match trap.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => format!("{who} exceeded its fuel budget of {}", limits.fuel),
+        Some(Trap::Interrupt) => format!(
+            "{who} exceeded its deadline of {} ms (ran {} ms)",
+            limits.deadline.as_millis(),
+            elapsed.as_millis()
+        ),
+        Some(Trap::StackOverflow) => format!("{who} overflowed its stack"),
+        // The guest's Rust stack lives in linear memory and wraps below address 0.
+        Some(Trap::MemoryOutOfBounds) => {
+            format!("{who} overflowed its stack (out-of-bounds memory access)")
+        }
+        _ if st.limiter.denied => format!(
+            "{who} exceeded its memory cap of {} MiB",
+            limits.memory_bytes >> 20
+        ),
+        Some(t) => format!("{who} trapped: {t}"),
+        None => format!("{who} failed: {trap:#}"),
+    };
+    StepError::Aborted(msg)
 }
 
 impl Drop for Sandbox {
