@@ -14,6 +14,7 @@ fn main() {
         "guest-sdk/Cargo.toml",
         "runtime-core/src",
         "runtime-core/Cargo.toml",
+        "Cargo.toml",
         "Cargo.lock",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
