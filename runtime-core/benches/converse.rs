@@ -2,35 +2,10 @@
 //! Goal: under 20 µs per message.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use runtime_core::host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome};
-use runtime_core::testing::fresh_session;
+use runtime_core::testing::{OfflineHost, fresh_session};
 use runtime_core::{Message, compile_source, converse};
-use serde_json::{Value as Json, json};
+use serde_json::json;
 use std::hint::black_box;
-
-struct BenchHost(u64);
-
-impl Host for BenchHost {
-    fn now_ms(&mut self) -> i64 {
-        1_700_000_000_000
-    }
-    fn random_u64(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0
-    }
-    fn http(&mut self, _: &HttpRequest) -> Result<HttpResponse, HostError> {
-        Err(HostError::Failed("offline".into()))
-    }
-    fn nl_predict(&mut self, _: &str, _: &str, _: &Json) -> Result<Json, HostError> {
-        Ok(Json::Null)
-    }
-    fn js(&mut self, _: JsCall<'_>) -> Result<JsOutcome, HostError> {
-        Err(HostError::Failed("no JS in this bench".into()))
-    }
-}
 
 fn pizza(c: &mut Criterion) {
     let src = include_str!("../../examples/pizza/bot.yml");
@@ -41,7 +16,7 @@ fn pizza(c: &mut Criterion) {
         Message::text("2"),
         Message::data(json!({"type": "confirm", "confirm": "yes"})),
     ];
-    let mut host = BenchHost(1);
+    let mut host = OfflineHost::default();
     // The session before each message of the conversation.
     let mut sessions = vec![fresh_session()];
     for m in &messages {

@@ -1174,8 +1174,7 @@ impl<'p> Lower<'p> {
             }
             _ => None,
         };
-        let options =
-            interp::compile_options(&options, &mut |src, p| self.expr_warn_only(src, p), path);
+        let options = interp::compile_options(&options, &mut |src, p| self.expr(src, p), path);
         Some(ActionUse {
             name,
             kind,
@@ -1183,10 +1182,6 @@ impl<'p> Lower<'p> {
             options,
             method,
         })
-    }
-
-    fn expr_warn_only(&mut self, src: &str, path: &str) -> CompiledExpr {
-        self.expr(src, path)
     }
 }
 

@@ -24,7 +24,7 @@
 //! ```
 
 use crate::engine::StepError;
-use crate::host::{HostError, HttpRequest, HttpResponse};
+use crate::host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome};
 use crate::model::{CompiledBot, MsgType};
 use crate::session::{ConverseResult, Message, Response, Session};
 use serde::Deserialize;
@@ -164,6 +164,42 @@ impl TestEnv {
                 body: "no stub for this request".into(),
             }),
         }
+    }
+}
+
+/// A host for benchmarks and tools: a fixed clock, deterministic randomness, no network, no
+/// NL models and no JavaScript.
+#[derive(Debug, Clone)]
+pub struct OfflineHost {
+    pub now: i64,
+    rng: u64,
+}
+
+impl Default for OfflineHost {
+    fn default() -> Self {
+        OfflineHost {
+            now: 1_700_000_000_000,
+            rng: 1,
+        }
+    }
+}
+
+impl Host for OfflineHost {
+    fn now_ms(&mut self) -> i64 {
+        self.now
+    }
+    fn random_u64(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.rng
+    }
+    fn http(&mut self, _: &HttpRequest) -> Result<HttpResponse, HostError> {
+        Err(HostError::Failed("offline".into()))
+    }
+    fn nl_predict(&mut self, _: &str, _: &str, _: &Json) -> Result<Json, HostError> {
+        Ok(Json::Null)
+    }
+    fn js(&mut self, _: JsCall<'_>) -> Result<JsOutcome, HostError> {
+        Err(HostError::Failed("no JavaScript in an offline host".into()))
     }
 }
 

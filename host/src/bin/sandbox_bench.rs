@@ -6,8 +6,8 @@
 use botbox::sandbox::effects::Effects;
 use botbox::sandbox::limits::Limits;
 use botbox::sandbox::{Revision, Sandbox, SandboxConfig};
-use runtime_core::host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome};
-use runtime_core::testing::fresh_session;
+use runtime_core::host::{HttpRequest, HttpResponse};
+use runtime_core::testing::{OfflineHost, fresh_session};
 use runtime_core::{CompiledBot, Message, Session, compile_source, converse};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
@@ -28,27 +28,6 @@ impl Effects for Fixed {
     }
     fn nl_predict(&self, _: &str, _: &str, _: &Json) -> Result<Json, String> {
         Err("offline".into())
-    }
-}
-
-struct NativeHost(u64);
-
-impl Host for NativeHost {
-    fn now_ms(&mut self) -> i64 {
-        1_700_000_000_000
-    }
-    fn random_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        self.0
-    }
-    fn http(&mut self, _: &HttpRequest) -> Result<HttpResponse, HostError> {
-        Err(HostError::Failed("offline".into()))
-    }
-    fn nl_predict(&mut self, _: &str, _: &str, _: &Json) -> Result<Json, HostError> {
-        Ok(Json::Null)
-    }
-    fn js(&mut self, _: JsCall<'_>) -> Result<JsOutcome, HostError> {
-        Err(HostError::Failed("no JS".into()))
     }
 }
 
@@ -109,7 +88,7 @@ fn main() -> anyhow::Result<()> {
     // Native vs sandbox, per message of the pizza conversation.
     let messages = pizza_messages();
     let mut sessions: Vec<Session> = vec![fresh_session()];
-    let mut h = NativeHost(1);
+    let mut h = OfflineHost::default();
     for m in &messages {
         let r = converse(&pizza, sessions.last().unwrap(), m.clone(), &mut h).unwrap();
         sessions.push(r.session);

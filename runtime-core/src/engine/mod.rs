@@ -8,7 +8,7 @@ mod nlu;
 pub mod vars;
 
 use crate::host::{Host, HostError, JsCall};
-use crate::model::{CompiledBot, Flow, Mapping, MethodRef, MsgType};
+use crate::model::{CompiledBot, Flow, Mapping, MethodRef};
 use crate::session::{ConverseResult, HistoryEntry, Message, Meta, Response, ScheduleOp, Session};
 use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
@@ -742,15 +742,6 @@ impl Step<'_, '_> {
                 Ok(None)
             }
             Err(HostError::Abort(e)) => Err(StepError::Aborted(format!("method {} {e}", mr.name))),
-        }
-    }
-
-    #[allow(dead_code)]
-    fn msg_type_name(t: MsgType) -> &'static str {
-        match t {
-            MsgType::Text => "text",
-            MsgType::Data => "data",
-            MsgType::Command => "command",
         }
     }
 }
