@@ -112,6 +112,35 @@ fn main() -> anyhow::Result<()> {
         .unwrap()
         .fuel_used;
 
+    // Fixed cost of the boundary: a bot with one flow whose only intent never matches, so the
+    // step does no work but crossing into the guest and back (JSON in, JSON out).
+    let idle_bot = compile_source("name: idle\nflows:\n  f:\n    intents: {a: {initial: true, condition: \"content == 'never'\"}}\n    states: {s: {initial: true}}\n")
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .bot;
+    let idle_rev = Revision::new("idle", &idle_bot);
+    let idle_msg = Message::text("hello");
+    let idle_session = fresh_session();
+    let mut idle_native_host = OfflineHost::default();
+    let idle_native = median_us(runs, || {
+        converse(
+            &idle_bot,
+            &idle_session,
+            idle_msg.clone(),
+            &mut idle_native_host,
+        )
+        .unwrap();
+    });
+    sb.step(&idle_rev, &idle_session, &idle_msg, effects.clone())
+        .unwrap();
+    let idle_sandbox = median_us(runs, || {
+        sb.step(&idle_rev, &idle_session, &idle_msg, effects.clone())
+            .unwrap();
+    });
+    let idle_fuel = sb
+        .step(&idle_rev, &idle_session, &idle_msg, effects.clone())
+        .unwrap()
+        .fuel_used;
+
     // JavaScript: a step that calls one trivial method vs the same step without it.
     let js_bot = compile_source(
         r#"
@@ -176,6 +205,10 @@ flows:
     println!(
         "  pizza step, sandbox (warm instance)    {sandbox_us:>9.1} µs / message  ({:.1}x native, {fuel} fuel for message 1)",
         sandbox_us / native_us
+    );
+    println!("  empty step (nothing matches), native     {idle_native:>9.1} µs");
+    println!(
+        "  empty step (nothing matches), sandbox    {idle_sandbox:>9.1} µs  ({idle_fuel} fuel: the boundary's fixed cost)"
     );
     println!("  step with one JS method call           {with_js:>9.1} µs  ({js_fuel} fuel)");
     println!(
