@@ -110,7 +110,7 @@ pub(crate) struct Step<'b, 'h> {
 /// What intent selection decided for one message.
 pub(crate) struct Selected {
     flow: usize,
-    intent: Option<usize>,
+    intent: usize,
     attributes: Json,
 }
 
@@ -211,7 +211,7 @@ impl Step<'_, '_> {
         };
         let bot = self.bot;
         let flow = &bot.flows[sel.flow];
-        let intent_name = sel.intent.map(|i| flow.intents[i].name.clone());
+        let intent_name = Some(flow.intents[sel.intent].name.clone());
         msg.intent = intent_name.clone();
         msg.attributes = Some(sel.attributes.clone());
         self.seen[seen_at] = msg.clone();
@@ -293,11 +293,9 @@ impl Step<'_, '_> {
             }
         }
         s.current = Some(name.clone());
+        // A stacked flow leaves the stack and continues from its saved state.
         if let Some(pos) = s.history.iter().position(|h| &h.flow == name) {
             s.history.remove(pos);
-            if s.states.contains_key(name) {
-                return false;
-            }
         }
         if s.states.contains_key(name) {
             return false;
@@ -322,7 +320,7 @@ impl Step<'_, '_> {
     ) -> Result<Option<Selected>, StepError> {
         let bot = self.bot;
         if let Some(fi) = only {
-            return self.select_in(s, msg, fi, false);
+            return self.select_in(s, msg, fi);
         }
         let current = s
             .current
@@ -330,7 +328,7 @@ impl Step<'_, '_> {
             .and_then(|c| bot.flow_index(c))
             .filter(|&fi| bot.flows[fi].active);
         if let Some(fi) = current {
-            if let Some(sel) = self.select_in(s, msg, fi, false)? {
+            if let Some(sel) = self.select_in(s, msg, fi)? {
                 return Ok(Some(sel));
             }
         }
@@ -356,22 +354,12 @@ impl Step<'_, '_> {
             }
         }
         if let Some((fi, ii)) = best {
-            let attributes = self.attributes(s, msg, fi, ii)?;
-            return Ok(Some(Selected {
-                flow: fi,
-                intent: Some(ii),
-                attributes,
-            }));
+            return self.selected(s, msg, fi, ii).map(Some);
         }
         if let Some(fi) = bot.fallback_flow {
             if Some(fi) != current {
                 if let Some(ii) = self.fallback_intent(s, msg, fi)? {
-                    let attributes = self.attributes(s, msg, fi, ii)?;
-                    return Ok(Some(Selected {
-                        flow: fi,
-                        intent: Some(ii),
-                        attributes,
-                    }));
+                    return self.selected(s, msg, fi, ii).map(Some);
                 }
             }
         }
@@ -384,42 +372,31 @@ impl Step<'_, '_> {
         s: &Session,
         msg: &Message,
         fi: usize,
-        initial_only: bool,
     ) -> Result<Option<Selected>, StepError> {
-        let ii = match self.match_intents(s, msg, fi, initial_only)? {
+        let ii = match self.match_intents(s, msg, fi, false)? {
             Some(ii) => Some(ii),
             None => self.fallback_intent(s, msg, fi)?,
         };
         match ii {
-            Some(ii) => {
-                let attributes = self.attributes(s, msg, fi, ii)?;
-                Ok(Some(Selected {
-                    flow: fi,
-                    intent: Some(ii),
-                    attributes,
-                }))
-            }
+            Some(ii) => self.selected(s, msg, fi, ii).map(Some),
             None => Ok(None),
         }
     }
 
-    fn intent_vars<'a>(
-        bot: &'a CompiledBot,
-        s: &'a Session,
-        msg: &'a Message,
-        flow: &Flow,
-        meta: &'a MetaCtx,
-    ) -> Vars<'a> {
-        Vars {
-            msg,
-            intent: None,
-            attributes: &EMPTY,
-            context: s.context_of(&flow.name).unwrap_or(&EMPTY),
-            data: &s.data,
-            config: &bot.config,
-            result: None,
-            meta,
-        }
+    /// The selection of intent `ii` of flow `fi`, with its attributes (§8.6).
+    fn selected(
+        &mut self,
+        s: &Session,
+        msg: &Message,
+        fi: usize,
+        ii: usize,
+    ) -> Result<Selected, StepError> {
+        let attributes = self.attributes(s, msg, fi, ii)?;
+        Ok(Selected {
+            flow: fi,
+            intent: ii,
+            attributes,
+        })
     }
 
     /// Steps 1–3 of §8.1: the best non-fallback intent.
@@ -444,7 +421,7 @@ impl Step<'_, '_> {
             if best.is_some_and(|b| flow.intents[b].priority >= intent.priority) {
                 continue;
             }
-            let vars = Self::intent_vars(bot, s, msg, flow, &meta);
+            let vars = Vars::in_flow(s, &flow.name, &bot.config, msg, None, &EMPTY, None, &meta);
             if !all_hold(self.host, &mut self.errors, &intent.conditions, &vars)? {
                 continue;
             }
@@ -471,7 +448,7 @@ impl Step<'_, '_> {
             return Ok(None);
         }
         let meta = self.meta_base(s, flow);
-        let vars = Self::intent_vars(bot, s, msg, flow, &meta);
+        let vars = Vars::in_flow(s, &flow.name, &bot.config, msg, None, &EMPTY, None, &meta);
         Ok(all_hold(self.host, &mut self.errors, &intent.conditions, &vars)?.then_some(ii))
     }
 

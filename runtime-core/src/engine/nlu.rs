@@ -130,7 +130,9 @@ impl Step<'_, '_> {
                 let args = if method_params == Some(5) {
                     vec![
                         message,
-                        s.context_of(&s.current.clone().unwrap_or_default())
+                        s.current
+                            .as_deref()
+                            .and_then(|c| s.context_of(c))
                             .cloned()
                             .unwrap_or(Json::Object(Map::new())),
                         s.data.clone(),
