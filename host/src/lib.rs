@@ -1,3 +1,9 @@
 //! botbox: the host. It performs the effects that runtime-core decides on.
 
+pub mod api;
+pub mod auth;
+pub mod channels;
+pub mod db;
+pub mod live;
 pub mod sandbox;
+pub mod server;

@@ -18,7 +18,7 @@ pub trait Effects: Send + Sync {
 
 /// The real world: system clock, OS randomness, reqwest on a small runtime of its own.
 pub struct LiveEffects {
-    rt: tokio::runtime::Runtime,
+    rt: Option<tokio::runtime::Runtime>,
     client: reqwest::Client,
 }
 
@@ -32,7 +32,19 @@ impl LiveEffects {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::limited(5))
             .build()?;
-        Ok(LiveEffects { rt, client })
+        Ok(LiveEffects {
+            rt: Some(rt),
+            client,
+        })
+    }
+}
+
+impl Drop for LiveEffects {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which panics inside another runtime's async context.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
@@ -58,7 +70,8 @@ impl Effects for LiveEffects {
         let timeout = limits.http_timeout;
         // The whole call (DNS, connect, headers, body) runs under the time-out; dropping the
         // future on expiry cancels it, whatever the server does.
-        let task = self.rt.spawn(async move {
+        let rt = self.rt.as_ref().expect("the runtime lives until drop");
+        let task = rt.spawn(async move {
             let out = tokio::time::timeout(timeout, send(client, req, &limits)).await;
             let _ =
                 tx.send(out.unwrap_or_else(|_| {
@@ -118,7 +131,7 @@ async fn send(
 }
 
 /// Refuses loopback, private, link-local and unspecified addresses (§7.5 egress policy).
-async fn check_egress(url: &reqwest::Url) -> Result<(), String> {
+pub(crate) async fn check_egress(url: &reqwest::Url) -> Result<(), String> {
     let host = url.host_str().ok_or("url without host")?;
     let port = url.port_or_known_default().unwrap_or(80);
     let addrs: Vec<IpAddr> = match host.trim_matches(['[', ']']).parse::<IpAddr>() {

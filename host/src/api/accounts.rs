@@ -1,0 +1,474 @@
+//! Login, tokens, users and teams.
+
+use super::{ApiError, ApiResult, App, Body, Caller, unix_secs};
+use crate::auth::{self, Role, TEAM_ROLE_NAMES};
+use crate::db::{DbError, TokenRow};
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::{Deserialize, Serialize};
+use std::sync::LazyLock;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(login))
+        .routes(routes!(create_token))
+        .routes(routes!(logout))
+        .routes(routes!(me))
+        .routes(routes!(create_user))
+        .routes(routes!(user_teams))
+        .routes(routes!(create_team))
+        .routes(routes!(get_team, delete_team))
+        .routes(routes!(add_member))
+}
+
+/// The seed's Token: `id` is the bearer token, shown only here.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Token {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub label: String,
+    pub user_id: String,
+    pub team_id: Option<String>,
+    pub bot_id: Option<String>,
+    pub role_id: String,
+    /// Unix time in seconds after which the token is refused.
+    pub expire: i64,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    pub username: String,
+    pub password: String,
+}
+
+const BAD_CREDENTIALS: &str = "username or password is incorrect";
+
+/// Used to spend the same time on unknown user names as on wrong passwords.
+static DUMMY_HASH: LazyLock<String> = LazyLock::new(|| auth::hash_password("not a password"));
+
+async fn issue_token(
+    app: &App,
+    user_id: &str,
+    team_id: Option<&str>,
+    role_id: &str,
+    label: &str,
+) -> ApiResult<Token> {
+    let token = auth::new_token();
+    let row = TokenRow {
+        hash: auth::token_hash(&token),
+        kind: if team_id.is_some() { "team" } else { "user" }.into(),
+        label: label.into(),
+        user_id: user_id.into(),
+        team_id: team_id.map(str::to_owned),
+        role_id: role_id.into(),
+        expire: unix_secs() + app.config.token_ttl_secs,
+    };
+    app.db.insert_token(&row).await?;
+    Ok(Token {
+        id: token,
+        kind: row.kind,
+        label: row.label,
+        user_id: row.user_id,
+        team_id: row.team_id,
+        bot_id: None,
+        role_id: row.role_id,
+        expire: row.expire,
+    })
+}
+
+/// Logs in with a user name and password; returns a user token.
+#[utoipa::path(post, path = "/login", tag = "auth", request_body = LoginRequest,
+    responses((status = 200, body = Token), (status = 401, description = "username or password is incorrect")))]
+async fn login(State(app): State<App>, Body(req): Body<LoginRequest>) -> ApiResult<Json<Token>> {
+    let user = app.db.user_by_name(&req.username).await?;
+    let phc = user
+        .as_ref()
+        .map(|u| u.password_hash.clone())
+        .unwrap_or_else(|| DUMMY_HASH.clone());
+    let password = req.password;
+    let ok = tokio::task::spawn_blocking(move || auth::verify_password(&password, &phc))
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))?;
+    let user = match user {
+        Some(u) if ok => u,
+        _ => {
+            tracing::info!(username = %req.username, "login refused");
+            return Err(ApiError::Unauthorized(BAD_CREDENTIALS));
+        }
+    };
+    Ok(Json(
+        issue_token(&app, &user.id, None, &user.role_id, "login").await?,
+    ))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenRequest {
+    /// `team` (the only kind that can be requested).
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub team_id: Option<String>,
+    pub team_name: Option<String>,
+}
+
+/// Obtains a team-bound token for one of the caller's teams (the CLI's switch-team).
+#[utoipa::path(post, path = "/tokens", tag = "auth", request_body = TokenRequest,
+    responses((status = 200, body = Token), (status = 404, description = "no such team among the caller's teams")))]
+async fn create_token(
+    State(app): State<App>,
+    caller: Caller,
+    Body(req): Body<TokenRequest>,
+) -> ApiResult<Json<Token>> {
+    if req.kind != "team" {
+        return Err(ApiError::bad(format!(
+            "type: only \"team\" tokens can be requested (got {:?})",
+            req.kind
+        )));
+    }
+    let team = match (&req.team_id, &req.team_name) {
+        (Some(id), _) => app.db.team_by_id(id).await?,
+        (None, Some(name)) => app.db.team_by_name(name).await?,
+        (None, None) => return Err(ApiError::bad("teamId or teamName is required")),
+    };
+    let what = req.team_id.or(req.team_name).unwrap_or_default();
+    let Some(team) = team else {
+        return Err(ApiError::not_found(format!("team {what}")));
+    };
+    let Some(role) = app.db.membership(&team.id, &caller.user_id).await? else {
+        return Err(ApiError::not_found(format!("team {what}")));
+    };
+    Ok(Json(
+        issue_token(&app, &caller.user_id, Some(&team.id), &role, "team").await?,
+    ))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LoggedOut {
+    pub ok: bool,
+}
+
+/// Revokes the token that authenticates this request.
+#[utoipa::path(post, path = "/logout", tag = "auth", responses((status = 200, body = LoggedOut)))]
+async fn logout(State(app): State<App>, caller: Caller) -> ApiResult<Json<LoggedOut>> {
+    app.db.delete_token(&caller.token_hash).await?;
+    Ok(Json(LoggedOut { ok: true }))
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Me {
+    pub user_id: String,
+    pub username: String,
+    pub team_id: Option<String>,
+    pub team_name: Option<String>,
+    pub role_id: String,
+    pub permissions: Vec<String>,
+}
+
+/// Who the token belongs to, and what it may do.
+#[utoipa::path(get, path = "/me", tag = "auth", responses((status = 200, body = Me)))]
+async fn me(State(app): State<App>, caller: Caller) -> ApiResult<Json<Me>> {
+    let team_name = match &caller.team_id {
+        Some(t) => app.db.team_by_id(t).await?.map(|t| t.name),
+        None => None,
+    };
+    Ok(Json(Me {
+        user_id: caller.user_id.clone(),
+        username: caller.username.clone(),
+        team_id: caller.team_id.clone(),
+        team_name,
+        role_id: caller.role.name().into(),
+        permissions: caller.role.permissions(),
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewUser {
+    pub username: String,
+    pub password: String,
+    /// `admin`, `developer` (default) or `viewer`.
+    pub role_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct User {
+    pub id: String,
+    pub username: String,
+    pub role_id: String,
+}
+
+/// Checks a new account's fields: the rules `botbox user add` and `POST /users` share.
+pub fn check_new_user(username: &str, password: &str, role: &str) -> Result<(), String> {
+    if username.is_empty()
+        || username.len() > 64
+        || !username
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        return Err(format!(
+            "username: 1 to 64 letters, digits, '.', '_' or '-' (got {username:?})"
+        ));
+    }
+    if password.chars().count() < 8 {
+        return Err("password: at least 8 characters".into());
+    }
+    match Role::parse(role) {
+        Some(Role::TeamAdmin) | None => Err(format!(
+            "roleId: one of admin, developer, viewer (got {role:?})"
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Adds a user (platform administrators only).
+#[utoipa::path(post, path = "/users", tag = "teams", request_body = NewUser,
+    responses((status = 200, body = User), (status = 403), (status = 409, description = "user name taken")))]
+async fn create_user(
+    State(app): State<App>,
+    caller: Caller,
+    Body(req): Body<NewUser>,
+) -> ApiResult<Json<User>> {
+    if !caller.is_admin() {
+        return Err(ApiError::Forbidden);
+    }
+    let role = req.role_id.unwrap_or_else(|| "developer".into());
+    check_new_user(&req.username, &req.password, &role).map_err(ApiError::BadRequest)?;
+    let password = req.password;
+    let phc = tokio::task::spawn_blocking(move || auth::hash_password(&password))
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))?;
+    let u = app
+        .db
+        .insert_user(&req.username, &phc, &role)
+        .await
+        .map_err(|e| match e {
+            DbError::Conflict => {
+                ApiError::Conflict(format!("user {} already exists", req.username))
+            }
+            e => e.into(),
+        })?;
+    Ok(Json(User {
+        id: u.id,
+        username: u.username,
+        role_id: u.role_id,
+    }))
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserTeam {
+    pub id: String,
+    pub name: String,
+    pub role_id: String,
+    pub role: String,
+}
+
+/// The teams of a user (the user themself, or an administrator).
+#[utoipa::path(get, path = "/users/{userId}/teams", tag = "teams",
+    params(("userId" = String, Path)), responses((status = 200, body = [UserTeam]), (status = 403)))]
+async fn user_teams(
+    State(app): State<App>,
+    caller: Caller,
+    Path(user_id): Path<String>,
+) -> ApiResult<Json<Vec<UserTeam>>> {
+    if caller.user_id != user_id && !caller.is_admin() {
+        return Err(ApiError::Forbidden);
+    }
+    let teams = app.db.user_teams(&user_id).await?;
+    Ok(Json(
+        teams
+            .into_iter()
+            .map(|t| UserTeam {
+                id: t.id,
+                name: t.name,
+                role: t.role_id.clone(),
+                role_id: t.role_id,
+            })
+            .collect(),
+    ))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewTeam {
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    pub user_id: String,
+    pub username: String,
+    pub role_id: String,
+    pub role: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Team {
+    pub id: String,
+    pub name: String,
+    pub created_by: String,
+    pub members: Vec<Member>,
+}
+
+async fn team_json(app: &App, t: crate::db::TeamRow) -> ApiResult<Team> {
+    let members = app.db.team_members(&t.id).await?;
+    Ok(Team {
+        id: t.id,
+        name: t.name,
+        created_by: t.created_by,
+        members: members
+            .into_iter()
+            .map(|m| Member {
+                user_id: m.user_id,
+                username: m.username,
+                role: m.role_id.clone(),
+                role_id: m.role_id,
+            })
+            .collect(),
+    })
+}
+
+/// Creates a team; the caller becomes its `teamAdmin`.
+#[utoipa::path(post, path = "/teams", tag = "teams", request_body = NewTeam,
+    responses((status = 200, body = Team), (status = 409, description = "team name taken")))]
+async fn create_team(
+    State(app): State<App>,
+    caller: Caller,
+    Body(req): Body<NewTeam>,
+) -> ApiResult<Json<Team>> {
+    let name = req.name.trim();
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        return Err(ApiError::bad(format!(
+            "name: 1 to 64 letters, digits, '.', '_' or '-' (got {name:?})"
+        )));
+    }
+    if app.db.user_by_name(name).await?.is_some() {
+        return Err(ApiError::Conflict(format!("{name} is a user name")));
+    }
+    let t = app
+        .db
+        .insert_team(name, &caller.user_id, Role::TeamAdmin.name())
+        .await
+        .map_err(|e| match e {
+            DbError::Conflict => ApiError::Conflict(format!("team {name} already exists")),
+            e => e.into(),
+        })?;
+    Ok(Json(team_json(&app, t).await?))
+}
+
+/// A team with its members (members and administrators only).
+#[utoipa::path(get, path = "/teams/{team}", tag = "teams",
+    params(("team" = String, Path, description = "the team id (seed: /teams/:teamId), or its name")),
+    responses((status = 200, body = Team), (status = 404)))]
+async fn get_team(
+    State(app): State<App>,
+    caller: Caller,
+    Path(team_id): Path<String>,
+) -> ApiResult<Json<Team>> {
+    let t = team_by_id_or_name(&app, &team_id, true).await?;
+    if !caller.is_admin() && app.db.membership(&t.id, &caller.user_id).await?.is_none() {
+        return Err(ApiError::not_found(format!("team {team_id}")));
+    }
+    Ok(Json(team_json(&app, t).await?))
+}
+
+/// The seed addresses a team by id for GET and by name for DELETE on the same path; both
+/// routes accept either, trying the documented one first.
+async fn team_by_id_or_name(app: &App, key: &str, id_first: bool) -> ApiResult<crate::db::TeamRow> {
+    let first = if id_first {
+        app.db.team_by_id(key).await?
+    } else {
+        app.db.team_by_name(key).await?
+    };
+    let found = match first {
+        Some(t) => Some(t),
+        None if id_first => app.db.team_by_name(key).await?,
+        None => app.db.team_by_id(key).await?,
+    };
+    found.ok_or_else(|| ApiError::not_found(format!("team {key}")))
+}
+
+/// May the caller manage this team's membership? Team admins and platform admins may; other
+/// members get 403; strangers learn nothing (404).
+async fn require_team_admin(app: &App, caller: &Caller, team_id: &str, what: &str) -> ApiResult<()> {
+    if caller.is_admin() {
+        return Ok(());
+    }
+    match app.db.membership(team_id, &caller.user_id).await? {
+        Some(r) if r == Role::TeamAdmin.name() => Ok(()),
+        Some(_) => Err(ApiError::Forbidden),
+        None => Err(ApiError::not_found(format!("team {what}"))),
+    }
+}
+
+/// Deletes a team by name (its administrators only). A team that still owns projects is kept.
+#[utoipa::path(delete, path = "/teams/{team}", tag = "teams",
+    params(("team" = String, Path, description = "the team name (seed: /teams/{teamName}), or its id")),
+    responses((status = 200, body = Team), (status = 403), (status = 404), (status = 409)))]
+async fn delete_team(
+    State(app): State<App>,
+    caller: Caller,
+    Path(team_name): Path<String>,
+) -> ApiResult<Json<Team>> {
+    let t = team_by_id_or_name(&app, &team_name, false).await?;
+    require_team_admin(&app, &caller, &t.id, &team_name).await?;
+    let n = app.db.count_owned_projects(&t.id).await?;
+    if n > 0 {
+        return Err(ApiError::Conflict(format!(
+            "team {team_name} still owns {n} project(s)"
+        )));
+    }
+    let out = team_json(&app, t.clone()).await?;
+    app.db.delete_team(&t.id).await?;
+    Ok(Json(out))
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemberRole {
+    /// `teamAdmin`, `developer` or `viewer`.
+    pub role: String,
+}
+
+/// Adds a user to a team, or changes their role (team administrators only).
+#[utoipa::path(post, path = "/teams/{teamId}/users/{userId}", tag = "teams", request_body = MemberRole,
+    params(("teamId" = String, Path), ("userId" = String, Path)),
+    responses((status = 200, body = MemberRole), (status = 403), (status = 404)))]
+async fn add_member(
+    State(app): State<App>,
+    caller: Caller,
+    Path((team_id, user_id)): Path<(String, String)>,
+    Body(req): Body<MemberRole>,
+) -> ApiResult<Json<MemberRole>> {
+    if app.db.team_by_id(&team_id).await?.is_none() {
+        return Err(ApiError::not_found(format!("team {team_id}")));
+    }
+    require_team_admin(&app, &caller, &team_id, &team_id).await?;
+    if !TEAM_ROLE_NAMES.contains(&req.role.as_str()) {
+        return Err(ApiError::bad(format!(
+            "role: one of {} (got {:?})",
+            TEAM_ROLE_NAMES.join(", "),
+            req.role
+        )));
+    }
+    if app.db.user_by_id(&user_id).await?.is_none() {
+        return Err(ApiError::not_found(format!("user {user_id}")));
+    }
+    app.db.set_member(&team_id, &user_id, &req.role).await?;
+    Ok(Json(MemberRole { role: req.role }))
+}

@@ -1,0 +1,221 @@
+//! The live surface: channel webhooks, the converse endpoint, transcripts.
+
+use super::{ApiError, ApiResult, App, Body, Caller, project_for};
+use crate::auth::{Action, Resource};
+use crate::channels::{self, ChannelError, ChannelInfo, Inbound};
+use crate::live::{LiveError, console_session};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use runtime_core::session::{Message, Session};
+use serde::Deserialize;
+use serde_json::{Map, Value as Json_, json};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(converse))
+        .routes(routes!(list_transcript))
+}
+
+/// Webhooks are called by providers: no token, no project-API rate limit (the channel's
+/// `rpmLimit` applies instead).
+pub fn webhook_routes() -> axum::Router<App> {
+    axum::Router::new().route(
+        "/webhooks/{channelId}",
+        axum::routing::post(webhook).get(webhook),
+    )
+}
+
+impl From<LiveError> for ApiError {
+    fn from(e: LiveError) -> Self {
+        match e {
+            LiveError::Step(m) => ApiError::StepFailed(m),
+            LiveError::NotDeployed(m) => ApiError::NotFound(m),
+            LiveError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+async fn webhook(
+    State(app): State<App>,
+    Path(channel_id): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let Some((ch, env)) = app.live.channel(&channel_id).await? else {
+        return Err(ApiError::not_found(format!("channel {channel_id}")));
+    };
+    let span = tracing::info_span!("webhook", channel = %ch.id, kind = %ch.kind, environment = %env.name);
+    let _e = span.enter();
+    drop(_e);
+    if !app.live.channel_rpm_ok(&ch) {
+        return Err(ApiError::RateLimited(ch.rpm_limit.unwrap_or(0) as u32));
+    }
+    let options: Map<String, Json_> = serde_json::from_str(&ch.options).unwrap_or_default();
+    let kind = super::canonical_channel_type(&ch.kind).unwrap_or("generic");
+    let info = ChannelInfo { kind, url: &ch.url, options: &options };
+    let items = match channels::parse(&info, &headers, uri.query(), &body) {
+        Err(ChannelError::Signature(m)) => {
+            tracing::warn!(channel = %ch.id, reason = %m, "webhook rejected: bad signature");
+            return Ok((
+                StatusCode::UNAUTHORIZED,
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                format!("Bad signature: {m}"),
+            )
+                .into_response());
+        }
+        Err(ChannelError::Payload(m)) => return Err(ApiError::bad(m)),
+        Ok(Inbound::Handshake { content_type, body }) => {
+            return Ok(([(header::CONTENT_TYPE, content_type)], body).into_response());
+        }
+        Ok(Inbound::Messages(items)) => items,
+    };
+    for item in items {
+        if let Some(pid) = &item.provider_id
+            && !app.db.mark_seen(&ch.id, pid).await?
+        {
+            tracing::info!(channel = %ch.id, provider_id = %pid, "duplicate delivery ignored");
+            continue;
+        }
+        let provider_id = item.provider_id.clone();
+        match app.live.handle(&ch, &env, item).await {
+            Ok(()) => {}
+            // The user gets the bot's defaultErrorMessage (if any); the provider gets 200 so
+            // it does not retry a message that will fail the same way.
+            Err(LiveError::Step(_)) => {}
+            Err(e) => {
+                if let Some(pid) = provider_id {
+                    // Let the provider's retry run it.
+                    app.db.unmark_seen(&ch.id, &pid).await?;
+                }
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(Json(json!({"status": "ok"})).into_response())
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConverseRequest {
+    /// `{type, content?, payload?, metadata?}`.
+    #[schema(value_type = Object)]
+    pub message: Json_,
+    /// Stateless: the step runs on this session and returns the new one; nothing is stored.
+    #[schema(value_type = Option<Object>)]
+    pub session: Option<Json_>,
+    /// Stateful: the server keeps this session between calls.
+    pub session_id: Option<String>,
+    /// Run the environment's deployed revision (by name or slug).
+    pub environment_name: Option<String>,
+    /// Run this revision (default: the latest).
+    pub revision: Option<String>,
+}
+
+/// Runs one conversation step (the console's and tests' entry point). A failed step is a 400
+/// whose body is the error text.
+#[utoipa::path(post, path = "/projects/{projectId}/bot/converse", tag = "bot",
+    params(("projectId" = String, Path)), request_body = ConverseRequest,
+    responses((status = 200, description = "{messages, responses, session, duration}", body = Object),
+        (status = 400, description = "the step failed: its error text"), (status = 404)))]
+async fn converse(
+    State(app): State<App>,
+    caller: Caller,
+    Path(pid): Path<String>,
+    Body(req): Body<ConverseRequest>,
+) -> ApiResult<Json<Json_>> {
+    let project = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let rev = match (&req.environment_name, &req.revision) {
+        (Some(name), _) => {
+            let env = app
+                .db
+                .environment_by_name(&pid, name)
+                .await?
+                .ok_or_else(|| ApiError::not_found(format!("environment {name}")))?;
+            app.live.environment_revision(&env).await?
+        }
+        (None, Some(r)) => app.live.revision(&pid, r).await?,
+        (None, None) => {
+            let r = project
+                .bot_latest_revision
+                .ok_or_else(|| ApiError::not_found(format!("project {pid} has no bot revision yet")))?;
+            app.live.revision(&pid, &r).await?
+        }
+    };
+    let message = Message::from_json(&req.message).map_err(|e| ApiError::bad(format!("message: {e}")))?;
+    let result = match (&req.session, &req.session_id) {
+        (Some(s), _) => {
+            let session: Session = serde_json::from_value(s.clone())
+                .map_err(|e| ApiError::bad(format!("session: {e}")))?;
+            app.live.run_step(&project.owner_id, rev, session, message).await?.result
+        }
+        (None, Some(sid)) => {
+            let key = format!("console:{pid}:{sid}");
+            app.live.converse_stored(&key, &project.owner_id, rev, message).await?
+        }
+        (None, None) => {
+            app.live
+                .run_step(&project.owner_id, rev, console_session(), message)
+                .await?
+                .result
+        }
+    };
+    Ok(Json(serde_json::to_value(result).map_err(|e| ApiError::Internal(e.into()))?))
+}
+
+/// Transcripts of an environment between two times (Unix milliseconds, inclusive): every
+/// incoming and outgoing message, oldest first, as maps of strings.
+#[utoipa::path(get, path = "/analytics/{botId}/{environmentName}/list_transcript", tag = "analytics",
+    params(("botId" = String, Path, description = "the project id"), ("environmentName" = String, Path),
+        ("startTimeStamp" = Option<i64>, Query), ("endTimeStamp" = Option<i64>, Query)),
+    responses((status = 200, body = [Object])))]
+async fn list_transcript(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, env_name)): Path<(String, String)>,
+    uri: Uri,
+) -> ApiResult<Json<Vec<Map<String, Json_>>>> {
+    project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let q = super::query_pairs(uri.query());
+    let num = |name: &str, default: i64| -> ApiResult<i64> {
+        match q.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<i64>()
+                .map_err(|_| ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))),
+        }
+    };
+    let start = num("startTimeStamp", 0)?;
+    let end = num("endTimeStamp", i64::MAX)?;
+    let env = app
+        .db
+        .environment_by_name(&pid, &env_name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("environment {env_name}")))?;
+    let rows = app.db.list_transcripts(&pid, &env.name, start, end).await?;
+    let s = |v: Option<String>| Json_::String(v.unwrap_or_default());
+    Ok(Json(
+        rows.into_iter()
+            .map(|r| {
+                let mut m = Map::new();
+                m.insert("id".into(), Json_::String(r.id));
+                m.insert("environment".into(), Json_::String(r.environment_name));
+                m.insert("channelId".into(), Json_::String(r.channel_id));
+                m.insert("userId".into(), Json_::String(r.user_id));
+                m.insert("direction".into(), Json_::String(r.direction));
+                m.insert("message".into(), Json_::String(r.message));
+                m.insert("flow".into(), s(r.flow));
+                m.insert("intent".into(), s(r.intent));
+                m.insert("state".into(), s(r.state));
+                m.insert("timestamp".into(), Json_::String(r.created_at.to_string()));
+                m
+            })
+            .collect(),
+    ))
+}

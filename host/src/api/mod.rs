@@ -1,0 +1,594 @@
+//! The bot project API of seed 001: routes, the caller's identity, errors, paging, rate limit.
+//!
+//! Handlers are thin: they check who is calling and what they may do, call [`crate::db`],
+//! and shape the seed's JSON. Errors are the seed's plain-text bodies ([`ApiError`]).
+
+mod accounts;
+mod deploy;
+mod live;
+mod projects;
+
+pub use accounts::check_new_user;
+pub use deploy::canonical_channel_type;
+
+use crate::auth::{Action, Reach, Resource, Role, token_hash};
+use crate::db::{Db, DbError, ProjectRow};
+use crate::live::Live;
+use axum::Router;
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
+/// Settings of the project API, in one typed place.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Base URL the outside world reaches this server at; channel webhooks are built from it.
+    pub public_url: String,
+    /// Requests per minute per token (per address without one).
+    pub rate_limit_per_minute: u32,
+    /// Lifetime of tokens from `POST /login` and `POST /tokens`, in seconds.
+    pub token_ttl_secs: i64,
+    /// Largest accepted request body, in bytes.
+    pub body_limit: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            public_url: "http://127.0.0.1:8080".into(),
+            rate_limit_per_minute: 100,
+            token_ttl_secs: 7 * 24 * 3600,
+            body_limit: 4 << 20,
+        }
+    }
+}
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct App {
+    pub db: Db,
+    pub config: Arc<ApiConfig>,
+    pub live: Arc<Live>,
+    limiter: Arc<RateLimiter>,
+}
+
+impl App {
+    pub fn new(db: Db, config: ApiConfig, live: Arc<Live>) -> App {
+        App {
+            db,
+            config: Arc::new(config),
+            live,
+            limiter: Arc::new(RateLimiter::default()),
+        }
+    }
+
+    /// The URL that receives a channel's messages.
+    pub fn webhook_url(&self, channel_id: &str) -> String {
+        format!(
+            "{}/webhooks/{channel_id}",
+            self.config.public_url.trim_end_matches('/')
+        )
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "botbox project API",
+        description = "Projects, bot revisions, deployments, environments, channels, teams (seed 001). \
+            Errors are plain text: 400 `Wrong API usage. Please refer to the documentation!`, \
+            401, 403 `You're not authorized to view this page.`, 404, 409, \
+            429 `Ratelimit exceeded! 100 per minute`, 500."
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The routes with their OpenAPI description.
+fn api_routes() -> OpenApiRouter<App> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(accounts::routes())
+        .merge(projects::routes())
+        .merge(deploy::routes())
+        .merge(live::routes())
+}
+
+/// The OpenAPI document, as served at `/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_routes().split_for_parts().1
+}
+
+/// The whole HTTP surface: the API under the rate limit, `/openapi.json` and `/docs`.
+pub fn router(app: App) -> Router {
+    let (api, doc) = api_routes().split_for_parts();
+    let hooks = live::webhook_routes()
+        .layer(axum::extract::DefaultBodyLimit::max(1 << 20))
+        .with_state(app.clone());
+    let limited = api
+        .layer(axum::middleware::from_fn_with_state(app.clone(), rate_limit))
+        .layer(axum::extract::DefaultBodyLimit::max(app.config.body_limit))
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .with_state(app);
+    Router::new()
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
+        .merge(hooks)
+        .merge(limited)
+        .layer(axum::middleware::from_fn(trace_request))
+}
+
+/// The seed writes some paths with a trailing slash (`/projects/`) and some without; both
+/// forms reach the same route.
+pub fn trim_trailing_slash<B>(mut req: axum::http::Request<B>) -> axum::http::Request<B> {
+    let path = req.uri().path();
+    if path.len() > 1 && path.ends_with('/') && !path.starts_with("/docs") {
+        let trimmed = path.trim_end_matches('/');
+        let pq = match req.uri().query() {
+            Some(q) => format!("{trimmed}?{q}"),
+            None => trimmed.to_owned(),
+        };
+        if let Ok(uri) = pq.parse() {
+            *req.uri_mut() = uri;
+        }
+    }
+    req
+}
+
+async fn trace_request(req: Request, next: Next) -> Response {
+    use tracing::Instrument;
+    let span = tracing::info_span!(
+        "request",
+        method = %req.method(),
+        path = %req.uri().path(),
+        tenant = tracing::field::Empty,
+        status = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let res = next.run(req).instrument(span.clone()).await;
+    span.record("status", res.status().as_u16());
+    tracing::debug!(parent: &span, elapsed_ms = started.elapsed().as_millis() as u64, "done");
+    res
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// An error answer, with the seed's plain-text bodies. Details, when there are any, follow the
+/// seed's sentence on the next lines.
+#[derive(Debug)]
+pub enum ApiError {
+    BadRequest(String),
+    /// Missing, unknown or expired token; or wrong credentials (with their own message).
+    Unauthorized(&'static str),
+    Forbidden,
+    NotFound(String),
+    Conflict(String),
+    RateLimited(u32),
+    /// A conversation step failed: 400 with the error text alone (reference §12.1).
+    StepFailed(String),
+    Internal(anyhow::Error),
+}
+
+pub const BAD_REQUEST: &str = "Wrong API usage. Please refer to the documentation!";
+pub const FORBIDDEN: &str = "You're not authorized to view this page.";
+pub const NOT_LOGGED_IN: &str = "You're not logged in, or your token has expired. Please log in!";
+pub const NOT_FOUND: &str = "Not found. The resource does not exist or is not yours!";
+pub const CONFLICT: &str = "Conflict with the current state of the resource!";
+pub const UNAVAILABLE: &str = "Server is not available at the moment. We are working on it.";
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn bad(detail: impl Into<String>) -> ApiError {
+        ApiError::BadRequest(detail.into())
+    }
+    pub fn not_found(what: impl Into<String>) -> ApiError {
+        ApiError::NotFound(what.into())
+    }
+}
+
+fn text(status: StatusCode, first: &str, detail: &str) -> Response {
+    let body = if detail.is_empty() {
+        first.to_owned()
+    } else {
+        format!("{first}\n{detail}")
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match self {
+            ApiError::BadRequest(d) => text(StatusCode::BAD_REQUEST, BAD_REQUEST, &d),
+            ApiError::Unauthorized(m) => {
+                let mut r = text(StatusCode::UNAUTHORIZED, m, "");
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                r
+            }
+            ApiError::Forbidden => text(StatusCode::FORBIDDEN, FORBIDDEN, ""),
+            ApiError::StepFailed(m) => text(StatusCode::BAD_REQUEST, &m, ""),
+            ApiError::NotFound(d) => text(StatusCode::NOT_FOUND, NOT_FOUND, &d),
+            ApiError::Conflict(d) => text(StatusCode::CONFLICT, CONFLICT, &d),
+            ApiError::RateLimited(n) => text(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!("Ratelimit exceeded! {n} per minute"),
+                "",
+            ),
+            ApiError::Internal(e) => {
+                tracing::error!(error = %format!("{e:#}"), "internal error");
+                text(StatusCode::INTERNAL_SERVER_ERROR, UNAVAILABLE, "")
+            }
+        }
+    }
+}
+
+impl From<DbError> for ApiError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::Conflict => ApiError::Conflict("a resource with that name already exists".into()),
+            DbError::Sqlx(e) => ApiError::Internal(e.into()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies
+
+/// A JSON body. Malformed JSON, wrong types and oversized bodies are a 400 that names the
+/// field and the problem.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::bad(format!("the request body could not be read: {e}")))?;
+        parse_json(&bytes).map(Body)
+    }
+}
+
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad("a JSON body is required"));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            ApiError::bad(format!("body: {}", e.inner()))
+        } else {
+            ApiError::bad(format!("{path}: {}", e.inner()))
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paging
+
+pub const DEFAULT_LIMIT: i64 = 20;
+pub const MAX_LIMIT: i64 = 100;
+
+/// `?limit=&page=`: `limit` 1 to 100 (default 20), `page` from 1 (default 1).
+#[derive(Debug, Clone, Copy)]
+pub struct Paging {
+    pub limit: i64,
+    pub page: i64,
+}
+
+impl Paging {
+    pub fn offset(&self) -> i64 {
+        (self.page - 1) * self.limit
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Paging {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let q = query_pairs(parts.uri.query());
+        let num = |name: &str, default: i64, min: i64, max: i64| -> ApiResult<i64> {
+            match q.get(name) {
+                None => Ok(default),
+                Some(v) => match v.parse::<i64>() {
+                    Ok(n) if (min..=max).contains(&n) => Ok(n),
+                    _ => Err(ApiError::bad(format!(
+                        "query parameter {name} must be a whole number from {min} to {max} (got {v:?})"
+                    ))),
+                },
+            }
+        };
+        Ok(Paging {
+            limit: num("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
+            page: num("page", 1, 1, 1_000_000)?,
+        })
+    }
+}
+
+/// The seed's page object.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PageOf<T> {
+    pub page: i64,
+    pub limit: i64,
+    pub total: i64,
+    pub data: Vec<T>,
+}
+
+impl<T> PageOf<T> {
+    pub fn new(p: Paging, total: i64, data: Vec<T>) -> Self {
+        PageOf {
+            page: p.page,
+            limit: p.limit,
+            total,
+            data,
+        }
+    }
+}
+
+pub(crate) fn query_pairs(query: Option<&str>) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        out.entry(k.to_owned()).or_insert_with(|| v.to_owned());
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// The caller
+
+/// Who is calling: from the bearer token (header, or `?token=`).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub user_id: String,
+    pub username: String,
+    /// Set for a team token: the caller acts for this team.
+    pub team_id: Option<String>,
+    /// The live role: the user's platform role, or the role in the team for a team token.
+    pub role: Role,
+    pub token_hash: String,
+}
+
+impl Caller {
+    /// The owner the caller acts for: the team of a team token, else the user.
+    pub fn owner(&self) -> &str {
+        self.team_id.as_deref().unwrap_or(&self.user_id)
+    }
+
+    /// The caller's reach for an action, or 403 when the role grants none.
+    pub fn require(&self, action: Action, resource: Resource) -> ApiResult<Reach> {
+        match self.role.reach(action, resource) {
+            Reach::None => Err(ApiError::Forbidden),
+            r => Ok(r),
+        }
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+}
+
+fn bearer(parts: &Parts) -> Option<String> {
+    if let Some(h) = parts.headers.get(header::AUTHORIZATION) {
+        let h = h.to_str().ok()?;
+        let t = h
+            .strip_prefix("Bearer ")
+            .or_else(|| h.strip_prefix("bearer "))?;
+        return Some(t.trim().to_owned());
+    }
+    query_pairs(parts.uri.query()).remove("token")
+}
+
+impl FromRequestParts<App> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, Self::Rejection> {
+        let token = bearer(parts).ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+        let hash = token_hash(&token);
+        let row = app
+            .db
+            .token_by_hash(&hash)
+            .await?
+            .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+        if row.expire <= unix_secs() {
+            return Err(ApiError::Unauthorized(NOT_LOGGED_IN));
+        }
+        let user = app
+            .db
+            .user_by_id(&row.user_id)
+            .await?
+            .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+        let role_name = match &row.team_id {
+            // Membership is checked live: a removed member's team token stops working.
+            Some(team) => app
+                .db
+                .membership(team, &user.id)
+                .await?
+                .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?,
+            None => user.role_id.clone(),
+        };
+        let role = Role::parse(&role_name)
+            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown role {role_name}")))?;
+        let span = tracing::Span::current();
+        span.record("tenant", row.team_id.as_deref().unwrap_or(&user.id));
+        Ok(Caller {
+            user_id: user.id,
+            username: user.username,
+            team_id: row.team_id,
+            role,
+            token_hash: hash,
+        })
+    }
+}
+
+pub fn unix_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Loads a project the caller may act on: 403 when the role does not allow the action at
+/// all, 404 when the project does not exist or belongs to another owner (its existence is
+/// not revealed).
+pub async fn project_for(
+    app: &App,
+    caller: &Caller,
+    project_id: &str,
+    action: Action,
+    resource: Resource,
+) -> ApiResult<ProjectRow> {
+    let reach = caller.require(action, resource)?;
+    let p = app
+        .db
+        .project(project_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("project {project_id}")))?;
+    if reach == Reach::Own && p.owner_id != caller.owner() {
+        return Err(ApiError::not_found(format!("project {project_id}")));
+    }
+    Ok(p)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rate limit
+
+/// A fixed one-minute window per key, so "100 per minute" means exactly that.
+/// The counters live in this process: with several replicas each one counts on its own.
+#[derive(Default)]
+struct RateLimiter {
+    windows: Mutex<HashMap<String, (i64, u32)>>,
+}
+
+impl RateLimiter {
+    /// Counts a request; returns (allowed, remaining, seconds until the window resets).
+    fn hit(&self, key: &str, limit: u32, now_secs: i64) -> (bool, u32, i64) {
+        let window = now_secs / 60;
+        let reset = 60 - now_secs % 60;
+        let mut map = self.windows.lock().unwrap();
+        if map.len() > 100_000 {
+            map.retain(|_, (w, _)| *w == window);
+        }
+        let e = map.entry(key.to_owned()).or_insert((window, 0));
+        if e.0 != window {
+            *e = (window, 0);
+        }
+        if e.1 >= limit {
+            return (false, 0, reset);
+        }
+        e.1 += 1;
+        (true, limit - e.1, reset)
+    }
+}
+
+async fn rate_limit(State(app): State<App>, req: Request, next: Next) -> Response {
+    let limit = app.config.rate_limit_per_minute;
+    let (parts, body) = req.into_parts();
+    let key = match bearer(&parts) {
+        Some(t) => format!("t:{}", token_hash(&t)),
+        None => format!(
+            "a:{}",
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.ip().to_string())
+                .unwrap_or_default()
+        ),
+    };
+    let (ok, remaining, reset) = app.limiter.hit(&key, limit, unix_secs());
+    let mut res = if ok {
+        next.run(Request::from_parts(parts, body)).await
+    } else {
+        let mut r = ApiError::RateLimited(limit).into_response();
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(reset));
+        r
+    };
+    let h = res.headers_mut();
+    h.insert("ratelimit-limit", HeaderValue::from(limit));
+    h.insert("ratelimit-remaining", HeaderValue::from(remaining));
+    h.insert("ratelimit-reset", HeaderValue::from(reset));
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_registers_and_is_documented() {
+        let doc = openapi();
+        for p in ["/login", "/teams/{team}", "/projects/{projectId}/bot/converse"] {
+            assert!(doc.paths.paths.contains_key(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn window_counts_and_resets() {
+        let l = RateLimiter::default();
+        assert_eq!(l.hit("k", 2, 120), (true, 1, 60));
+        assert_eq!(l.hit("k", 2, 130), (true, 0, 50));
+        assert_eq!(l.hit("k", 2, 179), (false, 0, 1));
+        assert_eq!(l.hit("other", 2, 179), (true, 1, 1));
+        assert_eq!(l.hit("k", 2, 180), (true, 1, 60));
+    }
+
+    #[test]
+    fn trailing_slashes_are_trimmed_except_for_docs() {
+        let r = trim_trailing_slash(axum::http::Request::get("/projects/?page=2").body(()).unwrap());
+        assert_eq!(r.uri().to_string(), "/projects?page=2");
+        let r = trim_trailing_slash(axum::http::Request::get("/docs/").body(()).unwrap());
+        assert_eq!(r.uri().path(), "/docs/");
+    }
+
+    #[test]
+    fn json_errors_name_the_field() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct T {
+            name: String,
+            options: Opt,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Opt {
+            bot: bool,
+        }
+        let e = parse_json::<T>(br#"{"name": "x", "options": {"bot": 3}}"#).unwrap_err();
+        assert!(matches!(&e, ApiError::BadRequest(d) if d.starts_with("options.bot: invalid type")), "{e:?}");
+        let e = parse_json::<T>(b"{\"name\": ").unwrap_err();
+        assert!(matches!(&e, ApiError::BadRequest(d) if d.contains("EOF")), "{e:?}");
+        let e = parse_json::<T>(b"").unwrap_err();
+        assert!(matches!(&e, ApiError::BadRequest(d) if d.contains("required")), "{e:?}");
+    }
+}

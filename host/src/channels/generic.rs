@@ -1,0 +1,76 @@
+//! The generic channel (reference §12.2): `{userId, messages, metadata?}` in, the same shape
+//! POSTed to the channel's `url` out. With `options.secret`, both directions are signed:
+//! header `x-botbox-signature: sha256=<hex HMAC-SHA256(secret, body)>`.
+
+use super::{ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, verify_hmac, with_metadata};
+use runtime_core::session::{Message, Response};
+use serde_json::{Value as Json, json};
+
+pub const SIGNATURE_HEADER: &str = "x-botbox-signature";
+
+pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Result<Inbound, ChannelError> {
+    if let Some(secret) = ch.opt(&["secret"]) {
+        let sig = header(headers, SIGNATURE_HEADER)
+            .and_then(|s| s.strip_prefix("sha256="))
+            .and_then(|h| hex::decode(h).ok())
+            .ok_or_else(|| ChannelError::Signature(format!("missing {SIGNATURE_HEADER}")))?;
+        if !verify_hmac(secret.as_bytes(), body, &sig) {
+            return Err(ChannelError::Signature(format!("{SIGNATURE_HEADER} does not match")));
+        }
+    }
+    let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
+    let user = match v.get("userId") {
+        Some(Json::String(s)) if !s.is_empty() => s.clone(),
+        Some(Json::Number(n)) => n.to_string(),
+        _ => return Err(ChannelError::Payload("userId: a non-empty string is required".into())),
+    };
+    let messages = v
+        .get("messages")
+        .and_then(Json::as_array)
+        .ok_or_else(|| ChannelError::Payload("messages: an array is required".into()))?;
+    let mut metadata = v.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    if !metadata.is_object() {
+        metadata = json!({});
+    }
+    metadata["channelType"] = json!("generic");
+    let mut items = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let msg = Message::from_json(m).map_err(|e| ChannelError::Payload(format!("messages[{i}]: {e}")))?;
+        let provider_id = m.get("id").and_then(Json::as_str).map(str::to_owned);
+        items.push(InboundItem {
+            provider_id,
+            user_id: user.clone(),
+            message: with_metadata(msg, metadata.clone()),
+        });
+    }
+    Ok(Inbound::Messages(items))
+}
+
+/// A response as the generic channel shows it.
+pub fn response_json(r: &Response) -> Json {
+    let mut m = json!({ "type": r.msg_type });
+    if let Some(c) = &r.content {
+        m["content"] = json!(c);
+    }
+    if let Some(p) = &r.payload {
+        m["payload"] = p.clone();
+    }
+    m
+}
+
+pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
+    let body = json!({
+        "userId": user_id,
+        "messages": responses.iter().map(response_json).collect::<Vec<_>>(),
+    });
+    let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    if let Some(secret) = ch.opt(&["secret"]) {
+        let sig = super::hmac_sha256(secret.as_bytes(), body.to_string().as_bytes());
+        headers.push((SIGNATURE_HEADER.to_owned(), format!("sha256={}", hex::encode(sig))));
+    }
+    vec![Delivery {
+        url: ch.url.to_owned(),
+        headers,
+        body,
+    }]
+}

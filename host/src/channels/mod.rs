@@ -1,0 +1,216 @@
+//! Messaging channels: a provider's native webhook payload in, the language's [`Message`]s
+//! out; a step's [`Response`]s in, the provider's API calls out.
+//!
+//! Plain functions over bytes and JSON, no I/O: the live runner ([`crate::live`]) receives
+//! the webhook, runs the steps and puts the [`Delivery`]s in the outbox.
+//!
+//! Exact formats: generic, line, telegram, fbmessenger, slack. The other types of seed 001
+//! (twitter, spark, bbm, qiscus, whatsapp) take and send the generic channel's JSON: a
+//! documented best effort until each gets its own module.
+
+pub mod generic;
+pub mod line;
+pub mod messenger;
+pub mod slack;
+pub mod telegram;
+
+use hmac::{Hmac, Mac};
+use runtime_core::session::{Message, Response};
+use serde_json::{Map, Value as Json};
+use sha2::Sha256;
+
+/// One inbound message, with the provider's id for it (for dedupe) when there is one.
+#[derive(Debug, Clone)]
+pub struct InboundItem {
+    pub provider_id: Option<String>,
+    pub user_id: String,
+    pub message: Message,
+}
+
+/// What a webhook call amounts to.
+#[derive(Debug)]
+pub enum Inbound {
+    /// Messages to run, in order.
+    Messages(Vec<InboundItem>),
+    /// A provider handshake: answer with this status and body, run nothing.
+    Handshake { content_type: &'static str, body: String },
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ChannelError {
+    /// The request is not signed by the provider with the channel's secret.
+    #[error("bad signature: {0}")]
+    Signature(String),
+    #[error("unreadable payload: {0}")]
+    Payload(String),
+}
+
+/// A provider API call that delivers replies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Json,
+}
+
+/// A channel as the functions here see it.
+#[derive(Debug, Clone)]
+pub struct ChannelInfo<'a> {
+    /// Canonical type (`line` for "the service").
+    pub kind: &'a str,
+    /// The provider API base (or the customer's URL for generic).
+    pub url: &'a str,
+    pub options: &'a Map<String, Json>,
+}
+
+impl ChannelInfo<'_> {
+    pub fn opt(&self, names: &[&str]) -> Option<&str> {
+        names
+            .iter()
+            .find_map(|n| self.options.get(*n).and_then(Json::as_str))
+            .filter(|s| !s.is_empty())
+    }
+}
+
+/// Reads a webhook call. `query` is the raw query string (Messenger's verification uses it).
+pub fn parse(
+    ch: &ChannelInfo<'_>,
+    headers: &http::HeaderMap,
+    query: Option<&str>,
+    body: &[u8],
+) -> Result<Inbound, ChannelError> {
+    match ch.kind {
+        "line" => line::parse(ch, headers, body),
+        "telegram" => telegram::parse(ch, headers, body),
+        "fbmessenger" => messenger::parse(ch, headers, query, body),
+        "slack" => slack::parse(ch, headers, body),
+        _ => generic::parse(ch, headers, body),
+    }
+}
+
+/// The provider calls that deliver a step's responses to `user_id`.
+pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
+    if responses.is_empty() {
+        return vec![];
+    }
+    match ch.kind {
+        "line" => line::deliveries(ch, user_id, responses),
+        "telegram" => telegram::deliveries(ch, user_id, responses),
+        "fbmessenger" => messenger::deliveries(ch, user_id, responses),
+        "slack" => slack::deliveries(ch, user_id, responses),
+        _ => generic::deliveries(ch, user_id, responses),
+    }
+}
+
+/// HMAC-SHA256 of `body` with `secret`.
+pub fn hmac_sha256(secret: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("any key length");
+    mac.update(body);
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Constant-time check of an HMAC-SHA256.
+pub fn verify_hmac(secret: &[u8], body: &[u8], expected: &[u8]) -> bool {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("any key length");
+    mac.update(body);
+    mac.verify_slice(expected).is_ok()
+}
+
+pub fn header<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// A postback string as a payload: JSON when it parses, `k=v&k2=v2` as an object, else
+/// `{value: s}` (so `payload.type == 'follow'` matches Messenger's `type=follow`).
+pub fn postback_payload(s: &str) -> Json {
+    if let Ok(v @ Json::Object(_)) = serde_json::from_str::<Json>(s) {
+        return v;
+    }
+    if s.contains('=') {
+        let mut m = Map::new();
+        for pair in s.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            m.insert(k.to_owned(), Json::String(v.to_owned()));
+        }
+        return Json::Object(m);
+    }
+    serde_json::json!({ "value": s })
+}
+
+/// A message with `metadata` set.
+pub fn with_metadata(mut m: Message, metadata: Json) -> Message {
+    m.metadata = Some(metadata);
+    m
+}
+
+/// The button-like actions of a template response: (kind, label, value) with kind
+/// `postback` (value: JSON payload as a string), `url` or `message`.
+pub fn template_actions(payload: &Json) -> Vec<(String, String, String)> {
+    let items = payload.get("items");
+    let actions = items
+        .and_then(|i| i.get("actions"))
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default();
+    actions
+        .iter()
+        .map(|a| {
+            let kind = a.get("type").and_then(Json::as_str).unwrap_or("postback");
+            let label = a.get("label").and_then(Json::as_str).unwrap_or("").to_owned();
+            let value = match kind {
+                "url" => a.get("url").and_then(Json::as_str).unwrap_or("").to_owned(),
+                "message" => a.get("text").and_then(Json::as_str).unwrap_or(&label).to_owned(),
+                _ => a
+                    .get("payload")
+                    .map(|p| match p {
+                        Json::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .unwrap_or_default(),
+            };
+            (kind.to_owned(), label, value)
+        })
+        .collect()
+}
+
+/// The text of a response for providers that only take text: the content, or the template's
+/// title and text.
+pub fn plain_text(r: &Response) -> String {
+    if let Some(c) = &r.content {
+        return c.clone();
+    }
+    let p = r.payload.as_ref();
+    let items = p.and_then(|p| p.get("items"));
+    let field = |k: &str| {
+        items
+            .and_then(|i| i.get(k))
+            .and_then(Json::as_str)
+            .map(str::to_owned)
+    };
+    match (field("title"), field("text")) {
+        (Some(t), Some(x)) => format!("{t}\n{x}"),
+        (Some(t), None) | (None, Some(t)) => t,
+        (None, None) => p.map(|p| p.to_string()).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postbacks_become_objects() {
+        assert_eq!(postback_payload("type=follow"), serde_json::json!({"type": "follow"}));
+        assert_eq!(postback_payload("a=1&b=x"), serde_json::json!({"a": "1", "b": "x"}));
+        assert_eq!(postback_payload(r#"{"k":"v"}"#), serde_json::json!({"k": "v"}));
+        assert_eq!(postback_payload("plain"), serde_json::json!({"value": "plain"}));
+    }
+
+    #[test]
+    fn hmac_round_trip() {
+        let sig = hmac_sha256(b"secret", b"body");
+        assert!(verify_hmac(b"secret", b"body", &sig));
+        assert!(!verify_hmac(b"secret", b"body!", &sig));
+        assert!(!verify_hmac(b"other", b"body", &sig));
+    }
+}

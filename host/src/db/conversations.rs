@@ -1,0 +1,364 @@
+//! Sessions, inbound dedupe, the outbox, transcripts and schedules.
+
+use super::{Db, DbError, DbResult, new_id, now_ms};
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SessionRow {
+    pub body: String,
+    pub version: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct OutboxRow {
+    pub id: String,
+    pub channel_id: String,
+    pub url: String,
+    pub headers: String,
+    pub body: String,
+    pub status: String,
+    pub attempts: i64,
+    pub next_at: i64,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TranscriptRow {
+    pub id: String,
+    pub environment_name: String,
+    pub channel_id: String,
+    pub user_id: String,
+    pub direction: String,
+    pub message: String,
+    pub flow: Option<String>,
+    pub intent: Option<String>,
+    pub state: Option<String>,
+    pub created_at: i64,
+}
+
+/// A transcript line to record.
+#[derive(Debug, Clone)]
+pub struct NewTranscript<'a> {
+    pub project_id: &'a str,
+    pub environment_id: &'a str,
+    pub environment_name: &'a str,
+    pub channel_id: &'a str,
+    pub user_id: &'a str,
+    /// `in` or `out`.
+    pub direction: &'a str,
+    pub message: String,
+    pub flow: Option<String>,
+    pub intent: Option<String>,
+    pub state: Option<String>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ScheduleRow {
+    pub id: String,
+    pub session_id: String,
+    pub channel_id: String,
+    pub user_id: String,
+    pub message: String,
+    pub next_at: i64,
+    pub end_at: Option<i64>,
+    pub every_ms: Option<i64>,
+}
+
+/// What a step changes, written in one transaction: the session (if nobody else stored one
+/// since it was read), transcripts, outbound deliveries and schedules.
+#[derive(Debug, Default)]
+pub struct StepWrite<'a> {
+    pub transcripts: Vec<NewTranscript<'a>>,
+    /// (url, headers JSON, body)
+    pub outbox: Vec<(String, String, String)>,
+    pub schedules_add: Vec<ScheduleRow>,
+    pub schedules_remove: Vec<String>,
+}
+
+impl Db {
+    pub async fn session(&self, id: &str) -> DbResult<Option<SessionRow>> {
+        Ok(
+            sqlx::query_as("SELECT body, version FROM sessions WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Stores a step's outcome. `read_version` is the session version the step started from
+    /// (`None`: there was no session). Returns false, writing nothing, when another step
+    /// stored the session in between: the caller runs the step again on the newer session.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn commit_step(
+        &self,
+        session_id: &str,
+        environment_id: &str,
+        channel_id: &str,
+        user_id: &str,
+        body: &str,
+        read_version: Option<i64>,
+        channel_for_outbox: &str,
+        w: &StepWrite<'_>,
+    ) -> DbResult<bool> {
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        let stored = match read_version {
+            None => match sqlx::query(
+                "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, 1, $6)",
+            )
+            .bind(session_id)
+            .bind(environment_id)
+            .bind(channel_id)
+            .bind(user_id)
+            .bind(body)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(DbError::from_sqlx)
+            {
+                Ok(_) => true,
+                Err(DbError::Conflict) => false,
+                Err(e) => return Err(e),
+            },
+            Some(v) => {
+                sqlx::query(
+                    "UPDATE sessions SET body = $1, version = $2, updated_at = $3 WHERE id = $4 AND version = $5",
+                )
+                .bind(body)
+                .bind(v + 1)
+                .bind(now)
+                .bind(session_id)
+                .bind(v)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1
+            }
+        };
+        if !stored {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        for t in &w.transcripts {
+            sqlx::query(
+                "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
+                 direction, message, flow, intent, state, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            )
+            .bind(new_id())
+            .bind(t.project_id)
+            .bind(t.environment_id)
+            .bind(t.environment_name)
+            .bind(t.channel_id)
+            .bind(t.user_id)
+            .bind(t.direction)
+            .bind(&t.message)
+            .bind(&t.flow)
+            .bind(&t.intent)
+            .bind(&t.state)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for (url, headers, body) in &w.outbox {
+            sqlx::query(
+                "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7)",
+            )
+            .bind(new_id())
+            .bind(channel_for_outbox)
+            .bind(url)
+            .bind(headers)
+            .bind(body)
+            .bind(now)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for id in &w.schedules_remove {
+            sqlx::query("DELETE FROM schedules WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        for s in &w.schedules_add {
+            sqlx::query("DELETE FROM schedules WHERE id = $1")
+                .bind(&s.id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "INSERT INTO schedules (id, session_id, channel_id, user_id, message, next_at, end_at, every_ms, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            )
+            .bind(&s.id)
+            .bind(&s.session_id)
+            .bind(&s.channel_id)
+            .bind(&s.user_id)
+            .bind(&s.message)
+            .bind(s.next_at)
+            .bind(s.end_at)
+            .bind(s.every_ms)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Records a provider message id; false when it was seen before.
+    pub async fn mark_seen(&self, channel_id: &str, provider_id: &str) -> DbResult<bool> {
+        match sqlx::query(
+            "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3)",
+        )
+        .bind(channel_id)
+        .bind(provider_id)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(DbError::from_sqlx)
+        {
+            Ok(_) => Ok(true),
+            Err(DbError::Conflict) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Forgets a provider message id, so the provider's retry runs it after all.
+    pub async fn unmark_seen(&self, channel_id: &str, provider_id: &str) -> DbResult<()> {
+        sqlx::query("DELETE FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2")
+            .bind(channel_id)
+            .bind(provider_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Deliveries due now, oldest first.
+    pub async fn due_outbox(&self, now: i64, limit: i64) -> DbResult<Vec<OutboxRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, channel_id, url, headers, body, status, attempts, next_at, last_error FROM outbox \
+             WHERE status = 'pending' AND next_at <= $1 ORDER BY next_at, created_at LIMIT $2",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Claims a delivery for `lease_ms` (so another replica does not send it at the same
+    /// time); false when someone else claimed it first.
+    pub async fn claim_outbox(&self, row: &OutboxRow, lease_ms: i64) -> DbResult<bool> {
+        Ok(sqlx::query(
+            "UPDATE outbox SET next_at = $1 WHERE id = $2 AND status = 'pending' AND next_at = $3",
+        )
+        .bind(now_ms() + lease_ms)
+        .bind(&row.id)
+        .bind(row.next_at)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1)
+    }
+
+    /// Records a delivery attempt: sent, retry at `next_at`, or failed for good.
+    pub async fn outbox_attempt(
+        &self,
+        id: &str,
+        status: &str,
+        attempts: i64,
+        next_at: i64,
+        error: Option<&str>,
+    ) -> DbResult<()> {
+        sqlx::query(
+            "UPDATE outbox SET status = $1, attempts = $2, next_at = $3, last_error = $4 WHERE id = $5",
+        )
+        .bind(status)
+        .bind(attempts)
+        .bind(next_at)
+        .bind(error)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn outbox_rows(&self, channel_id: &str) -> DbResult<Vec<OutboxRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, channel_id, url, headers, body, status, attempts, next_at, last_error FROM outbox \
+             WHERE channel_id = $1 ORDER BY created_at, id",
+        )
+        .bind(channel_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn list_transcripts(
+        &self,
+        project_id: &str,
+        environment_name: &str,
+        start: i64,
+        end: i64,
+    ) -> DbResult<Vec<TranscriptRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, environment_name, channel_id, user_id, direction, message, flow, intent, state, created_at \
+             FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at >= $3 AND created_at <= $4 \
+             ORDER BY created_at, id",
+        )
+        .bind(project_id)
+        .bind(environment_name)
+        .bind(start)
+        .bind(end)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn due_schedules(&self, now: i64, limit: i64) -> DbResult<Vec<ScheduleRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, session_id, channel_id, user_id, message, next_at, end_at, every_ms FROM schedules \
+             WHERE next_at <= $1 ORDER BY next_at LIMIT $2",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Moves a fired schedule to its next time, or removes it; false when another replica
+    /// already did (it fires there).
+    pub async fn advance_schedule(&self, row: &ScheduleRow, next: Option<i64>) -> DbResult<bool> {
+        let q = match next {
+            Some(n) => sqlx::query("UPDATE schedules SET next_at = $1 WHERE id = $2 AND next_at = $3")
+                .bind(n)
+                .bind(&row.id)
+                .bind(row.next_at),
+            None => sqlx::query("DELETE FROM schedules WHERE id = $1 AND next_at = $2")
+                .bind(&row.id)
+                .bind(row.next_at),
+        };
+        Ok(q.execute(&self.pool).await?.rows_affected() == 1)
+    }
+
+    pub async fn environment_by_id(&self, id: &str) -> DbResult<Option<super::EnvironmentRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, project_id, name, slug, deployment_version, created_at FROM environments WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn environment_by_name(
+        &self,
+        project_id: &str,
+        name: &str,
+    ) -> DbResult<Option<super::EnvironmentRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, project_id, name, slug, deployment_version, created_at FROM environments \
+             WHERE project_id = $1 AND (name = $2 OR slug = $2)",
+        )
+        .bind(project_id)
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+}

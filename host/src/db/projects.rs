@@ -1,0 +1,663 @@
+//! Projects and what hangs off them: bot revisions, drafts, deployment versions, environments
+//! and channels. Every lookup below a project is keyed by the project id too, so an id from
+//! another project never matches.
+
+use super::{Db, DbError, DbResult, Page, new_id, now_ms};
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ProjectRow {
+    pub id: String,
+    pub owner_id: String,
+    pub name: String,
+    pub label: Option<String>,
+    pub description: Option<String>,
+    pub options: String,
+    pub bot_latest_revision: Option<String>,
+    pub nlu_latest_revision: Option<String>,
+    pub cms_latest_revision: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RevisionRow {
+    pub id: String,
+    pub project_id: String,
+    pub seq: i64,
+    pub version: String,
+    pub source: String,
+    pub compiled: String,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DraftRow {
+    pub draft_id: String,
+    pub body: String,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DeploymentRow {
+    pub id: String,
+    pub project_id: String,
+    pub seq: i64,
+    pub version: String,
+    pub bot_revision: String,
+    pub nlu_revision: Option<String>,
+    pub cms_revision: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct EnvironmentRow {
+    pub id: String,
+    pub project_id: String,
+    pub name: String,
+    pub slug: String,
+    pub deployment_version: String,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ChannelRow {
+    pub id: String,
+    pub project_id: String,
+    pub environment_id: String,
+    pub name: String,
+    pub kind: String,
+    pub url: String,
+    pub rpm_limit: Option<i64>,
+    pub agent_id: Option<String>,
+    pub options: String,
+    pub created_at: i64,
+}
+
+const PROJECT_COLS: &str = "id, owner_id, name, label, description, options, bot_latest_revision, \
+     nlu_latest_revision, cms_latest_revision, created_at, updated_at";
+const REVISION_COLS: &str = "id, project_id, seq, version, source, compiled, created_at";
+const DEPLOYMENT_COLS: &str = "id, project_id, seq, version, bot_revision, nlu_revision, \
+     cms_revision, created_at, updated_at";
+const ENV_COLS: &str = "id, project_id, name, slug, deployment_version, created_at";
+const CHANNEL_COLS: &str = "id, project_id, environment_id, name, kind, url, rpm_limit, agent_id, \
+     options, created_at";
+
+/// A new project's fields.
+#[derive(Debug, Clone)]
+pub struct NewProject {
+    pub owner_id: String,
+    pub name: String,
+    pub label: Option<String>,
+    pub description: Option<String>,
+    pub options: String,
+}
+
+/// A new or updated channel's fields.
+#[derive(Debug, Clone)]
+pub struct ChannelFields {
+    pub name: String,
+    pub kind: String,
+    pub url: String,
+    pub rpm_limit: Option<i64>,
+    pub agent_id: Option<String>,
+    pub options: String,
+}
+
+impl Db {
+    pub async fn insert_project(&self, p: &NewProject) -> DbResult<ProjectRow> {
+        let now = now_ms();
+        let row = ProjectRow {
+            id: new_id(),
+            owner_id: p.owner_id.clone(),
+            name: p.name.clone(),
+            label: p.label.clone(),
+            description: p.description.clone(),
+            options: p.options.clone(),
+            bot_latest_revision: None,
+            nlu_latest_revision: None,
+            cms_latest_revision: None,
+            created_at: now,
+            updated_at: now,
+        };
+        sqlx::query(
+            "INSERT INTO projects (id, owner_id, name, label, description, options, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&row.id)
+        .bind(&row.owner_id)
+        .bind(&row.name)
+        .bind(&row.label)
+        .bind(&row.description)
+        .bind(&row.options)
+        .bind(now)
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(DbError::from_sqlx)?;
+        Ok(row)
+    }
+
+    pub async fn project(&self, id: &str) -> DbResult<Option<ProjectRow>> {
+        Ok(
+            sqlx::query_as(&format!("SELECT {PROJECT_COLS} FROM projects WHERE id = $1"))
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Projects of one owner (`Some`), or of everyone (`None`), newest first.
+    pub async fn list_projects(
+        &self,
+        owner: Option<&str>,
+        limit: i64,
+        offset: i64,
+    ) -> DbResult<Page<ProjectRow>> {
+        let (filter, total_sql) = match owner {
+            Some(_) => (
+                "WHERE owner_id = $1",
+                "SELECT COUNT(*) FROM projects WHERE owner_id = $1",
+            ),
+            None => ("", "SELECT COUNT(*) FROM projects"),
+        };
+        let n = if owner.is_some() { 2 } else { 1 };
+        let sql = format!(
+            "SELECT {PROJECT_COLS} FROM projects {filter} ORDER BY created_at DESC, id LIMIT ${n} OFFSET ${}",
+            n + 1
+        );
+        let mut q = sqlx::query_as(&sql);
+        let mut t = sqlx::query_as::<_, (i64,)>(total_sql);
+        if let Some(o) = owner {
+            q = q.bind(o);
+            t = t.bind(o);
+        }
+        let items = q.bind(limit).bind(offset).fetch_all(&self.pool).await?;
+        let (total,) = t.fetch_one(&self.pool).await?;
+        Ok(Page { items, total })
+    }
+
+    pub async fn update_project(
+        &self,
+        id: &str,
+        name: &str,
+        label: Option<&str>,
+        description: Option<&str>,
+        options: &str,
+    ) -> DbResult<()> {
+        sqlx::query(
+            "UPDATE projects SET name = $1, label = $2, description = $3, options = $4, updated_at = $5 WHERE id = $6",
+        )
+        .bind(name)
+        .bind(label)
+        .bind(description)
+        .bind(options)
+        .bind(now_ms())
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(DbError::from_sqlx)?;
+        Ok(())
+    }
+
+    /// Stores a new revision and makes it the project's latest, in one transaction.
+    pub async fn insert_revision(
+        &self,
+        project_id: &str,
+        id: &str,
+        version: &str,
+        source: &str,
+        compiled: &str,
+    ) -> DbResult<RevisionRow> {
+        let mut tx = self.pool.begin().await?;
+        let (seq,): (i64,) = sqlx::query_as(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM bot_revisions WHERE project_id = $1",
+        )
+        .bind(project_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let row = RevisionRow {
+            id: id.to_owned(),
+            project_id: project_id.to_owned(),
+            seq,
+            version: version.to_owned(),
+            source: source.to_owned(),
+            compiled: compiled.to_owned(),
+            created_at: now_ms(),
+        };
+        sqlx::query(&format!(
+            "INSERT INTO bot_revisions ({REVISION_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        ))
+        .bind(&row.id)
+        .bind(&row.project_id)
+        .bind(row.seq)
+        .bind(&row.version)
+        .bind(&row.source)
+        .bind(&row.compiled)
+        .bind(row.created_at)
+        .execute(&mut *tx)
+        .await
+        .map_err(DbError::from_sqlx)?;
+        sqlx::query("UPDATE projects SET bot_latest_revision = $1, updated_at = $2 WHERE id = $3")
+            .bind(id)
+            .bind(row.created_at)
+            .bind(project_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await.map_err(DbError::from_sqlx)?;
+        Ok(row)
+    }
+
+    pub async fn latest_revision(&self, project_id: &str) -> DbResult<Option<RevisionRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {REVISION_COLS} FROM bot_revisions WHERE project_id = $1 ORDER BY seq DESC LIMIT 1"
+        ))
+        .bind(project_id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn revision(&self, project_id: &str, id: &str) -> DbResult<Option<RevisionRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {REVISION_COLS} FROM bot_revisions WHERE project_id = $1 AND id = $2"
+        ))
+        .bind(project_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn revision_versions(&self, project_id: &str) -> DbResult<Vec<String>> {
+        let rows: Vec<(String,)> =
+            sqlx::query_as("SELECT version FROM bot_revisions WHERE project_id = $1")
+                .bind(project_id)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().map(|r| r.0).collect())
+    }
+
+    pub async fn draft(&self, project_id: &str) -> DbResult<Option<DraftRow>> {
+        Ok(
+            sqlx::query_as("SELECT draft_id, body FROM drafts WHERE project_id = $1")
+                .bind(project_id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Creates or replaces the project's draft; returns its id (kept across updates).
+    pub async fn put_draft(&self, project_id: &str, body: &str) -> DbResult<String> {
+        let mut tx = self.pool.begin().await?;
+        let existing: Option<(String,)> =
+            sqlx::query_as("SELECT draft_id FROM drafts WHERE project_id = $1")
+                .bind(project_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let id = match existing {
+            Some((id,)) => {
+                sqlx::query("UPDATE drafts SET body = $1, updated_at = $2 WHERE project_id = $3")
+                    .bind(body)
+                    .bind(now_ms())
+                    .bind(project_id)
+                    .execute(&mut *tx)
+                    .await?;
+                id
+            }
+            None => {
+                let id = new_id();
+                sqlx::query("INSERT INTO drafts (project_id, draft_id, body, updated_at) VALUES ($1, $2, $3, $4)")
+                    .bind(project_id)
+                    .bind(&id)
+                    .bind(body)
+                    .bind(now_ms())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(DbError::from_sqlx)?;
+                id
+            }
+        };
+        tx.commit().await.map_err(DbError::from_sqlx)?;
+        Ok(id)
+    }
+
+    pub async fn delete_draft(&self, project_id: &str) -> DbResult<()> {
+        sqlx::query("DELETE FROM drafts WHERE project_id = $1")
+            .bind(project_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn insert_deployment(
+        &self,
+        project_id: &str,
+        version: &str,
+        bot_revision: &str,
+        nlu_revision: Option<&str>,
+        cms_revision: Option<&str>,
+    ) -> DbResult<DeploymentRow> {
+        let mut tx = self.pool.begin().await?;
+        let (seq,): (i64,) = sqlx::query_as(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM deployments WHERE project_id = $1",
+        )
+        .bind(project_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let now = now_ms();
+        let row = DeploymentRow {
+            id: new_id(),
+            project_id: project_id.to_owned(),
+            seq,
+            version: version.to_owned(),
+            bot_revision: bot_revision.to_owned(),
+            nlu_revision: nlu_revision.map(str::to_owned),
+            cms_revision: cms_revision.map(str::to_owned),
+            created_at: now,
+            updated_at: now,
+        };
+        sqlx::query(&format!(
+            "INSERT INTO deployments ({DEPLOYMENT_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        ))
+        .bind(&row.id)
+        .bind(&row.project_id)
+        .bind(row.seq)
+        .bind(&row.version)
+        .bind(&row.bot_revision)
+        .bind(&row.nlu_revision)
+        .bind(&row.cms_revision)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(DbError::from_sqlx)?;
+        tx.commit().await.map_err(DbError::from_sqlx)?;
+        Ok(row)
+    }
+
+    pub async fn deployment(&self, project_id: &str, version: &str) -> DbResult<Option<DeploymentRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {DEPLOYMENT_COLS} FROM deployments WHERE project_id = $1 AND version = $2"
+        ))
+        .bind(project_id)
+        .bind(version)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn latest_deployment(&self, project_id: &str) -> DbResult<Option<DeploymentRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {DEPLOYMENT_COLS} FROM deployments WHERE project_id = $1 ORDER BY seq DESC LIMIT 1"
+        ))
+        .bind(project_id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn list_deployments(
+        &self,
+        project_id: &str,
+        limit: i64,
+        offset: i64,
+    ) -> DbResult<Page<DeploymentRow>> {
+        let items = sqlx::query_as(&format!(
+            "SELECT {DEPLOYMENT_COLS} FROM deployments WHERE project_id = $1 ORDER BY seq DESC LIMIT $2 OFFSET $3"
+        ))
+        .bind(project_id)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&self.pool)
+        .await?;
+        let (total,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM deployments WHERE project_id = $1")
+                .bind(project_id)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(Page { items, total })
+    }
+
+    pub async fn update_deployment(
+        &self,
+        project_id: &str,
+        version: &str,
+        bot_revision: &str,
+        nlu_revision: Option<&str>,
+        cms_revision: Option<&str>,
+    ) -> DbResult<()> {
+        sqlx::query(
+            "UPDATE deployments SET bot_revision = $1, nlu_revision = $2, cms_revision = $3, updated_at = $4 \
+             WHERE project_id = $5 AND version = $6",
+        )
+        .bind(bot_revision)
+        .bind(nlu_revision)
+        .bind(cms_revision)
+        .bind(now_ms())
+        .bind(project_id)
+        .bind(version)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn delete_deployment(&self, project_id: &str, version: &str) -> DbResult<()> {
+        sqlx::query("DELETE FROM deployments WHERE project_id = $1 AND version = $2")
+            .bind(project_id)
+            .bind(version)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Environments of a project that use a deployment version.
+    pub async fn environments_using(&self, project_id: &str, version: &str) -> DbResult<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT name FROM environments WHERE project_id = $1 AND deployment_version = $2 ORDER BY name",
+        )
+        .bind(project_id)
+        .bind(version)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|r| r.0).collect())
+    }
+
+    pub async fn insert_environment(
+        &self,
+        project_id: &str,
+        name: &str,
+        slug: &str,
+        deployment_version: &str,
+    ) -> DbResult<EnvironmentRow> {
+        let row = EnvironmentRow {
+            id: new_id(),
+            project_id: project_id.to_owned(),
+            name: name.to_owned(),
+            slug: slug.to_owned(),
+            deployment_version: deployment_version.to_owned(),
+            created_at: now_ms(),
+        };
+        sqlx::query(&format!(
+            "INSERT INTO environments ({ENV_COLS}) VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(&row.id)
+        .bind(&row.project_id)
+        .bind(&row.name)
+        .bind(&row.slug)
+        .bind(&row.deployment_version)
+        .bind(row.created_at)
+        .execute(&self.pool)
+        .await
+        .map_err(DbError::from_sqlx)?;
+        Ok(row)
+    }
+
+    pub async fn environment(&self, project_id: &str, id: &str) -> DbResult<Option<EnvironmentRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {ENV_COLS} FROM environments WHERE project_id = $1 AND id = $2"
+        ))
+        .bind(project_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn list_environments(
+        &self,
+        project_id: &str,
+        limit: i64,
+        offset: i64,
+    ) -> DbResult<Page<EnvironmentRow>> {
+        let items = sqlx::query_as(&format!(
+            "SELECT {ENV_COLS} FROM environments WHERE project_id = $1 ORDER BY created_at, id LIMIT $2 OFFSET $3"
+        ))
+        .bind(project_id)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&self.pool)
+        .await?;
+        let (total,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM environments WHERE project_id = $1")
+                .bind(project_id)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(Page { items, total })
+    }
+
+    pub async fn set_environment_version(
+        &self,
+        project_id: &str,
+        id: &str,
+        version: &str,
+    ) -> DbResult<()> {
+        sqlx::query("UPDATE environments SET deployment_version = $1 WHERE project_id = $2 AND id = $3")
+            .bind(version)
+            .bind(project_id)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn insert_channel(
+        &self,
+        project_id: &str,
+        environment_id: &str,
+        f: &ChannelFields,
+    ) -> DbResult<ChannelRow> {
+        let row = ChannelRow {
+            id: new_id(),
+            project_id: project_id.to_owned(),
+            environment_id: environment_id.to_owned(),
+            name: f.name.clone(),
+            kind: f.kind.clone(),
+            url: f.url.clone(),
+            rpm_limit: f.rpm_limit,
+            agent_id: f.agent_id.clone(),
+            options: f.options.clone(),
+            created_at: now_ms(),
+        };
+        sqlx::query(&format!(
+            "INSERT INTO channels ({CHANNEL_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        ))
+        .bind(&row.id)
+        .bind(&row.project_id)
+        .bind(&row.environment_id)
+        .bind(&row.name)
+        .bind(&row.kind)
+        .bind(&row.url)
+        .bind(row.rpm_limit)
+        .bind(&row.agent_id)
+        .bind(&row.options)
+        .bind(row.created_at)
+        .execute(&self.pool)
+        .await
+        .map_err(DbError::from_sqlx)?;
+        Ok(row)
+    }
+
+    pub async fn channel(
+        &self,
+        project_id: &str,
+        environment_id: &str,
+        id: &str,
+    ) -> DbResult<Option<ChannelRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {CHANNEL_COLS} FROM channels WHERE project_id = $1 AND environment_id = $2 AND id = $3"
+        ))
+        .bind(project_id)
+        .bind(environment_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn list_channels(
+        &self,
+        project_id: &str,
+        environment_id: Option<&str>,
+        limit: i64,
+        offset: i64,
+    ) -> DbResult<Page<ChannelRow>> {
+        let env = environment_id.unwrap_or("");
+        let filter = "project_id = $1 AND ($2 = '' OR environment_id = $2)";
+        let items = sqlx::query_as(&format!(
+            "SELECT {CHANNEL_COLS} FROM channels WHERE {filter} ORDER BY created_at, id LIMIT $3 OFFSET $4"
+        ))
+        .bind(project_id)
+        .bind(env)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&self.pool)
+        .await?;
+        let (total,): (i64,) =
+            sqlx::query_as(&format!("SELECT COUNT(*) FROM channels WHERE {filter}"))
+                .bind(project_id)
+                .bind(env)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(Page { items, total })
+    }
+
+    pub async fn update_channel(&self, project_id: &str, id: &str, f: &ChannelFields) -> DbResult<()> {
+        sqlx::query(
+            "UPDATE channels SET name = $1, kind = $2, url = $3, rpm_limit = $4, agent_id = $5, options = $6 \
+             WHERE project_id = $7 AND id = $8",
+        )
+        .bind(&f.name)
+        .bind(&f.kind)
+        .bind(&f.url)
+        .bind(f.rpm_limit)
+        .bind(&f.agent_id)
+        .bind(&f.options)
+        .bind(project_id)
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(DbError::from_sqlx)?;
+        Ok(())
+    }
+
+    pub async fn delete_channel(&self, project_id: &str, id: &str) -> DbResult<()> {
+        sqlx::query("DELETE FROM channels WHERE project_id = $1 AND id = $2")
+            .bind(project_id)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// A channel by its id alone: the webhook receiver's lookup.
+    pub async fn channel_by_id(&self, id: &str) -> DbResult<Option<ChannelRow>> {
+        Ok(
+            sqlx::query_as(&format!("SELECT {CHANNEL_COLS} FROM channels WHERE id = $1"))
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn count_owned_projects(&self, owner_id: &str) -> DbResult<i64> {
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM projects WHERE owner_id = $1")
+            .bind(owner_id)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(n)
+    }
+}

@@ -1,0 +1,421 @@
+//! Live conversations: a message for an environment's channel runs on the environment's
+//! deployed revision in the sandbox; the session, transcripts, replies (outbox) and schedules
+//! are written in one transaction.
+//!
+//! Ordering: the messages of one user are applied one at a time. In one process an async
+//! mutex per session serves them in arrival order; across replicas the session row's version
+//! makes a step that lost a race run again on the newer session (optimistic locking).
+
+mod outbox;
+mod schedules;
+
+use crate::channels::{self, ChannelInfo, InboundItem};
+use crate::db::{
+    ChannelRow, Db, EnvironmentRow, NewTranscript, ScheduleRow, StepWrite, now_ms,
+};
+use crate::sandbox::effects::{Effects, LiveEffects};
+use crate::sandbox::{Revision, Sandbox, SandboxConfig, SandboxError, StepOutcome};
+use anyhow::{Context, anyhow};
+use runtime_core::session::{ConverseResult, Message, ScheduleOp, Session};
+use serde_json::{Map, Value as Json, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Settings of live conversations, in one typed place.
+#[derive(Debug, Clone)]
+pub struct LiveConfig {
+    pub sandbox: SandboxConfig,
+    /// First retry delay of a failed delivery; doubles each attempt (capped at 10 minutes).
+    pub outbox_backoff: Duration,
+    /// Attempts before a delivery is marked failed.
+    pub outbox_max_attempts: i64,
+    /// How often the outbox and the schedules are polled (they are also woken directly).
+    pub poll_interval: Duration,
+    /// Time-out of one delivery.
+    pub delivery_timeout: Duration,
+}
+
+impl Default for LiveConfig {
+    fn default() -> Self {
+        LiveConfig {
+            sandbox: SandboxConfig::default(),
+            outbox_backoff: Duration::from_secs(1),
+            outbox_max_attempts: 12,
+            poll_interval: Duration::from_millis(500),
+            delivery_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// The bot's step failed (limit, maxRecursion, ...): nothing was stored.
+    #[error("{0}")]
+    Step(String),
+    /// No deployed revision to run.
+    #[error("{0}")]
+    NotDeployed(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<crate::db::DbError> for LiveError {
+    fn from(e: crate::db::DbError) -> Self {
+        LiveError::Internal(e.into())
+    }
+}
+
+pub struct Live {
+    pub db: Db,
+    pub cfg: LiveConfig,
+    sandbox: tokio::sync::OnceCell<Arc<Sandbox>>,
+    revisions: moka::sync::Cache<String, Arc<Revision>>,
+    effects: Arc<dyn Effects>,
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    rpm: Mutex<HashMap<String, (i64, u32)>>,
+    http: reqwest::Client,
+    wake_outbox: tokio::sync::Notify,
+}
+
+/// What a step ran on, for the result's consumers.
+pub struct StepDone {
+    pub result: ConverseResult,
+    pub fuel_used: u64,
+}
+
+impl Live {
+    pub fn new(db: Db, cfg: LiveConfig) -> anyhow::Result<Arc<Live>> {
+        let effects: Arc<dyn Effects> = Arc::new(LiveEffects::new()?);
+        Ok(Self::with_effects(db, cfg, effects))
+    }
+
+    pub fn with_effects(db: Db, cfg: LiveConfig, effects: Arc<dyn Effects>) -> Arc<Live> {
+        Arc::new(Live {
+            db,
+            sandbox: tokio::sync::OnceCell::new(),
+            revisions: moka::sync::Cache::builder().max_capacity(1024).build(),
+            effects,
+            locks: Mutex::new(HashMap::new()),
+            rpm: Mutex::new(HashMap::new()),
+            http: reqwest::Client::builder()
+                .timeout(cfg.delivery_timeout)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("an HTTP client"),
+            wake_outbox: tokio::sync::Notify::new(),
+            cfg,
+        })
+    }
+
+    /// Starts the outbox and schedule workers.
+    pub fn spawn_workers(self: &Arc<Self>) {
+        tokio::spawn(outbox::run(self.clone()));
+        tokio::spawn(schedules::run(self.clone()));
+    }
+
+    /// The sandbox, created on first use (compiling the guest once per cache folder).
+    pub async fn sandbox(&self) -> anyhow::Result<Arc<Sandbox>> {
+        self.sandbox
+            .get_or_try_init(|| async {
+                let cfg = self.cfg.sandbox.clone();
+                tokio::task::spawn_blocking(move || Sandbox::new(cfg).map(Arc::new))
+                    .await
+                    .context("starting the sandbox")?
+            })
+            .await
+            .cloned()
+    }
+
+    /// A stored revision, ready to run (cached: revisions are immutable).
+    pub async fn revision(&self, project_id: &str, revision_id: &str) -> Result<Arc<Revision>, LiveError> {
+        if let Some(r) = self.revisions.get(revision_id) {
+            return Ok(r);
+        }
+        let row = self
+            .db
+            .revision(project_id, revision_id)
+            .await?
+            .ok_or_else(|| LiveError::NotDeployed(format!("bot revision {revision_id} does not exist")))?;
+        let bot: runtime_core::CompiledBot =
+            serde_json::from_str(&row.compiled).context("stored compiled bot")?;
+        let mut rev = Revision::new(revision_id, &bot);
+        if self.cfg.sandbox.limits != Default::default() {
+            rev = rev.with_limits(self.cfg.sandbox.limits.clone());
+        }
+        let rev = Arc::new(rev);
+        self.revisions.insert(revision_id.to_owned(), rev.clone());
+        Ok(rev)
+    }
+
+    /// The revision an environment runs now: environment → deployment version → revision.
+    /// Read for every message, so moving the environment takes effect at the next one.
+    pub async fn environment_revision(&self, env: &EnvironmentRow) -> Result<Arc<Revision>, LiveError> {
+        let d = self
+            .db
+            .deployment(&env.project_id, &env.deployment_version)
+            .await?
+            .ok_or_else(|| {
+                LiveError::NotDeployed(format!(
+                    "environment {} points at deployment version {}, which does not exist",
+                    env.name, env.deployment_version
+                ))
+            })?;
+        self.revision(&env.project_id, &d.bot_revision).await
+    }
+
+    /// Runs one step in the sandbox (on a blocking thread: wasm does not yield).
+    pub async fn run_step(
+        &self,
+        tenant: &str,
+        rev: Arc<Revision>,
+        session: Session,
+        message: Message,
+    ) -> Result<StepDone, LiveError> {
+        let sandbox = self.sandbox().await?;
+        let effects = self.effects.clone();
+        let span = tracing::info_span!("live_step", tenant = %tenant, revision = %rev.id);
+        let out = tokio::task::spawn_blocking(move || {
+            let _e = span.enter();
+            sandbox.step(&rev, &session, &message, effects)
+        })
+        .await
+        .map_err(|e| anyhow!("step task: {e}"))?;
+        match out {
+            Ok(StepOutcome { result, fuel_used, .. }) => Ok(StepDone { result, fuel_used }),
+            Err(SandboxError::Step(e)) => Err(LiveError::Step(e.to_string())),
+            Err(SandboxError::Internal(e)) => Err(LiveError::Internal(e)),
+        }
+    }
+
+    fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap();
+        if locks.len() > 10_000 {
+            // Drop locks nobody holds or waits for.
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        locks.entry(key.to_owned()).or_default().clone()
+    }
+
+    /// Counts an inbound request against a channel's `rpmLimit`; false when over it.
+    pub fn channel_rpm_ok(&self, channel: &ChannelRow) -> bool {
+        let Some(limit) = channel.rpm_limit.filter(|l| *l > 0) else {
+            return true;
+        };
+        let window = now_ms() / 60_000;
+        let mut map = self.rpm.lock().unwrap();
+        let e = map.entry(channel.id.clone()).or_insert((window, 0));
+        if e.0 != window {
+            *e = (window, 0);
+        }
+        if i64::from(e.1) >= limit {
+            return false;
+        }
+        e.1 += 1;
+        true
+    }
+
+    /// Runs one inbound message of a channel user to completion: the step, then the session,
+    /// transcript, replies and schedules stored together. A failed step stores nothing but
+    /// the incoming transcript line and, when the bot sets `config.defaultErrorMessage`, that
+    /// message to the user.
+    pub async fn handle(&self, channel: &ChannelRow, env: &EnvironmentRow, item: InboundItem) -> Result<(), LiveError> {
+        let key = format!("{}:{}:{}", env.id, channel.id, item.user_id);
+        let lock = self.lock_for(&key);
+        let _turn = lock.lock().await;
+        let project = self
+            .db
+            .project(&env.project_id)
+            .await?
+            .ok_or_else(|| LiveError::NotDeployed("the project is gone".into()))?;
+        let options: Map<String, Json> = serde_json::from_str(&channel.options).unwrap_or_default();
+        let kind = crate::api::canonical_channel_type(&channel.kind).unwrap_or("generic");
+        let info = ChannelInfo { kind, url: &channel.url, options: &options };
+        let in_json = serde_json::to_string(&item.message).unwrap_or_default();
+        for _attempt in 0..20 {
+            let rev = self.environment_revision(env).await?;
+            let stored = self.db.session(&key).await?;
+            let (session, version) = match stored {
+                Some(r) => (
+                    serde_json::from_str::<Session>(&r.body).context("stored session")?,
+                    Some(r.version),
+                ),
+                None => {
+                    let mut s = Session::new(&key);
+                    s.channel_id = Some(channel.id.clone());
+                    s.environment_id = Some(env.id.clone());
+                    s.deployment_id = Some(env.project_id.clone());
+                    s.user_id = Some(item.user_id.clone());
+                    (s, None)
+                }
+            };
+            let step = self
+                .run_step(&project.owner_id, rev.clone(), session.clone(), item.message.clone())
+                .await;
+            let mut w = StepWrite::default();
+            let transcript = |direction: &'static str, message: String, flow: Option<String>, intent: Option<String>, state: Option<String>| NewTranscript {
+                project_id: &env.project_id,
+                environment_id: &env.id,
+                environment_name: &env.name,
+                channel_id: &channel.id,
+                user_id: &item.user_id,
+                direction,
+                message,
+                flow,
+                intent,
+                state,
+            };
+            let body = match &step {
+                Ok(done) => {
+                    let r = &done.result;
+                    let meta = r.session.meta.as_ref();
+                    let flow = meta.and_then(|m| m.last_flow.clone());
+                    let state = meta.and_then(|m| m.last_state.clone());
+                    let intent = r.messages.first().and_then(|m| m.intent.clone());
+                    w.transcripts.push(transcript("in", in_json.clone(), flow.clone(), intent, state.clone()));
+                    for resp in &r.responses {
+                        w.transcripts.push(transcript(
+                            "out",
+                            serde_json::to_string(resp).unwrap_or_default(),
+                            Some(resp.flow.clone()),
+                            resp.intent.clone(),
+                            state.clone(),
+                        ));
+                    }
+                    for d in channels::deliveries(&info, &item.user_id, &r.responses) {
+                        w.outbox.push(delivery_row(d));
+                    }
+                    for op in &r.schedules {
+                        match op {
+                            ScheduleOp::Add { id, message, start, end, every } => w.schedules_add.push(ScheduleRow {
+                                id: format!("{key}#{id}"),
+                                session_id: key.clone(),
+                                channel_id: channel.id.clone(),
+                                user_id: item.user_id.clone(),
+                                message: message.to_string(),
+                                next_at: *start,
+                                end_at: *end,
+                                every_ms: *every,
+                            }),
+                            ScheduleOp::Remove { id } => w.schedules_remove.push(format!("{key}#{id}")),
+                        }
+                    }
+                    serde_json::to_string(&r.session).context("session")?
+                }
+                Err(LiveError::Step(e)) => {
+                    tracing::warn!(session = %key, error = %e, "step failed; session unchanged");
+                    w.transcripts.push(transcript("in", in_json.clone(), None, None, None));
+                    if let Some(text) = self.default_error_message(&env.project_id, &rev.id).await {
+                        let resp = runtime_core::session::Response {
+                            id: crate::db::new_id(),
+                            msg_type: runtime_core::model::MsgType::Text,
+                            content: Some(text),
+                            payload: None,
+                            action: "defaultErrorMessage".into(),
+                            ref_id: item.message.id.clone(),
+                            flow: String::new(),
+                            intent: None,
+                        };
+                        w.transcripts.push(transcript("out", serde_json::to_string(&resp).unwrap_or_default(), None, None, None));
+                        for d in channels::deliveries(&info, &item.user_id, std::slice::from_ref(&resp)) {
+                            w.outbox.push(delivery_row(d));
+                        }
+                    }
+                    // The session is written back unchanged (a version bump only).
+                    serde_json::to_string(&session).context("session")?
+                }
+                Err(LiveError::NotDeployed(m)) => return Err(LiveError::NotDeployed(m.clone())),
+                Err(LiveError::Internal(e)) => return Err(LiveError::Internal(anyhow!("{e:#}"))),
+            };
+            if self
+                .db
+                .commit_step(&key, &env.id, &channel.id, &item.user_id, &body, version, &channel.id, &w)
+                .await?
+            {
+                if !w.outbox.is_empty() {
+                    self.wake_outbox.notify_one();
+                }
+                return match step {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e),
+                };
+            }
+            tracing::debug!(session = %key, "session changed during the step; running it again");
+        }
+        Err(LiveError::Internal(anyhow!("session {key} kept changing; gave up")))
+    }
+
+    /// A console session kept by the server under `key`: one step, stored with optimistic
+    /// locking like a channel's (no transcripts, no deliveries).
+    pub async fn converse_stored(
+        &self,
+        key: &str,
+        tenant: &str,
+        rev: Arc<Revision>,
+        message: Message,
+    ) -> Result<ConverseResult, LiveError> {
+        let lock = self.lock_for(key);
+        let _turn = lock.lock().await;
+        for _attempt in 0..20 {
+            let (session, version) = match self.db.session(key).await? {
+                Some(r) => (
+                    serde_json::from_str::<Session>(&r.body).context("stored session")?,
+                    Some(r.version),
+                ),
+                None => {
+                    let mut s = console_session();
+                    s.id = key.to_owned();
+                    (s, None)
+                }
+            };
+            let done = self.run_step(tenant, rev.clone(), session, message.clone()).await?;
+            let body = serde_json::to_string(&done.result.session).context("session")?;
+            if self
+                .db
+                .commit_step(key, "console", "console", key, &body, version, "console", &StepWrite::default())
+                .await?
+            {
+                return Ok(done.result);
+            }
+        }
+        Err(LiveError::Internal(anyhow!("session {key} kept changing; gave up")))
+    }
+
+    async fn default_error_message(&self, project_id: &str, revision_id: &str) -> Option<String> {
+        let row = self.db.revision(project_id, revision_id).await.ok()??;
+        let bot: runtime_core::CompiledBot = serde_json::from_str(&row.compiled).ok()?;
+        bot.default_error_message().map(str::to_owned)
+    }
+
+    /// A channel and its environment, by channel id.
+    pub async fn channel(&self, channel_id: &str) -> Result<Option<(ChannelRow, EnvironmentRow)>, LiveError> {
+        let Some(ch) = self.db.channel_by_id(channel_id).await? else {
+            return Ok(None);
+        };
+        let Some(env) = self.db.environment_by_id(&ch.environment_id).await? else {
+            return Ok(None);
+        };
+        Ok(Some((ch, env)))
+    }
+}
+
+fn delivery_row(d: channels::Delivery) -> (String, String, String) {
+    (
+        d.url,
+        serde_json::to_string(&d.headers).expect("headers serialise"),
+        d.body.to_string(),
+    )
+}
+
+/// The session the console and the converse endpoint start from (reference §14.3).
+pub fn console_session() -> Session {
+    let mut s = Session::new("test~from~console");
+    s.channel_id = Some("console-channel".into());
+    s.environment_id = Some("console-environment".into());
+    s.deployment_id = Some("console-deployment".into());
+    s
+}
+
+pub fn empty_payload() -> Json {
+    json!({})
+}

@@ -1,0 +1,90 @@
+//! `botbox serve`: storage, the first admin account, the HTTP listener.
+
+use crate::api::{self, ApiConfig, App};
+use crate::auth;
+use crate::db::{self, Db};
+use crate::live::{Live, LiveConfig};
+use anyhow::{Context, Result};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tower::ServiceExt as _;
+
+/// Everything `botbox serve` needs, in one typed place.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub addr: SocketAddr,
+    /// Folder of the embedded SQLite database (and later caches). Created when missing.
+    pub data_dir: PathBuf,
+    /// `postgres://…` to use PostgreSQL; `None` for SQLite in `data_dir`.
+    pub database_url: Option<String>,
+    /// The first admin's password; generated and printed once when `None`.
+    pub admin_password: Option<String>,
+    /// Overrides `http://<addr>` as the base of webhook URLs.
+    pub public_url: Option<String>,
+    pub api: ApiConfig,
+    /// Live conversations: sandbox limits and cache folder, outbox retries.
+    pub live: LiveConfig,
+}
+
+/// Opens the database named by the config (SQLite in the data folder by default).
+pub async fn open_db(data_dir: &std::path::Path, database_url: Option<&str>) -> Result<Db> {
+    let url = match database_url {
+        Some(u) => u.to_owned(),
+        None => {
+            std::fs::create_dir_all(data_dir)
+                .with_context(|| format!("creating the data folder {}", data_dir.display()))?;
+            db::sqlite_url(data_dir)
+        }
+    };
+    Db::connect(&url).await
+}
+
+/// Creates the `admin` account on first start. Returns the generated password, if one was.
+pub async fn bootstrap_admin(db: &Db, password: Option<&str>) -> Result<Option<String>> {
+    if db.user_count().await? > 0 {
+        return Ok(None);
+    }
+    let (password, generated) = match password {
+        Some(p) => (p.to_owned(), false),
+        None => (auth::new_password(), true),
+    };
+    let phc = auth::hash_password(&password);
+    db.insert_user("admin", &phc, "admin").await?;
+    Ok(generated.then_some(password))
+}
+
+/// Runs the server until the process is stopped.
+pub async fn serve(cfg: ServeConfig) -> Result<()> {
+    let db = open_db(&cfg.data_dir, cfg.database_url.as_deref()).await?;
+    if let Some(pw) = bootstrap_admin(&db, cfg.admin_password.as_deref()).await? {
+        println!("created the admin account: username admin, password {pw}");
+        println!("(shown once; change it by adding users with `botbox user add`)");
+    }
+    let listener = tokio::net::TcpListener::bind(cfg.addr)
+        .await
+        .with_context(|| format!("binding {}", cfg.addr))?;
+    let addr = listener.local_addr()?;
+    let mut api_cfg = cfg.api.clone();
+    api_cfg.public_url = cfg
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}"));
+    let live = Live::new(db.clone(), cfg.live.clone())?;
+    live.spawn_workers();
+    let app = App::new(db, api_cfg, live);
+    let router = api::router(app);
+    let service = tower::service_fn(move |req: axum::extract::Request| {
+        router.clone().oneshot(api::trim_trailing_slash(req))
+    });
+    println!("botbox listening on http://{addr}");
+    use std::io::Write;
+    std::io::stdout().flush().ok();
+    axum::serve(
+        listener,
+        axum::ServiceExt::<axum::extract::Request>::into_make_service_with_connect_info::<SocketAddr>(
+            service,
+        ),
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,281 @@
+//! Shared by the end-to-end tests: start the real `botbox serve` on loopback against a fresh
+//! SQLite folder or a fresh PostgreSQL database, and talk to it over HTTP.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+pub const ADMIN_PASSWORD: &str = "admin-password-for-tests";
+/// The PostgreSQL server of the development machine and CI (trust auth).
+pub const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A running server; killed (and its PostgreSQL database dropped) on drop.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub db_url: String,
+    pg_db: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub async fn start(backend: Backend, extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let (db_url, pg_db) = match backend {
+            Backend::Sqlite => (botbox::db::sqlite_url(dir.path()), None),
+            Backend::Postgres => {
+                let name = format!("botbox_test_{}", botbox::db::new_id());
+                let admin = pg_admin().await;
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&admin)
+                    .await
+                    .expect("creating a test database on 127.0.0.1:5432 (is PostgreSQL running?)");
+                (format!("postgres://postgres@127.0.0.1:5432/{name}"), Some(name))
+            }
+        };
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_botbox"));
+        cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
+            .arg(dir.path())
+            .args(extra)
+            .env("BOTBOX_ADMIN_PASSWORD", ADMIN_PASSWORD)
+            .env("BOTBOX_LOG", "warn")
+            // One compiled sandbox guest for all test servers.
+            .env("BOTBOX_CACHE", concat!(env!("CARGO_TARGET_TMPDIR"), "/botbox-cache"))
+            .env_remove("BOTBOX_RATE_LIMIT")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        match backend {
+            Backend::Sqlite => cmd.env_remove("DATABASE_URL"),
+            Backend::Postgres => cmd.env("DATABASE_URL", &db_url),
+        };
+        let mut child = cmd.spawn().expect("starting botbox serve");
+        let stdout = child.stdout.take().unwrap();
+        let base = tokio::task::spawn_blocking(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            for line in lines.by_ref() {
+                let line = line.unwrap();
+                if let Some(url) = line.strip_prefix("botbox listening on ") {
+                    let url = url.to_owned();
+                    // Keep draining stdout so the server never blocks on a full pipe.
+                    std::thread::spawn(move || for _ in lines {});
+                    return Some(url);
+                }
+            }
+            None
+        })
+        .await
+        .unwrap()
+        .expect("botbox serve exited before listening");
+        Server {
+            child,
+            base,
+            db_url,
+            pg_db,
+            _dir: dir,
+        }
+    }
+
+    pub fn api(&self) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            base: self.base.clone(),
+        }
+    }
+
+    /// The server's database, opened from the test (for what the API cannot do, such as
+    /// making an already expired token).
+    pub async fn db(&self) -> botbox::db::Db {
+        botbox::db::Db::connect(&self.db_url).await.unwrap()
+    }
+}
+
+async fn pg_admin() -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    sqlx::any::AnyPoolOptions::new()
+        .max_connections(1)
+        .connect(PG_ADMIN_URL)
+        .await
+        .expect("connecting to PostgreSQL at 127.0.0.1:5432 (database test, user postgres)")
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(name) = self.pg_db.take() {
+            // A runtime of its own: drop may run inside or outside the test's runtime.
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let admin = pg_admin().await;
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&admin)
+                        .await;
+                });
+            })
+            .join()
+            .ok();
+        }
+    }
+}
+
+/// A response: status, headers and body text.
+#[derive(Debug)]
+pub struct Res {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+}
+
+impl Res {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.text))
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    /// Asserts the status and returns the JSON body.
+    #[track_caller]
+    pub fn ok(&self) -> Value {
+        assert_eq!(self.status, 200, "body: {}", self.text);
+        self.json()
+    }
+}
+
+#[derive(Clone)]
+pub struct Api {
+    pub http: reqwest::Client,
+    pub base: String,
+}
+
+impl Api {
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+    ) -> Res {
+        let mut rb = self.http.request(
+            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+            format!("{}{path}", self.base),
+        );
+        if let Some(t) = token {
+            rb = rb.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            rb = rb
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(b).unwrap());
+        }
+        let r = rb.send().await.expect("request failed");
+        Res {
+            status: r.status().as_u16(),
+            headers: r.headers().clone(),
+            text: r.text().await.unwrap(),
+        }
+    }
+
+    pub async fn raw(&self, method: &str, path: &str, token: Option<&str>, body: Vec<u8>) -> Res {
+        let mut rb = self.http.request(
+            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+            format!("{}{path}", self.base),
+        );
+        if let Some(t) = token {
+            rb = rb.bearer_auth(t);
+        }
+        let r = rb
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        Res {
+            status: r.status().as_u16(),
+            headers: r.headers().clone(),
+            text: r.text().await.unwrap(),
+        }
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Res {
+        self.call("GET", path, Some(token), None).await
+    }
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Res {
+        self.call("POST", path, Some(token), Some(&body)).await
+    }
+    pub async fn put(&self, path: &str, token: &str, body: Value) -> Res {
+        self.call("PUT", path, Some(token), Some(&body)).await
+    }
+    pub async fn delete(&self, path: &str, token: &str) -> Res {
+        self.call("DELETE", path, Some(token), None).await
+    }
+
+    /// Logs in; returns the Token.
+    pub async fn login(&self, username: &str, password: &str) -> Value {
+        self.call(
+            "POST",
+            "/login",
+            None,
+            Some(&serde_json::json!({"username": username, "password": password})),
+        )
+        .await
+        .ok()
+    }
+
+    pub async fn admin_token(&self) -> String {
+        self.login("admin", ADMIN_PASSWORD).await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Adds a user through the admin and logs them in; returns (user id, token).
+    pub async fn user(&self, admin: &str, name: &str, role: &str) -> (String, String) {
+        let u = self
+            .post(
+                "/users",
+                admin,
+                serde_json::json!({"username": name, "password": format!("{name}-password"), "roleId": role}),
+            )
+            .await
+            .ok();
+        let t = self.login(name, &format!("{name}-password")).await;
+        (
+            u["id"].as_str().unwrap().to_owned(),
+            t["id"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    /// A team token for `team_id`.
+    pub async fn team_token(&self, token: &str, team_id: &str) -> String {
+        self.post(
+            "/tokens",
+            token,
+            serde_json::json!({"type": "team", "teamId": team_id}),
+        )
+        .await
+        .ok()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+/// An example bot of `examples/` as a JSON document.
+pub fn example_bot(name: &str) -> Value {
+    let path = format!("{}/../examples/{name}/bot.yml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    serde_json::to_value(yaml).unwrap()
+}
