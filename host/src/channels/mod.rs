@@ -147,11 +147,17 @@ pub fn with_metadata(mut m: Message, metadata: Json) -> Message {
 /// `postback` (value: JSON payload as a string), `url` or `message`.
 pub fn template_actions(payload: &Json) -> Vec<(String, String, String)> {
     let items = payload.get("items");
-    let actions = items
-        .and_then(|i| i.get("actions"))
-        .and_then(Json::as_array)
-        .cloned()
-        .unwrap_or_default();
+    // A button template has one item; a carousel a list of them.
+    let actions: Vec<Json> = match items {
+        Some(Json::Array(list)) => list
+            .iter()
+            .filter_map(|i| i.get("actions").and_then(Json::as_array))
+            .flatten()
+            .cloned()
+            .collect(),
+        Some(i) => i.get("actions").and_then(Json::as_array).cloned().unwrap_or_default(),
+        None => vec![],
+    };
     actions
         .iter()
         .map(|a| {
@@ -181,6 +187,18 @@ pub fn plain_text(r: &Response) -> String {
     }
     let p = r.payload.as_ref();
     let items = p.and_then(|p| p.get("items"));
+    if let Some(Json::Array(list)) = items {
+        let str_of = |i: &Json, k: &str| i.get(k).and_then(Json::as_str).map(str::to_owned);
+        return list
+            .iter()
+            .map(|i| match (str_of(i, "title"), str_of(i, "text")) {
+                (Some(t), Some(x)) => format!("{t}: {x}"),
+                (Some(t), None) | (None, Some(t)) => t,
+                (None, None) => String::new(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
     let field = |k: &str| {
         items
             .and_then(|i| i.get(k))
