@@ -31,6 +31,7 @@ on_both_backends!(
     outbox_redelivers_after_receiver_was_down,
     environment_switch_takes_effect_at_the_next_message,
     converse_endpoint_and_rpm_limit,
+    schedules_fire_and_survive_a_restart,
 );
 
 /// Server flags of these tests: providers are on loopback; retries come fast.
@@ -406,4 +407,52 @@ async fn converse_endpoint_and_rpm_limit(backend: Backend) {
         }
     }
     assert!(tries.iter().any(|t| t == &[200, 200, 429]), "{tries:?}");
+}
+
+/// A bot that schedules a repeating command, answered with "tick!".
+fn ticker_bot() -> Value {
+    json!({
+        "name": "ticker",
+        "flows": {
+            "main": {
+                "intents": {
+                    "remind": {"initial": true, "condition": "content == 'remind'"},
+                    "tick": {"initial": true, "type": "command", "condition": "content == 'tick'"}
+                },
+                "states": {
+                    "init": {"initial": true, "transitions": {
+                        "armed": {"condition": "intent == 'remind'"},
+                        "ticked": {"condition": "intent == 'tick'"}}},
+                    "armed": {"end": true, "action": [
+                        {"name": "schedule", "options": {
+                            "id": "r", "command": "add", "message": {"type": "command", "content": "tick"},
+                            "start": "2020-01-01 00:00:00", "end": "2099-01-01 00:00:00",
+                            "freqType": "second", "freqInterval": 1}},
+                        {"name": "text", "options": {"text": "armed"}}]},
+                    "ticked": {"end": true, "action": {"name": "text", "options": {"text": "tick!"}}}
+                }
+            }
+        }
+    })
+}
+
+async fn schedules_fire_and_survive_a_restart(backend: Backend) {
+    let mut server = start(backend).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (pid, env) = deploy(&api, &admin, ticker_bot()).await;
+    let (rx, rx_url) = Receiver::start().await;
+    let ch = channel(&api, &admin, &pid, &env, json!({"name": "web", "type": "generic", "url": rx_url})).await;
+    let cid = s(&ch["id"]);
+    hook(&api, &s(&ch["webhook"]), &[], &json!({"userId": "u", "messages": [{"type": "text", "content": "remind"}]})).await.ok();
+    let got = rx.wait_for(2).await;
+    assert_eq!(texts(&got[0].2), ["armed"]);
+    assert_eq!(texts(&got[1].2), ["tick!"]);
+    // Killed and started again: the schedule lives in the database and keeps firing.
+    server.restart().await;
+    let before = rx.seen.lock().unwrap().len();
+    let got = rx.wait_for(before + 2).await;
+    assert!(got[before..].iter().all(|(_, _, b)| texts(b) == ["tick!"]));
+    let db = server.db().await;
+    assert!(db.outbox_rows(&cid).await.unwrap().len() >= before + 2);
 }

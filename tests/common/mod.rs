@@ -22,6 +22,8 @@ pub struct Server {
     pub base: String,
     pub db_url: String,
     pg_db: Option<String>,
+    backend: Backend,
+    extra: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -40,46 +42,26 @@ impl Server {
                 (format!("postgres://postgres@127.0.0.1:5432/{name}"), Some(name))
             }
         };
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_botbox"));
-        cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
-            .arg(dir.path())
-            .args(extra)
-            .env("BOTBOX_ADMIN_PASSWORD", ADMIN_PASSWORD)
-            .env("BOTBOX_LOG", "warn")
-            // One compiled sandbox guest for all test servers.
-            .env("BOTBOX_CACHE", concat!(env!("CARGO_TARGET_TMPDIR"), "/botbox-cache"))
-            .env_remove("BOTBOX_RATE_LIMIT")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        match backend {
-            Backend::Sqlite => cmd.env_remove("DATABASE_URL"),
-            Backend::Postgres => cmd.env("DATABASE_URL", &db_url),
-        };
-        let mut child = cmd.spawn().expect("starting botbox serve");
-        let stdout = child.stdout.take().unwrap();
-        let base = tokio::task::spawn_blocking(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            for line in lines.by_ref() {
-                let line = line.unwrap();
-                if let Some(url) = line.strip_prefix("botbox listening on ") {
-                    let url = url.to_owned();
-                    // Keep draining stdout so the server never blocks on a full pipe.
-                    std::thread::spawn(move || for _ in lines {});
-                    return Some(url);
-                }
-            }
-            None
-        })
-        .await
-        .unwrap()
-        .expect("botbox serve exited before listening");
+        let (child, base) = spawn(dir.path(), backend, &db_url, extra).await;
         Server {
             child,
             base,
             db_url,
             pg_db,
+            backend,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
             _dir: dir,
         }
+    }
+
+    /// Stops the server (as a crash would: SIGKILL) and starts it again on the same storage.
+    pub async fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let (child, base) = spawn(self._dir.path(), self.backend, &self.db_url, &extra).await;
+        self.child = child;
+        self.base = base;
     }
 
     pub fn api(&self) -> Api {
@@ -94,6 +76,43 @@ impl Server {
     pub async fn db(&self) -> botbox::db::Db {
         botbox::db::Db::connect(&self.db_url).await.unwrap()
     }
+}
+
+async fn spawn(dir: &std::path::Path, backend: Backend, db_url: &str, extra: &[&str]) -> (Child, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_botbox"));
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
+        .arg(dir)
+        .args(extra)
+        .env("BOTBOX_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .env("BOTBOX_LOG", "warn")
+        // One compiled sandbox guest for all test servers.
+        .env("BOTBOX_CACHE", concat!(env!("CARGO_TARGET_TMPDIR"), "/botbox-cache"))
+        .env_remove("BOTBOX_RATE_LIMIT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    match backend {
+        Backend::Sqlite => cmd.env_remove("DATABASE_URL"),
+        Backend::Postgres => cmd.env("DATABASE_URL", db_url),
+    };
+    let mut child = cmd.spawn().expect("starting botbox serve");
+    let stdout = child.stdout.take().unwrap();
+    let base = tokio::task::spawn_blocking(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if let Some(url) = line.strip_prefix("botbox listening on ") {
+                let url = url.to_owned();
+                // Keep draining stdout so the server never blocks on a full pipe.
+                std::thread::spawn(move || for _ in lines {});
+                return Some(url);
+            }
+        }
+        None
+    })
+    .await
+    .unwrap()
+    .expect("botbox serve exited before listening");
+    (child, base)
 }
 
 async fn pg_admin() -> sqlx::AnyPool {

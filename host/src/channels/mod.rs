@@ -224,6 +224,101 @@ mod tests {
         assert_eq!(postback_payload("plain"), serde_json::json!({"value": "plain"}));
     }
 
+    fn info<'a>(kind: &'a str, options: &'a Map<String, Json>) -> ChannelInfo<'a> {
+        ChannelInfo { kind, url: "http://provider", options }
+    }
+
+    fn opts(v: Json) -> Map<String, Json> {
+        v.as_object().unwrap().clone()
+    }
+
+    fn headers(pairs: &[(&'static str, String)]) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    fn messages(i: Inbound) -> Vec<InboundItem> {
+        match i {
+            Inbound::Messages(m) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn line_follow_is_a_follow_data_message() {
+        use base64::Engine as _;
+        let o = opts(serde_json::json!({"secret": "s", "token": "T"}));
+        let body = br#"{"events":[{"type":"follow","webhookEventId":"e1","source":{"type":"user","userId":"U1"}}]}"#;
+        let sig = base64::engine::general_purpose::STANDARD.encode(hmac_sha256(b"s", body));
+        let m = messages(parse(&info("line", &o), &headers(&[("x-line-signature", sig)]), None, body).unwrap());
+        assert_eq!(m[0].message.payload, Some(serde_json::json!({"type": "follow"})));
+        assert_eq!(
+            m[0].message.metadata,
+            Some(serde_json::json!({"channelType": "line", "lineSenderId": "U1", "lineSenderType": "user", "lineAccessToken": "T"}))
+        );
+        // A LINE channel without a secret cannot be verified: refused.
+        let none = Map::new();
+        assert!(matches!(parse(&info("line", &none), &headers(&[]), None, body), Err(ChannelError::Signature(_))));
+    }
+
+    #[test]
+    fn telegram_start_is_text() {
+        let o = Map::new();
+        let body = br#"{"update_id":9,"message":{"message_id":1,"from":{"id":5,"first_name":"Budi","last_name":"S"},"chat":{"id":5},"text":"/start"}}"#;
+        let m = messages(parse(&info("telegram", &o), &headers(&[]), None, body).unwrap());
+        assert_eq!(m[0].message.content.as_deref(), Some("/start"));
+        assert_eq!(m[0].provider_id.as_deref(), Some("9"));
+        assert_eq!(m[0].message.metadata.as_ref().unwrap()["telegramSenderName"], "Budi S");
+    }
+
+    #[test]
+    fn messenger_verification_and_signed_postbacks() {
+        let o = opts(serde_json::json!({"verifyToken": "vt", "secret": "app", "token": "PT"}));
+        let ok = parse(&info("fbmessenger", &o), &headers(&[]), Some("hub.mode=subscribe&hub.verify_token=vt&hub.challenge=42"), b"").unwrap();
+        assert!(matches!(ok, Inbound::Handshake { body, .. } if body == "42"));
+        let bad = parse(&info("fbmessenger", &o), &headers(&[]), Some("hub.mode=subscribe&hub.verify_token=no&hub.challenge=42"), b"");
+        assert!(bad.is_err());
+        let body = br#"{"object":"page","entry":[{"messaging":[{"sender":{"id":"P1"},"postback":{"payload":"type=follow","mid":"m1"}}]}]}"#;
+        let sig = format!("sha256={}", hex::encode(hmac_sha256(b"app", body)));
+        let m = messages(parse(&info("fbmessenger", &o), &headers(&[("x-hub-signature-256", sig)]), None, body).unwrap());
+        assert_eq!(m[0].message.payload, Some(serde_json::json!({"type": "follow"})));
+        assert_eq!(m[0].message.metadata.as_ref().unwrap()["fbmessengerSenderId"], "P1");
+        let forged = format!("sha256={}", hex::encode(hmac_sha256(b"other", body)));
+        assert!(parse(&info("fbmessenger", &o), &headers(&[("x-hub-signature-256", forged)]), None, body).is_err());
+    }
+
+    #[test]
+    fn slack_url_verification_and_signature_window() {
+        let o = opts(serde_json::json!({"secret": "ss", "token": "xoxb"}));
+        let body = br#"{"type":"url_verification","challenge":"abc"}"#;
+        let now = crate::db::now_ms() / 1000;
+        let sign = |ts: i64| {
+            let mut base = format!("v0:{ts}:").into_bytes();
+            base.extend_from_slice(body);
+            format!("v0={}", hex::encode(hmac_sha256(b"ss", &base)))
+        };
+        let h = headers(&[("x-slack-request-timestamp", now.to_string()), ("x-slack-signature", sign(now))]);
+        let ok = parse(&info("slack", &o), &h, None, body).unwrap();
+        assert!(matches!(ok, Inbound::Handshake { body, .. } if body == r#"{"challenge":"abc"}"#));
+        // A replayed request from ten minutes ago is refused even with a valid signature.
+        let old = now - 600;
+        let h = headers(&[("x-slack-request-timestamp", old.to_string()), ("x-slack-signature", sign(old))]);
+        assert!(parse(&info("slack", &o), &h, None, body).is_err());
+    }
+
+    #[test]
+    fn generic_signature_when_a_secret_is_set() {
+        let o = opts(serde_json::json!({"secret": "g"}));
+        let body = br#"{"userId":"u","messages":[{"type":"text","content":"hi"}]}"#;
+        assert!(parse(&info("generic", &o), &headers(&[]), None, body).is_err());
+        let sig = format!("sha256={}", hex::encode(hmac_sha256(b"g", body)));
+        let m = messages(parse(&info("generic", &o), &headers(&[("x-botbox-signature", sig)]), None, body).unwrap());
+        assert_eq!(m[0].message.metadata, Some(serde_json::json!({"channelType": "generic"})));
+    }
+
     #[test]
     fn hmac_round_trip() {
         let sig = hmac_sha256(b"secret", b"body");

@@ -7,6 +7,14 @@ use crate::db::now_ms;
 use runtime_core::session::Message;
 use std::sync::Arc;
 
+/// The first fire time after `now` of a repeating schedule within its end; `None` when it
+/// does not repeat or is over. Missed fires (the server was down) are not replayed one by one.
+pub fn next_fire(row: &crate::db::ScheduleRow, now: i64) -> Option<i64> {
+    let every = row.every_ms.filter(|e| *e > 0)?;
+    let k = (now - row.next_at).max(0) / every + 1;
+    Some(row.next_at + k * every).filter(|n| row.end_at.is_none_or(|end| *n <= end))
+}
+
 pub(super) async fn run(live: Arc<Live>) {
     loop {
         if let Err(e) = fire_due(&live).await {
@@ -20,11 +28,7 @@ pub(super) async fn run(live: Arc<Live>) {
 pub async fn fire_due(live: &Live) -> anyhow::Result<usize> {
     let mut fired = 0;
     for row in live.db.due_schedules(now_ms(), 64).await? {
-        let next = row
-            .every_ms
-            .filter(|e| *e > 0)
-            .map(|e| row.next_at + e)
-            .filter(|n| row.end_at.is_none_or(|end| *n <= end));
+        let next = next_fire(&row, now_ms());
         if !live.db.advance_schedule(&row, next).await? {
             continue; // another replica fires it
         }
@@ -50,4 +54,30 @@ pub async fn fire_due(live: &Live) -> anyhow::Result<usize> {
         }
     }
     Ok(fired)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(next_at: i64, every: Option<i64>, end: Option<i64>) -> crate::db::ScheduleRow {
+        crate::db::ScheduleRow {
+            id: "s".into(),
+            session_id: "x".into(),
+            channel_id: "c".into(),
+            user_id: "u".into(),
+            message: "{}".into(),
+            next_at,
+            end_at: end,
+            every_ms: every,
+        }
+    }
+
+    #[test]
+    fn next_fire_skips_missed_periods_and_stops_at_the_end() {
+        assert_eq!(next_fire(&row(1000, None, None), 5000), None);
+        assert_eq!(next_fire(&row(1000, Some(1000), None), 1000), Some(2000));
+        assert_eq!(next_fire(&row(1000, Some(1000), None), 5500), Some(6000));
+        assert_eq!(next_fire(&row(1000, Some(1000), Some(5000)), 5500), None);
+    }
 }
