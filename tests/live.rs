@@ -42,7 +42,9 @@ async fn start(backend: Backend) -> Server {
 }
 
 fn s(v: &Value) -> String {
-    v.as_str().unwrap_or_else(|| panic!("not a string: {v}")).to_owned()
+    v.as_str()
+        .unwrap_or_else(|| panic!("not a string: {v}"))
+        .to_owned()
 }
 
 /// A stand-in provider API: records every request and answers 200.
@@ -90,7 +92,11 @@ impl Receiver {
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 let seen = self.seen.lock().unwrap();
-                panic!("expected {n} deliveries, got {}: {:?}", seen.len(), seen.iter().map(|s| &s.2).collect::<Vec<_>>());
+                panic!(
+                    "expected {n} deliveries, got {}: {:?}",
+                    seen.len(),
+                    seen.iter().map(|s| &s.2).collect::<Vec<_>>()
+                );
             }
         }
     }
@@ -98,8 +104,14 @@ impl Receiver {
 
 /// A project with `bot` deployed as 1.0.0 on environment "production".
 async fn deploy(api: &Api, token: &str, bot: Value) -> (String, String) {
-    let pid = s(&api.post("/projects", token, json!({"name": "live"})).await.ok()["id"]);
-    let rev = s(&api.post(&format!("/projects/{pid}/bot/revisions"), token, bot).await.ok()["revision"]);
+    let pid = s(&api
+        .post("/projects", token, json!({"name": "live"}))
+        .await
+        .ok()["id"]);
+    let rev = s(&api
+        .post(&format!("/projects/{pid}/bot/revisions"), token, bot)
+        .await
+        .ok()["revision"]);
     api.post(
         &format!("/projects/{pid}/deployment/versions"),
         token,
@@ -119,14 +131,21 @@ async fn deploy(api: &Api, token: &str, bot: Value) -> (String, String) {
 }
 
 async fn channel(api: &Api, token: &str, pid: &str, env: &str, body: Value) -> Value {
-    api.post(&format!("/projects/{pid}/environments/{env}/channels"), token, body)
-        .await
-        .ok()
+    api.post(
+        &format!("/projects/{pid}/environments/{env}/channels"),
+        token,
+        body,
+    )
+    .await
+    .ok()
 }
 
 /// POSTs raw bytes to a webhook with extra headers.
 async fn hook(api: &Api, url: &str, headers: &[(&str, String)], body: &Value) -> common::Res {
-    let mut rb = api.http.post(url).header("content-type", "application/json");
+    let mut rb = api
+        .http
+        .post(url)
+        .header("content-type", "application/json");
     for (k, v) in headers {
         rb = rb.header(*k, v);
     }
@@ -145,7 +164,10 @@ fn texts(delivery: &Value) -> Vec<String> {
         .iter()
         .map(|m| match m["type"].as_str() {
             Some("text") => s(&m["content"]),
-            _ => format!("[{}]", m["payload"]["template_type"].as_str().unwrap_or("data")),
+            _ => format!(
+                "[{}]",
+                m["payload"]["template_type"].as_str().unwrap_or("data")
+            ),
         })
         .collect()
 }
@@ -156,7 +178,14 @@ async fn pizza_through_generic(backend: Backend) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("pizza")).await;
     let (rx, rx_url) = Receiver::start().await;
-    let ch = channel(&api, &admin, &pid, &env, json!({"name": "web", "type": "generic", "url": format!("{rx_url}/inbox")})).await;
+    let ch = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "web", "type": "generic", "url": format!("{rx_url}/inbox")}),
+    )
+    .await;
     let webhook = s(&ch["webhook"]);
 
     let steps = [
@@ -166,17 +195,29 @@ async fn pizza_through_generic(backend: Backend) {
         json!({"type": "data", "payload": {"type": "confirm", "confirm": "yes"}}),
     ];
     for (i, m) in steps.iter().enumerate() {
-        let r = hook(&api, &webhook, &[], &json!({"userId": "u-42", "messages": [m]})).await;
+        let r = hook(
+            &api,
+            &webhook,
+            &[],
+            &json!({"userId": "u-42", "messages": [m]}),
+        )
+        .await;
         assert_eq!(r.status, 200, "{}", r.text);
         assert_eq!(r.json(), json!({"status": "ok"}));
         rx.wait_for(i + 1).await;
     }
     let got = rx.wait_for(4).await;
-    assert!(got.iter().all(|(path, _, b)| path == "/inbox" && b["userId"] == "u-42"));
+    assert!(
+        got.iter()
+            .all(|(path, _, b)| path == "/inbox" && b["userId"] == "u-42")
+    );
     assert_eq!(texts(&got[0].2), ["[carousel]", "Which one do you want?"]);
     assert_eq!(texts(&got[1].2), ["How many? (1-9)"]);
     assert_eq!(texts(&got[2].2), ["[button]"]);
-    assert_eq!(got[2].2["messages"][0]["payload"]["items"]["text"], "Is it correct: 2 x pepperoni?");
+    assert_eq!(
+        got[2].2["messages"][0]["payload"]["items"]["text"],
+        "Is it correct: 2 x pepperoni?"
+    );
     assert_eq!(texts(&got[3].2), ["Thank you for your order"]);
 
     // Transcripts: every incoming and outgoing message, with flow and intent.
@@ -190,12 +231,21 @@ async fn pizza_through_generic(backend: Backend) {
     assert_eq!((ins.len(), outs.len()), (4, 5), "{t}");
     assert_eq!(ins[0]["userId"], "u-42");
     assert_eq!(ins[0]["flow"], "order");
-    assert!(rows.iter().all(|r| r.as_object().unwrap().values().all(Value::is_string)));
+    assert!(
+        rows.iter()
+            .all(|r| r.as_object().unwrap().values().all(Value::is_string))
+    );
     let first: Value = serde_json::from_str(ins[0]["message"].as_str().unwrap()).unwrap();
     assert_eq!(first["content"], "I want pizza");
     assert_eq!(first["metadata"]["channelType"], "generic");
     // A window that ends before the conversation holds nothing.
-    let none = api.get(&format!("/analytics/{pid}/production/list_transcript?startTimeStamp=0&endTimeStamp=1"), &admin).await.ok();
+    let none = api
+        .get(
+            &format!("/analytics/{pid}/production/list_transcript?startTimeStamp=0&endTimeStamp=1"),
+            &admin,
+        )
+        .await
+        .ok();
     assert_eq!(none, json!([]));
 }
 
@@ -212,20 +262,45 @@ async fn pizza_through_line_and_telegram(backend: Backend) {
     let (rx, rx_url) = Receiver::start().await;
 
     // LINE: signed events in, push messages out.
-    let line = channel(&api, &admin, &pid, &env, json!({"name": "line", "type": "line", "url": format!("{rx_url}/line"),
-        "options": {"secret": "line-secret", "token": "line-token"}})).await;
+    let line = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "line", "type": "line", "url": format!("{rx_url}/line"),
+        "options": {"secret": "line-secret", "token": "line-token"}}),
+    )
+    .await;
     let line_hook = s(&line["webhook"]);
-    let event = |id: &str, text: &str| json!({"destination": "Ubot", "events": [{
+    let event = |id: &str, text: &str| {
+        json!({"destination": "Ubot", "events": [{
         "type": "message", "webhookEventId": id, "replyToken": "r", "timestamp": 1,
-        "source": {"type": "user", "userId": "U-line"}, "message": {"type": "text", "id": id, "text": text}}]});
+        "source": {"type": "user", "userId": "U-line"}, "message": {"type": "text", "id": id, "text": text}}]})
+    };
     let first = event("ev1", "I want pizza");
     // A bad signature is rejected and nothing runs.
-    let bad = hook(&api, &line_hook, &[("x-line-signature", line_sign("wrong", &first))], &first).await;
+    let bad = hook(
+        &api,
+        &line_hook,
+        &[("x-line-signature", line_sign("wrong", &first))],
+        &first,
+    )
+    .await;
     assert_eq!(bad.status, 401);
-    assert!(bad.text.contains("x-line-signature does not match"), "{}", bad.text);
+    assert!(
+        bad.text.contains("x-line-signature does not match"),
+        "{}",
+        bad.text
+    );
     let unsigned = hook(&api, &line_hook, &[], &first).await;
     assert_eq!(unsigned.status, 401);
-    let ok = hook(&api, &line_hook, &[("x-line-signature", line_sign("line-secret", &first))], &first).await;
+    let ok = hook(
+        &api,
+        &line_hook,
+        &[("x-line-signature", line_sign("line-secret", &first))],
+        &first,
+    )
+    .await;
     assert_eq!(ok.status, 200, "{}", ok.text);
     let got = rx.wait_for(1).await;
     let (path, headers, body) = &got[0];
@@ -234,40 +309,108 @@ async fn pizza_through_line_and_telegram(backend: Backend) {
     assert_eq!(body["to"], "U-line");
     assert_eq!(body["messages"][0]["type"], "template");
     assert_eq!(body["messages"][0]["template"]["type"], "carousel");
-    assert_eq!(body["messages"][1], json!({"type": "text", "text": "Which one do you want?"}));
+    assert_eq!(
+        body["messages"][1],
+        json!({"type": "text", "text": "Which one do you want?"})
+    );
     // The provider retries the same event: it does not run twice.
-    let again = hook(&api, &line_hook, &[("x-line-signature", line_sign("line-secret", &first))], &first).await;
+    let again = hook(
+        &api,
+        &line_hook,
+        &[("x-line-signature", line_sign("line-secret", &first))],
+        &first,
+    )
+    .await;
     assert_eq!(again.status, 200);
     // A postback continues the order.
     let pb = json!({"events": [{"type": "postback", "webhookEventId": "ev2", "source": {"type": "user", "userId": "U-line"},
         "postback": {"data": "{\"type\":\"pizza\",\"pizza\":\"veggie\"}"}}]});
-    hook(&api, &line_hook, &[("x-line-signature", line_sign("line-secret", &pb))], &pb).await.ok();
+    hook(
+        &api,
+        &line_hook,
+        &[("x-line-signature", line_sign("line-secret", &pb))],
+        &pb,
+    )
+    .await
+    .ok();
     let got = rx.wait_for(2).await;
     assert_eq!(got.len(), 2, "the retried event ran twice");
-    assert_eq!(got[1].2["messages"], json!([{"type": "text", "text": "How many? (1-9)"}]));
-    let in_count = api.get(&format!("/analytics/{pid}/production/list_transcript"), &admin).await.ok()
-        .as_array().unwrap().iter().filter(|r| r["direction"] == "in").count();
-    assert_eq!(in_count, 2, "rejected and duplicate events leave no transcript");
+    assert_eq!(
+        got[1].2["messages"],
+        json!([{"type": "text", "text": "How many? (1-9)"}])
+    );
+    let in_count = api
+        .get(
+            &format!("/analytics/{pid}/production/list_transcript"),
+            &admin,
+        )
+        .await
+        .ok()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["direction"] == "in")
+        .count();
+    assert_eq!(
+        in_count, 2,
+        "rejected and duplicate events leave no transcript"
+    );
 
     // Telegram: secret token header in, sendMessage out; /start arrives as text.
-    let tg = channel(&api, &admin, &pid, &env, json!({"name": "tg", "type": "telegram", "url": format!("{rx_url}/tg"),
-        "options": {"token": "123:abc", "secretToken": "tg-secret"}})).await;
+    let tg = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "tg", "type": "telegram", "url": format!("{rx_url}/tg"),
+        "options": {"token": "123:abc", "secretToken": "tg-secret"}}),
+    )
+    .await;
     let tg_hook = s(&tg["webhook"]);
-    let update = |id: i64, text: &str| json!({"update_id": id, "message": {"message_id": id, "from": {"id": 777, "first_name": "Budi"},
-        "chat": {"id": 777, "type": "private"}, "date": 1, "text": text}});
-    let bad = hook(&api, &tg_hook, &[("x-telegram-bot-api-secret-token", "nope".into())], &update(1, "pizza")).await;
+    let update = |id: i64, text: &str| {
+        json!({"update_id": id, "message": {"message_id": id, "from": {"id": 777, "first_name": "Budi"},
+        "chat": {"id": 777, "type": "private"}, "date": 1, "text": text}})
+    };
+    let bad = hook(
+        &api,
+        &tg_hook,
+        &[("x-telegram-bot-api-secret-token", "nope".into())],
+        &update(1, "pizza"),
+    )
+    .await;
     assert_eq!(bad.status, 401);
-    hook(&api, &tg_hook, &[("x-telegram-bot-api-secret-token", "tg-secret".into())], &update(1, "I want pizza")).await.ok();
+    hook(
+        &api,
+        &tg_hook,
+        &[("x-telegram-bot-api-secret-token", "tg-secret".into())],
+        &update(1, "I want pizza"),
+    )
+    .await
+    .ok();
     let got = rx.wait_for(4).await;
-    let tg_calls: Vec<_> = got.iter().filter(|(p, _, _)| p.starts_with("/tg")).collect();
+    let tg_calls: Vec<_> = got
+        .iter()
+        .filter(|(p, _, _)| p.starts_with("/tg"))
+        .collect();
     assert_eq!(tg_calls.len(), 2, "one sendMessage per response");
     assert_eq!(tg_calls[0].0, "/tg/bot123:abc/sendMessage");
     assert_eq!(tg_calls[0].2["chat_id"], "777");
-    assert!(tg_calls[0].2["reply_markup"]["inline_keyboard"].as_array().is_some_and(|k| !k.is_empty()));
+    assert!(
+        tg_calls[0].2["reply_markup"]["inline_keyboard"]
+            .as_array()
+            .is_some_and(|k| !k.is_empty())
+    );
     assert_eq!(tg_calls[1].2["text"], "Which one do you want?");
     let cb = json!({"update_id": 2, "callback_query": {"id": "q", "from": {"id": 777}, "message": {"chat": {"id": 777}},
         "data": "{\"type\":\"pizza\",\"pizza\":\"pepperoni\"}"}});
-    hook(&api, &tg_hook, &[("x-telegram-bot-api-secret-token", "tg-secret".into())], &cb).await.ok();
+    hook(
+        &api,
+        &tg_hook,
+        &[("x-telegram-bot-api-secret-token", "tg-secret".into())],
+        &cb,
+    )
+    .await
+    .ok();
     let got = rx.wait_for(5).await;
     assert_eq!(got[4].2["text"], "How many? (1-9)");
 }
@@ -278,9 +421,23 @@ async fn one_user_one_step_at_a_time(backend: Backend) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
     let (rx, rx_url) = Receiver::start().await;
-    let ch = channel(&api, &admin, &pid, &env, json!({"name": "web", "type": "generic", "url": rx_url})).await;
+    let ch = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "web", "type": "generic", "url": rx_url}),
+    )
+    .await;
     let webhook = s(&ch["webhook"]);
-    hook(&api, &webhook, &[], &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]})).await.ok();
+    hook(
+        &api,
+        &webhook,
+        &[],
+        &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]}),
+    )
+    .await
+    .ok();
     const N: usize = 12;
     let mut tasks = vec![];
     for i in 0..N {
@@ -296,7 +453,9 @@ async fn one_user_one_step_at_a_time(backend: Backend) {
     let got = rx.wait_for(N + 1).await;
     let mut counts: Vec<String> = got.iter().map(|(_, _, b)| texts(b)[0].clone()).collect();
     counts.sort();
-    let mut want: Vec<String> = (1..=N + 1).map(|k| format!("Message {k} (total {k})")).collect();
+    let mut want: Vec<String> = (1..=N + 1)
+        .map(|k| format!("Message {k} (total {k})"))
+        .collect();
     want.sort();
     assert_eq!(counts, want, "every message saw the previous one's session");
 }
@@ -310,8 +469,21 @@ async fn outbox_redelivers_after_receiver_was_down(backend: Backend) {
     let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = probe.local_addr().unwrap();
     drop(probe);
-    let ch = channel(&api, &admin, &pid, &env, json!({"name": "web", "type": "generic", "url": format!("http://{addr}/down")})).await;
-    let r = hook(&api, &s(&ch["webhook"]), &[], &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]})).await;
+    let ch = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "web", "type": "generic", "url": format!("http://{addr}/down")}),
+    )
+    .await;
+    let r = hook(
+        &api,
+        &s(&ch["webhook"]),
+        &[],
+        &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]}),
+    )
+    .await;
     assert_eq!(r.status, 200);
     // The delivery failed at least once and waits in the outbox.
     let db = server.db().await;
@@ -323,7 +495,10 @@ async fn outbox_redelivers_after_receiver_was_down(backend: Backend) {
             assert!(rows[0].last_error.is_some());
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no failed attempt recorded: {rows:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no failed attempt recorded: {rows:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // The receiver comes up: the reply arrives.
@@ -350,20 +525,47 @@ async fn environment_switch_takes_effect_at_the_next_message(backend: Backend) {
     // Version 2 says something else.
     let mut v2 = v1.clone();
     v2["version"] = json!("2.0.0");
-    v2["flows"]["count"]["states"]["counting"]["action"][0]["options"]["text"] = json!("v2 message $(context.count)");
-    let rev2 = s(&api.post(&format!("/projects/{pid}/bot/revisions"), &admin, v2).await.ok()["revision"]);
-    api.post(&format!("/projects/{pid}/deployment/versions"), &admin, json!({"version": "2.0.0", "botRevision": rev2})).await.ok();
+    v2["flows"]["count"]["states"]["counting"]["action"][0]["options"]["text"] =
+        json!("v2 message $(context.count)");
+    let rev2 = s(&api
+        .post(&format!("/projects/{pid}/bot/revisions"), &admin, v2)
+        .await
+        .ok()["revision"]);
+    api.post(
+        &format!("/projects/{pid}/deployment/versions"),
+        &admin,
+        json!({"version": "2.0.0", "botRevision": rev2}),
+    )
+    .await
+    .ok();
     let (rx, rx_url) = Receiver::start().await;
-    let ch = channel(&api, &admin, &pid, &env, json!({"name": "web", "type": "generic", "url": rx_url})).await;
+    let ch = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "web", "type": "generic", "url": rx_url}),
+    )
+    .await;
     let webhook = s(&ch["webhook"]);
     let say = |t: &str| json!({"userId": "u", "messages": [{"type": "text", "content": t}]});
     hook(&api, &webhook, &[], &say("hi")).await.ok();
     hook(&api, &webhook, &[], &say("more")).await.ok();
-    api.put(&format!("/projects/{pid}/environments/{env}"), &admin, json!({"depVersion": "2.0.0"})).await.ok();
+    api.put(
+        &format!("/projects/{pid}/environments/{env}"),
+        &admin,
+        json!({"depVersion": "2.0.0"}),
+    )
+    .await
+    .ok();
     hook(&api, &webhook, &[], &say("more")).await.ok();
     let got = rx.wait_for(3).await;
     let first: Vec<String> = got.iter().map(|(_, _, b)| texts(b)[0].clone()).collect();
-    assert_eq!(first, ["Message 1 (total 1)", "Message 2 (total 2)", "v2 message 3"], "the session carries over; the revision changes");
+    assert_eq!(
+        first,
+        ["Message 1 (total 1)", "Message 2 (total 2)", "v2 message 3"],
+        "the session carries over; the revision changes"
+    );
 }
 
 async fn converse_endpoint_and_rpm_limit(backend: Backend) {
@@ -373,17 +575,36 @@ async fn converse_endpoint_and_rpm_limit(backend: Backend) {
     let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
     let url = format!("/projects/{pid}/bot/converse");
     // Stateless: the session goes in and comes out.
-    let r1 = api.post(&url, &admin, json!({"message": {"type": "text", "content": "hi"}})).await.ok();
+    let r1 = api
+        .post(
+            &url,
+            &admin,
+            json!({"message": {"type": "text", "content": "hi"}}),
+        )
+        .await
+        .ok();
     assert_eq!(r1["responses"][0]["content"], "Message 1 (total 1)");
     assert_eq!(r1["session"]["id"], "test~from~console");
-    let r2 = api.post(&url, &admin, json!({"message": {"type": "text", "content": "x"}, "session": r1["session"]})).await.ok();
+    let r2 = api
+        .post(
+            &url,
+            &admin,
+            json!({"message": {"type": "text", "content": "x"}, "session": r1["session"]}),
+        )
+        .await
+        .ok();
     assert_eq!(r2["responses"][0]["content"], "Message 2 (total 2)");
     // Stateful: the server keeps it.
     for k in 1..=2 {
         let r = api.post(&url, &admin, json!({"message": {"type": "text", "content": "hi"}, "sessionId": "s1", "environmentName": "production"})).await.ok();
-        assert_eq!(r["responses"][0]["content"], format!("Message {k} (total {k})"));
+        assert_eq!(
+            r["responses"][0]["content"],
+            format!("Message {k} (total {k})")
+        );
     }
-    let bad = api.post(&url, &admin, json!({"message": {"type": "bogus"}})).await;
+    let bad = api
+        .post(&url, &admin, json!({"message": {"type": "bogus"}}))
+        .await;
     assert_eq!(bad.status, 400);
     assert!(bad.text.contains("message:"), "{}", bad.text);
 
@@ -397,7 +618,16 @@ async fn converse_endpoint_and_rpm_limit(backend: Backend) {
         let minute = botbox::db::now_ms() / 60_000;
         let mut statuses = vec![];
         for _ in 0..3 {
-            statuses.push(hook(&api, &webhook, &[], &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]})).await.status);
+            statuses.push(
+                hook(
+                    &api,
+                    &webhook,
+                    &[],
+                    &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]}),
+                )
+                .await
+                .status,
+            );
         }
         let same_window = botbox::db::now_ms() / 60_000 == minute;
         tries.push(statuses.clone());
@@ -442,9 +672,23 @@ async fn schedules_fire_and_survive_a_restart(backend: Backend) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, ticker_bot()).await;
     let (rx, rx_url) = Receiver::start().await;
-    let ch = channel(&api, &admin, &pid, &env, json!({"name": "web", "type": "generic", "url": rx_url})).await;
+    let ch = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "web", "type": "generic", "url": rx_url}),
+    )
+    .await;
     let cid = s(&ch["id"]);
-    hook(&api, &s(&ch["webhook"]), &[], &json!({"userId": "u", "messages": [{"type": "text", "content": "remind"}]})).await.ok();
+    hook(
+        &api,
+        &s(&ch["webhook"]),
+        &[],
+        &json!({"userId": "u", "messages": [{"type": "text", "content": "remind"}]}),
+    )
+    .await
+    .ok();
     let got = rx.wait_for(2).await;
     assert_eq!(texts(&got[0].2), ["armed"]);
     assert_eq!(texts(&got[1].2), ["tick!"]);

@@ -46,12 +46,20 @@ struct Fixture {
 
 async fn fixture(api: &Api, token: &str, name: &str) -> Fixture {
     let p = api
-        .post("/projects", token, json!({"name": name, "options": {"bot": true}}))
+        .post(
+            "/projects",
+            token,
+            json!({"name": name, "options": {"bot": true}}),
+        )
         .await
         .ok();
     let project = s(&p["id"]);
     let bot = api
-        .post(&format!("/projects/{project}/bot/revisions"), token, example_bot("pizza"))
+        .post(
+            &format!("/projects/{project}/bot/revisions"),
+            token,
+            example_bot("pizza"),
+        )
         .await
         .ok();
     let revision = s(&bot["revision"]);
@@ -109,16 +117,27 @@ async fn walkthrough(backend: Backend) {
 
     // Bot revision, then the project records it as the latest.
     let bot = api
-        .post(&format!("/projects/{pid}/bot/revisions"), &alice, example_bot("pizza"))
+        .post(
+            &format!("/projects/{pid}/bot/revisions"),
+            &alice,
+            example_bot("pizza"),
+        )
         .await
         .ok();
     let rev = s(&bot["revision"]);
     assert_eq!(bot["id"], pid.as_str());
-    assert_eq!(bot["version"], "0.0.1", "a missing version becomes the next patch");
+    assert_eq!(
+        bot["version"], "0.0.1",
+        "a missing version becomes the next patch"
+    );
     let p = api.get(&format!("/projects/{pid}"), &alice).await.ok();
     assert_eq!(p["botLatestRevision"], rev.as_str());
     let latest = api.get(&format!("/projects/{pid}/bot/"), &alice).await.ok();
-    assert_eq!(latest["revision"], Value::Null, "stored source has no revision key");
+    assert_eq!(
+        latest["revision"],
+        Value::Null,
+        "stored source has no revision key"
+    );
     assert_eq!(latest["flows"], example_bot("pizza")["flows"]);
 
     // Project update keeps the server's fields.
@@ -136,25 +155,47 @@ async fn walkthrough(backend: Backend) {
     assert_eq!(p["botLatestRevision"], rev.as_str());
 
     // Draft.
-    assert_eq!(api.get(&format!("/projects/{pid}/bot/draft"), &alice).await.status, 404);
+    assert_eq!(
+        api.get(&format!("/projects/{pid}/bot/draft"), &alice)
+            .await
+            .status,
+        404
+    );
     let d1 = api
-        .put(&format!("/projects/{pid}/bot/draft"), &alice, json!({"flows": {"a": 1}}))
+        .put(
+            &format!("/projects/{pid}/bot/draft"),
+            &alice,
+            json!({"flows": {"a": 1}}),
+        )
         .await
         .ok();
     let d2 = api
-        .put(&format!("/projects/{pid}/bot/draft"), &alice, json!({"flows": {"a": 2}}))
+        .put(
+            &format!("/projects/{pid}/bot/draft"),
+            &alice,
+            json!({"flows": {"a": 2}}),
+        )
         .await
         .ok();
     assert_eq!(d1["draftId"], d2["draftId"]);
     assert_eq!(
-        api.get(&format!("/projects/{pid}/bot/draft"), &alice).await.ok(),
+        api.get(&format!("/projects/{pid}/bot/draft"), &alice)
+            .await
+            .ok(),
         json!({"flows": {"a": 2}})
     );
     assert_eq!(
-        api.delete(&format!("/projects/{pid}/bot/draft"), &alice).await.ok()["draftId"],
+        api.delete(&format!("/projects/{pid}/bot/draft"), &alice)
+            .await
+            .ok()["draftId"],
         d1["draftId"]
     );
-    assert_eq!(api.get(&format!("/projects/{pid}/bot/draft"), &alice).await.status, 404);
+    assert_eq!(
+        api.get(&format!("/projects/{pid}/bot/draft"), &alice)
+            .await
+            .status,
+        404
+    );
 
     // Deployments.
     let d = api
@@ -176,7 +217,11 @@ async fn walkthrough(backend: Backend) {
         )
         .await;
     assert_eq!(unknown.status, 400);
-    assert!(unknown.text.contains("botRevision: project"), "{}", unknown.text);
+    assert!(
+        unknown.text.contains("botRevision: project"),
+        "{}",
+        unknown.text
+    );
     let dup = api
         .post(
             &format!("/projects/{pid}/deployment/versions"),
@@ -186,24 +231,43 @@ async fn walkthrough(backend: Backend) {
         .await;
     assert_eq!(dup.status, 409, "{}", dup.text);
     let d2 = api
-        .post(&format!("/projects/{pid}/deployment/versions"), &alice, json!({"botRevision": rev}))
+        .post(
+            &format!("/projects/{pid}/deployment/versions"),
+            &alice,
+            json!({"botRevision": rev}),
+        )
         .await
         .ok();
     assert_eq!(d2["version"], "1.0.1");
     assert_eq!(
-        api.get(&format!("/projects/{pid}/deployment/"), &alice).await.ok()["version"],
+        api.get(&format!("/projects/{pid}/deployment/"), &alice)
+            .await
+            .ok()["version"],
         "1.0.1"
     );
     let list = api
-        .get(&format!("/projects/{pid}/deployment/versions?limit=1&page=2"), &alice)
+        .get(
+            &format!("/projects/{pid}/deployment/versions?limit=1&page=2"),
+            &alice,
+        )
         .await
         .ok();
-    assert_eq!((list["page"].as_i64(), list["limit"].as_i64(), list["total"].as_i64()), (Some(2), Some(1), Some(2)));
+    assert_eq!(
+        (
+            list["page"].as_i64(),
+            list["limit"].as_i64(),
+            list["total"].as_i64()
+        ),
+        (Some(2), Some(1), Some(2))
+    );
     assert_eq!(list["data"][0]["version"], "1.0.0");
     assert_eq!(
-        api.get(&format!("/projects/{pid}/deployment/versions/1.0.0"), &alice)
-            .await
-            .ok()["botRevision"],
+        api.get(
+            &format!("/projects/{pid}/deployment/versions/1.0.0"),
+            &alice
+        )
+        .await
+        .ok()["botRevision"],
         rev.as_str()
     );
 
@@ -221,26 +285,47 @@ async fn walkthrough(backend: Backend) {
     assert_eq!(e["depVersion"], "1.0.0");
     assert_eq!(e["channels"], json!([]));
     let in_use = api
-        .delete(&format!("/projects/{pid}/deployment/versions/1.0.0"), &alice)
+        .delete(
+            &format!("/projects/{pid}/deployment/versions/1.0.0"),
+            &alice,
+        )
         .await;
     assert_eq!(in_use.status, 409);
     assert!(in_use.text.contains("Production"), "{}", in_use.text);
     let e = api
-        .put(&format!("/projects/{pid}/environments/{eid}"), &alice, json!({"depVersion": "1.0.1"}))
+        .put(
+            &format!("/projects/{pid}/environments/{eid}"),
+            &alice,
+            json!({"depVersion": "1.0.1"}),
+        )
         .await
         .ok();
     assert_eq!(e["deploymentVersion"], "1.0.1");
     assert_eq!(e["deploymentId"], pid.as_str());
-    api.delete(&format!("/projects/{pid}/deployment/versions/1.0.0"), &alice)
+    api.delete(
+        &format!("/projects/{pid}/deployment/versions/1.0.0"),
+        &alice,
+    )
+    .await
+    .ok();
+    let envs = api
+        .get(&format!("/projects/{pid}/environments"), &alice)
         .await
         .ok();
-    let envs = api.get(&format!("/projects/{pid}/environments"), &alice).await.ok();
     assert_eq!(envs["total"], 1);
     assert_eq!(envs["data"][0]["slug"], "production");
 
     // Channels: all ten types; options as an object or a JSON string; the webhook URL.
     let types = [
-        "generic", "line", "fbmessenger", "telegram", "twitter", "slack", "spark", "bbm", "qiscus",
+        "generic",
+        "line",
+        "fbmessenger",
+        "telegram",
+        "twitter",
+        "slack",
+        "spark",
+        "bbm",
+        "qiscus",
         "whatsapp",
     ];
     let chans = format!("/projects/{pid}/environments/{eid}/channels");
@@ -260,10 +345,16 @@ async fn walkthrough(backend: Backend) {
             .await
             .ok();
         assert_eq!(c["options"]["token"], format!("tok-{t}"));
-        assert_eq!(c["webhook"], format!("{}/webhooks/{}", server.base, s(&c["id"])));
+        assert_eq!(
+            c["webhook"],
+            format!("{}/webhooks/{}", server.base, s(&c["id"]))
+        );
         ids.push(s(&c["id"]));
     }
-    let page = api.get(&format!("{chans}?limit=4&page=3"), &alice).await.ok();
+    let page = api
+        .get(&format!("{chans}?limit=4&page=3"), &alice)
+        .await
+        .ok();
     assert_eq!(page["total"], 10);
     assert_eq!(page["data"].as_array().unwrap().len(), 2);
     let c = api
@@ -281,14 +372,27 @@ async fn walkthrough(backend: Backend) {
         api.get(&format!("{chans}/{}", ids[0]), &alice).await.ok()["options"]["token"],
         "rotated"
     );
-    assert_eq!(api.delete(&format!("{chans}/{}", ids[1]), &alice).await.ok()["type"], "line");
-    assert_eq!(api.get(&format!("{chans}/{}", ids[1]), &alice).await.status, 404);
+    assert_eq!(
+        api.delete(&format!("{chans}/{}", ids[1]), &alice)
+            .await
+            .ok()["type"],
+        "line"
+    );
+    assert_eq!(
+        api.get(&format!("{chans}/{}", ids[1]), &alice).await.status,
+        404
+    );
     assert_eq!(api.get(&chans, &alice).await.ok()["total"], 9);
 
     // Whoami and logout.
     let me = api.get("/me", &alice).await.ok();
     assert_eq!(me["username"], "alice");
-    assert!(me["permissions"].as_array().unwrap().contains(&json!("create_own_channels")));
+    assert!(
+        me["permissions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("create_own_channels"))
+    );
     api.call("POST", "/logout", Some(&alice), None).await.ok();
     assert_eq!(api.get("/me", &alice).await.status, 401);
 
@@ -303,13 +407,21 @@ async fn walkthrough(backend: Backend) {
         "/teams/{teamId}/users/{userId}",
         "/teams/{team}",
     ] {
-        assert!(doc["paths"].get(path).is_some(), "{path} missing from the OpenAPI document");
+        assert!(
+            doc["paths"].get(path).is_some(),
+            "{path} missing from the OpenAPI document"
+        );
     }
     let html = api.call("GET", "/docs/", None, None).await;
     assert_eq!(html.status, 200);
     assert!(html.text.contains("swagger"), "{}", html.text);
-    assert!(!html.text.contains("https://"), "the docs page must not load remote assets");
-    let js = api.call("GET", "/docs/swagger-ui-bundle.js", None, None).await;
+    assert!(
+        !html.text.contains("https://"),
+        "the docs page must not load remote assets"
+    );
+    let js = api
+        .call("GET", "/docs/swagger-ui-bundle.js", None, None)
+        .await;
     assert_eq!(js.status, 200);
     assert!(js.text.len() > 100_000);
 }
@@ -318,7 +430,10 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
     let server = Server::start(backend, &[]).await;
     let api = server.api();
     let admin = api.admin_token().await;
-    let pid = s(&api.post("/projects", &admin, json!({"name": "p"})).await.ok()["id"]);
+    let pid = s(&api
+        .post("/projects", &admin, json!({"name": "p"}))
+        .await
+        .ok()["id"]);
     let revs = format!("/projects/{pid}/bot/revisions");
 
     // Every problem, with its path, in one 400; nothing stored.
@@ -330,14 +445,24 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
     let r = api.post(&revs, &admin, bad).await;
     assert_eq!(r.status, 400);
     let mut lines = r.text.lines();
-    assert_eq!(lines.next(), Some("Wrong API usage. Please refer to the documentation!"));
+    assert_eq!(
+        lines.next(),
+        Some("Wrong API usage. Please refer to the documentation!")
+    );
     let problems: Vec<&str> = lines.collect();
     assert!(
-        problems.iter().any(|l| l.starts_with("error: flows.main.states.init.transitions.nowhere")),
+        problems
+            .iter()
+            .any(|l| l.starts_with("error: flows.main.states.init.transitions.nowhere")),
         "{}",
         r.text
     );
-    assert_eq!(api.get(&format!("/projects/{pid}/bot"), &admin).await.status, 404);
+    assert_eq!(
+        api.get(&format!("/projects/{pid}/bot"), &admin)
+            .await
+            .status,
+        404
+    );
     assert_eq!(
         api.get(&format!("/projects/{pid}"), &admin).await.ok()["botLatestRevision"],
         Value::Null
@@ -349,7 +474,11 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
     bot["transtions"] = json!(1);
     let ok = api.post(&revs, &admin, bot.clone()).await.ok();
     assert!(
-        ok["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("transtions")),
+        ok["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("transtions")),
         "{ok}"
     );
     assert_eq!(ok["transtions"], 1, "unknown keys are kept");
@@ -359,7 +488,11 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
     bot["desc"] = json!("changed");
     let dup = api.post(&revs, &admin, bot.clone()).await;
     assert_eq!(dup.status, 409);
-    assert!(dup.text.contains("bot version 2.0.0 already exists"), "{}", dup.text);
+    assert!(
+        dup.text.contains("bot version 2.0.0 already exists"),
+        "{}",
+        dup.text
+    );
     let latest = api.get(&format!("/projects/{pid}/bot"), &admin).await.ok();
     assert_eq!(latest["version"], "2.0.0");
     assert_eq!(latest["desc"], example_bot("hello")["desc"]);
@@ -380,7 +513,10 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
     let row = db.revision(&pid, &first).await.unwrap().unwrap();
     let compiled: runtime_core::CompiledBot = serde_json::from_str(&row.compiled).unwrap();
     assert_eq!(compiled.version.as_deref(), Some("2.0.0"));
-    assert_eq!(compiled.name, example_bot("hello")["name"].as_str().unwrap());
+    assert_eq!(
+        compiled.name,
+        example_bot("hello")["name"].as_str().unwrap()
+    );
 }
 
 async fn teams_and_team_tokens(backend: Backend) {
@@ -390,57 +526,114 @@ async fn teams_and_team_tokens(backend: Backend) {
     let (alice_id, alice) = api.user(&admin, "alice", "developer").await;
     let (bob_id, bob) = api.user(&admin, "bob", "developer").await;
 
-    let team = api.post("/teams", &alice, json!({"name": "acme"})).await.ok();
+    let team = api
+        .post("/teams", &alice, json!({"name": "acme"}))
+        .await
+        .ok();
     let tid = s(&team["id"]);
-    assert_eq!(team["members"], json!([{"userId": alice_id, "username": "alice", "roleId": "teamAdmin", "role": "teamAdmin"}]));
-    assert_eq!(api.post("/teams", &bob, json!({"name": "acme"})).await.status, 409);
+    assert_eq!(
+        team["members"],
+        json!([{"userId": alice_id, "username": "alice", "roleId": "teamAdmin", "role": "teamAdmin"}])
+    );
+    assert_eq!(
+        api.post("/teams", &bob, json!({"name": "acme"}))
+            .await
+            .status,
+        409
+    );
 
     // Bob is not a member: he cannot see the team or get a token for it.
     assert_eq!(api.get(&format!("/teams/{tid}"), &bob).await.status, 404);
-    let r = api.post("/tokens", &bob, json!({"type": "team", "teamName": "acme"})).await;
+    let r = api
+        .post("/tokens", &bob, json!({"type": "team", "teamName": "acme"}))
+        .await;
     assert_eq!(r.status, 404);
     // Only a team admin adds members.
     assert_eq!(
-        api.post(&format!("/teams/{tid}/users/{bob_id}"), &bob, json!({"role": "developer"})).await.status,
+        api.post(
+            &format!("/teams/{tid}/users/{bob_id}"),
+            &bob,
+            json!({"role": "developer"})
+        )
+        .await
+        .status,
         404
     );
     let bad_role = api
-        .post(&format!("/teams/{tid}/users/{bob_id}"), &alice, json!({"role": "owner"}))
+        .post(
+            &format!("/teams/{tid}/users/{bob_id}"),
+            &alice,
+            json!({"role": "owner"}),
+        )
         .await;
     assert_eq!(bad_role.status, 400);
-    assert!(bad_role.text.contains("role: one of teamAdmin, developer, viewer"));
+    assert!(
+        bad_role
+            .text
+            .contains("role: one of teamAdmin, developer, viewer")
+    );
     assert_eq!(
-        api.post(&format!("/teams/{tid}/users/{bob_id}"), &alice, json!({"role": "developer"}))
-            .await
-            .ok(),
+        api.post(
+            &format!("/teams/{tid}/users/{bob_id}"),
+            &alice,
+            json!({"role": "developer"})
+        )
+        .await
+        .ok(),
         json!({"role": "developer"})
     );
     // The invitation is visible at once (no new login needed).
     let teams = api.get(&format!("/users/{bob_id}/teams"), &bob).await.ok();
     assert_eq!(teams[0]["name"], "acme");
     assert_eq!(teams[0]["roleId"], "developer");
-    assert_eq!(api.get(&format!("/users/{alice_id}/teams"), &bob).await.status, 403);
     assert_eq!(
-        api.get(&format!("/teams/{tid}"), &bob).await.ok()["members"].as_array().unwrap().len(),
+        api.get(&format!("/users/{alice_id}/teams"), &bob)
+            .await
+            .status,
+        403
+    );
+    assert_eq!(
+        api.get(&format!("/teams/{tid}"), &bob).await.ok()["members"]
+            .as_array()
+            .unwrap()
+            .len(),
         2
     );
     // Bob as a developer cannot manage the team.
     assert_eq!(
-        api.post(&format!("/teams/{tid}/users/{bob_id}"), &bob, json!({"role": "teamAdmin"})).await.status,
+        api.post(
+            &format!("/teams/{tid}/users/{bob_id}"),
+            &bob,
+            json!({"role": "teamAdmin"})
+        )
+        .await
+        .status,
         403
     );
 
     // A team token: bob's projects made with it belong to the team, alice sees them through
     // her own team token, and neither user token sees them.
-    let t = api.post("/tokens", &bob, json!({"type": "team", "teamName": "acme"})).await.ok();
+    let t = api
+        .post("/tokens", &bob, json!({"type": "team", "teamName": "acme"}))
+        .await
+        .ok();
     assert_eq!(t["teamId"], tid.as_str());
     assert_eq!(t["roleId"], "developer");
     assert_eq!(t["type"], "team");
     let bob_team = s(&t["id"]);
-    let pid = s(&api.post("/projects", &bob_team, json!({"name": "shared"})).await.ok()["id"]);
+    let pid = s(&api
+        .post("/projects", &bob_team, json!({"name": "shared"}))
+        .await
+        .ok()["id"]);
     let alice_team = api.team_token(&alice, &tid).await;
-    assert_eq!(api.get(&format!("/projects/{pid}"), &alice_team).await.ok()["name"], "shared");
-    assert_eq!(api.get(&format!("/projects/{pid}"), &alice).await.status, 404);
+    assert_eq!(
+        api.get(&format!("/projects/{pid}"), &alice_team).await.ok()["name"],
+        "shared"
+    );
+    assert_eq!(
+        api.get(&format!("/projects/{pid}"), &alice).await.status,
+        404
+    );
     assert_eq!(api.get(&format!("/projects/{pid}"), &bob).await.status, 404);
     assert_eq!(api.get("/projects", &alice_team).await.ok()["total"], 1);
     assert_eq!(api.get("/projects", &alice).await.ok()["total"], 0);
@@ -448,22 +641,43 @@ async fn teams_and_team_tokens(backend: Backend) {
     assert_eq!(me["teamName"], "acme");
 
     // Demoted to viewer: the same team token now reads but cannot write.
-    api.post(&format!("/teams/{tid}/users/{bob_id}"), &alice, json!({"role": "viewer"}))
-        .await
-        .ok();
-    assert_eq!(api.get(&format!("/projects/{pid}"), &bob_team).await.status, 200);
+    api.post(
+        &format!("/teams/{tid}/users/{bob_id}"),
+        &alice,
+        json!({"role": "viewer"}),
+    )
+    .await
+    .ok();
     assert_eq!(
-        api.put(&format!("/projects/{pid}"), &bob_team, json!({"label": "x"})).await.status,
+        api.get(&format!("/projects/{pid}"), &bob_team).await.status,
+        200
+    );
+    assert_eq!(
+        api.put(
+            &format!("/projects/{pid}"),
+            &bob_team,
+            json!({"label": "x"})
+        )
+        .await
+        .status,
         403
     );
 
     // A team with projects cannot be deleted; a viewer cannot delete it at all.
     assert_eq!(api.delete("/teams/acme", &bob).await.status, 403);
     assert_eq!(api.delete("/teams/acme", &alice).await.status, 409);
-    let empty = api.post("/teams", &alice, json!({"name": "empty"})).await.ok();
+    let empty = api
+        .post("/teams", &alice, json!({"name": "empty"}))
+        .await
+        .ok();
     let gone = api.delete("/teams/empty", &alice).await.ok();
     assert_eq!(gone["id"], empty["id"]);
-    assert_eq!(api.get(&format!("/teams/{}", s(&empty["id"])), &alice).await.status, 404);
+    assert_eq!(
+        api.get(&format!("/teams/{}", s(&empty["id"])), &alice)
+            .await
+            .status,
+        404
+    );
 }
 
 /// Who calls.
@@ -504,11 +718,21 @@ async fn authorization_matrix(backend: Backend) {
     let (dave_id, dave) = api.user(&admin, "dave", "developer").await;
 
     // Team acme (alice, and dave as a viewer) owns the project; carol is in team other.
-    let acme = s(&api.post("/teams", &alice, json!({"name": "acme"})).await.ok()["id"]);
-    api.post(&format!("/teams/{acme}/users/{dave_id}"), &alice, json!({"role": "viewer"}))
+    let acme = s(&api
+        .post("/teams", &alice, json!({"name": "acme"}))
         .await
-        .ok();
-    let other = s(&api.post("/teams", &carol, json!({"name": "other"})).await.ok()["id"]);
+        .ok()["id"]);
+    api.post(
+        &format!("/teams/{acme}/users/{dave_id}"),
+        &alice,
+        json!({"role": "viewer"}),
+    )
+    .await
+    .ok();
+    let other = s(&api
+        .post("/teams", &carol, json!({"name": "other"}))
+        .await
+        .ok()["id"]);
     let alice_acme = api.team_token(&alice, &acme).await;
     let dave_acme = api.team_token(&dave, &acme).await;
     let carol_other = api.team_token(&carol, &other).await;
@@ -565,33 +789,120 @@ async fn authorization_matrix(backend: Backend) {
             .ok()["id"]);
         let routes: Vec<(Kind, &str, String, Option<Value>)> = vec![
             (Kind::Read, "GET", format!("/projects/{p}"), None),
-            (Kind::Write, "PUT", format!("/projects/{p}"), Some(json!({"label": format!("by {who:?}")}))),
+            (
+                Kind::Write,
+                "PUT",
+                format!("/projects/{p}"),
+                Some(json!({"label": format!("by {who:?}")})),
+            ),
             (Kind::Read, "GET", format!("/projects/{p}/bot"), None),
-            (Kind::Write, "POST", format!("/projects/{p}/bot/revisions"), Some({
-                let mut b = example_bot("hello");
-                b["version"] = json!(format!("5.0.{n}"));
-                b
-            })),
+            (
+                Kind::Write,
+                "POST",
+                format!("/projects/{p}/bot/revisions"),
+                Some({
+                    let mut b = example_bot("hello");
+                    b["version"] = json!(format!("5.0.{n}"));
+                    b
+                }),
+            ),
             (Kind::Read, "GET", format!("/projects/{p}/bot/draft"), None),
-            (Kind::Write, "PUT", format!("/projects/{p}/bot/draft"), Some(json!({"who": format!("{who:?}")}))),
-            (Kind::Write, "POST", format!("/projects/{p}/deployment/versions"), Some(json!({"version": format!("2.0.{n}"), "botRevision": r}))),
+            (
+                Kind::Write,
+                "PUT",
+                format!("/projects/{p}/bot/draft"),
+                Some(json!({"who": format!("{who:?}")})),
+            ),
+            (
+                Kind::Write,
+                "POST",
+                format!("/projects/{p}/deployment/versions"),
+                Some(json!({"version": format!("2.0.{n}"), "botRevision": r})),
+            ),
             (Kind::Read, "GET", format!("/projects/{p}/deployment"), None),
-            (Kind::Read, "GET", format!("/projects/{p}/deployment/versions"), None),
-            (Kind::Read, "GET", format!("/projects/{p}/deployment/versions/1.0.0"), None),
-            (Kind::Write, "PUT", format!("/projects/{p}/deployment/versions/1.0.0"), Some(json!({"botRevision": r}))),
-            (Kind::Write, "DELETE", format!("/projects/{p}/deployment/versions/{del_version}"), None),
-            (Kind::Read, "GET", format!("/projects/{p}/environments"), None),
-            (Kind::Read, "GET", format!("/projects/{p}/environments/{e}"), None),
-            (Kind::Write, "POST", format!("/projects/{p}/environments"), Some(json!({"depId": p, "depVersion": "1.0.0", "name": format!("env{n}")}))),
-            (Kind::Write, "PUT", format!("/projects/{p}/environments/{e}"), Some(json!({"depVersion": "1.0.0"}))),
-            (Kind::Read, "GET", format!("/projects/{p}/environments/{e}/channels"), None),
-            (Kind::Write, "POST", format!("/projects/{p}/environments/{e}/channels"), Some(json!({"name": format!("c{n}"), "type": "line"}))),
-            (Kind::Read, "GET", format!("/projects/{p}/environments/{e}/channels/{c}"), None),
-            (Kind::Write, "PUT", format!("/projects/{p}/environments/{e}/channels/{c}"), Some(json!({"rpmLimit": n}))),
-            (Kind::Write, "DELETE", format!("/projects/{p}/environments/{e}/channels/{del_channel}"), None),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/deployment/versions"),
+                None,
+            ),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/deployment/versions/1.0.0"),
+                None,
+            ),
+            (
+                Kind::Write,
+                "PUT",
+                format!("/projects/{p}/deployment/versions/1.0.0"),
+                Some(json!({"botRevision": r})),
+            ),
+            (
+                Kind::Write,
+                "DELETE",
+                format!("/projects/{p}/deployment/versions/{del_version}"),
+                None,
+            ),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/environments"),
+                None,
+            ),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/environments/{e}"),
+                None,
+            ),
+            (
+                Kind::Write,
+                "POST",
+                format!("/projects/{p}/environments"),
+                Some(json!({"depId": p, "depVersion": "1.0.0", "name": format!("env{n}")})),
+            ),
+            (
+                Kind::Write,
+                "PUT",
+                format!("/projects/{p}/environments/{e}"),
+                Some(json!({"depVersion": "1.0.0"})),
+            ),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/environments/{e}/channels"),
+                None,
+            ),
+            (
+                Kind::Write,
+                "POST",
+                format!("/projects/{p}/environments/{e}/channels"),
+                Some(json!({"name": format!("c{n}"), "type": "line"})),
+            ),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/environments/{e}/channels/{c}"),
+                None,
+            ),
+            (
+                Kind::Write,
+                "PUT",
+                format!("/projects/{p}/environments/{e}/channels/{c}"),
+                Some(json!({"rpmLimit": n})),
+            ),
+            (
+                Kind::Write,
+                "DELETE",
+                format!("/projects/{p}/environments/{e}/channels/{del_channel}"),
+                None,
+            ),
         ];
         // The draft exists for reads after the first writer; make sure it exists before.
-        api.put(&format!("/projects/{p}/bot/draft"), &alice_acme, json!({})).await.ok();
+        api.put(&format!("/projects/{p}/bot/draft"), &alice_acme, json!({}))
+            .await
+            .ok();
         for (kind, method, path, body) in &routes {
             let res: Res = api.call(method, path, token, body.as_ref()).await;
             assert_eq!(
@@ -602,7 +913,11 @@ async fn authorization_matrix(backend: Backend) {
             );
             if res.status != 200 {
                 // A refused call reveals nothing of the project.
-                assert!(!res.text.contains("target") && !res.text.contains("pizza"), "{who:?} {method} {path}: {}", res.text);
+                assert!(
+                    !res.text.contains("target") && !res.text.contains("pizza"),
+                    "{who:?} {method} {path}: {}",
+                    res.text
+                );
             }
         }
 
@@ -611,47 +926,104 @@ async fn authorization_matrix(backend: Backend) {
         match who {
             Who::NoToken | Who::Expired => assert_eq!(list.status, 401),
             Who::AnyAdmin => {
-                let ids: Vec<Value> = list.ok()["data"].as_array().unwrap().iter().map(|p| p["id"].clone()).collect();
+                let ids: Vec<Value> = list.ok()["data"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["id"].clone())
+                    .collect();
                 assert!(ids.contains(&json!(p)) && ids.contains(&json!(theirs.project)));
             }
             Who::OtherTeam => {
-                let ids: Vec<Value> = list.ok()["data"].as_array().unwrap().iter().map(|p| p["id"].clone()).collect();
-                assert_eq!(ids, vec![json!(theirs.project)], "the other team sees only its own project");
+                let ids: Vec<Value> = list.ok()["data"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["id"].clone())
+                    .collect();
+                assert_eq!(
+                    ids,
+                    vec![json!(theirs.project)],
+                    "the other team sees only its own project"
+                );
             }
             Who::OwnViewer | Who::OwnDeveloper => {
-                let ids: Vec<Value> = list.ok()["data"].as_array().unwrap().iter().map(|p| p["id"].clone()).collect();
+                let ids: Vec<Value> = list.ok()["data"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["id"].clone())
+                    .collect();
                 assert_eq!(ids, vec![json!(p)], "{who:?} sees its team's project only");
             }
         }
-        let create = api.call("POST", "/projects", token, Some(&json!({"name": format!("new{n}")}))).await;
+        let create = api
+            .call(
+                "POST",
+                "/projects",
+                token,
+                Some(&json!({"name": format!("new{n}")})),
+            )
+            .await;
         let want = match who {
             Who::NoToken | Who::Expired => 401,
             Who::OwnViewer => 403,
             _ => 200,
         };
-        assert_eq!(create.status, want, "{who:?} POST /projects: {}", create.text);
+        assert_eq!(
+            create.status, want,
+            "{who:?} POST /projects: {}",
+            create.text
+        );
         if want == 200 {
             // Leave the project lists as the checks above expect them.
             let id = s(&create.json()["id"]);
-            sqlx::query("DELETE FROM projects WHERE id = $1").bind(&id).execute(&db.pool).await.unwrap();
+            sqlx::query("DELETE FROM projects WHERE id = $1")
+                .bind(&id)
+                .execute(&db.pool)
+                .await
+                .unwrap();
         }
     }
 
     // The other team's own project is untouched by acme's callers and vice versa: carol's
     // writes above all failed, so the target still has the owner's data.
     let target = api.get(&format!("/projects/{p}"), &alice_acme).await.ok();
-    assert!(matches!(target["label"].as_str(), Some("by OwnDeveloper") | Some("by AnyAdmin")), "{target}");
-    let theirs_now = api.get(&format!("/projects/{}", theirs.project), &carol_other).await.ok();
+    assert!(
+        matches!(
+            target["label"].as_str(),
+            Some("by OwnDeveloper") | Some("by AnyAdmin")
+        ),
+        "{target}"
+    );
+    let theirs_now = api
+        .get(&format!("/projects/{}", theirs.project), &carol_other)
+        .await
+        .ok();
     assert_eq!(theirs_now["label"], Value::Null);
     let their_channels = api
-        .get(&format!("/projects/{}/environments/{}/channels", theirs.project, theirs.env), &carol_other)
+        .get(
+            &format!(
+                "/projects/{}/environments/{}/channels",
+                theirs.project, theirs.env
+            ),
+            &carol_other,
+        )
         .await
         .ok();
     assert_eq!(their_channels["total"], 1);
     assert_eq!(their_channels["data"][0]["id"], theirs.channel.as_str());
     // Ids of another project never match under this one.
     assert_eq!(
-        api.get(&format!("/projects/{p}/environments/{}/channels/{}", theirs.env, theirs.channel), &admin).await.status,
+        api.get(
+            &format!(
+                "/projects/{p}/environments/{}/channels/{}",
+                theirs.env, theirs.channel
+            ),
+            &admin
+        )
+        .await
+        .status,
         404
     );
 }
@@ -660,59 +1032,140 @@ async fn bad_input_changes_nothing(backend: Backend) {
     let server = Server::start(backend, &[]).await;
     let api = server.api();
     let admin = api.admin_token().await;
-    let pid = s(&api.post("/projects", &admin, json!({"name": "p"})).await.ok()["id"]);
+    let pid = s(&api
+        .post("/projects", &admin, json!({"name": "p"}))
+        .await
+        .ok()["id"]);
     let before = api.get(&format!("/projects/{pid}"), &admin).await.ok();
 
     let cases: Vec<(&str, String, Vec<u8>, &str)> = vec![
         ("POST", "/projects".into(), b"{\"name\": ".to_vec(), "EOF"),
-        ("POST", "/projects".into(), br#"{"name": 5}"#.to_vec(), "name: invalid type"),
-        ("POST", "/projects".into(), br#"{"name": "q", "options": {"bot": "yes"}}"#.to_vec(), "options.bot: invalid type"),
-        ("POST", "/projects".into(), br#"{"name": "q", "options": {"nluVisibility": "secret"}}"#.to_vec(), "options.nluVisibility"),
-        ("POST", "/projects".into(), br#"{"name": "has space"}"#.to_vec(), "name: 1 to 64"),
-        ("PUT", format!("/projects/{pid}"), br#"{"options": {"timezone": "x"}}"#.to_vec(), "options"),
-        ("POST", format!("/projects/{pid}/bot/revisions"), b"[1, 2]".to_vec(), "a Bot object"),
-        ("POST", format!("/projects/{pid}/bot/revisions"), vec![b' '; 10], "JSON body is required"),
-        ("POST", "/projects".into(), {
-            let mut v = br#"{"name": "big", "description": ""#.to_vec();
-            v.extend(std::iter::repeat_n(b'x', 5 << 20));
-            v.extend(b"\"}");
-            v
-        }, "could not be read"),
-        ("GET", "/projects?limit=0".into(), vec![], "limit must be a whole number from 1 to 100"),
+        (
+            "POST",
+            "/projects".into(),
+            br#"{"name": 5}"#.to_vec(),
+            "name: invalid type",
+        ),
+        (
+            "POST",
+            "/projects".into(),
+            br#"{"name": "q", "options": {"bot": "yes"}}"#.to_vec(),
+            "options.bot: invalid type",
+        ),
+        (
+            "POST",
+            "/projects".into(),
+            br#"{"name": "q", "options": {"nluVisibility": "secret"}}"#.to_vec(),
+            "options.nluVisibility",
+        ),
+        (
+            "POST",
+            "/projects".into(),
+            br#"{"name": "has space"}"#.to_vec(),
+            "name: 1 to 64",
+        ),
+        (
+            "PUT",
+            format!("/projects/{pid}"),
+            br#"{"options": {"timezone": "x"}}"#.to_vec(),
+            "options",
+        ),
+        (
+            "POST",
+            format!("/projects/{pid}/bot/revisions"),
+            b"[1, 2]".to_vec(),
+            "a Bot object",
+        ),
+        (
+            "POST",
+            format!("/projects/{pid}/bot/revisions"),
+            vec![b' '; 10],
+            "JSON body is required",
+        ),
+        (
+            "POST",
+            "/projects".into(),
+            {
+                let mut v = br#"{"name": "big", "description": ""#.to_vec();
+                v.extend(std::iter::repeat_n(b'x', 5 << 20));
+                v.extend(b"\"}");
+                v
+            },
+            "could not be read",
+        ),
+        (
+            "GET",
+            "/projects?limit=0".into(),
+            vec![],
+            "limit must be a whole number from 1 to 100",
+        ),
         ("GET", "/projects?page=abc".into(), vec![], "page must be"),
     ];
     for (method, path, body, detail) in cases {
         let r = api.raw(method, &path, Some(&admin), body).await;
         assert_eq!(r.status, 400, "{method} {path}: {}", r.text);
         assert!(
-            r.text.starts_with("Wrong API usage. Please refer to the documentation!"),
+            r.text
+                .starts_with("Wrong API usage. Please refer to the documentation!"),
             "{}",
             r.text
         );
-        assert!(r.text.contains(detail), "{method} {path}: expected {detail:?} in {}", r.text);
+        assert!(
+            r.text.contains(detail),
+            "{method} {path}: expected {detail:?} in {}",
+            r.text
+        );
         assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
     }
     // Nothing was written.
-    assert_eq!(api.get(&format!("/projects/{pid}"), &admin).await.ok(), before);
+    assert_eq!(
+        api.get(&format!("/projects/{pid}"), &admin).await.ok(),
+        before
+    );
     assert_eq!(api.get("/projects", &admin).await.ok()["total"], 1);
 
     // The other documented errors, with their bodies.
     let r = api.call("GET", "/projects", None, None).await;
     assert_eq!(r.status, 401);
     assert_eq!(r.header("www-authenticate"), Some("Bearer"));
-    let r = api.call("POST", "/login", None, Some(&json!({"username": "admin", "password": "wrong"}))).await;
-    assert_eq!((r.status, r.text.as_str()), (401, "username or password is incorrect"));
-    let r = api.call("POST", "/login", None, Some(&json!({"username": "nobody", "password": "wrong"}))).await;
-    assert_eq!((r.status, r.text.as_str()), (401, "username or password is incorrect"));
+    let r = api
+        .call(
+            "POST",
+            "/login",
+            None,
+            Some(&json!({"username": "admin", "password": "wrong"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.text.as_str()),
+        (401, "username or password is incorrect")
+    );
+    let r = api
+        .call(
+            "POST",
+            "/login",
+            None,
+            Some(&json!({"username": "nobody", "password": "wrong"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.text.as_str()),
+        (401, "username or password is incorrect")
+    );
     let (_, viewer) = api.user(&admin, "vera", "viewer").await;
     let r = api.post("/projects", &viewer, json!({"name": "v"})).await;
-    assert_eq!((r.status, r.text.as_str()), (403, "You're not authorized to view this page."));
+    assert_eq!(
+        (r.status, r.text.as_str()),
+        (403, "You're not authorized to view this page.")
+    );
     let r = api.get("/projects/doesnotexist", &admin).await;
     assert_eq!(r.status, 404);
     let r = api.get("/no/such/route", &admin).await;
     assert_eq!(r.status, 404);
     // Token in the query string works as the seed says.
-    let r = api.call("GET", &format!("/projects?token={admin}"), None, None).await;
+    let r = api
+        .call("GET", &format!("/projects?token={admin}"), None, None)
+        .await;
     assert_eq!(r.ok()["total"], 1);
 }
 

@@ -8,8 +8,8 @@
 //! Owner scope: a user token acts for the user, a team token (from `POST /tokens`, what the
 //! CLI's switch-team uses) acts for the team. `_own_` covers the resources of that owner.
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use sha2::{Digest, Sha256};
 
 /// What a permission allows to do.
@@ -152,7 +152,11 @@ pub fn hash_password(password: &str) -> String {
 
 pub fn verify_password(password: &str, phc: &str) -> bool {
     PasswordHash::new(phc)
-        .map(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+        .map(|h| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), &h)
+                .is_ok()
+        })
         .unwrap_or(false)
 }
 
@@ -208,7 +212,11 @@ mod tests {
         let viewer = Role::Viewer.permissions();
         assert!(viewer.contains(&"read_own_channels".to_string()));
         assert!(!viewer.contains(&"create_own_channels".to_string()));
-        assert!(Role::Admin.permissions().contains(&"delete_any_deployments".to_string()));
+        assert!(
+            Role::Admin
+                .permissions()
+                .contains(&"delete_any_deployments".to_string())
+        );
         for n in ROLE_NAMES {
             assert_eq!(Role::parse(n).unwrap().name(), *n);
         }

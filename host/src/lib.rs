@@ -3,6 +3,7 @@
 pub mod api;
 pub mod auth;
 pub mod channels;
+pub mod cli;
 pub mod db;
 pub mod live;
 pub mod sandbox;

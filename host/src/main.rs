@@ -1,6 +1,6 @@
 //! `botbox`: the server and the command-line client.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use botbox::api::ApiConfig;
 use botbox::live::LiveConfig;
 use botbox::server::{self, ServeConfig};
@@ -10,10 +10,27 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "botbox", version, about = "Run untrusted chatbots safely, many tenants on one server.")]
+#[command(
+    name = "botbox",
+    version,
+    about = "Run untrusted chatbots safely, many tenants on one server."
+)]
 struct Cli {
+    /// Print JSON instead of text (for scripts).
+    #[arg(long, global = true)]
+    json: bool,
+    /// The botbox server (default: the one of the last login, else http://127.0.0.1:8080).
+    #[arg(long, global = true, env = "BOTBOX_SERVER")]
+    server: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(clap::Args)]
+struct BotDir {
+    /// The bot folder.
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -29,6 +46,97 @@ enum Command {
     User {
         #[command(subcommand)]
         command: UserCommand,
+    },
+    /// Logs in to a botbox server and keeps the token.
+    Login {
+        #[arg(short, long)]
+        username: Option<String>,
+        #[arg(short, long, env = "BOTBOX_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+        /// Log in with an existing token instead.
+        #[arg(short, long)]
+        token: Option<String>,
+    },
+    /// Forgets (and revokes) the stored tokens.
+    Logout {
+        /// Do not ask for confirmation.
+        #[arg(short, long)]
+        yes: bool,
+    },
+    /// Shows who the CLI acts as.
+    Whoami,
+    /// Acts for a team from now on (a team-bound token).
+    SwitchTeam { team: String },
+    /// `switch team <name>` or `switch user`.
+    Switch {
+        /// team or user
+        kind: String,
+        name: Option<String>,
+    },
+    /// Creates a bot skeleton that passes its tests.
+    Init { name: String },
+    /// Validates the bot locally and creates a revision on the server.
+    Push {
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// Creates the next deployment version of the latest revision and points an environment at it.
+    Deploy {
+        #[command(flatten)]
+        dir: BotDir,
+        #[arg(long, conflicts_with_all = ["minor", "patch"])]
+        major: bool,
+        #[arg(long, conflicts_with = "patch")]
+        minor: bool,
+        #[arg(long)]
+        patch: bool,
+        /// The environment (created when missing).
+        #[arg(long, default_value = "development")]
+        env: String,
+    },
+    /// Environments: list, create <name> [--version v], update <name> [--version v].
+    Env {
+        action: String,
+        name: Option<String>,
+        #[arg(long)]
+        version: Option<String>,
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// Channels of an environment: list, create, update, delete.
+    Channel {
+        action: String,
+        name: Option<String>,
+        #[arg(long, default_value = "development")]
+        env: String,
+        #[arg(long = "type")]
+        kind: Option<String>,
+        #[arg(long)]
+        url: Option<String>,
+        /// Provider option as key=value (repeatable).
+        #[arg(long = "option")]
+        options: Vec<String>,
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// Talks to the bot: text lines, button({...}), command("x"), current(), clear(), exit.
+    Console {
+        #[command(flatten)]
+        dir: BotDir,
+        /// Run the environment's deployment (default: the latest revision).
+        #[arg(long)]
+        env: Option<String>,
+        /// Show each response's flow and intent, and the state.
+        #[arg(long)]
+        debug: bool,
+    },
+    /// Runs the bot's conversation tests (tests/*.yml) in the local sandbox.
+    Test {
+        #[command(flatten)]
+        dir: BotDir,
+        /// Run them on the server (the latest pushed revision) instead.
+        #[arg(long)]
+        remote: bool,
     },
 }
 
@@ -107,7 +215,81 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    use botbox::cli;
+    let ctx = || cli::Ctx::new(cli.server.clone(), cli.json);
+    let ok = |()| ExitCode::SUCCESS;
     match cli.command {
+        Command::Login {
+            username,
+            password,
+            token,
+        } => cli::login(&mut ctx()?, username, password, token).map(ok),
+        Command::Logout { yes } => cli::logout(&mut ctx()?, yes).map(ok),
+        Command::Whoami => cli::whoami(&ctx()?).map(ok),
+        Command::SwitchTeam { team } => cli::switch_team(&mut ctx()?, &team).map(ok),
+        Command::Switch { kind, name } => match (kind.as_str(), name) {
+            ("team", Some(n)) => cli::switch_team(&mut ctx()?, &n).map(ok),
+            ("user", _) => cli::switch_user(&mut ctx()?).map(ok),
+            _ => anyhow::bail!("usage: botbox switch team <name> | botbox switch user"),
+        },
+        Command::Init { name } => cli::init(&ctx()?, &name).map(ok),
+        Command::Push { dir } => cli::push(&ctx()?, &dir.dir).map(ok),
+        Command::Deploy {
+            dir,
+            major,
+            minor,
+            patch: _,
+            env,
+        } => {
+            let part = if major {
+                "major"
+            } else if minor {
+                "minor"
+            } else {
+                "patch"
+            };
+            cli::deploy(&ctx()?, &dir.dir, part, &env).map(ok)
+        }
+        Command::Env {
+            action,
+            name,
+            version,
+            dir,
+        } => cli::env_cmd(
+            &ctx()?,
+            &dir.dir,
+            &action,
+            name.as_deref(),
+            version.as_deref(),
+        )
+        .map(ok),
+        Command::Channel {
+            action,
+            name,
+            env,
+            kind,
+            url,
+            options,
+            dir,
+        } => cli::channel_cmd(
+            &ctx()?,
+            &dir.dir,
+            &action,
+            &env,
+            name.as_deref(),
+            kind.as_deref(),
+            url.as_deref(),
+            &options,
+        )
+        .map(ok),
+        Command::Console { dir, env, debug } => {
+            cli::console::console(&ctx()?, &dir.dir, env.as_deref(), debug).map(ok)
+        }
+        Command::Test { dir, remote } => Ok(if cli::test(&ctx()?, &dir.dir, remote)? {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        }),
         Command::Validate { file } => validate(&file),
         Command::Serve(a) => {
             tracing_subscriber::fmt()
@@ -118,9 +300,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .with_writer(std::io::stderr)
                 .init();
             let mut live = LiveConfig::default();
-            live.sandbox.cache_dir = a
-                .cache_dir
-                .unwrap_or_else(|| a.storage.data.join("cache"));
+            live.sandbox.cache_dir = a.cache_dir.unwrap_or_else(|| a.storage.data.join("cache"));
             live.sandbox.limits.allow_private_network = a.allow_private_egress;
             live.outbox_backoff = std::time::Duration::from_millis(a.outbox_backoff_ms);
             let cfg = ServeConfig {
@@ -185,11 +365,11 @@ fn rpassword_prompt(prompt: &str) -> Result<String> {
 
 fn validate(path: &std::path::Path) -> Result<ExitCode> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {shown}"))?;
-    match runtime_core::compile_source(&text) {
+    let loaded = botbox::cli::bot::load(path).map_err(|e| anyhow::anyhow!(e))?;
+    match runtime_core::compile(&loaded.doc) {
         Ok(c) => {
             for w in &c.warnings {
-                println!("{shown}: warning: {w}");
+                println!("{}", loaded.locate(w));
             }
             println!(
                 "{shown}: ok ({} flows, {} warnings)",
@@ -200,12 +380,7 @@ fn validate(path: &std::path::Path) -> Result<ExitCode> {
         }
         Err(rejected) => {
             for p in &rejected.problems {
-                let kind = if p.severity == runtime_core::source::Severity::Error {
-                    "error"
-                } else {
-                    "warning"
-                };
-                println!("{shown}: {kind}: {p}");
+                println!("{}", loaded.locate(p));
             }
             Ok(ExitCode::from(1))
         }

@@ -2,14 +2,14 @@
 
 use botbox::sandbox::effects::Effects;
 use botbox::sandbox::limits::Limits;
+use botbox::sandbox::testing::SandboxStepper;
 use botbox::sandbox::{Revision, Sandbox, SandboxConfig, SandboxError};
 use guest_sdk::native::NativeStepper;
-use runtime_core::host::{HttpRequest, HttpResponse};
 use runtime_core::testing::{Stepper, TestEnv, fresh_session, parse_suite, run_case};
 use runtime_core::{CompiledBot, ConverseResult, Message, Session, StepError, compile_source};
-use serde_json::{Value as Json, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 fn cache_dir() -> PathBuf {
@@ -35,50 +35,6 @@ fn sandbox() -> &'static Sandbox {
             ..Limits::default()
         })
     })
-}
-
-/// Effects over a test environment (clock, deterministic randomness, HTTP stubs).
-struct EnvEffects(Mutex<TestEnv>);
-
-impl Effects for EnvEffects {
-    fn now_ms(&self) -> i64 {
-        self.0.lock().unwrap().now
-    }
-    fn random_u64(&self) -> u64 {
-        self.0.lock().unwrap().random_u64()
-    }
-    fn http(&self, req: &HttpRequest, _: &Limits) -> Result<HttpResponse, String> {
-        self.0.lock().unwrap().http(req).map_err(|e| e.to_string())
-    }
-    fn nl_predict(&self, _: &str, _: &str, _: &Json) -> Result<Json, String> {
-        Err("no NL".into())
-    }
-}
-
-struct SandboxStepper<'a> {
-    sandbox: &'a Sandbox,
-    revision: Revision,
-}
-
-impl Stepper for SandboxStepper<'_> {
-    fn step(
-        &mut self,
-        _: &CompiledBot,
-        session: &Session,
-        msg: Message,
-        env: &mut TestEnv,
-    ) -> Result<ConverseResult, StepError> {
-        let effects = Arc::new(EnvEffects(Mutex::new(env.clone())));
-        let out = self
-            .sandbox
-            .step(&self.revision, session, &msg, effects.clone());
-        *env = effects.0.lock().unwrap().clone();
-        match out {
-            Ok(o) => Ok(o.result),
-            Err(SandboxError::Step(e)) => Err(e),
-            Err(SandboxError::Internal(e)) => panic!("sandbox failure: {e:#}"),
-        }
-    }
 }
 
 /// Runs native and sandbox side by side and records any difference.

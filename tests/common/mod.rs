@@ -39,7 +39,10 @@ impl Server {
                     .execute(&admin)
                     .await
                     .expect("creating a test database on 127.0.0.1:5432 (is PostgreSQL running?)");
-                (format!("postgres://postgres@127.0.0.1:5432/{name}"), Some(name))
+                (
+                    format!("postgres://postgres@127.0.0.1:5432/{name}"),
+                    Some(name),
+                )
             }
         };
         let (child, base) = spawn(dir.path(), backend, &db_url, extra).await;
@@ -78,7 +81,12 @@ impl Server {
     }
 }
 
-async fn spawn(dir: &std::path::Path, backend: Backend, db_url: &str, extra: &[&str]) -> (Child, String) {
+async fn spawn(
+    dir: &std::path::Path,
+    backend: Backend,
+    db_url: &str,
+    extra: &[&str],
+) -> (Child, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_botbox"));
     cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
         .arg(dir)
@@ -86,7 +94,10 @@ async fn spawn(dir: &std::path::Path, backend: Backend, db_url: &str, extra: &[&
         .env("BOTBOX_ADMIN_PASSWORD", ADMIN_PASSWORD)
         .env("BOTBOX_LOG", "warn")
         // One compiled sandbox guest for all test servers.
-        .env("BOTBOX_CACHE", concat!(env!("CARGO_TARGET_TMPDIR"), "/botbox-cache"))
+        .env(
+            "BOTBOX_CACHE",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/botbox-cache"),
+        )
         .env_remove("BOTBOX_RATE_LIMIT")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());

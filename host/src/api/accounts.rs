@@ -405,7 +405,12 @@ async fn team_by_id_or_name(app: &App, key: &str, id_first: bool) -> ApiResult<c
 
 /// May the caller manage this team's membership? Team admins and platform admins may; other
 /// members get 403; strangers learn nothing (404).
-async fn require_team_admin(app: &App, caller: &Caller, team_id: &str, what: &str) -> ApiResult<()> {
+async fn require_team_admin(
+    app: &App,
+    caller: &Caller,
+    team_id: &str,
+    what: &str,
+) -> ApiResult<()> {
     if caller.is_admin() {
         return Ok(());
     }

@@ -136,7 +136,9 @@ async fn create_deployment(
             req.cms_revision.as_deref(),
         )
         .await
-        .map_err(conflict(format!("deployment version {version} already exists")))?;
+        .map_err(conflict(format!(
+            "deployment version {version} already exists"
+        )))?;
     Ok(Json(deployment_json(d)))
 }
 
@@ -543,7 +545,11 @@ fn channel_fields(req: ChannelRequest, current: Option<&ChannelRow>) -> ApiResul
         (None, Some(c)) => c.url.clone(),
         (None, None) => match default_url(canonical) {
             Some(u) => u.to_owned(),
-            None => return Err(ApiError::bad(format!("url is required for {kind} channels"))),
+            None => {
+                return Err(ApiError::bad(format!(
+                    "url is required for {kind} channels"
+                )));
+            }
         },
     };
     if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -628,7 +634,10 @@ async fn create_channel(
         .db
         .insert_channel(&pid, &eid, &f)
         .await
-        .map_err(conflict(format!("a channel named {} already exists", f.name)))?;
+        .map_err(conflict(format!(
+            "a channel named {} already exists",
+            f.name
+        )))?;
     Ok(Json(channel_json(&app, c)?))
 }
 
@@ -666,7 +675,10 @@ async fn put_channel(
     app.db
         .update_channel(&pid, &cid, &f)
         .await
-        .map_err(conflict(format!("a channel named {} already exists", f.name)))?;
+        .map_err(conflict(format!(
+            "a channel named {} already exists",
+            f.name
+        )))?;
     channel_json(&app, channel_or_404(&app, &pid, &eid, &cid).await?).map(Json)
 }
 
@@ -701,7 +713,9 @@ mod tests {
         .unwrap();
         assert_eq!(f.options, r#"{"secret":"s"}"#);
         let e = channel_fields(
-            req(serde_json::json!({"name": "web", "type": "generic", "url": "http://x", "options": "[1]"})),
+            req(
+                serde_json::json!({"name": "web", "type": "generic", "url": "http://x", "options": "[1]"}),
+            ),
             None,
         );
         assert!(matches!(e, Err(ApiError::BadRequest(d)) if d.starts_with("options:")));
@@ -711,12 +725,26 @@ mod tests {
     fn channel_type_and_url_are_checked() {
         let e = channel_fields(req(serde_json::json!({"name": "a", "type": "icq"})), None);
         assert!(matches!(e, Err(ApiError::BadRequest(d)) if d.contains("type: one of generic")));
-        let e = channel_fields(req(serde_json::json!({"name": "a", "type": "generic"})), None);
+        let e = channel_fields(
+            req(serde_json::json!({"name": "a", "type": "generic"})),
+            None,
+        );
         assert!(matches!(e, Err(ApiError::BadRequest(d)) if d.contains("url is required")));
-        let f = channel_fields(req(serde_json::json!({"name": "a", "type": "telegram"})), None).unwrap();
+        let f = channel_fields(
+            req(serde_json::json!({"name": "a", "type": "telegram"})),
+            None,
+        )
+        .unwrap();
         assert_eq!(f.url, "https://api.telegram.org");
-        let f = channel_fields(req(serde_json::json!({"name": "a", "type": "the service"})), None).unwrap();
-        assert_eq!((f.kind.as_str(), f.url.as_str()), ("the service", "https://api.line.me"));
+        let f = channel_fields(
+            req(serde_json::json!({"name": "a", "type": "the service"})),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (f.kind.as_str(), f.url.as_str()),
+            ("the service", "https://api.line.me")
+        );
     }
 
     #[test]

@@ -51,7 +51,8 @@ async fn webhook(
     let Some((ch, env)) = app.live.channel(&channel_id).await? else {
         return Err(ApiError::not_found(format!("channel {channel_id}")));
     };
-    let span = tracing::info_span!("webhook", channel = %ch.id, kind = %ch.kind, environment = %env.name);
+    let span =
+        tracing::info_span!("webhook", channel = %ch.id, kind = %ch.kind, environment = %env.name);
     let _e = span.enter();
     drop(_e);
     if !app.live.channel_rpm_ok(&ch) {
@@ -59,7 +60,11 @@ async fn webhook(
     }
     let options: Map<String, Json_> = serde_json::from_str(&ch.options).unwrap_or_default();
     let kind = super::canonical_channel_type(&ch.kind).unwrap_or("generic");
-    let info = ChannelInfo { kind, url: &ch.url, options: &options };
+    let info = ChannelInfo {
+        kind,
+        url: &ch.url,
+        options: &options,
+    };
     let items = match channels::parse(&info, &headers, uri.query(), &body) {
         Err(ChannelError::Signature(m)) => {
             tracing::warn!(channel = %ch.id, reason = %m, "webhook rejected: bad signature");
@@ -142,22 +147,28 @@ async fn converse(
         }
         (None, Some(r)) => app.live.revision(&pid, r).await?,
         (None, None) => {
-            let r = project
-                .bot_latest_revision
-                .ok_or_else(|| ApiError::not_found(format!("project {pid} has no bot revision yet")))?;
+            let r = project.bot_latest_revision.ok_or_else(|| {
+                ApiError::not_found(format!("project {pid} has no bot revision yet"))
+            })?;
             app.live.revision(&pid, &r).await?
         }
     };
-    let message = Message::from_json(&req.message).map_err(|e| ApiError::bad(format!("message: {e}")))?;
+    let message =
+        Message::from_json(&req.message).map_err(|e| ApiError::bad(format!("message: {e}")))?;
     let result = match (&req.session, &req.session_id) {
         (Some(s), _) => {
             let session: Session = serde_json::from_value(s.clone())
                 .map_err(|e| ApiError::bad(format!("session: {e}")))?;
-            app.live.run_step(&project.owner_id, rev, session, message).await?.result
+            app.live
+                .run_step(&project.owner_id, rev, session, message)
+                .await?
+                .result
         }
         (None, Some(sid)) => {
             let key = format!("console:{pid}:{sid}");
-            app.live.converse_stored(&key, &project.owner_id, rev, message).await?
+            app.live
+                .converse_stored(&key, &project.owner_id, rev, message)
+                .await?
         }
         (None, None) => {
             app.live
@@ -166,7 +177,9 @@ async fn converse(
                 .result
         }
     };
-    Ok(Json(serde_json::to_value(result).map_err(|e| ApiError::Internal(e.into()))?))
+    Ok(Json(
+        serde_json::to_value(result).map_err(|e| ApiError::Internal(e.into()))?,
+    ))
 }
 
 /// Transcripts of an environment between two times (Unix milliseconds, inclusive): every
@@ -186,9 +199,9 @@ async fn list_transcript(
     let num = |name: &str, default: i64| -> ApiResult<i64> {
         match q.get(name) {
             None => Ok(default),
-            Some(v) => v
-                .parse::<i64>()
-                .map_err(|_| ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))),
+            Some(v) => v.parse::<i64>().map_err(|_| {
+                ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))
+            }),
         }
     };
     let start = num("startTimeStamp", 0)?;

@@ -129,7 +129,10 @@ pub fn router(app: App) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(1 << 20))
         .with_state(app.clone());
     let limited = api
-        .layer(axum::middleware::from_fn_with_state(app.clone(), rate_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            rate_limit,
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(app.config.body_limit))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .with_state(app);
@@ -254,7 +257,9 @@ impl IntoResponse for ApiError {
 impl From<DbError> for ApiError {
     fn from(e: DbError) -> Self {
         match e {
-            DbError::Conflict => ApiError::Conflict("a resource with that name already exists".into()),
+            DbError::Conflict => {
+                ApiError::Conflict("a resource with that name already exists".into())
+            }
             DbError::Sqlx(e) => ApiError::Internal(e.into()),
         }
     }
@@ -548,7 +553,11 @@ mod tests {
     #[test]
     fn every_route_registers_and_is_documented() {
         let doc = openapi();
-        for p in ["/login", "/teams/{team}", "/projects/{projectId}/bot/converse"] {
+        for p in [
+            "/login",
+            "/teams/{team}",
+            "/projects/{projectId}/bot/converse",
+        ] {
             assert!(doc.paths.paths.contains_key(p), "{p}");
         }
     }
@@ -565,7 +574,11 @@ mod tests {
 
     #[test]
     fn trailing_slashes_are_trimmed_except_for_docs() {
-        let r = trim_trailing_slash(axum::http::Request::get("/projects/?page=2").body(()).unwrap());
+        let r = trim_trailing_slash(
+            axum::http::Request::get("/projects/?page=2")
+                .body(())
+                .unwrap(),
+        );
         assert_eq!(r.uri().to_string(), "/projects?page=2");
         let r = trim_trailing_slash(axum::http::Request::get("/docs/").body(()).unwrap());
         assert_eq!(r.uri().path(), "/docs/");
@@ -585,10 +598,19 @@ mod tests {
             bot: bool,
         }
         let e = parse_json::<T>(br#"{"name": "x", "options": {"bot": 3}}"#).unwrap_err();
-        assert!(matches!(&e, ApiError::BadRequest(d) if d.starts_with("options.bot: invalid type")), "{e:?}");
+        assert!(
+            matches!(&e, ApiError::BadRequest(d) if d.starts_with("options.bot: invalid type")),
+            "{e:?}"
+        );
         let e = parse_json::<T>(b"{\"name\": ").unwrap_err();
-        assert!(matches!(&e, ApiError::BadRequest(d) if d.contains("EOF")), "{e:?}");
+        assert!(
+            matches!(&e, ApiError::BadRequest(d) if d.contains("EOF")),
+            "{e:?}"
+        );
         let e = parse_json::<T>(b"").unwrap_err();
-        assert!(matches!(&e, ApiError::BadRequest(d) if d.contains("required")), "{e:?}");
+        assert!(
+            matches!(&e, ApiError::BadRequest(d) if d.contains("required")),
+            "{e:?}"
+        );
     }
 }

@@ -3,9 +3,9 @@
 use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, parse_json, project_for};
 use crate::auth::{Action, Reach, Resource};
 use crate::db::{DbError, NewProject, ProjectRow};
-use runtime_core::source::Severity;
 use axum::Json;
 use axum::extract::{Path, State};
+use runtime_core::source::Severity;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json_, json};
 use sha2::{Digest, Sha256};
@@ -360,7 +360,13 @@ async fn create_revision(
     doc.insert("revision".into(), json!(revision));
     doc.insert(
         "warnings".into(),
-        json!(compiled.warnings.iter().map(|w| w.to_string()).collect::<Vec<_>>()),
+        json!(
+            compiled
+                .warnings
+                .iter()
+                .map(|w| w.to_string())
+                .collect::<Vec<_>>()
+        ),
     );
     Ok(Json(bot))
 }

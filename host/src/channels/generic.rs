@@ -2,27 +2,39 @@
 //! POSTed to the channel's `url` out. With `options.secret`, both directions are signed:
 //! header `x-botbox-signature: sha256=<hex HMAC-SHA256(secret, body)>`.
 
-use super::{ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, verify_hmac, with_metadata};
+use super::{
+    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, verify_hmac, with_metadata,
+};
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
 
 pub const SIGNATURE_HEADER: &str = "x-botbox-signature";
 
-pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Result<Inbound, ChannelError> {
+pub fn parse(
+    ch: &ChannelInfo<'_>,
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> Result<Inbound, ChannelError> {
     if let Some(secret) = ch.opt(&["secret"]) {
         let sig = header(headers, SIGNATURE_HEADER)
             .and_then(|s| s.strip_prefix("sha256="))
             .and_then(|h| hex::decode(h).ok())
             .ok_or_else(|| ChannelError::Signature(format!("missing {SIGNATURE_HEADER}")))?;
         if !verify_hmac(secret.as_bytes(), body, &sig) {
-            return Err(ChannelError::Signature(format!("{SIGNATURE_HEADER} does not match")));
+            return Err(ChannelError::Signature(format!(
+                "{SIGNATURE_HEADER} does not match"
+            )));
         }
     }
     let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
     let user = match v.get("userId") {
         Some(Json::String(s)) if !s.is_empty() => s.clone(),
         Some(Json::Number(n)) => n.to_string(),
-        _ => return Err(ChannelError::Payload("userId: a non-empty string is required".into())),
+        _ => {
+            return Err(ChannelError::Payload(
+                "userId: a non-empty string is required".into(),
+            ));
+        }
     };
     let messages = v
         .get("messages")
@@ -35,7 +47,8 @@ pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Re
     metadata["channelType"] = json!("generic");
     let mut items = Vec::new();
     for (i, m) in messages.iter().enumerate() {
-        let msg = Message::from_json(m).map_err(|e| ChannelError::Payload(format!("messages[{i}]: {e}")))?;
+        let msg = Message::from_json(m)
+            .map_err(|e| ChannelError::Payload(format!("messages[{i}]: {e}")))?;
         let provider_id = m.get("id").and_then(Json::as_str).map(str::to_owned);
         items.push(InboundItem {
             provider_id,
@@ -66,7 +79,10 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
     let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
     if let Some(secret) = ch.opt(&["secret"]) {
         let sig = super::hmac_sha256(secret.as_bytes(), body.to_string().as_bytes());
-        headers.push((SIGNATURE_HEADER.to_owned(), format!("sha256={}", hex::encode(sig))));
+        headers.push((
+            SIGNATURE_HEADER.to_owned(),
+            format!("sha256={}", hex::encode(sig)),
+        ));
     }
     vec![Delivery {
         url: ch.url.to_owned(),

@@ -10,18 +10,30 @@ use base64::Engine as _;
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
 
-pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Result<Inbound, ChannelError> {
-    let secret = ch
-        .opt(&["secret", "channelSecret"])
-        .ok_or_else(|| ChannelError::Signature("the channel has no options.secret to check x-line-signature".into()))?;
+pub fn parse(
+    ch: &ChannelInfo<'_>,
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> Result<Inbound, ChannelError> {
+    let secret = ch.opt(&["secret", "channelSecret"]).ok_or_else(|| {
+        ChannelError::Signature(
+            "the channel has no options.secret to check x-line-signature".into(),
+        )
+    })?;
     let sig = header(headers, "x-line-signature")
         .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
         .ok_or_else(|| ChannelError::Signature("missing x-line-signature".into()))?;
     if !verify_hmac(secret.as_bytes(), body, &sig) {
-        return Err(ChannelError::Signature("x-line-signature does not match".into()));
+        return Err(ChannelError::Signature(
+            "x-line-signature does not match".into(),
+        ));
     }
     let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
-    let events = v.get("events").and_then(Json::as_array).cloned().unwrap_or_default();
+    let events = v
+        .get("events")
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default();
     let token = ch.opt(&["token", "channelAccessToken"]).unwrap_or("");
     let mut items = Vec::new();
     for e in &events {
@@ -30,7 +42,11 @@ pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Re
         };
         let msg = match e.get("type").and_then(Json::as_str) {
             Some("message") => match e.pointer("/message/type").and_then(Json::as_str) {
-                Some("text") => Message::text(e.pointer("/message/text").and_then(Json::as_str).unwrap_or("")),
+                Some("text") => Message::text(
+                    e.pointer("/message/text")
+                        .and_then(Json::as_str)
+                        .unwrap_or(""),
+                ),
                 Some("location") => Message::data(json!({
                     "type": "location",
                     "latitude": e.pointer("/message/latitude").cloned().unwrap_or(Json::Null),
@@ -49,7 +65,9 @@ pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Re
             },
             Some("follow") => Message::data(json!({"type": "follow"})),
             Some("postback") => Message::data(postback_payload(
-                e.pointer("/postback/data").and_then(Json::as_str).unwrap_or(""),
+                e.pointer("/postback/data")
+                    .and_then(Json::as_str)
+                    .unwrap_or(""),
             )),
             _ => continue,
         };
@@ -90,7 +108,11 @@ pub fn message(r: &Response) -> Json {
     match (ptype, ttype) {
         ("template", "button") | ("template", "buttons") => {
             let items = p.get("items").cloned().unwrap_or(Json::Null);
-            let text = items.get("text").and_then(Json::as_str).unwrap_or("").to_owned();
+            let text = items
+                .get("text")
+                .and_then(Json::as_str)
+                .unwrap_or("")
+                .to_owned();
             let mut t = json!({
                 "type": "buttons",
                 "text": text,
@@ -132,7 +154,9 @@ pub fn message(r: &Response) -> Json {
             let url = p.get("url").and_then(Json::as_str).unwrap_or("");
             json!({"type": "image", "originalContentUrl": url, "previewImageUrl": p.get("previewUrl").and_then(Json::as_str).unwrap_or(url)})
         }
-        ("sticker", _) => json!({"type": "sticker", "packageId": p.get("packageId"), "stickerId": p.get("stickerId")}),
+        ("sticker", _) => {
+            json!({"type": "sticker", "packageId": p.get("packageId"), "stickerId": p.get("stickerId")})
+        }
         _ => json!({"type": "text", "text": super::plain_text(r)}),
     }
 }

@@ -23,29 +23,55 @@ pub fn parse(
             .filter_map(|p| p.split_once('='))
             .collect();
         let want = ch.opt(&["verifyToken"]);
-        return match (q.get("hub.mode"), q.get("hub.verify_token"), q.get("hub.challenge"), want) {
+        return match (
+            q.get("hub.mode"),
+            q.get("hub.verify_token"),
+            q.get("hub.challenge"),
+            want,
+        ) {
             (Some(&"subscribe"), Some(got), Some(challenge), Some(want)) if *got == want => {
-                Ok(Inbound::Handshake { content_type: "text/plain", body: (*challenge).to_owned() })
+                Ok(Inbound::Handshake {
+                    content_type: "text/plain",
+                    body: (*challenge).to_owned(),
+                })
             }
-            _ => Err(ChannelError::Signature("hub.verify_token does not match".into())),
+            _ => Err(ChannelError::Signature(
+                "hub.verify_token does not match".into(),
+            )),
         };
     }
-    let secret = ch
-        .opt(&["secret", "appSecret"])
-        .ok_or_else(|| ChannelError::Signature("the channel has no options.secret to check x-hub-signature-256".into()))?;
+    let secret = ch.opt(&["secret", "appSecret"]).ok_or_else(|| {
+        ChannelError::Signature(
+            "the channel has no options.secret to check x-hub-signature-256".into(),
+        )
+    })?;
     let sig = header(headers, "x-hub-signature-256")
         .and_then(|s| s.strip_prefix("sha256="))
         .and_then(|h| hex::decode(h).ok())
         .ok_or_else(|| ChannelError::Signature("missing x-hub-signature-256".into()))?;
     if !verify_hmac(secret.as_bytes(), body, &sig) {
-        return Err(ChannelError::Signature("x-hub-signature-256 does not match".into()));
+        return Err(ChannelError::Signature(
+            "x-hub-signature-256 does not match".into(),
+        ));
     }
     let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
     let token = ch.opt(&["token"]).unwrap_or("");
     let mut items = Vec::new();
-    for entry in v.get("entry").and_then(Json::as_array).cloned().unwrap_or_default() {
-        for ev in entry.get("messaging").and_then(Json::as_array).cloned().unwrap_or_default() {
-            let Some(sender) = ev.pointer("/sender/id").and_then(Json::as_str) else { continue };
+    for entry in v
+        .get("entry")
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default()
+    {
+        for ev in entry
+            .get("messaging")
+            .and_then(Json::as_array)
+            .cloned()
+            .unwrap_or_default()
+        {
+            let Some(sender) = ev.pointer("/sender/id").and_then(Json::as_str) else {
+                continue;
+            };
             let (msg, id) = if let Some(m) = ev.get("message") {
                 if let Some(qr) = m.pointer("/quick_reply/payload").and_then(Json::as_str) {
                     (Message::data(postback_payload(qr)), m.get("mid"))
@@ -56,7 +82,9 @@ pub fn parse(
                 }
             } else if let Some(pb) = ev.get("postback") {
                 (
-                    Message::data(postback_payload(pb.get("payload").and_then(Json::as_str).unwrap_or(""))),
+                    Message::data(postback_payload(
+                        pb.get("payload").and_then(Json::as_str).unwrap_or(""),
+                    )),
                     pb.get("mid"),
                 )
             } else {
@@ -77,7 +105,10 @@ pub fn parse(
 
 pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
     let token = ch.opt(&["token"]).unwrap_or("");
-    let url = format!("{}/me/messages?access_token={token}", ch.url.trim_end_matches('/'));
+    let url = format!(
+        "{}/me/messages?access_token={token}",
+        ch.url.trim_end_matches('/')
+    );
     responses
         .iter()
         .map(|r| {

@@ -33,7 +33,10 @@ pub enum Inbound {
     /// Messages to run, in order.
     Messages(Vec<InboundItem>),
     /// A provider handshake: answer with this status and body, run nothing.
-    Handshake { content_type: &'static str, body: String },
+    Handshake {
+        content_type: &'static str,
+        body: String,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -155,17 +158,29 @@ pub fn template_actions(payload: &Json) -> Vec<(String, String, String)> {
             .flatten()
             .cloned()
             .collect(),
-        Some(i) => i.get("actions").and_then(Json::as_array).cloned().unwrap_or_default(),
+        Some(i) => i
+            .get("actions")
+            .and_then(Json::as_array)
+            .cloned()
+            .unwrap_or_default(),
         None => vec![],
     };
     actions
         .iter()
         .map(|a| {
             let kind = a.get("type").and_then(Json::as_str).unwrap_or("postback");
-            let label = a.get("label").and_then(Json::as_str).unwrap_or("").to_owned();
+            let label = a
+                .get("label")
+                .and_then(Json::as_str)
+                .unwrap_or("")
+                .to_owned();
             let value = match kind {
                 "url" => a.get("url").and_then(Json::as_str).unwrap_or("").to_owned(),
-                "message" => a.get("text").and_then(Json::as_str).unwrap_or(&label).to_owned(),
+                "message" => a
+                    .get("text")
+                    .and_then(Json::as_str)
+                    .unwrap_or(&label)
+                    .to_owned(),
                 _ => a
                     .get("payload")
                     .map(|p| match p {
@@ -218,14 +233,30 @@ mod tests {
 
     #[test]
     fn postbacks_become_objects() {
-        assert_eq!(postback_payload("type=follow"), serde_json::json!({"type": "follow"}));
-        assert_eq!(postback_payload("a=1&b=x"), serde_json::json!({"a": "1", "b": "x"}));
-        assert_eq!(postback_payload(r#"{"k":"v"}"#), serde_json::json!({"k": "v"}));
-        assert_eq!(postback_payload("plain"), serde_json::json!({"value": "plain"}));
+        assert_eq!(
+            postback_payload("type=follow"),
+            serde_json::json!({"type": "follow"})
+        );
+        assert_eq!(
+            postback_payload("a=1&b=x"),
+            serde_json::json!({"a": "1", "b": "x"})
+        );
+        assert_eq!(
+            postback_payload(r#"{"k":"v"}"#),
+            serde_json::json!({"k": "v"})
+        );
+        assert_eq!(
+            postback_payload("plain"),
+            serde_json::json!({"value": "plain"})
+        );
     }
 
     fn info<'a>(kind: &'a str, options: &'a Map<String, Json>) -> ChannelInfo<'a> {
-        ChannelInfo { kind, url: "http://provider", options }
+        ChannelInfo {
+            kind,
+            url: "http://provider",
+            options,
+        }
     }
 
     fn opts(v: Json) -> Map<String, Json> {
@@ -253,15 +284,31 @@ mod tests {
         let o = opts(serde_json::json!({"secret": "s", "token": "T"}));
         let body = br#"{"events":[{"type":"follow","webhookEventId":"e1","source":{"type":"user","userId":"U1"}}]}"#;
         let sig = base64::engine::general_purpose::STANDARD.encode(hmac_sha256(b"s", body));
-        let m = messages(parse(&info("line", &o), &headers(&[("x-line-signature", sig)]), None, body).unwrap());
-        assert_eq!(m[0].message.payload, Some(serde_json::json!({"type": "follow"})));
+        let m = messages(
+            parse(
+                &info("line", &o),
+                &headers(&[("x-line-signature", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            m[0].message.payload,
+            Some(serde_json::json!({"type": "follow"}))
+        );
         assert_eq!(
             m[0].message.metadata,
-            Some(serde_json::json!({"channelType": "line", "lineSenderId": "U1", "lineSenderType": "user", "lineAccessToken": "T"}))
+            Some(
+                serde_json::json!({"channelType": "line", "lineSenderId": "U1", "lineSenderType": "user", "lineAccessToken": "T"})
+            )
         );
         // A LINE channel without a secret cannot be verified: refused.
         let none = Map::new();
-        assert!(matches!(parse(&info("line", &none), &headers(&[]), None, body), Err(ChannelError::Signature(_))));
+        assert!(matches!(
+            parse(&info("line", &none), &headers(&[]), None, body),
+            Err(ChannelError::Signature(_))
+        ));
     }
 
     #[test]
@@ -271,23 +318,59 @@ mod tests {
         let m = messages(parse(&info("telegram", &o), &headers(&[]), None, body).unwrap());
         assert_eq!(m[0].message.content.as_deref(), Some("/start"));
         assert_eq!(m[0].provider_id.as_deref(), Some("9"));
-        assert_eq!(m[0].message.metadata.as_ref().unwrap()["telegramSenderName"], "Budi S");
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["telegramSenderName"],
+            "Budi S"
+        );
     }
 
     #[test]
     fn messenger_verification_and_signed_postbacks() {
         let o = opts(serde_json::json!({"verifyToken": "vt", "secret": "app", "token": "PT"}));
-        let ok = parse(&info("fbmessenger", &o), &headers(&[]), Some("hub.mode=subscribe&hub.verify_token=vt&hub.challenge=42"), b"").unwrap();
+        let ok = parse(
+            &info("fbmessenger", &o),
+            &headers(&[]),
+            Some("hub.mode=subscribe&hub.verify_token=vt&hub.challenge=42"),
+            b"",
+        )
+        .unwrap();
         assert!(matches!(ok, Inbound::Handshake { body, .. } if body == "42"));
-        let bad = parse(&info("fbmessenger", &o), &headers(&[]), Some("hub.mode=subscribe&hub.verify_token=no&hub.challenge=42"), b"");
+        let bad = parse(
+            &info("fbmessenger", &o),
+            &headers(&[]),
+            Some("hub.mode=subscribe&hub.verify_token=no&hub.challenge=42"),
+            b"",
+        );
         assert!(bad.is_err());
         let body = br#"{"object":"page","entry":[{"messaging":[{"sender":{"id":"P1"},"postback":{"payload":"type=follow","mid":"m1"}}]}]}"#;
         let sig = format!("sha256={}", hex::encode(hmac_sha256(b"app", body)));
-        let m = messages(parse(&info("fbmessenger", &o), &headers(&[("x-hub-signature-256", sig)]), None, body).unwrap());
-        assert_eq!(m[0].message.payload, Some(serde_json::json!({"type": "follow"})));
-        assert_eq!(m[0].message.metadata.as_ref().unwrap()["fbmessengerSenderId"], "P1");
+        let m = messages(
+            parse(
+                &info("fbmessenger", &o),
+                &headers(&[("x-hub-signature-256", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            m[0].message.payload,
+            Some(serde_json::json!({"type": "follow"}))
+        );
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["fbmessengerSenderId"],
+            "P1"
+        );
         let forged = format!("sha256={}", hex::encode(hmac_sha256(b"other", body)));
-        assert!(parse(&info("fbmessenger", &o), &headers(&[("x-hub-signature-256", forged)]), None, body).is_err());
+        assert!(
+            parse(
+                &info("fbmessenger", &o),
+                &headers(&[("x-hub-signature-256", forged)]),
+                None,
+                body
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -300,12 +383,18 @@ mod tests {
             base.extend_from_slice(body);
             format!("v0={}", hex::encode(hmac_sha256(b"ss", &base)))
         };
-        let h = headers(&[("x-slack-request-timestamp", now.to_string()), ("x-slack-signature", sign(now))]);
+        let h = headers(&[
+            ("x-slack-request-timestamp", now.to_string()),
+            ("x-slack-signature", sign(now)),
+        ]);
         let ok = parse(&info("slack", &o), &h, None, body).unwrap();
         assert!(matches!(ok, Inbound::Handshake { body, .. } if body == r#"{"challenge":"abc"}"#));
         // A replayed request from ten minutes ago is refused even with a valid signature.
         let old = now - 600;
-        let h = headers(&[("x-slack-request-timestamp", old.to_string()), ("x-slack-signature", sign(old))]);
+        let h = headers(&[
+            ("x-slack-request-timestamp", old.to_string()),
+            ("x-slack-signature", sign(old)),
+        ]);
         assert!(parse(&info("slack", &o), &h, None, body).is_err());
     }
 
@@ -315,8 +404,19 @@ mod tests {
         let body = br#"{"userId":"u","messages":[{"type":"text","content":"hi"}]}"#;
         assert!(parse(&info("generic", &o), &headers(&[]), None, body).is_err());
         let sig = format!("sha256={}", hex::encode(hmac_sha256(b"g", body)));
-        let m = messages(parse(&info("generic", &o), &headers(&[("x-botbox-signature", sig)]), None, body).unwrap());
-        assert_eq!(m[0].message.metadata, Some(serde_json::json!({"channelType": "generic"})));
+        let m = messages(
+            parse(
+                &info("generic", &o),
+                &headers(&[("x-botbox-signature", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            m[0].message.metadata,
+            Some(serde_json::json!({"channelType": "generic"}))
+        );
     }
 
     #[test]

@@ -2,20 +2,30 @@
 //! v0=<hex HMAC(signing secret, "v0:<timestamp>:<body>")>`, timestamp within 5 minutes),
 //! `chat.postMessage` out. Options: `token` (bot token), `secret` (signing secret).
 
-use super::{ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, verify_hmac, with_metadata};
+use super::{
+    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, verify_hmac, with_metadata,
+};
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
 
-pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Result<Inbound, ChannelError> {
-    let secret = ch
-        .opt(&["secret", "signingSecret"])
-        .ok_or_else(|| ChannelError::Signature("the channel has no options.secret to check x-slack-signature".into()))?;
+pub fn parse(
+    ch: &ChannelInfo<'_>,
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> Result<Inbound, ChannelError> {
+    let secret = ch.opt(&["secret", "signingSecret"]).ok_or_else(|| {
+        ChannelError::Signature(
+            "the channel has no options.secret to check x-slack-signature".into(),
+        )
+    })?;
     let ts = header(headers, "x-slack-request-timestamp")
         .and_then(|t| t.parse::<i64>().ok())
         .ok_or_else(|| ChannelError::Signature("missing x-slack-request-timestamp".into()))?;
     let now = crate::db::now_ms() / 1000;
     if (now - ts).abs() > 300 {
-        return Err(ChannelError::Signature("x-slack-request-timestamp is more than 5 minutes off".into()));
+        return Err(ChannelError::Signature(
+            "x-slack-request-timestamp is more than 5 minutes off".into(),
+        ));
     }
     let sig = header(headers, "x-slack-signature")
         .and_then(|s| s.strip_prefix("v0="))
@@ -24,7 +34,9 @@ pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Re
     let mut base = format!("v0:{ts}:").into_bytes();
     base.extend_from_slice(body);
     if !verify_hmac(secret.as_bytes(), &base, &sig) {
-        return Err(ChannelError::Signature("x-slack-signature does not match".into()));
+        return Err(ChannelError::Signature(
+            "x-slack-signature does not match".into(),
+        ));
     }
     let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
     match v.get("type").and_then(Json::as_str) {
@@ -35,7 +47,8 @@ pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Re
         Some("event_callback") => {
             let e = v.get("event").cloned().unwrap_or(Json::Null);
             // Ignore bots (our own replies come back as events).
-            if e.get("type").and_then(Json::as_str) != Some("message") || e.get("bot_id").is_some() {
+            if e.get("type").and_then(Json::as_str) != Some("message") || e.get("bot_id").is_some()
+            {
                 return Ok(Inbound::Messages(vec![]));
             }
             let (Some(user), Some(channel)) = (
@@ -66,7 +79,10 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
         .map(|r| Delivery {
             url: format!("{}/chat.postMessage", ch.url.trim_end_matches('/')),
             headers: vec![
-                ("content-type".into(), "application/json; charset=utf-8".into()),
+                (
+                    "content-type".into(),
+                    "application/json; charset=utf-8".into(),
+                ),
                 ("authorization".into(), format!("Bearer {token}")),
             ],
             body: json!({"channel": channel, "text": super::plain_text(r)}),

@@ -12,11 +12,17 @@ use subtle::ConstantTimeEq;
 
 pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 
-pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Result<Inbound, ChannelError> {
+pub fn parse(
+    ch: &ChannelInfo<'_>,
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> Result<Inbound, ChannelError> {
     if let Some(secret) = ch.opt(&["secretToken", "secret"]) {
         let got = header(headers, SECRET_HEADER).unwrap_or("");
         if !bool::from(got.as_bytes().ct_eq(secret.as_bytes())) {
-            return Err(ChannelError::Signature(format!("{SECRET_HEADER} does not match")));
+            return Err(ChannelError::Signature(format!(
+                "{SECRET_HEADER} does not match"
+            )));
         }
     }
     let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
@@ -25,7 +31,9 @@ pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Re
         let msg = if let Some(t) = m.get("text").and_then(Json::as_str) {
             Message::text(t)
         } else if let Some(loc) = m.get("location") {
-            Message::data(json!({"type": "location", "latitude": loc.get("latitude"), "longitude": loc.get("longitude")}))
+            Message::data(
+                json!({"type": "location", "latitude": loc.get("latitude"), "longitude": loc.get("longitude")}),
+            )
         } else if m.get("photo").is_some() {
             Message::data(json!({"type": "image", "fileId": m.pointer("/photo/0/file_id")}))
         } else {
@@ -34,7 +42,11 @@ pub fn parse(ch: &ChannelInfo<'_>, headers: &http::HeaderMap, body: &[u8]) -> Re
         (m.get("from").cloned(), m.get("chat").cloned(), msg)
     } else if let Some(q) = v.get("callback_query") {
         let data = q.get("data").and_then(Json::as_str).unwrap_or("");
-        (q.get("from").cloned(), q.pointer("/message/chat").cloned(), Message::data(postback_payload(data)))
+        (
+            q.get("from").cloned(),
+            q.pointer("/message/chat").cloned(),
+            Message::data(postback_payload(data)),
+        )
     } else {
         return Ok(Inbound::Messages(vec![]));
     };

@@ -87,10 +87,12 @@ impl Db {
     }
 
     pub async fn user_by_id(&self, id: &str) -> DbResult<Option<UserRow>> {
-        Ok(sqlx::query_as("SELECT id, username, password_hash, role_id, created_at FROM users WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?)
+        Ok(sqlx::query_as(
+            "SELECT id, username, password_hash, role_id, created_at FROM users WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     /// Stores a token by its hash; the token itself is never stored.

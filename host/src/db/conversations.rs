@@ -327,10 +327,12 @@ impl Db {
     /// already did (it fires there).
     pub async fn advance_schedule(&self, row: &ScheduleRow, next: Option<i64>) -> DbResult<bool> {
         let q = match next {
-            Some(n) => sqlx::query("UPDATE schedules SET next_at = $1 WHERE id = $2 AND next_at = $3")
-                .bind(n)
-                .bind(&row.id)
-                .bind(row.next_at),
+            Some(n) => {
+                sqlx::query("UPDATE schedules SET next_at = $1 WHERE id = $2 AND next_at = $3")
+                    .bind(n)
+                    .bind(&row.id)
+                    .bind(row.next_at)
+            }
             None => sqlx::query("DELETE FROM schedules WHERE id = $1 AND next_at = $2")
                 .bind(&row.id)
                 .bind(row.next_at),

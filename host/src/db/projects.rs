@@ -138,12 +138,12 @@ impl Db {
     }
 
     pub async fn project(&self, id: &str) -> DbResult<Option<ProjectRow>> {
-        Ok(
-            sqlx::query_as(&format!("SELECT {PROJECT_COLS} FROM projects WHERE id = $1"))
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        Ok(sqlx::query_as(&format!(
+            "SELECT {PROJECT_COLS} FROM projects WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     /// Projects of one owner (`Some`), or of everyone (`None`), newest first.
@@ -373,7 +373,11 @@ impl Db {
         Ok(row)
     }
 
-    pub async fn deployment(&self, project_id: &str, version: &str) -> DbResult<Option<DeploymentRow>> {
+    pub async fn deployment(
+        &self,
+        project_id: &str,
+        version: &str,
+    ) -> DbResult<Option<DeploymentRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {DEPLOYMENT_COLS} FROM deployments WHERE project_id = $1 AND version = $2"
         ))
@@ -447,7 +451,11 @@ impl Db {
     }
 
     /// Environments of a project that use a deployment version.
-    pub async fn environments_using(&self, project_id: &str, version: &str) -> DbResult<Vec<String>> {
+    pub async fn environments_using(
+        &self,
+        project_id: &str,
+        version: &str,
+    ) -> DbResult<Vec<String>> {
         let rows: Vec<(String,)> = sqlx::query_as(
             "SELECT name FROM environments WHERE project_id = $1 AND deployment_version = $2 ORDER BY name",
         )
@@ -488,7 +496,11 @@ impl Db {
         Ok(row)
     }
 
-    pub async fn environment(&self, project_id: &str, id: &str) -> DbResult<Option<EnvironmentRow>> {
+    pub async fn environment(
+        &self,
+        project_id: &str,
+        id: &str,
+    ) -> DbResult<Option<EnvironmentRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {ENV_COLS} FROM environments WHERE project_id = $1 AND id = $2"
         ))
@@ -526,12 +538,14 @@ impl Db {
         id: &str,
         version: &str,
     ) -> DbResult<()> {
-        sqlx::query("UPDATE environments SET deployment_version = $1 WHERE project_id = $2 AND id = $3")
-            .bind(version)
-            .bind(project_id)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE environments SET deployment_version = $1 WHERE project_id = $2 AND id = $3",
+        )
+        .bind(version)
+        .bind(project_id)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -615,7 +629,12 @@ impl Db {
         Ok(Page { items, total })
     }
 
-    pub async fn update_channel(&self, project_id: &str, id: &str, f: &ChannelFields) -> DbResult<()> {
+    pub async fn update_channel(
+        &self,
+        project_id: &str,
+        id: &str,
+        f: &ChannelFields,
+    ) -> DbResult<()> {
         sqlx::query(
             "UPDATE channels SET name = $1, kind = $2, url = $3, rpm_limit = $4, agent_id = $5, options = $6 \
              WHERE project_id = $7 AND id = $8",
@@ -645,12 +664,12 @@ impl Db {
 
     /// A channel by its id alone: the webhook receiver's lookup.
     pub async fn channel_by_id(&self, id: &str) -> DbResult<Option<ChannelRow>> {
-        Ok(
-            sqlx::query_as(&format!("SELECT {CHANNEL_COLS} FROM channels WHERE id = $1"))
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        Ok(sqlx::query_as(&format!(
+            "SELECT {CHANNEL_COLS} FROM channels WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     pub async fn count_owned_projects(&self, owner_id: &str) -> DbResult<i64> {

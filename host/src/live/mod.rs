@@ -10,9 +10,7 @@ mod outbox;
 mod schedules;
 
 use crate::channels::{self, ChannelInfo, InboundItem};
-use crate::db::{
-    ChannelRow, Db, EnvironmentRow, NewTranscript, ScheduleRow, StepWrite, now_ms,
-};
+use crate::db::{ChannelRow, Db, EnvironmentRow, NewTranscript, ScheduleRow, StepWrite, now_ms};
 use crate::sandbox::effects::{Effects, LiveEffects};
 use crate::sandbox::{Revision, Sandbox, SandboxConfig, SandboxError, StepOutcome};
 use anyhow::{Context, anyhow};
@@ -128,7 +126,11 @@ impl Live {
     }
 
     /// A stored revision, ready to run (cached: revisions are immutable).
-    pub async fn revision(&self, project_id: &str, revision_id: &str) -> Result<Arc<Revision>, LiveError> {
+    pub async fn revision(
+        &self,
+        project_id: &str,
+        revision_id: &str,
+    ) -> Result<Arc<Revision>, LiveError> {
         if let Some(r) = self.revisions.get(revision_id) {
             return Ok(r);
         }
@@ -136,7 +138,9 @@ impl Live {
             .db
             .revision(project_id, revision_id)
             .await?
-            .ok_or_else(|| LiveError::NotDeployed(format!("bot revision {revision_id} does not exist")))?;
+            .ok_or_else(|| {
+                LiveError::NotDeployed(format!("bot revision {revision_id} does not exist"))
+            })?;
         let bot: runtime_core::CompiledBot =
             serde_json::from_str(&row.compiled).context("stored compiled bot")?;
         let mut rev = Revision::new(revision_id, &bot);
@@ -150,7 +154,10 @@ impl Live {
 
     /// The revision an environment runs now: environment → deployment version → revision.
     /// Read for every message, so moving the environment takes effect at the next one.
-    pub async fn environment_revision(&self, env: &EnvironmentRow) -> Result<Arc<Revision>, LiveError> {
+    pub async fn environment_revision(
+        &self,
+        env: &EnvironmentRow,
+    ) -> Result<Arc<Revision>, LiveError> {
         let d = self
             .db
             .deployment(&env.project_id, &env.deployment_version)
@@ -182,7 +189,9 @@ impl Live {
         .await
         .map_err(|e| anyhow!("step task: {e}"))?;
         match out {
-            Ok(StepOutcome { result, fuel_used, .. }) => Ok(StepDone { result, fuel_used }),
+            Ok(StepOutcome {
+                result, fuel_used, ..
+            }) => Ok(StepDone { result, fuel_used }),
             Err(SandboxError::Step(e)) => Err(LiveError::Step(e.to_string())),
             Err(SandboxError::Internal(e)) => Err(LiveError::Internal(e)),
         }
@@ -219,7 +228,12 @@ impl Live {
     /// transcript, replies and schedules stored together. A failed step stores nothing but
     /// the incoming transcript line and, when the bot sets `config.defaultErrorMessage`, that
     /// message to the user.
-    pub async fn handle(&self, channel: &ChannelRow, env: &EnvironmentRow, item: InboundItem) -> Result<(), LiveError> {
+    pub async fn handle(
+        &self,
+        channel: &ChannelRow,
+        env: &EnvironmentRow,
+        item: InboundItem,
+    ) -> Result<(), LiveError> {
         let key = format!("{}:{}:{}", env.id, channel.id, item.user_id);
         let lock = self.lock_for(&key);
         let _turn = lock.lock().await;
@@ -230,7 +244,11 @@ impl Live {
             .ok_or_else(|| LiveError::NotDeployed("the project is gone".into()))?;
         let options: Map<String, Json> = serde_json::from_str(&channel.options).unwrap_or_default();
         let kind = crate::api::canonical_channel_type(&channel.kind).unwrap_or("generic");
-        let info = ChannelInfo { kind, url: &channel.url, options: &options };
+        let info = ChannelInfo {
+            kind,
+            url: &channel.url,
+            options: &options,
+        };
         let in_json = serde_json::to_string(&item.message).unwrap_or_default();
         for _attempt in 0..20 {
             let rev = self.environment_revision(env).await?;
@@ -250,10 +268,19 @@ impl Live {
                 }
             };
             let step = self
-                .run_step(&project.owner_id, rev.clone(), session.clone(), item.message.clone())
+                .run_step(
+                    &project.owner_id,
+                    rev.clone(),
+                    session.clone(),
+                    item.message.clone(),
+                )
                 .await;
             let mut w = StepWrite::default();
-            let transcript = |direction: &'static str, message: String, flow: Option<String>, intent: Option<String>, state: Option<String>| NewTranscript {
+            let transcript = |direction: &'static str,
+                              message: String,
+                              flow: Option<String>,
+                              intent: Option<String>,
+                              state: Option<String>| NewTranscript {
                 project_id: &env.project_id,
                 environment_id: &env.id,
                 environment_name: &env.name,
@@ -272,7 +299,13 @@ impl Live {
                     let flow = meta.and_then(|m| m.last_flow.clone());
                     let state = meta.and_then(|m| m.last_state.clone());
                     let intent = r.messages.first().and_then(|m| m.intent.clone());
-                    w.transcripts.push(transcript("in", in_json.clone(), flow.clone(), intent, state.clone()));
+                    w.transcripts.push(transcript(
+                        "in",
+                        in_json.clone(),
+                        flow.clone(),
+                        intent,
+                        state.clone(),
+                    ));
                     for resp in &r.responses {
                         w.transcripts.push(transcript(
                             "out",
@@ -287,7 +320,13 @@ impl Live {
                     }
                     for op in &r.schedules {
                         match op {
-                            ScheduleOp::Add { id, message, start, end, every } => w.schedules_add.push(ScheduleRow {
+                            ScheduleOp::Add {
+                                id,
+                                message,
+                                start,
+                                end,
+                                every,
+                            } => w.schedules_add.push(ScheduleRow {
                                 id: format!("{key}#{id}"),
                                 session_id: key.clone(),
                                 channel_id: channel.id.clone(),
@@ -297,14 +336,17 @@ impl Live {
                                 end_at: *end,
                                 every_ms: *every,
                             }),
-                            ScheduleOp::Remove { id } => w.schedules_remove.push(format!("{key}#{id}")),
+                            ScheduleOp::Remove { id } => {
+                                w.schedules_remove.push(format!("{key}#{id}"))
+                            }
                         }
                     }
                     serde_json::to_string(&r.session).context("session")?
                 }
                 Err(LiveError::Step(e)) => {
                     tracing::warn!(session = %key, error = %e, "step failed; session unchanged");
-                    w.transcripts.push(transcript("in", in_json.clone(), None, None, None));
+                    w.transcripts
+                        .push(transcript("in", in_json.clone(), None, None, None));
                     if let Some(text) = self.default_error_message(&env.project_id, &rev.id).await {
                         let resp = runtime_core::session::Response {
                             id: crate::db::new_id(),
@@ -316,8 +358,16 @@ impl Live {
                             flow: String::new(),
                             intent: None,
                         };
-                        w.transcripts.push(transcript("out", serde_json::to_string(&resp).unwrap_or_default(), None, None, None));
-                        for d in channels::deliveries(&info, &item.user_id, std::slice::from_ref(&resp)) {
+                        w.transcripts.push(transcript(
+                            "out",
+                            serde_json::to_string(&resp).unwrap_or_default(),
+                            None,
+                            None,
+                            None,
+                        ));
+                        for d in
+                            channels::deliveries(&info, &item.user_id, std::slice::from_ref(&resp))
+                        {
                             w.outbox.push(delivery_row(d));
                         }
                     }
@@ -329,7 +379,16 @@ impl Live {
             };
             if self
                 .db
-                .commit_step(&key, &env.id, &channel.id, &item.user_id, &body, version, &channel.id, &w)
+                .commit_step(
+                    &key,
+                    &env.id,
+                    &channel.id,
+                    &item.user_id,
+                    &body,
+                    version,
+                    &channel.id,
+                    &w,
+                )
                 .await?
             {
                 if !w.outbox.is_empty() {
@@ -342,7 +401,9 @@ impl Live {
             }
             tracing::debug!(session = %key, "session changed during the step; running it again");
         }
-        Err(LiveError::Internal(anyhow!("session {key} kept changing; gave up")))
+        Err(LiveError::Internal(anyhow!(
+            "session {key} kept changing; gave up"
+        )))
     }
 
     /// A console session kept by the server under `key`: one step, stored with optimistic
@@ -368,17 +429,30 @@ impl Live {
                     (s, None)
                 }
             };
-            let done = self.run_step(tenant, rev.clone(), session, message.clone()).await?;
+            let done = self
+                .run_step(tenant, rev.clone(), session, message.clone())
+                .await?;
             let body = serde_json::to_string(&done.result.session).context("session")?;
             if self
                 .db
-                .commit_step(key, "console", "console", key, &body, version, "console", &StepWrite::default())
+                .commit_step(
+                    key,
+                    "console",
+                    "console",
+                    key,
+                    &body,
+                    version,
+                    "console",
+                    &StepWrite::default(),
+                )
                 .await?
             {
                 return Ok(done.result);
             }
         }
-        Err(LiveError::Internal(anyhow!("session {key} kept changing; gave up")))
+        Err(LiveError::Internal(anyhow!(
+            "session {key} kept changing; gave up"
+        )))
     }
 
     async fn default_error_message(&self, project_id: &str, revision_id: &str) -> Option<String> {
@@ -388,7 +462,10 @@ impl Live {
     }
 
     /// A channel and its environment, by channel id.
-    pub async fn channel(&self, channel_id: &str) -> Result<Option<(ChannelRow, EnvironmentRow)>, LiveError> {
+    pub async fn channel(
+        &self,
+        channel_id: &str,
+    ) -> Result<Option<(ChannelRow, EnvironmentRow)>, LiveError> {
         let Some(ch) = self.db.channel_by_id(channel_id).await? else {
             return Ok(None);
         };

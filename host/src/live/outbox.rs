@@ -48,24 +48,34 @@ pub async fn deliver_due(live: &Live) -> anyhow::Result<usize> {
         let outcome = match allowed {
             Err(e) => Err(e),
             Ok(()) => match rb.send().await {
-            Ok(r) if r.status().is_success() => Ok(()),
-            Ok(r) => Err(format!("{} answered {}", row.url, r.status())),
-            Err(e) => Err(format!("{}: {e}", row.url)),
+                Ok(r) if r.status().is_success() => Ok(()),
+                Ok(r) => Err(format!("{} answered {}", row.url, r.status())),
+                Err(e) => Err(format!("{}: {e}", row.url)),
             },
         };
         match outcome {
             Ok(()) => {
-                live.db.outbox_attempt(&row.id, "sent", attempts, now_ms(), None).await?;
+                live.db
+                    .outbox_attempt(&row.id, "sent", attempts, now_ms(), None)
+                    .await?;
             }
             Err(e) if attempts >= live.cfg.outbox_max_attempts => {
                 tracing::error!(outbox = %row.id, channel = %row.channel_id, error = %e, "delivery failed for good");
-                live.db.outbox_attempt(&row.id, "failed", attempts, now_ms(), Some(&e)).await?;
+                live.db
+                    .outbox_attempt(&row.id, "failed", attempts, now_ms(), Some(&e))
+                    .await?;
             }
             Err(e) => {
                 let delay = backoff(live.cfg.outbox_backoff, attempts);
                 tracing::warn!(outbox = %row.id, channel = %row.channel_id, error = %e, retry_in_ms = delay.as_millis() as u64, "delivery failed; will retry");
                 live.db
-                    .outbox_attempt(&row.id, "pending", attempts, now_ms() + delay.as_millis() as i64, Some(&e))
+                    .outbox_attempt(
+                        &row.id,
+                        "pending",
+                        attempts,
+                        now_ms() + delay.as_millis() as i64,
+                        Some(&e),
+                    )
                     .await?;
             }
         }

@@ -12,6 +12,7 @@
 mod artifact;
 pub mod effects;
 pub mod limits;
+pub mod testing;
 
 use anyhow::{Context as _, Result};
 use effects::Effects;

@@ -1,0 +1,248 @@
+//! Load benchmark of the generic channel path: `cargo run --release -p host --bin load-bench`.
+//!
+//! Starts the release `botbox serve` beside this binary on a fresh SQLite data folder, deploys
+//! the pizza bot with a generic channel whose replies go to a local sink, then plays the pizza
+//! order (4 messages) for many users at once against the webhook. Prints messages per second
+//! and the webhook's p50/p90/p99 latency (a webhook answers once its step is stored with its
+//! replies in the outbox); deliveries to the sink are counted when the run ends.
+//!
+//! Options (environment): LOAD_USERS (concurrent users, default 64), LOAD_MESSAGES (total,
+//! default 20000), DATABASE_URL (postgres://… to measure PostgreSQL instead).
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const PASSWORD: &str = "load-bench-admin";
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let users = env_num("LOAD_USERS", 64);
+    let total = env_num("LOAD_MESSAGES", 20_000);
+    let exe = std::env::current_exe()?.with_file_name("botbox");
+    let data = tempfile::tempdir()?;
+    let mut cmd = Command::new(&exe);
+    cmd.args([
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--rate-limit",
+        "1000000",
+        "--allow-private-egress",
+        "--data",
+    ])
+    .arg(data.path())
+    .env("BOTBOX_ADMIN_PASSWORD", PASSWORD)
+    .env("BOTBOX_LOG", "error")
+    .stdout(Stdio::piped());
+    if std::env::var("DATABASE_URL").is_err() {
+        cmd.env_remove("DATABASE_URL");
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("starting {}: {e}", exe.display()))?;
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let base = loop {
+        let line = lines
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("server exited"))??;
+        if let Some(u) = line.strip_prefix("botbox listening on ") {
+            break u.to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+
+    // The sink that receives the replies.
+    let delivered = Arc::new(AtomicUsize::new(0));
+    let sink = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let sink_url = format!("http://{}/sink", sink.local_addr()?);
+    {
+        let delivered = delivered.clone();
+        let app = axum::Router::new().fallback(move || {
+            let d = delivered.clone();
+            async move {
+                d.fetch_add(1, Ordering::Relaxed);
+                "ok"
+            }
+        });
+        tokio::spawn(async move { axum::serve(sink, app).await });
+    }
+
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(users)
+        .build()?;
+    let call = |method: reqwest::Method, path: String, token: Option<String>, body: Value| {
+        let http = http.clone();
+        let base = base.clone();
+        async move {
+            let mut rb = http.request(method, format!("{base}{path}")).json(&body);
+            if let Some(t) = token {
+                rb = rb.bearer_auth(t);
+            }
+            let r = rb.send().await?;
+            let status = r.status();
+            let v: Value = r.json().await?;
+            anyhow::ensure!(status.is_success(), "{path}: {status} {v}");
+            anyhow::Ok(v)
+        }
+    };
+    use reqwest::Method;
+    let token = call(
+        Method::POST,
+        "/login".into(),
+        None,
+        json!({"username": "admin", "password": PASSWORD}),
+    )
+    .await?["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = || Some(token.clone());
+    let pid = call(
+        Method::POST,
+        "/projects".into(),
+        t(),
+        json!({"name": "load"}),
+    )
+    .await?["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bot_text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/pizza/bot.yml"
+    ))?;
+    let bot: Value = serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(&bot_text)?)?;
+    let rev = call(
+        Method::POST,
+        format!("/projects/{pid}/bot/revisions"),
+        t(),
+        bot,
+    )
+    .await?["revision"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    call(
+        Method::POST,
+        format!("/projects/{pid}/deployment/versions"),
+        t(),
+        json!({"version": "1.0.0", "botRevision": rev}),
+    )
+    .await?;
+    let env = call(
+        Method::POST,
+        format!("/projects/{pid}/environments"),
+        t(),
+        json!({"depId": pid, "depVersion": "1.0.0", "name": "load"}),
+    )
+    .await?["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ch = call(
+        Method::POST,
+        format!("/projects/{pid}/environments/{env}/channels"),
+        t(),
+        json!({"name": "web", "type": "generic", "url": sink_url}),
+    )
+    .await?;
+    let webhook = ch["webhook"].as_str().unwrap().to_owned();
+
+    let order = [
+        json!({"type": "text", "content": "I want pizza"}),
+        json!({"type": "data", "payload": {"type": "pizza", "pizza": "pepperoni"}}),
+        json!({"type": "text", "content": "2"}),
+        json!({"type": "data", "payload": {"type": "confirm", "confirm": "yes"}}),
+    ];
+    // Warm-up: the sandbox starts and the revision gets its warm instances.
+    for i in 0..users.min(16) {
+        let body = json!({"userId": format!("warm-{i}"), "messages": [order[0]]});
+        http.post(&webhook)
+            .json(&body)
+            .send()
+            .await?
+            .error_for_status()?;
+    }
+
+    let sent = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for u in 0..users {
+        let http = http.clone();
+        let webhook = webhook.clone();
+        let sent = sent.clone();
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut i = 0usize;
+            while sent.fetch_add(1, Ordering::Relaxed) < total {
+                let body =
+                    json!({"userId": format!("user-{u}"), "messages": [order[i % order.len()]]});
+                let t0 = Instant::now();
+                let r = http.post(&webhook).json(&body).send().await;
+                match r {
+                    Ok(r) if r.status().is_success() => lat.push(t0.elapsed()),
+                    Ok(r) => eprintln!("status {}", r.status()),
+                    Err(e) => eprintln!("error {e}"),
+                }
+                i += 1;
+            }
+            lat
+        }));
+    }
+    let mut lat: Vec<Duration> = Vec::new();
+    for t in tasks {
+        lat.extend(t.await?);
+    }
+    let elapsed = started.elapsed();
+    lat.sort();
+    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
+    // Let the outbox drain.
+    let drain = Instant::now();
+    let mut last = 0;
+    while drain.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = delivered.load(Ordering::Relaxed);
+        if now == last && now > 0 {
+            break;
+        }
+        last = now;
+    }
+    let backend = if std::env::var("DATABASE_URL").is_ok() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
+    println!(
+        "generic channel, pizza bot, {backend}, {users} concurrent users, {} messages",
+        lat.len()
+    );
+    println!(
+        "  throughput  {:>8.0} messages/s",
+        lat.len() as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "  latency     p50 {:.1} ms   p90 {:.1} ms   p99 {:.1} ms   max {:.1} ms",
+        pct(0.50).as_secs_f64() * 1e3,
+        pct(0.90).as_secs_f64() * 1e3,
+        pct(0.99).as_secs_f64() * 1e3,
+        lat.last().unwrap().as_secs_f64() * 1e3
+    );
+    println!(
+        "  deliveries  {} reply batches received by the sink",
+        delivered.load(Ordering::Relaxed)
+    );
+    let _ = child.kill();
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! Reading a bot folder as the CLI does: `$include(…)` expanded, `${a.b}` references resolved
+//! (reference §1.2), and every validation problem located in the file it came from.
+
+use runtime_core::source::{Positions, Problem, Severity, parse_document};
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+
+/// A bot document assembled from its files.
+pub struct LoadedBot {
+    pub doc: Json,
+    /// Which file each part of the document came from: (JSON path prefix, file, positions).
+    sources: Vec<(String, PathBuf, Positions)>,
+}
+
+impl LoadedBot {
+    /// `file:line:column: severity: path: message` for a problem.
+    pub fn locate(&self, p: &Problem) -> String {
+        let sev = match p.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        let best = self
+            .sources
+            .iter()
+            .filter(|(prefix, _, _)| {
+                prefix.is_empty()
+                    || p.path == *prefix
+                    || p.path.starts_with(&format!("{prefix}."))
+                    || p.path.starts_with(&format!("{prefix}["))
+            })
+            .max_by_key(|(prefix, _, _)| prefix.len());
+        let Some((prefix, file, pos)) = best else {
+            return format!("{sev}: {}: {}", p.path, p.message);
+        };
+        let rel = p.path[prefix.len()..].trim_start_matches('.');
+        let at = match pos.find(rel) {
+            Some((l, c)) => format!("{}:{l}:{c}", file.display()),
+            None => file.display().to_string(),
+        };
+        if p.path.is_empty() {
+            format!("{at}: {sev}: {}", p.message)
+        } else {
+            format!("{at}: {sev}: {}: {}", p.path, p.message)
+        }
+    }
+}
+
+/// Loads `bot.yml` (or any bot file) with its includes.
+pub fn load(path: &Path) -> Result<LoadedBot, String> {
+    let mut sources = vec![];
+    let mut doc = read_part(path, "", &mut sources, 0)?;
+    let snapshot = doc.clone();
+    resolve_refs(&mut doc, &snapshot);
+    Ok(LoadedBot { doc, sources })
+}
+
+fn read_part(
+    path: &Path,
+    prefix: &str,
+    sources: &mut Vec<(String, PathBuf, Positions)>,
+    depth: usize,
+) -> Result<Json, String> {
+    if depth > 16 {
+        return Err(format!(
+            "{}: $include nested more than 16 deep (a cycle?)",
+            path.display()
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let mut v = match ext {
+        "yml" | "yaml" | "json" => {
+            let (v, pos) = parse_document(&text).map_err(|p| format!("{}: {p}", path.display()))?;
+            sources.push((prefix.to_owned(), path.to_owned(), pos));
+            v
+        }
+        _ => return Ok(Json::String(text)),
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    expand(&mut v, dir, prefix, sources, depth)?;
+    Ok(v)
+}
+
+fn include_target(s: &str) -> Option<&str> {
+    s.trim()
+        .strip_prefix("$include(")?
+        .strip_suffix(')')
+        .map(str::trim)
+}
+
+fn expand(
+    v: &mut Json,
+    dir: &Path,
+    prefix: &str,
+    sources: &mut Vec<(String, PathBuf, Positions)>,
+    depth: usize,
+) -> Result<(), String> {
+    match v {
+        Json::String(s) => {
+            if let Some(target) = include_target(s) {
+                let target = target.trim_matches(['"', '\'']);
+                *v = read_part(&dir.join(target), prefix, sources, depth + 1)?;
+            }
+        }
+        Json::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                expand(child, dir, &p, sources, depth)?;
+            }
+        }
+        Json::Array(a) => {
+            for (i, child) in a.iter_mut().enumerate() {
+                expand(child, dir, &format!("{prefix}[{i}]"), sources, depth)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn lookup<'a>(doc: &'a Json, path: &str) -> Option<&'a Json> {
+    path.split('.').try_fold(doc, |v, k| v.get(k))
+}
+
+/// `${a.b}`: a whole value is replaced by the referenced value; inside a longer string, by
+/// its text.
+fn resolve_refs(v: &mut Json, doc: &Json) {
+    match v {
+        Json::String(s) => {
+            if let Some(inner) = s.strip_prefix("${").and_then(|r| r.strip_suffix('}'))
+                && !inner.contains("${")
+                && let Some(found) = lookup(doc, inner.trim())
+            {
+                *v = found.clone();
+                return;
+            }
+            let mut out = String::new();
+            let mut rest = s.as_str();
+            let mut changed = false;
+            while let Some(start) = rest.find("${") {
+                let Some(end) = rest[start..].find('}') else {
+                    break;
+                };
+                let key = rest[start + 2..start + end].trim();
+                match lookup(doc, key) {
+                    Some(found) => {
+                        out.push_str(&rest[..start]);
+                        match found {
+                            Json::String(t) => out.push_str(t),
+                            other => out.push_str(&other.to_string()),
+                        }
+                        changed = true;
+                    }
+                    None => out.push_str(&rest[..start + end + 1]),
+                }
+                rest = &rest[start + end + 1..];
+            }
+            if changed {
+                out.push_str(rest);
+                *s = out;
+            }
+        }
+        Json::Object(m) => m.values_mut().for_each(|c| resolve_refs(c, doc)),
+        Json::Array(a) => a.iter_mut().for_each(|c| resolve_refs(c, doc)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn includes_expand_and_problems_point_into_the_included_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("flows")).unwrap();
+        std::fs::write(
+            dir.path().join("bot.yml"),
+            "name: b\nconfig: {greeting: Hello}\nflows:\n  main: $include(flows/main.yml)\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("flows/main.yml"),
+            "intents:\n  hi: {initial: true, condition: \"content == 'hi'\"}\nstates:\n  init:\n    initial: true\n    transitions:\n      nowhere: {condition: \"true\"}\n    action: {name: text, options: {text: \"${config.greeting}!\"}}\n",
+        )
+        .unwrap();
+        let bot = load(&dir.path().join("bot.yml")).unwrap();
+        assert_eq!(
+            bot.doc["flows"]["main"]["states"]["init"]["action"]["options"]["text"],
+            "Hello!"
+        );
+        let rejected = runtime_core::compile(&bot.doc).unwrap_err();
+        let lines: Vec<String> = rejected.errors().map(|p| bot.locate(p)).collect();
+        assert!(
+            lines.iter().any(|l| l.contains("flows/main.yml:7:")
+                && l.contains("flows.main.states.init.transitions.nowhere")),
+            "{lines:?}"
+        );
+    }
+}

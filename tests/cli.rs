@@ -1,0 +1,313 @@
+//! End-to-end tests of the command line (issue 6): the real `botbox` binary as a client of a
+//! live `botbox serve` on loopback. This is the README's walk-through.
+
+mod common;
+
+use common::{ADMIN_PASSWORD, Backend, Server};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `botbox <args>` with its own config home, in `cwd`, feeding `stdin`.
+fn bb(home: &Path, cwd: &Path, server: &str, args: &[&str], stdin: &str) -> Out {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .args(args)
+        .current_dir(cwd)
+        .env("BOTBOX_HOME", home)
+        .env("BOTBOX_SERVER", server)
+        .env_remove("BOTBOX_PASSWORD")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+#[track_caller]
+fn ok(o: Out) -> String {
+    assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    o.stdout
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walkthrough() {
+    let server = Server::start(Backend::Sqlite, &[]).await;
+    let url = server.base.clone();
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // The sandbox guest compiled by the other tests' servers is reused.
+    std::fs::create_dir_all(home.path()).unwrap();
+    let run = |args: &[&str], stdin: &str| bb(home.path(), work.path(), &url, args, stdin);
+
+    // Not logged in yet: a clear message.
+    let o = run(&["whoami"], "");
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("not logged in: run `botbox login` first"),
+        "{}",
+        o.stderr
+    );
+    // Bad credentials.
+    let o = run(&["login", "-u", "admin", "-p", "wrong"], "");
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("username or password is incorrect"),
+        "{}",
+        o.stderr
+    );
+    // Prompted login (username and password on stdin).
+    let out = ok(run(&["login"], &format!("admin\n{ADMIN_PASSWORD}\n")));
+    assert_eq!(out.trim(), "Logged in as admin");
+    let me: Value = serde_json::from_str(&ok(run(&["whoami", "--json"], ""))).unwrap();
+    assert_eq!(me["username"], "admin");
+
+    // init → test → push → deploy.
+    ok(run(&["init", "mybot"], ""));
+    for f in [
+        "mybot/bot.yml",
+        "mybot/flows/hello.yml",
+        "mybot/tests/hello.yml",
+    ] {
+        assert!(work.path().join(f).exists(), "{f}");
+    }
+    let out = ok(run(&["test", "--dir", "mybot"], ""));
+    assert!(out.contains("2 passed, 0 failed"), "{out}");
+    let out = ok(run(&["push", "--dir", "mybot"], ""));
+    assert!(
+        out.starts_with("Pushed mybot version 0.0.1 as revision "),
+        "{out}"
+    );
+    let out = ok(run(
+        &["deploy", "--dir", "mybot", "--env", "production"],
+        "",
+    ));
+    assert!(out.contains("Deployed mybot 0.0.1"), "{out}");
+    let out = ok(run(
+        &["deploy", "--dir", "mybot", "--minor", "--env", "production"],
+        "",
+    ));
+    assert!(out.contains("Deployed mybot 0.1.0"), "{out}");
+    let out = ok(run(&["env", "list", "--dir", "mybot"], ""));
+    assert!(
+        out.contains("production") && out.contains("version 0.1.0"),
+        "{out}"
+    );
+    let out = ok(run(
+        &[
+            "channel",
+            "create",
+            "web",
+            "--env",
+            "production",
+            "--type",
+            "generic",
+            "--url",
+            "http://127.0.0.1:9/x",
+            "--option",
+            "secret=s",
+            "--dir",
+            "mybot",
+        ],
+        "",
+    ));
+    assert!(out.contains("webhook: http://"), "{out}");
+    let out = ok(run(
+        &["channel", "list", "--env", "production", "--dir", "mybot"],
+        "",
+    ));
+    assert!(out.contains("web  generic  http://"), "{out}");
+    ok(run(
+        &[
+            "channel",
+            "delete",
+            "web",
+            "--env",
+            "production",
+            "--dir",
+            "mybot",
+        ],
+        "",
+    ));
+
+    // A failing test: readable diff, exit code 1.
+    let tests = work.path().join("mybot/tests/hello.yml");
+    let t = std::fs::read_to_string(&tests).unwrap();
+    std::fs::write(&tests, t.replace("Hello! I am mybot.", "Howdy!")).unwrap();
+    let o = run(&["test", "--dir", "mybot"], "");
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(
+        o.stdout.contains("✗ tests/hello.yml: greets"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("Howdy!") && o.stdout.contains("Hello! I am mybot."),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("1 passed, 1 failed"), "{}", o.stdout);
+
+    // An invalid bot: every problem with its file and line; nothing pushed.
+    let flow = work.path().join("mybot/flows/hello.yml");
+    let f = std::fs::read_to_string(&flow).unwrap();
+    std::fs::write(
+        &flow,
+        f.replace(
+            "      sorry:\n        fallback: true",
+            "      nowhere:\n        fallback: true",
+        ),
+    )
+    .unwrap();
+    let o = run(&["push", "--dir", "mybot"], "");
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("flows/hello.yml:"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("flows.hello.states.init.transitions.nowhere"),
+        "{}",
+        o.stderr
+    );
+
+    // Console on a bot with memory: a conversation, then clear() starts it over.
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/counter"),
+        &work.path().join("counter"),
+    );
+    ok(run(&["push", "--dir", "counter"], ""));
+    ok(run(
+        &["deploy", "--dir", "counter", "--env", "production"],
+        "",
+    ));
+    let out = ok(run(
+        &["console", "--dir", "counter", "--env", "production"],
+        "hi\nmore\ncurrent()\nclear()\nhi\nbutton({x: 1})\nexit\n",
+    ));
+    let lines: Vec<&str> = out
+        .lines()
+        .map(|l| l.rsplit("> ").next().unwrap())
+        .filter(|l| l.starts_with("Message") || *l == "true")
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "Message 1 (total 1)",
+            "Message 2 (total 2)",
+            "true",
+            "Message 1 (total 1)",
+            "Message 2 (total 2)"
+        ],
+        "{out}"
+    );
+    assert!(
+        out.contains("\"contexes\""),
+        "current() shows the session: {out}"
+    );
+    let out = ok(run(
+        &["console", "--dir", "counter", "--debug"],
+        "hi\nexit\n",
+    ));
+    assert!(
+        out.contains("(count/hi)") && out.contains("[flow count state counting]"),
+        "{out}"
+    );
+
+    // Teams: switch-team gets a team token; an unknown team explains what to do.
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (bob_id, _) = api.user(&admin, "bob", "developer").await;
+    for team in ["acme", "other"] {
+        let t = api.post("/teams", &admin, json!({"name": team})).await.ok();
+        api.post(
+            &format!("/teams/{}/users/{bob_id}", t["id"].as_str().unwrap()),
+            &admin,
+            json!({"role": "developer"}),
+        )
+        .await
+        .ok();
+    }
+    let bob_home = tempfile::tempdir().unwrap();
+    let bob = |args: &[&str]| bb(bob_home.path(), work.path(), &url, args, "");
+    ok(bob(&["login", "-u", "bob", "-p", "bob-password"]));
+    assert_eq!(
+        ok(bob(&["switch-team", "acme"])).trim(),
+        "Switched to team: acme"
+    );
+    assert!(ok(bob(&["whoami"])).contains("bob in team acme"));
+    // Work done as the team belongs to the team.
+    ok(bob(&["push", "--dir", "counter"]));
+    assert_eq!(
+        ok(bob(&["switch", "team", "other"])).trim(),
+        "Switched to team: other"
+    );
+    let o = bob(&["deploy", "--dir", "counter"]);
+    assert_ne!(o.code, 0, "team other has no project counter");
+    assert!(
+        o.stderr.contains("no project named counter"),
+        "{}",
+        o.stderr
+    );
+    let o = bob(&["switch-team", "nope"]);
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .contains("Invalid team name. Unable to switch to team: nope"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("log out and log in again"),
+        "{}",
+        o.stderr
+    );
+    assert!(ok(bob(&["switch", "user"])).contains("Switched to user: bob"));
+    assert!(!ok(bob(&["whoami"])).contains("in team"));
+    ok(bob(&["logout", "--yes"]));
+    assert_ne!(bob(&["whoami"]).code, 0);
+
+    // The server is unreachable: said so.
+    let o = bb(
+        home.path(),
+        work.path(),
+        "http://127.0.0.1:9",
+        &["whoami"],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .contains("cannot reach the botbox server at http://127.0.0.1:9"),
+        "{}",
+        o.stderr
+    );
+}
