@@ -47,6 +47,9 @@ fn main() {
     ] {
         cmd.env_remove(var);
     }
+    // rustup installs the targets of rust-toolchain.toml only with a new toolchain: add the
+    // wasm target when it is missing, so that the README's two commands work anywhere.
+    ensure_wasm_target();
     let status = cmd.status().expect("running cargo to build the guest");
     if !status.success() {
         panic!(
@@ -57,4 +60,22 @@ fn main() {
     let bytes = std::fs::read(&wasm).unwrap_or_else(|e| panic!("{}: {e}", wasm.display()));
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("guest.wasm");
     std::fs::write(&out, &bytes).unwrap();
+}
+
+fn ensure_wasm_target() {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let sysroot = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let installed = sysroot
+        .map(|s| s.join("lib/rustlib/wasm32-wasip2").exists())
+        .unwrap_or(false);
+    if !installed {
+        println!("cargo:warning=adding the wasm32-wasip2 target (rustup target add wasm32-wasip2)");
+        let _ = Command::new("rustup")
+            .args(["target", "add", "wasm32-wasip2"])
+            .status();
+    }
 }
