@@ -1102,6 +1102,14 @@ async fn bad_input_changes_nothing(backend: Backend) {
         ("GET", "/projects?page=abc".into(), vec![], "page must be"),
     ];
     for (method, path, body, detail) in cases {
+        // A fresh connection each time: the server may close one whose body it refused.
+        let api = Api {
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .unwrap(),
+            base: api.base.clone(),
+        };
         let r = api.raw(method, &path, Some(&admin), body).await;
         assert_eq!(r.status, 400, "{method} {path}: {}", r.text);
         assert!(

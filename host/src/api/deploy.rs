@@ -225,6 +225,7 @@ async fn put_deployment(
     app.db
         .update_deployment(&pid, &version, &rev, nlu.as_deref(), cms.as_deref())
         .await?;
+    app.live.routes_changed();
     Ok(Json(deployment_json(
         deployment_or_404(&app, &pid, &version).await?,
     )))
@@ -249,6 +250,7 @@ async fn delete_deployment(
         )));
     }
     app.db.delete_deployment(&pid, &version).await?;
+    app.live.routes_changed();
     Ok(Json(deployment_json(d)))
 }
 
@@ -426,6 +428,7 @@ async fn put_environment(
     app.db
         .set_environment_version(&pid, &eid, &req.dep_version)
         .await?;
+    app.live.routes_changed();
     Ok(Json(environment_json(
         environment_or_404(&app, &pid, &eid).await?,
     )))
@@ -679,6 +682,7 @@ async fn put_channel(
             "a channel named {} already exists",
             f.name
         )))?;
+    app.live.routes_changed();
     channel_json(&app, channel_or_404(&app, &pid, &eid, &cid).await?).map(Json)
 }
 
@@ -693,6 +697,7 @@ async fn delete_channel(
     project_for(&app, &caller, &pid, Action::Delete, Resource::Channels).await?;
     let c = channel_or_404(&app, &pid, &eid, &cid).await?;
     app.db.delete_channel(&pid, &cid).await?;
+    app.live.routes_changed();
     channel_json(&app, c).map(Json)
 }
 

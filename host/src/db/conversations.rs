@@ -72,6 +72,9 @@ pub struct StepWrite<'a> {
     pub outbox: Vec<(String, String, String)>,
     pub schedules_add: Vec<ScheduleRow>,
     pub schedules_remove: Vec<String>,
+    /// Outbox rows become due for the polling worker only this long after the commit: the
+    /// process that made them sends them at once, and a crash leaves them to the worker.
+    pub outbox_lease_ms: i64,
 }
 
 impl Db {
@@ -98,7 +101,7 @@ impl Db {
         read_version: Option<i64>,
         channel_for_outbox: &str,
         w: &StepWrite<'_>,
-    ) -> DbResult<bool> {
+    ) -> DbResult<Option<Vec<OutboxRow>>> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
         let stored = match read_version {
@@ -137,42 +140,67 @@ impl Db {
         };
         if !stored {
             tx.rollback().await?;
-            return Ok(false);
+            return Ok(None);
         }
-        for t in &w.transcripts {
-            sqlx::query(
+        if !w.transcripts.is_empty() {
+            // One statement for all lines of the step.
+            let rows: Vec<String> = (0..w.transcripts.len())
+                .map(|r| {
+                    let p: Vec<String> = (1..=12).map(|c| format!("${}", r * 12 + c)).collect();
+                    format!("({})", p.join(", "))
+                })
+                .collect();
+            let sql = format!(
                 "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
-                 direction, message, flow, intent, state, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-            )
-            .bind(new_id())
-            .bind(t.project_id)
-            .bind(t.environment_id)
-            .bind(t.environment_name)
-            .bind(t.channel_id)
-            .bind(t.user_id)
-            .bind(t.direction)
-            .bind(&t.message)
-            .bind(&t.flow)
-            .bind(&t.intent)
-            .bind(&t.state)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+                 direction, message, flow, intent, state, created_at) VALUES {}",
+                rows.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for (n, t) in w.transcripts.iter().enumerate() {
+                q = q
+                    .bind(new_id())
+                    .bind(t.project_id)
+                    .bind(t.environment_id)
+                    .bind(t.environment_name)
+                    .bind(t.channel_id)
+                    .bind(t.user_id)
+                    .bind(t.direction)
+                    .bind(&t.message)
+                    .bind(&t.flow)
+                    .bind(&t.intent)
+                    .bind(&t.state)
+                    // Keeps the order of a step's lines when listed by time.
+                    .bind(now + n as i64);
+            }
+            q.execute(&mut *tx).await?;
         }
+        let mut created = Vec::with_capacity(w.outbox.len());
         for (url, headers, body) in &w.outbox {
+            let row = OutboxRow {
+                id: new_id(),
+                channel_id: channel_for_outbox.to_owned(),
+                url: url.clone(),
+                headers: headers.clone(),
+                body: body.clone(),
+                status: "pending".into(),
+                attempts: 0,
+                next_at: now + w.outbox_lease_ms,
+                last_error: None,
+            };
             sqlx::query(
                 "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at) \
                  VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7)",
             )
-            .bind(new_id())
-            .bind(channel_for_outbox)
+            .bind(&row.id)
+            .bind(&row.channel_id)
             .bind(url)
             .bind(headers)
             .bind(body)
-            .bind(now)
+            .bind(row.next_at)
             .bind(now)
             .execute(&mut *tx)
             .await?;
+            created.push(row);
         }
         for id in &w.schedules_remove {
             sqlx::query("DELETE FROM schedules WHERE id = $1")
@@ -202,7 +230,7 @@ impl Db {
             .await?;
         }
         tx.commit().await?;
-        Ok(true)
+        Ok(Some(created))
     }
 
     /// Records a provider message id; false when it was seen before.

@@ -75,8 +75,19 @@ impl Db {
             Backend::Sqlite => 4,
             Backend::Postgres => 16,
         };
+        let sqlite = backend == Backend::Sqlite;
         let pool = AnyPoolOptions::new()
             .max_connections(max)
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if sqlite {
+                        // In WAL mode NORMAL keeps the database consistent through crashes of
+                        // the process; only a power loss can drop the last commits.
+                        conn.execute("PRAGMA synchronous = NORMAL").await?;
+                    }
+                    Ok(())
+                })
+            })
             .connect(url)
             .await
             .map_err(|e| anyhow::anyhow!("connecting to the database: {e}"))?;

@@ -199,7 +199,9 @@ impl Db {
         Ok(())
     }
 
-    /// Stores a new revision and makes it the project's latest, in one transaction.
+    /// Stores a new revision and makes it the project's latest, in one transaction. The
+    /// sequence number is computed by the INSERT itself, so the transaction starts as a
+    /// write (SQLite cannot upgrade a read snapshot that another writer has moved past).
     pub async fn insert_revision(
         &self,
         project_id: &str,
@@ -208,41 +210,33 @@ impl Db {
         source: &str,
         compiled: &str,
     ) -> DbResult<RevisionRow> {
+        let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        let (seq,): (i64,) = sqlx::query_as(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM bot_revisions WHERE project_id = $1",
+        sqlx::query(
+            "INSERT INTO bot_revisions (id, project_id, seq, version, source, compiled, created_at) \
+             SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6 FROM bot_revisions WHERE project_id = $2",
         )
+        .bind(id)
         .bind(project_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let row = RevisionRow {
-            id: id.to_owned(),
-            project_id: project_id.to_owned(),
-            seq,
-            version: version.to_owned(),
-            source: source.to_owned(),
-            compiled: compiled.to_owned(),
-            created_at: now_ms(),
-        };
-        sqlx::query(&format!(
-            "INSERT INTO bot_revisions ({REVISION_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-        ))
-        .bind(&row.id)
-        .bind(&row.project_id)
-        .bind(row.seq)
-        .bind(&row.version)
-        .bind(&row.source)
-        .bind(&row.compiled)
-        .bind(row.created_at)
+        .bind(version)
+        .bind(source)
+        .bind(compiled)
+        .bind(now)
         .execute(&mut *tx)
         .await
         .map_err(DbError::from_sqlx)?;
         sqlx::query("UPDATE projects SET bot_latest_revision = $1, updated_at = $2 WHERE id = $3")
             .bind(id)
-            .bind(row.created_at)
+            .bind(now)
             .bind(project_id)
             .execute(&mut *tx)
             .await?;
+        let row: RevisionRow = sqlx::query_as(&format!(
+            "SELECT {REVISION_COLS} FROM bot_revisions WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
         tx.commit().await.map_err(DbError::from_sqlx)?;
         Ok(row)
     }
@@ -286,36 +280,21 @@ impl Db {
 
     /// Creates or replaces the project's draft; returns its id (kept across updates).
     pub async fn put_draft(&self, project_id: &str, body: &str) -> DbResult<String> {
-        let mut tx = self.pool.begin().await?;
-        let existing: Option<(String,)> =
-            sqlx::query_as("SELECT draft_id FROM drafts WHERE project_id = $1")
-                .bind(project_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let id = match existing {
-            Some((id,)) => {
-                sqlx::query("UPDATE drafts SET body = $1, updated_at = $2 WHERE project_id = $3")
-                    .bind(body)
-                    .bind(now_ms())
-                    .bind(project_id)
-                    .execute(&mut *tx)
-                    .await?;
-                id
-            }
-            None => {
-                let id = new_id();
-                sqlx::query("INSERT INTO drafts (project_id, draft_id, body, updated_at) VALUES ($1, $2, $3, $4)")
-                    .bind(project_id)
-                    .bind(&id)
-                    .bind(body)
-                    .bind(now_ms())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(DbError::from_sqlx)?;
-                id
-            }
-        };
-        tx.commit().await.map_err(DbError::from_sqlx)?;
+        sqlx::query(
+            "INSERT INTO drafts (project_id, draft_id, body, updated_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (project_id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at",
+        )
+        .bind(project_id)
+        .bind(new_id())
+        .bind(body)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(DbError::from_sqlx)?;
+        let (id,): (String,) = sqlx::query_as("SELECT draft_id FROM drafts WHERE project_id = $1")
+            .bind(project_id)
+            .fetch_one(&self.pool)
+            .await?;
         Ok(id)
     }
 
@@ -335,42 +314,29 @@ impl Db {
         nlu_revision: Option<&str>,
         cms_revision: Option<&str>,
     ) -> DbResult<DeploymentRow> {
-        let mut tx = self.pool.begin().await?;
-        let (seq,): (i64,) = sqlx::query_as(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM deployments WHERE project_id = $1",
-        )
-        .bind(project_id)
-        .fetch_one(&mut *tx)
-        .await?;
         let now = now_ms();
-        let row = DeploymentRow {
-            id: new_id(),
-            project_id: project_id.to_owned(),
-            seq,
-            version: version.to_owned(),
-            bot_revision: bot_revision.to_owned(),
-            nlu_revision: nlu_revision.map(str::to_owned),
-            cms_revision: cms_revision.map(str::to_owned),
-            created_at: now,
-            updated_at: now,
-        };
-        sqlx::query(&format!(
-            "INSERT INTO deployments ({DEPLOYMENT_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-        ))
-        .bind(&row.id)
-        .bind(&row.project_id)
-        .bind(row.seq)
-        .bind(&row.version)
-        .bind(&row.bot_revision)
-        .bind(&row.nlu_revision)
-        .bind(&row.cms_revision)
+        let id = new_id();
+        // One statement: the sequence number comes with the insert (see insert_revision).
+        sqlx::query(
+            "INSERT INTO deployments (id, project_id, seq, version, bot_revision, nlu_revision, cms_revision, created_at, updated_at) \
+             SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $7 FROM deployments WHERE project_id = $2",
+        )
+        .bind(&id)
+        .bind(project_id)
+        .bind(version)
+        .bind(bot_revision)
+        .bind(nlu_revision)
+        .bind(cms_revision)
         .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
+        .execute(&self.pool)
         .await
         .map_err(DbError::from_sqlx)?;
-        tx.commit().await.map_err(DbError::from_sqlx)?;
-        Ok(row)
+        Ok(sqlx::query_as(&format!(
+            "SELECT {DEPLOYMENT_COLS} FROM deployments WHERE id = $1"
+        ))
+        .bind(&id)
+        .fetch_one(&self.pool)
+        .await?)
     }
 
     pub async fn deployment(

@@ -32,16 +32,29 @@ pub struct LiveConfig {
     pub poll_interval: Duration,
     /// Time-out of one delivery.
     pub delivery_timeout: Duration,
+    /// Conversation steps running at once (default: twice the cores).
+    pub max_concurrent_steps: usize,
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
 }
 
 impl Default for LiveConfig {
     fn default() -> Self {
         LiveConfig {
-            sandbox: SandboxConfig::default(),
+            sandbox: SandboxConfig {
+                // Enough idle instances for every concurrent step of a busy revision.
+                warm_per_revision: cores() * 2,
+                ..SandboxConfig::default()
+            },
             outbox_backoff: Duration::from_secs(1),
             outbox_max_attempts: 12,
             poll_interval: Duration::from_millis(500),
             delivery_timeout: Duration::from_secs(5),
+            max_concurrent_steps: cores() * 2,
         }
     }
 }
@@ -64,8 +77,22 @@ impl From<crate::db::DbError> for LiveError {
     }
 }
 
+/// How long a cached route may be used without reading the database again.
+pub const ROUTE_TTL: Duration = Duration::from_secs(1);
+
+/// See [`Live::route`].
+#[derive(Clone)]
+pub struct Route {
+    pub channel: ChannelRow,
+    pub env: EnvironmentRow,
+    /// The tenant: the project's owner.
+    pub owner: String,
+    pub revision: Arc<Revision>,
+}
+
 pub struct Live {
     pub db: Db,
+    routes: moka::sync::Cache<String, Route>,
     pub cfg: LiveConfig,
     sandbox: tokio::sync::OnceCell<Arc<Sandbox>>,
     revisions: moka::sync::Cache<String, Arc<Revision>>,
@@ -73,7 +100,12 @@ pub struct Live {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     rpm: Mutex<HashMap<String, (i64, u32)>>,
     http: reqwest::Client,
-    wake_outbox: tokio::sync::Notify,
+    /// Outbox rows just committed by this process, for immediate delivery.
+    direct: tokio::sync::mpsc::UnboundedSender<crate::db::OutboxRow>,
+    direct_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::db::OutboxRow>>>,
+    /// Steps running at once: wasm does not yield, so more than a few per core only queue
+    /// inside the OS scheduler and need more live instances.
+    steps: tokio::sync::Semaphore,
 }
 
 /// What a step ran on, for the result's consumers.
@@ -89,10 +121,15 @@ impl Live {
     }
 
     pub fn with_effects(db: Db, cfg: LiveConfig, effects: Arc<dyn Effects>) -> Arc<Live> {
+        let (direct, direct_rx) = tokio::sync::mpsc::unbounded_channel();
         Arc::new(Live {
             db,
             sandbox: tokio::sync::OnceCell::new(),
             revisions: moka::sync::Cache::builder().max_capacity(1024).build(),
+            routes: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(ROUTE_TTL)
+                .build(),
             effects,
             locks: Mutex::new(HashMap::new()),
             rpm: Mutex::new(HashMap::new()),
@@ -101,14 +138,19 @@ impl Live {
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("an HTTP client"),
-            wake_outbox: tokio::sync::Notify::new(),
+            direct,
+            direct_rx: Mutex::new(Some(direct_rx)),
+            steps: tokio::sync::Semaphore::new(cfg.max_concurrent_steps.max(1)),
             cfg,
         })
     }
 
     /// Starts the outbox and schedule workers.
     pub fn spawn_workers(self: &Arc<Self>) {
-        tokio::spawn(outbox::run(self.clone()));
+        let rx = self.direct_rx.lock().unwrap().take();
+        if let Some(rx) = rx {
+            tokio::spawn(outbox::run(self.clone(), rx));
+        }
         tokio::spawn(schedules::run(self.clone()));
     }
 
@@ -181,6 +223,7 @@ impl Live {
     ) -> Result<StepDone, LiveError> {
         let sandbox = self.sandbox().await?;
         let effects = self.effects.clone();
+        let _slot = self.steps.acquire().await.map_err(|e| anyhow!("{e}"))?;
         let span = tracing::info_span!("live_step", tenant = %tenant, revision = %rev.id);
         let out = tokio::task::spawn_blocking(move || {
             let _e = span.enter();
@@ -237,11 +280,10 @@ impl Live {
         let key = format!("{}:{}:{}", env.id, channel.id, item.user_id);
         let lock = self.lock_for(&key);
         let _turn = lock.lock().await;
-        let project = self
-            .db
-            .project(&env.project_id)
+        let route = self
+            .route(&channel.id)
             .await?
-            .ok_or_else(|| LiveError::NotDeployed("the project is gone".into()))?;
+            .ok_or_else(|| LiveError::NotDeployed("the channel is gone".into()))?;
         let options: Map<String, Json> = serde_json::from_str(&channel.options).unwrap_or_default();
         let kind = crate::api::canonical_channel_type(&channel.kind).unwrap_or("generic");
         let info = ChannelInfo {
@@ -251,7 +293,7 @@ impl Live {
         };
         let in_json = serde_json::to_string(&item.message).unwrap_or_default();
         for _attempt in 0..20 {
-            let rev = self.environment_revision(env).await?;
+            let rev = route.revision.clone();
             let stored = self.db.session(&key).await?;
             let (session, version) = match stored {
                 Some(r) => (
@@ -269,7 +311,7 @@ impl Live {
             };
             let step = self
                 .run_step(
-                    &project.owner_id,
+                    &route.owner,
                     rev.clone(),
                     session.clone(),
                     item.message.clone(),
@@ -377,7 +419,8 @@ impl Live {
                 Err(LiveError::NotDeployed(m)) => return Err(LiveError::NotDeployed(m.clone())),
                 Err(LiveError::Internal(e)) => return Err(LiveError::Internal(anyhow!("{e:#}"))),
             };
-            if self
+            w.outbox_lease_ms = self.cfg.delivery_timeout.as_millis() as i64 * 2;
+            if let Some(rows) = self
                 .db
                 .commit_step(
                     &key,
@@ -391,8 +434,9 @@ impl Live {
                 )
                 .await?
             {
-                if !w.outbox.is_empty() {
-                    self.wake_outbox.notify_one();
+                for row in rows {
+                    // Sent now by this process; the worker picks it up after the lease if not.
+                    let _ = self.direct.send(row);
                 }
                 return match step {
                     Ok(_) => Ok(()),
@@ -433,7 +477,7 @@ impl Live {
                 .run_step(tenant, rev.clone(), session, message.clone())
                 .await?;
             let body = serde_json::to_string(&done.result.session).context("session")?;
-            if self
+            if let Some(_) = self
                 .db
                 .commit_step(
                     key,
@@ -466,13 +510,41 @@ impl Live {
         &self,
         channel_id: &str,
     ) -> Result<Option<(ChannelRow, EnvironmentRow)>, LiveError> {
-        let Some(ch) = self.db.channel_by_id(channel_id).await? else {
+        Ok(self.route(channel_id).await?.map(|r| (r.channel, r.env)))
+    }
+
+    /// What a channel's messages run on: the channel, its environment, the tenant and the
+    /// revision the environment's deployment points at. Cached for [`ROUTE_TTL`]; a change
+    /// made through this process's API drops the cache at once ([`Live::routes_changed`]),
+    /// so only other replicas' changes can take up to the TTL to be seen.
+    pub async fn route(&self, channel_id: &str) -> Result<Option<Route>, LiveError> {
+        if let Some(r) = self.routes.get(channel_id) {
+            return Ok(Some(r));
+        }
+        let Some(channel) = self.db.channel_by_id(channel_id).await? else {
             return Ok(None);
         };
-        let Some(env) = self.db.environment_by_id(&ch.environment_id).await? else {
+        let Some(env) = self.db.environment_by_id(&channel.environment_id).await? else {
             return Ok(None);
         };
-        Ok(Some((ch, env)))
+        let Some(project) = self.db.project(&env.project_id).await? else {
+            return Ok(None);
+        };
+        let revision = self.environment_revision(&env).await?;
+        let route = Route {
+            channel,
+            env,
+            owner: project.owner_id,
+            revision,
+        };
+        self.routes.insert(channel_id.to_owned(), route.clone());
+        Ok(Some(route))
+    }
+
+    /// Forgets cached routes: called after any change to projects, deployments,
+    /// environments or channels.
+    pub fn routes_changed(&self) {
+        self.routes.invalidate_all();
     }
 }
 

@@ -2,85 +2,107 @@
 //! with exponential backoff, so a crash or a provider outage loses nothing.
 
 use super::Live;
-use crate::db::now_ms;
+use crate::db::{OutboxRow, now_ms};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
 
-pub(super) async fn run(live: Arc<Live>) {
+pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<OutboxRow>) {
+    // Deliveries in flight at once.
+    let slots = Arc::new(tokio::sync::Semaphore::new(64));
+    let mut poll = tokio::time::interval(live.cfg.poll_interval);
     loop {
-        match deliver_due(&live).await {
-            Ok(n) if n > 0 => continue,
-            Ok(_) => {}
-            Err(e) => tracing::error!(error = %format!("{e:#}"), "outbox"),
-        }
         tokio::select! {
-            _ = live.wake_outbox.notified() => {}
-            _ = tokio::time::sleep(live.cfg.poll_interval) => {}
+            Some(row) = direct.recv() => {
+                let Ok(slot) = slots.clone().acquire_owned().await else { return };
+                let live = live.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = send(&live, &row).await {
+                        tracing::error!(error = %format!("{e:#}"), "outbox");
+                    }
+                    drop(slot);
+                });
+            }
+            _ = poll.tick() => {
+                if let Err(e) = deliver_due(&live).await {
+                    tracing::error!(error = %format!("{e:#}"), "outbox");
+                }
+            }
         }
     }
 }
 
-/// Sends what is due; returns how many rows were handled.
+/// Sends what is due (retries, and rows a crashed process left); returns how many.
 pub async fn deliver_due(live: &Live) -> anyhow::Result<usize> {
-    let rows = live.db.due_outbox(now_ms(), 32).await?;
     let mut handled = 0;
-    for row in rows {
-        // The lease keeps other replicas off while this one sends.
-        let lease = live.cfg.delivery_timeout.as_millis() as i64 * 2;
-        if !live.db.claim_outbox(&row, lease).await? {
-            continue;
+    loop {
+        let rows = live.db.due_outbox(now_ms(), 32).await?;
+        if rows.is_empty() {
+            return Ok(handled);
         }
-        handled += 1;
-        let headers: Vec<(String, String)> = serde_json::from_str(&row.headers).unwrap_or_default();
-        let mut rb = live.http.post(&row.url).body(row.body.clone());
-        for (k, v) in headers {
-            rb = rb.header(k, v);
-        }
-        let attempts = row.attempts + 1;
-        let allowed = if live.cfg.sandbox.limits.allow_private_network {
-            Ok(())
-        } else {
-            match reqwest::Url::parse(&row.url) {
-                Ok(u) => crate::sandbox::effects::check_egress(&u).await,
-                Err(e) => Err(format!("invalid url {}: {e}", row.url)),
+        for row in rows {
+            // The lease keeps other replicas off while this one sends.
+            let lease = live.cfg.delivery_timeout.as_millis() as i64 * 2;
+            if !live.db.claim_outbox(&row, lease).await? {
+                continue;
             }
-        };
-        let outcome = match allowed {
-            Err(e) => Err(e),
-            Ok(()) => match rb.send().await {
-                Ok(r) if r.status().is_success() => Ok(()),
-                Ok(r) => Err(format!("{} answered {}", row.url, r.status())),
-                Err(e) => Err(format!("{}: {e}", row.url)),
-            },
-        };
-        match outcome {
-            Ok(()) => {
-                live.db
-                    .outbox_attempt(&row.id, "sent", attempts, now_ms(), None)
-                    .await?;
-            }
-            Err(e) if attempts >= live.cfg.outbox_max_attempts => {
-                tracing::error!(outbox = %row.id, channel = %row.channel_id, error = %e, "delivery failed for good");
-                live.db
-                    .outbox_attempt(&row.id, "failed", attempts, now_ms(), Some(&e))
-                    .await?;
-            }
-            Err(e) => {
-                let delay = backoff(live.cfg.outbox_backoff, attempts);
-                tracing::warn!(outbox = %row.id, channel = %row.channel_id, error = %e, retry_in_ms = delay.as_millis() as u64, "delivery failed; will retry");
-                live.db
-                    .outbox_attempt(
-                        &row.id,
-                        "pending",
-                        attempts,
-                        now_ms() + delay.as_millis() as i64,
-                        Some(&e),
-                    )
-                    .await?;
-            }
+            handled += 1;
+            send(live, &row).await?;
         }
     }
-    Ok(handled)
+}
+
+/// One attempt at one delivery, recorded: sent, retry later, or failed for good.
+async fn send(live: &Live, row: &OutboxRow) -> anyhow::Result<()> {
+    let headers: Vec<(String, String)> = serde_json::from_str(&row.headers).unwrap_or_default();
+    let mut rb = live.http.post(&row.url).body(row.body.clone());
+    for (k, v) in headers {
+        rb = rb.header(k, v);
+    }
+    let attempts = row.attempts + 1;
+    let allowed = if live.cfg.sandbox.limits.allow_private_network {
+        Ok(())
+    } else {
+        match reqwest::Url::parse(&row.url) {
+            Ok(u) => crate::sandbox::effects::check_egress(&u).await,
+            Err(e) => Err(format!("invalid url {}: {e}", row.url)),
+        }
+    };
+    let outcome = match allowed {
+        Err(e) => Err(e),
+        Ok(()) => match rb.send().await {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) => Err(format!("{} answered {}", row.url, r.status())),
+            Err(e) => Err(format!("{}: {e}", row.url)),
+        },
+    };
+    match outcome {
+        Ok(()) => {
+            live.db
+                .outbox_attempt(&row.id, "sent", attempts, now_ms(), None)
+                .await?;
+        }
+        Err(e) if attempts >= live.cfg.outbox_max_attempts => {
+            tracing::error!(outbox = %row.id, channel = %row.channel_id, error = %e, "delivery failed for good");
+            live.db
+                .outbox_attempt(&row.id, "failed", attempts, now_ms(), Some(&e))
+                .await?;
+        }
+        Err(e) => {
+            let delay = backoff(live.cfg.outbox_backoff, attempts);
+            tracing::warn!(outbox = %row.id, channel = %row.channel_id, error = %e, retry_in_ms = delay.as_millis() as u64, "delivery failed; will retry");
+            live.db
+                .outbox_attempt(
+                    &row.id,
+                    "pending",
+                    attempts,
+                    now_ms() + delay.as_millis() as i64,
+                    Some(&e),
+                )
+                .await?;
+        }
+    }
+    Ok(())
 }
 
 /// `base · 2^(attempts-1)`, at most 10 minutes.
