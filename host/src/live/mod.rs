@@ -101,8 +101,8 @@ pub struct Live {
     rpm: Mutex<HashMap<String, (i64, u32)>>,
     http: reqwest::Client,
     /// Outbox rows just committed by this process, for immediate delivery.
-    direct: tokio::sync::mpsc::UnboundedSender<crate::db::OutboxRow>,
-    direct_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::db::OutboxRow>>>,
+    direct: tokio::sync::mpsc::UnboundedSender<outbox::Batch>,
+    direct_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<outbox::Batch>>>,
     /// Steps running at once: wasm does not yield, so more than a few per core only queue
     /// inside the OS scheduler and need more live instances.
     steps: tokio::sync::Semaphore,
@@ -434,9 +434,9 @@ impl Live {
                 )
                 .await?
             {
-                for row in rows {
-                    // Sent now by this process; the worker picks it up after the lease if not.
-                    let _ = self.direct.send(row);
+                if !rows.is_empty() {
+                    // Sent now by this process; the worker picks them up after the lease if not.
+                    let _ = self.direct.send((key.clone(), rows));
                 }
                 return match step {
                     Ok(_) => Ok(()),

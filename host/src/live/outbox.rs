@@ -7,21 +7,36 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<OutboxRow>) {
-    // Deliveries in flight at once.
-    let slots = Arc::new(tokio::sync::Semaphore::new(64));
-    let mut poll = tokio::time::interval(live.cfg.poll_interval);
-    loop {
-        tokio::select! {
-            Some(row) = direct.recv() => {
-                let Ok(slot) = slots.clone().acquire_owned().await else { return };
-                let live = live.clone();
-                tokio::spawn(async move {
+/// Rows of one step, for one conversation: delivered in order.
+pub(super) type Batch = (String, Vec<OutboxRow>);
+
+/// Deliveries in flight at once, as shards: one conversation always lands on the same shard,
+/// so its replies go out in the order the bot gave them.
+const SHARDS: usize = 32;
+
+pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Batch>) {
+    let mut shards = Vec::with_capacity(SHARDS);
+    for _ in 0..SHARDS {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<OutboxRow>>();
+        let live = live.clone();
+        tokio::spawn(async move {
+            while let Some(rows) = rx.recv().await {
+                for row in rows {
                     if let Err(e) = send(&live, &row).await {
                         tracing::error!(error = %format!("{e:#}"), "outbox");
                     }
-                    drop(slot);
-                });
+                }
+            }
+        });
+        shards.push(tx);
+    }
+    let mut poll = tokio::time::interval(live.cfg.poll_interval);
+    loop {
+        tokio::select! {
+            Some((key, rows)) = direct.recv() => {
+                use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+                let h = BuildHasherDefault::<DefaultHasher>::default().hash_one(&key) as usize;
+                let _ = shards[h % SHARDS].send(rows);
             }
             _ = poll.tick() => {
                 if let Err(e) = deliver_due(&live).await {
