@@ -22,7 +22,15 @@ pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Bat
         tokio::spawn(async move {
             while let Some(rows) = rx.recv().await {
                 for row in rows {
-                    if let Err(e) = send(&live, &row).await {
+                    // Claimed like the worker does: if this queue fell behind the lease, the
+                    // worker may have taken the row already, and it must not go out twice.
+                    let lease = live.cfg.delivery_timeout.as_millis() as i64 * 2;
+                    let out = match live.db.claim_outbox(&row, lease).await {
+                        Ok(true) => send(&live, &row).await,
+                        Ok(false) => Ok(()),
+                        Err(e) => Err(e.into()),
+                    };
+                    if let Err(e) = out {
                         tracing::error!(error = %format!("{e:#}"), "outbox");
                     }
                 }
