@@ -70,6 +70,29 @@ async fn walkthrough() {
     std::fs::create_dir_all(home.path()).unwrap();
     let run = |args: &[&str], stdin: &str| bb(home.path(), work.path(), &url, args, stdin);
 
+    // An account added on the server machine, straight into its database.
+    let o = Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .args(["user", "add", "carol", "--role", "viewer", "--data"])
+        .arg(server.data_dir())
+        .env("BOTBOX_NEW_PASSWORD", "carol-password")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("added user carol"));
+    let carol = server.api().login("carol", "carol-password").await;
+    assert_eq!(carol["roleId"], "viewer");
+    // Logging in with a token.
+    let carol_home = tempfile::tempdir().unwrap();
+    let o = bb(
+        carol_home.path(),
+        work.path(),
+        &url,
+        &["login", "-t", carol["id"].as_str().unwrap()],
+        "",
+    );
+    assert_eq!(ok(o).trim(), "Logged in as carol");
+
     // Not logged in yet: a clear message.
     let o = run(&["whoami"], "");
     assert_ne!(o.code, 0);
@@ -147,6 +170,32 @@ async fn walkthrough() {
         "",
     ));
     assert!(out.contains("web  generic  http://"), "{out}");
+    let out = ok(run(
+        &[
+            "channel",
+            "update",
+            "web",
+            "--env",
+            "production",
+            "--url",
+            "http://127.0.0.1:9/y",
+            "--option",
+            "token=t",
+            "--dir",
+            "mybot",
+            "--json",
+        ],
+        "",
+    ));
+    let c: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (
+            c["url"].as_str(),
+            c["options"]["secret"].as_str(),
+            c["options"]["token"].as_str()
+        ),
+        (Some("http://127.0.0.1:9/y"), Some("s"), Some("t"))
+    );
     ok(run(
         &[
             "channel",
@@ -159,6 +208,36 @@ async fn walkthrough() {
         ],
         "",
     ));
+    let out = ok(run(
+        &["channel", "list", "--env", "production", "--dir", "mybot"],
+        "",
+    ));
+    assert_eq!(out.trim(), "No channels.");
+    // Environments by hand: create on a version, move it, delete it.
+    assert!(
+        ok(run(
+            &[
+                "env",
+                "create",
+                "staging",
+                "--version",
+                "0.0.1",
+                "--dir",
+                "mybot"
+            ],
+            ""
+        ))
+        .contains("staging runs version 0.0.1")
+    );
+    assert!(
+        ok(run(&["env", "update", "staging", "--dir", "mybot"], ""))
+            .contains("staging runs version 0.1.0")
+    );
+    ok(run(&["env", "delete", "staging", "--dir", "mybot"], ""));
+    assert!(!ok(run(&["env", "list", "--dir", "mybot"], "")).contains("staging"));
+    // The tests also run against the server (the pushed revision).
+    let out = ok(run(&["test", "--remote", "--dir", "mybot"], ""));
+    assert!(out.contains("2 passed, 0 failed"), "{out}");
 
     // A failing test: readable diff, exit code 1.
     let tests = work.path().join("mybot/tests/hello.yml");

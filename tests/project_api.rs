@@ -384,6 +384,20 @@ async fn walkthrough(backend: Backend) {
     );
     assert_eq!(api.get(&chans, &alice).await.ok()["total"], 9);
 
+    // Deleting the environment takes its channels with it.
+    let gone = api
+        .delete(&format!("/projects/{pid}/environments/{eid}"), &alice)
+        .await
+        .ok();
+    assert_eq!(gone["name"], "Production");
+    assert_eq!(api.get(&chans, &alice).await.status, 404);
+    assert_eq!(
+        api.get(&format!("/projects/{pid}/environments"), &alice)
+            .await
+            .ok()["total"],
+        0
+    );
+
     // Whoami and logout.
     let me = api.get("/me", &alice).await.ok();
     assert_eq!(me["username"], "alice");
@@ -1213,4 +1227,56 @@ async fn rate_limit(backend: Backend) {
     let r = api.get("/projects", other["id"].as_str().unwrap()).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("ratelimit-remaining"), Some("4"));
+}
+
+/// The first start creates `admin` with a generated password, printed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_start_prints_the_admin_password_once() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let start = || {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--data"])
+            .arg(dir.path())
+            .env_remove("BOTBOX_ADMIN_PASSWORD")
+            .env_remove("DATABASE_URL")
+            .env("BOTBOX_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut password = None;
+        let mut base = None;
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if let Some(rest) =
+                line.strip_prefix("created the admin account: username admin, password ")
+            {
+                password = Some(rest.to_owned());
+            }
+            if let Some(u) = line.strip_prefix("botbox listening on ") {
+                base = Some(u.to_owned());
+                break;
+            }
+        }
+        (child, base.unwrap(), password)
+    };
+    let (mut first, base, password) = start();
+    let password = password.expect("the first start prints the password");
+    assert!(password.len() >= 20);
+    let api = Api {
+        http: reqwest::Client::new(),
+        base,
+    };
+    assert_eq!(api.login("admin", &password).await["roleId"], "admin");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (mut second, base, again) = start();
+    assert_eq!(again, None, "the password is shown once");
+    let api = Api {
+        http: reqwest::Client::new(),
+        base,
+    };
+    assert_eq!(api.login("admin", &password).await["roleId"], "admin");
+    second.kill().unwrap();
+    second.wait().unwrap();
 }

@@ -94,7 +94,7 @@ enum Command {
         #[arg(long, default_value = "development")]
         env: String,
     },
-    /// Environments: list, create <name> [--version v], update <name> [--version v].
+    /// Environments: list, create <name> [--version v], update <name> [--version v], delete <name>.
     Env {
         action: String,
         name: Option<String>,

@@ -67,6 +67,11 @@ impl Server {
         self.base = base;
     }
 
+    /// The server's data folder (its SQLite database when not on PostgreSQL).
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     pub fn api(&self) -> Api {
         Api {
             http: reqwest::Client::new(),

@@ -18,7 +18,11 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(latest_deployment))
         .routes(routes!(get_deployment, put_deployment, delete_deployment))
         .routes(routes!(list_environments, create_environment))
-        .routes(routes!(get_environment, put_environment))
+        .routes(routes!(
+            get_environment,
+            put_environment,
+            delete_environment
+        ))
         .routes(routes!(list_channels, create_channel))
         .routes(routes!(get_channel, put_channel, delete_channel))
 }
@@ -432,6 +436,23 @@ async fn put_environment(
     Ok(Json(environment_json(
         environment_or_404(&app, &pid, &eid).await?,
     )))
+}
+
+/// Deletes an environment, its channels and their sessions (not in seed 001; the CLI's
+/// `env delete`). Transcripts are kept.
+#[utoipa::path(delete, path = "/projects/{projectId}/environments/{environmentId}", tag = "environments",
+    params(("projectId" = String, Path), ("environmentId" = String, Path)),
+    responses((status = 200, body = Environment), (status = 404)))]
+async fn delete_environment(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, eid)): Path<(String, String)>,
+) -> ApiResult<Json<Environment>> {
+    project_for(&app, &caller, &pid, Action::Delete, Resource::Environments).await?;
+    let e = environment_or_404(&app, &pid, &eid).await?;
+    app.db.delete_environment(&pid, &eid).await?;
+    app.live.routes_changed();
+    Ok(Json(environment_json(e)))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -569,7 +569,7 @@ fn project_id_of(ctx: &Ctx, dir: &Path) -> Result<(String, String)> {
     ))
 }
 
-/// `env list|create|update`.
+/// `env list|create|update|delete`.
 pub fn env_cmd(
     ctx: &Ctx,
     dir: &Path,
@@ -636,7 +636,23 @@ pub fn env_cmd(
             };
             ctx.out(format!("Environment {name} runs version {version}"), out);
         }
-        other => bail!("unknown env action {other}: list, create or update"),
+        "delete" => {
+            let name = name.ok_or_else(|| anyhow!("an environment name is required"))?;
+            let e = find_env(ctx, &pid, name)?.ok_or_else(|| anyhow!("no environment {name}"))?;
+            let out = ctx.call(
+                "DELETE",
+                &format!(
+                    "/projects/{pid}/environments/{}",
+                    e["id"].as_str().unwrap_or("")
+                ),
+                None,
+            )?;
+            ctx.out(
+                format!("Environment {name} deleted (with its channels)"),
+                out,
+            );
+        }
+        other => bail!("unknown env action {other}: list, create, update or delete"),
     }
     Ok(())
 }

@@ -515,6 +515,27 @@ impl Db {
         Ok(())
     }
 
+    /// Deletes an environment with its channels and their sessions.
+    pub async fn delete_environment(&self, project_id: &str, id: &str) -> DbResult<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM sessions WHERE environment_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM channels WHERE project_id = $1 AND environment_id = $2")
+            .bind(project_id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM environments WHERE project_id = $1 AND id = $2")
+            .bind(project_id)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     pub async fn insert_channel(
         &self,
         project_id: &str,
