@@ -490,6 +490,7 @@ fn default_url(kind: &str) -> Option<&'static str> {
         "slack" => "https://slack.com/api",
         "twitter" => "https://api.twitter.com",
         "spark" => "https://webexapis.com/v1",
+        "whatsapp" => "https://graph.facebook.com/v19.0",
         _ => return None,
     })
 }

@@ -16,29 +16,7 @@ pub fn parse(
     body: &[u8],
 ) -> Result<Inbound, ChannelError> {
     if body.is_empty() {
-        // GET verification: hub.mode=subscribe&hub.verify_token=…&hub.challenge=…
-        let q: std::collections::HashMap<&str, &str> = query
-            .unwrap_or("")
-            .split('&')
-            .filter_map(|p| p.split_once('='))
-            .collect();
-        let want = ch.opt(&["verifyToken"]);
-        return match (
-            q.get("hub.mode"),
-            q.get("hub.verify_token"),
-            q.get("hub.challenge"),
-            want,
-        ) {
-            (Some(&"subscribe"), Some(got), Some(challenge), Some(want)) if *got == want => {
-                Ok(Inbound::Handshake {
-                    content_type: "text/plain",
-                    body: (*challenge).to_owned(),
-                })
-            }
-            _ => Err(ChannelError::Signature(
-                "hub.verify_token does not match".into(),
-            )),
-        };
+        return verify_subscription(ch, query);
     }
     let secret = ch.opt(&["secret", "appSecret"]).ok_or_else(|| {
         ChannelError::Signature(
@@ -101,6 +79,36 @@ pub fn parse(
         }
     }
     Ok(Inbound::Messages(items))
+}
+
+/// The GET verification of Meta webhooks: `hub.mode=subscribe&hub.verify_token=…&hub.challenge=…`
+/// answered with the challenge when the token is the channel's `options.verifyToken`.
+pub fn verify_subscription(
+    ch: &ChannelInfo<'_>,
+    query: Option<&str>,
+) -> Result<Inbound, ChannelError> {
+    let q: std::collections::HashMap<&str, &str> = query
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|p| p.split_once('='))
+        .collect();
+    let want = ch.opt(&["verifyToken"]);
+    match (
+        q.get("hub.mode"),
+        q.get("hub.verify_token"),
+        q.get("hub.challenge"),
+        want,
+    ) {
+        (Some(&"subscribe"), Some(got), Some(challenge), Some(want)) if *got == want => {
+            Ok(Inbound::Handshake {
+                content_type: "text/plain",
+                body: (*challenge).to_owned(),
+            })
+        }
+        _ => Err(ChannelError::Signature(
+            "hub.verify_token does not match".into(),
+        )),
+    }
 }
 
 pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {

@@ -4,15 +4,20 @@
 //! Plain functions over bytes and JSON, no I/O: the live runner ([`crate::live`]) receives
 //! the webhook, runs the steps and puts the [`Delivery`]s in the outbox.
 //!
-//! Exact formats: generic, line, telegram, fbmessenger, slack. The other types of seed 001
-//! (twitter, spark, bbm, qiscus, whatsapp) take and send the generic channel's JSON: a
-//! documented best effort until each gets its own module.
+//! Exact formats: generic, line, telegram, fbmessenger, slack. Best effort, each documented in
+//! its module: whatsapp (Cloud API), twitter (Account Activity API), qiscus (Multichannel),
+//! spark (Webex; the text must come in the webhook). bbm (BBM Enterprise, discontinued) takes
+//! and sends the generic channel's JSON.
 
 pub mod generic;
 pub mod line;
 pub mod messenger;
+pub mod qiscus;
 pub mod slack;
+pub mod spark;
 pub mod telegram;
+pub mod twitter;
+pub mod whatsapp;
 
 use hmac::{Hmac, Mac};
 use runtime_core::session::{Message, Response};
@@ -87,6 +92,10 @@ pub fn parse(
         "telegram" => telegram::parse(ch, headers, body),
         "fbmessenger" => messenger::parse(ch, headers, query, body),
         "slack" => slack::parse(ch, headers, body),
+        "whatsapp" => whatsapp::parse(ch, headers, query, body),
+        "twitter" => twitter::parse(ch, headers, query, body),
+        "qiscus" => qiscus::parse(ch, headers, body),
+        "spark" => spark::parse(ch, headers, body),
         _ => generic::parse(ch, headers, body),
     }
 }
@@ -101,6 +110,10 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
         "telegram" => telegram::deliveries(ch, user_id, responses),
         "fbmessenger" => messenger::deliveries(ch, user_id, responses),
         "slack" => slack::deliveries(ch, user_id, responses),
+        "whatsapp" => whatsapp::deliveries(ch, user_id, responses),
+        "twitter" => twitter::deliveries(ch, user_id, responses),
+        "qiscus" => qiscus::deliveries(ch, user_id, responses),
+        "spark" => spark::deliveries(ch, user_id, responses),
         _ => generic::deliveries(ch, user_id, responses),
     }
 }
@@ -416,6 +429,176 @@ mod tests {
         assert_eq!(
             m[0].message.metadata,
             Some(serde_json::json!({"channelType": "generic"}))
+        );
+    }
+
+    #[test]
+    fn whatsapp_text_and_button_replies() {
+        let o = opts(
+            serde_json::json!({"secret": "app", "token": "T", "phoneNumberId": "PN", "verifyToken": "vt"}),
+        );
+        let ok = parse(
+            &info("whatsapp", &o),
+            &headers(&[]),
+            Some("hub.mode=subscribe&hub.verify_token=vt&hub.challenge=9"),
+            b"",
+        )
+        .unwrap();
+        assert!(matches!(ok, Inbound::Handshake { body, .. } if body == "9"));
+        let body = br#"{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{
+            "contacts":[{"profile":{"name":"Budi"},"wa_id":"628"}],
+            "messages":[{"from":"628","id":"w1","type":"text","text":{"body":"hi"}},
+                        {"from":"628","id":"w2","type":"interactive","interactive":{"type":"button_reply","button_reply":{"id":"yes","title":"Yes"}}}]}}]}]}"#;
+        let sig = format!("sha256={}", hex::encode(hmac_sha256(b"app", body)));
+        let m = messages(
+            parse(
+                &info("whatsapp", &o),
+                &headers(&[("x-hub-signature-256", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(m[0].message.content.as_deref(), Some("hi"));
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["whatsappSenderName"],
+            "Budi"
+        );
+        assert_eq!(
+            m[1].message.payload,
+            Some(
+                serde_json::json!({"type": "postback", "postback": {"id": "yes", "title": "Yes"}})
+            )
+        );
+        assert_eq!(m[1].provider_id.as_deref(), Some("w2"));
+        assert!(parse(&info("whatsapp", &o), &headers(&[]), None, body).is_err());
+    }
+
+    #[test]
+    fn twitter_crc_and_signed_dms() {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let o = opts(serde_json::json!({"secret": "cs"}));
+        let crc = parse(
+            &info("twitter", &o),
+            &headers(&[]),
+            Some("crc_token=abc"),
+            b"",
+        )
+        .unwrap();
+        let want = format!("sha256={}", b64.encode(hmac_sha256(b"cs", b"abc")));
+        assert!(matches!(crc, Inbound::Handshake { body, .. } if body.contains(&want)));
+        let body = br#"{"for_user_id":"bot","direct_message_events":[
+            {"type":"message_create","id":"d1","message_create":{"sender_id":"u1","message_data":{"text":"hi"}}},
+            {"type":"message_create","id":"d2","message_create":{"sender_id":"bot","message_data":{"text":"echo"}}}],
+            "users":{"u1":{"name":"Budi"}}}"#;
+        let sig = format!("sha256={}", b64.encode(hmac_sha256(b"cs", body)));
+        let m = messages(
+            parse(
+                &info("twitter", &o),
+                &headers(&[("x-twitter-webhooks-signature", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(m.len(), 1, "the bot's own message is ignored");
+        assert_eq!(m[0].user_id, "u1");
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["twitterSenderName"],
+            "Budi"
+        );
+    }
+
+    #[test]
+    fn qiscus_and_spark_inbound() {
+        let o = opts(serde_json::json!({"webhookSecret": "q", "senderEmail": "bot@x"}));
+        let body = br#"{"type":"post_comment","payload":{"from":{"email":"budi@x","name":"Budi"},"room":{"id":77},"message":{"id":5,"type":"text","text":"hi"}}}"#;
+        let m = messages(
+            parse(
+                &info("qiscus", &o),
+                &headers(&[("x-qiscus-secret", "q".into())]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            (m[0].user_id.as_str(), m[0].message.content.as_deref()),
+            ("77", Some("hi"))
+        );
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["qiscusSenderName"],
+            "Budi"
+        );
+        assert!(
+            parse(
+                &info("qiscus", &o),
+                &headers(&[("x-qiscus-secret", "no".into())]),
+                None,
+                body
+            )
+            .is_err()
+        );
+
+        let o = opts(serde_json::json!({"secret": "sp"}));
+        let body = br#"{"resource":"messages","event":"created","data":{"id":"m1","roomId":"R","personId":"P","personEmail":"p@x","text":"hi"}}"#;
+        let mut mac = <Hmac<sha1::Sha1> as Mac>::new_from_slice(b"sp").unwrap();
+        mac.update(body);
+        let sig = hex::encode(mac.finalize().into_bytes());
+        let m = messages(
+            parse(
+                &info("spark", &o),
+                &headers(&[("x-spark-signature", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            (m[0].user_id.as_str(), m[0].message.content.as_deref()),
+            ("R", Some("hi"))
+        );
+    }
+
+    #[test]
+    fn provider_formats_out() {
+        use runtime_core::session::Response;
+        let button: Response = serde_json::from_value(serde_json::json!({
+            "id": "r", "type": "data", "action": "a", "refId": "m", "flow": "f",
+            "payload": {"type": "template", "template_type": "button", "items": {"title": "T", "text": "Pick",
+                "actions": [{"type": "postback", "label": "A", "payload": {"k": "a"}}, {"type": "url", "label": "Site", "url": "https://e.x"}]}}
+        })).unwrap();
+        let o = opts(serde_json::json!({"token": "T", "phoneNumberId": "PN"}));
+        let d = deliveries(&info("whatsapp", &o), "628", std::slice::from_ref(&button));
+        assert_eq!(d[0].url, "http://provider/PN/messages");
+        assert_eq!(
+            d[0].body["interactive"]["action"]["buttons"][0]["reply"]["title"],
+            "A"
+        );
+        let d = deliveries(
+            &info("fbmessenger", &o),
+            "P1",
+            std::slice::from_ref(&button),
+        );
+        assert_eq!(
+            d[0].body["message"]["attachment"]["payload"]["buttons"][1]["type"],
+            "web_url"
+        );
+        let d = deliveries(&info("slack", &o), "C1|U1", std::slice::from_ref(&button));
+        assert_eq!(
+            (d[0].body["channel"].as_str(), d[0].body["text"].as_str()),
+            (Some("C1"), Some("T\nPick"))
+        );
+        let d = deliveries(&info("twitter", &o), "u1", std::slice::from_ref(&button));
+        assert_eq!(
+            d[0].body["event"]["message_create"]["message_data"]["quick_reply"]["options"][0]["label"],
+            "A"
+        );
+        let d = deliveries(&info("line", &o), "U1", std::slice::from_ref(&button));
+        assert_eq!(
+            d[0].body["messages"][0]["template"]["actions"][1],
+            serde_json::json!({"type": "uri", "label": "Site", "uri": "https://e.x"})
         );
     }
 

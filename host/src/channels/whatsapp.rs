@@ -1,0 +1,154 @@
+//! WhatsApp Business Cloud API: the `hub.challenge` verification (`options.verifyToken`),
+//! signed events in (`x-hub-signature-256`, the app secret in `options.secret`), the
+//! `/{phoneNumberId}/messages` API out (`options.token`, `options.phoneNumberId`). Button and
+//! list replies arrive as data `{type: "postback", postback: {id, title}}` (reference §12.3).
+
+use super::{
+    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, template_actions,
+    verify_hmac, with_metadata,
+};
+use runtime_core::session::{Message, Response};
+use serde_json::{Value as Json, json};
+
+pub fn parse(
+    ch: &ChannelInfo<'_>,
+    headers: &http::HeaderMap,
+    query: Option<&str>,
+    body: &[u8],
+) -> Result<Inbound, ChannelError> {
+    if body.is_empty() {
+        return super::messenger::verify_subscription(ch, query);
+    }
+    let secret = ch.opt(&["secret", "appSecret"]).ok_or_else(|| {
+        ChannelError::Signature(
+            "the channel has no options.secret to check x-hub-signature-256".into(),
+        )
+    })?;
+    let sig = header(headers, "x-hub-signature-256")
+        .and_then(|s| s.strip_prefix("sha256="))
+        .and_then(|h| hex::decode(h).ok())
+        .ok_or_else(|| ChannelError::Signature("missing x-hub-signature-256".into()))?;
+    if !verify_hmac(secret.as_bytes(), body, &sig) {
+        return Err(ChannelError::Signature(
+            "x-hub-signature-256 does not match".into(),
+        ));
+    }
+    let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
+    let mut items = Vec::new();
+    for entry in v
+        .get("entry")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+    {
+        for change in entry
+            .get("changes")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let value = change.get("value").cloned().unwrap_or(Json::Null);
+            let names: Vec<(String, String)> = value
+                .get("contacts")
+                .and_then(Json::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| {
+                    Some((
+                        c.get("wa_id")?.as_str()?.to_owned(),
+                        c.pointer("/profile/name")
+                            .and_then(Json::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                    ))
+                })
+                .collect();
+            for m in value
+                .get("messages")
+                .and_then(Json::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let Some(from) = m.get("from").and_then(Json::as_str) else {
+                    continue;
+                };
+                let msg = match m.get("type").and_then(Json::as_str) {
+                    Some("text") => {
+                        Message::text(m.pointer("/text/body").and_then(Json::as_str).unwrap_or(""))
+                    }
+                    Some("interactive") => {
+                        let reply = m
+                            .pointer("/interactive/button_reply")
+                            .or_else(|| m.pointer("/interactive/list_reply"))
+                            .cloned()
+                            .unwrap_or(Json::Null);
+                        Message::data(
+                            json!({"type": "postback", "postback": {"id": reply.get("id"), "title": reply.get("title")}}),
+                        )
+                    }
+                    Some("button") => Message::data(json!({"type": "postback", "postback": {
+                        "id": m.pointer("/button/payload"), "title": m.pointer("/button/text")}})),
+                    Some("location") => Message::data(json!({"type": "location",
+                        "latitude": m.pointer("/location/latitude"), "longitude": m.pointer("/location/longitude")})),
+                    Some(kind @ ("image" | "audio" | "video" | "document")) => {
+                        Message::data(json!({
+                            "type": if kind == "document" { "file" } else { kind },
+                            "id": m.pointer(&format!("/{kind}/id")),
+                        }))
+                    }
+                    _ => continue,
+                };
+                let name = names
+                    .iter()
+                    .find(|(id, _)| id == from)
+                    .map(|(_, n)| n.clone())
+                    .unwrap_or_default();
+                items.push(InboundItem {
+                    provider_id: m.get("id").and_then(Json::as_str).map(str::to_owned),
+                    user_id: from.to_owned(),
+                    message: with_metadata(
+                        msg,
+                        json!({"channelType": "whatsapp", "whatsappSenderId": from, "whatsappSenderName": name}),
+                    ),
+                });
+            }
+        }
+    }
+    Ok(Inbound::Messages(items))
+}
+
+pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
+    let token = ch.opt(&["token"]).unwrap_or("");
+    let phone = ch.opt(&["phoneNumberId"]).unwrap_or("");
+    let url = format!("{}/{phone}/messages", ch.url.trim_end_matches('/'));
+    responses
+        .iter()
+        .map(|r| {
+            let text = super::plain_text(r);
+            let buttons: Vec<Json> = r
+                .payload
+                .as_ref()
+                .map(template_actions)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(kind, _, _)| kind != "url")
+                .take(3)
+                .map(|(_, label, value)| json!({"type": "reply", "reply": {"id": value.chars().take(256).collect::<String>(), "title": label.chars().take(20).collect::<String>()}}))
+                .collect();
+            let body = if buttons.is_empty() {
+                json!({"messaging_product": "whatsapp", "to": user_id, "type": "text", "text": {"body": text}})
+            } else {
+                json!({"messaging_product": "whatsapp", "to": user_id, "type": "interactive",
+                    "interactive": {"type": "button", "body": {"text": text}, "action": {"buttons": buttons}}})
+            };
+            Delivery {
+                url: url.clone(),
+                headers: vec![
+                    ("content-type".into(), "application/json".into()),
+                    ("authorization".into(), format!("Bearer {token}")),
+                ],
+                body,
+            }
+        })
+        .collect()
+}
