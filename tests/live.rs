@@ -700,3 +700,74 @@ async fn schedules_fire_and_survive_a_restart(backend: Backend) {
     let db = server.db().await;
     assert!(db.outbox_rows(&cid).await.unwrap().len() >= before + 2);
 }
+
+/// Two server processes on one PostgreSQL database, messages of one user sent to both at
+/// once: every step sees the previous one's session, and every reply goes out exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_keep_one_users_order() {
+    let a = start(Backend::Postgres).await;
+    let b = a.replica().await;
+    let api = a.api();
+    let admin = api.admin_token().await;
+    let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
+    let (rx, rx_url) = Receiver::start().await;
+    let ch = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "web", "type": "generic", "url": rx_url}),
+    )
+    .await;
+    let cid = s(&ch["id"]);
+    let hooks = [
+        format!("{}/webhooks/{cid}", a.base),
+        format!("{}/webhooks/{cid}", b.base),
+    ];
+    hook(
+        &api,
+        &hooks[0],
+        &[],
+        &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]}),
+    )
+    .await
+    .ok();
+    const N: usize = 16;
+    let mut tasks = vec![];
+    for i in 0..N {
+        let api = api.clone();
+        let url = hooks[i % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            hook(&api, &url, &[], &json!({"userId": "u", "messages": [{"type": "text", "content": format!("more {i}")}]})).await
+        }));
+    }
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    let got = rx.wait_for(N + 1).await;
+    let mut counts: Vec<String> = got.iter().map(|(_, _, b)| texts(b)[0].clone()).collect();
+    counts.sort();
+    let mut want: Vec<String> = (1..=N + 1)
+        .map(|k| format!("Message {k} (total {k})"))
+        .collect();
+    want.sort();
+    assert_eq!(
+        counts, want,
+        "each step saw the previous one's session, on either replica"
+    );
+    // Nothing more arrives: each reply was delivered by one replica only.
+    let db = a.db().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows = db.outbox_rows(&cid).await.unwrap();
+        if rows.iter().all(|r| r.status == "sent") {
+            assert_eq!(rows.len(), N + 1);
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{rows:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(rx.seen.lock().unwrap().len(), N + 1);
+    drop(b);
+}

@@ -1227,6 +1227,28 @@ async fn rate_limit(backend: Backend) {
     let r = api.get("/projects", other["id"].as_str().unwrap()).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("ratelimit-remaining"), Some("4"));
+
+    // Without a token the address is counted (the two logins above were 2 of its 5).
+    // Whatever the window, a request after one that left 0 remaining in the same window is
+    // refused, and one is refused within 11 requests.
+    let mut prev: Option<(i64, i64)> = None; // (remaining, reset)
+    let mut refused = false;
+    for _ in 0..11 {
+        let r = api.call("GET", "/projects", None, None).await;
+        let remaining: i64 = r.header("ratelimit-remaining").unwrap().parse().unwrap();
+        let reset: i64 = r.header("ratelimit-reset").unwrap().parse().unwrap();
+        if let Some((0, prev_reset)) = prev
+            && reset <= prev_reset
+        {
+            assert_eq!(r.status, 429, "{}", r.text);
+            assert_eq!(r.text, "Ratelimit exceeded! 5 per minute");
+            refused = true;
+            break;
+        }
+        assert_eq!(r.status, 401, "{}", r.text);
+        prev = Some((remaining, reset));
+    }
+    assert!(refused, "no request without a token was refused");
 }
 
 /// The first start creates `admin` with a generated password, printed once.

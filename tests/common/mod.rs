@@ -57,6 +57,28 @@ impl Server {
         }
     }
 
+    /// Another server process on the same PostgreSQL database: a second replica. It does
+    /// not own the database (the first server drops it).
+    pub async fn replica(&self) -> Server {
+        assert_eq!(
+            self.backend,
+            Backend::Postgres,
+            "replicas share a PostgreSQL database"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let (child, base) = spawn(dir.path(), self.backend, &self.db_url, &extra).await;
+        Server {
+            child,
+            base,
+            db_url: self.db_url.clone(),
+            pg_db: None,
+            backend: self.backend,
+            extra: self.extra.clone(),
+            _dir: dir,
+        }
+    }
+
     /// Stops the server (as a crash would: SIGKILL) and starts it again on the same storage.
     pub async fn restart(&mut self) {
         let _ = self.child.kill();
