@@ -141,9 +141,16 @@ async fn walkthrough() {
         "",
     ));
     assert!(out.contains("Deployed mybot 0.1.0"), "{out}");
+    for (part, version) in [("--major", "1.0.0"), ("--patch", "1.0.1")] {
+        let out = ok(run(
+            &["deploy", "--dir", "mybot", part, "--env", "production"],
+            "",
+        ));
+        assert!(out.contains(&format!("Deployed mybot {version}")), "{out}");
+    }
     let out = ok(run(&["env", "list", "--dir", "mybot"], ""));
     assert!(
-        out.contains("production") && out.contains("version 0.1.0"),
+        out.contains("production") && out.contains("version 1.0.1"),
         "{out}"
     );
     let out = ok(run(
@@ -231,7 +238,7 @@ async fn walkthrough() {
     );
     assert!(
         ok(run(&["env", "update", "staging", "--dir", "mybot"], ""))
-            .contains("staging runs version 0.1.0")
+            .contains("staging runs version 1.0.1")
     );
     ok(run(&["env", "delete", "staging", "--dir", "mybot"], ""));
     assert!(!ok(run(&["env", "list", "--dir", "mybot"], "")).contains("staging"));

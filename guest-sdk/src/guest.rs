@@ -12,6 +12,12 @@ use runtime_core::session::{Message, Session};
 use serde_json::Value as Json;
 use std::cell::RefCell;
 
+/// Small blocks from free lists, the rest from talc (see `alloc.rs`). The guest is
+/// single-threaded (no `atomics`), which both assume.
+#[global_allocator]
+static ALLOCATOR: crate::alloc::SmallBlocks<talc::wasm::WasmDynamicTalc> =
+    crate::alloc::SmallBlocks::new(talc::wasm::new_wasm_dynamic_allocator());
+
 wit_bindgen::generate!({ path: "wit", world: "bot-runtime" });
 
 use botbox::bot::host as imports;
@@ -44,7 +50,7 @@ impl Guest for Component {
             let mut host = WasmHost {
                 js: JsRuntime::new(),
             };
-            let result = runtime_core::converse(bot, &session, message, &mut host);
+            let result = runtime_core::converse_owned(bot, session, message, &mut host);
             for line in host.js.take_logs() {
                 imports::log(imports::LogLevel::Console, &line);
             }

@@ -4,6 +4,7 @@
 //! boa. [`native::NativeStepper`] runs runtime-core with it in-process: the reference
 //! implementation the sandboxed guest must agree with, used by the example conversation tests.
 
+pub mod alloc;
 pub mod js;
 pub mod native;
 

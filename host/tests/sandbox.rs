@@ -22,6 +22,7 @@ fn sandbox_with(limits: Limits) -> Sandbox {
         slots: 16,
         warm_per_revision: 2,
         cache_dir: cache_dir(),
+        perfmap: false,
     })
     .expect("sandbox")
 }
@@ -424,6 +425,7 @@ fn a_full_pool_means_waiting_not_failing() {
             slots: 2,
             warm_per_revision: 1,
             cache_dir: cache_dir(),
+            perfmap: false,
         })
         .unwrap(),
     );
@@ -474,6 +476,7 @@ fn without_address_space_for_the_pool_it_falls_back_to_on_demand_allocation() {
         slots: 50_000_000,
         warm_per_revision: 1,
         cache_dir: cache_dir(),
+        perfmap: false,
     })
     .unwrap();
     assert!(!sb.pooling());

@@ -16,7 +16,7 @@ pub mod source;
 pub mod value;
 
 pub use compile::{Compiled, Rejected, compile, compile_source};
-pub use engine::{StepError, converse};
+pub use engine::{StepError, converse, converse_owned};
 pub use host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome};
 pub use model::CompiledBot;
 pub use session::{ConverseResult, Message, Response, Session};

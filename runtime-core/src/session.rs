@@ -128,7 +128,11 @@ pub struct Meta {
 }
 
 /// The conversation state of one user (reference §2.3). Unknown fields are kept.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+///
+/// Deserialised by hand (below) rather than with `#[serde(flatten)]`, which buffers the whole
+/// object into an intermediate tree first: the session crosses the sandbox boundary and the
+/// database on every step, and the buffering doubled its parse cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     #[serde(default)]
@@ -164,8 +168,106 @@ pub struct Session {
     pub updated_at: i64,
     #[serde(default)]
     pub session_start: i64,
+    /// Fields this version does not know, kept as they came.
     #[serde(flatten)]
     pub extra: Map<String, Json>,
+}
+
+impl<'de> Deserialize<'de> for Session {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Session, D::Error> {
+        use serde::de::{MapAccess, Visitor};
+
+        struct SessionVisitor;
+        impl<'de> Visitor<'de> for SessionVisitor {
+            type Value = Session;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a session object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Session, A::Error> {
+                let mut s = Session::new("");
+                while let Some(key) = map.next_key::<SessionKey>()? {
+                    match key {
+                        SessionKey::Id => s.id = map.next_value()?,
+                        SessionKey::ChannelId => s.channel_id = map.next_value()?,
+                        SessionKey::EnvironmentId => s.environment_id = map.next_value()?,
+                        SessionKey::DeploymentId => s.deployment_id = map.next_value()?,
+                        SessionKey::UserId => s.user_id = map.next_value()?,
+                        SessionKey::Current => s.current = map.next_value()?,
+                        SessionKey::History => s.history = map.next_value()?,
+                        SessionKey::States => s.states = map.next_value()?,
+                        SessionKey::Contexes => s.contexes = map.next_value()?,
+                        SessionKey::Data => s.data = map.next_value()?,
+                        SessionKey::DataKey => s.data_key = map.next_value()?,
+                        SessionKey::Meta => s.meta = map.next_value()?,
+                        SessionKey::Timestamp => s.timestamp = map.next_value()?,
+                        SessionKey::CreatedAt => s.created_at = map.next_value()?,
+                        SessionKey::UpdatedAt => s.updated_at = map.next_value()?,
+                        SessionKey::SessionStart => s.session_start = map.next_value()?,
+                        SessionKey::Other(k) => {
+                            s.extra.insert(k, map.next_value()?);
+                        }
+                    }
+                }
+                Ok(s)
+            }
+        }
+        d.deserialize_map(SessionVisitor)
+    }
+}
+
+/// A key of a session object; unknown keys are kept in `extra`.
+enum SessionKey {
+    Id,
+    ChannelId,
+    EnvironmentId,
+    DeploymentId,
+    UserId,
+    Current,
+    History,
+    States,
+    Contexes,
+    Data,
+    DataKey,
+    Meta,
+    Timestamp,
+    CreatedAt,
+    UpdatedAt,
+    SessionStart,
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for SessionKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SessionKey, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = SessionKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<SessionKey, E> {
+                Ok(match k {
+                    "id" => SessionKey::Id,
+                    "channelId" => SessionKey::ChannelId,
+                    "environmentId" => SessionKey::EnvironmentId,
+                    "deploymentId" => SessionKey::DeploymentId,
+                    "userId" => SessionKey::UserId,
+                    "current" => SessionKey::Current,
+                    "history" => SessionKey::History,
+                    "states" => SessionKey::States,
+                    "contexes" | "contexts" => SessionKey::Contexes,
+                    "data" => SessionKey::Data,
+                    "dataKey" => SessionKey::DataKey,
+                    "meta" => SessionKey::Meta,
+                    "timestamp" => SessionKey::Timestamp,
+                    "createdAt" => SessionKey::CreatedAt,
+                    "updatedAt" => SessionKey::UpdatedAt,
+                    "sessionStart" => SessionKey::SessionStart,
+                    other => SessionKey::Other(other.to_string()),
+                })
+            }
+        }
+        d.deserialize_identifier(KeyVisitor)
+    }
 }
 
 fn empty_object() -> Json {
@@ -221,4 +323,45 @@ pub struct ConverseResult {
     pub errors: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<ScheduleOp>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_session_keeps_unknown_fields_and_reads_the_contexts_alias() {
+        let j = json!({
+            "id": "s1", "userId": "u", "current": "pizza",
+            "history": [{"flow": "pizza", "timestamp": 5}],
+            "states": {"pizza": "ask"}, "contexts": {"pizza": {"n": 2}},
+            "meta": {"lastFlow": "pizza", "lastState": "ask", "end": false},
+            "timestamp": 7, "sessionStart": 3,
+            "custom": {"kept": [1, 2]}, "other": null
+        });
+        let s: Session = serde_json::from_value(j.clone()).unwrap();
+        assert_eq!(s.id, "s1");
+        assert_eq!(s.user_id.as_deref(), Some("u"));
+        assert_eq!(s.state_of("pizza"), Some("ask"));
+        assert_eq!(s.context_of("pizza"), Some(&json!({"n": 2})));
+        assert_eq!(s.data, json!({}), "a missing data is an empty object");
+        assert_eq!(s.extra.get("custom"), Some(&json!({"kept": [1, 2]})));
+        assert_eq!(s.extra.get("other"), Some(&Json::Null));
+        assert_eq!(s.history[0].timestamp, 5);
+        // Text and tree give the same session, and writing it back reads back equal.
+        let from_text: Session = serde_json::from_str(&j.to_string()).unwrap();
+        assert_eq!(from_text, s);
+        let again: Session = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(again, s);
+    }
+
+    #[test]
+    fn a_session_field_of_the_wrong_type_is_an_error_that_names_it() {
+        let e = serde_json::from_str::<Session>(r#"{"id": "s", "timestamp": "soon"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("invalid type"), "{e}");
+        assert!(serde_json::from_str::<Session>("[1]").is_err());
+    }
 }

@@ -60,6 +60,8 @@ pub struct SandboxConfig {
     pub warm_per_revision: usize,
     /// Where the precompiled guest is cached.
     pub cache_dir: PathBuf,
+    /// Write `/tmp/perf-<pid>.map` so that `perf` names the guest's functions (profiling only).
+    pub perfmap: bool,
 }
 
 impl Default for SandboxConfig {
@@ -69,6 +71,7 @@ impl Default for SandboxConfig {
             slots: 64,
             warm_per_revision: 4,
             cache_dir: PathBuf::from("data/cache"),
+            perfmap: false,
         }
     }
 }
@@ -172,6 +175,9 @@ impl Sandbox {
             .consume_fuel(true)
             .epoch_interruption(true)
             .max_wasm_stack(1 << 20);
+        if config.perfmap {
+            cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         if pooling {
             let mut pool = PoolingAllocationConfig::default();
             let slots = config.slots;
@@ -238,14 +244,7 @@ impl Sandbox {
 
     fn new_store(&self, limits: &Limits) -> Store<StepState> {
         let out = MemoryOutputPipe::new(limits.max_output_bytes);
-        // WASI with nothing in it.
-        let wasi = WasiCtxBuilder::new()
-            .stdout(out.clone())
-            .stderr(out.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
+        let wasi = empty_wasi(&out);
         let state = StepState {
             wasi,
             table: ResourceTable::new(),
@@ -402,6 +401,18 @@ impl Sandbox {
         }
         out
     }
+}
+
+/// The guest's WASI: no preopened directories (so no filesystem), no environment, no
+/// arguments, no TCP, UDP or name lookup; stdout and stderr go to a capped in-memory pipe.
+fn empty_wasi(out: &MemoryOutputPipe) -> WasiCtx {
+    WasiCtxBuilder::new()
+        .stdout(out.clone())
+        .stderr(out.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build()
 }
 
 /// Names the limit a trap hit, and where.
@@ -646,5 +657,55 @@ impl Drop for Permit {
     fn drop(&mut self) {
         *self.0.used.lock().unwrap() -= 1;
         self.0.freed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime_wasi::cli::WasiCliView;
+    use wasmtime_wasi::filesystem::WasiFilesystemView;
+    use wasmtime_wasi::p2::bindings::cli::environment::Host as _;
+    use wasmtime_wasi::p2::bindings::filesystem::preopens::Host as _;
+    use wasmtime_wasi::p2::bindings::sockets::instance_network::Host as _;
+    use wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::Host as _;
+    use wasmtime_wasi::p2::bindings::sockets::network::IpAddressFamily;
+    use wasmtime_wasi::p2::bindings::sockets::tcp_create_socket::Host as _;
+    use wasmtime_wasi::p2::bindings::sockets::udp_create_socket::Host as _;
+    use wasmtime_wasi::sockets::WasiSocketsView;
+
+    struct Guest {
+        wasi: WasiCtx,
+        table: ResourceTable,
+    }
+
+    impl WasiView for Guest {
+        fn ctx(&mut self) -> WasiCtxView<'_> {
+            WasiCtxView {
+                ctx: &mut self.wasi,
+                table: &mut self.table,
+            }
+        }
+    }
+
+    /// The WASI calls a guest would make to reach files, the environment or the network,
+    /// answered by exactly the context every instance gets.
+    #[tokio::test]
+    async fn the_guest_wasi_has_no_files_environment_arguments_or_network() {
+        let mut g = Guest {
+            wasi: empty_wasi(&MemoryOutputPipe::new(1024)),
+            table: ResourceTable::new(),
+        };
+        // In WASI 0.2 a directory handle comes only from the preopens.
+        assert!(g.filesystem().get_directories().unwrap().is_empty());
+        assert!(g.cli().get_environment().unwrap().is_empty());
+        assert!(g.cli().get_arguments().unwrap().is_empty());
+        assert_eq!(g.cli().initial_cwd().unwrap(), None);
+        let mut net = g.sockets();
+        assert!(net.create_tcp_socket(IpAddressFamily::Ipv4).is_err());
+        assert!(net.create_tcp_socket(IpAddressFamily::Ipv6).is_err());
+        assert!(net.create_udp_socket(IpAddressFamily::Ipv4).await.is_err());
+        let network = net.instance_network().unwrap();
+        assert!(net.resolve_addresses(network, "localhost".into()).is_err());
     }
 }

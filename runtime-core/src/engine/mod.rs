@@ -39,6 +39,17 @@ pub fn converse(
     message: Message,
     host: &mut dyn Host,
 ) -> Result<ConverseResult, StepError> {
+    converse_owned(bot, session.clone(), message, host)
+}
+
+/// [`converse`] for a caller that no longer needs the session it passes (the sandbox guest,
+/// which has just parsed it): saves a deep copy of it.
+pub fn converse_owned(
+    bot: &CompiledBot,
+    session: Session,
+    message: Message,
+    host: &mut dyn Host,
+) -> Result<ConverseResult, StepError> {
     let started = host.now_ms();
     let mut step = Step {
         bot,
@@ -51,7 +62,7 @@ pub fn converse(
         schedules: vec![],
         nlu_cache: NluCache::new(),
     };
-    let mut s = session.clone();
+    let mut s = session;
     if !s.data.is_object() {
         s.data = Json::Object(Map::new());
     }
@@ -95,6 +106,23 @@ pub fn converse(
     })
 }
 
+/// The 8-4-4-4-12 lower-case hex text of a 128-bit value.
+fn uuid_text(v: u128) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 36];
+    let mut digit = 0;
+    for (i, o) in out.iter_mut().enumerate() {
+        if matches!(i, 8 | 13 | 18 | 23) {
+            *o = b'-';
+        } else {
+            *o = HEX[((v >> (124 - 4 * digit)) & 0xf) as usize];
+            digit += 1;
+        }
+    }
+    // Only ASCII hex digits and dashes were written.
+    String::from_utf8(out.to_vec()).expect("ascii")
+}
+
 pub(crate) struct Step<'b, 'h> {
     pub bot: &'b CompiledBot,
     pub host: &'h mut dyn Host,
@@ -115,19 +143,14 @@ pub(crate) struct Selected {
 }
 
 impl Step<'_, '_> {
+    /// A random (version 4) UUID, written out directly: `format!` with five hex fields was a
+    /// visible share of a step in the sandbox.
     pub fn uuid(&mut self) -> String {
         let a = self.host.random_u64();
         let b = self.host.random_u64();
         let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
         let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000;
-        format!(
-            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-            a >> 32,
-            (a >> 16) & 0xffff,
-            a & 0xffff,
-            b >> 48,
-            b & 0xffff_ffff_ffff
-        )
+        uuid_text(((a as u128) << 64) | b as u128)
     }
 
     pub fn user_error(&mut self, msg: String) {
@@ -780,3 +803,18 @@ pub(crate) fn close_flow(s: &mut Session, name: &str) {
 
 /// Shared per-message NLU output cache key type.
 pub(crate) type NluCache = HashMap<String, Json>;
+
+#[cfg(test)]
+mod uuid_tests {
+    use super::uuid_text;
+
+    #[test]
+    fn uuid_text_is_the_8_4_4_4_12_hex_form() {
+        assert_eq!(
+            uuid_text(0x0123_4567_89ab_4def_8123_4567_89ab_cdef),
+            "01234567-89ab-4def-8123-456789abcdef"
+        );
+        assert_eq!(uuid_text(0), "00000000-0000-0000-0000-000000000000");
+        assert_eq!(uuid_text(u128::MAX), "ffffffff-ffff-ffff-ffff-ffffffffffff");
+    }
+}
