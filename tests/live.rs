@@ -771,3 +771,37 @@ async fn two_replicas_keep_one_users_order() {
     assert_eq!(rx.seen.lock().unwrap().len(), N + 1);
     drop(b);
 }
+
+/// Each process keeps the sessions it stored last. When the other replica has moved a
+/// session on since, the stale copy fails the version check and the step runs again on the
+/// stored session: A, B, A in turn count 1, 2, 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicas_stale_session_copy_is_read_again() {
+    let a = start(Backend::Postgres).await;
+    let b = a.replica().await;
+    let api = a.api();
+    let admin = api.admin_token().await;
+    let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
+    let (rx, rx_url) = Receiver::start().await;
+    let ch = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "web", "type": "generic", "url": rx_url}),
+    )
+    .await;
+    let cid = s(&ch["id"]);
+    let msg = json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]});
+    for (k, base) in [&a.base, &b.base, &a.base].into_iter().enumerate() {
+        let r = hook(&api, &format!("{base}/webhooks/{cid}"), &[], &msg).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let got = rx.wait_for(k + 1).await;
+        assert_eq!(
+            texts(&got[k].2)[0],
+            format!("Message {} (total {})", k + 1, k + 1),
+            "message {} on {base}",
+            k + 1
+        );
+    }
+}

@@ -80,6 +80,10 @@ impl From<crate::db::DbError> for LiveError {
 /// How long a cached route may be used without reading the database again.
 pub const ROUTE_TTL: Duration = Duration::from_secs(1);
 
+/// Sessions kept in memory at most, and how long an unused one stays.
+const SESSION_CACHE_ENTRIES: u64 = 50_000;
+const SESSION_CACHE_IDLE: Duration = Duration::from_secs(600);
+
 /// See [`Live::route`].
 #[derive(Clone)]
 pub struct Route {
@@ -93,6 +97,10 @@ pub struct Route {
 pub struct Live {
     pub db: Db,
     routes: moka::sync::Cache<String, Route>,
+    /// The sessions this process stored last, with their versions: a user's next message
+    /// needs no read. A copy made stale by another replica (or a deleted environment) fails
+    /// the version check at commit, and the step runs again on the stored session.
+    sessions: moka::sync::Cache<String, (Arc<Session>, i64)>,
     pub cfg: LiveConfig,
     sandbox: tokio::sync::OnceCell<Arc<Sandbox>>,
     revisions: moka::sync::Cache<String, Arc<Revision>>,
@@ -129,6 +137,10 @@ impl Live {
             routes: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(ROUTE_TTL)
+                .build(),
+            sessions: moka::sync::Cache::builder()
+                .max_capacity(SESSION_CACHE_ENTRIES)
+                .time_to_idle(SESSION_CACHE_IDLE)
                 .build(),
             effects,
             locks: Mutex::new(HashMap::new()),
@@ -292,22 +304,30 @@ impl Live {
             options: &options,
         };
         let in_json = serde_json::to_string(&item.message).unwrap_or_default();
-        for _attempt in 0..20 {
+        for attempt in 0..20 {
             let rev = route.revision.clone();
-            let stored = self.db.session(&key).await?;
-            let (session, version) = match stored {
-                Some(r) => (
-                    serde_json::from_str::<Session>(&r.body).context("stored session")?,
-                    Some(r.version),
-                ),
-                None => {
-                    let mut s = Session::new(&key);
-                    s.channel_id = Some(channel.id.clone());
-                    s.environment_id = Some(env.id.clone());
-                    s.deployment_id = Some(env.project_id.clone());
-                    s.user_id = Some(item.user_id.clone());
-                    (s, None)
-                }
+            // The first attempt trusts this process's last write; a retry reads the database.
+            let cached = (attempt == 0).then(|| self.sessions.get(&key)).flatten();
+            let stored = match cached {
+                Some(_) => None,
+                None => self.db.session(&key).await?,
+            };
+            let (session, version) = match (cached, stored) {
+                (Some((s, v)), _) => ((*s).clone(), Some(v)),
+                (None, stored) => match stored {
+                    Some(r) => (
+                        serde_json::from_str::<Session>(&r.body).context("stored session")?,
+                        Some(r.version),
+                    ),
+                    None => {
+                        let mut s = Session::new(&key);
+                        s.channel_id = Some(channel.id.clone());
+                        s.environment_id = Some(env.id.clone());
+                        s.deployment_id = Some(env.project_id.clone());
+                        s.user_id = Some(item.user_id.clone());
+                        (s, None)
+                    }
+                },
             };
             let step = self
                 .run_step(
@@ -438,11 +458,18 @@ impl Live {
                     // Sent now by this process; the worker picks them up after the lease if not.
                     let _ = self.direct.send((key.clone(), rows));
                 }
+                let kept = match &step {
+                    Ok(done) => done.result.session.clone(),
+                    Err(_) => session,
+                };
+                self.sessions
+                    .insert(key.clone(), (Arc::new(kept), version.map_or(1, |v| v + 1)));
                 return match step {
                     Ok(_) => Ok(()),
                     Err(e) => Err(e),
                 };
             }
+            self.sessions.invalidate(&key);
             tracing::debug!(session = %key, "session changed during the step; running it again");
         }
         Err(LiveError::Internal(anyhow!(
