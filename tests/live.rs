@@ -415,8 +415,8 @@ async fn pizza_through_line_and_telegram(backend: Backend) {
     assert_eq!(got[4].2["text"], "How many? (1-9)");
 }
 
-async fn one_user_one_step_at_a_time(backend: Backend) {
-    let server = start(backend).await;
+/// The counter bot deployed on a generic channel whose replies go to a local receiver.
+async fn counter_on_generic(server: &Server) -> (Api, Receiver, Value) {
     let api = server.api();
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
@@ -429,6 +429,12 @@ async fn one_user_one_step_at_a_time(backend: Backend) {
         json!({"name": "web", "type": "generic", "url": rx_url}),
     )
     .await;
+    (api, rx, ch)
+}
+
+async fn one_user_one_step_at_a_time(backend: Backend) {
+    let server = start(backend).await;
+    let (api, rx, ch) = counter_on_generic(&server).await;
     let webhook = s(&ch["webhook"]);
     hook(
         &api,
@@ -707,18 +713,7 @@ async fn schedules_fire_and_survive_a_restart(backend: Backend) {
 async fn two_replicas_keep_one_users_order() {
     let a = start(Backend::Postgres).await;
     let b = a.replica().await;
-    let api = a.api();
-    let admin = api.admin_token().await;
-    let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
-    let (rx, rx_url) = Receiver::start().await;
-    let ch = channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "web", "type": "generic", "url": rx_url}),
-    )
-    .await;
+    let (api, rx, ch) = counter_on_generic(&a).await;
     let cid = s(&ch["id"]);
     let hooks = [
         format!("{}/webhooks/{cid}", a.base),
@@ -779,18 +774,7 @@ async fn two_replicas_keep_one_users_order() {
 async fn a_replicas_stale_session_copy_is_read_again() {
     let a = start(Backend::Postgres).await;
     let b = a.replica().await;
-    let api = a.api();
-    let admin = api.admin_token().await;
-    let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
-    let (rx, rx_url) = Receiver::start().await;
-    let ch = channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "web", "type": "generic", "url": rx_url}),
-    )
-    .await;
+    let (api, rx, ch) = counter_on_generic(&a).await;
     let cid = s(&ch["id"]);
     let msg = json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]});
     for (k, base) in [&a.base, &b.base, &a.base].into_iter().enumerate() {
