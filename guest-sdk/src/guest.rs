@@ -1,8 +1,11 @@
 //! The sandbox guest: exports `load` and `converse` of the `bot-runtime` world, and implements
 //! runtime-core's `Host` with the world's imports plus boa for JavaScript.
 //!
-//! The guest keeps only the loaded bot between steps. Each step gets a fresh `JsRuntime`, so
-//! one conversation's JavaScript globals are never visible to the next step on this instance.
+//! The guest keeps the loaded bot between steps, and the last sessions it produced, each under
+//! a tag the host chose, so that a conversation's next step can name its session instead of
+//! sending it again. A kept session is only ever handed to the step that names its tag. Each
+//! step gets a fresh `JsRuntime`, so one conversation's JavaScript globals are never visible
+//! to the next step on this instance.
 
 use crate::js::JsRuntime;
 use runtime_core::engine::StepError as CoreError;
@@ -11,6 +14,7 @@ use runtime_core::model::CompiledBot;
 use runtime_core::session::{Message, Session};
 use serde_json::Value as Json;
 use std::cell::RefCell;
+use std::collections::VecDeque;
 
 /// Small blocks from free lists, the rest from talc (see `alloc.rs`). The guest is
 /// single-threaded (no `atomics`), which both assume.
@@ -24,6 +28,37 @@ use botbox::bot::host as imports;
 
 thread_local! {
     static BOT: RefCell<Option<CompiledBot>> = const { RefCell::new(None) };
+    /// Sessions of earlier steps, by the host's tag, oldest first (see [`keep`]).
+    static KEPT: RefCell<VecDeque<(u64, Session, usize)>> = const { RefCell::new(VecDeque::new()) };
+}
+
+/// Sessions kept at most, and their JSON's total size at most. The host mirrors the count
+/// rule; a session dropped for size is reported as `not-kept` and sent again as JSON.
+pub const KEEP_MAX: usize = 16;
+const KEEP_MAX_BYTES: usize = 256 * 1024;
+
+/// Keeps `session` under `tag`, dropping the oldest beyond the caps. False when it is too big.
+fn keep(tag: u64, session: Session, bytes: usize) -> bool {
+    if bytes > KEEP_MAX_BYTES / 4 {
+        return false;
+    }
+    KEPT.with(|k| {
+        let mut k = k.borrow_mut();
+        k.push_back((tag, session, bytes));
+        while k.len() > KEEP_MAX || k.iter().map(|e| e.2).sum::<usize>() > KEEP_MAX_BYTES {
+            k.pop_front();
+        }
+    });
+    true
+}
+
+/// Takes the session kept under `tag`: each kept session serves one step.
+fn take_kept(tag: u64) -> Option<Session> {
+    KEPT.with(|k| {
+        let mut k = k.borrow_mut();
+        let i = k.iter().position(|e| e.0 == tag)?;
+        k.remove(i).map(|e| e.1)
+    })
 }
 
 struct Component;
@@ -36,12 +71,13 @@ impl Guest for Component {
         Ok(())
     }
 
-    fn converse(session: String, message: String) -> Result<String, StepError> {
-        let session: Session = serde_json::from_str(&session)
-            .map_err(|e| StepError::InvalidMessage(format!("session: {e}")))?;
-        let message: Json =
-            serde_json::from_str(&message).map_err(|e| StepError::InvalidMessage(e.to_string()))?;
-        let message = Message::from_json(&message).map_err(StepError::InvalidMessage)?;
+    fn converse(session: SessionIn, keep_as: u64, message: String) -> Result<StepOut, StepError> {
+        let session: Session = match session {
+            SessionIn::Json(json) => serde_json::from_str(&json)
+                .map_err(|e| StepError::InvalidMessage(format!("session: {e}")))?,
+            SessionIn::Kept(tag) => take_kept(tag).ok_or(StepError::NotKept(tag))?,
+        };
+        let message = Message::from_json_text(&message).map_err(StepError::InvalidMessage)?;
         BOT.with(|b| {
             let b = b.borrow();
             let Some(bot) = b.as_ref() else {
@@ -55,7 +91,17 @@ impl Guest for Component {
                 imports::log(imports::LogLevel::Console, &line);
             }
             match result {
-                Ok(r) => Ok(serde_json::to_string(&r).expect("results serialise")),
+                Ok(r) => {
+                    let (report, session) = r.into_parts();
+                    let report = crate::json::to_string(&report).expect("reports serialise");
+                    let json = crate::json::to_string(&session).expect("sessions serialise");
+                    let kept = keep_as != 0 && keep(keep_as, session, json.len());
+                    Ok(StepOut {
+                        report,
+                        session: json,
+                        kept,
+                    })
+                }
                 Err(CoreError::MaxRecursion(n)) => Err(StepError::MaxRecursion(n)),
                 Err(CoreError::Aborted(m)) => Err(StepError::Aborted(m)),
                 Err(CoreError::InvalidMessage(m)) => Err(StepError::InvalidMessage(m)),

@@ -6,6 +6,7 @@
 
 pub mod alloc;
 pub mod js;
+pub mod json;
 pub mod native;
 
 #[cfg(target_arch = "wasm32")]

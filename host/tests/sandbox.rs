@@ -482,3 +482,107 @@ fn without_address_space_for_the_pool_it_falls_back_to_on_demand_allocation() {
     assert!(!sb.pooling());
     hello_still_answers(&sb);
 }
+
+/// The live path (`step_json`): a conversation's session stays in the warm instance between
+/// its steps and only its tag crosses; two conversations interleaved on one instance each
+/// continue their own session; and the sessions are the native engine's.
+#[test]
+fn kept_sessions_continue_their_own_conversations() {
+    use botbox::sandbox::SessionJson;
+    let sb = sandbox_with(Limits::default());
+    let bot = example("pizza");
+    let rev = Revision::new("pizza-kept", &bot);
+    let fresh = || SessionJson::new(serde_json::to_string(&fresh_session()).unwrap());
+    let step = |s: &SessionJson, m: Message| sb.step_json(&rev, s, &m, live()).unwrap();
+    let contexts = |s: &SessionJson| {
+        let s: Session = serde_json::from_str(&s.json).unwrap();
+        (s.current, s.states, s.contexes)
+    };
+    let (a, b) = (fresh(), fresh());
+    let a = step(&a, Message::text("I want pizza"));
+    let b = step(&b, Message::text("I want pizza"));
+    assert!(a.session.tag != 0 && b.session.tag != 0 && a.session.tag != b.session.tag);
+    let a2 = step(
+        &a.session,
+        Message::data(json!({"type": "pizza", "pizza": "pepperoni"})),
+    );
+    let b2 = step(
+        &b.session,
+        Message::data(json!({"type": "pizza", "pizza": "hawaii"})),
+    );
+    let a3 = step(&a2.session, Message::text("2"));
+    let b3 = step(&b2.session, Message::text("3"));
+
+    // The same conversations natively.
+    let mut host = runtime_core::testing::OfflineHost::default();
+    let mut native = |pizza: &str, qty: &str| {
+        let mut s = fresh_session();
+        for m in [
+            Message::text("I want pizza"),
+            Message::data(json!({"type": "pizza", "pizza": pizza})),
+            Message::text(qty),
+        ] {
+            s = runtime_core::converse(&bot, &s, m, &mut host)
+                .unwrap()
+                .session;
+        }
+        (s.current, s.states, s.contexes)
+    };
+    assert_eq!(contexts(&a3.session), native("pepperoni", "2"));
+    assert_eq!(contexts(&b3.session), native("hawaii", "3"));
+    assert_eq!(a3.report.responses.len(), b3.report.responses.len());
+
+    // A kept session serves one step: its old tag is sent as JSON, with the same result.
+    let again = step(&a2.session, Message::text("2"));
+    assert_eq!(contexts(&again.session), contexts(&a3.session));
+    // A tag no instance holds is only a hint.
+    let unknown = SessionJson {
+        json: a2.session.json.clone(),
+        tag: u64::MAX,
+    };
+    assert_eq!(
+        contexts(&step(&unknown, Message::text("2")).session),
+        contexts(&a3.session)
+    );
+}
+
+/// A session too big to keep is not kept (tag 0), and a step that fails on a kept session
+/// leaves the caller's JSON of it good for the next step.
+#[test]
+fn big_sessions_are_not_kept_and_failed_steps_fall_back_to_json() {
+    use botbox::sandbox::SessionJson;
+    let sb = sandbox_with(Limits::default());
+    let rev = abuse_revision();
+    let mut big = fresh_session();
+    big.data = json!({"blob": "x".repeat(200 * 1024)});
+    let out = sb
+        .step_json(
+            &rev,
+            &SessionJson::new(serde_json::to_string(&big).unwrap()),
+            &Message::text("read"),
+            live(),
+        )
+        .unwrap();
+    assert_eq!(out.session.tag, 0, "a 200 KB session is not kept");
+    let s: Session = serde_json::from_str(&out.session.json).unwrap();
+    assert_eq!(s.data["blob"].as_str().unwrap().len(), 200 * 1024);
+
+    let small = sb
+        .step_json(
+            &rev,
+            &SessionJson::new(serde_json::to_string(&fresh_session()).unwrap()),
+            &Message::text("read"),
+            live(),
+        )
+        .unwrap();
+    assert_ne!(small.session.tag, 0);
+    // The step fails (fuel) on the kept session; the instance is discarded.
+    let err = sb
+        .step_json(&rev, &small.session, &Message::text("spin"), live())
+        .unwrap_err();
+    assert!(err.to_string().contains("fuel"), "{err}");
+    let next = sb
+        .step_json(&rev, &small.session, &Message::text("read"), live())
+        .unwrap();
+    assert_eq!(next.report.responses[0].content.as_deref(), Some("clean"));
+}

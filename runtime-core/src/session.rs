@@ -76,15 +76,33 @@ impl Message {
             m.insert("type".into(), Json::String(t.into()));
         }
         if let Some(Json::String(p)) = m.get("payload") {
-            // Postback strings: JSON or `k=v&k2=v2`.
-            let parsed = serde_json::from_str::<Json>(p)
-                .ok()
-                .filter(Json::is_object)
-                .unwrap_or_else(|| parse_query(p));
+            let parsed = postback_payload(p);
             m.insert("payload".into(), parsed);
         }
         serde_json::from_value(Json::Object(m)).map_err(|e| format!("invalid message: {e}"))
     }
+
+    /// Reads a message from JSON text, as [`Message::from_json`] does, but straight into the
+    /// struct when the text names its type (as a serialised `Message` always does): the
+    /// sandbox reads one per step.
+    pub fn from_json_text(text: &str) -> Result<Message, String> {
+        if let Ok(mut m) = serde_json::from_str::<Message>(text) {
+            if let Some(Json::String(p)) = &m.payload {
+                m.payload = Some(postback_payload(p));
+            }
+            return Ok(m);
+        }
+        let v: Json = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        Message::from_json(&v)
+    }
+}
+
+/// A postback string payload: JSON, or `k=v&k2=v2`.
+fn postback_payload(p: &str) -> Json {
+    serde_json::from_str::<Json>(p)
+        .ok()
+        .filter(Json::is_object)
+        .unwrap_or_else(|| parse_query(p))
 }
 
 fn parse_query(s: &str) -> Json {
@@ -325,10 +343,75 @@ pub struct ConverseResult {
     pub schedules: Vec<ScheduleOp>,
 }
 
+/// A step's outcome without its session: what crosses the sandbox boundary beside the
+/// session's own JSON, so that a host which only stores the session never parses it.
+/// `meta` is the session's, for transcripts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepReport {
+    pub messages: Vec<Message>,
+    pub responses: Vec<Response>,
+    pub duration: i64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<ScheduleOp>,
+    #[serde(default)]
+    pub meta: Option<Meta>,
+}
+
+impl ConverseResult {
+    /// Splits the outcome into its report and its session.
+    pub fn into_parts(self) -> (StepReport, Session) {
+        let report = StepReport {
+            messages: self.messages,
+            responses: self.responses,
+            duration: self.duration,
+            errors: self.errors,
+            schedules: self.schedules,
+            meta: self.session.meta.clone(),
+        };
+        (report, self.session)
+    }
+}
+
+impl StepReport {
+    /// The whole outcome again, with its session.
+    pub fn with_session(self, session: Session) -> ConverseResult {
+        ConverseResult {
+            messages: self.messages,
+            responses: self.responses,
+            session,
+            duration: self.duration,
+            errors: self.errors,
+            schedules: self.schedules,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn messages_read_from_text_as_from_json_reads_them() {
+        for v in [
+            json!({"type": "text", "content": "hi", "id": "m1", "extra": 1}),
+            json!({"content": "no type"}),
+            json!({"payload": {"a": 1}}),
+            json!({"type": "data", "payload": "a=1&b=2"}),
+            json!({"type": "data", "payload": "{\"x\": [1]}"}),
+            json!({"type": "command", "content": "go", "payload": {}, "metadata": {"m": true}}),
+        ] {
+            assert_eq!(
+                Message::from_json_text(&v.to_string()),
+                Message::from_json(&v),
+                "{v}"
+            );
+        }
+        assert!(Message::from_json_text("[1]").is_err());
+        assert!(Message::from_json_text("{").is_err());
+    }
 
     #[test]
     fn a_session_keeps_unknown_fields_and_reads_the_contexts_alias() {

@@ -5,7 +5,7 @@
 
 use botbox::sandbox::effects::Effects;
 use botbox::sandbox::limits::Limits;
-use botbox::sandbox::{Revision, Sandbox, SandboxConfig};
+use botbox::sandbox::{Revision, Sandbox, SandboxConfig, SessionJson};
 use runtime_core::host::{HttpRequest, HttpResponse};
 use runtime_core::testing::{OfflineHost, fresh_session};
 use runtime_core::{CompiledBot, Message, Session, compile_source, converse};
@@ -98,44 +98,75 @@ fn main() -> anyhow::Result<()> {
     let rev = Revision::new("pizza", &pizza);
     sb.step(&rev, &sessions[0], &messages[0], effects.clone())
         .unwrap();
-    // `BOTBOX_PROFILE_STEPS=n`: only run n pizza conversations in the sandbox (for perf).
+    // `BOTBOX_PROFILE_STEPS=n`: only run n pizza conversations on the live path (for perf).
     if let Some(n) = std::env::var("BOTBOX_PROFILE_STEPS")
         .ok()
         .and_then(|n| n.parse().ok())
     {
+        let fresh = SessionJson::new(serde_json::to_string(&sessions[0])?);
         for _ in 0..n {
-            for (m, s) in messages.iter().zip(&sessions) {
-                sb.step(&rev, s, m, effects.clone()).unwrap();
+            let mut s = fresh.clone();
+            for m in &messages {
+                s = sb.step_json(&rev, &s, m, effects.clone()).unwrap().session;
             }
         }
         return Ok(());
     }
     // Native and sandbox timed in alternating rounds, so that the drift of this VM's speed
     // (up to 1.5x between runs) hits both alike; the ratio is the median of the rounds' ratios.
+    //
+    // Two ways of calling the sandbox: `step` takes and gives `Session` values (JSON both ways
+    // across the boundary, parsed on both sides), and `step_json` is what the live path does:
+    // the session as text, kept by the instance between a conversation's steps, so that only
+    // its tag crosses in and its JSON comes out to be stored.
     let runs = 400;
-    let (mut native_t, mut sandbox_t, mut ratios) = (vec![], vec![], vec![]);
+    let fresh = SessionJson::new(serde_json::to_string(&sessions[0])?);
+    let (mut native_t, mut value_t, mut live_t, mut ratios) = (vec![], vec![], vec![], vec![]);
     for _round in 0..15 {
         let n = median_us(runs / 10, || {
             for (m, s) in messages.iter().zip(&sessions) {
                 converse(&pizza, s, m.clone(), &mut h).unwrap();
             }
         }) / messages.len() as f64;
-        let x = median_us(runs / 10, || {
+        let v = median_us(runs / 10, || {
             for (m, s) in messages.iter().zip(&sessions) {
                 sb.step(&rev, s, m, effects.clone()).unwrap();
             }
         }) / messages.len() as f64;
+        let x = median_us(runs / 10, || {
+            let mut s = fresh.clone();
+            for m in &messages {
+                s = sb.step_json(&rev, &s, m, effects.clone()).unwrap().session;
+            }
+        }) / messages.len() as f64;
         native_t.push(n);
-        sandbox_t.push(x);
-        ratios.push(x / n);
+        value_t.push(v);
+        live_t.push(x);
+        ratios.push((x / n, v / n));
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
     let native_us = median(&mut native_t);
-    let sandbox_us = median(&mut sandbox_t);
-    let ratio = median(&mut ratios);
+    let value_us = median(&mut value_t);
+    let sandbox_us = median(&mut live_t);
+    let ratio = median(&mut ratios.iter().map(|r| r.0).collect());
+    let value_ratio = median(&mut ratios.iter().map(|r| r.1).collect());
+    // The live path's conversation gives the same replies as native.
+    {
+        let mut s = fresh.clone();
+        for (i, m) in messages.iter().enumerate() {
+            let out = sb.step_json(&rev, &s, m, effects.clone()).unwrap();
+            let native = converse(&pizza, &sessions[i], m.clone(), &mut h).unwrap();
+            assert_eq!(
+                out.report.responses.len(),
+                native.responses.len(),
+                "message {i}"
+            );
+            s = out.session;
+        }
+    }
     let fuel = sb
         .step(&rev, &sessions[0], &messages[0], effects.clone())
         .unwrap()
@@ -232,7 +263,10 @@ flows:
     println!("  sandbox start with cached artifact     {start_ms:>9.1} ms");
     println!("  pizza step, native                     {native_us:>9.1} µs / message");
     println!(
-        "  pizza step, sandbox (warm instance)    {sandbox_us:>9.1} µs / message  ({ratio:.1}x native, {fuel} fuel for message 1)"
+        "  pizza step, sandbox, live path         {sandbox_us:>9.1} µs / message  ({ratio:.1}x native; session kept in the instance, JSON out)"
+    );
+    println!(
+        "  pizza step, sandbox, Session values    {value_us:>9.1} µs / message  ({value_ratio:.1}x native, {fuel} fuel for message 1)"
     );
     println!("  empty step (nothing matches), native     {idle_native:>9.1} µs");
     println!(

@@ -102,6 +102,7 @@ impl Db {
         channel_for_outbox: &str,
         w: &StepWrite<'_>,
     ) -> DbResult<Option<Vec<OutboxRow>>> {
+        let _turn = self.write_turn().await;
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
         let stored = match read_version {
@@ -235,6 +236,7 @@ impl Db {
 
     /// Records a provider message id; false when it was seen before.
     pub async fn mark_seen(&self, channel_id: &str, provider_id: &str) -> DbResult<bool> {
+        let _turn = self.write_turn().await;
         match sqlx::query(
             "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3)",
         )
@@ -276,6 +278,7 @@ impl Db {
     /// Claims a delivery for `lease_ms` (so another replica does not send it at the same
     /// time); false when someone else claimed it first.
     pub async fn claim_outbox(&self, row: &OutboxRow, lease_ms: i64) -> DbResult<bool> {
+        let _turn = self.write_turn().await;
         Ok(sqlx::query(
             "UPDATE outbox SET next_at = $1 WHERE id = $2 AND status = 'pending' AND next_at = $3",
         )
@@ -297,6 +300,7 @@ impl Db {
         next_at: i64,
         error: Option<&str>,
     ) -> DbResult<()> {
+        let _turn = self.write_turn().await;
         sqlx::query(
             "UPDATE outbox SET status = $1, attempts = $2, next_at = $3, last_error = $4 WHERE id = $5",
         )
@@ -307,6 +311,26 @@ impl Db {
         .bind(id)
         .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    /// Records first attempts that succeeded, many rows in one statement.
+    pub async fn outbox_sent(&self, ids: &[String]) -> DbResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let marks: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 2)).collect();
+        let sql = format!(
+            "UPDATE outbox SET status = 'sent', attempts = attempts + 1, next_at = $1, last_error = NULL \
+             WHERE status = 'pending' AND id IN ({})",
+            marks.join(", ")
+        );
+        let _turn = self.write_turn().await;
+        let mut q = sqlx::query(&sql).bind(now_ms());
+        for id in ids {
+            q = q.bind(id);
+        }
+        q.execute(&self.pool).await?;
         Ok(())
     }
 

@@ -12,9 +12,11 @@ mod schedules;
 use crate::channels::{self, ChannelInfo, InboundItem};
 use crate::db::{ChannelRow, Db, EnvironmentRow, NewTranscript, ScheduleRow, StepWrite, now_ms};
 use crate::sandbox::effects::{Effects, LiveEffects};
-use crate::sandbox::{Revision, Sandbox, SandboxConfig, SandboxError, StepOutcome};
+use crate::sandbox::{
+    RawOutcome, Revision, Sandbox, SandboxConfig, SandboxError, SessionJson, StepOutcome,
+};
 use anyhow::{Context, anyhow};
-use runtime_core::session::{ConverseResult, Message, ScheduleOp, Session};
+use runtime_core::session::{ConverseResult, Message, ScheduleOp, Session, StepReport};
 use serde_json::{Map, Value as Json, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -97,10 +99,12 @@ pub struct Route {
 pub struct Live {
     pub db: Db,
     routes: moka::sync::Cache<String, Route>,
-    /// The sessions this process stored last, with their versions: a user's next message
-    /// needs no read. A copy made stale by another replica (or a deleted environment) fails
-    /// the version check at commit, and the step runs again on the stored session.
-    sessions: moka::sync::Cache<String, (Arc<Session>, i64)>,
+    /// The sessions this process stored last (as stored: JSON, with the tag under which a
+    /// warm instance keeps them), with their versions: a user's next message needs no read,
+    /// and usually no session crossing into the sandbox. A copy made stale by another
+    /// replica (or a deleted environment) fails the version check at commit, and the step
+    /// runs again on the stored session.
+    sessions: moka::sync::Cache<String, (SessionJson, i64)>,
     pub cfg: LiveConfig,
     sandbox: tokio::sync::OnceCell<Arc<Sandbox>>,
     revisions: moka::sync::Cache<String, Arc<Revision>>,
@@ -252,6 +256,34 @@ impl Live {
         }
     }
 
+    /// Runs one step on a session as stored (JSON), giving the new session as JSON: the
+    /// live path, which never needs the session as a value.
+    pub async fn run_step_json(
+        &self,
+        tenant: &str,
+        rev: Arc<Revision>,
+        session: SessionJson,
+        message: Message,
+    ) -> Result<(StepReport, SessionJson), LiveError> {
+        let sandbox = self.sandbox().await?;
+        let effects = self.effects.clone();
+        let _slot = self.steps.acquire().await.map_err(|e| anyhow!("{e}"))?;
+        let span = tracing::info_span!("live_step", tenant = %tenant, revision = %rev.id);
+        let out = tokio::task::spawn_blocking(move || {
+            let _e = span.enter();
+            sandbox.step_json(&rev, &session, &message, effects)
+        })
+        .await
+        .map_err(|e| anyhow!("step task: {e}"))?;
+        match out {
+            Ok(RawOutcome {
+                report, session, ..
+            }) => Ok((report, session)),
+            Err(SandboxError::Step(e)) => Err(LiveError::Step(e.to_string())),
+            Err(SandboxError::Internal(e)) => Err(LiveError::Internal(e)),
+        }
+    }
+
     fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.locks.lock().unwrap();
         if locks.len() > 10_000 {
@@ -313,24 +345,24 @@ impl Live {
                 None => self.db.session(&key).await?,
             };
             let (session, version) = match (cached, stored) {
-                (Some((s, v)), _) => ((*s).clone(), Some(v)),
+                (Some((s, v)), _) => (s, Some(v)),
                 (None, stored) => match stored {
-                    Some(r) => (
-                        serde_json::from_str::<Session>(&r.body).context("stored session")?,
-                        Some(r.version),
-                    ),
+                    Some(r) => (SessionJson::new(r.body), Some(r.version)),
                     None => {
                         let mut s = Session::new(&key);
                         s.channel_id = Some(channel.id.clone());
                         s.environment_id = Some(env.id.clone());
                         s.deployment_id = Some(env.project_id.clone());
                         s.user_id = Some(item.user_id.clone());
-                        (s, None)
+                        (
+                            SessionJson::new(serde_json::to_string(&s).context("session")?),
+                            None,
+                        )
                     }
                 },
             };
             let step = self
-                .run_step(
+                .run_step_json(
                     &route.owner,
                     rev.clone(),
                     session.clone(),
@@ -355,9 +387,8 @@ impl Live {
                 state,
             };
             let body = match &step {
-                Ok(done) => {
-                    let r = &done.result;
-                    let meta = r.session.meta.as_ref();
+                Ok((r, new_session)) => {
+                    let meta = r.meta.as_ref();
                     let flow = meta.and_then(|m| m.last_flow.clone());
                     let state = meta.and_then(|m| m.last_state.clone());
                     let intent = r.messages.first().and_then(|m| m.intent.clone());
@@ -403,7 +434,7 @@ impl Live {
                             }
                         }
                     }
-                    serde_json::to_string(&r.session).context("session")?
+                    new_session.json.clone()
                 }
                 Err(LiveError::Step(e)) => {
                     tracing::warn!(session = %key, error = %e, "step failed; session unchanged");
@@ -434,7 +465,7 @@ impl Live {
                         }
                     }
                     // The session is written back unchanged (a version bump only).
-                    serde_json::to_string(&session).context("session")?
+                    session.json.clone()
                 }
                 Err(LiveError::NotDeployed(m)) => return Err(LiveError::NotDeployed(m.clone())),
                 Err(LiveError::Internal(e)) => return Err(LiveError::Internal(anyhow!("{e:#}"))),
@@ -459,11 +490,12 @@ impl Live {
                     let _ = self.direct.send((key.clone(), rows));
                 }
                 let kept = match &step {
-                    Ok(done) => done.result.session.clone(),
-                    Err(_) => session,
+                    Ok((_, new_session)) => new_session.clone(),
+                    // The instance let go of the session it was given.
+                    Err(_) => SessionJson::new(session.json),
                 };
                 self.sessions
-                    .insert(key.clone(), (Arc::new(kept), version.map_or(1, |v| v + 1)));
+                    .insert(key.clone(), (kept, version.map_or(1, |v| v + 1)));
                 return match step {
                     Ok(_) => Ok(()),
                     Err(e) => Err(e),

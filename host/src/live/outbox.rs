@@ -14,21 +14,46 @@ pub(super) type Batch = (String, Vec<OutboxRow>);
 /// so its replies go out in the order the bot gave them.
 const SHARDS: usize = 32;
 
+/// Successful first deliveries recorded in one statement at most.
+const SENT_BATCH: usize = 256;
+
 pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Batch>) {
+    // Successes of the direct path are recorded in batches: one UPDATE for many rows.
+    let (sent_tx, mut sent_rx) = mpsc::unbounded_channel::<String>();
+    {
+        let live = live.clone();
+        tokio::spawn(async move {
+            let mut ids = Vec::with_capacity(SENT_BATCH);
+            while sent_rx.recv_many(&mut ids, SENT_BATCH).await > 0 {
+                if let Err(e) = live.db.outbox_sent(&ids).await {
+                    // The rows stay pending: the worker sends them again after their lease.
+                    tracing::error!(error = %format!("{e:#}"), "outbox: recording deliveries");
+                }
+                ids.clear();
+            }
+        });
+    }
     let mut shards = Vec::with_capacity(SHARDS);
     for _ in 0..SHARDS {
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<OutboxRow>>();
         let live = live.clone();
+        let sent_tx = sent_tx.clone();
         tokio::spawn(async move {
             while let Some(rows) = rx.recv().await {
                 for row in rows {
-                    // Claimed like the worker does: if this queue fell behind the lease, the
-                    // worker may have taken the row already, and it must not go out twice.
-                    let lease = live.cfg.delivery_timeout.as_millis() as i64 * 2;
-                    let out = match live.db.claim_outbox(&row, lease).await {
-                        Ok(true) => send(&live, &row).await,
-                        Ok(false) => Ok(()),
-                        Err(e) => Err(e.into()),
+                    // While the lease set at commit still covers a whole attempt, no worker
+                    // can have taken the row: it is this process's alone. Past that, it is
+                    // claimed like the worker does, so that it never goes out twice.
+                    let timeout = live.cfg.delivery_timeout.as_millis() as i64;
+                    let ours = now_ms() + timeout < row.next_at;
+                    let out = if ours {
+                        send(&live, &row, Some(&sent_tx)).await
+                    } else {
+                        match live.db.claim_outbox(&row, timeout * 2).await {
+                            Ok(true) => send(&live, &row, None).await,
+                            Ok(false) => Ok(()),
+                            Err(e) => Err(e.into()),
+                        }
                     };
                     if let Err(e) = out {
                         tracing::error!(error = %format!("{e:#}"), "outbox");
@@ -70,13 +95,18 @@ pub async fn deliver_due(live: &Live) -> anyhow::Result<usize> {
                 continue;
             }
             handled += 1;
-            send(live, &row).await?;
+            send(live, &row, None).await?;
         }
     }
 }
 
-/// One attempt at one delivery, recorded: sent, retry later, or failed for good.
-async fn send(live: &Live, row: &OutboxRow) -> anyhow::Result<()> {
+/// One attempt at one delivery, recorded: sent, retry later, or failed for good. A success
+/// goes to `sent` when given (recorded in a batch), else is recorded at once.
+async fn send(
+    live: &Live,
+    row: &OutboxRow,
+    sent: Option<&mpsc::UnboundedSender<String>>,
+) -> anyhow::Result<()> {
     let headers: Vec<(String, String)> = serde_json::from_str(&row.headers).unwrap_or_default();
     let mut rb = live.http.post(&row.url).body(row.body.clone());
     for (k, v) in headers {
@@ -100,11 +130,14 @@ async fn send(live: &Live, row: &OutboxRow) -> anyhow::Result<()> {
         },
     };
     match outcome {
-        Ok(()) => {
-            live.db
-                .outbox_attempt(&row.id, "sent", attempts, now_ms(), None)
-                .await?;
-        }
+        Ok(()) => match sent.map(|tx| tx.send(row.id.clone())) {
+            Some(Ok(())) => {}
+            _ => {
+                live.db
+                    .outbox_attempt(&row.id, "sent", attempts, now_ms(), None)
+                    .await?
+            }
+        },
         Err(e) if attempts >= live.cfg.outbox_max_attempts => {
             tracing::error!(outbox = %row.id, channel = %row.channel_id, error = %e, "delivery failed for good");
             live.db

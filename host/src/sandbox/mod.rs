@@ -20,10 +20,10 @@ use limits::Limits;
 use runtime_core::engine::StepError;
 use runtime_core::host::HttpRequest;
 use runtime_core::model::CompiledBot;
-use runtime_core::session::{ConverseResult, Message, Session};
+use runtime_core::session::{ConverseResult, Message, Session, StepReport};
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use wasmtime::component::{Linker, ResourceTable};
@@ -43,7 +43,7 @@ mod wit {
 }
 
 use wit::botbox::bot::host::{Host as HostImports, LogLevel};
-use wit::{BotRuntime, BotRuntimePre, StepError as StepErrorWit};
+use wit::{BotRuntime, BotRuntimePre, SessionIn, StepError as StepErrorWit};
 
 /// The guest component, built by build.rs.
 pub static GUEST_WASM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guest.wasm"));
@@ -128,6 +128,33 @@ pub struct StepOutcome {
     pub warm: bool,
 }
 
+/// A session as text, the way it is stored, with the tag under which a warm instance may
+/// still keep it (0: none). Tags come from [`Sandbox::step_json`].
+#[derive(Debug, Clone)]
+pub struct SessionJson {
+    pub json: Arc<str>,
+    pub tag: u64,
+}
+
+impl SessionJson {
+    /// A session no instance holds.
+    pub fn new(json: impl Into<Arc<str>>) -> SessionJson {
+        SessionJson {
+            json: json.into(),
+            tag: 0,
+        }
+    }
+}
+
+/// The result of [`Sandbox::step_json`]: the step's report, and the new session as text.
+#[derive(Debug, Clone)]
+pub struct RawOutcome {
+    pub report: StepReport,
+    pub session: SessionJson,
+    pub fuel_used: u64,
+    pub warm: bool,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     /// The step failed (maxRecursion, a limit, a trap); the session is unchanged.
@@ -150,6 +177,8 @@ pub struct Sandbox {
 
 struct Warm {
     revision: Arc<str>,
+    /// Tags of the sessions the guest keeps, oldest first (a mirror of the guest's list).
+    kept: VecDeque<u64>,
     store: Store<StepState>,
     bindings: BotRuntime,
     _permit: Permit,
@@ -174,6 +203,9 @@ impl Sandbox {
         cfg.wasm_component_model(true)
             .consume_fuel(true)
             .epoch_interruption(true)
+            // Traps are explained by their code and the JavaScript site, not by a wasm
+            // backtrace (capturing one is work on every trap for nothing).
+            .wasm_backtrace_max_frames(None)
             .max_wasm_stack(1 << 20);
         if config.perfmap {
             cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
@@ -280,6 +312,7 @@ impl Sandbox {
         }
         Ok(Warm {
             revision,
+            kept: VecDeque::new(),
             store,
             bindings,
             _permit: permit,
@@ -310,12 +343,54 @@ impl Sandbox {
         message: &Message,
         effects: Arc<dyn Effects>,
     ) -> Result<StepOutcome, SandboxError> {
+        let json = serde_json::to_string(session).map_err(|e| SandboxError::Internal(e.into()))?;
+        let raw = self.run(revision, &json, 0, false, message, effects)?;
+        let session: Session = serde_json::from_str(&raw.session.json).map_err(|e| {
+            SandboxError::Internal(anyhow::anyhow!("guest session does not parse: {e}"))
+        })?;
+        Ok(StepOutcome {
+            result: raw.report.with_session(session),
+            fuel_used: raw.fuel_used,
+            warm: raw.warm,
+        })
+    }
+
+    /// Runs one conversation step on a session given as JSON, and gives the new session as
+    /// JSON: the way the live path uses the sandbox, storing sessions as text. The instance
+    /// keeps the new session under the returned tag, so that the conversation's next step on
+    /// it sends the tag instead of the JSON.
+    pub fn step_json(
+        &self,
+        revision: &Revision,
+        session: &SessionJson,
+        message: &Message,
+        effects: Arc<dyn Effects>,
+    ) -> Result<RawOutcome, SandboxError> {
+        self.run(revision, &session.json, session.tag, true, message, effects)
+    }
+
+    fn run(
+        &self,
+        revision: &Revision,
+        session_json: &str,
+        tag: u64,
+        keep: bool,
+        message: &Message,
+        effects: Arc<dyn Effects>,
+    ) -> Result<RawOutcome, SandboxError> {
         let span = tracing::info_span!("bot_step", revision = %revision.id, fuel = tracing::field::Empty, warm = tracing::field::Empty);
         let _g = span.enter();
         let reused = {
             let mut idle = self.idle.lock().unwrap();
-            idle.iter()
-                .rposition(|w| w.revision == revision.id)
+            // The instance that kept this session if it is idle, else the last one used.
+            let holder = (tag != 0)
+                .then(|| {
+                    idle.iter()
+                        .rposition(|w| w.revision == revision.id && w.kept.contains(&tag))
+                })
+                .flatten();
+            holder
+                .or_else(|| idle.iter().rposition(|w| w.revision == revision.id))
                 .and_then(|i| idle.remove(i))
         };
         let warm = reused.is_some();
@@ -338,31 +413,60 @@ impl Sandbox {
             st.limiter.denied = false;
             st.revision = revision.id.clone();
         }
-        inst.store
-            .set_fuel(limits.fuel)
-            .map_err(|e| SandboxError::Internal(e.into()))?;
-        inst.store.set_epoch_deadline(ticks(limits.deadline));
-        let session_json =
-            serde_json::to_string(session).map_err(|e| SandboxError::Internal(e.into()))?;
         let message_json =
             serde_json::to_string(message).map_err(|e| SandboxError::Internal(e.into()))?;
+        let keep_as = if keep { next_tag() } else { 0 };
+        let mut input = match inst.kept.iter().position(|t| *t == tag) {
+            Some(i) if tag != 0 => {
+                // Each kept session serves one step: the guest lets go of it now.
+                inst.kept.remove(i);
+                SessionIn::Kept(tag)
+            }
+            _ => SessionIn::Json(session_json.to_owned()),
+        };
         let started = Instant::now();
-        let call = inst
-            .bindings
-            .call_converse(&mut inst.store, &session_json, &message_json);
-        let fuel_used = limits
-            .fuel
-            .saturating_sub(inst.store.get_fuel().unwrap_or(0));
+        let (call, fuel_used) = loop {
+            inst.store
+                .set_fuel(limits.fuel)
+                .map_err(|e| SandboxError::Internal(e.into()))?;
+            inst.store.set_epoch_deadline(ticks(limits.deadline));
+            let call = inst
+                .bindings
+                .call_converse(&mut inst.store, &input, keep_as, &message_json);
+            let fuel_used = limits
+                .fuel
+                .saturating_sub(inst.store.get_fuel().unwrap_or(0));
+            match call {
+                // The guest dropped it (for size): the same step again, with the JSON.
+                Ok(Err(StepErrorWit::NotKept(_))) if matches!(input, SessionIn::Kept(_)) => {
+                    input = SessionIn::Json(session_json.to_owned());
+                }
+                call => break (call, fuel_used),
+            }
+        };
         span.record("fuel", fuel_used);
         span.record("warm", warm);
         inst.store.data_mut().effects = None;
         let out = match call {
-            Ok(Ok(json)) => {
-                let result: ConverseResult = serde_json::from_str(&json).map_err(|e| {
+            Ok(Ok(out)) => {
+                let report: StepReport = serde_json::from_str(&out.report).map_err(|e| {
                     SandboxError::Internal(anyhow::anyhow!("guest result does not parse: {e}"))
                 })?;
-                Ok(StepOutcome {
-                    result,
+                let tag = if out.kept {
+                    inst.kept.push_back(keep_as);
+                    while inst.kept.len() > KEEP_MAX {
+                        inst.kept.pop_front();
+                    }
+                    keep_as
+                } else {
+                    0
+                };
+                Ok(RawOutcome {
+                    report,
+                    session: SessionJson {
+                        json: out.session.into(),
+                        tag,
+                    },
                     fuel_used,
                     warm,
                 })
@@ -371,8 +475,10 @@ impl Sandbox {
                 StepErrorWit::MaxRecursion(n) => StepError::MaxRecursion(n),
                 StepErrorWit::Aborted(m) => StepError::Aborted(m),
                 StepErrorWit::InvalidMessage(m) => StepError::InvalidMessage(m),
-                StepErrorWit::NotLoaded => {
-                    return Err(SandboxError::Internal(anyhow::anyhow!("bot not loaded")));
+                StepErrorWit::NotLoaded | StepErrorWit::NotKept(_) => {
+                    return Err(SandboxError::Internal(anyhow::anyhow!(
+                        "the guest refused the step: {e:?}"
+                    )));
                 }
             })),
             Err(trap) => {
@@ -401,6 +507,16 @@ impl Sandbox {
         }
         out
     }
+}
+
+/// Sessions a warm instance keeps at most: the guest's own rule (`KEEP_MAX` in
+/// guest-sdk/src/guest.rs), mirrored so that the host knows which tags an instance holds.
+const KEEP_MAX: usize = 16;
+
+/// A fresh tag for a kept session (never 0, never reused in this process).
+fn next_tag() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The guest's WASI: no preopened directories (so no filesystem), no environment, no

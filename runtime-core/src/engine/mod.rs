@@ -61,6 +61,7 @@ pub fn converse_owned(
         errors: vec![],
         schedules: vec![],
         nlu_cache: NluCache::new(),
+        ids: None,
     };
     let mut s = session;
     if !s.data.is_object() {
@@ -106,8 +107,9 @@ pub fn converse_owned(
     })
 }
 
-/// The 8-4-4-4-12 lower-case hex text of a 128-bit value.
-fn uuid_text(v: u128) -> String {
+/// The 8-4-4-4-12 lower-case hex text of a 128-bit value given as its two halves (u128
+/// shifts are library calls in wasm).
+fn uuid_text(hi: u64, lo: u64) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 36];
     let mut digit = 0;
@@ -115,12 +117,22 @@ fn uuid_text(v: u128) -> String {
         if matches!(i, 8 | 13 | 18 | 23) {
             *o = b'-';
         } else {
-            *o = HEX[((v >> (124 - 4 * digit)) & 0xf) as usize];
+            let half = if digit < 16 { hi } else { lo };
+            *o = HEX[((half >> (60 - 4 * (digit % 16))) & 0xf) as usize];
             digit += 1;
         }
     }
     // Only ASCII hex digits and dashes were written.
     String::from_utf8(out.to_vec()).expect("ascii")
+}
+
+/// SplitMix64: the next output and state.
+fn splitmix64(state: u64) -> (u64, u64) {
+    let state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31), state)
 }
 
 pub(crate) struct Step<'b, 'h> {
@@ -133,6 +145,8 @@ pub(crate) struct Step<'b, 'h> {
     pub errors: Vec<String>,
     pub schedules: Vec<ScheduleOp>,
     pub nlu_cache: NluCache,
+    /// Generator of this step's ids, seeded from the host's randomness at the first id.
+    pub ids: Option<u64>,
 }
 
 /// What intent selection decided for one message.
@@ -144,13 +158,19 @@ pub(crate) struct Selected {
 
 impl Step<'_, '_> {
     /// A random (version 4) UUID, written out directly: `format!` with five hex fields was a
-    /// visible share of a step in the sandbox.
+    /// visible share of a step in the sandbox. One host call seeds the step's ids; each id is
+    /// then two SplitMix64 outputs (ids need to be unique, not secret).
     pub fn uuid(&mut self) -> String {
-        let a = self.host.random_u64();
-        let b = self.host.random_u64();
+        let state = match self.ids {
+            Some(s) => s,
+            None => self.host.random_u64(),
+        };
+        let (a, state) = splitmix64(state);
+        let (b, state) = splitmix64(state);
+        self.ids = Some(state);
         let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
         let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000;
-        uuid_text(((a as u128) << 64) | b as u128)
+        uuid_text(a, b)
     }
 
     pub fn user_error(&mut self, msg: String) {
@@ -806,15 +826,30 @@ pub(crate) type NluCache = HashMap<String, Json>;
 
 #[cfg(test)]
 mod uuid_tests {
-    use super::uuid_text;
+    use super::{splitmix64, uuid_text};
+
+    #[test]
+    fn ids_from_one_seed_are_distinct() {
+        let mut seen = std::collections::HashSet::new();
+        let mut state = 7;
+        for _ in 0..10_000 {
+            let (a, s) = splitmix64(state);
+            let (b, s) = splitmix64(s);
+            state = s;
+            assert!(seen.insert(uuid_text(a, b)));
+        }
+    }
 
     #[test]
     fn uuid_text_is_the_8_4_4_4_12_hex_form() {
         assert_eq!(
-            uuid_text(0x0123_4567_89ab_4def_8123_4567_89ab_cdef),
+            uuid_text(0x0123_4567_89ab_4def, 0x8123_4567_89ab_cdef),
             "01234567-89ab-4def-8123-456789abcdef"
         );
-        assert_eq!(uuid_text(0), "00000000-0000-0000-0000-000000000000");
-        assert_eq!(uuid_text(u128::MAX), "ffffffff-ffff-ffff-ffff-ffffffffffff");
+        assert_eq!(uuid_text(0, 0), "00000000-0000-0000-0000-000000000000");
+        assert_eq!(
+            uuid_text(u64::MAX, u64::MAX),
+            "ffffffff-ffff-ffff-ffff-ffffffffffff"
+        );
     }
 }
