@@ -32,6 +32,7 @@ on_both_backends!(
     environment_switch_takes_effect_at_the_next_message,
     converse_endpoint_and_rpm_limit,
     schedules_fire_and_survive_a_restart,
+    steps_committed_together_keep_their_own_outcomes,
 );
 
 /// Server flags of these tests: providers are on loopback; retries come fast.
@@ -787,5 +788,108 @@ async fn a_replicas_stale_session_copy_is_read_again() {
             "message {} on {base}",
             k + 1
         );
+    }
+}
+
+/// Group commit (SQLite commits the steps waiting for the write turn together): in one
+/// transaction, a step whose session moved on writes nothing of its own while the others
+/// are stored whole; and many concurrent steps all land.
+async fn steps_committed_together_keep_their_own_outcomes(backend: Backend) {
+    use botbox::db::{NewTranscript, StepWrite};
+    let server = start(backend).await;
+    let db = server.db().await;
+    let tag = botbox::db::new_id();
+    let write =
+        |session: &str, read_version: Option<i64>, lines: usize, replies: usize| StepWrite {
+            session_id: format!("{tag}:{session}"),
+            environment_id: "env".into(),
+            channel_id: format!("{tag}:{session}"),
+            user_id: session.into(),
+            body: format!("{{\"id\": \"{session}\", \"v\": {read_version:?}}}").into(),
+            read_version,
+            transcripts: (0..lines)
+                .map(|n| NewTranscript {
+                    project_id: tag.clone(),
+                    environment_id: "env".into(),
+                    environment_name: "group".into(),
+                    channel_id: format!("{tag}:{session}"),
+                    user_id: session.into(),
+                    direction: "in",
+                    message: format!("{session} line {n}"),
+                    flow: None,
+                    intent: None,
+                    state: None,
+                })
+                .collect(),
+            outbox: (0..replies)
+                .map(|n| {
+                    (
+                        "http://127.0.0.1:9/".into(),
+                        "[]".into(),
+                        format!("{session} reply {n}"),
+                    )
+                })
+                .collect(),
+            outbox_lease_ms: 600_000,
+            ..StepWrite::default()
+        };
+    // `old` exists at version 1.
+    assert!(
+        db.commit_step(write("old", None, 0, 0))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let before = db.session(&format!("{tag}:old")).await.unwrap().unwrap();
+    assert_eq!(before.version, 1);
+
+    let out = db
+        .commit_together(&[
+            write("a", None, 2, 1),
+            write("old", Some(7), 3, 2), // stale: the session is at version 1
+            write("b", None, 1, 0),
+            write("old", None, 1, 1), // a second "first" session: it exists already
+        ])
+        .await
+        .unwrap();
+    let shape: Vec<Option<usize>> = out
+        .into_iter()
+        .map(|r| r.unwrap().map(|rows| rows.len()))
+        .collect();
+    assert_eq!(shape, [Some(1), None, Some(0), None]);
+    let after = db.session(&format!("{tag}:old")).await.unwrap().unwrap();
+    assert_eq!((after.version, &after.body), (1, &before.body));
+    let lines = db
+        .list_transcripts(&tag, "group", 0, i64::MAX)
+        .await
+        .unwrap();
+    let mut texts: Vec<&str> = lines.iter().map(|l| l.message.as_str()).collect();
+    texts.sort();
+    assert_eq!(texts, ["a line 0", "a line 1", "b line 0"]);
+    assert_eq!(
+        db.outbox_rows(&format!("{tag}:old")).await.unwrap().len(),
+        0
+    );
+    assert_eq!(db.outbox_rows(&format!("{tag}:a")).await.unwrap().len(), 1);
+
+    // Forty steps at once, through the group commit where there is one.
+    let tasks: Vec<_> = (0..40)
+        .map(|n| {
+            let db = db.clone();
+            let w = write(&format!("c{n}"), None, 1, 1);
+            tokio::spawn(async move { db.commit_step(w).await })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap().map(|r| r.len()), Some(1));
+    }
+    let lines = db
+        .list_transcripts(&tag, "group", 0, i64::MAX)
+        .await
+        .unwrap();
+    assert_eq!(lines.len(), 3 + 40);
+    for n in 0..40 {
+        let s = db.session(&format!("{tag}:c{n}")).await.unwrap().unwrap();
+        assert_eq!(s.version, 1);
     }
 }

@@ -37,14 +37,14 @@ pub struct TranscriptRow {
 
 /// A transcript line to record.
 #[derive(Debug, Clone)]
-pub struct NewTranscript<'a> {
-    pub project_id: &'a str,
-    pub environment_id: &'a str,
-    pub environment_name: &'a str,
-    pub channel_id: &'a str,
-    pub user_id: &'a str,
+pub struct NewTranscript {
+    pub project_id: String,
+    pub environment_id: String,
+    pub environment_name: String,
+    pub channel_id: String,
+    pub user_id: String,
     /// `in` or `out`.
-    pub direction: &'a str,
+    pub direction: &'static str,
     pub message: String,
     pub flow: Option<String>,
     pub intent: Option<String>,
@@ -66,8 +66,16 @@ pub struct ScheduleRow {
 /// What a step changes, written in one transaction: the session (if nobody else stored one
 /// since it was read), transcripts, outbound deliveries and schedules.
 #[derive(Debug, Default)]
-pub struct StepWrite<'a> {
-    pub transcripts: Vec<NewTranscript<'a>>,
+pub struct StepWrite {
+    pub session_id: String,
+    pub environment_id: String,
+    pub channel_id: String,
+    pub user_id: String,
+    /// The new session's JSON.
+    pub body: std::sync::Arc<str>,
+    /// The session version the step started from (`None`: there was no session).
+    pub read_version: Option<i64>,
+    pub transcripts: Vec<NewTranscript>,
     /// (url, headers JSON, body)
     pub outbox: Vec<(String, String, String)>,
     pub schedules_add: Vec<ScheduleRow>,
@@ -75,6 +83,46 @@ pub struct StepWrite<'a> {
     /// Outbox rows become due for the polling worker only this long after the commit: the
     /// process that made them sends them at once, and a crash leaves them to the worker.
     pub outbox_lease_ms: i64,
+}
+
+/// The outcome of one step's commit: its outbox rows, or `None` when another step stored
+/// the session in between (nothing of it was written).
+pub type Committed = DbResult<Option<Vec<OutboxRow>>>;
+
+/// Steps waiting for a group commit (SQLite).
+#[derive(Default)]
+pub(crate) struct CommitQueue {
+    jobs: std::sync::Mutex<Vec<(StepWrite, tokio::sync::oneshot::Sender<Committed>)>>,
+}
+
+impl std::fmt::Debug for CommitQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CommitQueue")
+    }
+}
+
+/// Steps committed together at most (bounded by SQLite's 32,766 statement parameters:
+/// transcripts take 12 each).
+const GROUP_MAX: usize = 64;
+
+/// `($1, …, $cols), ($cols+1, …), …` for `rows` rows.
+fn placeholders(rows: usize, cols: usize) -> String {
+    let mut out = String::with_capacity(rows * cols * 5);
+    for r in 0..rows {
+        if r > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        for c in 1..=cols {
+            if c > 1 {
+                out.push_str(", ");
+            }
+            out.push('$');
+            out.push_str(&(r * cols + c).to_string());
+        }
+        out.push(')');
+    }
+    out
 }
 
 impl Db {
@@ -87,151 +135,207 @@ impl Db {
         )
     }
 
-    /// Stores a step's outcome. `read_version` is the session version the step started from
-    /// (`None`: there was no session). Returns false, writing nothing, when another step
-    /// stored the session in between: the caller runs the step again on the newer session.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn commit_step(
-        &self,
-        session_id: &str,
-        environment_id: &str,
-        channel_id: &str,
-        user_id: &str,
-        body: &str,
-        read_version: Option<i64>,
-        channel_for_outbox: &str,
-        w: &StepWrite<'_>,
-    ) -> DbResult<Option<Vec<OutboxRow>>> {
-        let _turn = self.write_turn().await;
+    /// Stores a step's outcome, only if the session is still at `read_version`; returns
+    /// `None`, writing nothing, when another step stored it in between: the caller runs the
+    /// step again on the newer session.
+    ///
+    /// On SQLite (one writer at a time) steps are committed in groups: a step queues its
+    /// writes, and whoever holds the write turn commits everything queued in one
+    /// transaction, a few statements for the whole group. A group that fails is retried
+    /// step by step, so one bad step cannot fail the others.
+    pub async fn commit_step(&self, w: StepWrite) -> Committed {
+        let Some(queue) = &self.commits else {
+            return self.commit_group(vec![w]).await.pop().expect("one result");
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        queue.jobs.lock().unwrap().push((w, tx));
+        {
+            let _turn = self.write_turn().await;
+            loop {
+                let jobs: Vec<_> = {
+                    let mut q = queue.jobs.lock().unwrap();
+                    let n = q.len().min(GROUP_MAX);
+                    q.drain(..n).collect()
+                };
+                if jobs.is_empty() {
+                    break;
+                }
+                let (writes, replies): (Vec<_>, Vec<_>) = jobs.into_iter().unzip();
+                let results = match self.commit_together(&writes).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!(error = %e, steps = writes.len(), "group commit failed; committing its steps one by one");
+                        let mut r = Vec::with_capacity(writes.len());
+                        for w in &writes {
+                            r.push(match self.commit_together(std::slice::from_ref(w)).await {
+                                Ok(mut v) => v.pop().expect("one result"),
+                                Err(e) => Err(e),
+                            });
+                        }
+                        r
+                    }
+                };
+                for (reply, result) in replies.into_iter().zip(results) {
+                    let _ = reply.send(result);
+                }
+            }
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(DbError::Sqlx(sqlx::Error::PoolClosed)))
+    }
+
+    /// Commits steps in one transaction (no grouping: PostgreSQL, or a single step).
+    async fn commit_group(&self, writes: Vec<StepWrite>) -> Vec<Committed> {
+        match self.commit_together(&writes).await {
+            Ok(r) => r,
+            Err(e) => vec![Err(e)],
+        }
+    }
+
+    /// One transaction for `writes` (what a group commit runs): each session written if
+    /// still at its read version; then the transcripts and outbox rows of the steps whose
+    /// session was written, one statement each for the whole group; then schedules. Public
+    /// so that tests can form a group of their choosing.
+    pub async fn commit_together(&self, writes: &[StepWrite]) -> DbResult<Vec<Committed>> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        let stored = match read_version {
-            None => match sqlx::query(
-                "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, 1, $6)",
-            )
-            .bind(session_id)
-            .bind(environment_id)
-            .bind(channel_id)
-            .bind(user_id)
-            .bind(body)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(DbError::from_sqlx)
-            {
-                Ok(_) => true,
-                Err(DbError::Conflict) => false,
-                Err(e) => return Err(e),
-            },
-            Some(v) => {
-                sqlx::query(
+        let mut stored = Vec::with_capacity(writes.len());
+        for w in writes {
+            let done = match w.read_version {
+                None => sqlx::query(
+                    "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, 1, $6) ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(&w.session_id)
+                .bind(&w.environment_id)
+                .bind(&w.channel_id)
+                .bind(&w.user_id)
+                .bind(&*w.body)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected(),
+                Some(v) => sqlx::query(
                     "UPDATE sessions SET body = $1, version = $2, updated_at = $3 WHERE id = $4 AND version = $5",
                 )
-                .bind(body)
+                .bind(&*w.body)
                 .bind(v + 1)
                 .bind(now)
-                .bind(session_id)
+                .bind(&w.session_id)
                 .bind(v)
                 .execute(&mut *tx)
                 .await?
-                .rows_affected()
-                    == 1
-            }
-        };
-        if !stored {
-            tx.rollback().await?;
-            return Ok(None);
+                .rows_affected(),
+            };
+            stored.push(done == 1);
         }
-        if !w.transcripts.is_empty() {
-            // One statement for all lines of the step.
-            let rows: Vec<String> = (0..w.transcripts.len())
-                .map(|r| {
-                    let p: Vec<String> = (1..=12).map(|c| format!("${}", r * 12 + c)).collect();
-                    format!("({})", p.join(", "))
-                })
-                .collect();
+        let kept: Vec<&StepWrite> = writes
+            .iter()
+            .zip(&stored)
+            .filter(|(_, ok)| **ok)
+            .map(|(w, _)| w)
+            .collect();
+        let lines: Vec<&NewTranscript> = kept.iter().flat_map(|w| &w.transcripts).collect();
+        if !lines.is_empty() {
             let sql = format!(
                 "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
                  direction, message, flow, intent, state, created_at) VALUES {}",
-                rows.join(", ")
+                placeholders(lines.len(), 12)
             );
             let mut q = sqlx::query(&sql);
-            for (n, t) in w.transcripts.iter().enumerate() {
+            for (n, t) in lines.iter().enumerate() {
                 q = q
                     .bind(new_id())
-                    .bind(t.project_id)
-                    .bind(t.environment_id)
-                    .bind(t.environment_name)
-                    .bind(t.channel_id)
-                    .bind(t.user_id)
+                    .bind(&t.project_id)
+                    .bind(&t.environment_id)
+                    .bind(&t.environment_name)
+                    .bind(&t.channel_id)
+                    .bind(&t.user_id)
                     .bind(t.direction)
                     .bind(&t.message)
                     .bind(&t.flow)
                     .bind(&t.intent)
                     .bind(&t.state)
-                    // Keeps the order of a step's lines when listed by time.
+                    // Keeps the order of lines when listed by time.
                     .bind(now + n as i64);
             }
             q.execute(&mut *tx).await?;
         }
-        let mut created = Vec::with_capacity(w.outbox.len());
-        for (url, headers, body) in &w.outbox {
-            let row = OutboxRow {
-                id: new_id(),
-                channel_id: channel_for_outbox.to_owned(),
-                url: url.clone(),
-                headers: headers.clone(),
-                body: body.clone(),
-                status: "pending".into(),
-                attempts: 0,
-                next_at: now + w.outbox_lease_ms,
-                last_error: None,
-            };
-            sqlx::query(
-                "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7)",
-            )
-            .bind(&row.id)
-            .bind(&row.channel_id)
-            .bind(url)
-            .bind(headers)
-            .bind(body)
-            .bind(row.next_at)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            created.push(row);
+        let mut created: Vec<Vec<OutboxRow>> = Vec::with_capacity(kept.len());
+        for w in &kept {
+            created.push(
+                w.outbox
+                    .iter()
+                    .map(|(url, headers, body)| OutboxRow {
+                        id: new_id(),
+                        channel_id: w.channel_id.clone(),
+                        url: url.clone(),
+                        headers: headers.clone(),
+                        body: body.clone(),
+                        status: "pending".into(),
+                        attempts: 0,
+                        next_at: now + w.outbox_lease_ms,
+                        last_error: None,
+                    })
+                    .collect(),
+            );
         }
-        for id in &w.schedules_remove {
-            sqlx::query("DELETE FROM schedules WHERE id = $1")
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
+        let rows: Vec<&OutboxRow> = created.iter().flatten().collect();
+        if !rows.is_empty() {
+            let sql = format!(
+                "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at) VALUES {}",
+                placeholders(rows.len(), 9)
+            );
+            let mut q = sqlx::query(&sql);
+            for r in &rows {
+                q = q
+                    .bind(&r.id)
+                    .bind(&r.channel_id)
+                    .bind(&r.url)
+                    .bind(&r.headers)
+                    .bind(&r.body)
+                    .bind("pending")
+                    .bind(0i64)
+                    .bind(r.next_at)
+                    .bind(now);
+            }
+            q.execute(&mut *tx).await?;
         }
-        for s in &w.schedules_add {
-            sqlx::query("DELETE FROM schedules WHERE id = $1")
+        for w in &kept {
+            for id in &w.schedules_remove {
+                sqlx::query("DELETE FROM schedules WHERE id = $1")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            for s in &w.schedules_add {
+                sqlx::query("DELETE FROM schedules WHERE id = $1")
+                    .bind(&s.id)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO schedules (id, session_id, channel_id, user_id, message, next_at, end_at, every_ms, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
                 .bind(&s.id)
+                .bind(&s.session_id)
+                .bind(&s.channel_id)
+                .bind(&s.user_id)
+                .bind(&s.message)
+                .bind(s.next_at)
+                .bind(s.end_at)
+                .bind(s.every_ms)
+                .bind(now)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query(
-                "INSERT INTO schedules (id, session_id, channel_id, user_id, message, next_at, end_at, every_ms, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            )
-            .bind(&s.id)
-            .bind(&s.session_id)
-            .bind(&s.channel_id)
-            .bind(&s.user_id)
-            .bind(&s.message)
-            .bind(s.next_at)
-            .bind(s.end_at)
-            .bind(s.every_ms)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            }
         }
         tx.commit().await?;
-        Ok(Some(created))
+        let mut created = created.into_iter();
+        Ok(stored
+            .into_iter()
+            .map(|ok| Ok(ok.then(|| created.next().expect("rows of a stored step"))))
+            .collect())
     }
 
     /// Records a provider message id; false when it was seen before.

@@ -57,6 +57,8 @@ pub struct Db {
     /// arrival order, instead of meeting SQLite's busy handler, which sleeps (1 ms, 2 ms,
     /// 5 ms, ...) and made the tail latency under load. `None` on PostgreSQL (row locks).
     writes: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    /// Steps waiting for a group commit (SQLite only; see [`Db::commit_step`]).
+    commits: Option<std::sync::Arc<CommitQueue>>,
 }
 
 /// The database URL for a data folder: `<data>/botbox.db`, created when missing.
@@ -103,11 +105,12 @@ impl Db {
             .run(&pool)
             .await
             .map_err(|e| anyhow::anyhow!("running migrations: {e}"))?;
-        let writes = (backend == Backend::Sqlite).then(Default::default);
+        let sqlite = backend == Backend::Sqlite;
         Ok(Db {
             pool,
             backend,
-            writes,
+            writes: sqlite.then(Default::default),
+            commits: sqlite.then(Default::default),
         })
     }
 }

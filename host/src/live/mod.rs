@@ -375,11 +375,11 @@ impl Live {
                               flow: Option<String>,
                               intent: Option<String>,
                               state: Option<String>| NewTranscript {
-                project_id: &env.project_id,
-                environment_id: &env.id,
-                environment_name: &env.name,
-                channel_id: &channel.id,
-                user_id: &item.user_id,
+                project_id: env.project_id.clone(),
+                environment_id: env.id.clone(),
+                environment_name: env.name.clone(),
+                channel_id: channel.id.clone(),
+                user_id: item.user_id.clone(),
                 direction,
                 message,
                 flow,
@@ -471,20 +471,13 @@ impl Live {
                 Err(LiveError::Internal(e)) => return Err(LiveError::Internal(anyhow!("{e:#}"))),
             };
             w.outbox_lease_ms = self.cfg.delivery_timeout.as_millis() as i64 * 2;
-            if let Some(rows) = self
-                .db
-                .commit_step(
-                    &key,
-                    &env.id,
-                    &channel.id,
-                    &item.user_id,
-                    &body,
-                    version,
-                    &channel.id,
-                    &w,
-                )
-                .await?
-            {
+            w.session_id = key.clone();
+            w.environment_id = env.id.clone();
+            w.channel_id = channel.id.clone();
+            w.user_id = item.user_id.clone();
+            w.body = body;
+            w.read_version = version;
+            if let Some(rows) = self.db.commit_step(w).await? {
                 if !rows.is_empty() {
                     // Sent now by this process; the worker picks them up after the lease if not.
                     let _ = self.direct.send((key.clone(), rows));
@@ -536,20 +529,16 @@ impl Live {
                 .run_step(tenant, rev.clone(), session, message.clone())
                 .await?;
             let body = serde_json::to_string(&done.result.session).context("session")?;
-            if let Some(_) = self
-                .db
-                .commit_step(
-                    key,
-                    "console",
-                    "console",
-                    key,
-                    &body,
-                    version,
-                    "console",
-                    &StepWrite::default(),
-                )
-                .await?
-            {
+            let w = StepWrite {
+                session_id: key.to_owned(),
+                environment_id: "console".into(),
+                channel_id: "console".into(),
+                user_id: key.to_owned(),
+                body: body.into(),
+                read_version: version,
+                ..StepWrite::default()
+            };
+            if self.db.commit_step(w).await?.is_some() {
                 return Ok(done.result);
             }
         }
