@@ -893,3 +893,111 @@ async fn steps_committed_together_keep_their_own_outcomes(backend: Backend) {
         assert_eq!(s.version, 1);
     }
 }
+
+/// Webex sends only the message's id: the webhook reads the text from the Webex API with the
+/// bot token, runs it, and replies with `POST /messages`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webex_messages_are_read_by_id() {
+    let server = start(Backend::Sqlite).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (pid, env) = deploy(&api, &admin, example_bot("pizza")).await;
+
+    // The Webex stand-in: messages by id (with the bot token only), and replies recorded.
+    let replies: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let notify = Arc::new(tokio::sync::Notify::new());
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    {
+        let (replies, notify) = (replies.clone(), notify.clone());
+        let app = axum::Router::new()
+            .route(
+                "/messages/{id}",
+                axum::routing::get(
+                    |axum::extract::Path(id): axum::extract::Path<String>,
+                     headers: axum::http::HeaderMap| async move {
+                        if headers.get("authorization").and_then(|h| h.to_str().ok())
+                            != Some("Bearer webex-token")
+                        {
+                            return (axum::http::StatusCode::UNAUTHORIZED, axum::Json(json!({})));
+                        }
+                        let text = match id.as_str() {
+                            "m1" => "I want pizza",
+                            _ => "cancel",
+                        };
+                        (
+                            axum::http::StatusCode::OK,
+                            axum::Json(json!({"id": id, "roomId": "R1", "text": text})),
+                        )
+                    },
+                ),
+            )
+            .route(
+                "/messages",
+                axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
+                    let (replies, notify) = (replies.clone(), notify.clone());
+                    async move {
+                        replies.lock().unwrap().push(v);
+                        notify.notify_waiters();
+                        axum::Json(json!({}))
+                    }
+                }),
+            );
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    }
+    let ch = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "webex", "type": "spark", "url": base,
+        "options": {"token": "webex-token", "botId": "BOT"}}),
+    )
+    .await;
+    let webhook = s(&ch["webhook"]);
+    let created = |id: &str| {
+        json!({"resource": "messages", "event": "created",
+        "data": {"id": id, "roomId": "R1", "personId": "P1", "personEmail": "p@x"}})
+    };
+    let r = hook(&api, &webhook, &[], &created("m1")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let got = loop {
+        let notified = notify.notified();
+        {
+            let got = replies.lock().unwrap();
+            // The pizza bot's first answer: the menu and "Which one?".
+            if got.len() >= 2 {
+                break got.clone();
+            }
+        }
+        assert!(
+            tokio::time::timeout_at(deadline, notified).await.is_ok(),
+            "no reply reached the Webex stand-in"
+        );
+    };
+    assert_eq!(got[0]["roomId"], "R1");
+    assert!(!s(&got[0]["text"]).is_empty(), "{got:?}");
+    // The transcript has the text that was read, not an empty message.
+    let lines = api
+        .get(
+            &format!("/analytics/{pid}/production/list_transcript?startTimeStamp=0&endTimeStamp=99999999999999"),
+            &admin,
+        )
+        .await
+        .ok();
+    assert!(lines.to_string().contains("I want pizza"), "{lines}");
+
+    // A Webex API that refuses the token: the webhook fails (500) and nothing runs.
+    let bad = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "webex2", "type": "spark", "url": base, "options": {"token": "wrong"}}),
+    )
+    .await;
+    let r = hook(&api, &s(&bad["webhook"]), &[], &created("m2")).await;
+    assert_eq!(r.status, 500, "{}", r.text);
+    assert_eq!(replies.lock().unwrap().len(), got.len());
+}

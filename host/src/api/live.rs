@@ -80,6 +80,18 @@ async fn webhook(
             return Ok(([(header::CONTENT_TYPE, content_type)], body).into_response());
         }
         Ok(Inbound::Messages(items)) => items,
+        Ok(Inbound::FetchText { mut item, fetch }) => match app.live.fetch_text(&fetch).await {
+            Ok(text) => {
+                item.message.content = Some(text);
+                vec![item]
+            }
+            Err(e) => {
+                tracing::warn!(channel = %ch.id, error = %e, "could not read the message's text from the provider");
+                return Err(ApiError::Internal(anyhow::anyhow!(
+                    "reading the message from the provider: {e}"
+                )));
+            }
+        },
     };
     for item in items {
         if let Some(pid) = &item.provider_id

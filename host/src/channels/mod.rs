@@ -6,7 +6,7 @@
 //!
 //! Exact formats: generic, line, telegram, fbmessenger, slack. Best effort, each documented in
 //! its module: whatsapp (Cloud API), twitter (Account Activity API), qiscus (Multichannel),
-//! spark (Webex; the text must come in the webhook). bbm (BBM Enterprise, discontinued) takes
+//! spark (Webex; the text is read from the Webex API by the message id). bbm (BBM Enterprise, discontinued) takes
 //! and sends the generic channel's JSON.
 
 pub mod generic;
@@ -42,6 +42,16 @@ pub enum Inbound {
         content_type: &'static str,
         body: String,
     },
+    /// One message whose text the provider did not send (Webex sends only the message's
+    /// id): `fetch` reads it, then `item` runs with that text as its content.
+    FetchText { item: InboundItem, fetch: FetchText },
+}
+
+/// A GET to the provider's API whose JSON answer has the message's `text`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchText {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -559,6 +569,26 @@ mod tests {
             (m[0].user_id.as_str(), m[0].message.content.as_deref()),
             ("R", Some("hi"))
         );
+        // A real Webex webhook has no text: the webhook must read it with the bot token.
+        let o = opts(serde_json::json!({"token": "BT"}));
+        let body = br#"{"resource":"messages","event":"created","data":{"id":"m2","roomId":"R","personId":"P"}}"#;
+        match parse(&info("spark", &o), &headers(&[]), None, body).unwrap() {
+            Inbound::FetchText { item, fetch } => {
+                assert_eq!(item.user_id, "R");
+                assert_eq!(item.provider_id.as_deref(), Some("m2"));
+                assert_eq!(fetch.url, "http://provider/messages/m2");
+                assert_eq!(
+                    fetch.headers,
+                    [("authorization".to_string(), "Bearer BT".to_string())]
+                );
+            }
+            other => panic!("expected a fetch, got {other:?}"),
+        }
+        let no_token = opts(serde_json::json!({}));
+        assert!(matches!(
+            parse(&info("spark", &no_token), &headers(&[]), None, body),
+            Err(ChannelError::Payload(_))
+        ));
     }
 
     #[test]

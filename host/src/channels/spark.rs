@@ -1,9 +1,12 @@
 //! Webex (formerly Spark): webhooks in, signed with `options.secret`
 //! (`x-spark-signature`: hex HMAC-SHA1 of the body), `POST /messages` out with the bot token.
-//! Webex webhooks carry the message id, not its text; the text is read from `data.text` when
-//! a relay adds it. Fetching it from the Webex API is not done (best effort, documented).
+//! Webex webhooks carry the message id, not its text: the webhook reads the text with
+//! `GET <url>/messages/<id>` and the bot token (`options.token`) before it runs the message.
+//! A `data.text` in the webhook (added by a relay) is used as it is.
 
-use super::{ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, with_metadata};
+use super::{
+    ChannelError, ChannelInfo, Delivery, FetchText, Inbound, InboundItem, header, with_metadata,
+};
 use hmac::{Hmac, Mac};
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
@@ -44,11 +47,9 @@ pub fn parse(
     if Some(person) == ch.opt(&["botId"]) {
         return Ok(Inbound::Messages(vec![]));
     }
-    let Some(text) = d.get("text").and_then(Json::as_str) else {
-        return Ok(Inbound::Messages(vec![]));
-    };
-    Ok(Inbound::Messages(vec![InboundItem {
-        provider_id: d.get("id").and_then(Json::as_str).map(str::to_owned),
+    let id = d.get("id").and_then(Json::as_str);
+    let item = |text: &str| InboundItem {
+        provider_id: id.map(str::to_owned),
         user_id: room.to_owned(),
         message: with_metadata(
             Message::text(text),
@@ -57,7 +58,22 @@ pub fn parse(
                 "sparkSenderEmail": d.get("personEmail").and_then(Json::as_str).unwrap_or(""),
             }),
         ),
-    }]))
+    };
+    if let Some(text) = d.get("text").and_then(Json::as_str) {
+        return Ok(Inbound::Messages(vec![item(text)]));
+    }
+    let (Some(id), Some(token)) = (id, ch.opt(&["token"])) else {
+        return Err(ChannelError::Payload(
+            "the message has no text, and without data.id and options.token it cannot be read from Webex".into(),
+        ));
+    };
+    Ok(Inbound::FetchText {
+        item: item(""),
+        fetch: FetchText {
+            url: format!("{}/messages/{id}", ch.url.trim_end_matches('/')),
+            headers: vec![("authorization".into(), format!("Bearer {token}"))],
+        },
+    })
 }
 
 pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {

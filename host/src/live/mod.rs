@@ -589,6 +589,28 @@ impl Live {
         Ok(Some(route))
     }
 
+    /// Reads a message's text from the provider's API (Webex sends only the id), under the
+    /// delivery time-out and the egress policy.
+    pub async fn fetch_text(&self, fetch: &channels::FetchText) -> Result<String, String> {
+        let url = reqwest::Url::parse(&fetch.url).map_err(|e| format!("{}: {e}", fetch.url))?;
+        if !self.cfg.sandbox.limits.allow_private_network {
+            crate::sandbox::effects::check_egress(&url).await?;
+        }
+        let mut rb = self.http.get(url);
+        for (k, v) in &fetch.headers {
+            rb = rb.header(k, v);
+        }
+        let r = rb.send().await.map_err(|e| format!("{}: {e}", fetch.url))?;
+        if !r.status().is_success() {
+            return Err(format!("{} answered {}", fetch.url, r.status()));
+        }
+        let v: Json = r.json().await.map_err(|e| format!("{}: {e}", fetch.url))?;
+        v.get("text")
+            .and_then(Json::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{} gave no text", fetch.url))
+    }
+
     /// Forgets cached routes: called after any change to projects, deployments,
     /// environments or channels.
     pub fn routes_changed(&self) {
