@@ -40,6 +40,21 @@ struct Writer {
     out: Vec<u8>,
 }
 
+/// The `serialize_<int>` methods: as a JSON number (`int`), or quoted as a map key (`key`).
+macro_rules! integers {
+    (int: $($name:ident $t:ty),*) => {$(
+        fn $name(self, v: $t) -> Result<(), Error> {
+            self.int(v);
+            Ok(())
+        }
+    )*};
+    (key: $($name:ident $t:ty),*) => {$(
+        fn $name(self, v: $t) -> Result<(), Error> {
+            self.quoted(itoa::Buffer::new().format(v))
+        }
+    )*};
+}
+
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
@@ -180,46 +195,9 @@ impl<'a> ser::Serializer for &'a mut Writer {
             .extend_from_slice(if v { b"true" } else { b"false" });
         Ok(())
     }
-    fn serialize_i8(self, v: i8) -> Result<(), Error> {
-        self.int(v);
-        Ok(())
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Error> {
-        self.int(v);
-        Ok(())
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Error> {
-        self.int(v);
-        Ok(())
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        self.int(v);
-        Ok(())
-    }
-    fn serialize_i128(self, v: i128) -> Result<(), Error> {
-        self.int(v);
-        Ok(())
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), Error> {
-        self.int(v);
-        Ok(())
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Error> {
-        self.int(v);
-        Ok(())
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Error> {
-        self.int(v);
-        Ok(())
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        self.int(v);
-        Ok(())
-    }
-    fn serialize_u128(self, v: u128) -> Result<(), Error> {
-        self.int(v);
-        Ok(())
-    }
+    integers!(int: serialize_i8 i8, serialize_i16 i16, serialize_i32 i32, serialize_i64 i64,
+        serialize_i128 i128, serialize_u8 u8, serialize_u16 u16, serialize_u32 u32,
+        serialize_u64 u64, serialize_u128 u128);
     fn serialize_f32(self, v: f32) -> Result<(), Error> {
         if v.is_finite() {
             self.out
@@ -481,30 +459,8 @@ impl ser::Serializer for KeyWriter<'_> {
     fn serialize_bool(self, v: bool) -> Result<(), Error> {
         self.quoted(if v { "true" } else { "false" })
     }
-    fn serialize_i8(self, v: i8) -> Result<(), Error> {
-        self.quoted(itoa::Buffer::new().format(v))
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Error> {
-        self.quoted(itoa::Buffer::new().format(v))
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Error> {
-        self.quoted(itoa::Buffer::new().format(v))
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        self.quoted(itoa::Buffer::new().format(v))
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), Error> {
-        self.quoted(itoa::Buffer::new().format(v))
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Error> {
-        self.quoted(itoa::Buffer::new().format(v))
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Error> {
-        self.quoted(itoa::Buffer::new().format(v))
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        self.quoted(itoa::Buffer::new().format(v))
-    }
+    integers!(key: serialize_i8 i8, serialize_i16 i16, serialize_i32 i32, serialize_i64 i64,
+        serialize_u8 u8, serialize_u16 u16, serialize_u32 u32, serialize_u64 u64);
     fn serialize_f32(self, _: f32) -> Result<(), Error> {
         Err(key_error())
     }

@@ -237,23 +237,15 @@ impl Live {
         session: Session,
         message: Message,
     ) -> Result<StepDone, LiveError> {
-        let sandbox = self.sandbox().await?;
-        let effects = self.effects.clone();
-        let _slot = self.steps.acquire().await.map_err(|e| anyhow!("{e}"))?;
-        let span = tracing::info_span!("live_step", tenant = %tenant, revision = %rev.id);
-        let out = tokio::task::spawn_blocking(move || {
-            let _e = span.enter();
-            sandbox.step(&rev, &session, &message, effects)
-        })
-        .await
-        .map_err(|e| anyhow!("step task: {e}"))?;
-        match out {
-            Ok(StepOutcome {
-                result, fuel_used, ..
-            }) => Ok(StepDone { result, fuel_used }),
-            Err(SandboxError::Step(e)) => Err(LiveError::Step(e.to_string())),
-            Err(SandboxError::Internal(e)) => Err(LiveError::Internal(e)),
-        }
+        let out = self
+            .in_sandbox(tenant, rev, move |sb, rev, effects| {
+                sb.step(rev, &session, &message, effects)
+            })
+            .await?;
+        let StepOutcome {
+            result, fuel_used, ..
+        } = out;
+        Ok(StepDone { result, fuel_used })
     }
 
     /// Runs one step on a session as stored (JSON), giving the new session as JSON: the
@@ -265,23 +257,40 @@ impl Live {
         session: SessionJson,
         message: Message,
     ) -> Result<(StepReport, SessionJson), LiveError> {
+        let RawOutcome {
+            report, session, ..
+        } = self
+            .in_sandbox(tenant, rev, move |sb, rev, effects| {
+                sb.step_json(rev, &session, &message, effects)
+            })
+            .await?;
+        Ok((report, session))
+    }
+
+    /// Runs `call` on the sandbox on a blocking thread, within the cap on concurrent steps
+    /// and in a span naming the tenant and revision.
+    async fn in_sandbox<T: Send + 'static>(
+        &self,
+        tenant: &str,
+        rev: Arc<Revision>,
+        call: impl FnOnce(&Sandbox, &Revision, Arc<dyn Effects>) -> Result<T, SandboxError>
+        + Send
+        + 'static,
+    ) -> Result<T, LiveError> {
         let sandbox = self.sandbox().await?;
         let effects = self.effects.clone();
         let _slot = self.steps.acquire().await.map_err(|e| anyhow!("{e}"))?;
         let span = tracing::info_span!("live_step", tenant = %tenant, revision = %rev.id);
         let out = tokio::task::spawn_blocking(move || {
             let _e = span.enter();
-            sandbox.step_json(&rev, &session, &message, effects)
+            call(&sandbox, &rev, effects)
         })
         .await
         .map_err(|e| anyhow!("step task: {e}"))?;
-        match out {
-            Ok(RawOutcome {
-                report, session, ..
-            }) => Ok((report, session)),
-            Err(SandboxError::Step(e)) => Err(LiveError::Step(e.to_string())),
-            Err(SandboxError::Internal(e)) => Err(LiveError::Internal(e)),
-        }
+        out.map_err(|e| match e {
+            SandboxError::Step(e) => LiveError::Step(e.to_string()),
+            SandboxError::Internal(e) => LiveError::Internal(e),
+        })
     }
 
     fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
