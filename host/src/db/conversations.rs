@@ -145,51 +145,55 @@ impl Db {
     /// step by step, so one bad step cannot fail the others.
     pub async fn commit_step(&self, w: StepWrite) -> Committed {
         let Some(queue) = &self.commits else {
-            return self.commit_group(vec![w]).await.pop().expect("one result");
+            return self.commit_alone(&w).await;
         };
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
         queue.jobs.lock().unwrap().push((w, tx));
-        {
-            let _turn = self.write_turn().await;
-            loop {
-                let jobs: Vec<_> = {
-                    let mut q = queue.jobs.lock().unwrap();
-                    let n = q.len().min(GROUP_MAX);
-                    q.drain(..n).collect()
-                };
-                if jobs.is_empty() {
-                    break;
+        let _turn = self.write_turn().await;
+        // Lead groups until this step's own is done (the queue is first in, first out, so
+        // only the steps queued before it are committed here); later steps lead their own.
+        loop {
+            match rx.try_recv() {
+                Ok(result) => return result,
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
+                    return Err(DbError::Sqlx(sqlx::Error::WorkerCrashed));
                 }
-                let (writes, replies): (Vec<_>, Vec<_>) = jobs.into_iter().unzip();
-                let results = match self.commit_together(&writes).await {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::warn!(error = %e, steps = writes.len(), "group commit failed; committing its steps one by one");
-                        let mut r = Vec::with_capacity(writes.len());
-                        for w in &writes {
-                            r.push(match self.commit_together(std::slice::from_ref(w)).await {
-                                Ok(mut v) => v.pop().expect("one result"),
-                                Err(e) => Err(e),
-                            });
-                        }
-                        r
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
+            }
+            let jobs: Vec<_> = {
+                let mut q = queue.jobs.lock().unwrap();
+                let n = q.len().min(GROUP_MAX);
+                q.drain(..n).collect()
+            };
+            if jobs.is_empty() {
+                // Not reached: a step is queued until a leader answers it.
+                break;
+            }
+            let (writes, replies): (Vec<_>, Vec<_>) = jobs.into_iter().unzip();
+            let results = match self.commit_together(&writes).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, steps = writes.len(), "group commit failed; committing its steps one by one");
+                    let mut r = Vec::with_capacity(writes.len());
+                    for w in &writes {
+                        r.push(self.commit_alone(w).await);
                     }
-                };
-                for (reply, result) in replies.into_iter().zip(results) {
-                    let _ = reply.send(result);
+                    r
                 }
+            };
+            for (reply, result) in replies.into_iter().zip(results) {
+                let _ = reply.send(result);
             }
         }
         rx.await
-            .unwrap_or_else(|_| Err(DbError::Sqlx(sqlx::Error::PoolClosed)))
+            .unwrap_or_else(|_| Err(DbError::Sqlx(sqlx::Error::WorkerCrashed)))
     }
 
-    /// Commits steps in one transaction (no grouping: PostgreSQL, or a single step).
-    async fn commit_group(&self, writes: Vec<StepWrite>) -> Vec<Committed> {
-        match self.commit_together(&writes).await {
-            Ok(r) => r,
-            Err(e) => vec![Err(e)],
-        }
+    /// Commits one step in its own transaction.
+    async fn commit_alone(&self, w: &StepWrite) -> Committed {
+        self.commit_together(std::slice::from_ref(w))
+            .await
+            .and_then(|mut v| v.pop().expect("one result"))
     }
 
     /// One transaction for `writes` (what a group commit runs): each session written if
