@@ -349,13 +349,9 @@ impl Live {
             let rev = route.revision.clone();
             // The first attempt trusts this process's last write; a retry reads the database.
             let cached = (attempt == 0).then(|| self.sessions.get(&key)).flatten();
-            let stored = match cached {
-                Some(_) => None,
-                None => self.db.session(&key).await?,
-            };
-            let (session, version) = match (cached, stored) {
-                (Some((s, v)), _) => (s, Some(v)),
-                (None, stored) => match stored {
+            let (session, version) = match cached {
+                Some((s, v)) => (s, Some(v)),
+                None => match self.db.session(&key).await? {
                     Some(r) => (SessionJson::new(r.body), Some(r.version)),
                     None => {
                         let mut s = Session::new(&key);
