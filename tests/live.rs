@@ -4,7 +4,7 @@
 mod common;
 
 use base64::Engine as _;
-use common::{Api, Backend, Server, example_bot};
+use common::{Api, Backend, Receiver, Server, channel, deploy, example_bot, hook, s, texts};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,137 +40,6 @@ const FLAGS: &[&str] = &["--allow-private-egress", "--outbox-backoff-ms", "50"];
 
 async fn start(backend: Backend) -> Server {
     Server::start(backend, FLAGS).await
-}
-
-fn s(v: &Value) -> String {
-    v.as_str()
-        .unwrap_or_else(|| panic!("not a string: {v}"))
-        .to_owned()
-}
-
-/// A stand-in provider API: records every request and answers 200.
-#[derive(Clone, Default)]
-struct Receiver {
-    seen: Arc<Mutex<Vec<(String, axum::http::HeaderMap, Value)>>>,
-    notify: Arc<tokio::sync::Notify>,
-}
-
-impl Receiver {
-    async fn start() -> (Receiver, String) {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let r = Receiver::default();
-        r.serve(l);
-        (r, format!("http://{addr}"))
-    }
-
-    fn serve(&self, l: tokio::net::TcpListener) {
-        let me = self.clone();
-        let app = axum::Router::new().fallback(
-            move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: axum::body::Bytes| {
-                let me = me.clone();
-                async move {
-                    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    me.seen.lock().unwrap().push((uri.to_string(), headers, v));
-                    me.notify.notify_waiters();
-                    axum::Json(json!({"ok": true}))
-                }
-            },
-        );
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-    }
-
-    /// Waits (at most 30 s) until `n` requests arrived; returns them.
-    async fn wait_for(&self, n: usize) -> Vec<(String, axum::http::HeaderMap, Value)> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let notified = self.notify.notified();
-            {
-                let seen = self.seen.lock().unwrap();
-                if seen.len() >= n {
-                    return seen.clone();
-                }
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let seen = self.seen.lock().unwrap();
-                panic!(
-                    "expected {n} deliveries, got {}: {:?}",
-                    seen.len(),
-                    seen.iter().map(|s| &s.2).collect::<Vec<_>>()
-                );
-            }
-        }
-    }
-}
-
-/// A project with `bot` deployed as 1.0.0 on environment "production".
-async fn deploy(api: &Api, token: &str, bot: Value) -> (String, String) {
-    let pid = s(&api
-        .post("/projects", token, json!({"name": "live"}))
-        .await
-        .ok()["id"]);
-    let rev = s(&api
-        .post(&format!("/projects/{pid}/bot/revisions"), token, bot)
-        .await
-        .ok()["revision"]);
-    api.post(
-        &format!("/projects/{pid}/deployment/versions"),
-        token,
-        json!({"version": "1.0.0", "botRevision": rev}),
-    )
-    .await
-    .ok();
-    let env = api
-        .post(
-            &format!("/projects/{pid}/environments"),
-            token,
-            json!({"depId": pid, "depVersion": "1.0.0", "name": "production"}),
-        )
-        .await
-        .ok();
-    (pid, s(&env["id"]))
-}
-
-async fn channel(api: &Api, token: &str, pid: &str, env: &str, body: Value) -> Value {
-    api.post(
-        &format!("/projects/{pid}/environments/{env}/channels"),
-        token,
-        body,
-    )
-    .await
-    .ok()
-}
-
-/// POSTs raw bytes to a webhook with extra headers.
-async fn hook(api: &Api, url: &str, headers: &[(&str, String)], body: &Value) -> common::Res {
-    let mut rb = api
-        .http
-        .post(url)
-        .header("content-type", "application/json");
-    for (k, v) in headers {
-        rb = rb.header(*k, v);
-    }
-    let r = rb.body(body.to_string()).send().await.unwrap();
-    common::Res {
-        status: r.status().as_u16(),
-        headers: r.headers().clone(),
-        text: r.text().await.unwrap(),
-    }
-}
-
-fn texts(delivery: &Value) -> Vec<String> {
-    delivery["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| match m["type"].as_str() {
-            Some("text") => s(&m["content"]),
-            _ => format!(
-                "[{}]",
-                m["payload"]["template_type"].as_str().unwrap_or("data")
-            ),
-        })
-        .collect()
 }
 
 async fn pizza_through_generic(backend: Backend) {

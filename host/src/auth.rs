@@ -160,6 +160,61 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// The cap on concurrent password hashing. argon2id with the default parameters takes about
+/// 19 MiB and tens of milliseconds per hash, so 96 concurrent wrong-password logins took
+/// 1.9 GB. At most `slots` run at once; up to `queue` more wait their turn; past that a
+/// caller is refused at once (the handler answers 503), so memory stays at
+/// `slots × 19 MiB` whatever the flood.
+pub struct PasswordGate {
+    slots: tokio::sync::Semaphore,
+    waiting: std::sync::atomic::AtomicUsize,
+    queue: usize,
+}
+
+impl PasswordGate {
+    pub fn new(slots: usize, queue: usize) -> PasswordGate {
+        PasswordGate {
+            slots: tokio::sync::Semaphore::new(slots.max(1)),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
+            queue,
+        }
+    }
+
+    /// A slot for one hash, or `None` when too many callers already wait.
+    pub async fn enter(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        use std::sync::atomic::Ordering;
+        if let Ok(p) = self.slots.try_acquire() {
+            return Some(p);
+        }
+        if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.queue {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        let p = self.slots.acquire().await.ok();
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        p
+    }
+}
+
+/// May a user with this platform role create a team? Creating a team makes the creator its
+/// `teamAdmin`, with every `_own_` permission in the team's name: only a role that already
+/// holds them for itself (developer, admin) may, so no role gains rights by it.
+pub fn may_create_team(platform_role: Role) -> bool {
+    platform_role.reach(Action::Create, Resource::Projects) != Reach::None
+}
+
+/// May a member holding `granter` in a team give `role` to someone? Only a role the granter
+/// holds or one below it: a teamAdmin grants any team role, nobody else grants any.
+pub fn may_grant(granter: Role, role: Role) -> bool {
+    match granter {
+        Role::Admin | Role::TeamAdmin => true,
+        Role::Developer | Role::Viewer => {
+            let _ = role;
+            false
+        }
+    }
+}
+
 /// A new bearer token: `bbt_` and 40 random base62 characters (~238 bits).
 pub fn new_token() -> String {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -192,6 +247,33 @@ mod tests {
         assert!(verify_password("correct horse", &h));
         assert!(!verify_password("correct horsE", &h));
         assert!(!verify_password("x", "not a phc string"));
+    }
+
+    #[test]
+    fn only_roles_that_create_may_create_teams() {
+        assert!(may_create_team(Role::Developer));
+        assert!(may_create_team(Role::Admin));
+        assert!(!may_create_team(Role::Viewer));
+        for r in [Role::Admin, Role::Developer, Role::Viewer, Role::TeamAdmin] {
+            assert_eq!(may_grant(Role::Viewer, r), false);
+            assert_eq!(may_grant(Role::Developer, r), false);
+            assert!(may_grant(Role::TeamAdmin, r));
+        }
+    }
+
+    #[tokio::test]
+    async fn the_password_gate_bounds_running_and_waiting_hashes() {
+        let g = std::sync::Arc::new(PasswordGate::new(1, 1));
+        let first = g.enter().await.expect("a free slot");
+        // One may wait; the next is refused at once.
+        let g2 = g.clone();
+        let waiter = tokio::spawn(async move { g2.enter().await.is_some() });
+        while g.waiting.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(g.enter().await.is_none());
+        drop(first);
+        assert!(waiter.await.unwrap());
     }
 
     #[test]

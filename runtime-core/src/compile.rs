@@ -7,8 +7,31 @@
 use crate::expr::{CompiledExpr, ExprKind, RegexLit};
 use crate::interp;
 use crate::model::*;
-use crate::source::{Positions, Problem, Severity, parse_document};
+use crate::source::{MAX_DOC_DEPTH, Positions, Problem, Severity, parse_document};
+use crate::value::nested_deeper_than;
 use serde_json::{Map, Value as Json};
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// Problems kept of each severity; the rest are counted in a last "… and N more" line.
+/// Default 100. A huge bad bot (say 20,000 transitions to unknown states) would otherwise
+/// produce an error of megabytes, and its "did you mean" hints, computed only for problems
+/// that are kept, would cost a scan of every name per problem: quadratic time.
+pub const MAX_PROBLEMS: usize = 100;
+
+/// Parts a mapping target may have (`context.a.b` has three, nested mapping objects add
+/// theirs). Default 32. A target creates one object per part in the session, so a key like
+/// `context.a.a.a…` could otherwise nest the session beyond what the engine may walk.
+pub const MAX_TARGET_PARTS: usize = 32;
+
+/// Bytes of JSON (roughly) that uses of named actions and NLUs may copy. Default 32 MiB.
+/// Each use gets its own copy of the definition's options (merged with its own) and parses
+/// its conditions again, so a 1 MiB action used by 100,000 states of a 1 MiB bot would
+/// otherwise cost 100 GiB. Each definition is measured once.
+pub const MAX_COPIED_BYTES: usize = 32 << 20;
+
+/// Names, keys and expressions quoted in problems are cut to about this many bytes.
+const MAX_QUOTED: usize = 80;
 
 /// A bot that passed validation, with its warnings.
 #[derive(Debug, Clone)]
@@ -46,14 +69,53 @@ pub fn compile(doc: &Json) -> Result<Compiled, Rejected> {
 pub fn compile_with_positions(doc: &Json, pos: Option<&Positions>) -> Result<Compiled, Rejected> {
     let mut c = Lower {
         problems: Vec::new(),
+        kept: [0, 0],
+        omitted: [0, 0],
         pos,
         methods: Vec::new(),
+        method_index: HashMap::new(),
+        copied: 0,
+        sizes: HashMap::new(),
+        regexes: HashMap::new(),
     };
+    // Everything below walks the document recursively: its depth is checked first, without
+    // recursion (a document parsed from text is already within it; one built otherwise may
+    // not be).
+    if let Some(path) = nested_deeper_than(doc, MAX_DOC_DEPTH) {
+        c.error(&path, crate::source::too_deep_message());
+        return Err(Rejected {
+            problems: c.problems,
+        });
+    }
     let bot = c.bot(doc);
+    let [omitted_errors, omitted_warnings] = c.omitted;
     let mut problems = c.problems;
     problems.sort_by_key(|p| p.severity != Severity::Error);
+    let rejected = bot.is_none() || problems.iter().any(|p| p.severity == Severity::Error);
+    // Errors first: a rejected bot lists at most MAX_PROBLEMS problems in all.
+    let shown = if rejected {
+        MAX_PROBLEMS
+    } else {
+        problems.len()
+    };
+    let cut = problems.len().saturating_sub(shown);
+    problems.truncate(shown);
+    let more = omitted_errors + omitted_warnings + cut;
+    if more > 0 {
+        problems.push(Problem {
+            severity: if omitted_errors > 0 {
+                Severity::Error
+            } else {
+                Severity::Warning
+            },
+            path: String::new(),
+            message: format!("… and {more} more problems"),
+            line: None,
+            column: None,
+        });
+    }
     match bot {
-        Some(bot) if problems.iter().all(|p| p.severity == Severity::Warning) => Ok(Compiled {
+        Some(bot) if !rejected => Ok(Compiled {
             bot,
             warnings: problems,
         }),
@@ -148,9 +210,27 @@ const KNOWN_NLU_TYPES: &[&str] = &[
 ];
 
 struct Lower<'p> {
+    /// At most MAX_PROBLEMS of each severity.
     problems: Vec<Problem>,
+    /// Problems kept and not kept: errors, warnings.
+    kept: [usize; 2],
+    omitted: [usize; 2],
     pos: Option<&'p Positions>,
     methods: Vec<Method>,
+    /// (flow, name) → the first method so declared (flow `None`: bot level).
+    method_index: HashMap<(Option<String>, String), usize>,
+    /// Bytes copied into uses of named actions and NLUs (MAX_COPIED_BYTES).
+    copied: usize,
+    /// Size of each definition copied, by address (measured once).
+    sizes: HashMap<*const Json, usize>,
+    /// Patterns already checked, by (source, flags): NLU uses share their definition's.
+    regexes: HashMap<(String, String), Result<RegexLit, String>>,
+}
+
+/// The states of a flow, in order and by name (for transitions).
+struct StateNames<'a, 'd> {
+    list: &'a [&'d String],
+    index: &'a HashMap<&'d str, usize>,
 }
 
 /// Name scope while compiling one flow.
@@ -169,6 +249,52 @@ fn path_join(path: &str, key: &str) -> String {
     }
 }
 
+/// A name, key or expression as a problem quotes it: cut when long (a key or an expression
+/// can be hundreds of KiB, and problems are shown to people).
+fn short(s: &str) -> Cow<'_, str> {
+    if s.len() <= MAX_QUOTED {
+        return Cow::Borrowed(s);
+    }
+    let mut cut = MAX_QUOTED - 20;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Cow::Owned(format!("{}… ({} bytes)", &s[..cut], s.len()))
+}
+
+/// A path as a problem keeps it: cut when long (keys can be long).
+fn short_path(path: &str) -> String {
+    if path.len() <= 4 * MAX_QUOTED {
+        return path.to_string();
+    }
+    let mut cut = 4 * MAX_QUOTED;
+    while !path.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &path[..cut])
+}
+
+/// Roughly the bytes of `v` as JSON text, without recursion.
+fn json_size(v: &Json) -> usize {
+    let mut size = 0;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        size += match v {
+            Json::String(s) => s.len() + 2,
+            Json::Array(a) => {
+                stack.extend(a);
+                2 + a.len()
+            }
+            Json::Object(m) => {
+                stack.extend(m.values());
+                2 + m.keys().map(|k| k.len() + 4).sum::<usize>()
+            }
+            _ => 8,
+        };
+    }
+    size
+}
+
 fn describe(v: &Json) -> &'static str {
     match v {
         Json::Null => "null",
@@ -182,17 +308,28 @@ fn describe(v: &Json) -> &'static str {
 
 impl<'p> Lower<'p> {
     fn report(&mut self, severity: Severity, path: &str, message: String) {
+        if !self.keeps(severity) {
+            self.omitted[(severity == Severity::Warning) as usize] += 1;
+            return;
+        }
         let (line, column) = match self.pos.and_then(|p| p.find(path)) {
             Some((l, c)) => (Some(l), Some(c)),
             None => (None, None),
         };
+        self.kept[(severity == Severity::Warning) as usize] += 1;
         self.problems.push(Problem {
             severity,
-            path: path.to_string(),
+            path: short_path(path),
             message,
             line,
             column,
         });
+    }
+
+    /// Whether a problem of this severity would still be kept: hints and long messages are
+    /// worked out only then.
+    fn keeps(&self, severity: Severity) -> bool {
+        self.kept[(severity == Severity::Warning) as usize] < MAX_PROBLEMS
     }
 
     fn error(&mut self, path: &str, message: impl Into<String>) {
@@ -231,6 +368,10 @@ impl<'p> Lower<'p> {
     fn unknown_keys(&mut self, m: &Map<String, Json>, path: &str, known: &[&str]) {
         for k in m.keys() {
             if !known.contains(&k.as_str()) {
+                if !self.keeps(Severity::Warning) {
+                    self.omitted[1] += 1;
+                    continue;
+                }
                 let hint = known
                     .iter()
                     .find(|c| similar(c, k))
@@ -238,7 +379,10 @@ impl<'p> Lower<'p> {
                     .unwrap_or_default();
                 self.warn(
                     &path_join(path, k),
-                    format!("unknown key \"{k}\"{hint}; it is kept but has no effect"),
+                    format!(
+                        "unknown key \"{}\"{hint}; it is kept but has no effect",
+                        short(k)
+                    ),
                 );
             }
         }
@@ -292,6 +436,7 @@ impl<'p> Lower<'p> {
     fn expr(&mut self, src: &str, path: &str) -> CompiledExpr {
         let e = CompiledExpr::new(src);
         if let ExprKind::Invalid(msg) = &e.kind {
+            let src = short(src);
             self.warn(path, format!("expression \"{src}\" does not parse: {msg}"));
         }
         e
@@ -340,7 +485,7 @@ impl<'p> Lower<'p> {
                 s.as_str(),
                 "kata.ai/schema/kata-ml/1.0" | "kata.ai/schema/kataml/1.0"
             ) {
-                self.warn("schema", format!("unknown schema \"{s}\""));
+                self.warn("schema", format!("unknown schema \"{}\"", short(s)));
             }
         }
         let name = self.str_field(root, "name", "").unwrap_or_default();
@@ -372,6 +517,7 @@ impl<'p> Lower<'p> {
                 } else {
                     "maxRecursion"
                 };
+                let other = short(&other.to_string()).into_owned();
                 self.error(p, format!("expected a positive integer, found {other}"));
                 3
             }
@@ -466,6 +612,9 @@ impl<'p> Lower<'p> {
                     continue;
                 }
             };
+            self.method_index
+                .entry((flow.map(str::to_string), name.clone()))
+                .or_insert(self.methods.len());
             self.methods.push(Method {
                 name,
                 params,
@@ -478,17 +627,16 @@ impl<'p> Lower<'p> {
 
     fn method_ref(&mut self, name: &str, scope: &Scope, path: &str) -> MethodRef {
         let base = name.split('(').next().unwrap_or(name).trim();
-        let index = self
-            .methods
-            .iter()
-            .position(|m| m.name == base && m.flow.as_deref() == scope.flow && scope.flow.is_some())
-            .or_else(|| {
-                self.methods
-                    .iter()
-                    .position(|m| m.name == base && m.flow.is_none())
-            });
+        // Flow-local first, then bot level; indexed, since a bot may name methods as often
+        // as it has states.
+        let find = |flow: Option<&str>| {
+            self.method_index
+                .get(&(flow.map(str::to_string), base.to_string()))
+                .copied()
+        };
+        let index = scope.flow.and_then(|f| find(Some(f))).or_else(|| find(None));
         if index.is_none() {
-            self.warn(path, format!("unknown method \"{base}\""));
+            self.warn(path, format!("unknown method \"{}\"", short(base)));
         }
         MethodRef {
             name: base.to_string(),
@@ -554,6 +702,15 @@ impl<'p> Lower<'p> {
         // States: names first, so transitions can resolve targets.
         let states_m = self.opt_object(fm, "states", fp);
         let names: Vec<&String> = states_m.map(|m| m.keys().collect()).unwrap_or_default();
+        let index: HashMap<&str, usize> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect();
+        let names = StateNames {
+            list: &names,
+            index: &index,
+        };
         let mut states = vec![];
         let mut floats = vec![];
         if let Some(sm) = states_m {
@@ -578,23 +735,32 @@ impl<'p> Lower<'p> {
                     "no initial state: mark exactly one state with \"initial: true\"",
                 );
             } else if initials.len() > 1 {
+                let mut listed: Vec<Cow<str>> = initials.iter().take(10).map(|n| short(n)).collect();
+                if initials.len() > 10 {
+                    listed.push(Cow::Owned(format!("… {} in all", initials.len())));
+                }
                 self.error(
                     &path_join(fp, "states"),
                     format!(
                         "several initial states ({}): mark exactly one",
-                        initials.join(", ")
+                        listed.join(", ")
                     ),
                 );
             }
         }
         let initial = states.iter().position(|s| s.initial);
         if let Some(sa) = self.opt_object(fm, "stateActions", fp) {
+            // The first state of each name, as a search from the front would find it.
+            let mut by_name: HashMap<String, usize> = HashMap::new();
+            for (i, st) in states.iter().enumerate() {
+                by_name.entry(st.name.clone()).or_insert(i);
+            }
             for (sname, v) in sa {
                 let p = format!("{fp}.stateActions.{sname}");
                 let actions = self.state_actions(Some(v), &p, scope);
-                match states.iter_mut().find(|s| &s.name == sname) {
-                    Some(st) => st.actions.extend(actions),
-                    None => self.error(&p, format!("unknown state \"{sname}\"")),
+                match by_name.get(sname) {
+                    Some(&i) => states[i].actions.extend(actions),
+                    None => self.error(&p, format!("unknown state \"{}\"", short(sname))),
                 }
             }
         }
@@ -638,7 +804,7 @@ impl<'p> Lower<'p> {
                 self.unknown_keys(o, &p, NLU_KEYS);
                 match o.get("type") {
                     Some(Json::String(t)) if !KNOWN_NLU_TYPES.contains(&t.as_str()) => {
-                        self.warn(&path_join(&p, "type"), format!("unknown NLU type \"{t}\""))
+                        self.warn(&path_join(&p, "type"), format!("unknown NLU type \"{}\"", short(t)))
                     }
                     Some(Json::String(_)) => {}
                     _ => self.error(&p, "an NLU needs a \"type\""),
@@ -659,7 +825,7 @@ impl<'p> Lower<'p> {
                 other => {
                     self.error(
                         &path_join(ip, "type"),
-                        format!("unknown message type \"{other}\" (text, data or command)"),
+                        format!("unknown message type \"{}\" (text, data or command)", short(other)),
                     );
                     None
                 }
@@ -784,11 +950,23 @@ impl<'p> Lower<'p> {
         path: &str,
         scope: &Scope,
     ) -> NluUse {
-        let def = scope
+        let def_json = scope
             .flow_nlus
             .and_then(|m| m.get(name))
-            .or_else(|| scope.bot_nlus.and_then(|m| m.get(name)))
-            .and_then(Json::as_object);
+            .or_else(|| scope.bot_nlus.and_then(|m| m.get(name)));
+        let def = def_json.and_then(Json::as_object);
+        if let Some(d) = def_json.filter(|d| d.is_object()) {
+            if !self.copy_allowed(d, path) {
+                return NluUse {
+                    name: name.to_string(),
+                    kind: NluKind::Unknown(name.to_string()),
+                    options: Json::Null,
+                    hint: None,
+                    process: vec![],
+                    cache_key: String::new(),
+                };
+            }
+        }
         let (ty, mut options, method, process) = match def {
             Some(d) => (
                 d.get("type")
@@ -803,8 +981,8 @@ impl<'p> Lower<'p> {
             ),
             None => (name.to_string(), Json::Object(Map::new()), None, None),
         };
-        if let Some(Json::Object(over)) = usage.get("options") {
-            interp::deep_merge(&mut options, &Json::Object(over.clone()));
+        if let Some(over @ Json::Object(_)) = usage.get("options") {
+            interp::deep_merge(&mut options, over);
         }
         let hint = usage.get("hint").and_then(Json::as_str).map(str::to_string);
         let np = path_join(path, "nlu");
@@ -821,7 +999,7 @@ impl<'p> Lower<'p> {
             }
             t if KNOWN_NLU_TYPES.contains(&t) => NluKind::External(t.to_string()),
             _ => {
-                self.warn(&np, format!("unknown NLU \"{name}\": not defined in the flow or bot, and not an NLU type"));
+                self.warn(&np, format!("unknown NLU \"{}\": not defined in the flow or bot, and not an NLU type", short(name)));
                 NluKind::Unknown(name.to_string())
             }
         };
@@ -835,6 +1013,30 @@ impl<'p> Lower<'p> {
             process,
             cache_key,
         }
+    }
+
+    /// Counts one use's copy of a named action or NLU against MAX_COPIED_BYTES. `false` once
+    /// the budget is spent (reported once): the use is then left out.
+    fn copy_allowed(&mut self, def: &Json, path: &str) -> bool {
+        if self.copied > MAX_COPIED_BYTES {
+            return false;
+        }
+        let size = *self
+            .sizes
+            .entry(def as *const Json)
+            .or_insert_with(|| json_size(def));
+        self.copied += size;
+        if self.copied > MAX_COPIED_BYTES {
+            self.error(
+                path,
+                format!(
+                    "the uses of named actions and NLUs copy more than {} MiB (each use copies its definition): use large ones less often",
+                    MAX_COPIED_BYTES >> 20
+                ),
+            );
+            return false;
+        }
+        true
     }
 
     fn keyword_nlu(&mut self, options: &Json, path: &str) -> KeywordNlu {
@@ -851,7 +1053,7 @@ impl<'p> Lower<'p> {
                         _ => {
                             self.warn(
                                 path,
-                                format!("keyword \"{k}\": expected a phrase or a list of phrases"),
+                                format!("keyword \"{}\": expected a phrase or a list of phrases", short(k)),
                             );
                             vec![]
                         }
@@ -874,11 +1076,20 @@ impl<'p> Lower<'p> {
 
     fn regex_nlu(&mut self, options: &Json, path: &str) -> Option<RegexNlu> {
         let flags = options.get("flags").and_then(Json::as_str).unwrap_or("");
-        let compile = |src: &str, me: &mut Self| match RegexLit::new(src, flags) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                me.warn(path, format!("regex \"{src}\" does not compile: {e}"));
-                None
+        // Uses of one NLU share its patterns: each distinct one is compiled once.
+        let compile = |src: &str, me: &mut Self| {
+            let checked = me
+                .regexes
+                .entry((src.to_string(), flags.to_string()))
+                .or_insert_with(|| RegexLit::new(src, flags))
+                .clone();
+            match checked {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    let src = short(src);
+                    me.warn(path, format!("regex \"{src}\" does not compile: {e}"));
+                    None
+                }
             }
         };
         match options.get("regex") {
@@ -921,7 +1132,7 @@ impl<'p> Lower<'p> {
         name: &str,
         m: &Map<String, Json>,
         sp: &str,
-        names: &[&String],
+        names: &StateNames,
         scope: &Scope,
         index: usize,
     ) -> Option<(State, Option<Transition>)> {
@@ -931,12 +1142,20 @@ impl<'p> Lower<'p> {
         if let Some(tm) = self.opt_object(m, "transitions", sp) {
             for (target, tv) in tm {
                 let tp = format!("{sp}.transitions.{target}");
-                let Some(ti) = names.iter().position(|n| *n == target) else {
-                    let hint = names
-                        .iter()
-                        .find(|n| similar(n, target))
-                        .map(|n| format!(" (did you mean \"{n}\"?)"))
-                        .unwrap_or_default();
+                let Some(&ti) = names.index.get(target.as_str()) else {
+                    // A hint scans every name of the flow: only for problems that are kept,
+                    // at most MAX_PROBLEMS scans, so linear in the size of the bot.
+                    let hint = if self.keeps(Severity::Error) {
+                        names
+                            .list
+                            .iter()
+                            .find(|n| similar(n, target))
+                            .map(|n| format!(" (did you mean \"{}\"?)", short(n)))
+                            .unwrap_or_default()
+                    } else {
+                        String::new()
+                    };
+                    let target = short(target);
                     self.error(&tp, format!("unknown target state \"{target}\"{hint}"));
                     continue;
                 };
@@ -1050,6 +1269,13 @@ impl<'p> Lower<'p> {
     ) {
         for (k, v) in m {
             let kp = path_join(path, k);
+            if prefix.len() + k.split('.').count() > MAX_TARGET_PARTS {
+                self.error(
+                    &kp,
+                    format!("mapping target has more than {MAX_TARGET_PARTS} parts"),
+                );
+                continue;
+            }
             let mut target = prefix.clone();
             target.extend(k.split('.').map(str::to_string));
             match v {
@@ -1058,7 +1284,8 @@ impl<'p> Lower<'p> {
                     if !matches!(target.first().map(String::as_str), Some("context" | "data"))
                         || target.len() < 2
                     {
-                        self.warn(&kp, format!("mapping target \"{}\" is ignored: targets start with context. or data.", target.join(".")));
+                        let shown = short(&target.join(".")).into_owned();
+                        self.warn(&kp, format!("mapping target \"{shown}\" is ignored: targets start with context. or data."));
                         continue;
                     }
                     let e = match v {
@@ -1110,10 +1337,13 @@ impl<'p> Lower<'p> {
             }
         };
         let mut conditions = self.conditions(sa, path);
-        let defined = scope
-            .flow_actions
-            .and_then(|m| m.get(&name))
-            .and_then(Json::as_object);
+        let def_json = scope.flow_actions.and_then(|m| m.get(&name));
+        let defined = def_json.and_then(Json::as_object);
+        if let Some(d) = def_json.filter(|d| d.is_object()) {
+            if !self.copy_allowed(d, path) {
+                return None;
+            }
+        }
         let (kind, mut options, method_name) = match defined {
             Some(a) => {
                 let ap = format!("flows.{}.actions.{name}", scope.flow.unwrap_or(""));
@@ -1124,7 +1354,8 @@ impl<'p> Lower<'p> {
                         self.warn(
                             &path_join(&ap, "type"),
                             format!(
-                                "unknown action type \"{ty}\"; the action is skipped at run time"
+                                "unknown action type \"{}\"; the action is skipped at run time",
+                                short(ty)
                             ),
                         );
                     }
@@ -1149,7 +1380,7 @@ impl<'p> Lower<'p> {
             None => match ActionKind::from_type(&name) {
                 Some(k) => (k, Json::Object(Map::new()), None),
                 None => {
-                    self.warn(path, format!("unknown action \"{name}\": not an action of the flow nor an action type; it is skipped at run time"));
+                    self.warn(path, format!("unknown action \"{}\": not an action of the flow nor an action type; it is skipped at run time", short(&name)));
                     (
                         ActionKind::Unknown(name.clone()),
                         Json::Object(Map::new()),
@@ -1188,6 +1419,11 @@ impl<'p> Lower<'p> {
 /// One edit apart (a typo): used for "did you mean" hints.
 fn similar(a: &str, b: &str) -> bool {
     if a == b {
+        return false;
+    }
+    // One edit changes the length by one character, four bytes at most: most names are
+    // ruled out before anything is allocated.
+    if a.len().abs_diff(b.len()) > 4 {
         return false;
     }
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());

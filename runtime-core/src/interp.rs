@@ -6,6 +6,7 @@ use crate::value::V;
 use serde_json::{Map, Value as Json};
 
 /// Deep merge of `over` into `base`: objects merge key by key; arrays and scalars replace.
+/// Recursive: both come from a bot document, nested at most `MAX_DOC_DEPTH` deep.
 pub fn deep_merge(base: &mut Json, over: &Json) {
     match (base, over) {
         (Json::Object(b), Json::Object(o)) => {
@@ -23,17 +24,22 @@ pub fn deep_merge(base: &mut Json, over: &Json) {
 }
 
 /// Splits a string into literal text and `$(...)` expressions. `None` if it has none.
+///
+/// A `$(` without its `)` is literal text. Linear in the length of `s`: the closing
+/// parenthesis of every `(` is found in one pass ([`closing_parens`]), where scanning from
+/// each `$(` would be quadratic on a string of many unclosed ones (`$($($(…`).
 pub fn split_interpolations(s: &str) -> Option<Vec<(bool, String)>> {
     if !s.contains("$(") {
         return None;
     }
+    let close = closing_parens(s.as_bytes());
     let mut parts = vec![];
     let mut lit = String::new();
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'$' && i + 1 < b.len() && b[i + 1] == b'(' {
-            if let Some(end) = matching_paren(s, i + 1) {
+            if let Some(end) = close(i + 1) {
                 if !lit.is_empty() {
                     parts.push((false, std::mem::take(&mut lit)));
                 }
@@ -52,36 +58,51 @@ pub fn split_interpolations(s: &str) -> Option<Vec<(bool, String)>> {
     Some(parts)
 }
 
-/// Index of the `)` closing the `(` at `open`, skipping quoted strings.
-fn matching_paren(s: &str, open: usize) -> Option<usize> {
-    let b = s.as_bytes();
-    let mut depth = 0;
-    let mut quote: Option<u8> = None;
-    let mut i = open;
-    while i < b.len() {
+/// For the `(` at any index `open`, the index of the `)` that closes it, skipping quoted
+/// strings (`'`, `"`, `` ` ``, with `\` escapes inside them); `None` if it is never closed.
+///
+/// One pass from the right. `next[i]`: where a scan that starts at `i` outside quotes, at
+/// depth 0, first meets an unmatched `)`. A `(` at `i` is closed at `r = next[i + 1]` and the
+/// scan goes on at `next[r + 1]`; a quote at `i` continues in that quote, whose scan (inside
+/// quotes it only looks for its end) needs only the next two positions.
+fn closing_parens(b: &[u8]) -> impl Fn(usize) -> Option<usize> {
+    const NONE: u32 = u32::MAX;
+    const QUOTES: [u8; 3] = [b'\'', b'"', b'`'];
+    let n = b.len();
+    let mut next = vec![NONE; n + 2];
+    // In-quote scans at i + 1 and i + 2, one per quote character.
+    let mut q1 = [NONE; 3];
+    let mut q2 = [NONE; 3];
+    for i in (0..n).rev() {
         let c = b[i];
-        if let Some(q) = quote {
-            if c == b'\\' {
-                i += 1;
-            } else if c == q {
-                quote = None;
-            }
-        } else {
-            match c {
-                b'\'' | b'"' | b'`' => quote = Some(c),
-                b'(' => depth += 1,
-                b')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Some(i);
-                    }
-                }
-                _ => {}
-            }
+        let mut q0 = [NONE; 3];
+        for (k, q) in QUOTES.iter().enumerate() {
+            q0[k] = if c == b'\\' {
+                q2[k]
+            } else if c == *q {
+                next[i + 1]
+            } else {
+                q1[k]
+            };
         }
-        i += 1;
+        next[i] = match c {
+            b'(' => match next[i + 1] {
+                NONE => NONE,
+                r => next[r as usize + 1],
+            },
+            b')' => i as u32,
+            _ => match QUOTES.iter().position(|q| *q == c) {
+                Some(k) => q1[k],
+                None => next[i + 1],
+            },
+        };
+        q2 = q1;
+        q1 = q0;
     }
-    None
+    move |open| match next.get(open + 1) {
+        Some(&r) if r != NONE => Some(r as usize),
+        _ => None,
+    }
 }
 
 /// Parses the interpolations of a string once (at compile time, or at run time for text
@@ -109,7 +130,9 @@ pub fn compile_text(s: &str, expr: &mut dyn FnMut(&str) -> CompiledExpr) -> Opt 
     }
 }
 
-/// Compiles every string of an options tree (keys excluded).
+/// Compiles every string of an options tree (keys excluded). Subtrees without an
+/// interpolation stay literal JSON. Recursive: options come from a bot document, nested at
+/// most `MAX_DOC_DEPTH` deep; each value is visited once.
 pub fn compile_options(
     v: &Json,
     expr: &mut dyn FnMut(&str, &str) -> CompiledExpr,
@@ -121,40 +144,40 @@ pub fn compile_options(
             compile_text(s, &mut |src| expr(src, &p))
         }
         Json::Array(items) => {
-            if !contains_interpolation(v) {
-                return Opt::Lit(v.clone());
+            let items: Vec<Opt> = items
+                .iter()
+                .map(|it| compile_options(it, expr, path))
+                .collect();
+            if items.iter().all(|o| matches!(o, Opt::Lit(_))) {
+                return Opt::Lit(Json::Array(items.into_iter().map(lit).collect()));
             }
-            Opt::Arr(
-                items
-                    .iter()
-                    .map(|it| compile_options(it, expr, path))
-                    .collect(),
-            )
+            Opt::Arr(items)
         }
         Json::Object(m) => {
-            if !contains_interpolation(v) {
-                return Opt::Lit(v.clone());
+            let props: Vec<(String, Opt)> = m
+                .iter()
+                .map(|(k, it)| (k.clone(), compile_options(it, expr, path)))
+                .collect();
+            if props.iter().all(|(_, o)| matches!(o, Opt::Lit(_))) {
+                return Opt::Lit(Json::Object(
+                    props.into_iter().map(|(k, o)| (k, lit(o))).collect(),
+                ));
             }
-            Opt::Obj(
-                m.iter()
-                    .map(|(k, it)| (k.clone(), compile_options(it, expr, path)))
-                    .collect(),
-            )
+            Opt::Obj(props)
         }
         other => Opt::Lit(other.clone()),
     }
 }
 
-fn contains_interpolation(v: &Json) -> bool {
-    match v {
-        Json::String(s) => s.contains("$("),
-        Json::Array(a) => a.iter().any(contains_interpolation),
-        Json::Object(m) => m.values().any(contains_interpolation),
-        _ => false,
+/// The JSON of an [`Opt::Lit`].
+fn lit(o: Opt) -> Json {
+    match o {
+        Opt::Lit(j) => j,
+        _ => unreachable!("checked to be literal"),
     }
 }
 
-/// Renders compiled options. `eval` gives the value of an expression (`None` = undefined or
+/// Renders compiled options (recursive, as deep as the options). `eval` gives the value of an expression (`None` = undefined or
 /// an error at that site); it returns `Err` only for failures that abort the step.
 pub fn render<E>(
     opt: &Opt,
@@ -207,7 +230,9 @@ pub fn get_path<'a>(base: &'a Json, path: &str) -> Option<&'a Json> {
 }
 
 /// Resolves `$[key.path]` references against `base`. A template that is exactly one reference
-/// yields the referenced value itself (so a list can serve as variants).
+/// yields the referenced value itself (so a list can serve as variants). Recursive over the
+/// template: rendered options, as deep as the options plus a value an expression gave
+/// (`MAX_VALUE_DEPTH`).
 pub fn resolve_refs(template: &Json, base: &Json) -> Json {
     match template {
         Json::String(s) => {

@@ -219,7 +219,11 @@ impl ActionKind {
 }
 
 /// Action options with their `$(...)` interpolations parsed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// As deep as the options it mirrors (at most [`crate::source::MAX_DOC_DEPTH`]). Stored
+/// flat, like [`crate::expr::Expr`] (`stored_opt` below): a derived form nests three JSON
+/// levels per level of options, and serde_json reads back only 128.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Opt {
     Lit(Json),
     /// A string with interpolations.
@@ -253,4 +257,165 @@ pub struct Method {
 pub struct MethodRef {
     pub name: String,
     pub index: Option<usize>,
+}
+
+mod stored_opt {
+    //! The stored form of an [`Opt`]: its nodes in postfix order, written and read without
+    //! recursion. Bots stored with the derived (nested) form still load.
+
+    use super::{Opt, Part};
+    use crate::expr::CompiledExpr;
+    use crate::source::MAX_DOC_DEPTH;
+    use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+    use serde::ser::Serializer;
+    use serde::{Deserialize, Serialize};
+    use serde_json::Value as Json;
+    use std::fmt;
+
+    #[derive(Serialize)]
+    enum OpOut<'a> {
+        Lit(&'a Json),
+        Text(&'a [Part]),
+        Whole(&'a CompiledExpr),
+        /// Number of items, taken from the stack.
+        Arr(usize),
+        /// Keys, one item each taken from the stack.
+        Obj(Vec<&'a str>),
+    }
+
+    #[derive(Deserialize)]
+    enum OpIn {
+        Lit(Json),
+        Text(Vec<Part>),
+        Whole(CompiledExpr),
+        Arr(usize),
+        Obj(Vec<String>),
+    }
+
+    impl Serialize for Opt {
+        fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+            enum Visit<'a> {
+                Enter(&'a Opt),
+                Leave(&'a Opt),
+            }
+            let mut ops = Vec::new();
+            let mut stack = vec![Visit::Enter(self)];
+            while let Some(v) = stack.pop() {
+                match v {
+                    Visit::Enter(o @ Opt::Arr(items)) => {
+                        stack.push(Visit::Leave(o));
+                        stack.extend(items.iter().rev().map(Visit::Enter));
+                    }
+                    Visit::Enter(o @ Opt::Obj(props)) => {
+                        stack.push(Visit::Leave(o));
+                        stack.extend(props.iter().rev().map(|(_, it)| Visit::Enter(it)));
+                    }
+                    Visit::Enter(o) | Visit::Leave(o) => ops.push(match o {
+                        Opt::Lit(j) => OpOut::Lit(j),
+                        Opt::Text(parts) => OpOut::Text(parts),
+                        Opt::Whole(e) => OpOut::Whole(e),
+                        Opt::Arr(items) => OpOut::Arr(items.len()),
+                        Opt::Obj(props) => OpOut::Obj(props.iter().map(|(k, _)| k.as_str()).collect()),
+                    }),
+                }
+            }
+            ser.collect_seq(ops)
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Opt {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Opt, D::Error> {
+            d.deserialize_any(OptVisitor)
+        }
+    }
+
+    struct OptVisitor;
+
+    fn malformed<E: de::Error>() -> E {
+        E::custom("malformed stored options")
+    }
+
+    impl<'de> Visitor<'de> for OptVisitor {
+        type Value = Opt;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("action options (a list of nodes in postfix order)")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Opt, A::Error> {
+            // Each entry: the node and its height, bounded like the options it came from.
+            let mut stack: Vec<(Opt, usize)> = Vec::new();
+            while let Some(op) = seq.next_element::<OpIn>()? {
+                let take = |stack: &mut Vec<(Opt, usize)>, n: usize| {
+                    if n > stack.len() {
+                        return Err(malformed::<A::Error>());
+                    }
+                    let mut h = 0;
+                    let items: Vec<Opt> = stack
+                        .drain(stack.len() - n..)
+                        .map(|(o, oh)| {
+                            h = h.max(oh);
+                            o
+                        })
+                        .collect();
+                    if h + 1 > MAX_DOC_DEPTH {
+                        return Err(de::Error::custom(format!(
+                            "stored options nested more than {MAX_DOC_DEPTH} levels deep"
+                        )));
+                    }
+                    Ok((items, h + 1))
+                };
+                let node = match op {
+                    OpIn::Lit(j) => (Opt::Lit(j), 1),
+                    OpIn::Text(parts) => (Opt::Text(parts), 1),
+                    OpIn::Whole(e) => (Opt::Whole(e), 1),
+                    OpIn::Arr(n) => {
+                        let (items, h) = take(&mut stack, n)?;
+                        (Opt::Arr(items), h)
+                    }
+                    OpIn::Obj(keys) => {
+                        let (items, h) = take(&mut stack, keys.len())?;
+                        (Opt::Obj(keys.into_iter().zip(items).collect()), h)
+                    }
+                };
+                stack.push(node);
+            }
+            match (stack.pop(), stack.is_empty()) {
+                (Some((o, _)), true) => Ok(o),
+                _ => Err(malformed()),
+            }
+        }
+
+        // The nested form of bots stored before the flat one: `{"Lit": …}`, `{"Arr": […]}`.
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Opt, A::Error> {
+            Legacy::deserialize(de::value::MapAccessDeserializer::new(map)).map(Legacy::into_opt)
+        }
+    }
+
+    /// The derived form; its depth is bounded by the reader's recursion limit.
+    #[derive(Deserialize)]
+    enum Legacy {
+        Lit(Json),
+        Text(Vec<Part>),
+        Whole(CompiledExpr),
+        Arr(Vec<Legacy>),
+        Obj(Vec<(String, Legacy)>),
+    }
+
+    impl Legacy {
+        fn into_opt(self) -> Opt {
+            match self {
+                Legacy::Lit(j) => Opt::Lit(j),
+                Legacy::Text(p) => Opt::Text(p),
+                Legacy::Whole(e) => Opt::Whole(e),
+                Legacy::Arr(items) => Opt::Arr(items.into_iter().map(Legacy::into_opt).collect()),
+                Legacy::Obj(props) => Opt::Obj(
+                    props
+                        .into_iter()
+                        .map(|(k, it)| (k, it.into_opt()))
+                        .collect(),
+                ),
+            }
+        }
+    }
 }

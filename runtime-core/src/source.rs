@@ -1,7 +1,9 @@
 //! Reading bot documents (YAML or JSON) into JSON, remembering where each key was written so
 //! that problems can name a line and column.
 
-use serde_json::Value as Json;
+use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
 use std::fmt;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
@@ -60,61 +62,376 @@ impl fmt::Display for Problem {
     }
 }
 
+/// How deeply a bot document may nest (the root object is level 1). Default 64; real bots
+/// stay under 15. Validation, compilation and the stored bot walk documents recursively, and
+/// the host reads the stored bot back with serde_json, which stops at 128 levels: a
+/// malicious document nested 100,000 levels (`[[[[…`) would otherwise overflow the stack.
+pub const MAX_DOC_DEPTH: usize = 64;
+
+/// How many values (scalars, lists and objects) a document may hold once YAML aliases are
+/// expanded. Default 2,000,000, what a 4 MiB document of short values holds; checked while
+/// reading, at no cost. An alias repeats its anchor's whole value each time it is used, so
+/// a few KiB of YAML could otherwise expand to gigabytes.
+pub const MAX_DOC_VALUES: usize = 2_000_000;
+
+/// The problem for a document nested deeper than [`MAX_DOC_DEPTH`].
+pub fn too_deep_message() -> String {
+    format!("nested more than {MAX_DOC_DEPTH} levels deep")
+}
+
 /// Parses a bot document. JSON is tried when the text starts with `{`, YAML otherwise.
+///
+/// Both are read within [`MAX_DOC_DEPTH`] and [`MAX_DOC_VALUES`]; a document beyond them is
+/// refused while it is read, with the path and line where the limit was crossed.
 pub fn parse_document(text: &str) -> Result<(Json, Positions), Problem> {
+    let mut budget = Budget::default();
     if text.trim_start().starts_with('{') {
-        return serde_json::from_str(text)
+        let mut de = serde_json::Deserializer::from_str(text);
+        let read = Doc::root(&mut budget)
+            .deserialize(&mut de)
+            .and_then(|j| de.end().map(|_| j));
+        return read
             .map(|j| (j, Positions::default()))
-            .map_err(|e| Problem {
-                severity: Severity::Error,
-                path: String::new(),
-                message: format!("invalid JSON: {e}"),
-                line: Some(e.line()),
-                column: Some(e.column()),
+            .map_err(|e| match budget.exceeded.take() {
+                Some((path, message)) => Problem {
+                    severity: Severity::Error,
+                    path,
+                    message,
+                    line: Some(e.line()),
+                    column: Some(e.column()),
+                },
+                None => Problem {
+                    severity: Severity::Error,
+                    path: String::new(),
+                    message: format!("invalid JSON: {e}"),
+                    line: Some(e.line()),
+                    column: Some(e.column()),
+                },
             });
     }
-    let json: Json = serde_yaml::from_str(text).map_err(|e| {
+    let json = read_yaml(text, &mut budget).map_err(|e| {
         let loc = e.location();
-        Problem {
-            severity: Severity::Error,
-            path: String::new(),
-            message: format!("invalid YAML: {e}"),
-            line: loc.as_ref().map(|l| l.line()),
-            column: loc.as_ref().map(|l| l.column()),
+        let (line, column) = (loc.as_ref().map(|l| l.line()), loc.as_ref().map(|l| l.column()));
+        match budget.exceeded.take() {
+            Some((path, message)) => Problem {
+                severity: Severity::Error,
+                path,
+                message,
+                line,
+                column,
+            },
+            None => Problem {
+                severity: Severity::Error,
+                path: String::new(),
+                message: format!("invalid YAML: {e}"),
+                line,
+                column,
+            },
         }
     })?;
-    let mut rec = Recorder::default();
+    let mut rec = Recorder {
+        room: text.len().saturating_mul(POSITION_BYTES_PER_BYTE) + (64 << 10),
+        ..Recorder::default()
+    };
     let mut parser = Parser::new_from_str(text);
     // serde_yaml accepted the text; a failure here only loses positions.
     let _ = parser.load(&mut rec, false);
     Ok((json, Positions { map: rec.map }))
 }
 
+/// Reads YAML text (one document) to JSON within the limits of [`parse_document`]. Also for
+/// other YAML read from tenants (conversation tests), so that it is bounded the same way.
+pub fn read_yaml_bounded(text: &str) -> Result<Json, String> {
+    let mut budget = Budget::default();
+    read_yaml(text, &mut budget).map_err(|e| {
+        let at = match e.location() {
+            Some(l) => format!(" (line {}, column {})", l.line(), l.column()),
+            None => String::new(),
+        };
+        match budget.exceeded.take() {
+            Some((path, message)) if path.is_empty() => format!("{message}{at}"),
+            Some((path, message)) => format!("{path}: {message}{at}"),
+            None => format!("{e}"),
+        }
+    })
+}
+
+fn read_yaml(text: &str, budget: &mut Budget) -> Result<Json, serde_yaml::Error> {
+    Doc::root(budget).deserialize(serde_yaml::Deserializer::from_str(text))
+}
+
+/// What has been read so far: values counted, the path of the open lists and objects, and
+/// the limit crossed (path, message), if any.
+#[derive(Default)]
+struct Budget {
+    values: usize,
+    path: Vec<OwnedSeg>,
+    exceeded: Option<(String, String)>,
+}
+
+impl Budget {
+    fn count<E: serde::de::Error>(&mut self) -> Result<(), E> {
+        self.values += 1;
+        if self.values > MAX_DOC_VALUES {
+            return Err(self.exceed(
+                None,
+                format!("the document holds more than {MAX_DOC_VALUES} values (YAML aliases count once per use)"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn exceed<E: serde::de::Error>(&mut self, last: Option<Seg>, message: String) -> E {
+        let mut path = String::new();
+        for seg in self.path.iter().map(Seg::borrowed).chain(last) {
+            seg.write(&mut path);
+        }
+        let e = E::custom(&message);
+        self.exceeded = Some((path, message));
+        e
+    }
+}
+
+/// Where a value sits in its parent: how its path is written.
+#[derive(Clone, Copy)]
+enum Seg<'k> {
+    Root,
+    Index(usize),
+    Key(&'k str),
+}
+
+/// [`Seg`] kept for an open list or object.
+enum OwnedSeg {
+    Index(usize),
+    Key(String),
+}
+
+impl Seg<'_> {
+    fn owned(self) -> Option<OwnedSeg> {
+        match self {
+            Seg::Root => None,
+            Seg::Index(i) => Some(OwnedSeg::Index(i)),
+            Seg::Key(k) => Some(OwnedSeg::Key(k.to_string())),
+        }
+    }
+
+    fn borrowed(o: &OwnedSeg) -> Seg<'_> {
+        match o {
+            OwnedSeg::Index(i) => Seg::Index(*i),
+            OwnedSeg::Key(k) => Seg::Key(k),
+        }
+    }
+
+    /// Appends to a path written like compile's: `a.b[2].c`.
+    fn write(self, path: &mut String) {
+        match self {
+            Seg::Root => {}
+            Seg::Index(i) => path.push_str(&format!("[{i}]")),
+            Seg::Key(k) => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(k);
+            }
+        }
+    }
+}
+
+/// Reads one value into JSON (as serde_json's own `Value` does), counting values and
+/// nesting against the budget. Lists and objects are read by the reader's loops, one
+/// level of recursion per level of nesting, which the depth check bounds.
+struct Doc<'b, 'k> {
+    budget: &'b mut Budget,
+    depth: usize,
+    seg: Seg<'k>,
+}
+
+impl<'b> Doc<'b, 'static> {
+    fn root(budget: &'b mut Budget) -> Self {
+        Doc {
+            budget,
+            depth: 0,
+            seg: Seg::Root,
+        }
+    }
+}
+
+impl Doc<'_, '_> {
+    /// Enters a list or object: checks the depth and notes the path.
+    fn open<E: serde::de::Error>(&mut self) -> Result<(), E> {
+        self.budget.count()?;
+        if self.depth + 1 > MAX_DOC_DEPTH {
+            return Err(self.budget.exceed(Some(self.seg), too_deep_message()));
+        }
+        if let Some(seg) = self.seg.owned() {
+            self.budget.path.push(seg);
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) {
+        if !matches!(self.seg, Seg::Root) {
+            self.budget.path.pop();
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Doc<'_, '_> {
+    type Value = Json;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Json, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Doc<'_, '_> {
+    type Value = Json;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Json, E> {
+        self.budget.count()?;
+        Ok(Json::Bool(v))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Json, E> {
+        self.budget.count()?;
+        Ok(Json::Number(v.into()))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Json, E> {
+        self.budget.count()?;
+        Ok(Json::Number(v.into()))
+    }
+
+    fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<Json, E> {
+        self.budget.count()?;
+        serde_json::Number::deserialize(serde::de::value::I128Deserializer::<E>::new(v))
+            .map(Json::Number)
+    }
+
+    fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<Json, E> {
+        self.budget.count()?;
+        serde_json::Number::deserialize(serde::de::value::U128Deserializer::<E>::new(v))
+            .map(Json::Number)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Json, E> {
+        self.budget.count()?;
+        Ok(serde_json::Number::from_f64(v).map_or(Json::Null, Json::Number))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Json, E> {
+        self.budget.count()?;
+        Ok(Json::String(v.to_string()))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Json, E> {
+        self.budget.count()?;
+        Ok(Json::String(v))
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Json, E> {
+        self.budget.count()?;
+        Ok(Json::Null)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Json, E> {
+        self.budget.count()?;
+        Ok(Json::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Json, D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Json, A::Error> {
+        self.open()?;
+        let mut out = Vec::new();
+        loop {
+            let item = Doc {
+                budget: &mut *self.budget,
+                depth: self.depth + 1,
+                seg: Seg::Index(out.len()),
+            };
+            match seq.next_element_seed(item)? {
+                Some(v) => out.push(v),
+                None => break,
+            }
+        }
+        self.close();
+        Ok(Json::Array(out))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Json, A::Error> {
+        self.open()?;
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = Doc {
+                budget: &mut *self.budget,
+                depth: self.depth + 1,
+                seg: Seg::Key(&key),
+            };
+            let v = map.next_value_seed(value)?;
+            out.insert(key, v);
+        }
+        self.close();
+        Ok(Json::Object(out))
+    }
+}
+
+/// Paths of positions are kept up to this many bytes per byte of text (real bots use two to
+/// five). A document with a long key above many values would otherwise make the map
+/// quadratic in its size; past the budget, problems lose their line, nothing else.
+const POSITION_BYTES_PER_BYTE: usize = 16;
+
+/// The longest path whose position is kept, in bytes; deeper paths use their ancestors'.
+const MAX_POSITION_PATH: usize = 2048;
+
 enum Frame {
-    Map { path: String, key: Option<String> },
-    Seq { path: String, index: usize },
+    /// `path` is `None` past the position budget (and for all that is below).
+    Map {
+        path: Option<String>,
+        key: Option<String>,
+    },
+    Seq {
+        path: Option<String>,
+        index: usize,
+    },
 }
 
 #[derive(Default)]
 struct Recorder {
     stack: Vec<Frame>,
     map: HashMap<String, (usize, usize)>,
+    /// Bytes of paths that may still be recorded.
+    room: usize,
 }
 
 impl Recorder {
-    /// The path of the value about to be read, and advances the parent.
+    /// The path of the value about to be read (`None` when not recorded), and advances the
+    /// parent.
     fn value_path(&mut self) -> Option<String> {
-        match self.stack.last_mut()? {
+        let room = self.room;
+        let p = match self.stack.last_mut()? {
             Frame::Map { path, key } => {
                 let k = key.take()?;
-                Some(join(path, &k))
+                join_within(path.as_deref()?, &k, room)?
             }
             Frame::Seq { path, index } => {
-                let p = format!("{path}[{index}]");
+                let i = *index;
                 *index += 1;
-                Some(p)
+                let path = path.as_deref()?;
+                if path.len() + 24 > room.min(MAX_POSITION_PATH) {
+                    return None;
+                }
+                format!("{path}[{i}]")
             }
-        }
+        };
+        self.room -= p.len();
+        Some(p)
     }
 }
 
@@ -126,6 +443,14 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// `path.key` if it fits the room left and [`MAX_POSITION_PATH`].
+fn join_within(path: &str, key: &str, room: usize) -> Option<String> {
+    if path.len() + 1 + key.len() > room.min(MAX_POSITION_PATH) {
+        return None;
+    }
+    Some(join(path, key))
+}
+
 impl MarkedEventReceiver for Recorder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         let pos = (mark.line(), mark.col() + 1);
@@ -133,8 +458,10 @@ impl MarkedEventReceiver for Recorder {
             Event::Scalar(text, ..) => {
                 if let Some(Frame::Map { path, key }) = self.stack.last_mut() {
                     if key.is_none() {
-                        let p = join(path, &text);
-                        self.map.insert(p, pos);
+                        if let Some(p) = path.as_deref().and_then(|p| join_within(p, &text, self.room)) {
+                            self.room -= p.len();
+                            self.map.insert(p, pos);
+                        }
                         *key = Some(text);
                         return;
                     }
@@ -145,10 +472,12 @@ impl MarkedEventReceiver for Recorder {
             }
             Event::MappingStart(..) | Event::SequenceStart(..) => {
                 let path = if self.stack.is_empty() {
-                    String::new()
+                    Some(String::new())
                 } else {
-                    let p = self.value_path().unwrap_or_default();
-                    self.map.entry(p.clone()).or_insert(pos);
+                    let p = self.value_path();
+                    if let Some(p) = &p {
+                        self.map.entry(p.clone()).or_insert(pos);
+                    }
                     p
                 };
                 self.stack.push(if matches!(ev, Event::MappingStart(..)) {

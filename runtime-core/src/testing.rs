@@ -222,6 +222,9 @@ pub struct CaseReport {
 
 /// Parses a test file.
 pub fn parse_suite(text: &str) -> Result<Suite, String> {
+    // Read once within the document limits (depth, values after aliases), then typed: the
+    // typed reader alone would expand aliases without bound.
+    crate::source::read_yaml_bounded(text)?;
     serde_yaml::from_str(text).map_err(|e| match e.location() {
         Some(l) => format!("line {}, column {}: {e}", l.line(), l.column()),
         None => e.to_string(),

@@ -175,6 +175,74 @@ fn json_to_js_string(j: &Json) -> String {
     }
 }
 
+/// How deeply nested a value an expression may give to the engine (the outermost array or
+/// object is level 1). Default 64; bots never come close. Each evaluation can wrap a value
+/// one level deeper (`context.a: "[context.a]"`), so without a bound a bot could grow its
+/// session on every step until a recursive walk (clone, drop, serialisation) overflows the
+/// stack, or until serde_json, which reads 128 levels, can no longer load the session.
+/// Checking costs one walk of the value, which the engine has just copied anyway.
+pub const MAX_VALUE_DEPTH: usize = 64;
+
+/// The path (`a.b[2].c`) of the first array or object of `v` nested more than `max` levels
+/// deep (`v` itself, when an array or object, is level 1); `None` if there is none. Walks
+/// with an explicit stack: `v` may be deeper than any recursion could follow.
+pub fn nested_deeper_than(v: &Json, max: usize) -> Option<String> {
+    enum Children<'a> {
+        Arr(std::iter::Enumerate<std::slice::Iter<'a, Json>>),
+        Obj(serde_json::map::Iter<'a>),
+    }
+    enum Seg<'a> {
+        Root,
+        Index(usize),
+        Key(&'a str),
+    }
+    fn children(v: &Json) -> Option<Children<'_>> {
+        match v {
+            Json::Array(a) => Some(Children::Arr(a.iter().enumerate())),
+            Json::Object(m) => Some(Children::Obj(m.iter())),
+            _ => None,
+        }
+    }
+    fn path<'a>(segs: impl Iterator<Item = &'a Seg<'a>>) -> String {
+        let mut out = String::new();
+        for s in segs {
+            match s {
+                Seg::Root => {}
+                Seg::Index(i) => out.push_str(&format!("[{i}]")),
+                Seg::Key(k) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                }
+            }
+        }
+        out
+    }
+    let root = children(v)?;
+    if max == 0 {
+        return Some(String::new());
+    }
+    let mut stack = vec![(Seg::Root, root)];
+    while let Some((_, it)) = stack.last_mut() {
+        let next = match it {
+            Children::Arr(i) => i.next().map(|(i, c)| (Seg::Index(i), c)),
+            Children::Obj(m) => m.next().map(|(k, c)| (Seg::Key(k.as_str()), c)),
+        };
+        let Some((seg, child)) = next else {
+            stack.pop();
+            continue;
+        };
+        if let Some(grand) = children(child) {
+            if stack.len() >= max {
+                return Some(path(stack.iter().map(|(s, _)| s).chain([&seg])));
+            }
+            stack.push((seg, grand));
+        }
+    }
+    None
+}
+
 /// Number → JSON number, as `JSON.stringify` writes it.
 pub fn num_to_json(n: f64) -> Json {
     if !n.is_finite() {

@@ -2,7 +2,9 @@
 //! SQLite folder or a fresh PostgreSQL database, and talk to it over HTTP.
 #![allow(dead_code)]
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
@@ -87,6 +89,11 @@ impl Server {
         let (child, base) = spawn(self._dir.path(), self.backend, &self.db_url, &extra).await;
         self.child = child;
         self.base = base;
+    }
+
+    /// The server process's id (to read its memory use).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The server's data folder (its SQLite database when not on PostgreSQL).
@@ -336,3 +343,142 @@ pub fn example_bot(name: &str) -> Value {
     let yaml: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
     serde_json::to_value(yaml).unwrap()
 }
+
+// ---------------------------------------------------------------------------------------
+// Live conversations: provider stand-ins and set-up shared by the live and hostile suites.
+
+pub fn s(v: &Value) -> String {
+    v.as_str()
+        .unwrap_or_else(|| panic!("not a string: {v}"))
+        .to_owned()
+}
+
+/// A stand-in provider API: records every request and answers 200.
+#[derive(Clone, Default)]
+pub struct Receiver {
+    pub seen: Arc<Mutex<Vec<(String, axum::http::HeaderMap, Value)>>>,
+    pub notify: Arc<tokio::sync::Notify>,
+}
+
+impl Receiver {
+    pub async fn start() -> (Receiver, String) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let r = Receiver::default();
+        r.serve(l);
+        (r, format!("http://{addr}"))
+    }
+
+    pub fn serve(&self, l: tokio::net::TcpListener) {
+        let me = self.clone();
+        let app = axum::Router::new().fallback(
+            move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let me = me.clone();
+                async move {
+                    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    me.seen.lock().unwrap().push((uri.to_string(), headers, v));
+                    me.notify.notify_waiters();
+                    axum::Json(json!({"ok": true}))
+                }
+            },
+        );
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    }
+
+    /// Waits (at most 30 s) until `n` requests arrived; returns them.
+    pub async fn wait_for(&self, n: usize) -> Vec<(String, axum::http::HeaderMap, Value)> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let notified = self.notify.notified();
+            {
+                let seen = self.seen.lock().unwrap();
+                if seen.len() >= n {
+                    return seen.clone();
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let seen = self.seen.lock().unwrap();
+                panic!(
+                    "expected {n} deliveries, got {}: {:?}",
+                    seen.len(),
+                    seen.iter().map(|s| &s.2).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+}
+
+/// A project with `bot` deployed as 1.0.0 on environment "production".
+pub async fn deploy(api: &Api, token: &str, bot: Value) -> (String, String) {
+    let pid = s(&api
+        .post(
+            "/projects",
+            token,
+            json!({"name": format!("live-{}", &botbox::db::new_id()[..8])}),
+        )
+        .await
+        .ok()["id"]);
+    let rev = s(&api
+        .post(&format!("/projects/{pid}/bot/revisions"), token, bot)
+        .await
+        .ok()["revision"]);
+    api.post(
+        &format!("/projects/{pid}/deployment/versions"),
+        token,
+        json!({"version": "1.0.0", "botRevision": rev}),
+    )
+    .await
+    .ok();
+    let env = api
+        .post(
+            &format!("/projects/{pid}/environments"),
+            token,
+            json!({"depId": pid, "depVersion": "1.0.0", "name": "production"}),
+        )
+        .await
+        .ok();
+    (pid, s(&env["id"]))
+}
+
+pub async fn channel(api: &Api, token: &str, pid: &str, env: &str, body: Value) -> Value {
+    api.post(
+        &format!("/projects/{pid}/environments/{env}/channels"),
+        token,
+        body,
+    )
+    .await
+    .ok()
+}
+
+/// POSTs raw bytes to a webhook with extra headers.
+pub async fn hook(api: &Api, url: &str, headers: &[(&str, String)], body: &Value) -> Res {
+    let mut rb = api
+        .http
+        .post(url)
+        .header("content-type", "application/json");
+    for (k, v) in headers {
+        rb = rb.header(*k, v);
+    }
+    let r = rb.body(body.to_string()).send().await.unwrap();
+    Res {
+        status: r.status().as_u16(),
+        headers: r.headers().clone(),
+        text: r.text().await.unwrap(),
+    }
+}
+
+pub fn texts(delivery: &Value) -> Vec<String> {
+    delivery["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| match m["type"].as_str() {
+            Some("text") => s(&m["content"]),
+            _ => format!(
+                "[{}]",
+                m["payload"]["template_type"].as_str().unwrap_or("data")
+            ),
+        })
+        .collect()
+}
+

@@ -1,10 +1,10 @@
 //! Login, tokens, users and teams.
 
-use super::{ApiError, ApiResult, App, Body, Caller, unix_secs};
+use super::{ApiError, ApiResult, App, Body, Caller, ClientKey, unix_secs};
 use crate::auth::{self, Role, TEAM_ROLE_NAMES};
 use crate::db::{DbError, TokenRow};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
 use utoipa::ToSchema;
@@ -14,14 +14,16 @@ use utoipa_axum::routes;
 pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(login))
-        .routes(routes!(create_token))
+        .routes(routes!(create_token, revoke_my_tokens))
         .routes(routes!(logout))
         .routes(routes!(me))
         .routes(routes!(create_user))
         .routes(routes!(user_teams))
         .routes(routes!(create_team))
         .routes(routes!(get_team, delete_team))
-        .routes(routes!(add_member))
+        .routes(routes!(add_member, remove_member))
+        .routes(routes!(disable_user))
+        .routes(routes!(enable_user))
 }
 
 /// The seed's Token: `id` is the bearer token, shown only here.
@@ -85,20 +87,27 @@ async fn issue_token(
 /// Logs in with a user name and password; returns a user token.
 #[utoipa::path(post, path = "/login", tag = "auth", request_body = LoginRequest,
     responses((status = 200, body = Token), (status = 401, description = "username or password is incorrect")))]
-async fn login(State(app): State<App>, Body(req): Body<LoginRequest>) -> ApiResult<Json<Token>> {
+async fn login(
+    State(app): State<App>,
+    client: Option<Extension<ClientKey>>,
+    Body(req): Body<LoginRequest>,
+) -> ApiResult<Json<Token>> {
+    let client = client.map(|c| c.0.0).unwrap_or_default();
+    app.login_allowed(&req.username, &client)?;
     let user = app.db.user_by_name(&req.username).await?;
     let phc = user
         .as_ref()
         .map(|u| u.password_hash.clone())
         .unwrap_or_else(|| DUMMY_HASH.clone());
     let password = req.password;
-    let ok = tokio::task::spawn_blocking(move || auth::verify_password(&password, &phc))
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?;
+    let ok = app
+        .password_job(move || auth::verify_password(&password, &phc))
+        .await?;
     let user = match user {
-        Some(u) if ok => u,
+        Some(u) if ok && u.disabled == 0 => u,
         _ => {
             tracing::info!(username = %req.username, "login refused");
+            app.login_failed(&req.username, &client);
             return Err(ApiError::Unauthorized(BAD_CREDENTIALS));
         }
     };
@@ -158,6 +167,69 @@ pub struct LoggedOut {
 async fn logout(State(app): State<App>, caller: Caller) -> ApiResult<Json<LoggedOut>> {
     app.db.delete_token(&caller.token_hash).await?;
     Ok(Json(LoggedOut { ok: true }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Revoked {
+    /// How many tokens were revoked.
+    pub revoked: u64,
+}
+
+/// Revokes every token of the calling user (user and team tokens, this one included): "log
+/// me out everywhere", after a token leaked.
+#[utoipa::path(delete, path = "/tokens", tag = "auth", responses((status = 200, body = Revoked)))]
+async fn revoke_my_tokens(State(app): State<App>, caller: Caller) -> ApiResult<Json<Revoked>> {
+    let revoked = app.db.delete_user_tokens(&caller.user_id).await?;
+    Ok(Json(Revoked { revoked }))
+}
+
+/// Disables an account (platform administrators only): every token of it is revoked in the
+/// same transaction and it cannot log in until enabled again.
+#[utoipa::path(post, path = "/users/{userId}/disable", tag = "teams",
+    params(("userId" = String, Path)), responses((status = 200, body = User), (status = 403), (status = 404)))]
+async fn disable_user(
+    State(app): State<App>,
+    caller: Caller,
+    Path(user_id): Path<String>,
+) -> ApiResult<Json<User>> {
+    set_disabled(&app, &caller, &user_id, true).await
+}
+
+/// Enables a disabled account again (platform administrators only).
+#[utoipa::path(post, path = "/users/{userId}/enable", tag = "teams",
+    params(("userId" = String, Path)), responses((status = 200, body = User), (status = 403), (status = 404)))]
+async fn enable_user(
+    State(app): State<App>,
+    caller: Caller,
+    Path(user_id): Path<String>,
+) -> ApiResult<Json<User>> {
+    set_disabled(&app, &caller, &user_id, false).await
+}
+
+async fn set_disabled(
+    app: &App,
+    caller: &Caller,
+    user_id: &str,
+    disabled: bool,
+) -> ApiResult<Json<User>> {
+    if !caller.is_admin() || caller.team_id.is_some() {
+        return Err(ApiError::Forbidden);
+    }
+    if disabled && caller.user_id == user_id {
+        return Err(ApiError::Conflict("an administrator cannot disable itself".into()));
+    }
+    let u = app
+        .db
+        .user_by_id(user_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("user {user_id}")))?;
+    app.db.set_user_disabled(&u.id, disabled).await?;
+    tracing::warn!(user = %u.id, by = %caller.user_id, disabled, "account access changed");
+    Ok(Json(User {
+        id: u.id,
+        username: u.username,
+        role_id: u.role_id,
+    }))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -242,9 +314,9 @@ async fn create_user(
     let role = req.role_id.unwrap_or_else(|| "developer".into());
     check_new_user(&req.username, &req.password, &role).map_err(ApiError::BadRequest)?;
     let password = req.password;
-    let phc = tokio::task::spawn_blocking(move || auth::hash_password(&password))
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?;
+    let phc = app
+        .password_job(move || auth::hash_password(&password))
+        .await?;
     let u = app
         .db
         .insert_user(&req.username, &phc, &role)
@@ -346,6 +418,11 @@ async fn create_team(
     caller: Caller,
     Body(req): Body<NewTeam>,
 ) -> ApiResult<Json<Team>> {
+    // The creator becomes teamAdmin: only a role that may create for itself may create a
+    // team (a viewer could otherwise raise its own rights through one).
+    if !auth::may_create_team(caller.platform_role) {
+        return Err(ApiError::Forbidden);
+    }
     let name = req.name.trim();
     if name.is_empty()
         || name.len() > 64
@@ -474,6 +551,70 @@ async fn add_member(
     if app.db.user_by_id(&user_id).await?.is_none() {
         return Err(ApiError::not_found(format!("user {user_id}")));
     }
+    let granter = if caller.is_admin() {
+        Role::Admin
+    } else {
+        Role::TeamAdmin
+    };
+    let role = Role::parse(&req.role).expect("checked above");
+    if !auth::may_grant(granter, role) {
+        return Err(ApiError::Forbidden);
+    }
+    // Demoting the last teamAdmin would leave the team without anyone to manage it.
+    if role != Role::TeamAdmin {
+        let members = app.db.team_members(&team_id).await?;
+        let admins: Vec<_> = members
+            .iter()
+            .filter(|m| m.role_id == Role::TeamAdmin.name())
+            .collect();
+        if admins.len() == 1 && admins[0].user_id == user_id {
+            return Err(ApiError::Conflict(format!(
+                "user {user_id} is the last teamAdmin of team {team_id}"
+            )));
+        }
+    }
     app.db.set_member(&team_id, &user_id, &req.role).await?;
     Ok(Json(MemberRole { role: req.role }))
+}
+
+/// Removes a member from a team (team administrators, or the member itself leaving); the
+/// member's team tokens are revoked with it. The last teamAdmin cannot be removed (409).
+#[utoipa::path(delete, path = "/teams/{teamId}/users/{userId}", tag = "teams",
+    params(("teamId" = String, Path), ("userId" = String, Path)),
+    responses((status = 200, body = Member), (status = 403), (status = 404), (status = 409)))]
+async fn remove_member(
+    State(app): State<App>,
+    caller: Caller,
+    Path((team_id, user_id)): Path<(String, String)>,
+) -> ApiResult<Json<Member>> {
+    if app.db.team_by_id(&team_id).await?.is_none() {
+        return Err(ApiError::not_found(format!("team {team_id}")));
+    }
+    if caller.user_id != user_id {
+        require_team_admin(&app, &caller, &team_id, &team_id).await?;
+    }
+    let member = app
+        .db
+        .team_members(&team_id)
+        .await?
+        .into_iter()
+        .find(|m| m.user_id == user_id)
+        .ok_or_else(|| ApiError::not_found(format!("member {user_id} of team {team_id}")))?;
+    match app.db.remove_member(&team_id, &user_id).await? {
+        crate::db::RemoveMember::Removed => {}
+        crate::db::RemoveMember::NotAMember => {
+            return Err(ApiError::not_found(format!("member {user_id} of team {team_id}")));
+        }
+        crate::db::RemoveMember::LastAdmin => {
+            return Err(ApiError::Conflict(format!(
+                "user {user_id} is the last teamAdmin of team {team_id}"
+            )));
+        }
+    }
+    Ok(Json(Member {
+        user_id: member.user_id,
+        username: member.username,
+        role: member.role_id.clone(),
+        role_id: member.role_id,
+    }))
 }

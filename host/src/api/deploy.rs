@@ -512,10 +512,47 @@ pub struct Channel {
     pub environment_id: String,
 }
 
-fn channel_json(app: &App, c: ChannelRow) -> ApiResult<Channel> {
+/// Shown instead of a secret to callers who may not change the channel.
+pub const MASKED: &str = "********";
+
+/// Option names that hold credentials (matched case-insensitively as parts of the name:
+/// `secret`, `channelSecret`, `token`, `accessToken`, `verifyToken`, `password`, `apiKey`,
+/// `authorization`, ...).
+fn is_secret_option(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["secret", "token", "password", "key", "auth", "credential"]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// A channel's options as a caller may see them: in full for callers who may update the
+/// channel (they set them), with every credential masked for the others (viewers).
+fn visible_options(options: &str, reveal: bool) -> ApiResult<Map<String, Json_>> {
+    let mut o: Map<String, Json_> =
+        serde_json::from_str(options).map_err(|e| ApiError::Internal(e.into()))?;
+    if !reveal {
+        for (k, v) in o.iter_mut() {
+            if is_secret_option(k) && !v.is_null() {
+                *v = Json_::String(MASKED.into());
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// Whether the caller sees channel secrets: only with update rights on channels.
+fn reveals_secrets(caller: &Caller) -> bool {
+    caller.role.reach(Action::Update, Resource::Channels) != crate::auth::Reach::None
+}
+
+/// Largest channel options object, in bytes of JSON: provider credentials and settings are
+/// small, and the options are kept in the route cache of every process.
+const CHANNEL_OPTIONS_MAX: usize = 16 << 10;
+
+fn channel_json(app: &App, c: ChannelRow, reveal: bool) -> ApiResult<Channel> {
     Ok(Channel {
         webhook: app.webhook_url(&c.id),
-        options: serde_json::from_str(&c.options).map_err(|e| ApiError::Internal(e.into()))?,
+        options: visible_options(&c.options, reveal)?,
         id: c.id,
         name: c.name,
         kind: c.kind,
@@ -609,6 +646,12 @@ fn channel_fields(req: ChannelRequest, current: Option<&ChannelRow>) -> ApiResul
             ));
         }
     };
+    if options.len() > CHANNEL_OPTIONS_MAX {
+        return Err(ApiError::bad(format!(
+            "options: {} bytes of JSON; at most {CHANNEL_OPTIONS_MAX}",
+            options.len()
+        )));
+    }
     Ok(ChannelFields {
         name,
         kind,
@@ -637,7 +680,7 @@ async fn list_channels(
     let data = page
         .items
         .into_iter()
-        .map(|c| channel_json(&app, c))
+        .map(|c| channel_json(&app, c, reveals_secrets(&caller)))
         .collect::<ApiResult<_>>()?;
     Ok(Json(PageOf::new(paging, page.total, data)))
 }
@@ -663,7 +706,7 @@ async fn create_channel(
             "a channel named {} already exists",
             f.name
         )))?;
-    Ok(Json(channel_json(&app, c)?))
+    Ok(Json(channel_json(&app, c, true)?))
 }
 
 async fn channel_or_404(app: &App, pid: &str, eid: &str, cid: &str) -> ApiResult<ChannelRow> {
@@ -682,7 +725,12 @@ async fn get_channel(
     Path((pid, eid, cid)): Path<(String, String, String)>,
 ) -> ApiResult<Json<Channel>> {
     project_for(&app, &caller, &pid, Action::Read, Resource::Channels).await?;
-    channel_json(&app, channel_or_404(&app, &pid, &eid, &cid).await?).map(Json)
+    channel_json(
+        &app,
+        channel_or_404(&app, &pid, &eid, &cid).await?,
+        reveals_secrets(&caller),
+    )
+    .map(Json)
 }
 
 #[utoipa::path(put, path = "/projects/{projectId}/environments/{environmentId}/channels/{channelId}", tag = "channels",
@@ -705,7 +753,7 @@ async fn put_channel(
             f.name
         )))?;
     app.live.routes_changed();
-    channel_json(&app, channel_or_404(&app, &pid, &eid, &cid).await?).map(Json)
+    channel_json(&app, channel_or_404(&app, &pid, &eid, &cid).await?, true).map(Json)
 }
 
 #[utoipa::path(delete, path = "/projects/{projectId}/environments/{environmentId}/channels/{channelId}", tag = "channels",
@@ -720,7 +768,7 @@ async fn delete_channel(
     let c = channel_or_404(&app, &pid, &eid, &cid).await?;
     app.db.delete_channel(&pid, &cid).await?;
     app.live.routes_changed();
-    channel_json(&app, c).map(Json)
+    channel_json(&app, c, true).map(Json)
 }
 
 #[cfg(test)]

@@ -31,6 +31,10 @@ pub fn webhook_routes() -> axum::Router<App> {
     )
 }
 
+/// Messages one webhook request may carry (generic's `messages`, LINE's `events`, ...). A
+/// provider sends one or a few; each runs a step, so the cap bounds what one request costs.
+pub const MAX_MESSAGES_PER_REQUEST: usize = 100;
+
 impl From<LiveError> for ApiError {
     fn from(e: LiveError) -> Self {
         match e {
@@ -55,9 +59,6 @@ async fn webhook(
         tracing::info_span!("webhook", channel = %ch.id, kind = %ch.kind, environment = %env.name);
     let _e = span.enter();
     drop(_e);
-    if !app.live.channel_rpm_ok(&ch) {
-        return Err(ApiError::RateLimited(ch.rpm_limit.unwrap_or(0) as u32));
-    }
     let options: Map<String, Json_> = serde_json::from_str(&ch.options).unwrap_or_default();
     let kind = super::canonical_channel_type(&ch.kind).unwrap_or("generic");
     let info = ChannelInfo {
@@ -93,14 +94,26 @@ async fn webhook(
             }
         },
     };
+    // Charged only now that the request is authentic, and per message: unsigned requests
+    // cannot use up a channel's budget, and one request cannot carry a flood.
+    if items.len() > MAX_MESSAGES_PER_REQUEST {
+        return Err(ApiError::bad(format!(
+            "{} messages in one request; at most {MAX_MESSAGES_PER_REQUEST}",
+            items.len()
+        )));
+    }
+    if !app.live.channel_rpm_ok(&ch, items.len()) {
+        return Err(ApiError::RateLimited(ch.rpm_limit.unwrap_or(0) as u32));
+    }
     for item in items {
         if let Some(pid) = &item.provider_id
-            && !app.db.mark_seen(&ch.id, pid).await?
+            && !app.db.mark_seen(&ch.id, &item.user_id, pid).await?
         {
             tracing::info!(channel = %ch.id, provider_id = %pid, "duplicate delivery ignored");
             continue;
         }
         let provider_id = item.provider_id.clone();
+        let item_user = item.user_id.clone();
         match app.live.handle(&ch, &env, item).await {
             Ok(()) => {}
             // The user gets the bot's defaultErrorMessage (if any); the provider gets 200 so
@@ -109,7 +122,7 @@ async fn webhook(
             Err(e) => {
                 if let Some(pid) = provider_id {
                     // Let the provider's retry run it.
-                    app.db.unmark_seen(&ch.id, &pid).await?;
+                    app.db.unmark_seen(&ch.id, &item_user, &pid).await?;
                 }
                 return Err(e.into());
             }
@@ -147,7 +160,8 @@ async fn converse(
     Path(pid): Path<String>,
     Body(req): Body<ConverseRequest>,
 ) -> ApiResult<Json<Json_>> {
-    let project = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    // A step performs the bot's api calls and may change stored sessions: update rights.
+    let project = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
     let rev = match (&req.environment_name, &req.revision) {
         (Some(name), _) => {
             let env = app
@@ -189,6 +203,7 @@ async fn converse(
                 .result
         }
     };
+    app.live.check_responses(result.responses.len())?;
     Ok(Json(
         serde_json::to_value(result).map_err(|e| ApiError::Internal(e.into()))?,
     ))

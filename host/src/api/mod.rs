@@ -40,8 +40,25 @@ pub struct ApiConfig {
     pub rate_limit_per_minute: u32,
     /// Lifetime of tokens from `POST /login` and `POST /tokens`, in seconds.
     pub token_ttl_secs: i64,
-    /// Largest accepted request body, in bytes.
+    /// Largest accepted request body, in bytes (4 MiB). Bodies are read whole before a
+    /// handler runs, so this bounds the memory one request can take.
     pub body_limit: usize,
+    /// Largest bot document accepted as a revision, in bytes of its JSON (1 MiB). Compiling
+    /// is linear in the document, so this bounds the CPU one push can take; real bots are
+    /// a few tens of KB.
+    pub bot_limit: usize,
+    /// Bot compilations running at once (default: half the cores, at least one). They run on
+    /// blocking threads, never on the async workers, so a flood of pushes queues here
+    /// instead of delaying other requests.
+    pub compile_slots: usize,
+    /// Password hashes (argon2id: ~19 MiB and tens of ms each) computed at once (default:
+    /// the cores). Excess requests wait; past `password_queue` waiting ones they get 503,
+    /// so a flood of logins cannot take the server's memory.
+    pub password_slots: usize,
+    pub password_queue: usize,
+    /// Failed logins allowed per account per 15 minutes (10); then 429 for that account
+    /// whatever the address. Logins per address share the per-minute rate limit.
+    pub login_failures_per_account: u32,
 }
 
 impl Default for ApiConfig {
@@ -51,8 +68,19 @@ impl Default for ApiConfig {
             rate_limit_per_minute: 100,
             token_ttl_secs: 7 * 24 * 3600,
             body_limit: 4 << 20,
+            bot_limit: 1 << 20,
+            compile_slots: (cores() / 2).max(1),
+            password_slots: cores(),
+            password_queue: 64,
+            login_failures_per_account: 10,
         }
     }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
 }
 
 /// What every handler can reach.
@@ -62,16 +90,49 @@ pub struct App {
     pub config: Arc<ApiConfig>,
     pub live: Arc<Live>,
     limiter: Arc<RateLimiter>,
+    /// Failed logins per account (15-minute windows).
+    login_failures: Arc<RateLimiter>,
+    /// Token hashes known to authenticate, so that the rate limiter keys by a token only
+    /// when it is real (a made-up token counts against the caller's address).
+    valid_tokens: moka::sync::Cache<String, ()>,
+    compile_slots: Arc<tokio::sync::Semaphore>,
+    passwords: Arc<crate::auth::PasswordGate>,
 }
 
 impl App {
     pub fn new(db: Db, config: ApiConfig, live: Arc<Live>) -> App {
         App {
             db,
+            limiter: Arc::new(RateLimiter::default()),
+            login_failures: Arc::new(RateLimiter::new(LOGIN_WINDOW_SECS)),
+            valid_tokens: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(std::time::Duration::from_secs(60))
+                .build(),
+            compile_slots: Arc::new(tokio::sync::Semaphore::new(config.compile_slots.max(1))),
+            passwords: Arc::new(crate::auth::PasswordGate::new(
+                config.password_slots,
+                config.password_queue,
+            )),
             config: Arc::new(config),
             live,
-            limiter: Arc::new(RateLimiter::default()),
         }
+    }
+
+    /// Runs a CPU-heavy job (compiling a bot) on a blocking thread, at most
+    /// `compile_slots` at once, so the async workers keep serving other requests.
+    pub async fn cpu_job<T: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> ApiResult<T> {
+        let _slot = self
+            .compile_slots
+            .acquire()
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))?;
+        tokio::task::spawn_blocking(job)
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))
     }
 
     /// The URL that receives a channel's messages.
@@ -190,6 +251,8 @@ pub enum ApiError {
     NotFound(String),
     Conflict(String),
     RateLimited(u32),
+    /// 503: the server sheds load (too many password hashes waiting, say).
+    Unavailable(String),
     /// A conversation step failed: 400 with the error text alone (reference §12.1).
     StepFailed(String),
     Internal(anyhow::Error),
@@ -246,6 +309,12 @@ impl IntoResponse for ApiError {
                 &format!("Ratelimit exceeded! {n} per minute"),
                 "",
             ),
+            ApiError::Unavailable(d) => {
+                let mut r = text(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, &d);
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            }
             ApiError::Internal(e) => {
                 tracing::error!(error = %format!("{e:#}"), "internal error");
                 text(StatusCode::INTERNAL_SERVER_ERROR, UNAVAILABLE, "")
@@ -381,6 +450,9 @@ pub struct Caller {
     pub team_id: Option<String>,
     /// The live role: the user's platform role, or the role in the team for a team token.
     pub role: Role,
+    /// The user's platform role, whatever the token: what the user may do outside a team
+    /// (create teams, for one).
+    pub platform_role: Role,
     pub token_hash: String,
 }
 
@@ -433,6 +505,10 @@ impl FromRequestParts<App> for Caller {
             .user_by_id(&row.user_id)
             .await?
             .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+        if user.disabled != 0 {
+            // Disabling deletes the tokens too; this covers a token issued in between.
+            return Err(ApiError::Unauthorized(NOT_LOGGED_IN));
+        }
         let role_name = match &row.team_id {
             // Membership is checked live: a removed member's team token stops working.
             Some(team) => app
@@ -444,6 +520,9 @@ impl FromRequestParts<App> for Caller {
         };
         let role = Role::parse(&role_name)
             .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown role {role_name}")))?;
+        let platform_role = Role::parse(&user.role_id)
+            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown role {}", user.role_id)))?;
+        app.valid_tokens.insert(hash.clone(), ());
         let span = tracing::Span::current();
         span.record("tenant", row.team_id.as_deref().unwrap_or(&user.id));
         Ok(Caller {
@@ -451,6 +530,7 @@ impl FromRequestParts<App> for Caller {
             username: user.username,
             team_id: row.team_id,
             role,
+            platform_role,
             token_hash: hash,
         })
     }
@@ -488,21 +568,59 @@ pub async fn project_for(
 // ---------------------------------------------------------------------------------------------
 // Rate limit
 
-/// A fixed one-minute window per key, so "100 per minute" means exactly that.
+/// Keys a rate limiter tracks at most: each costs about 100 bytes, so the map stays under
+/// ~10 MB however many addresses or tokens an attacker uses. Past it, new keys share one
+/// overflow counter (they are limited together rather than not at all).
+const RATE_KEYS_MAX: usize = 100_000;
+
+/// A fixed window per key, so "100 per minute" means exactly that.
 /// The counters live in this process: with several replicas each one counts on its own.
-#[derive(Default)]
 struct RateLimiter {
+    window_secs: i64,
     windows: Mutex<HashMap<String, (i64, u32)>>,
 }
 
+impl Default for RateLimiter {
+    fn default() -> Self {
+        RateLimiter::new(60)
+    }
+}
+
 impl RateLimiter {
+    fn new(window_secs: i64) -> RateLimiter {
+        RateLimiter {
+            window_secs,
+            windows: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// Counts a request; returns (allowed, remaining, seconds until the window resets).
     fn hit(&self, key: &str, limit: u32, now_secs: i64) -> (bool, u32, i64) {
-        let window = now_secs / 60;
-        let reset = 60 - now_secs % 60;
+        self.count(key, limit, now_secs, true)
+    }
+
+    /// Whether `key` is over `limit` now, without counting anything.
+    fn over(&self, key: &str, limit: u32, now_secs: i64) -> bool {
+        !self.count(key, limit, now_secs, false).0
+    }
+
+    fn count(&self, key: &str, limit: u32, now_secs: i64, add: bool) -> (bool, u32, i64) {
+        let window = now_secs / self.window_secs;
+        let reset = self.window_secs - now_secs % self.window_secs;
         let mut map = self.windows.lock().unwrap();
-        if map.len() > 100_000 {
+        if map.len() >= RATE_KEYS_MAX && !map.contains_key(key) {
             map.retain(|_, (w, _)| *w == window);
+        }
+        let key = if map.len() >= RATE_KEYS_MAX && !map.contains_key(key) {
+            "*overflow*"
+        } else {
+            key
+        };
+        if !add {
+            return match map.get(key) {
+                Some((w, n)) if *w == window && *n >= limit => (false, 0, reset),
+                _ => (true, 0, reset),
+            };
         }
         let e = map.entry(key.to_owned()).or_insert((window, 0));
         if e.0 != window {
@@ -514,25 +632,46 @@ impl RateLimiter {
         e.1 += 1;
         (true, limit - e.1, reset)
     }
+
+    #[cfg(test)]
+    fn keys(&self) -> usize {
+        self.windows.lock().unwrap().len()
+    }
+}
+
+/// The caller's address as a rate-limit key: IPv6 by its /64 (one customer's block), so
+/// rotating addresses inside it does not escape the limit.
+fn address_key(parts: &Parts) -> String {
+    let ip = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    match ip {
+        Some(std::net::IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
+            let s = v6.segments();
+            format!("a:{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+        }
+        Some(std::net::IpAddr::V6(v6)) => format!("a:{}", v6.to_ipv4_mapped().unwrap()),
+        Some(ip) => format!("a:{ip}"),
+        None => "a:".into(),
+    }
 }
 
 async fn rate_limit(State(app): State<App>, req: Request, next: Next) -> Response {
     let limit = app.config.rate_limit_per_minute;
     let (parts, body) = req.into_parts();
-    let key = match bearer(&parts) {
-        Some(t) => format!("t:{}", token_hash(&t)),
-        None => format!(
-            "a:{}",
-            parts
-                .extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|c| c.0.ip().to_string())
-                .unwrap_or_default()
-        ),
+    // A token counts on its own only once it has authenticated a request (the Caller
+    // extractor records it): a made-up token counts against the address it came from.
+    let client = address_key(&parts);
+    let key = match bearer(&parts).map(|t| token_hash(&t)) {
+        Some(h) if app.valid_tokens.contains_key(&h) => format!("t:{h}"),
+        _ => client.clone(),
     };
     let (ok, remaining, reset) = app.limiter.hit(&key, limit, unix_secs());
     let mut res = if ok {
-        next.run(Request::from_parts(parts, body)).await
+        let mut req = Request::from_parts(parts, body);
+        req.extensions_mut().insert(ClientKey(client));
+        next.run(req).await
     } else {
         let mut r = ApiError::RateLimited(limit).into_response();
         r.headers_mut()
@@ -544,6 +683,52 @@ async fn rate_limit(State(app): State<App>, req: Request, next: Next) -> Respons
     h.insert("ratelimit-remaining", HeaderValue::from(remaining));
     h.insert("ratelimit-reset", HeaderValue::from(reset));
     res
+}
+
+/// The caller's address key, for handlers that throttle on their own (login).
+#[derive(Debug, Clone)]
+pub struct ClientKey(pub String);
+
+/// Failed logins allowed per address per 15 minutes, whatever the accounts tried.
+const LOGIN_FAILURES_PER_ADDRESS: u32 = 50;
+const LOGIN_WINDOW_SECS: i64 = 15 * 60;
+
+impl App {
+    /// Refuses a login attempt (429) when the account or the address has failed too often
+    /// in the last window. Checked before the password is hashed, so a refused attempt costs
+    /// nothing.
+    pub(crate) fn login_allowed(&self, username: &str, client: &str) -> ApiResult<()> {
+        let now = unix_secs();
+        let per_account = self.config.login_failures_per_account;
+        if self.login_failures.over(&format!("u:{username}"), per_account, now)
+            || self.login_failures.over(client, LOGIN_FAILURES_PER_ADDRESS, now)
+        {
+            tracing::warn!(username = %username, client = %client, "login throttled");
+            return Err(ApiError::RateLimited(per_account));
+        }
+        Ok(())
+    }
+
+    /// Counts a failed login against the account and the address.
+    pub(crate) fn login_failed(&self, username: &str, client: &str) {
+        let now = unix_secs();
+        self.login_failures
+            .hit(&format!("u:{username}"), u32::MAX, now);
+        self.login_failures.hit(client, u32::MAX, now);
+    }
+
+    /// Hashes or verifies a password under the cap on concurrent argon2 work.
+    pub(crate) async fn password_job<T: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> ApiResult<T> {
+        let _slot = self.passwords.enter().await.ok_or_else(|| {
+            ApiError::Unavailable("too many logins at once; try again in a moment".into())
+        })?;
+        tokio::task::spawn_blocking(job)
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))
+    }
 }
 
 #[cfg(test)]
@@ -560,6 +745,34 @@ mod tests {
         ] {
             assert!(doc.paths.paths.contains_key(p), "{p}");
         }
+    }
+
+    #[test]
+    fn keys_are_bounded_and_overflow_shares_a_counter() {
+        let l = RateLimiter::default();
+        for i in 0..RATE_KEYS_MAX {
+            l.hit(&format!("k{i}"), 1_000_000, 120);
+        }
+        assert!(l.keys() <= RATE_KEYS_MAX + 1, "{}", l.keys());
+        // New keys past the bound are limited together.
+        assert!(l.hit("new-a", 2, 121).0);
+        assert!(l.hit("new-b", 2, 121).0);
+        assert!(!l.hit("new-c", 2, 121).0);
+        assert!(l.keys() <= RATE_KEYS_MAX + 1, "{}", l.keys());
+        // A new window frees the old keys.
+        assert!(l.hit("fresh", 1, 200).0);
+        assert!(l.keys() < 10);
+    }
+
+    #[test]
+    fn over_reads_without_counting() {
+        let l = RateLimiter::new(900);
+        assert!(!l.over("u:x", 2, 0));
+        l.hit("u:x", u32::MAX, 0);
+        assert!(!l.over("u:x", 2, 1));
+        l.hit("u:x", u32::MAX, 2);
+        assert!(l.over("u:x", 2, 3));
+        assert!(!l.over("u:x", 2, 900));
     }
 
     #[test]

@@ -334,7 +334,26 @@ async fn create_revision(
         )));
     }
     doc.insert("version".into(), json!(version));
-    let compiled = runtime_core::compile(&bot).map_err(|rejected| {
+    let source = serde_json::to_string(&bot).expect("json serialises");
+    if source.len() > app.config.bot_limit {
+        return Err(ApiError::bad(format!(
+            "the bot is {} bytes of JSON; at most {} are accepted",
+            source.len(),
+            app.config.bot_limit
+        )));
+    }
+    // Compiling is CPU work proportional to the bot: off the async workers, a few at once.
+    let (bot, compiled) = app
+        .cpu_job(move || {
+            let compiled = runtime_core::compile(&bot);
+            let compiled = compiled.map(|c| {
+                let json = serde_json::to_string(&c.bot).expect("bots serialise");
+                (c, json)
+            });
+            (bot, compiled)
+        })
+        .await?;
+    let (compiled, compiled_json) = compiled.map_err(|rejected| {
         ApiError::BadRequest(
             rejected
                 .problems
@@ -347,8 +366,7 @@ async fn create_revision(
                 .join("\n"),
         )
     })?;
-    let source = serde_json::to_string(&bot).expect("json serialises");
-    let compiled_json = serde_json::to_string(&compiled.bot).expect("bots serialise");
+    let mut bot = bot;
     let revision = hex::encode(&Sha256::digest(format!("{id}\n{source}").as_bytes())[..20]);
     app.db
         .insert_revision(&id, &revision, &version, &source, &compiled_json)

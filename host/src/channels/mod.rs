@@ -19,6 +19,9 @@ pub mod telegram;
 pub mod twitter;
 pub mod whatsapp;
 
+#[cfg(test)]
+mod fuzz;
+
 use hmac::{Hmac, Mac};
 use runtime_core::session::{Message, Response};
 use serde_json::{Map, Value as Json};

@@ -9,6 +9,16 @@ pub struct UserRow {
     pub password_hash: String,
     pub role_id: String,
     pub created_at: i64,
+    /// 1 when disabled: no token works and login is refused.
+    pub disabled: i64,
+}
+
+/// What [`Db::remove_member`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoveMember {
+    Removed,
+    NotAMember,
+    LastAdmin,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -66,6 +76,7 @@ impl Db {
             password_hash: password_hash.to_owned(),
             role_id: role_id.to_owned(),
             created_at: now_ms(),
+            disabled: 0,
         };
         sqlx::query("INSERT INTO users (id, username, password_hash, role_id, created_at) VALUES ($1, $2, $3, $4, $5)")
             .bind(&row.id)
@@ -80,7 +91,7 @@ impl Db {
     }
 
     pub async fn user_by_name(&self, username: &str) -> DbResult<Option<UserRow>> {
-        Ok(sqlx::query_as("SELECT id, username, password_hash, role_id, created_at FROM users WHERE username = $1")
+        Ok(sqlx::query_as("SELECT id, username, password_hash, role_id, created_at, disabled FROM users WHERE username = $1")
             .bind(username)
             .fetch_optional(&self.pool)
             .await?)
@@ -88,7 +99,7 @@ impl Db {
 
     pub async fn user_by_id(&self, id: &str) -> DbResult<Option<UserRow>> {
         Ok(sqlx::query_as(
-            "SELECT id, username, password_hash, role_id, created_at FROM users WHERE id = $1",
+            "SELECT id, username, password_hash, role_id, created_at, disabled FROM users WHERE id = $1",
         )
         .bind(id)
         .fetch_optional(&self.pool)
@@ -125,6 +136,73 @@ impl Db {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    /// Revokes every token of a user (all their sessions, user and team tokens alike).
+    pub async fn delete_user_tokens(&self, user_id: &str) -> DbResult<u64> {
+        Ok(sqlx::query("DELETE FROM tokens WHERE user_id = $1")
+            .bind(user_id)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
+
+    /// Disables or enables an account. Disabling also revokes all its tokens, in the same
+    /// transaction, so no request authenticated by an old token runs after it.
+    pub async fn set_user_disabled(&self, user_id: &str, disabled: bool) -> DbResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query("UPDATE users SET disabled = $1 WHERE id = $2")
+            .bind(i64::from(disabled))
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if disabled {
+            sqlx::query("DELETE FROM tokens WHERE user_id = $1")
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(n == 1)
+    }
+
+    /// Removes a member from a team with the member's team tokens. Refuses (false) to remove
+    /// the team's last `teamAdmin`, which would leave the team unmanageable.
+    pub async fn remove_member(&self, team_id: &str, user_id: &str) -> DbResult<RemoveMember> {
+        let mut tx = self.pool.begin().await?;
+        let role: Option<(String,)> =
+            sqlx::query_as("SELECT role_id FROM team_members WHERE team_id = $1 AND user_id = $2")
+                .bind(team_id)
+                .bind(user_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((role,)) = role else {
+            return Ok(RemoveMember::NotAMember);
+        };
+        if role == "teamAdmin" {
+            let (admins,): (i64,) = sqlx::query_as(
+                "SELECT COUNT(*) FROM team_members WHERE team_id = $1 AND role_id = 'teamAdmin'",
+            )
+            .bind(team_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            if admins <= 1 {
+                return Ok(RemoveMember::LastAdmin);
+            }
+        }
+        for sql in [
+            "DELETE FROM team_members WHERE team_id = $1 AND user_id = $2",
+            "DELETE FROM tokens WHERE team_id = $1 AND user_id = $2",
+        ] {
+            sqlx::query(sql)
+                .bind(team_id)
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(RemoveMember::Removed)
     }
 
     /// Creates a team with `creator` as its first member, in `role_id`.

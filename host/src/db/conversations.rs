@@ -101,9 +101,18 @@ impl std::fmt::Debug for CommitQueue {
     }
 }
 
-/// Steps committed together at most (bounded by SQLite's 32,766 statement parameters:
-/// transcripts take 12 each).
+/// Steps committed together at most.
 const GROUP_MAX: usize = 64;
+
+/// Rows per multi-row INSERT: 12 parameters each at most, 4,800 in all, well under SQLite's
+/// 32,766 and PostgreSQL's 65,535. Larger sets are inserted in chunks.
+const ROWS_PER_INSERT: usize = 400;
+
+/// The stored dedupe key of a provider id: the user's id, length-prefixed so that no pair of
+/// (user, id) can spell another's, then the id.
+fn seen_key(user_id: &str, provider_id: &str) -> String {
+    format!("{}:{user_id}:{provider_id}", user_id.len())
+}
 
 /// `($1, …, $cols), ($cols+1, …), …` for `rows` rows.
 fn placeholders(rows: usize, cols: usize) -> String {
@@ -240,14 +249,16 @@ impl Db {
             .map(|(w, _)| w)
             .collect();
         let lines: Vec<&NewTranscript> = kept.iter().flat_map(|w| &w.transcripts).collect();
-        if !lines.is_empty() {
+        // In chunks: one statement per chunk keeps under the databases' caps on parameters
+        // (SQLite 32,766, PostgreSQL 65,535) however many lines a group of steps has.
+        for (c, chunk) in lines.chunks(ROWS_PER_INSERT).enumerate() {
             let sql = format!(
                 "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
                  direction, message, flow, intent, state, created_at) VALUES {}",
-                placeholders(lines.len(), 12)
+                placeholders(chunk.len(), 12)
             );
             let mut q = sqlx::query(&sql);
-            for (n, t) in lines.iter().enumerate() {
+            for (n, t) in chunk.iter().enumerate() {
                 q = q
                     .bind(new_id())
                     .bind(&t.project_id)
@@ -261,7 +272,7 @@ impl Db {
                     .bind(&t.intent)
                     .bind(&t.state)
                     // Keeps the order of lines when listed by time.
-                    .bind(now + n as i64);
+                    .bind(now + (c * ROWS_PER_INSERT + n) as i64);
             }
             q.execute(&mut *tx).await?;
         }
@@ -285,13 +296,13 @@ impl Db {
             );
         }
         let rows: Vec<&OutboxRow> = created.iter().flatten().collect();
-        if !rows.is_empty() {
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
             let sql = format!(
                 "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at) VALUES {}",
-                placeholders(rows.len(), 9)
+                placeholders(chunk.len(), 9)
             );
             let mut q = sqlx::query(&sql);
-            for r in &rows {
+            for r in chunk {
                 q = q
                     .bind(&r.id)
                     .bind(&r.channel_id)
@@ -342,8 +353,20 @@ impl Db {
             .collect())
     }
 
-    /// Records a provider message id; false when it was seen before.
-    pub async fn mark_seen(&self, channel_id: &str, provider_id: &str) -> DbResult<bool> {
+    /// Records a provider message id of a channel user; false when it was seen before.
+    ///
+    /// The key is (channel, user, id): for generic channels the id is the sender's own
+    /// (`messages[].id`) and unique only per user, so user X's id 42 must not hide user Y's
+    /// id 42. For providers whose ids are unique per bot (LINE's `webhookEventId`, Telegram's
+    /// `update_id`, Messenger's `mid`, Slack's `event_id`, WhatsApp's and Webex's message
+    /// ids) adding the user changes nothing. Each channel module documents its id.
+    pub async fn mark_seen(
+        &self,
+        channel_id: &str,
+        user_id: &str,
+        provider_id: &str,
+    ) -> DbResult<bool> {
+        let provider_id = &seen_key(user_id, provider_id);
         let _turn = self.write_turn().await;
         match sqlx::query(
             "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3)",
@@ -362,7 +385,13 @@ impl Db {
     }
 
     /// Forgets a provider message id, so the provider's retry runs it after all.
-    pub async fn unmark_seen(&self, channel_id: &str, provider_id: &str) -> DbResult<()> {
+    pub async fn unmark_seen(
+        &self,
+        channel_id: &str,
+        user_id: &str,
+        provider_id: &str,
+    ) -> DbResult<()> {
+        let provider_id = &seen_key(user_id, provider_id);
         sqlx::query("DELETE FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2")
             .bind(channel_id)
             .bind(provider_id)
@@ -371,13 +400,22 @@ impl Db {
         Ok(())
     }
 
-    /// Deliveries due now, oldest first.
-    pub async fn due_outbox(&self, now: i64, limit: i64) -> DbResult<Vec<OutboxRow>> {
+    /// Deliveries due now, oldest first, at most `per_channel` of each channel (so one
+    /// channel's backlog cannot crowd out the others) and `limit` in all.
+    pub async fn due_outbox(
+        &self,
+        now: i64,
+        per_channel: i64,
+        limit: i64,
+    ) -> DbResult<Vec<OutboxRow>> {
         Ok(sqlx::query_as(
-            "SELECT id, channel_id, url, headers, body, status, attempts, next_at, last_error FROM outbox \
-             WHERE status = 'pending' AND next_at <= $1 ORDER BY next_at, created_at LIMIT $2",
+            "SELECT id, channel_id, url, headers, body, status, attempts, next_at, last_error FROM ( \
+               SELECT *, ROW_NUMBER() OVER (PARTITION BY channel_id ORDER BY next_at, created_at) AS n \
+               FROM outbox WHERE status = 'pending' AND next_at <= $1 \
+             ) due WHERE n <= $2 ORDER BY next_at, created_at LIMIT $3",
         )
         .bind(now)
+        .bind(per_channel)
         .bind(limit)
         .fetch_all(&self.pool)
         .await?)

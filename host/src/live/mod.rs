@@ -9,6 +9,8 @@
 mod outbox;
 mod schedules;
 
+pub use outbox::CHANNEL_CONCURRENCY;
+
 use crate::channels::{self, ChannelInfo, InboundItem};
 use crate::db::{ChannelRow, Db, EnvironmentRow, NewTranscript, ScheduleRow, StepWrite, now_ms};
 use crate::sandbox::effects::{Effects, LiveEffects};
@@ -36,6 +38,11 @@ pub struct LiveConfig {
     pub delivery_timeout: Duration,
     /// Conversation steps running at once (default: twice the cores).
     pub max_concurrent_steps: usize,
+    /// Responses one step may produce (200). A step over it fails like any step error
+    /// (the session is unchanged, the user gets `defaultErrorMessage`), instead of storing
+    /// and sending thousands of messages: a state with 2,800 text actions is a bug or an
+    /// attack, and a provider would rate-limit the channel anyway.
+    pub max_responses_per_step: usize,
 }
 
 fn cores() -> usize {
@@ -57,6 +64,7 @@ impl Default for LiveConfig {
             poll_interval: Duration::from_millis(500),
             delivery_timeout: Duration::from_secs(5),
             max_concurrent_steps: cores() * 2,
+            max_responses_per_step: 200,
         }
     }
 }
@@ -82,9 +90,22 @@ impl From<crate::db::DbError> for LiveError {
 /// How long a cached route may be used without reading the database again.
 pub const ROUTE_TTL: Duration = Duration::from_secs(1);
 
-/// Sessions kept in memory at most, and how long an unused one stays.
-const SESSION_CACHE_ENTRIES: u64 = 50_000;
+/// Bytes of session JSON kept in memory at most (64 MiB), and how long an unused one stays.
+/// Bounded in bytes, not entries: 300 users with 0.9 MB sessions must not add 270 MB.
+/// A session not in the cache is read from the database (one indexed read).
+const SESSION_CACHE_BYTES: u64 = 64 << 20;
 const SESSION_CACHE_IDLE: Duration = Duration::from_secs(600);
+/// Bytes of compiled bots kept ready to run (256 MiB): a revision is kept as the JSON the
+/// guest loads, up to the bot size cap each.
+const REVISION_CACHE_BYTES: u64 = 256 << 20;
+
+/// Largest answer read when fetching a message's text from a provider (64 KiB).
+const FETCH_BODY_MAX: usize = 64 << 10;
+
+/// The weight of a cache entry: its size in bytes, plus the key and bookkeeping.
+fn weight(key: &str, bytes: usize) -> u32 {
+    u32::try_from(key.len() + bytes + 64).unwrap_or(u32::MAX)
+}
 
 /// See [`Live::route`].
 #[derive(Clone)]
@@ -107,7 +128,8 @@ pub struct Live {
     sessions: moka::sync::Cache<String, (SessionJson, i64)>,
     pub cfg: LiveConfig,
     sandbox: tokio::sync::OnceCell<Arc<Sandbox>>,
-    revisions: moka::sync::Cache<String, Arc<Revision>>,
+    /// Ready revisions by `project/revision`, with the size of their compiled bot.
+    revisions: moka::sync::Cache<String, (Arc<Revision>, usize)>,
     effects: Arc<dyn Effects>,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     rpm: Mutex<HashMap<String, (i64, u32)>>,
@@ -137,13 +159,17 @@ impl Live {
         Arc::new(Live {
             db,
             sandbox: tokio::sync::OnceCell::new(),
-            revisions: moka::sync::Cache::builder().max_capacity(1024).build(),
+            revisions: moka::sync::Cache::builder()
+                .max_capacity(REVISION_CACHE_BYTES)
+                .weigher(|k: &String, (_, bytes): &(Arc<Revision>, usize)| weight(k, *bytes))
+                .build(),
             routes: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(ROUTE_TTL)
                 .build(),
             sessions: moka::sync::Cache::builder()
-                .max_capacity(SESSION_CACHE_ENTRIES)
+                .max_capacity(SESSION_CACHE_BYTES)
+                .weigher(|k: &String, (s, _): &(SessionJson, i64)| weight(k, s.json.len()))
                 .time_to_idle(SESSION_CACHE_IDLE)
                 .build(),
             effects,
@@ -183,13 +209,16 @@ impl Live {
             .cloned()
     }
 
-    /// A stored revision, ready to run (cached: revisions are immutable).
+    /// A stored revision of a project, ready to run (cached: revisions are immutable). The
+    /// cache is keyed by project and revision, like the table: a revision id given with
+    /// another tenant's project never matches, warm cache or not.
     pub async fn revision(
         &self,
         project_id: &str,
         revision_id: &str,
     ) -> Result<Arc<Revision>, LiveError> {
-        if let Some(r) = self.revisions.get(revision_id) {
+        let cache_key = format!("{project_id}/{revision_id}");
+        if let Some((r, _)) = self.revisions.get(&cache_key) {
             return Ok(r);
         }
         let row = self
@@ -206,7 +235,8 @@ impl Live {
             rev = rev.with_limits(self.cfg.sandbox.limits.clone());
         }
         let rev = Arc::new(rev);
-        self.revisions.insert(revision_id.to_owned(), rev.clone());
+        self.revisions
+            .insert(cache_key, (rev.clone(), row.compiled.len()));
         Ok(rev)
     }
 
@@ -293,6 +323,17 @@ impl Live {
         })
     }
 
+    /// Fails a step that produced more responses than a step may.
+    pub fn check_responses(&self, n: usize) -> Result<(), LiveError> {
+        let max = self.cfg.max_responses_per_step;
+        if n > max {
+            return Err(LiveError::Step(format!(
+                "the step produced {n} responses; a step may produce at most {max}"
+            )));
+        }
+        Ok(())
+    }
+
     fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.locks.lock().unwrap();
         if locks.len() > 10_000 {
@@ -302,21 +343,27 @@ impl Live {
         locks.entry(key.to_owned()).or_default().clone()
     }
 
-    /// Counts an inbound request against a channel's `rpmLimit`; false when over it.
-    pub fn channel_rpm_ok(&self, channel: &ChannelRow) -> bool {
+    /// Counts `messages` inbound messages against a channel's `rpmLimit` (messages per
+    /// minute); false, counting nothing, when they do not all fit.
+    pub fn channel_rpm_ok(&self, channel: &ChannelRow, messages: usize) -> bool {
         let Some(limit) = channel.rpm_limit.filter(|l| *l > 0) else {
             return true;
         };
         let window = now_ms() / 60_000;
         let mut map = self.rpm.lock().unwrap();
+        if map.len() > 100_000 {
+            // One entry per channel that has a limit; old windows are dropped.
+            map.retain(|_, (w, _)| *w == window);
+        }
         let e = map.entry(channel.id.clone()).or_insert((window, 0));
         if e.0 != window {
             *e = (window, 0);
         }
-        if i64::from(e.1) >= limit {
+        let n = u32::try_from(messages).unwrap_or(u32::MAX);
+        if i64::from(e.1.saturating_add(n)) > limit {
             return false;
         }
-        e.1 += 1;
+        e.1 += n;
         true
     }
 
@@ -373,7 +420,11 @@ impl Live {
                     session.clone(),
                     item.message.clone(),
                 )
-                .await;
+                .await
+                .and_then(|(r, s)| {
+                    self.check_responses(r.responses.len())?;
+                    Ok((r, s))
+                });
             let mut w = StepWrite::default();
             let transcript = |direction: &'static str,
                               message: String,
@@ -533,6 +584,7 @@ impl Live {
             let done = self
                 .run_step(tenant, rev.clone(), session, message.clone())
                 .await?;
+            self.check_responses(done.result.responses.len())?;
             let body = serde_json::to_string(&done.result.session).context("session")?;
             let w = StepWrite {
                 session_id: key.to_owned(),
@@ -605,11 +657,23 @@ impl Live {
         for (k, v) in &fetch.headers {
             rb = rb.header(k, v);
         }
-        let r = rb.send().await.map_err(|e| format!("{}: {e}", fetch.url))?;
+        let mut r = rb.send().await.map_err(|e| format!("{}: {e}", fetch.url))?;
         if !r.status().is_success() {
             return Err(format!("{} answered {}", fetch.url, r.status()));
         }
-        let v: Json = r.json().await.map_err(|e| format!("{}: {e}", fetch.url))?;
+        // Read in chunks under a cap: the provider's answer is attacker-controlled (the
+        // channel's url is the tenant's), and a message is a few KB.
+        let mut body = Vec::new();
+        while let Some(chunk) = r.chunk().await.map_err(|e| format!("{}: {e}", fetch.url))? {
+            if body.len() + chunk.len() > FETCH_BODY_MAX {
+                return Err(format!(
+                    "{} answered more than {FETCH_BODY_MAX} bytes",
+                    fetch.url
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let v: Json = serde_json::from_slice(&body).map_err(|e| format!("{}: {e}", fetch.url))?;
         v.get("text")
             .and_then(Json::as_str)
             .map(str::to_owned)

@@ -1,21 +1,58 @@
 //! Delivery of replies: rows of the outbox are POSTed to the provider; failures are retried
 //! with exponential backoff, so a crash or a provider outage loses nothing.
+//!
+//! Fairness: deliveries are scheduled per channel. Each channel has its own cap of
+//! deliveries in flight ([`CHANNEL_CONCURRENCY`]) and each poll takes a few due rows per
+//! channel, so an endpoint that accepts connections and never answers delays only its own
+//! channel's replies.
 
 use super::Live;
 use crate::db::{OutboxRow, now_ms};
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 
 /// Rows of one step, for one conversation: delivered in order.
 pub(super) type Batch = (String, Vec<OutboxRow>);
 
-/// Deliveries in flight at once, as shards: one conversation always lands on the same shard,
-/// so its replies go out in the order the bot gave them.
-const SHARDS: usize = 32;
+/// Deliveries in flight at once to one channel's endpoint (4). A channel whose endpoint
+/// hangs holds at most this many deliveries, each until the delivery time-out; every other
+/// channel goes on at its own pace. One conversation's replies still go out in order.
+pub const CHANNEL_CONCURRENCY: usize = 4;
+
+/// Due rows taken per channel per poll (8): a channel with a backlog cannot fill the poll
+/// with its own rows and hold back the retries of the others.
+const DUE_PER_CHANNEL: i64 = 8;
 
 /// Successful first deliveries recorded in one statement at most.
 const SENT_BATCH: usize = 256;
+
+/// How long an idle conversation lane lives before its task ends.
+const LANE_IDLE: Duration = Duration::from_secs(30);
+
+/// The delivery lanes: one task per conversation with replies in flight (its replies in
+/// order), and a semaphore per channel that caps the deliveries in flight to its endpoint.
+#[derive(Default)]
+struct Lanes {
+    conversations: Mutex<HashMap<String, mpsc::UnboundedSender<Vec<OutboxRow>>>>,
+    channels: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Rows the poller handed to a task that has not finished with them.
+    in_flight: Mutex<HashSet<String>>,
+}
+
+impl Lanes {
+    fn channel(&self, id: &str) -> Arc<Semaphore> {
+        let mut map = self.channels.lock().unwrap();
+        if map.len() > 10_000 {
+            // Drop the semaphores of idle channels (nobody holds or waits for them).
+            map.retain(|_, s| Arc::strong_count(s) > 1);
+        }
+        map.entry(id.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(CHANNEL_CONCURRENCY)))
+            .clone()
+    }
+}
 
 pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Batch>) {
     // Successes of the direct path are recorded in batches: one UPDATE for many rows.
@@ -33,46 +70,15 @@ pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Bat
             }
         });
     }
-    let mut shards = Vec::with_capacity(SHARDS);
-    for _ in 0..SHARDS {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<OutboxRow>>();
-        let live = live.clone();
-        let sent_tx = sent_tx.clone();
-        tokio::spawn(async move {
-            while let Some(rows) = rx.recv().await {
-                for row in rows {
-                    // While the lease set at commit still covers a whole attempt, no worker
-                    // can have taken the row: it is this process's alone. Past that, it is
-                    // claimed like the worker does, so that it never goes out twice.
-                    let timeout = live.cfg.delivery_timeout.as_millis() as i64;
-                    let ours = now_ms() + timeout < row.next_at;
-                    let out = if ours {
-                        send(&live, &row, Some(&sent_tx)).await
-                    } else {
-                        match live.db.claim_outbox(&row, timeout * 2).await {
-                            Ok(true) => send(&live, &row, None).await,
-                            Ok(false) => Ok(()),
-                            Err(e) => Err(e.into()),
-                        }
-                    };
-                    if let Err(e) = out {
-                        tracing::error!(error = %format!("{e:#}"), "outbox");
-                    }
-                }
-            }
-        });
-        shards.push(tx);
-    }
+    let lanes = Arc::new(Lanes::default());
     let mut poll = tokio::time::interval(live.cfg.poll_interval);
     loop {
         tokio::select! {
             Some((key, rows)) = direct.recv() => {
-                use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-                let h = BuildHasherDefault::<DefaultHasher>::default().hash_one(&key) as usize;
-                let _ = shards[h % SHARDS].send(rows);
+                direct_send(&live, &lanes, &sent_tx, key, rows);
             }
             _ = poll.tick() => {
-                if let Err(e) = deliver_due(&live).await {
+                if let Err(e) = poll_due(&live, &lanes).await {
                     tracing::error!(error = %format!("{e:#}"), "outbox");
                 }
             }
@@ -80,24 +86,128 @@ pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Bat
     }
 }
 
-/// Sends what is due (retries, and rows a crashed process left); returns how many.
-pub async fn deliver_due(live: &Live) -> anyhow::Result<usize> {
-    let mut handled = 0;
+/// Hands a step's rows to its conversation's lane, starting the lane if it has none.
+fn direct_send(
+    live: &Arc<Live>,
+    lanes: &Arc<Lanes>,
+    sent_tx: &mpsc::UnboundedSender<String>,
+    key: String,
+    rows: Vec<OutboxRow>,
+) {
+    let mut map = lanes.conversations.lock().unwrap();
+    let rows = match map.get(&key) {
+        Some(tx) => match tx.send(rows) {
+            Ok(()) => return,
+            // The lane ended in between: start another.
+            Err(e) => e.0,
+        },
+        None => rows,
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    let _ = tx.send(rows);
+    map.insert(key.clone(), tx.clone());
+    tokio::spawn(conversation_lane(
+        live.clone(),
+        lanes.clone(),
+        sent_tx.clone(),
+        key,
+        tx,
+        rx,
+    ));
+}
+
+/// Delivers one conversation's replies in order, each under its channel's cap.
+async fn conversation_lane(
+    live: Arc<Live>,
+    lanes: Arc<Lanes>,
+    sent_tx: mpsc::UnboundedSender<String>,
+    key: String,
+    me: mpsc::UnboundedSender<Vec<OutboxRow>>,
+    mut rx: mpsc::UnboundedReceiver<Vec<OutboxRow>>,
+) {
     loop {
-        let rows = live.db.due_outbox(now_ms(), 32).await?;
-        if rows.is_empty() {
-            return Ok(handled);
-        }
-        for row in rows {
-            // The lease keeps other replicas off while this one sends.
-            let lease = live.cfg.delivery_timeout.as_millis() as i64 * 2;
-            if !live.db.claim_outbox(&row, lease).await? {
-                continue;
+        let rows = match tokio::time::timeout(LANE_IDLE, rx.recv()).await {
+            Ok(Some(rows)) => rows,
+            _ => {
+                // Idle: leave the map (if still ours), then finish what arrived meanwhile.
+                {
+                    let mut map = lanes.conversations.lock().unwrap();
+                    if map.get(&key).is_some_and(|tx| tx.same_channel(&me)) {
+                        map.remove(&key);
+                    }
+                }
+                rx.close();
+                while let Ok(rows) = rx.try_recv() {
+                    deliver_direct(&live, &lanes, &sent_tx, rows).await;
+                }
+                return;
             }
-            handled += 1;
-            send(live, &row, None).await?;
+        };
+        deliver_direct(&live, &lanes, &sent_tx, rows).await;
+    }
+}
+
+async fn deliver_direct(
+    live: &Live,
+    lanes: &Lanes,
+    sent_tx: &mpsc::UnboundedSender<String>,
+    rows: Vec<OutboxRow>,
+) {
+    for row in rows {
+        let channel = lanes.channel(&row.channel_id);
+        let Ok(_permit) = channel.acquire().await else {
+            return;
+        };
+        // While the lease set at commit still covers a whole attempt, no worker can have
+        // taken the row: it is this process's alone. Past that (it waited for its channel),
+        // it is claimed like the worker does, so that it never goes out twice.
+        let timeout = live.cfg.delivery_timeout.as_millis() as i64;
+        let ours = now_ms() + timeout < row.next_at;
+        let out = if ours {
+            send(live, &row, Some(sent_tx)).await
+        } else {
+            match live.db.claim_outbox(&row, timeout * 2).await {
+                Ok(true) => send(live, &row, None).await,
+                Ok(false) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        };
+        if let Err(e) = out {
+            tracing::error!(error = %format!("{e:#}"), "outbox");
         }
     }
+}
+
+/// One poll: the due rows (retries, and rows a crashed process left), a few per channel,
+/// each sent by its own task under its channel's cap. Returns how many were handed out.
+async fn poll_due(live: &Arc<Live>, lanes: &Arc<Lanes>) -> anyhow::Result<usize> {
+    let rows = live.db.due_outbox(now_ms(), DUE_PER_CHANNEL, 1024).await?;
+    let mut handed = 0;
+    for row in rows {
+        if !lanes.in_flight.lock().unwrap().insert(row.id.clone()) {
+            continue;
+        }
+        handed += 1;
+        let live = live.clone();
+        let lanes = lanes.clone();
+        tokio::spawn(async move {
+            let channel = lanes.channel(&row.channel_id);
+            if let Ok(_permit) = channel.acquire().await {
+                // Claimed only once it can be sent: the lease then covers the attempt.
+                let lease = live.cfg.delivery_timeout.as_millis() as i64 * 2;
+                let out = match live.db.claim_outbox(&row, lease).await {
+                    Ok(true) => send(&live, &row, None).await,
+                    Ok(false) => Ok(()),
+                    Err(e) => Err(e.into()),
+                };
+                if let Err(e) = out {
+                    tracing::error!(error = %format!("{e:#}"), "outbox");
+                }
+            }
+            lanes.in_flight.lock().unwrap().remove(&row.id);
+        });
+    }
+    Ok(handed)
 }
 
 /// One attempt at one delivery, recorded: sent, retry later, or failed for good. A success

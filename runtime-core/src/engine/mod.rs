@@ -205,14 +205,35 @@ impl Step<'_, '_> {
         if let Some(c) = &s.current {
             open.push((c.clone(), s.timestamp));
         }
+        // The stack can hold every flow of the bot: flows are looked up by name, and the
+        // closed ones leave the stack in one pass, not one search and one pass each.
+        let by_name: HashMap<&str, &Flow> = if open.len() > 8 {
+            self.bot.flows.iter().map(|f| (f.name.as_str(), f)).rev().collect()
+        } else {
+            HashMap::new()
+        };
+        let mut closed = std::collections::HashSet::new();
         for (name, last) in open {
-            let close = match self.bot.flows.iter().find(|f| f.name == name) {
+            let flow = if by_name.is_empty() {
+                self.bot.flows.iter().find(|f| f.name == name)
+            } else {
+                by_name.get(name.as_str()).copied()
+            };
+            let close = match flow {
                 None => true,
                 Some(f) => !f.active || f.expire.is_some_and(|e| (now - last) as f64 > e),
             };
             if close {
-                close_flow(s, &name);
+                if s.current.as_deref() == Some(name.as_str()) {
+                    s.current = None;
+                }
+                s.states.remove(&name);
+                s.contexes.remove(&name);
+                closed.insert(name);
             }
+        }
+        if !closed.is_empty() {
+            s.history.retain(|h| !closed.contains(&h.flow));
         }
         if s.current.is_none() {
             if let Some(top) = s.history.pop() {

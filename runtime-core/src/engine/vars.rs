@@ -3,7 +3,7 @@
 use crate::expr::{CompiledExpr, Env, EvalError, ExprKind, eval};
 use crate::host::{Host, HostError, JsCall};
 use crate::session::{Message, Session};
-use crate::value::V;
+use crate::value::{MAX_VALUE_DEPTH, V, nested_deeper_than};
 use serde_json::{Map, Value as Json};
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -213,7 +213,33 @@ impl<'a> Vars<'a> {
 pub struct Abort(pub String);
 
 /// Evaluates an expression. `Ok(None)`: undefined, or a JS exception at this site (logged).
+///
+/// A value nested deeper than [`MAX_VALUE_DEPTH`] is an error at the site: every value the
+/// engine stores or sends comes through here, so sessions and responses stay within it.
 pub fn eval_json(
+    host: &mut dyn Host,
+    errors: &mut Vec<String>,
+    e: &CompiledExpr,
+    vars: &Vars,
+) -> Result<Option<Json>, Abort> {
+    let v = eval_json_unchecked(host, errors, e, vars)?;
+    if let Some(j) = &v {
+        if nested_deeper_than(j, MAX_VALUE_DEPTH).is_some() {
+            site_error(
+                host,
+                errors,
+                format!(
+                    "expression \"{}\" failed: its value is nested more than {MAX_VALUE_DEPTH} levels deep",
+                    e.src
+                ),
+            );
+            return Ok(None);
+        }
+    }
+    Ok(v)
+}
+
+fn eval_json_unchecked(
     host: &mut dyn Host,
     errors: &mut Vec<String>,
     e: &CompiledExpr,

@@ -7,15 +7,21 @@
 mod eval;
 mod methods;
 mod parse;
+mod stored;
 
 pub use eval::{Env, EvalError, eval};
-pub use parse::{ParseError, parse};
+pub use parse::{MAX_DEPTH, MAX_EXPR_LEN, ParseError, parse};
 
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, OnceLock};
 
 /// Parsed expression of the subset.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Never taller than [`MAX_DEPTH`] (the parser and the deserialiser check it), so the derived
+/// walks (clone, drop, comparison, debug) and [`eval`] recurse at most that deep. It is stored
+/// flat, as its nodes in postfix order (see `stored.rs`): serde walks it without recursion,
+/// and the stored bot stays within the nesting that serde_json reads back.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
     Undefined,
     Null,

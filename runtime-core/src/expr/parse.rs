@@ -280,15 +280,55 @@ struct Parser<'s> {
     lex: Lexer<'s>,
     tok: Tok,
     at: usize,
-    /// Nesting depth: bounded so that hostile input cannot overflow the stack.
+    /// Recursion depth of the parser (parentheses count here, not in the tree's height).
     depth: u32,
 }
 
-/// Deeper nesting is refused (bots never come close; 10,000 parentheses would overflow).
-const MAX_DEPTH: u32 = 200;
+/// How deep an expression may nest, both as recursion of the parser and as the height of
+/// the tree it builds (`1+1+…` is flat text but a tree as tall as it has terms). Default 200;
+/// bots never come close. Every walk of an [`Expr`] (evaluation, clone, drop, comparison)
+/// recurses once per level, so this bounds their stack use; a malicious bot could otherwise
+/// send a 200,000-term sum that overflows the stack of the thread that compiles, stores or
+/// evaluates it.
+pub const MAX_DEPTH: u32 = 200;
+
+/// The longest expression accepted, in bytes of source. Default 64 KiB (real conditions are
+/// well under 1 KiB); parsing is linear, so this bounds the time and memory of one
+/// expression, and of its stored form, to a few hundred KiB.
+pub const MAX_EXPR_LEN: usize = 64 * 1024;
+
+/// The error for a tree or recursion deeper than [`MAX_DEPTH`].
+fn too_deep(at: usize) -> ParseError {
+    ParseError::Syntax(
+        format!("expression nested more than {MAX_DEPTH} levels deep"),
+        at,
+    )
+}
+
+/// The height of a node whose tallest child is `child` high.
+pub(crate) fn height(child: u32, at: usize) -> Result<u32, ParseError> {
+    let h = child + 1;
+    if h > MAX_DEPTH {
+        return Err(too_deep(at));
+    }
+    Ok(h)
+}
 
 /// Parses one expression of the subset.
+///
+/// The tree is never taller than [`MAX_DEPTH`]: the height is checked as each node is built,
+/// so a too-tall tree is never constructed (dropping it would itself overflow).
 pub fn parse(src: &str) -> Result<Expr, ParseError> {
+    if src.len() > MAX_EXPR_LEN {
+        let mut cut = MAX_EXPR_LEN;
+        while !src.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        return Err(ParseError::Syntax(
+            format!("expression longer than {MAX_EXPR_LEN} bytes"),
+            cut,
+        ));
+    }
     let mut lex = Lexer {
         src,
         pos: 0,
@@ -304,7 +344,7 @@ pub fn parse(src: &str) -> Result<Expr, ParseError> {
     if p.tok == Tok::Eof {
         return Err(ParseError::Syntax("empty expression".into(), 0));
     }
-    let e = p.expr(0)?;
+    let (e, _) = p.expr(0)?;
     match &p.tok {
         Tok::Eof => Ok(e),
         t => Err(p.unexpected(t.clone())),
@@ -360,30 +400,29 @@ impl Parser<'_> {
         }
     }
 
-    fn expr(&mut self, min_bp: u8) -> Result<Expr, ParseError> {
+    /// An expression and the height of its tree.
+    fn expr(&mut self, min_bp: u8) -> Result<(Expr, u32), ParseError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(ParseError::Syntax(
-                format!("expression nested more than {MAX_DEPTH} levels deep"),
-                self.at,
-            ));
+            return Err(too_deep(self.at));
         }
         let out = self.expr_inner(min_bp);
         self.depth -= 1;
         out
     }
 
-    fn expr_inner(&mut self, min_bp: u8) -> Result<Expr, ParseError> {
-        let mut lhs = self.unary()?;
+    fn expr_inner(&mut self, min_bp: u8) -> Result<(Expr, u32), ParseError> {
+        let (mut lhs, mut lh) = self.unary()?;
         loop {
             if self.tok == Tok::Punct("?") {
                 if min_bp > 2 {
                     break;
                 }
                 self.bump()?;
-                let then = self.expr(0)?;
+                let (then, th) = self.expr(0)?;
                 self.expect(":")?;
-                let other = self.expr(2)?;
+                let (other, oh) = self.expr(2)?;
+                lh = height(lh.max(th).max(oh), self.at)?;
                 lhs = Expr::Cond(Box::new(lhs), Box::new(then), Box::new(other));
                 continue;
             }
@@ -394,7 +433,10 @@ impl Parser<'_> {
                 break;
             }
             let op = self.bump()?;
-            let rhs = self.expr(r)?;
+            let (rhs, rh) = self.expr(r)?;
+            // A left-deep chain (`1+1+…`) loops here without recursing: its height is
+            // checked all the same.
+            lh = height(lh.max(rh), self.at)?;
             let name = match &op {
                 Tok::Punct(p) => *p,
                 _ => "in",
@@ -424,10 +466,10 @@ impl Parser<'_> {
                 }
             };
         }
-        Ok(lhs)
+        Ok((lhs, lh))
     }
 
-    fn unary(&mut self) -> Result<Expr, ParseError> {
+    fn unary(&mut self) -> Result<(Expr, u32), ParseError> {
         let op = match &self.tok {
             Tok::Punct("!") => Some(UnOp::Not),
             Tok::Punct("-") => Some(UnOp::Neg),
@@ -439,20 +481,20 @@ impl Parser<'_> {
             self.bump()?;
             self.depth += 1;
             if self.depth > MAX_DEPTH {
-                return Err(ParseError::Syntax(
-                    format!("expression nested more than {MAX_DEPTH} levels deep"),
-                    self.at,
-                ));
+                return Err(too_deep(self.at));
             }
             let e = self.unary();
             self.depth -= 1;
-            return Ok(Expr::Unary(op, Box::new(e?)));
+            let (e, h) = e?;
+            return Ok((Expr::Unary(op, Box::new(e)), height(h, self.at)?));
         }
-        let prim = self.primary()?;
-        self.postfix(prim)
+        let (prim, h) = self.primary()?;
+        self.postfix(prim, h)
     }
 
-    fn postfix(&mut self, mut e: Expr) -> Result<Expr, ParseError> {
+    /// Member, index and call chains (`a.b.c`, `a[0][0]`, `f()()`) loop here without
+    /// recursing; each link adds a level to the tree, checked like any other.
+    fn postfix(&mut self, mut e: Expr, mut h: u32) -> Result<(Expr, u32), ParseError> {
         loop {
             match &self.tok {
                 Tok::Punct(".") | Tok::Punct("?.") => {
@@ -461,9 +503,11 @@ impl Parser<'_> {
                     match self.bump()? {
                         Tok::Ident(name) => {
                             if self.tok == Tok::Punct("(") {
-                                let args = self.args()?;
+                                let (args, ah) = self.args()?;
+                                h = height(h.max(ah), self.at)?;
                                 e = Expr::Method(Box::new(e), name, args, optional);
                             } else {
+                                h = height(h, self.at)?;
                                 e = Expr::Member(Box::new(e), name, optional);
                             }
                         }
@@ -472,11 +516,13 @@ impl Parser<'_> {
                             if self.tok == Tok::Punct("(") {
                                 return Err(ParseError::NeedsJs(format!("method '{w}'")));
                             }
+                            h = height(h, self.at)?;
                             e = Expr::Member(Box::new(e), w.to_string(), optional);
                         }
                         Tok::Punct("[") if optional => {
-                            let idx = self.expr(0)?;
+                            let (idx, ih) = self.expr(0)?;
                             self.expect("]")?;
+                            h = height(h.max(ih), self.at)?;
                             e = Expr::Index(Box::new(e), Box::new(idx), true);
                         }
                         Tok::Punct("(") if optional => {
@@ -487,27 +533,35 @@ impl Parser<'_> {
                 }
                 Tok::Punct("[") => {
                     self.bump()?;
-                    let idx = self.expr(0)?;
+                    let (idx, ih) = self.expr(0)?;
                     self.expect("]")?;
+                    h = height(h.max(ih), self.at)?;
                     e = Expr::Index(Box::new(e), Box::new(idx), false);
                 }
                 Tok::Punct("(") => {
-                    let args = self.args()?;
+                    let (args, ah) = self.args()?;
                     match e {
-                        Expr::Ident(name) => e = Expr::Call(name, args),
+                        Expr::Ident(name) => {
+                            h = height(h.max(ah), self.at)?;
+                            e = Expr::Call(name, args)
+                        }
                         _ => return Err(ParseError::NeedsJs("call of a computed function".into())),
                     }
                 }
-                _ => return Ok(e),
+                _ => return Ok((e, h)),
             }
         }
     }
 
-    fn args(&mut self) -> Result<Vec<Expr>, ParseError> {
+    /// Call arguments and the height of the tallest.
+    fn args(&mut self) -> Result<(Vec<Expr>, u32), ParseError> {
         self.expect("(")?;
         let mut args = Vec::new();
+        let mut h = 0;
         while self.tok != Tok::Punct(")") {
-            args.push(self.expr(0)?);
+            let (a, ah) = self.expr(0)?;
+            args.push(a);
+            h = h.max(ah);
             match &self.tok {
                 Tok::Foreign(",") => {
                     self.bump()?;
@@ -517,26 +571,27 @@ impl Parser<'_> {
             }
         }
         self.bump()?;
-        Ok(args)
+        Ok((args, h))
     }
 
-    fn primary(&mut self) -> Result<Expr, ParseError> {
+    /// A primary expression and its height (literals and names are 1 high).
+    fn primary(&mut self) -> Result<(Expr, u32), ParseError> {
         let at = self.at;
-        match self.bump()? {
-            Tok::Num(n) => Ok(Expr::Num(n)),
-            Tok::Str(s) => Ok(Expr::Str(s)),
+        let leaf = match self.bump()? {
+            Tok::Num(n) => Expr::Num(n),
+            Tok::Str(s) => Expr::Str(s),
             Tok::Regex(source, flags) => {
                 let lit = RegexLit::new(&source, &flags)
                     .map_err(|e| ParseError::NeedsJs(format!("regular expression: {e}")))?;
-                Ok(Expr::Regex(Arc::new(lit)))
+                Expr::Regex(Arc::new(lit))
             }
-            Tok::Ident(w) => Ok(match w.as_str() {
+            Tok::Ident(w) => match w.as_str() {
                 "true" => Expr::Bool(true),
                 "false" => Expr::Bool(false),
                 "null" => Expr::Null,
                 "undefined" => Expr::Undefined,
                 _ => Expr::Ident(w),
-            }),
+            },
             Tok::Punct("(") => {
                 if self.tok == Tok::Punct(")") {
                     return Err(ParseError::NeedsJs("arrow function".into()));
@@ -551,12 +606,16 @@ impl Parser<'_> {
                 if self.tok == Tok::Foreign("=>") {
                     return Err(ParseError::NeedsJs("arrow function".into()));
                 }
-                Ok(e)
+                // Parentheses add no node: the height is the inner expression's.
+                return Ok(e);
             }
             Tok::Punct("[") => {
                 let mut items = Vec::new();
+                let mut h = 0;
                 while self.tok != Tok::Punct("]") {
-                    items.push(self.expr(0)?);
+                    let (it, ih) = self.expr(0)?;
+                    items.push(it);
+                    h = h.max(ih);
                     match &self.tok {
                         Tok::Foreign(",") => {
                             self.bump()?;
@@ -566,10 +625,11 @@ impl Parser<'_> {
                     }
                 }
                 self.bump()?;
-                Ok(Expr::Array(items))
+                return Ok((Expr::Array(items), height(h, self.at)?));
             }
             Tok::Punct("{") => {
                 let mut props = Vec::new();
+                let mut h = 0;
                 while self.tok != Tok::Punct("}") {
                     let key = match self.bump()? {
                         Tok::Ident(k) => k,
@@ -582,7 +642,9 @@ impl Parser<'_> {
                         return Err(ParseError::NeedsJs("object shorthand".into()));
                     }
                     self.bump()?;
-                    props.push((key, self.expr(0)?));
+                    let (v, vh) = self.expr(0)?;
+                    props.push((key, v));
+                    h = h.max(vh);
                     match &self.tok {
                         Tok::Foreign(",") => {
                             self.bump()?;
@@ -592,16 +654,19 @@ impl Parser<'_> {
                     }
                 }
                 self.bump()?;
-                Ok(Expr::Object(props))
+                return Ok((Expr::Object(props), height(h, self.at)?));
             }
-            Tok::Eof => Err(ParseError::Syntax(
-                "unexpected end of expression".into(),
-                at,
-            )),
+            Tok::Eof => {
+                return Err(ParseError::Syntax(
+                    "unexpected end of expression".into(),
+                    at,
+                ));
+            }
             t => {
                 self.at = at;
-                Err(self.unexpected(t))
+                return Err(self.unexpected(t));
             }
-        }
+        };
+        Ok((leaf, 1))
     }
 }

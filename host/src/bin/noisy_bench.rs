@@ -1,0 +1,339 @@
+//! Noisy-neighbour benchmark (issue 12): `cargo build --release -p host --bins &&
+//! target/release/noisy-bench`.
+//!
+//! Starts the release `botbox serve` beside this binary on a fresh SQLite folder. Tenant B
+//! runs the counter bot on a generic channel; a few of B's users each send a message and wait
+//! for its reply to reach B's sink, again and again: B's latency is end to end (webhook, step,
+//! commit, delivery). It is measured alone, then while tenant A runs each attack on the same
+//! server:
+//!
+//! - `slow-api`: A's steps each make two api calls to a server that never answers (5 s each);
+//! - `hanging-endpoint`: A's replies go to an endpoint that accepts and never answers;
+//! - `cpu-burn`: A's steps run a JavaScript method that loops until its fuel budget;
+//! - `flood`: A's users send as fast as the server takes them.
+//!
+//! Prints B's p50/p99 per phase and the ratio to its baseline (goal: p99 within 2×).
+//! Options (environment): NOISY_SECONDS (per phase, default 8), NOISY_B_USERS (4),
+//! NOISY_A_USERS (16).
+
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const PASSWORD: &str = "noisy-bench-admin";
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    async fn call(&self, path: &str, token: Option<&str>, body: Value) -> anyhow::Result<Value> {
+        let mut rb = self.http.post(format!("{}{path}", self.base)).json(&body);
+        if let Some(t) = token {
+            rb = rb.bearer_auth(t);
+        }
+        let r = rb.send().await?;
+        let status = r.status();
+        let v: Value = r.json().await?;
+        anyhow::ensure!(status.is_success(), "{path}: {status} {v}");
+        Ok(v)
+    }
+
+    /// A user with a project running `bot` on a generic channel whose replies go to `url`;
+    /// returns the channel's webhook.
+    async fn tenant(&self, admin: &str, name: &str, bot: Value, url: &str) -> anyhow::Result<String> {
+        let pw = format!("{name}-password");
+        self.call(
+            "/users",
+            Some(admin),
+            json!({"username": name, "password": pw, "roleId": "developer"}),
+        )
+        .await?;
+        let token = s(&self
+            .call("/login", None, json!({"username": name, "password": pw}))
+            .await?["id"]);
+        let t = Some(token.as_str());
+        let pid = s(&self.call("/projects", t, json!({"name": name})).await?["id"]);
+        let rev = s(&self
+            .call(&format!("/projects/{pid}/bot/revisions"), t, bot)
+            .await?["revision"]);
+        self.call(
+            &format!("/projects/{pid}/deployment/versions"),
+            t,
+            json!({"version": "1.0.0", "botRevision": rev}),
+        )
+        .await?;
+        let env = s(&self
+            .call(
+                &format!("/projects/{pid}/environments"),
+                t,
+                json!({"depId": pid, "depVersion": "1.0.0", "name": "prod"}),
+            )
+            .await?["id"]);
+        let ch = self
+            .call(
+                &format!("/projects/{pid}/environments/{env}/channels"),
+                t,
+                json!({"name": "web", "type": "generic", "url": url}),
+            )
+            .await?;
+        Ok(s(&ch["webhook"]))
+    }
+}
+
+fn s(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+/// B's sink: the latest reply count per user ("Message k (total k)").
+#[derive(Clone, Default)]
+struct Sink {
+    counts: Arc<Mutex<HashMap<String, u64>>>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl Sink {
+    async fn start(&self) -> anyhow::Result<String> {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}/sink", l.local_addr()?);
+        let me = self.clone();
+        let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
+            let me = me.clone();
+            async move {
+                let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+                let user = s(&v["userId"]);
+                let n = v["messages"][0]["content"]
+                    .as_str()
+                    .and_then(|t| t.strip_prefix("Message "))
+                    .and_then(|t| t.split(' ').next())
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0);
+                let mut c = me.counts.lock().unwrap();
+                let e = c.entry(user).or_default();
+                *e = (*e).max(n);
+                drop(c);
+                me.notify.notify_waiters();
+                "ok"
+            }
+        });
+        tokio::spawn(async move { axum::serve(l, app).await });
+        Ok(url)
+    }
+
+    async fn wait(&self, user: &str, n: u64) {
+        loop {
+            let notified = self.notify.notified();
+            if self.counts.lock().unwrap().get(user).copied().unwrap_or(0) >= n {
+                return;
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(1), notified).await;
+        }
+    }
+}
+
+/// A server that accepts connections and never answers.
+async fn hanging() -> anyhow::Result<String> {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", l.local_addr()?);
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = l.accept().await {
+            held.push(sock);
+        }
+    });
+    Ok(url)
+}
+
+fn counter_bot() -> Value {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/counter/bot.yml"
+    ))
+    .expect("the counter example");
+    serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(&text).unwrap()).unwrap()
+}
+
+fn one_state(actions: Value, methods: Value) -> Value {
+    json!({"name": "a", "methods": methods, "flows": {"main": {"fallback": true,
+        "intents": {"any": {"fallback": true}},
+        "states": {"start": {"initial": true, "transitions": {"s": {"fallback": true}}},
+            "s": {"end": true, "action": actions}}}}})
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let seconds = env_num("NOISY_SECONDS", 8) as u64;
+    let b_users = env_num("NOISY_B_USERS", 4);
+    let a_users = env_num("NOISY_A_USERS", 16);
+    let exe = std::env::current_exe()?.with_file_name("botbox");
+    let data = tempfile::tempdir()?;
+    let mut child = Command::new(&exe)
+        .args(["serve", "--addr", "127.0.0.1:0", "--rate-limit", "1000000"])
+        .arg("--allow-private-egress")
+        .arg("--data")
+        .arg(data.path())
+        .env("BOTBOX_ADMIN_PASSWORD", PASSWORD)
+        .env("BOTBOX_LOG", "error")
+        .env_remove("DATABASE_URL")
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("starting {}: {e}", exe.display()))?;
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let base = loop {
+        let line = lines
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("server exited"))??;
+        if let Some(u) = line.strip_prefix("botbox listening on ") {
+            break u.to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let c = Arc::new(Client {
+        http: reqwest::Client::builder().pool_max_idle_per_host(64).build()?,
+        base,
+    });
+    let admin = s(&c
+        .call("/login", None, json!({"username": "admin", "password": PASSWORD}))
+        .await?["id"]);
+
+    let sink = Sink::default();
+    let sink_url = sink.start().await?;
+    let b_hook = c.tenant(&admin, "tenant-b", counter_bot(), &sink_url).await?;
+    let hang = hanging().await?;
+    let null_sink = Sink::default().start().await?;
+    let attacks: Vec<(&str, String)> = vec![
+        (
+            "slow-api",
+            c.tenant(
+                &admin,
+                "a-slow",
+                one_state(
+                    json!([
+                        {"name": "api", "options": {"method": "GET", "uri": format!("{hang}/a")}},
+                        {"name": "api", "options": {"method": "GET", "uri": format!("{hang}/b")}},
+                        {"name": "text", "options": {"text": "done"}}
+                    ]),
+                    json!({}),
+                ),
+                &null_sink,
+            )
+            .await?,
+        ),
+        (
+            "hanging-endpoint",
+            c.tenant(&admin, "a-hang", counter_bot(), &hang).await?,
+        ),
+        (
+            "cpu-burn",
+            c.tenant(
+                &admin,
+                "a-burn",
+                one_state(
+                    json!([{"name": "method", "method": "spin"}]),
+                    json!({"spin()": "while (true) {}"}),
+                ),
+                &null_sink,
+            )
+            .await?,
+        ),
+        (
+            "flood",
+            c.tenant(&admin, "a-flood", counter_bot(), &null_sink).await?,
+        ),
+    ];
+
+    println!(
+        "noisy neighbours: tenant B = {b_users} users on the counter bot (end to end: webhook → step → delivery); tenant A = {a_users} users attacking; {seconds} s per phase"
+    );
+    let mut phase_no = 0u64;
+    let mut baseline_p99 = None;
+    let mut run_phase = |name: &'static str, attack: Option<String>| {
+        phase_no += 1;
+        let c = c.clone();
+        let sink = sink.clone();
+        let b_hook = b_hook.clone();
+        async move {
+            let stop = Arc::new(AtomicBool::new(false));
+            let mut attackers = Vec::new();
+            if let Some(hook) = attack {
+                for u in 0..a_users {
+                    let (c, hook, stop) = (c.clone(), hook.clone(), stop.clone());
+                    attackers.push(tokio::spawn(async move {
+                        while !stop.load(Ordering::Relaxed) {
+                            let body = json!({"userId": format!("a{phase_no}-{u}"), "messages": [{"type": "text", "content": "hi"}]});
+                            let _ = c.http.post(&hook).json(&body).send().await;
+                        }
+                    }));
+                }
+                // Let the attack take hold first.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            let until = Instant::now() + Duration::from_secs(seconds);
+            let mut users = Vec::new();
+            for u in 0..b_users {
+                let (c, sink, b_hook) = (c.clone(), sink.clone(), b_hook.clone());
+                users.push(tokio::spawn(async move {
+                    let user = format!("b{phase_no}-{u}");
+                    let mut lat = Vec::new();
+                    let mut k = 0u64;
+                    while Instant::now() < until {
+                        k += 1;
+                        let body = json!({"userId": user, "messages": [{"type": "text", "content": "hi"}]});
+                        let t0 = Instant::now();
+                        if c.http.post(&b_hook).json(&body).send().await.is_err() {
+                            continue;
+                        }
+                        sink.wait(&user, k).await;
+                        lat.push(t0.elapsed());
+                    }
+                    lat
+                }));
+            }
+            let mut lat = Vec::new();
+            for u in users {
+                lat.extend(u.await.unwrap());
+            }
+            stop.store(true, Ordering::Relaxed);
+            for a in attackers {
+                a.abort();
+            }
+            lat.sort();
+            let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
+            (name, lat.len(), pct(0.5), pct(0.99))
+        }
+    };
+    let mut rows = Vec::new();
+    rows.push(run_phase("alone", None).await);
+    for (name, hook) in attacks {
+        rows.push(run_phase(name, Some(hook)).await);
+    }
+    for (name, n, p50, p99) in rows {
+        let base: &mut Option<Duration> = &mut baseline_p99;
+        let ratio = match base {
+            None => {
+                *base = Some(p99);
+                1.0
+            }
+            Some(b) => p99.as_secs_f64() / b.as_secs_f64(),
+        };
+        println!(
+            "  {name:<17} B replies {n:>5}   p50 {:>7.1} ms   p99 {:>7.1} ms   p99 × {ratio:.2} of alone",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3
+        );
+    }
+    let _ = child.kill();
+    Ok(())
+}
