@@ -421,6 +421,47 @@ async fn memory_stays_bounded_under_attack() {
         "RSS {before} MiB → {half} MiB (150 users) → {after_sessions} MiB (300 users with 0.9 MB sessions)"
     );
 
+    // (b) A Webex channel whose "provider" answers a message read with an endless body.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let webex = format!("http://{}", l.local_addr().unwrap());
+    let served = Arc::new(AtomicUsize::new(0));
+    {
+        let served = served.clone();
+        let app = axum::Router::new().fallback(move || {
+            let served = served.clone();
+            async move {
+                // 600 MB of JSON string, produced as it is read.
+                let chunk = bytes::Bytes::from(vec![b'x'; 1 << 20]);
+                let body = futures::stream::iter((0..600).map(move |i| {
+                    served.fetch_add(1, Ordering::SeqCst);
+                    let piece = if i == 0 {
+                        let mut v = b"{\"text\": \"".to_vec();
+                        v.extend_from_slice(&chunk);
+                        bytes::Bytes::from(v)
+                    } else {
+                        chunk.clone()
+                    };
+                    Ok::<_, std::io::Error>(piece)
+                }));
+                axum::body::Body::from_stream(body)
+            }
+        });
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    }
+    let ch = channel(&api, &admin, &pid, &env, json!({"name": "webex", "type": "spark", "url": webex,
+        "options": {"token": "t", "botId": "BOT"}})).await;
+    let before_fetch = rss_mib(server.pid());
+    let r = hook(&api, &s(&ch["webhook"]), &[], &json!({"resource": "messages", "event": "created",
+        "data": {"id": "m1", "roomId": "R1", "personId": "P1", "personEmail": "p@x"}})).await;
+    // Refused (the provider retries later), having read at most the cap.
+    assert_eq!(r.status, 500, "{}", short(&r.text));
+    let after_fetch = rss_mib(server.pid());
+    assert!(
+        after_fetch < before_fetch + 32,
+        "RSS {before_fetch} MiB → {after_fetch} MiB after a 600 MB provider answer"
+    );
+    assert!(served.load(Ordering::SeqCst) < 600, "the whole answer was read");
+
     // (c) 96 concurrent wrong-password logins.
     let logins: Vec<_> = (0..96)
         .map(|i| {
@@ -437,6 +478,10 @@ async fn memory_stays_bounded_under_attack() {
         assert!([401, 429, 503].contains(&status), "{status}");
     }
     let after_logins = rss_mib(server.pid());
+    eprintln!(
+        "RSS: start {before} MiB; 150 users with 0.9 MB sessions {half}; 300 users {after_sessions}; \
+         600 MB provider answer {before_fetch} → {after_fetch}; 96 logins → {after_logins}"
+    );
     assert!(
         after_logins < after_sessions + 100,
         "RSS {after_sessions} MiB → {after_logins} MiB after 96 concurrent logins"
@@ -491,8 +536,11 @@ async fn another_tenants_ids_reach_nothing(backend: Backend) {
         ("DELETE", format!("/projects/{pid_b}/environments/{env_b}/channels/{ch_a}")),
         ("GET", format!("/analytics/{pid_a}/production/list_transcript")),
     ];
+    // Bodies that are valid for each route, so that only ownership can refuse them.
+    let body = json!({"name": "x", "message": msg("hi"), "depId": pid_b, "depVersion": "1.0.0",
+        "flows": {}, "type": "generic", "url": "http://127.0.0.1:9/"});
     for (method, path) in &routes {
-        let r = api.call(method, path, Some(&b), Some(&json!({"name": "x", "message": msg("hi")}))).await;
+        let r = api.call(method, path, Some(&b), Some(&body)).await;
         assert!(
             r.status == 404 || r.status == 403,
             "{method} {path} with B's token: {} {}",

@@ -160,39 +160,55 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The cap on concurrent password hashing. argon2id with the default parameters takes about
-/// 19 MiB and tens of milliseconds per hash, so 96 concurrent wrong-password logins took
-/// 1.9 GB. At most `slots` run at once; up to `queue` more wait their turn; past that a
-/// caller is refused at once (the handler answers 503), so memory stays at
-/// `slots × 19 MiB` whatever the flood.
+/// The threads that hash passwords. argon2id with the default parameters takes 19 MiB and
+/// tens of milliseconds per hash: 96 concurrent wrong-password logins on tokio's blocking
+/// pool took 1.9 GB, and even capped, the 19 MiB blocks stayed cached in the allocator arena
+/// of every blocking thread that had hashed once (hundreds of MB). Here `threads` long-lived
+/// threads do all the hashing (so at most that many arenas hold such blocks), up to `queue`
+/// jobs wait their turn, and past that a caller is refused at once (the handler answers 503).
 pub struct PasswordGate {
-    slots: tokio::sync::Semaphore,
-    waiting: std::sync::atomic::AtomicUsize,
-    queue: usize,
+    jobs: std::sync::mpsc::SyncSender<Box<dyn FnOnce() + Send>>,
 }
 
 impl PasswordGate {
-    pub fn new(slots: usize, queue: usize) -> PasswordGate {
-        PasswordGate {
-            slots: tokio::sync::Semaphore::new(slots.max(1)),
-            waiting: std::sync::atomic::AtomicUsize::new(0),
-            queue,
+    pub fn new(threads: usize, queue: usize) -> PasswordGate {
+        let (jobs, rx) = std::sync::mpsc::sync_channel::<Box<dyn FnOnce() + Send>>(queue);
+        let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+        for i in 0..threads.max(1) {
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name(format!("botbox-password-{i}"))
+                .spawn(move || {
+                    loop {
+                        let job = rx.lock().unwrap().recv();
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => return,
+                        }
+                    }
+                })
+                .expect("starting a password thread");
         }
+        PasswordGate { jobs }
     }
 
-    /// A slot for one hash, or `None` when too many callers already wait.
-    pub async fn enter(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
-        use std::sync::atomic::Ordering;
-        if let Ok(p) = self.slots.try_acquire() {
-            return Some(p);
-        }
-        if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.queue {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
-            return None;
-        }
-        let p = self.slots.acquire().await.ok();
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
-        p
+    /// Queues `job` for a password thread; `None` when too many jobs already wait.
+    pub fn submit<T: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<tokio::sync::oneshot::Receiver<T>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.jobs
+            .try_send(Box::new(move || {
+                let _ = tx.send(job());
+            }))
+            .ok()?;
+        Some(rx)
+    }
+
+    /// Runs `job` on a password thread; `None` when too many jobs already wait.
+    pub async fn run<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        self.submit(job)?.await.ok()
     }
 }
 
@@ -262,18 +278,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_password_gate_bounds_running_and_waiting_hashes() {
-        let g = std::sync::Arc::new(PasswordGate::new(1, 1));
-        let first = g.enter().await.expect("a free slot");
-        // One may wait; the next is refused at once.
-        let g2 = g.clone();
-        let waiter = tokio::spawn(async move { g2.enter().await.is_some() });
-        while g.waiting.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
-        assert!(g.enter().await.is_none());
-        drop(first);
-        assert!(waiter.await.unwrap());
+    async fn the_password_gate_refuses_work_past_its_threads_and_queue() {
+        // One thread and room for one waiting job.
+        let g = PasswordGate::new(1, 1);
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (started_tx, started) = tokio::sync::oneshot::channel();
+        let first = g
+            .submit(move || {
+                let _ = started_tx.send(());
+                held.recv().unwrap();
+                1
+            })
+            .unwrap();
+        started.await.unwrap();
+        // The thread is busy: one job waits, the next is refused at once.
+        let second = g.submit(|| 2).expect("room for one waiting job");
+        assert!(g.submit(|| 3).is_none());
+        release.send(()).unwrap();
+        assert_eq!(first.await.unwrap(), 1);
+        assert_eq!(second.await.unwrap(), 2);
+        assert_eq!(g.run(|| 4).await, Some(4));
     }
 
     #[test]

@@ -292,6 +292,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }),
         Command::Validate { file } => validate(&file),
         Command::Serve(a) => {
+            botbox::server::return_big_blocks_to_the_os();
             tracing_subscriber::fmt()
                 .with_env_filter(
                     tracing_subscriber::EnvFilter::try_from_env("BOTBOX_LOG")

@@ -51,9 +51,9 @@ pub struct ApiConfig {
     /// blocking threads, never on the async workers, so a flood of pushes queues here
     /// instead of delaying other requests.
     pub compile_slots: usize,
-    /// Password hashes (argon2id: ~19 MiB and tens of ms each) computed at once (default:
-    /// the cores). Excess requests wait; past `password_queue` waiting ones they get 503,
-    /// so a flood of logins cannot take the server's memory.
+    /// Threads that hash passwords (argon2id: ~19 MiB and tens of ms each; default: the
+    /// cores). Excess requests wait; past `password_queue` waiting ones they get 503, so a
+    /// flood of logins cannot take the server's memory or CPU.
     pub password_slots: usize,
     pub password_queue: usize,
     /// Failed logins allowed per account per 15 minutes (10); then 429 for that account
@@ -660,12 +660,19 @@ fn address_key(parts: &Parts) -> String {
 async fn rate_limit(State(app): State<App>, req: Request, next: Next) -> Response {
     let limit = app.config.rate_limit_per_minute;
     let (parts, body) = req.into_parts();
-    // A token counts on its own only once it has authenticated a request (the Caller
-    // extractor records it): a made-up token counts against the address it came from.
+    // A token counts on its own only if it is real (a live token in the database; known
+    // ones are cached): a made-up token counts against the address it came from.
     let client = address_key(&parts);
     let key = match bearer(&parts).map(|t| token_hash(&t)) {
         Some(h) if app.valid_tokens.contains_key(&h) => format!("t:{h}"),
-        _ => client.clone(),
+        Some(h) => match app.db.token_by_hash(&h).await {
+            Ok(Some(row)) if row.expire > unix_secs() => {
+                app.valid_tokens.insert(h.clone(), ());
+                format!("t:{h}")
+            }
+            _ => client.clone(),
+        },
+        None => client.clone(),
     };
     let (ok, remaining, reset) = app.limiter.hit(&key, limit, unix_secs());
     let mut res = if ok {
@@ -722,12 +729,9 @@ impl App {
         &self,
         job: impl FnOnce() -> T + Send + 'static,
     ) -> ApiResult<T> {
-        let _slot = self.passwords.enter().await.ok_or_else(|| {
+        self.passwords.run(job).await.ok_or_else(|| {
             ApiError::Unavailable("too many logins at once; try again in a moment".into())
-        })?;
-        tokio::task::spawn_blocking(job)
-            .await
-            .map_err(|e| ApiError::Internal(e.into()))
+        })
     }
 }
 
