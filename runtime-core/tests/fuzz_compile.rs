@@ -99,7 +99,8 @@ fn bot() -> impl Strategy<Value = Json> {
             }
             let mut s = json!({"initial": initial, "end": end, "action": actions, "transitions": t});
             if let Some(m) = mapping {
-                s["float"] = json!({"fallback": true, "mapping": m.into_iter().collect::<Map<_, _>>()});
+                let m: Map<String, Json> = m.into_iter().map(|(k, v)| (k, Json::String(v))).collect();
+                s["float"] = json!({"fallback": true, "mapping": m});
             }
             s
         });
@@ -163,4 +164,22 @@ proptest! {
         let _ = runtime_core::expr::parse(&junk);
         let _ = runtime_core::expr::parse(&format!("{e}{junk}"));
     }
+}
+
+/// The generator must reach the engine: a fair share of its bots compile (a generator whose
+/// bots all fail validation would make the round-trip-and-run property vacuous).
+#[test]
+fn generated_bots_often_compile() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let strategy = bot();
+    let mut compiled = 0;
+    for _ in 0..200 {
+        let doc = strategy.new_tree(&mut runner).unwrap().current();
+        if runtime_core::compile(&doc).is_ok() {
+            compiled += 1;
+        }
+    }
+    assert!(compiled >= 20, "only {compiled} of 200 generated bots compile");
 }
