@@ -284,7 +284,8 @@ pub(crate) struct InFlight {
     _permit: OwnedSemaphorePermit,
 }
 
-/// What a tenant has in flight, and what waits for the tenant's cap.
+/// What a tenant has in flight, and what waits for the tenant's cap (a snapshot, for
+/// observation: a step just arriving may be counted as waiting a moment before it enters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TenantSteps {
     pub in_flight: usize,

@@ -99,6 +99,7 @@ pub(super) fn arm(
 impl Sandbox {
     /// A step in the tenant's turn: waits under the tenant's cap, then runs holding a CPU
     /// slot only while the guest (or the host's own work for the step) runs.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn run(
         &self,
         tenant: &str,
