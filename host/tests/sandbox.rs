@@ -1,30 +1,43 @@
 //! The sandbox: the same answers as the native engine, and every limit contained.
 
-use botbox::sandbox::effects::Effects;
+use botbox::sandbox::effects::{EffectFuture, Effects};
 use botbox::sandbox::limits::Limits;
 use botbox::sandbox::testing::SandboxStepper;
-use botbox::sandbox::{Revision, Sandbox, SandboxConfig, SandboxError};
+use botbox::sandbox::{
+    Revision, Sandbox, SandboxConfig, SandboxError, TenantSteps, block_on, spawn,
+};
 use guest_sdk::native::NativeStepper;
+use runtime_core::host::{HttpRequest, HttpResponse};
 use runtime_core::testing::{Stepper, TestEnv, fresh_session, parse_suite, run_case};
 use runtime_core::{CompiledBot, ConverseResult, Message, Session, StepError, compile_source};
 use serde_json::json;
+use std::collections::HashMap;
+use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, mpsc};
+
+/// The tenant of the tests that do not compare tenants.
+const TENANT: &str = "tests";
 
 fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("guest-cache")
 }
 
-fn sandbox_with(limits: Limits) -> Sandbox {
-    Sandbox::new(SandboxConfig {
+fn config(limits: Limits) -> SandboxConfig {
+    SandboxConfig {
         limits,
         slots: 16,
         warm_per_revision: 2,
         cache_dir: cache_dir(),
-        perfmap: false,
-    })
-    .expect("sandbox")
+        ..SandboxConfig::default()
+    }
+}
+
+fn sandbox_with(limits: Limits) -> Sandbox {
+    Sandbox::new(config(limits)).expect("sandbox")
 }
 
 /// One shared sandbox with default limits (engine creation is not free).
@@ -193,8 +206,7 @@ fn say(
     session: &Session,
     text: &str,
 ) -> Result<ConverseResult, SandboxError> {
-    sb.step(rev, session, &Message::text(text), live())
-        .map(|o| o.result)
+    block_on(sb.step(TENANT, rev, session, &Message::text(text), live())).map(|o| o.result)
 }
 
 fn aborted(sb: &Sandbox, rev: &Revision, text: &str) -> String {
@@ -305,9 +317,14 @@ fn a_js_global_written_in_one_conversation_is_invisible_to_the_next() {
         vec!["set"]
     );
     // The same warm instance serves the next step.
-    let out = sb
-        .step(&rev, &fresh_session(), &Message::text("read"), live())
-        .unwrap();
+    let out = block_on(sb.step(
+        TENANT,
+        &rev,
+        &fresh_session(),
+        &Message::text("read"),
+        live(),
+    ))
+    .unwrap();
     assert!(out.warm, "the instance was reused");
     assert_eq!(texts(&out.result), vec!["clean"]);
 }
@@ -332,14 +349,14 @@ fn a_failed_step_leaves_the_session_and_the_next_step_works() {
     let before = r1.session.clone();
     let abuse = abuse_revision();
     assert!(say(sb, &abuse, &before, "spin").is_err());
-    let r2 = sb
-        .step(
-            &rev,
-            &before,
-            &Message::data(json!({"type": "pizza", "pizza": "veggie"})),
-            live(),
-        )
-        .unwrap();
+    let r2 = block_on(sb.step(
+        TENANT,
+        &rev,
+        &before,
+        &Message::data(json!({"type": "pizza", "pizza": "veggie"})),
+        live(),
+    ))
+    .unwrap();
     assert_eq!(texts(&r2.result), vec!["How many? (1-9)"]);
 }
 
@@ -421,11 +438,9 @@ fn a_full_pool_means_waiting_not_failing() {
     // Two live instances at most, eight conversations on eight revisions at once.
     let sb = Arc::new(
         Sandbox::new(SandboxConfig {
-            limits: Limits::default(),
             slots: 2,
             warm_per_revision: 1,
-            cache_dir: cache_dir(),
-            perfmap: false,
+            ..config(Limits::default())
         })
         .unwrap(),
     );
@@ -472,11 +487,9 @@ fn limits_are_per_tenant() {
 fn without_address_space_for_the_pool_it_falls_back_to_on_demand_allocation() {
     // Millions of slots cannot be reserved: the probe fails and on-demand allocation is used.
     let sb = Sandbox::new(SandboxConfig {
-        limits: Limits::default(),
         slots: 50_000_000,
         warm_per_revision: 1,
-        cache_dir: cache_dir(),
-        perfmap: false,
+        ..config(Limits::default())
     })
     .unwrap();
     assert!(!sb.pooling());
@@ -493,7 +506,8 @@ fn kept_sessions_continue_their_own_conversations() {
     let bot = example("pizza");
     let rev = Revision::new("pizza-kept", &bot);
     let fresh = || SessionJson::new(serde_json::to_string(&fresh_session()).unwrap());
-    let step = |s: &SessionJson, m: Message| sb.step_json(&rev, s, &m, live()).unwrap();
+    let step =
+        |s: &SessionJson, m: Message| block_on(sb.step_json(TENANT, &rev, s, &m, live())).unwrap();
     let contexts = |s: &SessionJson| {
         let s: Session = serde_json::from_str(&s.json).unwrap();
         (s.current, s.states, s.contexes)
@@ -555,34 +569,320 @@ fn big_sessions_are_not_kept_and_failed_steps_fall_back_to_json() {
     let rev = abuse_revision();
     let mut big = fresh_session();
     big.data = json!({"blob": "x".repeat(200 * 1024)});
-    let out = sb
-        .step_json(
-            &rev,
-            &SessionJson::new(serde_json::to_string(&big).unwrap()),
-            &Message::text("read"),
-            live(),
-        )
-        .unwrap();
+    let out = block_on(sb.step_json(
+        TENANT,
+        &rev,
+        &SessionJson::new(serde_json::to_string(&big).unwrap()),
+        &Message::text("read"),
+        live(),
+    ))
+    .unwrap();
     assert_eq!(out.session.tag, 0, "a 200 KB session is not kept");
     let s: Session = serde_json::from_str(&out.session.json).unwrap();
     assert_eq!(s.data["blob"].as_str().unwrap().len(), 200 * 1024);
 
-    let small = sb
-        .step_json(
-            &rev,
-            &SessionJson::new(serde_json::to_string(&fresh_session()).unwrap()),
-            &Message::text("read"),
-            live(),
-        )
-        .unwrap();
+    let small = block_on(sb.step_json(
+        TENANT,
+        &rev,
+        &SessionJson::new(serde_json::to_string(&fresh_session()).unwrap()),
+        &Message::text("read"),
+        live(),
+    ))
+    .unwrap();
     assert_ne!(small.session.tag, 0);
     // The step fails (fuel) on the kept session; the instance is discarded.
-    let err = sb
-        .step_json(&rev, &small.session, &Message::text("spin"), live())
+    let err = block_on(sb.step_json(TENANT, &rev, &small.session, &Message::text("spin"), live()))
         .unwrap_err();
     assert!(err.to_string().contains("fuel"), "{err}");
-    let next = sb
-        .step_json(&rev, &small.session, &Message::text("read"), live())
+    let next = block_on(sb.step_json(TENANT, &rev, &small.session, &Message::text("read"), live()))
         .unwrap();
     assert_eq!(next.report.responses[0].content.as_deref(), Some("clean"));
+}
+
+/// Effects whose api calls wait until the test lets them through: each call reports its URL
+/// on a channel, then waits for a permit of its URL's gate. A call no one lets through never
+/// answers; dropping it (cancellation) is counted.
+struct Gated {
+    entered: mpsc::UnboundedSender<String>,
+    gates: Mutex<HashMap<String, Arc<Semaphore>>>,
+    cancelled: AtomicUsize,
+}
+
+impl Gated {
+    fn new() -> (Arc<Gated>, mpsc::UnboundedReceiver<String>) {
+        let (entered, rx) = mpsc::unbounded_channel();
+        let fx = Gated {
+            entered,
+            gates: Mutex::new(HashMap::new()),
+            cancelled: AtomicUsize::new(0),
+        };
+        (Arc::new(fx), rx)
+    }
+
+    fn gate(&self, url: &str) -> Arc<Semaphore> {
+        let mut gates = self.gates.lock().unwrap();
+        gates
+            .entry(url.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(0)))
+            .clone()
+    }
+
+    /// Lets one call to `url` through.
+    fn open(&self, url: &str) {
+        self.gate(url).add_permits(1);
+    }
+}
+
+/// Counts a call dropped before it answered.
+struct Cancelled<'a>(&'a AtomicUsize, bool);
+
+impl Drop for Cancelled<'_> {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Effects for Gated {
+    fn now_ms(&self) -> i64 {
+        1_700_000_000_000
+    }
+    fn random_u64(&self) -> u64 {
+        4
+    }
+    fn http<'a>(
+        &'a self,
+        req: &'a HttpRequest,
+        _: &'a Limits,
+    ) -> EffectFuture<'a, Result<HttpResponse, String>> {
+        Box::pin(async move {
+            let gate = self.gate(&req.url);
+            let mut guard = Cancelled(&self.cancelled, false);
+            let _ = self.entered.send(req.url.clone());
+            let _permit = gate.acquire().await.unwrap();
+            guard.1 = true;
+            Ok(HttpResponse {
+                status: 200,
+                body: json!({"url": req.url}).to_string(),
+            })
+        })
+    }
+    fn nl_predict<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: &'a serde_json::Value,
+    ) -> EffectFuture<'a, Result<serde_json::Value, String>> {
+        Box::pin(std::future::ready(Err("no NL here".into())))
+    }
+}
+
+/// One step of a fresh conversation, as a future the step threads can run.
+fn step(
+    sb: &Arc<Sandbox>,
+    tenant: &'static str,
+    rev: &Revision,
+    text: &str,
+    fx: &Arc<Gated>,
+) -> impl Future<Output = Result<ConverseResult, SandboxError>> + Send + 'static {
+    let (sb, rev, fx) = (sb.clone(), rev.clone(), fx.clone());
+    let message = Message::text(text);
+    async move {
+        sb.step(tenant, &rev, &fresh_session(), &message, fx)
+            .await
+            .map(|o| o.result)
+    }
+}
+
+/// Fails, instead of hanging, when what a test waits for never comes.
+async fn watchdog<T>(what: &str, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} never happened"))
+}
+
+fn lenient() -> Limits {
+    Limits {
+        allow_private_network: true,
+        ..Limits::default()
+    }
+}
+
+fn hello_revision() -> Revision {
+    Revision::new("hello", &example("hello"))
+}
+
+/// Issue 12: a step waiting on an api call holds no CPU slot, so with a single slot another
+/// tenant's step still runs; the waiting step then finishes with its api result.
+#[test]
+fn a_step_waiting_on_an_api_call_holds_no_cpu_slot() {
+    let sb = Arc::new(
+        Sandbox::new(SandboxConfig {
+            cpu_slots: 1,
+            ..config(lenient())
+        })
+        .unwrap(),
+    );
+    let (fx, mut entered) = Gated::new();
+    block_on(async {
+        let a = spawn(step(&sb, "a", &abuse_revision(), "api http://a/", &fx));
+        assert_eq!(entered.recv().await.unwrap(), "http://a/");
+        let b = spawn(step(&sb, "b", &hello_revision(), "hi", &fx));
+        let b = watchdog("B's step while A waits", b).await;
+        assert_eq!(texts(&b.unwrap().unwrap()), vec!["hi!"]);
+        assert!(!a.is_finished(), "A still waits for its api call");
+        fx.open("http://a/");
+        let a = a.await.unwrap().unwrap();
+        assert_eq!(texts(&a), vec![r#"result={"url":"http://a/"}"#]);
+    });
+}
+
+/// Issue 12: with a cap of two steps per tenant, a tenant's third step waits until one of
+/// its two finishes, while another tenant's step runs meanwhile.
+#[test]
+fn a_tenant_over_its_step_cap_waits_and_other_tenants_do_not() {
+    let sb = Arc::new(
+        Sandbox::new(SandboxConfig {
+            steps_per_tenant: 2,
+            ..config(lenient())
+        })
+        .unwrap(),
+    );
+    let (fx, mut entered) = Gated::new();
+    let abuse = abuse_revision();
+    block_on(async {
+        let a1 = spawn(step(&sb, "a", &abuse, "api http://a1/", &fx));
+        let a2 = spawn(step(&sb, "a", &abuse, "api http://a2/", &fx));
+        let mut first = vec![entered.recv().await.unwrap(), entered.recv().await.unwrap()];
+        first.sort();
+        assert_eq!(first, ["http://a1/", "http://a2/"]);
+        let a3 = spawn(step(&sb, "a", &abuse, "api http://a3/", &fx));
+        watchdog("A's third step waiting", async {
+            while sb.tenant_steps("a").waiting == 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+        assert_eq!(
+            sb.tenant_steps("a"),
+            TenantSteps {
+                in_flight: 2,
+                waiting: 1
+            }
+        );
+        let b = spawn(step(&sb, "b", &hello_revision(), "hi", &fx));
+        let b = watchdog("B's step while A is at its cap", b).await;
+        assert_eq!(texts(&b.unwrap().unwrap()), vec!["hi!"]);
+        // A's third step is still waiting: it has not reached its api call.
+        assert!(entered.try_recv().is_err());
+        assert_eq!(sb.tenant_steps("a").waiting, 1);
+        fx.open("http://a1/");
+        assert_eq!(
+            texts(&a1.await.unwrap().unwrap()),
+            vec![r#"result={"url":"http://a1/"}"#]
+        );
+        assert_eq!(entered.recv().await.unwrap(), "http://a3/");
+        fx.open("http://a2/");
+        fx.open("http://a3/");
+        assert_eq!(
+            texts(&a2.await.unwrap().unwrap()),
+            vec![r#"result={"url":"http://a2/"}"#]
+        );
+        assert_eq!(
+            texts(&a3.await.unwrap().unwrap()),
+            vec![r#"result={"url":"http://a3/"}"#]
+        );
+        assert_eq!(sb.tenant_steps("a"), TenantSteps::default());
+    });
+}
+
+/// An api call, then an endless loop.
+const BURNER: &str = r#"
+name: burner
+methods:
+  spin(): "while (true) {}"
+flows:
+  f:
+    intents:
+      any: {initial: true, type: text}
+    states:
+      s:
+        initial: true
+        transitions:
+          burn: "true"
+      burn:
+        end: true
+        action:
+          - {name: api, options: {uri: "http://burner/"}}
+          - {name: method, method: spin}
+"#;
+
+/// Issue 12: a guest burning CPU yields its slot at every epoch tick, so with a single slot
+/// another tenant's short step finishes while the burner is still running (it would run
+/// until its deadline of a minute).
+#[test]
+fn a_guest_burning_cpu_yields_its_slot_to_other_tenants() {
+    let sb = Arc::new(
+        Sandbox::new(SandboxConfig {
+            cpu_slots: 1,
+            ..config(lenient())
+        })
+        .unwrap(),
+    );
+    let burner =
+        Revision::new("burner", &compile_source(BURNER).unwrap().bot).with_limits(Limits {
+            fuel: u64::MAX / 4,
+            deadline: Duration::from_secs(60),
+            ..lenient()
+        });
+    let (fx, mut entered) = Gated::new();
+    fx.open("http://burner/");
+    block_on(async {
+        let a = spawn(step(&sb, "a", &burner, "go", &fx));
+        // Past its api call, A only burns CPU.
+        assert_eq!(entered.recv().await.unwrap(), "http://burner/");
+        let b = spawn(step(&sb, "b", &hello_revision(), "hi", &fx));
+        let b = watchdog("B's step while A burns", b).await;
+        assert_eq!(texts(&b.unwrap().unwrap()), vec!["hi!"]);
+        assert!(!a.is_finished(), "B finished while A still burns");
+        // Dropping a step mid-guest discards its instance.
+        a.abort();
+        assert!(a.await.unwrap_err().is_cancelled());
+    });
+    hello_still_answers(&sb);
+}
+
+/// Issue 12: the wall time of a host call counts against the step's deadline. An api call
+/// that never answers fails the step at its 300 ms deadline, not at the api time-out (an
+/// hour here), and the call is cancelled.
+#[test]
+fn time_waiting_in_an_api_call_counts_against_the_deadline() {
+    let sb = sandbox();
+    let rev = abuse_revision().with_limits(Limits {
+        deadline: Duration::from_millis(300),
+        http_timeout: Duration::from_secs(3600),
+        ..sb.limits().clone()
+    });
+    let (fx, mut entered) = Gated::new();
+    let out = block_on(watchdog(
+        "the deadline in an api call",
+        sb.step(
+            TENANT,
+            &rev,
+            &fresh_session(),
+            &Message::text("api http://never/"),
+            fx.clone(),
+        ),
+    ));
+    match out {
+        Err(SandboxError::Step(StepError::Aborted(m))) => assert!(
+            m.starts_with("the step exceeded its deadline of 300 ms (ran "),
+            "{m}"
+        ),
+        other => panic!("expected the deadline, got {other:?}"),
+    }
+    assert_eq!(entered.try_recv().unwrap(), "http://never/");
+    assert_eq!(fx.cancelled.load(Ordering::SeqCst), 1);
+    hello_still_answers(sb);
 }

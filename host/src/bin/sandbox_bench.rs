@@ -3,7 +3,8 @@
 //!
 //! Run: `cargo run --release -p host --bin sandbox-bench`
 
-use botbox::sandbox::effects::Effects;
+use botbox::sandbox::block_on;
+use botbox::sandbox::effects::{EffectFuture, Effects};
 use botbox::sandbox::limits::Limits;
 use botbox::sandbox::{Revision, Sandbox, SandboxConfig, SessionJson};
 use runtime_core::host::{HttpRequest, HttpResponse};
@@ -14,6 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+const TENANT: &str = "bench";
+
 struct Fixed(AtomicU64);
 
 impl Effects for Fixed {
@@ -23,11 +26,20 @@ impl Effects for Fixed {
     fn random_u64(&self) -> u64 {
         self.0.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
     }
-    fn http(&self, _: &HttpRequest, _: &Limits) -> Result<HttpResponse, String> {
-        Err("offline".into())
+    fn http<'a>(
+        &'a self,
+        _: &'a HttpRequest,
+        _: &'a Limits,
+    ) -> EffectFuture<'a, Result<HttpResponse, String>> {
+        Box::pin(std::future::ready(Err("offline".into())))
     }
-    fn nl_predict(&self, _: &str, _: &str, _: &Json) -> Result<Json, String> {
-        Err("offline".into())
+    fn nl_predict<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: &'a Json,
+    ) -> EffectFuture<'a, Result<Json, String>> {
+        Box::pin(std::future::ready(Err("offline".into())))
     }
 }
 
@@ -78,6 +90,7 @@ fn main() -> anyhow::Result<()> {
         cache_dir: cache.clone(),
         // `BOTBOX_PERFMAP=1 perf record target/release/sandbox-bench` names guest functions.
         perfmap: std::env::var_os("BOTBOX_PERFMAP").is_some(),
+        ..SandboxConfig::default()
     };
 
     // Make sure the artifact is cached, then time a start with the cache warm.
@@ -96,8 +109,7 @@ fn main() -> anyhow::Result<()> {
         sessions.push(r.session);
     }
     let rev = Revision::new("pizza", &pizza);
-    sb.step(&rev, &sessions[0], &messages[0], effects.clone())
-        .unwrap();
+    block_on(sb.step(TENANT, &rev, &sessions[0], &messages[0], effects.clone())).unwrap();
     // `BOTBOX_PROFILE_STEPS=n`: only run n pizza conversations on the live path (for perf).
     if let Some(n) = std::env::var("BOTBOX_PROFILE_STEPS")
         .ok()
@@ -107,7 +119,9 @@ fn main() -> anyhow::Result<()> {
         for _ in 0..n {
             let mut s = fresh.clone();
             for m in &messages {
-                s = sb.step_json(&rev, &s, m, effects.clone()).unwrap().session;
+                s = block_on(sb.step_json(TENANT, &rev, &s, m, effects.clone()))
+                    .unwrap()
+                    .session;
             }
         }
         return Ok(());
@@ -130,13 +144,15 @@ fn main() -> anyhow::Result<()> {
         }) / messages.len() as f64;
         let v = median_us(runs / 10, || {
             for (m, s) in messages.iter().zip(&sessions) {
-                sb.step(&rev, s, m, effects.clone()).unwrap();
+                block_on(sb.step(TENANT, &rev, s, m, effects.clone())).unwrap();
             }
         }) / messages.len() as f64;
         let x = median_us(runs / 10, || {
             let mut s = fresh.clone();
             for m in &messages {
-                s = sb.step_json(&rev, &s, m, effects.clone()).unwrap().session;
+                s = block_on(sb.step_json(TENANT, &rev, &s, m, effects.clone()))
+                    .unwrap()
+                    .session;
             }
         }) / messages.len() as f64;
         native_t.push(n);
@@ -157,7 +173,7 @@ fn main() -> anyhow::Result<()> {
     {
         let mut s = fresh.clone();
         for (i, m) in messages.iter().enumerate() {
-            let out = sb.step_json(&rev, &s, m, effects.clone()).unwrap();
+            let out = block_on(sb.step_json(TENANT, &rev, &s, m, effects.clone())).unwrap();
             let native = converse(&pizza, &sessions[i], m.clone(), &mut h).unwrap();
             assert_eq!(
                 out.report.responses.len(),
@@ -167,8 +183,7 @@ fn main() -> anyhow::Result<()> {
             s = out.session;
         }
     }
-    let fuel = sb
-        .step(&rev, &sessions[0], &messages[0], effects.clone())
+    let fuel = block_on(sb.step(TENANT, &rev, &sessions[0], &messages[0], effects.clone()))
         .unwrap()
         .fuel_used;
 
@@ -190,14 +205,11 @@ fn main() -> anyhow::Result<()> {
         )
         .unwrap();
     });
-    sb.step(&idle_rev, &idle_session, &idle_msg, effects.clone())
-        .unwrap();
+    block_on(sb.step(TENANT, &idle_rev, &idle_session, &idle_msg, effects.clone())).unwrap();
     let idle_sandbox = median_us(runs, || {
-        sb.step(&idle_rev, &idle_session, &idle_msg, effects.clone())
-            .unwrap();
+        block_on(sb.step(TENANT, &idle_rev, &idle_session, &idle_msg, effects.clone())).unwrap();
     });
-    let idle_fuel = sb
-        .step(&idle_rev, &idle_session, &idle_msg, effects.clone())
+    let idle_fuel = block_on(sb.step(TENANT, &idle_rev, &idle_session, &idle_msg, effects.clone()))
         .unwrap()
         .fuel_used;
 
@@ -225,15 +237,14 @@ flows:
     let js_rev = Revision::new("js", &js_bot);
     let s0 = fresh_session();
     let (js_msg, plain_msg) = (Message::text("js"), Message::text("plain"));
-    sb.step(&js_rev, &s0, &js_msg, effects.clone()).unwrap();
+    block_on(sb.step(TENANT, &js_rev, &s0, &js_msg, effects.clone())).unwrap();
     let with_js = median_us(200, || {
-        sb.step(&js_rev, &s0, &js_msg, effects.clone()).unwrap();
+        block_on(sb.step(TENANT, &js_rev, &s0, &js_msg, effects.clone())).unwrap();
     });
     let without_js = median_us(200, || {
-        sb.step(&js_rev, &s0, &plain_msg, effects.clone()).unwrap();
+        block_on(sb.step(TENANT, &js_rev, &s0, &plain_msg, effects.clone())).unwrap();
     });
-    let js_fuel = sb
-        .step(&js_rev, &s0, &js_msg, effects.clone())
+    let js_fuel = block_on(sb.step(TENANT, &js_rev, &s0, &js_msg, effects.clone()))
         .unwrap()
         .fuel_used;
 
@@ -242,8 +253,7 @@ flows:
     for i in 0..20 {
         let r = Revision::new(&format!("cold-{i}"), &pizza);
         let t = Instant::now();
-        sb.step(&r, &sessions[0], &messages[0], effects.clone())
-            .unwrap();
+        block_on(sb.step(TENANT, &r, &sessions[0], &messages[0], effects.clone())).unwrap();
         cold.push(t.elapsed());
     }
     cold.sort();
@@ -254,8 +264,7 @@ flows:
     let before = rss_bytes();
     for i in 0..n {
         let r = Revision::new(&format!("mem-{i}"), &pizza);
-        sb.step(&r, &sessions[0], &messages[0], effects.clone())
-            .unwrap();
+        block_on(sb.step(TENANT, &r, &sessions[0], &messages[0], effects.clone())).unwrap();
     }
     let per_instance = (rss_bytes().saturating_sub(before)) as f64 / n as f64;
 

@@ -21,8 +21,10 @@ use anyhow::{Context, anyhow};
 use runtime_core::session::{ConverseResult, Message, ScheduleOp, Session, StepReport};
 use serde_json::{Map, Value as Json, json};
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tracing::Instrument as _;
 
 /// Settings of live conversations, in one typed place.
 #[derive(Debug, Clone)]
@@ -36,8 +38,6 @@ pub struct LiveConfig {
     pub poll_interval: Duration,
     /// Time-out of one delivery.
     pub delivery_timeout: Duration,
-    /// Conversation steps running at once (default: twice the cores).
-    pub max_concurrent_steps: usize,
     /// Responses one step may produce (200). A step over it fails like any step error
     /// (the session is unchanged, the user gets `defaultErrorMessage`), instead of storing
     /// and sending thousands of messages: a state with 2,800 text actions is a bug or an
@@ -63,7 +63,6 @@ impl Default for LiveConfig {
             outbox_max_attempts: 12,
             poll_interval: Duration::from_millis(500),
             delivery_timeout: Duration::from_secs(5),
-            max_concurrent_steps: cores() * 2,
             max_responses_per_step: 200,
         }
     }
@@ -137,9 +136,6 @@ pub struct Live {
     /// Outbox rows just committed by this process, for immediate delivery.
     direct: tokio::sync::mpsc::UnboundedSender<outbox::Batch>,
     direct_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<outbox::Batch>>>,
-    /// Steps running at once: wasm does not yield, so more than a few per core only queue
-    /// inside the OS scheduler and need more live instances.
-    steps: tokio::sync::Semaphore,
 }
 
 /// What a step ran on, for the result's consumers.
@@ -182,7 +178,6 @@ impl Live {
                 .expect("an HTTP client"),
             direct,
             direct_rx: Mutex::new(Some(direct_rx)),
-            steps: tokio::sync::Semaphore::new(cfg.max_concurrent_steps.max(1)),
             cfg,
         })
     }
@@ -259,7 +254,7 @@ impl Live {
         self.revision(&env.project_id, &d.bot_revision).await
     }
 
-    /// Runs one step in the sandbox (on a blocking thread: wasm does not yield).
+    /// Runs one step in the sandbox.
     pub async fn run_step(
         &self,
         tenant: &str,
@@ -268,8 +263,8 @@ impl Live {
         message: Message,
     ) -> Result<StepDone, LiveError> {
         let out = self
-            .in_sandbox(tenant, rev, move |sb, rev, effects| {
-                sb.step(rev, &session, &message, effects)
+            .in_sandbox(tenant, rev, move |sb, tenant, rev, effects| async move {
+                sb.step(&tenant, &rev, &session, &message, effects).await
             })
             .await?;
         let StepOutcome {
@@ -290,33 +285,33 @@ impl Live {
         let RawOutcome {
             report, session, ..
         } = self
-            .in_sandbox(tenant, rev, move |sb, rev, effects| {
-                sb.step_json(rev, &session, &message, effects)
+            .in_sandbox(tenant, rev, move |sb, tenant, rev, effects| async move {
+                sb.step_json(&tenant, &rev, &session, &message, effects)
+                    .await
             })
             .await?;
         Ok((report, session))
     }
 
-    /// Runs `call` on the sandbox on a blocking thread, within the cap on concurrent steps
-    /// and in a span naming the tenant and revision.
-    async fn in_sandbox<T: Send + 'static>(
+    /// Runs `call` on the sandbox's step threads, in a span naming the tenant and revision.
+    /// The sandbox bounds the tenant's steps in flight and shares the CPU between tenants.
+    async fn in_sandbox<T, F>(
         &self,
         tenant: &str,
         rev: Arc<Revision>,
-        call: impl FnOnce(&Sandbox, &Revision, Arc<dyn Effects>) -> Result<T, SandboxError>
-        + Send
-        + 'static,
-    ) -> Result<T, LiveError> {
+        call: impl FnOnce(Arc<Sandbox>, String, Arc<Revision>, Arc<dyn Effects>) -> F,
+    ) -> Result<T, LiveError>
+    where
+        F: Future<Output = Result<T, SandboxError>> + Send + 'static,
+        T: Send + 'static,
+    {
         let sandbox = self.sandbox().await?;
         let effects = self.effects.clone();
-        let _slot = self.steps.acquire().await.map_err(|e| anyhow!("{e}"))?;
         let span = tracing::info_span!("live_step", tenant = %tenant, revision = %rev.id);
-        let out = tokio::task::spawn_blocking(move || {
-            let _e = span.enter();
-            call(&sandbox, &rev, effects)
-        })
-        .await
-        .map_err(|e| anyhow!("step task: {e}"))?;
+        let out =
+            crate::sandbox::spawn(call(sandbox, tenant.to_owned(), rev, effects).instrument(span))
+                .await
+                .map_err(|e| anyhow!("step task: {e}"))?;
         out.map_err(|e| match e {
             SandboxError::Step(e) => LiveError::Step(e.to_string()),
             SandboxError::Internal(e) => LiveError::Internal(e),

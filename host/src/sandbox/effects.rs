@@ -4,16 +4,32 @@
 use super::limits::Limits;
 use runtime_core::host::{HttpRequest, HttpResponse};
 use serde_json::Value as Json;
+use std::future::Future;
 use std::net::IpAddr;
-use std::sync::mpsc;
+use std::pin::Pin;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A host call's effect in flight. The step waits for it suspended, holding no CPU slot;
+/// dropping it cancels the effect (the step hit its deadline, or was dropped).
+pub type EffectFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 pub trait Effects: Send + Sync {
     fn now_ms(&self) -> i64;
     fn random_u64(&self) -> u64;
     /// An api action's request. `Err` is a network failure or time-out (result null).
-    fn http(&self, req: &HttpRequest, limits: &Limits) -> Result<HttpResponse, String>;
-    fn nl_predict(&self, nlu_id: &str, text: &str, options: &Json) -> Result<Json, String>;
+    /// `limits.http_timeout` is this call's budget: the tenant's time-out cut to what is left
+    /// of the step's deadline (the sandbox enforces both whatever the effect does).
+    fn http<'a>(
+        &'a self,
+        req: &'a HttpRequest,
+        limits: &'a Limits,
+    ) -> EffectFuture<'a, Result<HttpResponse, String>>;
+    fn nl_predict<'a>(
+        &'a self,
+        nlu_id: &'a str,
+        text: &'a str,
+        options: &'a Json,
+    ) -> EffectFuture<'a, Result<Json, String>>;
 }
 
 /// The real world: system clock, OS randomness, reqwest on a small runtime of its own.
@@ -62,33 +78,49 @@ impl Effects for LiveEffects {
         u64::from_le_bytes(b)
     }
 
-    fn http(&self, req: &HttpRequest, limits: &Limits) -> Result<HttpResponse, String> {
-        let (tx, rx) = mpsc::channel();
+    fn http<'a>(
+        &'a self,
+        req: &'a HttpRequest,
+        limits: &'a Limits,
+    ) -> EffectFuture<'a, Result<HttpResponse, String>> {
         let client = self.client.clone();
         let req = req.clone();
         let limits = limits.clone();
         let timeout = limits.http_timeout;
-        // The whole call (DNS, connect, headers, body) runs under the time-out; dropping the
-        // future on expiry cancels it, whatever the server does.
+        // The whole call (DNS, connect, headers, body) runs under the time-out on this
+        // runtime; dropping the step's future aborts it, whatever the server does.
         let rt = self.rt.as_ref().expect("the runtime lives until drop");
-        let task = rt.spawn(async move {
-            let out = tokio::time::timeout(timeout, send(client, req, &limits)).await;
-            let _ =
-                tx.send(out.unwrap_or_else(|_| {
-                    Err(format!("timed out after {} s", timeout.as_secs_f32()))
-                }));
-        });
-        let out = rx
-            .recv_timeout(timeout + std::time::Duration::from_millis(500))
-            .unwrap_or_else(|_| Err("timed out".into()));
-        task.abort();
-        out
+        let task = Egress(rt.spawn(async move {
+            tokio::time::timeout(timeout, send(client, req, &limits))
+                .await
+                .unwrap_or_else(|_| Err(format!("timed out after {} s", timeout.as_secs_f32())))
+        }));
+        Box::pin(async move {
+            let mut task = task;
+            (&mut task.0)
+                .await
+                .unwrap_or_else(|e| Err(format!("api call failed: {e}")))
+        })
     }
 
-    fn nl_predict(&self, nlu_id: &str, _text: &str, _options: &Json) -> Result<Json, String> {
-        Err(format!(
+    fn nl_predict<'a>(
+        &'a self,
+        nlu_id: &'a str,
+        _text: &'a str,
+        _options: &'a Json,
+    ) -> EffectFuture<'a, Result<Json, String>> {
+        Box::pin(std::future::ready(Err(format!(
             "NL model {nlu_id} is not available (NL Studio models arrive with their own issue)"
-        ))
+        ))))
+    }
+}
+
+/// An api call on the egress runtime, aborted when the step lets go of it.
+struct Egress(tokio::task::JoinHandle<Result<HttpResponse, String>>);
+
+impl Drop for Egress {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

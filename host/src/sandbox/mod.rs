@@ -3,52 +3,70 @@
 //! host calls per step. The guest reaches nothing but the `host` interface of the WIT world
 //! and a WASI with nothing in it (no files, sockets, environment or arguments).
 //!
+//! This file: the sandbox's configuration, the engine, and the public API. The instance
+//! pool is in `pool.rs`, the host imports in `imports.rs`, a step in `step.rs`, and who
+//! gets the CPU in `sched.rs`.
+//!
 //! Instances: warm per revision. An instance holds only the loaded bot between steps (each
 //! step's JavaScript runs in a fresh boa context that is dropped with the step), so a warm
 //! instance can serve any conversation of its revision. An instance that trapped is thrown
 //! away. Live instances are bounded by permits; when all are taken, an idle instance of
 //! another revision is evicted, and otherwise the caller waits (back-pressure, not errors).
+//!
+//! Steps are futures (wasmtime's async support: the guest runs on a fiber). A step holds a
+//! CPU slot only while its guest runs; while a host call (an api action's HTTP) is awaited
+//! the guest is suspended and the slot serves another step. Steps poll tokio timers: await
+//! them on the step threads ([`spawn`]) or through [`block_on`].
 
 mod artifact;
 pub mod effects;
+mod imports;
 pub mod limits;
+mod pool;
+mod sched;
+mod step;
 pub mod testing;
 
 use anyhow::{Context as _, Result};
 use effects::Effects;
 use limits::Limits;
 use runtime_core::engine::StepError;
-use runtime_core::host::HttpRequest;
 use runtime_core::model::CompiledBot;
 use runtime_core::session::{ConverseResult, Message, Session, StepReport};
 use std::collections::VecDeque;
+use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
-use wasmtime::component::{Linker, ResourceTable};
-use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
-    Trap,
-};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use imports::StepState;
+pub use sched::TenantSteps;
 
 mod wit {
     wasmtime::component::bindgen!({
         path: "../guest-sdk/wit",
         world: "bot-runtime",
-        imports: { default: trappable },
+        imports: {
+            // The guest waits on its fiber for these; it holds no CPU slot meanwhile.
+            "botbox:bot/host.http": async | trappable,
+            "botbox:bot/host.nl-predict": async | trappable,
+            default: trappable,
+        },
+        exports: { default: async },
     });
 }
 
-use wit::botbox::bot::host::{Host as HostImports, LogLevel};
-use wit::{BotRuntime, BotRuntimePre, SessionIn, StepError as StepErrorWit};
+use wit::{BotRuntime, BotRuntimePre};
 
 /// The guest component, built by build.rs.
 pub static GUEST_WASM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guest.wasm"));
 
-/// Epoch tick of the wall-clock deadline.
+/// Epoch tick: how often a running guest's deadline is checked, and how long it runs at most
+/// before it yields its CPU slot to the next tenant in turn (a fiber switch and a trip
+/// through the scheduler).
 const TICK: Duration = Duration::from_millis(5);
 
 #[derive(Debug, Clone)]
@@ -58,10 +76,40 @@ pub struct SandboxConfig {
     pub slots: u32,
     /// Idle warm instances kept per revision.
     pub warm_per_revision: usize,
+    /// Guests running at once (default: the cores). A step holds a slot only while its
+    /// guest, or the host's work for it, runs: not while it waits in a host call, for an
+    /// instance, or for its turn after an epoch yield. Steps waiting for a slot are served
+    /// round-robin between tenants.
+    ///
+    /// Cost: fewer slots than cores leave cores idle while steps queue; more only make the
+    /// OS time-slice guests, and the step threads ([`spawn`]) are one per core, so slots
+    /// above the cores are used only by callers of [`block_on`] on threads of their own.
+    /// Interaction: the server's own threads (HTTP, storage) share the cores with the
+    /// guests; `steps_per_tenant` bounds what one tenant can queue for slots.
+    /// A malicious guest holds a slot until the next epoch tick (5 ms at most), then queues
+    /// behind every other waiting tenant; its CPU per step is bounded by its fuel.
+    pub cpu_slots: usize,
+    /// Steps of one tenant (a project's owner) in flight at once: running, queued for a CPU
+    /// slot, or suspended in a host call (default: twice the cores, the whole server's cap
+    /// before steps could suspend). More wait in arrival order (back-pressure, not errors).
+    ///
+    /// Cost: each step in flight holds a live instance, so busy tenants times this should
+    /// stay below `slots`, or steps wait for instances as well. Interaction: a tenant whose
+    /// api calls are slow gets at most this many steps per api latency.
+    /// A malicious tenant can keep this many steps in flight (api calls to a server that
+    /// never answers, each until the time-out or the step's deadline), holding as many
+    /// instances, but no CPU slot while they wait.
+    pub steps_per_tenant: usize,
     /// Where the precompiled guest is cached.
     pub cache_dir: PathBuf,
     /// Write `/tmp/perf-<pid>.map` so that `perf` names the guest's functions (profiling only).
     pub perfmap: bool,
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
 }
 
 impl Default for SandboxConfig {
@@ -70,10 +118,42 @@ impl Default for SandboxConfig {
             limits: Limits::default(),
             slots: 64,
             warm_per_revision: 4,
+            cpu_slots: cores(),
+            steps_per_tenant: cores() * 2,
             cache_dir: PathBuf::from("data/cache"),
             perfmap: false,
         }
     }
+}
+
+/// The threads steps run on, one per core, shared by every sandbox of the process (guests
+/// run under CPU slots, so more threads would only wait). Their timers serve the deadline
+/// of host calls.
+fn step_threads() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cores())
+            .thread_name("botbox-step")
+            .enable_all()
+            .build()
+            .expect("the step threads")
+    })
+}
+
+/// Runs a sandbox future (a step) on the step threads.
+pub fn spawn<F>(future: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    step_threads().spawn(future)
+}
+
+/// Runs a sandbox future on this thread, for synchronous callers (the CLI, tests, benches).
+/// Panics inside an async context: there, use [`spawn`].
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    step_threads().block_on(future)
 }
 
 /// A bot revision ready to run: the compiled bot the guest loads, and the host's own copy of
@@ -169,19 +249,12 @@ pub struct Sandbox {
     engine: Engine,
     pre: BotRuntimePre<StepState>,
     config: SandboxConfig,
-    permits: Arc<Permits>,
-    idle: Mutex<VecDeque<Warm>>,
+    permits: Arc<pool::Permits>,
+    idle: Mutex<VecDeque<pool::Warm>>,
+    cpu: sched::Cpu,
+    tenants: sched::TenantCaps,
     pooling: bool,
     stop: Arc<AtomicBool>,
-}
-
-struct Warm {
-    revision: Arc<str>,
-    /// Tags of the sessions the guest keeps, oldest first (a mirror of the guest's list).
-    kept: VecDeque<u64>,
-    store: Store<StepState>,
-    bindings: BotRuntime,
-    _permit: Permit,
 }
 
 impl Sandbox {
@@ -200,13 +273,16 @@ impl Sandbox {
 
     fn build(config: SandboxConfig, pooling: bool) -> Result<Sandbox> {
         let mut cfg = Config::new();
+        // (Async support, which steps need, is always on in wasmtime 48.)
         cfg.wasm_component_model(true)
             .consume_fuel(true)
             .epoch_interruption(true)
             // Traps are explained by their code and the JavaScript site, not by a wasm
             // backtrace (capturing one is work on every trap for nothing).
             .wasm_backtrace_max_frames(None)
-            .max_wasm_stack(1 << 20);
+            // The guest's fiber stack: its wasm stack plus 1 MiB for host frames.
+            .max_wasm_stack(1 << 20)
+            .async_stack_size(2 << 20);
         if config.perfmap {
             cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
         }
@@ -217,6 +293,8 @@ impl Sandbox {
                 .total_core_instances(slots * 8)
                 .total_memories(slots * 2)
                 .total_tables(slots * 8)
+                // A store keeps the fiber stack of its last call: one per live instance.
+                .total_stacks(slots)
                 .max_memories_per_component(4)
                 .max_tables_per_component(16)
                 .max_core_instances_per_component(16)
@@ -229,7 +307,7 @@ impl Sandbox {
         let engine = Engine::new(&cfg)?;
         let component = artifact::load(&engine, GUEST_WASM, &config.cache_dir)?;
         let mut linker: Linker<StepState> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         BotRuntime::add_to_linker::<_, wasmtime::component::HasSelf<StepState>>(
             &mut linker,
             |s| s,
@@ -251,16 +329,22 @@ impl Sandbox {
         let sandbox = Sandbox {
             engine,
             pre,
-            permits: Arc::new(Permits::new(config.slots as usize)),
+            permits: Arc::new(pool::Permits::new(config.slots as usize)),
             idle: Mutex::new(VecDeque::new()),
+            cpu: sched::Cpu::new(config.cpu_slots),
+            tenants: sched::TenantCaps::new(config.steps_per_tenant),
             config,
             pooling,
             stop,
         };
         // Probe: one instance must come up, or this allocation strategy is unusable here.
-        let probe = sandbox
-            .instantiate("probe".into(), None, &sandbox.config.limits)
-            .context("instantiating the guest")?;
+        let probe = block_on(sandbox.instantiate(
+            "probe".into(),
+            None,
+            &sandbox.config.limits,
+            &step::StepClock::start(),
+        ))
+        .context("instantiating the guest")?;
         drop(probe);
         Ok(sandbox)
     }
@@ -274,77 +358,25 @@ impl Sandbox {
         &self.config.limits
     }
 
-    fn new_store(&self, limits: &Limits) -> Store<StepState> {
-        let out = MemoryOutputPipe::new(limits.max_output_bytes);
-        let wasi = empty_wasi(&out);
-        let state = StepState {
-            wasi,
-            table: ResourceTable::new(),
-            limiter: Limiter {
-                cap: limits.memory_bytes.min(self.config.limits.memory_bytes),
-                denied: false,
-            },
-            limits: limits.clone(),
-            effects: None,
-            host_calls: 0,
-            abort: None,
-            site: String::new(),
-            max_recursion: 0,
-            output: out,
-            revision: Arc::from(""),
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limiter);
-        store
+    /// What `tenant` has in flight and waiting under its cap.
+    pub fn tenant_steps(&self, tenant: &str) -> TenantSteps {
+        self.tenants.steps(tenant)
     }
 
-    /// A new instance with the bot loaded (`None`: nothing loaded, for the start-up probe).
-    fn instantiate(&self, revision: Arc<str>, bot: Option<&str>, limits: &Limits) -> Result<Warm> {
-        let permit = self.acquire();
-        let mut store = self.new_store(limits);
-        store.set_fuel(self.config.limits.fuel.max(200_000_000))?;
-        store.set_epoch_deadline(ticks(self.config.limits.deadline));
-        let bindings = self.pre.instantiate(&mut store)?;
-        if let Some(bot) = bot {
-            bindings
-                .call_load(&mut store, bot)?
-                .map_err(|e| anyhow::anyhow!("the guest rejected the bot: {e}"))?;
-        }
-        Ok(Warm {
-            revision,
-            kept: VecDeque::new(),
-            store,
-            bindings,
-            _permit: permit,
-        })
-    }
-
-    /// Takes a permit for a live instance, evicting idle instances when all are taken, and
-    /// waiting when there is none to evict.
-    fn acquire(&self) -> Permit {
-        loop {
-            if let Some(p) = self.permits.try_acquire() {
-                return p;
-            }
-            let evicted = self.idle.lock().unwrap().pop_front();
-            match evicted {
-                Some(w) => drop(w),
-                // Woken when a permit is freed or an instance becomes idle (evictable).
-                None => self.permits.wait(Duration::from_millis(50)),
-            }
-        }
-    }
-
-    /// Runs one conversation step of `revision` in the sandbox.
-    pub fn step(
+    /// Runs one conversation step of `revision` for `tenant` (whose steps share its cap and
+    /// its turns for the CPU) in the sandbox.
+    pub async fn step(
         &self,
+        tenant: &str,
         revision: &Revision,
         session: &Session,
         message: &Message,
         effects: Arc<dyn Effects>,
     ) -> Result<StepOutcome, SandboxError> {
         let json = serde_json::to_string(session).map_err(|e| SandboxError::Internal(e.into()))?;
-        let raw = self.run(revision, &json, 0, false, message, effects)?;
+        let raw = self
+            .run(tenant, revision, &json, 0, false, message, effects)
+            .await?;
         let session: Session = serde_json::from_str(&raw.session.json).map_err(|e| {
             SandboxError::Internal(anyhow::anyhow!("guest session does not parse: {e}"))
         })?;
@@ -359,469 +391,29 @@ impl Sandbox {
     /// JSON: the way the live path uses the sandbox, storing sessions as text. The instance
     /// keeps the new session under the returned tag, so that the conversation's next step on
     /// it sends the tag instead of the JSON.
-    pub fn step_json(
+    pub async fn step_json(
         &self,
+        tenant: &str,
         revision: &Revision,
         session: &SessionJson,
         message: &Message,
         effects: Arc<dyn Effects>,
     ) -> Result<RawOutcome, SandboxError> {
-        self.run(revision, &session.json, session.tag, true, message, effects)
+        self.run(
+            tenant,
+            revision,
+            &session.json,
+            session.tag,
+            true,
+            message,
+            effects,
+        )
+        .await
     }
-
-    fn run(
-        &self,
-        revision: &Revision,
-        session_json: &str,
-        tag: u64,
-        keep: bool,
-        message: &Message,
-        effects: Arc<dyn Effects>,
-    ) -> Result<RawOutcome, SandboxError> {
-        let span = tracing::info_span!("bot_step", revision = %revision.id, fuel = tracing::field::Empty, warm = tracing::field::Empty);
-        let _g = span.enter();
-        let reused = {
-            let mut idle = self.idle.lock().unwrap();
-            // The instance that kept this session if it is idle, else the last one used.
-            let holder = (tag != 0)
-                .then(|| {
-                    idle.iter()
-                        .rposition(|w| w.revision == revision.id && w.kept.contains(&tag))
-                })
-                .flatten();
-            holder
-                .or_else(|| idle.iter().rposition(|w| w.revision == revision.id))
-                .and_then(|i| idle.remove(i))
-        };
-        let warm = reused.is_some();
-        let limits: &Limits = revision.limits.as_deref().unwrap_or(&self.config.limits);
-        let mut inst = match reused {
-            Some(w) => w,
-            None => self
-                .instantiate(revision.id.clone(), Some(&revision.guest_bot), limits)
-                .map_err(SandboxError::Internal)?,
-        };
-        {
-            let st = inst.store.data_mut();
-            st.limits = limits.clone();
-            st.limiter.cap = limits.memory_bytes.min(self.config.limits.memory_bytes);
-            st.effects = Some(effects);
-            st.host_calls = 0;
-            st.abort = None;
-            st.site.clear();
-            st.max_recursion = revision.max_recursion;
-            st.limiter.denied = false;
-            st.revision = revision.id.clone();
-        }
-        let message_json =
-            serde_json::to_string(message).map_err(|e| SandboxError::Internal(e.into()))?;
-        let keep_as = if keep { next_tag() } else { 0 };
-        let mut input = match inst.kept.iter().position(|t| *t == tag) {
-            Some(i) if tag != 0 => {
-                // Each kept session serves one step: the guest lets go of it now.
-                inst.kept.remove(i);
-                SessionIn::Kept(tag)
-            }
-            _ => SessionIn::Json(session_json.to_owned()),
-        };
-        let started = Instant::now();
-        let (call, fuel_used) = loop {
-            inst.store
-                .set_fuel(limits.fuel)
-                .map_err(|e| SandboxError::Internal(e.into()))?;
-            inst.store.set_epoch_deadline(ticks(limits.deadline));
-            let call = inst
-                .bindings
-                .call_converse(&mut inst.store, &input, keep_as, &message_json);
-            let fuel_used = limits
-                .fuel
-                .saturating_sub(inst.store.get_fuel().unwrap_or(0));
-            match call {
-                // The guest dropped it (for size): the same step again, with the JSON.
-                Ok(Err(StepErrorWit::NotKept(_))) if matches!(input, SessionIn::Kept(_)) => {
-                    input = SessionIn::Json(session_json.to_owned());
-                }
-                call => break (call, fuel_used),
-            }
-        };
-        span.record("fuel", fuel_used);
-        span.record("warm", warm);
-        inst.store.data_mut().effects = None;
-        let out = match call {
-            Ok(Ok(out)) => {
-                let report: StepReport = serde_json::from_str(&out.report).map_err(|e| {
-                    SandboxError::Internal(anyhow::anyhow!("guest result does not parse: {e}"))
-                })?;
-                let tag = if out.kept {
-                    inst.kept.push_back(keep_as);
-                    while inst.kept.len() > KEEP_MAX {
-                        inst.kept.pop_front();
-                    }
-                    keep_as
-                } else {
-                    0
-                };
-                Ok(RawOutcome {
-                    report,
-                    session: SessionJson {
-                        json: out.session.into(),
-                        tag,
-                    },
-                    fuel_used,
-                    warm,
-                })
-            }
-            Ok(Err(e)) => Err(SandboxError::Step(match e {
-                StepErrorWit::MaxRecursion(n) => StepError::MaxRecursion(n),
-                StepErrorWit::Aborted(m) => StepError::Aborted(m),
-                StepErrorWit::InvalidMessage(m) => StepError::InvalidMessage(m),
-                StepErrorWit::NotLoaded | StepErrorWit::NotKept(_) => {
-                    return Err(SandboxError::Internal(anyhow::anyhow!(
-                        "the guest refused the step: {e:?}"
-                    )));
-                }
-            })),
-            Err(trap) => {
-                let err = explain(&inst.store, limits, &trap, started.elapsed());
-                tracing::warn!(error = %err, "step aborted; instance discarded");
-                return Err(SandboxError::Step(err));
-            }
-        };
-        for line in inst
-            .store
-            .data()
-            .output
-            .contents()
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-        {
-            tracing::info!(target: "botbox::guest_output", "{}", String::from_utf8_lossy(line));
-        }
-        // Back to the pool, unless the revision already has enough idle instances.
-        let mut idle = self.idle.lock().unwrap();
-        if idle.iter().filter(|w| w.revision == revision.id).count() < self.config.warm_per_revision
-        {
-            idle.push_back(inst);
-            // A waiter may now evict it.
-            self.permits.freed.notify_all();
-        }
-        out
-    }
-}
-
-/// Sessions a warm instance keeps at most: the guest's own rule (`KEEP_MAX` in
-/// guest-sdk/src/guest.rs), mirrored so that the host knows which tags an instance holds.
-const KEEP_MAX: usize = 16;
-
-/// A fresh tag for a kept session (never 0, never reused in this process).
-fn next_tag() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-/// The guest's WASI: no preopened directories (so no filesystem), no environment, no
-/// arguments, no TCP, UDP or name lookup; stdout and stderr go to a capped in-memory pipe.
-fn empty_wasi(out: &MemoryOutputPipe) -> WasiCtx {
-    WasiCtxBuilder::new()
-        .stdout(out.clone())
-        .stderr(out.clone())
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false)
-        .build()
-}
-
-/// Names the limit a trap hit, and where.
-fn explain(
-    store: &Store<StepState>,
-    limits: &Limits,
-    trap: &wasmtime::Error,
-    elapsed: Duration,
-) -> StepError {
-    let st = store.data();
-    if let Some(e) = &st.abort {
-        return e.clone();
-    }
-    let who = if st.site.is_empty() {
-        "the step".to_string()
-    } else {
-        st.site.clone()
-    };
-    let msg = match trap.downcast_ref::<Trap>() {
-        Some(Trap::OutOfFuel) => format!("{who} exceeded its fuel budget of {}", limits.fuel),
-        Some(Trap::Interrupt) => format!(
-            "{who} exceeded its deadline of {} ms (ran {} ms)",
-            limits.deadline.as_millis(),
-            elapsed.as_millis()
-        ),
-        Some(Trap::StackOverflow) => format!("{who} overflowed its stack"),
-        // The guest's Rust stack lives in linear memory and wraps below address 0.
-        Some(Trap::MemoryOutOfBounds) => {
-            format!("{who} overflowed its stack (out-of-bounds memory access)")
-        }
-        _ if st.limiter.denied => format!(
-            "{who} exceeded its memory cap of {} MiB",
-            limits.memory_bytes >> 20
-        ),
-        Some(t) => format!("{who} trapped: {t}"),
-        None => format!("{who} failed: {trap:#}"),
-    };
-    StepError::Aborted(msg)
 }
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-fn ticks(d: Duration) -> u64 {
-    (d.as_millis() / TICK.as_millis()).max(1) as u64 + 1
-}
-
-/// Per-instance state; the per-step part is reset before each step.
-pub struct StepState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    limiter: Limiter,
-    limits: Limits,
-    effects: Option<Arc<dyn Effects>>,
-    host_calls: u32,
-    /// Set when a host function decided to abort the step (it then traps).
-    abort: Option<StepError>,
-    site: String,
-    max_recursion: u32,
-    output: MemoryOutputPipe,
-    revision: Arc<str>,
-}
-
-impl WasiView for StepState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-struct Limiter {
-    cap: usize,
-    denied: bool,
-}
-
-impl ResourceLimiter for Limiter {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.cap {
-            self.denied = true;
-            return Ok(false);
-        }
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= 100_000)
-    }
-}
-
-impl StepState {
-    /// Counts a host call; past the cap the step is aborted.
-    fn count_call(&mut self) -> wasmtime::Result<()> {
-        self.host_calls += 1;
-        if self.host_calls > self.limits.max_host_calls {
-            let who = if self.site.is_empty() {
-                "the step".to_string()
-            } else {
-                self.site.clone()
-            };
-            let e = StepError::Aborted(format!(
-                "{who} exceeded its cap of {} host calls",
-                self.limits.max_host_calls
-            ));
-            self.abort = Some(e.clone());
-            return Err(wasmtime::Error::msg(e.to_string()));
-        }
-        Ok(())
-    }
-
-    fn effects(&self) -> Arc<dyn Effects> {
-        self.effects.clone().expect("effects are set during a step")
-    }
-}
-
-impl HostImports for StepState {
-    fn http(&mut self, request: String) -> wasmtime::Result<Result<String, String>> {
-        self.count_call()?;
-        let req: HttpRequest = match serde_json::from_str(&request) {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(format!("bad request: {e}"))),
-        };
-        let span = tracing::info_span!("api_call", revision = %self.revision, method = %req.method, url = %req.url);
-        let _g = span.enter();
-        let out = self.effects().http(&req, &self.limits);
-        if let Err(e) = &out {
-            tracing::info!(error = %e, "api call failed");
-        }
-        Ok(out.map(|r| serde_json::to_string(&r).expect("responses serialise")))
-    }
-
-    fn nl_predict(
-        &mut self,
-        nlu_id: String,
-        text: String,
-        options: String,
-    ) -> wasmtime::Result<Result<String, String>> {
-        self.count_call()?;
-        let options = serde_json::from_str(&options).unwrap_or(serde_json::Value::Null);
-        Ok(self
-            .effects()
-            .nl_predict(&nlu_id, &text, &options)
-            .map(|j| j.to_string()))
-    }
-
-    fn now_ms(&mut self) -> wasmtime::Result<i64> {
-        Ok(self.effects().now_ms())
-    }
-
-    fn random_u64(&mut self) -> wasmtime::Result<u64> {
-        Ok(self.effects().random_u64())
-    }
-
-    fn state_moved(&mut self, moves: u32) -> wasmtime::Result<Result<(), String>> {
-        if moves > self.max_recursion {
-            let e = StepError::MaxRecursion(self.max_recursion);
-            self.abort = Some(e.clone());
-            return Err(wasmtime::Error::msg(e.to_string()));
-        }
-        Ok(Ok(()))
-    }
-
-    fn enter_js(&mut self, site: String) -> wasmtime::Result<()> {
-        self.site = site;
-        Ok(())
-    }
-
-    fn log(&mut self, level: LogLevel, message: String) -> wasmtime::Result<()> {
-        self.count_call()?;
-        let message: String = message.chars().take(2000).collect();
-        match level {
-            LogLevel::Info => tracing::info!(revision = %self.revision, "{message}"),
-            LogLevel::UserError => {
-                tracing::warn!(revision = %self.revision, user_error = true, "{message}")
-            }
-            LogLevel::Console => {
-                tracing::info!(revision = %self.revision, console = true, "{message}")
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Counting permits for live instances (std has no semaphore; tokio's is async).
-struct Permits {
-    max: usize,
-    used: Mutex<usize>,
-    freed: Condvar,
-}
-
-struct Permit(Arc<Permits>);
-
-impl Permits {
-    fn new(max: usize) -> Permits {
-        Permits {
-            max,
-            used: Mutex::new(0),
-            freed: Condvar::new(),
-        }
-    }
-}
-
-trait PermitsExt {
-    fn try_acquire(&self) -> Option<Permit>;
-    fn wait(&self, at_most: Duration);
-}
-
-impl PermitsExt for Arc<Permits> {
-    fn try_acquire(&self) -> Option<Permit> {
-        let mut used = self.used.lock().unwrap();
-        if *used < self.max {
-            *used += 1;
-            Some(Permit(self.clone()))
-        } else {
-            None
-        }
-    }
-
-    fn wait(&self, at_most: Duration) {
-        let used = self.used.lock().unwrap();
-        if *used >= self.max {
-            let _ = self.freed.wait_timeout(used, at_most).unwrap();
-        }
-    }
-}
-
-impl Drop for Permit {
-    fn drop(&mut self) {
-        *self.0.used.lock().unwrap() -= 1;
-        self.0.freed.notify_all();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use wasmtime_wasi::cli::WasiCliView;
-    use wasmtime_wasi::filesystem::WasiFilesystemView;
-    use wasmtime_wasi::p2::bindings::cli::environment::Host as _;
-    use wasmtime_wasi::p2::bindings::filesystem::preopens::Host as _;
-    use wasmtime_wasi::p2::bindings::sockets::instance_network::Host as _;
-    use wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::Host as _;
-    use wasmtime_wasi::p2::bindings::sockets::network::IpAddressFamily;
-    use wasmtime_wasi::p2::bindings::sockets::tcp_create_socket::Host as _;
-    use wasmtime_wasi::p2::bindings::sockets::udp_create_socket::Host as _;
-    use wasmtime_wasi::sockets::WasiSocketsView;
-
-    struct Guest {
-        wasi: WasiCtx,
-        table: ResourceTable,
-    }
-
-    impl WasiView for Guest {
-        fn ctx(&mut self) -> WasiCtxView<'_> {
-            WasiCtxView {
-                ctx: &mut self.wasi,
-                table: &mut self.table,
-            }
-        }
-    }
-
-    /// The WASI calls a guest would make to reach files, the environment or the network,
-    /// answered by exactly the context every instance gets.
-    #[tokio::test]
-    async fn the_guest_wasi_has_no_files_environment_arguments_or_network() {
-        let mut g = Guest {
-            wasi: empty_wasi(&MemoryOutputPipe::new(1024)),
-            table: ResourceTable::new(),
-        };
-        // In WASI 0.2 a directory handle comes only from the preopens.
-        assert!(g.filesystem().get_directories().unwrap().is_empty());
-        assert!(g.cli().get_environment().unwrap().is_empty());
-        assert!(g.cli().get_arguments().unwrap().is_empty());
-        assert_eq!(g.cli().initial_cwd().unwrap(), None);
-        let mut net = g.sockets();
-        assert!(net.create_tcp_socket(IpAddressFamily::Ipv4).is_err());
-        assert!(net.create_tcp_socket(IpAddressFamily::Ipv6).is_err());
-        assert!(net.create_udp_socket(IpAddressFamily::Ipv4).await.is_err());
-        let network = net.instance_network().unwrap();
-        assert!(net.resolve_addresses(network, "localhost".into()).is_err());
     }
 }

@@ -2,9 +2,9 @@
 //! in the wasm sandbox, with the test environment's clock, randomness and HTTP stubs. Used by
 //! `botbox test` and by the differential tests.
 
-use super::effects::Effects;
+use super::effects::{EffectFuture, Effects};
 use super::limits::Limits;
-use super::{Revision, Sandbox, SandboxError};
+use super::{Revision, Sandbox, SandboxError, block_on};
 use runtime_core::host::{HttpRequest, HttpResponse};
 use runtime_core::testing::{Stepper, TestEnv};
 use runtime_core::{CompiledBot, ConverseResult, Message, Session, StepError};
@@ -21,15 +21,30 @@ impl Effects for EnvEffects {
     fn random_u64(&self) -> u64 {
         self.0.lock().unwrap().random_u64()
     }
-    fn http(&self, req: &HttpRequest, _: &Limits) -> Result<HttpResponse, String> {
-        self.0.lock().unwrap().http(req).map_err(|e| e.to_string())
+    fn http<'a>(
+        &'a self,
+        req: &'a HttpRequest,
+        _: &'a Limits,
+    ) -> EffectFuture<'a, Result<HttpResponse, String>> {
+        let out = self.0.lock().unwrap().http(req).map_err(|e| e.to_string());
+        Box::pin(std::future::ready(out))
     }
-    fn nl_predict(&self, _: &str, _: &str, _: &Json) -> Result<Json, String> {
-        Err("no NL model in conversation tests".into())
+    fn nl_predict<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: &'a Json,
+    ) -> EffectFuture<'a, Result<Json, String>> {
+        Box::pin(std::future::ready(Err(
+            "no NL model in conversation tests".into()
+        )))
     }
 }
 
-/// Runs test steps of one revision in a sandbox.
+/// The tenant conversation tests run as.
+pub const TENANT: &str = "local";
+
+/// Runs test steps of one revision in a sandbox (on this thread: not in an async context).
 pub struct SandboxStepper<'a> {
     pub sandbox: &'a Sandbox,
     pub revision: Revision,
@@ -44,9 +59,11 @@ impl Stepper for SandboxStepper<'_> {
         env: &mut TestEnv,
     ) -> Result<ConverseResult, StepError> {
         let effects = Arc::new(EnvEffects(Mutex::new(env.clone())));
-        let out = self
-            .sandbox
-            .step(&self.revision, session, &msg, effects.clone());
+        let out =
+            block_on(
+                self.sandbox
+                    .step(TENANT, &self.revision, session, &msg, effects.clone()),
+            );
         *env = effects.0.lock().unwrap().clone();
         match out {
             Ok(o) => Ok(o.result),

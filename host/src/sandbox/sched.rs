@@ -1,0 +1,446 @@
+//! Who runs: the fair scheduler of CPU slots, and the per-tenant cap on steps in flight.
+//!
+//! A step holds a CPU slot only while its guest runs ([`OnCpu`]): whenever the step's future
+//! is pending (a host call in flight, an epoch yield, a wait for an instance) the slot goes
+//! back, and the step queues again before it is polled next. Waiting steps queue per tenant,
+//! and a freed slot goes to the next tenant in turn, not to the oldest step: a tenant with
+//! many waiting steps gets one turn per round like a tenant with one.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::step::StepClock;
+
+/// CPU slots, handed out round-robin between tenants.
+pub(crate) struct Cpu {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Slots nobody holds. Never above zero while a step waits: a freed slot goes straight
+    /// to a waiter.
+    free: usize,
+    /// Tenants with waiting steps, in the order they will be served.
+    ring: VecDeque<Arc<str>>,
+    /// Each waiting tenant's steps, oldest first.
+    queues: HashMap<Arc<str>, VecDeque<Arc<Waiter>>>,
+}
+
+/// A step waiting for a slot. Lock order: the scheduler's state, then a waiter.
+#[derive(Default)]
+struct Waiter(Mutex<Wait>);
+
+#[derive(Default)]
+struct Wait {
+    /// A slot was handed over; the waiter owns it.
+    granted: bool,
+    waker: Option<Waker>,
+}
+
+/// A CPU slot; given back (to the next tenant in turn) when dropped.
+pub(crate) struct Slot<'a>(&'a Cpu);
+
+impl Cpu {
+    pub fn new(slots: usize) -> Cpu {
+        Cpu {
+            state: Mutex::new(State {
+                free: slots.max(1),
+                ..State::default()
+            }),
+        }
+    }
+
+    /// A slot for a step of `tenant`: at once when one is free, else in the tenant's turn.
+    pub fn acquire<'a>(&'a self, tenant: &'a Arc<str>) -> Acquire<'a> {
+        Acquire {
+            cpu: self,
+            tenant,
+            waiter: None,
+            done: false,
+        }
+    }
+
+    /// Hands a freed slot to the next tenant in turn, or keeps it free.
+    fn release(&self) {
+        let mut st = self.state.lock().unwrap();
+        let woken = st.grant_next();
+        drop(st);
+        if let Some(w) = woken {
+            w.wake();
+        }
+    }
+
+    /// Steps waiting for a slot, over all tenants.
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .queues
+            .values()
+            .map(VecDeque::len)
+            .sum()
+    }
+}
+
+impl State {
+    /// Gives a slot that was just freed to the oldest waiter of the tenant whose turn it is;
+    /// that tenant goes to the back of the ring if it has more. Returns the waker to wake
+    /// (outside the lock).
+    fn grant_next(&mut self) -> Option<Waker> {
+        while let Some(tenant) = self.ring.pop_front() {
+            let queue = self
+                .queues
+                .get_mut(&tenant)
+                .expect("a tenant in the ring has a queue");
+            let waiter = queue.pop_front();
+            if queue.is_empty() {
+                self.queues.remove(&tenant);
+            } else {
+                self.ring.push_back(tenant);
+            }
+            if let Some(w) = waiter {
+                let mut wait = w.0.lock().unwrap();
+                wait.granted = true;
+                return wait.waker.take();
+            }
+        }
+        self.free += 1;
+        None
+    }
+
+    fn enqueue(&mut self, tenant: &Arc<str>, waiter: Arc<Waiter>) {
+        match self.queues.get_mut(tenant) {
+            Some(q) => q.push_back(waiter),
+            None => {
+                self.queues.insert(tenant.clone(), VecDeque::from([waiter]));
+                self.ring.push_back(tenant.clone());
+            }
+        }
+    }
+
+    /// Takes a waiter out of its queue (it gave up before being served).
+    fn dequeue(&mut self, tenant: &Arc<str>, waiter: &Arc<Waiter>) {
+        let Some(q) = self.queues.get_mut(tenant) else {
+            return;
+        };
+        q.retain(|w| !Arc::ptr_eq(w, waiter));
+        if q.is_empty() {
+            self.queues.remove(tenant);
+            self.ring.retain(|t| t != tenant);
+        }
+    }
+}
+
+/// See [`Cpu::acquire`]. Dropping it gives up the place in the queue (or the slot, when one
+/// was handed over but not yet taken).
+pub(crate) struct Acquire<'a> {
+    cpu: &'a Cpu,
+    tenant: &'a Arc<str>,
+    waiter: Option<Arc<Waiter>>,
+    done: bool,
+}
+
+impl<'a> Future for Acquire<'a> {
+    type Output = Slot<'a>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Slot<'a>> {
+        let cpu = self.cpu;
+        if let Some(w) = &self.waiter {
+            let mut wait = w.0.lock().unwrap();
+            if wait.granted {
+                drop(wait);
+                self.done = true;
+                return Poll::Ready(Slot(cpu));
+            }
+            match &mut wait.waker {
+                Some(old) if old.will_wake(cx.waker()) => {}
+                waker => *waker = Some(cx.waker().clone()),
+            }
+            return Poll::Pending;
+        }
+        let mut st = cpu.state.lock().unwrap();
+        if st.free > 0 {
+            st.free -= 1;
+            drop(st);
+            self.done = true;
+            return Poll::Ready(Slot(cpu));
+        }
+        let w = Arc::new(Waiter(Mutex::new(Wait {
+            granted: false,
+            waker: Some(cx.waker().clone()),
+        })));
+        st.enqueue(self.tenant, w.clone());
+        drop(st);
+        self.waiter = Some(w);
+        Poll::Pending
+    }
+}
+
+impl Drop for Acquire<'_> {
+    fn drop(&mut self) {
+        let Some(w) = self.waiter.take() else {
+            return;
+        };
+        if self.done {
+            return;
+        }
+        let mut st = self.cpu.state.lock().unwrap();
+        let granted = w.0.lock().unwrap().granted;
+        if granted {
+            // Handed over but never taken: pass it on.
+            let woken = st.grant_next();
+            drop(st);
+            if let Some(k) = woken {
+                k.wake();
+            }
+        } else {
+            st.dequeue(self.tenant, &w);
+        }
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+/// Polls a step's future only while holding a CPU slot of its tenant, and gives the slot
+/// back whenever the future is pending. Time spent queued for a slot is recorded on the
+/// step's clock: it is other steps' time, not this step's.
+pub(crate) struct OnCpu<'a, F> {
+    cpu: &'a Cpu,
+    tenant: &'a Arc<str>,
+    clock: &'a StepClock,
+    step: Pin<&'a mut F>,
+    queued: Option<(Acquire<'a>, Instant)>,
+}
+
+impl<'a, F: Future> OnCpu<'a, F> {
+    pub fn new(
+        cpu: &'a Cpu,
+        tenant: &'a Arc<str>,
+        clock: &'a StepClock,
+        step: Pin<&'a mut F>,
+    ) -> Self {
+        OnCpu {
+            cpu,
+            tenant,
+            clock,
+            step,
+            queued: None,
+        }
+    }
+}
+
+impl<F: Future> Future for OnCpu<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let slot = match &mut this.queued {
+            Some((acquire, since)) => match Pin::new(acquire).poll(cx) {
+                Poll::Ready(slot) => {
+                    this.clock.add_queued(since.elapsed());
+                    this.queued = None;
+                    slot
+                }
+                Poll::Pending => return Poll::Pending,
+            },
+            None => {
+                let mut acquire = this.cpu.acquire(this.tenant);
+                match Pin::new(&mut acquire).poll(cx) {
+                    Poll::Ready(slot) => slot,
+                    Poll::Pending => {
+                        this.queued = Some((acquire, Instant::now()));
+                        return Poll::Pending;
+                    }
+                }
+            }
+        };
+        let out = this.step.as_mut().poll(cx);
+        drop(slot);
+        out
+    }
+}
+
+/// The cap on each tenant's steps in flight (running, queued for a slot, or suspended in a
+/// host call). Steps over the cap wait in arrival order.
+pub(crate) struct TenantCaps {
+    cap: usize,
+    tenants: Mutex<HashMap<Arc<str>, Arc<Semaphore>>>,
+}
+
+/// A tenant's step in flight; the next waiting step of the tenant goes when it is dropped.
+pub(crate) struct InFlight {
+    pub tenant: Arc<str>,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// What a tenant has in flight, and what waits for the tenant's cap (a snapshot, for
+/// observation: a step just arriving may be counted as waiting a moment before it enters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TenantSteps {
+    pub in_flight: usize,
+    pub waiting: usize,
+}
+
+impl TenantCaps {
+    pub fn new(cap: usize) -> TenantCaps {
+        TenantCaps {
+            cap: cap.max(1),
+            tenants: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Waits for the tenant's turn under its cap.
+    pub async fn enter(&self, tenant: &str) -> InFlight {
+        let (key, sem) = {
+            let mut map = self.tenants.lock().unwrap();
+            if map.len() > 10_000 {
+                // Tenants with nothing in flight and nothing waiting.
+                map.retain(|_, s| Arc::strong_count(s) > 1);
+            }
+            match map.get_key_value(tenant) {
+                Some((k, s)) => (k.clone(), s.clone()),
+                None => {
+                    let k: Arc<str> = tenant.into();
+                    let s = Arc::new(Semaphore::new(self.cap));
+                    map.insert(k.clone(), s.clone());
+                    (k, s)
+                }
+            }
+        };
+        let permit = sem.acquire_owned().await.expect("never closed");
+        InFlight {
+            tenant: key,
+            _permit: permit,
+        }
+    }
+
+    pub fn steps(&self, tenant: &str) -> TenantSteps {
+        let map = self.tenants.lock().unwrap();
+        let Some(sem) = map.get(tenant) else {
+            return TenantSteps::default();
+        };
+        let in_flight = self.cap - sem.available_permits();
+        // The map, each permit and each waiting `enter` hold the semaphore.
+        let holders = Arc::strong_count(sem) - 1;
+        TenantSteps {
+            in_flight,
+            waiting: holders.saturating_sub(in_flight),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    fn poll<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
+        Pin::new(f).poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    fn tenant(name: &str) -> Arc<str> {
+        name.into()
+    }
+
+    #[test]
+    fn a_tenant_with_one_waiter_is_served_before_the_second_waiter_of_a_busy_tenant() {
+        let cpu = Cpu::new(1);
+        let (a, b) = (tenant("a"), tenant("b"));
+        let mut held = cpu.acquire(&a);
+        let Poll::Ready(held) = poll(&mut held) else {
+            panic!("a free slot is taken at once")
+        };
+        // A queues three steps, then B one.
+        let mut a1 = cpu.acquire(&a);
+        let mut a2 = cpu.acquire(&a);
+        let mut a3 = cpu.acquire(&a);
+        let mut b1 = cpu.acquire(&b);
+        for f in [&mut a1, &mut a2, &mut a3, &mut b1] {
+            assert!(poll(f).is_pending());
+        }
+        assert_eq!(cpu.waiting(), 4);
+        let mut order = vec![];
+        drop(held);
+        // Each freed slot goes to whoever is ready; record who, then free it again.
+        let mut pending: Vec<(&str, &mut Acquire)> = vec![
+            ("a1", &mut a1),
+            ("a2", &mut a2),
+            ("a3", &mut a3),
+            ("b1", &mut b1),
+        ];
+        while !pending.is_empty() {
+            let i = pending
+                .iter_mut()
+                .position(|(_, f)| poll(*f).is_ready())
+                .expect("a freed slot is handed to a waiter");
+            let (name, _) = pending.remove(i);
+            order.push(name);
+            // The slot taken by the poll above was dropped with its `Ready` value.
+        }
+        assert_eq!(order, ["a1", "b1", "a2", "a3"]);
+        assert_eq!(cpu.waiting(), 0);
+    }
+
+    #[test]
+    fn a_step_that_gives_up_its_place_does_not_lose_the_slot() {
+        let cpu = Cpu::new(1);
+        let (a, b) = (tenant("a"), tenant("b"));
+        let mut first = cpu.acquire(&a);
+        let Poll::Ready(held) = poll(&mut first) else {
+            panic!()
+        };
+        let mut gone = cpu.acquire(&a);
+        let mut next = cpu.acquire(&b);
+        assert!(poll(&mut gone).is_pending());
+        assert!(poll(&mut next).is_pending());
+        // The slot is handed to `gone`, which is dropped before taking it: `next` gets it.
+        drop(held);
+        drop(gone);
+        assert!(poll(&mut next).is_ready());
+        // And a waiter dropped while queued leaves no trace.
+        let mut x = cpu.acquire(&a);
+        let Poll::Ready(s) = poll(&mut x) else {
+            panic!("the slot came back")
+        };
+        let mut y = cpu.acquire(&b);
+        assert!(poll(&mut y).is_pending());
+        drop(y);
+        assert_eq!(cpu.waiting(), 0);
+        drop(s);
+        assert!(poll(&mut cpu.acquire(&a)).is_ready());
+    }
+
+    #[tokio::test]
+    async fn a_tenant_over_its_cap_waits_and_others_do_not() {
+        let caps = TenantCaps::new(2);
+        let a1 = caps.enter("a").await;
+        let _a2 = caps.enter("a").await;
+        let mut a3 = Box::pin(caps.enter("a"));
+        assert!(futures_poll(&mut a3).is_pending());
+        assert_eq!(
+            caps.steps("a"),
+            TenantSteps {
+                in_flight: 2,
+                waiting: 1
+            }
+        );
+        let _b = caps.enter("b").await;
+        drop(a1);
+        assert!(futures_poll(&mut a3).is_ready());
+    }
+
+    fn futures_poll<F: Future>(f: &mut Pin<Box<F>>) -> Poll<F::Output> {
+        f.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }
+}
