@@ -121,7 +121,8 @@ async fn deep_input_is_refused_and_the_server_lives() {
     let condition_bot = |cond: String| {
         json!({"name": "d", "flows": {"f": {
             "intents": {"i": {"initial": true, "condition": cond}},
-            "states": {"s": {"initial": true, "end": true, "action": {"name": "text", "options": {"text": "x"}}}}
+            "states": {"start": {"initial": true, "transitions": {"s": {"fallback": true}}},
+                "s": {"end": true, "action": {"name": "text", "options": {"text": "x"}}}}
         }}})
     };
     let shapes = [
