@@ -17,6 +17,7 @@
 //! | 11 | a step with 2,800 replies | `oversized_steps_fail_cleanly` |
 //! | 12 | rights that cannot be taken back, secrets shown to viewers | `rights_can_be_taken_back_and_secrets_stay_hidden` |
 
+#[macro_use]
 mod common;
 
 use common::{Api, Backend, Receiver, Server, channel, deploy, example_bot, hook, s};
@@ -24,21 +25,6 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(super::Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(super::Backend::Postgres).await
-            }
-        }
-    )*};
-}
 
 on_both_backends!(
     another_tenants_ids_reach_nothing,

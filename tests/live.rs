@@ -1,6 +1,7 @@
 //! End-to-end tests of live conversations (issue 5): the real `botbox serve` on loopback,
 //! local stand-ins for provider APIs, on SQLite and PostgreSQL.
 
+#[macro_use]
 mod common;
 
 use base64::Engine as _;
@@ -8,21 +9,6 @@ use common::{Api, Backend, Receiver, Server, channel, deploy, example_bot, hook,
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(super::Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(super::Backend::Postgres).await
-            }
-        }
-    )*};
-}
 
 on_both_backends!(
     pizza_through_generic,

@@ -1,25 +1,11 @@
 //! End-to-end tests of the project API (issue 4): the real `botbox serve` on loopback, over
 //! HTTP, once on SQLite and once on PostgreSQL.
 
+#[macro_use]
 mod common;
 
 use common::{Api, Backend, Res, Server, example_bot};
 use serde_json::{Value, json};
-
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(super::Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(super::Backend::Postgres).await
-            }
-        }
-    )*};
-}
 
 on_both_backends!(
     walkthrough,

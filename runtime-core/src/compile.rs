@@ -432,12 +432,17 @@ impl<'p> Lower<'p> {
         }
     }
 
-    /// An expression, with a warning when it does not parse.
+    /// An expression, with a warning when it does not parse, and an error when it is over a
+    /// limit (too deep or too long: nothing could evaluate it).
     fn expr(&mut self, src: &str, path: &str) -> CompiledExpr {
         let e = CompiledExpr::new(src);
         if let ExprKind::Invalid(msg) = &e.kind {
-            let src = short(src);
-            self.warn(path, format!("expression \"{src}\" does not parse: {msg}"));
+            let message = format!("expression \"{}\" does not parse: {msg}", short(src));
+            if e.over_limit() {
+                self.error(path, message);
+            } else {
+                self.warn(path, message);
+            }
         }
         e
     }
@@ -634,7 +639,10 @@ impl<'p> Lower<'p> {
                 .get(&(flow.map(str::to_string), base.to_string()))
                 .copied()
         };
-        let index = scope.flow.and_then(|f| find(Some(f))).or_else(|| find(None));
+        let index = scope
+            .flow
+            .and_then(|f| find(Some(f)))
+            .or_else(|| find(None));
         if index.is_none() {
             self.warn(path, format!("unknown method \"{}\"", short(base)));
         }
@@ -735,7 +743,8 @@ impl<'p> Lower<'p> {
                     "no initial state: mark exactly one state with \"initial: true\"",
                 );
             } else if initials.len() > 1 {
-                let mut listed: Vec<Cow<str>> = initials.iter().take(10).map(|n| short(n)).collect();
+                let mut listed: Vec<Cow<str>> =
+                    initials.iter().take(10).map(|n| short(n)).collect();
                 if initials.len() > 10 {
                     listed.push(Cow::Owned(format!("… {} in all", initials.len())));
                 }
@@ -803,9 +812,10 @@ impl<'p> Lower<'p> {
             if let Some(o) = self.object(v, &p) {
                 self.unknown_keys(o, &p, NLU_KEYS);
                 match o.get("type") {
-                    Some(Json::String(t)) if !KNOWN_NLU_TYPES.contains(&t.as_str()) => {
-                        self.warn(&path_join(&p, "type"), format!("unknown NLU type \"{}\"", short(t)))
-                    }
+                    Some(Json::String(t)) if !KNOWN_NLU_TYPES.contains(&t.as_str()) => self.warn(
+                        &path_join(&p, "type"),
+                        format!("unknown NLU type \"{}\"", short(t)),
+                    ),
                     Some(Json::String(_)) => {}
                     _ => self.error(&p, "an NLU needs a \"type\""),
                 }
@@ -825,7 +835,10 @@ impl<'p> Lower<'p> {
                 other => {
                     self.error(
                         &path_join(ip, "type"),
-                        format!("unknown message type \"{}\" (text, data or command)", short(other)),
+                        format!(
+                            "unknown message type \"{}\" (text, data or command)",
+                            short(other)
+                        ),
                     );
                     None
                 }
@@ -999,7 +1012,13 @@ impl<'p> Lower<'p> {
             }
             t if KNOWN_NLU_TYPES.contains(&t) => NluKind::External(t.to_string()),
             _ => {
-                self.warn(&np, format!("unknown NLU \"{}\": not defined in the flow or bot, and not an NLU type", short(name)));
+                self.warn(
+                    &np,
+                    format!(
+                        "unknown NLU \"{}\": not defined in the flow or bot, and not an NLU type",
+                        short(name)
+                    ),
+                );
                 NluKind::Unknown(name.to_string())
             }
         };
@@ -1053,7 +1072,10 @@ impl<'p> Lower<'p> {
                         _ => {
                             self.warn(
                                 path,
-                                format!("keyword \"{}\": expected a phrase or a list of phrases", short(k)),
+                                format!(
+                                    "keyword \"{}\": expected a phrase or a list of phrases",
+                                    short(k)
+                                ),
                             );
                             vec![]
                         }
@@ -1078,11 +1100,14 @@ impl<'p> Lower<'p> {
         let flags = options.get("flags").and_then(Json::as_str).unwrap_or("");
         // Uses of one NLU share its patterns: each distinct one is compiled once.
         let compile = |src: &str, me: &mut Self| {
-            let checked = me
+            let checked = match me
                 .regexes
                 .entry((src.to_string(), flags.to_string()))
                 .or_insert_with(|| RegexLit::new(src, flags))
-                .clone();
+            {
+                Ok(r) => Ok(r.share()),
+                Err(e) => Err(e.clone()),
+            };
             match checked {
                 Ok(r) => Some(r),
                 Err(e) => {

@@ -177,8 +177,9 @@ fn lit(o: Opt) -> Json {
     }
 }
 
-/// Renders compiled options (recursive, as deep as the options). `eval` gives the value of an expression (`None` = undefined or
-/// an error at that site); it returns `Err` only for failures that abort the step.
+/// Renders compiled options (recursive, as deep as the options). `eval` gives the value of an
+/// expression (`None` = undefined or an error at that site); it returns `Err` only for
+/// failures that abort the step.
 pub fn render<E>(
     opt: &Opt,
     eval: &mut dyn FnMut(&CompiledExpr) -> Result<Option<Json>, E>,

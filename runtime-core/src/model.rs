@@ -315,7 +315,9 @@ mod stored_opt {
                         Opt::Text(parts) => OpOut::Text(parts),
                         Opt::Whole(e) => OpOut::Whole(e),
                         Opt::Arr(items) => OpOut::Arr(items.len()),
-                        Opt::Obj(props) => OpOut::Obj(props.iter().map(|(k, _)| k.as_str()).collect()),
+                        Opt::Obj(props) => {
+                            OpOut::Obj(props.iter().map(|(k, _)| k.as_str()).collect())
+                        }
                     }),
                 }
             }

@@ -13,8 +13,10 @@ use yaml_rust2::scanner::Marker;
 /// list items as `action[0]`).
 #[derive(Debug, Default, Clone)]
 pub struct Positions {
-    map: HashMap<String, (usize, usize)>,
+    map: PositionMap,
 }
+
+type PositionMap = HashMap<String, (usize, usize)>;
 
 impl Positions {
     /// The position of `path`, or of its nearest written ancestor.
@@ -84,8 +86,8 @@ pub fn too_deep_message() -> String {
 /// Both are read within [`MAX_DOC_DEPTH`] and [`MAX_DOC_VALUES`]; a document beyond them is
 /// refused while it is read, with the path and line where the limit was crossed.
 pub fn parse_document(text: &str) -> Result<(Json, Positions), Problem> {
-    let mut budget = Budget::default();
     if text.trim_start().starts_with('{') {
+        let mut budget = Budget::default();
         let mut de = serde_json::Deserializer::from_str(text);
         let read = Doc::root(&mut budget)
             .deserialize(&mut de)
@@ -109,55 +111,130 @@ pub fn parse_document(text: &str) -> Result<(Json, Positions), Problem> {
                 },
             });
     }
-    let json = read_yaml(text, &mut budget).map_err(|e| {
-        let loc = e.location();
-        let (line, column) = (loc.as_ref().map(|l| l.line()), loc.as_ref().map(|l| l.column()));
-        match budget.exceeded.take() {
-            Some((path, message)) => Problem {
-                severity: Severity::Error,
-                path,
-                message,
-                line,
-                column,
-            },
-            None => Problem {
-                severity: Severity::Error,
-                path: String::new(),
-                message: format!("invalid YAML: {e}"),
-                line,
-                column,
-            },
-        }
-    })?;
-    let mut rec = Recorder {
-        room: text.len().saturating_mul(POSITION_BYTES_PER_BYTE) + (64 << 10),
-        ..Recorder::default()
-    };
-    let mut parser = Parser::new_from_str(text);
-    // serde_yaml accepted the text; a failure here only loses positions.
-    let _ = parser.load(&mut rec, false);
-    Ok((json, Positions { map: rec.map }))
+    let (json, map) = read_yaml(text)?;
+    Ok((json, Positions { map }))
 }
 
 /// Reads YAML text (one document) to JSON within the limits of [`parse_document`]. Also for
 /// other YAML read from tenants (conversation tests), so that it is bounded the same way.
 pub fn read_yaml_bounded(text: &str) -> Result<Json, String> {
-    let mut budget = Budget::default();
-    read_yaml(text, &mut budget).map_err(|e| {
-        let at = match e.location() {
-            Some(l) => format!(" (line {}, column {})", l.line(), l.column()),
-            None => String::new(),
-        };
-        match budget.exceeded.take() {
-            Some((path, message)) if path.is_empty() => format!("{message}{at}"),
-            Some((path, message)) => format!("{path}: {message}{at}"),
-            None => format!("{e}"),
-        }
-    })
+    read_yaml(text).map(|(j, _)| j).map_err(|p| p.to_string())
 }
 
-fn read_yaml(text: &str, budget: &mut Budget) -> Result<Json, serde_yaml::Error> {
-    Doc::root(budget).deserialize(serde_yaml::Deserializer::from_str(text))
+/// Reads YAML in two passes. yaml-rust2's events first, without recursion: they give the
+/// positions, and the nesting is checked there, because libyaml (under serde_yaml) spends
+/// time proportional to the depth on every token of a flow collection: `[[[[…` 100,000
+/// deep took it a minute. serde_yaml then builds the value (its scalars are the ones bots
+/// were written for) within the depth and value budget.
+fn read_yaml(text: &str) -> Result<(Json, PositionMap), Problem> {
+    let problem =
+        |path: String, message: String, line: Option<usize>, column: Option<usize>| Problem {
+            severity: Severity::Error,
+            path,
+            message,
+            line,
+            column,
+        };
+    let mut rec = Recorder {
+        room: text.len().saturating_mul(POSITION_BYTES_PER_BYTE) + (64 << 10),
+        ..Recorder::default()
+    };
+    let mut parser = Parser::new_from_str(text);
+    let mut depth = 0;
+    let complete = loop {
+        match parser.next_token() {
+            Ok((Event::StreamEnd | Event::DocumentEnd, _)) => break true,
+            Ok((ev, mark)) => {
+                if matches!(ev, Event::MappingStart(..) | Event::SequenceStart(..)) {
+                    depth += 1;
+                    if depth > MAX_DOC_DEPTH {
+                        rec.value_path();
+                        let at = (Some(mark.line()), Some(mark.col() + 1));
+                        return Err(problem(rec.trail(), too_deep_message(), at.0, at.1));
+                    }
+                }
+                if matches!(ev, Event::MappingEnd | Event::SequenceEnd) {
+                    depth -= 1;
+                }
+                rec.on_event(ev, mark);
+            }
+            // The scanner's own bound: 255 nested flow collections (it reads ahead of
+            // the events, so this can come first).
+            Err(e) if e.info() == "recursion limit exceeded" => {
+                // The events lag behind: the text up to here (255 flow levels at most)
+                // names the place, read as below.
+                let m = e.marker();
+                let cut = text
+                    .char_indices()
+                    .nth(m.index())
+                    .map_or(text.len(), |(i, _)| i);
+                return Err(match serde_yaml_read(&text[..cut]) {
+                    Err(p) if p.message == too_deep_message() => p,
+                    _ => problem(
+                        rec.trail(),
+                        too_deep_message(),
+                        Some(m.line()),
+                        Some(m.col() + 1),
+                    ),
+                });
+            }
+            // Not YAML to yaml-rust2: serde_yaml has the last word (and the better message).
+            Err(_) => break false,
+        }
+    };
+    if !complete {
+        // Depth unknown: bound what libyaml will meet by counting every bracket (an upper
+        // bound on flow nesting; brackets inside strings only make it larger).
+        if let Some(line) = brackets_deeper_than(text, 255) {
+            return Err(problem(String::new(), too_deep_message(), Some(line), None));
+        }
+    }
+    Ok((serde_yaml_read(text)?, rec.map))
+}
+
+/// serde_yaml's value of `text`, within the depth and value budget.
+fn serde_yaml_read(text: &str) -> Result<Json, Problem> {
+    let mut budget = Budget::default();
+    Doc::root(&mut budget)
+        .deserialize(serde_yaml::Deserializer::from_str(text))
+        .map_err(|e| {
+            let loc = e.location();
+            let (line, column) = (
+                loc.as_ref().map(|l| l.line()),
+                loc.as_ref().map(|l| l.column()),
+            );
+            let (path, message) = budget
+                .exceeded
+                .take()
+                .unwrap_or_else(|| (String::new(), format!("invalid YAML: {e}")));
+            Problem {
+                severity: Severity::Error,
+                path,
+                message,
+                line,
+                column,
+            }
+        })
+}
+
+/// The line where `[` and `{` outnumber `]` and `}` by more than `max`, if they do.
+fn brackets_deeper_than(text: &str, max: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut line = 1;
+    for b in text.bytes() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return Some(line);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b'\n' => line += 1,
+            _ => {}
+        }
+    }
+    None
 }
 
 /// What has been read so far: values counted, the path of the open lists and objects, and
@@ -395,6 +472,8 @@ enum Frame {
     Map {
         path: Option<String>,
         key: Option<String>,
+        /// The key whose value is being read.
+        reading: Option<String>,
     },
     Seq {
         path: Option<String>,
@@ -405,7 +484,7 @@ enum Frame {
 #[derive(Default)]
 struct Recorder {
     stack: Vec<Frame>,
-    map: HashMap<String, (usize, usize)>,
+    map: PositionMap,
     /// Bytes of paths that may still be recorded.
     room: usize,
 }
@@ -416,9 +495,11 @@ impl Recorder {
     fn value_path(&mut self) -> Option<String> {
         let room = self.room;
         let p = match self.stack.last_mut()? {
-            Frame::Map { path, key } => {
+            Frame::Map { path, key, reading } => {
                 let k = key.take()?;
-                join_within(path.as_deref()?, &k, room)?
+                let p = path.as_deref().and_then(|p| join_within(p, &k, room));
+                *reading = Some(k);
+                p?
             }
             Frame::Seq { path, index } => {
                 let i = *index;
@@ -432,6 +513,21 @@ impl Recorder {
         };
         self.room -= p.len();
         Some(p)
+    }
+
+    /// The whole path of the value being read, whatever the budget (for a problem).
+    fn trail(&self) -> String {
+        let mut out = String::new();
+        for f in &self.stack {
+            match f {
+                Frame::Map {
+                    reading: Some(k), ..
+                } => Seg::Key(k).write(&mut out),
+                Frame::Seq { index, .. } if *index > 0 => Seg::Index(index - 1).write(&mut out),
+                _ => {}
+            }
+        }
+        out
     }
 }
 
@@ -456,9 +552,12 @@ impl MarkedEventReceiver for Recorder {
         let pos = (mark.line(), mark.col() + 1);
         match ev {
             Event::Scalar(text, ..) => {
-                if let Some(Frame::Map { path, key }) = self.stack.last_mut() {
+                if let Some(Frame::Map { path, key, .. }) = self.stack.last_mut() {
                     if key.is_none() {
-                        if let Some(p) = path.as_deref().and_then(|p| join_within(p, &text, self.room)) {
+                        if let Some(p) = path
+                            .as_deref()
+                            .and_then(|p| join_within(p, &text, self.room))
+                        {
                             self.room -= p.len();
                             self.map.insert(p, pos);
                         }
@@ -481,7 +580,11 @@ impl MarkedEventReceiver for Recorder {
                     p
                 };
                 self.stack.push(if matches!(ev, Event::MappingStart(..)) {
-                    Frame::Map { path, key: None }
+                    Frame::Map {
+                        path,
+                        key: None,
+                        reading: None,
+                    }
                 } else {
                     Frame::Seq { path, index: 0 }
                 });

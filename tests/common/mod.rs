@@ -12,6 +12,24 @@ pub const ADMIN_PASSWORD: &str = "admin-password-for-tests";
 /// The PostgreSQL server of the development machine and CI (trust auth).
 pub const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
+/// `on_both_backends!(f, g)`: tests `f::sqlite`, `f::postgres`, ... that run `async fn
+/// f(backend: Backend)` once on each storage backend (the caller imports `Backend`).
+#[allow(unused_macros)]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name(super::Backend::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(super::Backend::Postgres).await
+            }
+        }
+    )*};
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,

@@ -10,13 +10,13 @@
 //! default 20000), DATABASE_URL (postgres://… to measure PostgreSQL instead).
 
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-const PASSWORD: &str = "load-bench-admin";
+#[path = "../bench_support.rs"]
+mod bench_support;
+use bench_support::{BenchServer, PASSWORD};
 
 fn env_num(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -29,38 +29,8 @@ fn env_num(name: &str, default: usize) -> usize {
 async fn main() -> anyhow::Result<()> {
     let users = env_num("LOAD_USERS", 64);
     let total = env_num("LOAD_MESSAGES", 20_000);
-    let exe = std::env::current_exe()?.with_file_name("botbox");
-    let data = tempfile::tempdir()?;
-    let mut cmd = Command::new(&exe);
-    cmd.args([
-        "serve",
-        "--addr",
-        "127.0.0.1:0",
-        "--rate-limit",
-        "1000000",
-        "--allow-private-egress",
-        "--data",
-    ])
-    .arg(data.path())
-    .env("BOTBOX_ADMIN_PASSWORD", PASSWORD)
-    .env("BOTBOX_LOG", "error")
-    .stdout(Stdio::piped());
-    if std::env::var("DATABASE_URL").is_err() {
-        cmd.env_remove("DATABASE_URL");
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("starting {}: {e}", exe.display()))?;
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("server exited"))??;
-        if let Some(u) = line.strip_prefix("botbox listening on ") {
-            break u.to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let server = BenchServer::start(&[])?;
+    let base = server.base.clone();
 
     // The sink that receives the replies.
     let delivered = Arc::new(AtomicUsize::new(0));
@@ -243,6 +213,6 @@ async fn main() -> anyhow::Result<()> {
         "  deliveries  {} reply batches received by the sink",
         delivered.load(Ordering::Relaxed)
     );
-    let _ = child.kill();
+    drop(server);
     Ok(())
 }

@@ -18,13 +18,13 @@
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const PASSWORD: &str = "noisy-bench-admin";
+#[path = "../bench_support.rs"]
+mod bench_support;
+use bench_support::{BenchServer, PASSWORD};
 
 fn env_num(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -177,29 +177,8 @@ async fn main() -> anyhow::Result<()> {
     let seconds = env_num("NOISY_SECONDS", 8) as u64;
     let b_users = env_num("NOISY_B_USERS", 4);
     let a_users = env_num("NOISY_A_USERS", 16);
-    let exe = std::env::current_exe()?.with_file_name("botbox");
-    let data = tempfile::tempdir()?;
-    let mut child = Command::new(&exe)
-        .args(["serve", "--addr", "127.0.0.1:0", "--rate-limit", "1000000"])
-        .arg("--allow-private-egress")
-        .arg("--data")
-        .arg(data.path())
-        .env("BOTBOX_ADMIN_PASSWORD", PASSWORD)
-        .env("BOTBOX_LOG", "error")
-        .env_remove("DATABASE_URL")
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("starting {}: {e}", exe.display()))?;
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("server exited"))??;
-        if let Some(u) = line.strip_prefix("botbox listening on ") {
-            break u.to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let server = BenchServer::start(&[])?;
+    let base = server.base.clone();
     let c = Arc::new(Client {
         http: reqwest::Client::builder().pool_max_idle_per_host(64).build()?,
         base,
@@ -334,6 +313,6 @@ async fn main() -> anyhow::Result<()> {
             p99.as_secs_f64() * 1e3
         );
     }
-    let _ = child.kill();
+    drop(server);
     Ok(())
 }

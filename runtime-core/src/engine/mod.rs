@@ -208,7 +208,12 @@ impl Step<'_, '_> {
         // The stack can hold every flow of the bot: flows are looked up by name, and the
         // closed ones leave the stack in one pass, not one search and one pass each.
         let by_name: HashMap<&str, &Flow> = if open.len() > 8 {
-            self.bot.flows.iter().map(|f| (f.name.as_str(), f)).rev().collect()
+            self.bot
+                .flows
+                .iter()
+                .map(|f| (f.name.as_str(), f))
+                .rev()
+                .collect()
         } else {
             HashMap::new()
         };

@@ -46,6 +46,10 @@ const GLOBAL_OBJECTS: &[&str] = &[
 ];
 
 /// Evaluates a parsed expression against an environment.
+///
+/// Recursive, one level per level of the tree, which the parser bounds ([`super::MAX_DEPTH`]).
+/// Each kind of node has its own function, out of line, so that the frames of the recursion
+/// stay small.
 pub fn eval<'a>(e: &'a Expr, env: &'a dyn Env) -> R<'a> {
     match e {
         Expr::Undefined => Ok(V::Undef),
@@ -55,100 +59,12 @@ pub fn eval<'a>(e: &'a Expr, env: &'a dyn Env) -> R<'a> {
         Expr::Str(s) => Ok(V::Str(Cow::Borrowed(s))),
         Expr::Regex(r) => Ok(V::Regex(r)),
         Expr::Ident(name) => lookup(name, env),
-        Expr::Member(obj, name, optional) => {
-            if let Expr::Ident(v) = &**obj {
-                if v == "context" {
-                    return context_member(name, env);
-                }
-            }
-            let o = eval(obj, env)?;
-            if *optional && o.is_nullish() {
-                return Ok(V::Undef);
-            }
-            get_prop(o, name)
-        }
-        Expr::Index(obj, idx, optional) => {
-            let o = eval(obj, env)?;
-            if *optional && o.is_nullish() {
-                return Ok(V::Undef);
-            }
-            let key = eval(idx, env)?;
-            let key = match key {
-                V::Num(n) if n >= 0.0 && n.fract() == 0.0 => {
-                    return get_index(o, n as usize, &key);
-                }
-                other => other.to_primitive().to_js_string(),
-            };
-            if let Expr::Ident(v) = &**obj {
-                if v == "context" {
-                    return context_member(&key, env);
-                }
-            }
-            get_prop(o, &key)
-        }
-        Expr::Method(obj, name, args, optional) => {
-            if let Expr::Ident(ns) = &**obj {
-                if GLOBAL_OBJECTS.contains(&ns.as_str()) && env.var(ns).is_none() {
-                    let args = eval_args(args, env)?;
-                    return call_static(ns, name, args);
-                }
-            }
-            let recv = eval(obj, env)?;
-            if recv.is_nullish() {
-                if *optional {
-                    return Ok(V::Undef);
-                }
-                return throw(format!(
-                    "Cannot read properties of {} (reading '{name}')",
-                    recv.to_js_string()
-                ));
-            }
-            let args = eval_args(args, env)?;
-            call_method(recv, name, args)
-        }
-        Expr::Call(name, args) => {
-            if env.var(name).is_some() {
-                return throw(format!("{name} is not a function"));
-            }
-            let args = eval_args(args, env)?;
-            call_global(name, args)
-        }
-        Expr::Unary(op, x) => {
-            if *op == UnOp::TypeOf {
-                // `typeof undeclared` is "undefined", not a ReferenceError.
-                if let Expr::Ident(name) = &**x {
-                    if env.var(name).is_none() && global_value(name).is_none() {
-                        return Ok(V::Str(Cow::Borrowed(
-                            if GLOBAL_OBJECTS.contains(&name.as_str()) {
-                                "object"
-                            } else if is_global_function(name) {
-                                "function"
-                            } else {
-                                "undefined"
-                            },
-                        )));
-                    }
-                }
-                let v = eval(x, env)?;
-                return Ok(V::Str(Cow::Borrowed(v.type_of())));
-            }
-            let v = eval(x, env)?;
-            Ok(match op {
-                UnOp::Not => V::Bool(!v.truthy()),
-                UnOp::Neg => V::Num(-v.to_number()),
-                UnOp::Plus => V::Num(v.to_number()),
-                UnOp::TypeOf => unreachable!(),
-            })
-        }
-        Expr::Logic(op, a, b) => {
-            let x = eval(a, env)?;
-            let take_left = match op {
-                LogicOp::And => !x.truthy(),
-                LogicOp::Or => x.truthy(),
-                LogicOp::Nullish => !x.is_nullish(),
-            };
-            if take_left { Ok(x) } else { eval(b, env) }
-        }
+        Expr::Member(obj, name, optional) => member(obj, name, *optional, env),
+        Expr::Index(obj, idx, optional) => index(obj, idx, *optional, env),
+        Expr::Method(obj, name, args, optional) => method(obj, name, args, *optional, env),
+        Expr::Call(name, args) => call(name, args, env),
+        Expr::Unary(op, x) => unary(*op, x, env),
+        Expr::Logic(op, a, b) => logic(*op, a, b, env),
         Expr::Cond(c, a, b) => {
             if eval(c, env)?.truthy() {
                 eval(a, env)
@@ -156,28 +72,149 @@ pub fn eval<'a>(e: &'a Expr, env: &'a dyn Env) -> R<'a> {
                 eval(b, env)
             }
         }
-        Expr::Bin(op, a, b) => {
-            let x = eval(a, env)?;
-            let y = eval(b, env)?;
-            binary(*op, &x, &y)
-        }
-        Expr::Array(items) => {
-            let mut out = Vec::with_capacity(items.len());
-            for it in items {
-                out.push(eval(it, env)?.into_json().unwrap_or(Json::Null));
-            }
-            Ok(V::Own(Json::Array(out)))
-        }
-        Expr::Object(props) => {
-            let mut out = Map::new();
-            for (k, it) in props {
-                if let Some(j) = eval(it, env)?.into_json() {
-                    out.insert(k.clone(), j);
-                }
-            }
-            Ok(V::Own(Json::Object(out)))
+        Expr::Bin(op, a, b) => bin(*op, a, b, env),
+        Expr::Array(items) => array(items, env),
+        Expr::Object(props) => object(props, env),
+    }
+}
+
+#[inline(never)]
+fn member<'a>(obj: &'a Expr, name: &str, optional: bool, env: &'a dyn Env) -> R<'a> {
+    if let Expr::Ident(v) = obj {
+        if v == "context" {
+            return context_member(name, env);
         }
     }
+    let o = eval(obj, env)?;
+    if optional && o.is_nullish() {
+        return Ok(V::Undef);
+    }
+    get_prop(o, name)
+}
+
+#[inline(never)]
+fn index<'a>(obj: &'a Expr, idx: &'a Expr, optional: bool, env: &'a dyn Env) -> R<'a> {
+    let o = eval(obj, env)?;
+    if optional && o.is_nullish() {
+        return Ok(V::Undef);
+    }
+    let key = eval(idx, env)?;
+    let key = match key {
+        V::Num(n) if n >= 0.0 && n.fract() == 0.0 => {
+            return get_index(o, n as usize, &key);
+        }
+        other => other.to_primitive().to_js_string(),
+    };
+    if let Expr::Ident(v) = obj {
+        if v == "context" {
+            return context_member(&key, env);
+        }
+    }
+    get_prop(o, &key)
+}
+
+#[inline(never)]
+fn method<'a>(
+    obj: &'a Expr,
+    name: &str,
+    args: &'a [Expr],
+    optional: bool,
+    env: &'a dyn Env,
+) -> R<'a> {
+    if let Expr::Ident(ns) = obj {
+        if GLOBAL_OBJECTS.contains(&ns.as_str()) && env.var(ns).is_none() {
+            let args = eval_args(args, env)?;
+            return call_static(ns, name, args);
+        }
+    }
+    let recv = eval(obj, env)?;
+    if recv.is_nullish() {
+        if optional {
+            return Ok(V::Undef);
+        }
+        return throw(format!(
+            "Cannot read properties of {} (reading '{name}')",
+            recv.to_js_string()
+        ));
+    }
+    let args = eval_args(args, env)?;
+    call_method(recv, name, args)
+}
+
+#[inline(never)]
+fn call<'a>(name: &str, args: &'a [Expr], env: &'a dyn Env) -> R<'a> {
+    if env.var(name).is_some() {
+        return throw(format!("{name} is not a function"));
+    }
+    let args = eval_args(args, env)?;
+    call_global(name, args)
+}
+
+#[inline(never)]
+fn unary<'a>(op: UnOp, x: &'a Expr, env: &'a dyn Env) -> R<'a> {
+    if op == UnOp::TypeOf {
+        // `typeof undeclared` is "undefined", not a ReferenceError.
+        if let Expr::Ident(name) = x {
+            if env.var(name).is_none() && global_value(name).is_none() {
+                return Ok(V::Str(Cow::Borrowed(
+                    if GLOBAL_OBJECTS.contains(&name.as_str()) {
+                        "object"
+                    } else if is_global_function(name) {
+                        "function"
+                    } else {
+                        "undefined"
+                    },
+                )));
+            }
+        }
+        let v = eval(x, env)?;
+        return Ok(V::Str(Cow::Borrowed(v.type_of())));
+    }
+    let v = eval(x, env)?;
+    Ok(match op {
+        UnOp::Not => V::Bool(!v.truthy()),
+        UnOp::Neg => V::Num(-v.to_number()),
+        UnOp::Plus => V::Num(v.to_number()),
+        UnOp::TypeOf => unreachable!(),
+    })
+}
+
+#[inline(never)]
+fn logic<'a>(op: LogicOp, a: &'a Expr, b: &'a Expr, env: &'a dyn Env) -> R<'a> {
+    let x = eval(a, env)?;
+    let take_left = match op {
+        LogicOp::And => !x.truthy(),
+        LogicOp::Or => x.truthy(),
+        LogicOp::Nullish => !x.is_nullish(),
+    };
+    if take_left { Ok(x) } else { eval(b, env) }
+}
+
+#[inline(never)]
+fn bin<'a>(op: BinOp, a: &'a Expr, b: &'a Expr, env: &'a dyn Env) -> R<'a> {
+    let x = eval(a, env)?;
+    let y = eval(b, env)?;
+    binary(op, &x, &y)
+}
+
+#[inline(never)]
+fn array<'a>(items: &'a [Expr], env: &'a dyn Env) -> R<'a> {
+    let mut out = Vec::with_capacity(items.len());
+    for it in items {
+        out.push(eval(it, env)?.into_json().unwrap_or(Json::Null));
+    }
+    Ok(V::Own(Json::Array(out)))
+}
+
+#[inline(never)]
+fn object<'a>(props: &'a [(String, Expr)], env: &'a dyn Env) -> R<'a> {
+    let mut out = Map::new();
+    for (k, it) in props {
+        if let Some(j) = eval(it, env)?.into_json() {
+            out.insert(k.clone(), j);
+        }
+    }
+    Ok(V::Own(Json::Object(out)))
 }
 
 fn eval_args<'a>(args: &'a [Expr], env: &'a dyn Env) -> Result<Vec<V<'a>>, EvalError> {

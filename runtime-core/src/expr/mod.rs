@@ -10,7 +10,7 @@ mod parse;
 mod stored;
 
 pub use eval::{Env, EvalError, eval};
-pub use parse::{MAX_DEPTH, MAX_EXPR_LEN, ParseError, parse};
+pub use parse::{MAX_DEPTH, MAX_EXPR_LEN, ParseError, is_limit, parse};
 
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, OnceLock};
@@ -125,6 +125,15 @@ impl RegexLit {
         };
         let _ = lit.compiled.set(Some(re));
         Ok(lit)
+    }
+
+    /// A copy that keeps the compiled pattern (a plain clone compiles it again on first use).
+    pub fn share(&self) -> RegexLit {
+        let copy = self.clone();
+        if let Some(re) = self.compiled.get() {
+            let _ = copy.compiled.set(re.clone());
+        }
+        copy
     }
 
     pub fn global(&self) -> bool {
@@ -261,6 +270,11 @@ impl CompiledExpr {
             src: src.to_string(),
             kind,
         }
+    }
+
+    /// Whether the expression was refused for a limit ([`MAX_DEPTH`], [`MAX_EXPR_LEN`]).
+    pub fn over_limit(&self) -> bool {
+        matches!(&self.kind, ExprKind::Invalid(m) if is_limit(m))
     }
 
     /// An expression that always yields this literal (non-string YAML scalars in mappings).

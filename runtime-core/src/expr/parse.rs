@@ -282,6 +282,9 @@ struct Parser<'s> {
     at: usize,
     /// Recursion depth of the parser (parentheses count here, not in the tree's height).
     depth: u32,
+    /// The first construct met outside the subset: the expression needs the JS engine, but
+    /// parsing goes on to measure it.
+    js: Option<String>,
 }
 
 /// How deep an expression may nest, both as recursion of the parser and as the height of
@@ -293,16 +296,23 @@ struct Parser<'s> {
 pub const MAX_DEPTH: u32 = 200;
 
 /// The longest expression accepted, in bytes of source. Default 64 KiB (real conditions are
-/// well under 1 KiB); parsing is linear, so this bounds the time and memory of one
-/// expression, and of its stored form, to a few hundred KiB.
+/// well under 1 KiB). Parsing is linear; this bounds the memory of one expression's tree
+/// (tens of bytes per byte of source) and of its stored form. Checked after the depth, so
+/// that a deep expression is refused for its depth whatever its length.
 pub const MAX_EXPR_LEN: usize = 64 * 1024;
+
+const TOO_DEEP: &str = "expression nested more than";
+const TOO_LONG: &str = "expression longer than";
 
 /// The error for a tree or recursion deeper than [`MAX_DEPTH`].
 fn too_deep(at: usize) -> ParseError {
-    ParseError::Syntax(
-        format!("expression nested more than {MAX_DEPTH} levels deep"),
-        at,
-    )
+    ParseError::Syntax(format!("{TOO_DEEP} {MAX_DEPTH} levels deep"), at)
+}
+
+/// Whether a syntax error's message is one of the limits (depth, length): the compiler
+/// rejects a bot for those, where other syntax errors are warnings.
+pub fn is_limit(message: &str) -> bool {
+    message.starts_with(TOO_DEEP) || message.starts_with(TOO_LONG)
 }
 
 /// The height of a node whose tallest child is `child` high.
@@ -318,17 +328,12 @@ pub(crate) fn height(child: u32, at: usize) -> Result<u32, ParseError> {
 ///
 /// The tree is never taller than [`MAX_DEPTH`]: the height is checked as each node is built,
 /// so a too-tall tree is never constructed (dropping it would itself overflow).
+///
+/// JavaScript outside the subset is measured too, as far as the subset's grammar can follow
+/// it (operators, calls and member chains, `--`): parsing goes on past the first such
+/// construct, so that `f()()()…` or `a ** a ** …` is refused for its depth like `1+1+…`,
+/// rather than handed whole to the JS engine.
 pub fn parse(src: &str) -> Result<Expr, ParseError> {
-    if src.len() > MAX_EXPR_LEN {
-        let mut cut = MAX_EXPR_LEN;
-        while !src.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        return Err(ParseError::Syntax(
-            format!("expression longer than {MAX_EXPR_LEN} bytes"),
-            cut,
-        ));
-    }
     let mut lex = Lexer {
         src,
         pos: 0,
@@ -340,15 +345,32 @@ pub fn parse(src: &str) -> Result<Expr, ParseError> {
         tok,
         at,
         depth: 0,
+        js: None,
     };
     if p.tok == Tok::Eof {
         return Err(ParseError::Syntax("empty expression".into(), 0));
     }
-    let (e, _) = p.expr(0)?;
-    match &p.tok {
+    let parsed = p.expr(0).and_then(|(e, _)| match &p.tok {
         Tok::Eof => Ok(e),
         t => Err(p.unexpected(t.clone())),
+    });
+    let parsed = match (parsed, p.js.take()) {
+        (Err(ParseError::Syntax(m, at)), _) if is_limit(&m) => Err(ParseError::Syntax(m, at)),
+        // The first construct outside the subset decides, as if parsing had stopped there.
+        (_, Some(why)) => Err(ParseError::NeedsJs(why)),
+        (other, None) => other,
+    };
+    if src.len() > MAX_EXPR_LEN && !matches!(&parsed, Err(ParseError::Syntax(..))) {
+        let mut cut = MAX_EXPR_LEN;
+        while !src.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        return Err(ParseError::Syntax(
+            format!("{TOO_LONG} {MAX_EXPR_LEN} bytes"),
+            cut,
+        ));
     }
+    parsed
 }
 
 fn binding_power(t: &Tok) -> Option<(u8, u8)> {
@@ -357,6 +379,18 @@ fn binding_power(t: &Tok) -> Option<(u8, u8)> {
             if w == "in" {
                 return Some((10, 11));
             }
+        }
+        // Binary operators outside the subset, only to measure the expression (its tree
+        // is not kept): assignments and arrows bind loosest, to the right.
+        if let Tok::Foreign(f) = t {
+            return Some(match *f {
+                "**" => (16, 16),
+                "<<" | ">>" | ">>>" => (11, 12),
+                "&" | "|" | "^" => (7, 8),
+                "=" | "+=" | "-=" | "*=" | "/=" | "%=" | "**=" | "<<=" | ">>=" | "&=" | "|="
+                | "^=" | "&&=" | "||=" | "??=" | "=>" => (1, 1),
+                _ => return None,
+            });
         }
         return None;
     };
@@ -411,19 +445,23 @@ impl Parser<'_> {
         out
     }
 
+    // The functions on the recursion paths below are kept out of line and small: a level of
+    // nesting costs the sum of their frames, and MAX_DEPTH levels must fit a small stack.
     fn expr_inner(&mut self, min_bp: u8) -> Result<(Expr, u32), ParseError> {
-        let (mut lhs, mut lh) = self.unary()?;
+        let first = self.unary()?;
+        self.operators(first, min_bp)
+    }
+
+    /// The binary and conditional operators after an operand.
+    #[inline(never)]
+    fn operators(&mut self, first: (Expr, u32), min_bp: u8) -> Result<(Expr, u32), ParseError> {
+        let (mut lhs, mut lh) = first;
         loop {
             if self.tok == Tok::Punct("?") {
                 if min_bp > 2 {
                     break;
                 }
-                self.bump()?;
-                let (then, th) = self.expr(0)?;
-                self.expect(":")?;
-                let (other, oh) = self.expr(2)?;
-                lh = height(lh.max(th).max(oh), self.at)?;
-                lhs = Expr::Cond(Box::new(lhs), Box::new(then), Box::new(other));
+                (lhs, lh) = self.conditional(lhs, lh)?;
                 continue;
             }
             let Some((l, r)) = binding_power(&self.tok) else {
@@ -432,150 +470,290 @@ impl Parser<'_> {
             if l < min_bp {
                 break;
             }
-            let op = self.bump()?;
-            let (rhs, rh) = self.expr(r)?;
             // A left-deep chain (`1+1+…`) loops here without recursing: its height is
             // checked all the same.
-            lh = height(lh.max(rh), self.at)?;
-            let name = match &op {
-                Tok::Punct(p) => *p,
-                _ => "in",
-            };
-            lhs = match name {
-                "&&" => Expr::Logic(LogicOp::And, Box::new(lhs), Box::new(rhs)),
-                "||" => Expr::Logic(LogicOp::Or, Box::new(lhs), Box::new(rhs)),
-                "??" => Expr::Logic(LogicOp::Nullish, Box::new(lhs), Box::new(rhs)),
-                _ => {
-                    let op = match name {
-                        "==" => BinOp::Eq,
-                        "!=" => BinOp::Ne,
-                        "===" => BinOp::StrictEq,
-                        "!==" => BinOp::StrictNe,
-                        "<" => BinOp::Lt,
-                        ">" => BinOp::Gt,
-                        "<=" => BinOp::Le,
-                        ">=" => BinOp::Ge,
-                        "+" => BinOp::Add,
-                        "-" => BinOp::Sub,
-                        "*" => BinOp::Mul,
-                        "/" => BinOp::Div,
-                        "%" => BinOp::Rem,
-                        _ => BinOp::In,
-                    };
-                    Expr::Bin(op, Box::new(lhs), Box::new(rhs))
-                }
-            };
+            (lhs, lh) = self.binary((lhs, lh), r)?;
         }
         Ok((lhs, lh))
     }
 
-    fn unary(&mut self) -> Result<(Expr, u32), ParseError> {
-        let op = match &self.tok {
-            Tok::Punct("!") => Some(UnOp::Not),
-            Tok::Punct("-") => Some(UnOp::Neg),
-            Tok::Punct("+") => Some(UnOp::Plus),
-            Tok::Ident(w) if w == "typeof" => Some(UnOp::TypeOf),
-            _ => None,
-        };
-        if let Some(op) = op {
-            self.bump()?;
-            self.depth += 1;
-            if self.depth > MAX_DEPTH {
-                return Err(too_deep(self.at));
-            }
-            let e = self.unary();
-            self.depth -= 1;
-            let (e, h) = e?;
-            return Ok((Expr::Unary(op, Box::new(e)), height(h, self.at)?));
+    /// The operator next and its right operand, whose operators bind at least `r`.
+    #[inline(never)]
+    fn binary(&mut self, (lhs, lh): (Expr, u32), r: u8) -> Result<(Expr, u32), ParseError> {
+        // Noted before the next token is read: the old parser stopped at this one.
+        if let Tok::Foreign(f) = self.tok {
+            self.outside(format!("'{f}'"));
         }
-        let (prim, h) = self.primary()?;
-        self.postfix(prim, h)
+        let op = self.bump()?;
+        let (rhs, rh) = self.expr(r)?;
+        let h = height(lh.max(rh), self.at)?;
+        Ok((binary_node(&op, lhs, rhs), h))
     }
 
-    /// Member, index and call chains (`a.b.c`, `a[0][0]`, `f()()`) loop here without
-    /// recursing; each link adds a level to the tree, checked like any other.
-    fn postfix(&mut self, mut e: Expr, mut h: u32) -> Result<(Expr, u32), ParseError> {
+    /// Notes a construct outside the subset; parsing goes on to measure the expression.
+    fn outside(&mut self, why: String) {
+        self.js.get_or_insert(why);
+    }
+
+    /// `cond ? then : other`, with `?` next.
+    #[inline(never)]
+    fn conditional(&mut self, cond: Expr, ch: u32) -> Result<(Expr, u32), ParseError> {
+        self.bump()?;
+        let (then, th) = self.expr(0)?;
+        self.expect(":")?;
+        let (other, oh) = self.expr(2)?;
+        let h = height(ch.max(th).max(oh), self.at)?;
+        Ok((
+            Expr::Cond(Box::new(cond), Box::new(then), Box::new(other)),
+            h,
+        ))
+    }
+
+    fn unary(&mut self) -> Result<(Expr, u32), ParseError> {
+        let (op, js) = match self.tok {
+            Tok::Punct("!") => (Some(UnOp::Not), false),
+            Tok::Punct("-") => (Some(UnOp::Neg), false),
+            Tok::Punct("+") => (Some(UnOp::Plus), false),
+            Tok::Ident(ref w) if w == "typeof" => (Some(UnOp::TypeOf), false),
+            // `--x`, `++x`: JavaScript, measured as one more level (`-----…1` is these).
+            Tok::Foreign("--" | "++") => (Some(UnOp::Neg), true),
+            _ => (None, false),
+        };
+        match op {
+            Some(op) => self.prefixed(op, js),
+            None => self.operand(),
+        }
+    }
+
+    /// A unary operator's operand (the operator is next; `js`: one outside the subset).
+    #[inline(never)]
+    fn prefixed(&mut self, op: UnOp, js: bool) -> Result<(Expr, u32), ParseError> {
+        let tok = self.bump()?;
+        if let (true, Tok::Foreign(f)) = (js, tok) {
+            // Noted after the next token is read, as the old parser read it.
+            self.outside(format!("'{f}'"));
+        }
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(too_deep(self.at));
+        }
+        let e = self.unary();
+        self.depth -= 1;
+        let (e, h) = e?;
+        Ok((Expr::Unary(op, Box::new(e)), height(h, self.at)?))
+    }
+
+    /// A primary expression and its member, index and call chain (`a.b.c`, `a[0][0]`,
+    /// `f(x)`): the chain loops here without recursing; each link adds a level to the
+    /// tree, checked like any other. Links update `e` in place, which keeps this frame,
+    /// on the path of every nesting, small.
+    #[inline(never)]
+    fn operand(&mut self) -> Result<(Expr, u32), ParseError> {
+        let mut e = self.primary()?;
         loop {
             match &self.tok {
-                Tok::Punct(".") | Tok::Punct("?.") => {
-                    let optional = self.tok == Tok::Punct("?.");
-                    self.bump()?;
-                    match self.bump()? {
-                        Tok::Ident(name) => {
-                            if self.tok == Tok::Punct("(") {
-                                let (args, ah) = self.args()?;
-                                h = height(h.max(ah), self.at)?;
-                                e = Expr::Method(Box::new(e), name, args, optional);
-                            } else {
-                                h = height(h, self.at)?;
-                                e = Expr::Member(Box::new(e), name, optional);
-                            }
-                        }
-                        Tok::Foreign(w) => {
-                            // Keywords are valid property names (`a.new`, `x.delete`).
-                            if self.tok == Tok::Punct("(") {
-                                return Err(ParseError::NeedsJs(format!("method '{w}'")));
-                            }
-                            h = height(h, self.at)?;
-                            e = Expr::Member(Box::new(e), w.to_string(), optional);
-                        }
-                        Tok::Punct("[") if optional => {
-                            let (idx, ih) = self.expr(0)?;
-                            self.expect("]")?;
-                            h = height(h.max(ih), self.at)?;
-                            e = Expr::Index(Box::new(e), Box::new(idx), true);
-                        }
-                        Tok::Punct("(") if optional => {
-                            return Err(ParseError::NeedsJs("optional call".into()));
-                        }
-                        t => return Err(self.unexpected(t)),
-                    }
-                }
+                Tok::Punct(".") | Tok::Punct("?.") => self.dot(&mut e)?,
                 Tok::Punct("[") => {
                     self.bump()?;
-                    let (idx, ih) = self.expr(0)?;
-                    self.expect("]")?;
-                    h = height(h.max(ih), self.at)?;
-                    e = Expr::Index(Box::new(e), Box::new(idx), false);
+                    self.index(&mut e, false)?
                 }
-                Tok::Punct("(") => {
-                    let (args, ah) = self.args()?;
-                    match e {
-                        Expr::Ident(name) => {
-                            h = height(h.max(ah), self.at)?;
-                            e = Expr::Call(name, args)
-                        }
-                        _ => return Err(ParseError::NeedsJs("call of a computed function".into())),
-                    }
-                }
-                _ => return Ok((e, h)),
+                Tok::Punct("(") => self.call(&mut e)?,
+                _ => return Ok(e),
             }
         }
+    }
+
+    /// `.name`, `.name(args)`, `?.name`, `?.[idx]` after `e`.
+    #[inline(never)]
+    fn dot(&mut self, e: &mut (Expr, u32)) -> Result<(), ParseError> {
+        let optional = self.tok == Tok::Punct("?.");
+        self.bump()?;
+        let name = match self.bump()? {
+            Tok::Ident(name) => name,
+            Tok::Foreign(w) => {
+                // Keywords are valid property names (`a.new`, `x.delete`).
+                if self.tok == Tok::Punct("(") {
+                    self.outside(format!("method '{w}'"));
+                }
+                w.to_string()
+            }
+            Tok::Punct("[") if optional => return self.index(e, true),
+            Tok::Punct("(") if optional => {
+                // `f?.(x)`: back to the `(` (the lexer is past it), measured as a call.
+                self.outside("optional call".into());
+                return self.call_args(e);
+            }
+            t => return Err(self.unexpected(t)),
+        };
+        let (args, ah) = if self.tok == Tok::Punct("(") {
+            let (args, ah) = self.args()?;
+            (Some(args), ah)
+        } else {
+            (None, 0)
+        };
+        let h = height(e.1.max(ah), self.at)?;
+        let obj = Box::new(std::mem::replace(&mut e.0, Expr::Null));
+        e.0 = match args {
+            Some(args) => Expr::Method(obj, name, args, optional),
+            None => Expr::Member(obj, name, optional),
+        };
+        e.1 = h;
+        Ok(())
+    }
+
+    /// `[idx]` after `e`, the `[` read.
+    #[inline(never)]
+    fn index(&mut self, e: &mut (Expr, u32), optional: bool) -> Result<(), ParseError> {
+        let (idx, ih) = self.expr(0)?;
+        self.expect("]")?;
+        e.1 = height(e.1.max(ih), self.at)?;
+        let obj = Box::new(std::mem::replace(&mut e.0, Expr::Null));
+        e.0 = Expr::Index(obj, Box::new(idx), optional);
+        Ok(())
+    }
+
+    /// `(args)` after `e`: a call of a global function of the subset.
+    #[inline(never)]
+    fn call(&mut self, e: &mut (Expr, u32)) -> Result<(), ParseError> {
+        self.expect("(")?;
+        self.call_args(e)
+    }
+
+    /// A call's arguments, the `(` read. A call of anything but a name is JavaScript,
+    /// measured as a method call (`f()()`, `a[0]()`).
+    fn call_args(&mut self, e: &mut (Expr, u32)) -> Result<(), ParseError> {
+        let (args, ah) = self.args_rest()?;
+        e.1 = height(e.1.max(ah), self.at)?;
+        let old = std::mem::replace(&mut e.0, Expr::Null);
+        e.0 = match old {
+            Expr::Ident(name) => Expr::Call(name, args),
+            other => {
+                self.outside("call of a computed function".into());
+                Expr::Method(Box::new(other), String::new(), args, false)
+            }
+        };
+        Ok(())
     }
 
     /// Call arguments and the height of the tallest.
+    #[inline(never)]
     fn args(&mut self) -> Result<(Vec<Expr>, u32), ParseError> {
         self.expect("(")?;
+        self.args_rest()
+    }
+
+    /// Call arguments, the `(` read.
+    fn args_rest(&mut self) -> Result<(Vec<Expr>, u32), ParseError> {
         let mut args = Vec::new();
         let mut h = 0;
         while self.tok != Tok::Punct(")") {
             let (a, ah) = self.expr(0)?;
             args.push(a);
             h = h.max(ah);
-            match &self.tok {
-                Tok::Foreign(",") => {
-                    self.bump()?;
-                }
-                Tok::Punct(")") => {}
-                t => return Err(self.unexpected(t.clone())),
-            }
+            self.list_separator(")")?;
         }
         self.bump()?;
         Ok((args, h))
     }
 
     /// A primary expression and its height (literals and names are 1 high).
+    ///
+    /// Parentheses, arrays and objects recurse through `expr`; each has its own small
+    /// function so that the frames on that path stay small (the stack a nesting level
+    /// costs is what [`MAX_DEPTH`] bounds).
     fn primary(&mut self) -> Result<(Expr, u32), ParseError> {
+        match &self.tok {
+            Tok::Punct("(") => self.paren(),
+            Tok::Punct("[") => self.array(),
+            Tok::Punct("{") => self.object(),
+            _ => self.leaf(),
+        }
+    }
+
+    #[inline(never)]
+    fn paren(&mut self) -> Result<(Expr, u32), ParseError> {
+        self.bump()?;
+        if self.tok == Tok::Punct(")") {
+            return Err(ParseError::NeedsJs("arrow function".into()));
+        }
+        let e = self.expr(0)?;
+        match &self.tok {
+            Tok::Punct(")") => {}
+            Tok::Foreign(",") => return Err(ParseError::NeedsJs("comma operator".into())),
+            t => return Err(self.unexpected(t.clone())),
+        }
+        self.bump()?;
+        if self.tok == Tok::Foreign("=>") {
+            return Err(ParseError::NeedsJs("arrow function".into()));
+        }
+        // Parentheses add no node: the height is the inner expression's.
+        Ok(e)
+    }
+
+    #[inline(never)]
+    fn array(&mut self) -> Result<(Expr, u32), ParseError> {
+        self.bump()?;
+        let mut items = Vec::new();
+        let mut h = 0;
+        while self.tok != Tok::Punct("]") {
+            let (it, ih) = self.expr(0)?;
+            items.push(it);
+            h = h.max(ih);
+            self.list_separator("]")?;
+        }
+        self.bump()?;
+        Ok((Expr::Array(items), height(h, self.at)?))
+    }
+
+    #[inline(never)]
+    fn object(&mut self) -> Result<(Expr, u32), ParseError> {
+        self.bump()?;
+        let mut props = Vec::new();
+        let mut h = 0;
+        while self.tok != Tok::Punct("}") {
+            let key = self.object_key()?;
+            let (v, vh) = self.expr(0)?;
+            props.push((key, v));
+            h = h.max(vh);
+            self.list_separator("}")?;
+        }
+        self.bump()?;
+        Ok((Expr::Object(props), height(h, self.at)?))
+    }
+
+    /// A property name and its `:`.
+    #[inline(never)]
+    fn object_key(&mut self) -> Result<String, ParseError> {
+        let key = match self.bump()? {
+            Tok::Ident(k) => k,
+            Tok::Str(k) => k,
+            Tok::Num(n) => crate::value::number_to_string(n),
+            Tok::Foreign(w) => w.to_string(),
+            t => return Err(self.unexpected(t)),
+        };
+        if self.tok != Tok::Punct(":") {
+            return Err(ParseError::NeedsJs("object shorthand".into()));
+        }
+        self.bump()?;
+        Ok(key)
+    }
+
+    /// After an item of a list: `,` (JS outside the subset only as an operator) or the end.
+    #[inline(never)]
+    fn list_separator(&mut self, end: &'static str) -> Result<(), ParseError> {
+        match &self.tok {
+            Tok::Foreign(",") => {
+                self.bump()?;
+            }
+            Tok::Punct(p) if *p == end => {}
+            t => return Err(self.unexpected(t.clone())),
+        }
+        Ok(())
+    }
+
+    /// Literals, names and what cannot start an expression.
+    #[inline(never)]
+    fn leaf(&mut self) -> Result<(Expr, u32), ParseError> {
         let at = self.at;
         let leaf = match self.bump()? {
             Tok::Num(n) => Expr::Num(n),
@@ -592,70 +770,6 @@ impl Parser<'_> {
                 "undefined" => Expr::Undefined,
                 _ => Expr::Ident(w),
             },
-            Tok::Punct("(") => {
-                if self.tok == Tok::Punct(")") {
-                    return Err(ParseError::NeedsJs("arrow function".into()));
-                }
-                let e = self.expr(0)?;
-                match &self.tok {
-                    Tok::Punct(")") => {}
-                    Tok::Foreign(",") => return Err(ParseError::NeedsJs("comma operator".into())),
-                    t => return Err(self.unexpected(t.clone())),
-                }
-                self.bump()?;
-                if self.tok == Tok::Foreign("=>") {
-                    return Err(ParseError::NeedsJs("arrow function".into()));
-                }
-                // Parentheses add no node: the height is the inner expression's.
-                return Ok(e);
-            }
-            Tok::Punct("[") => {
-                let mut items = Vec::new();
-                let mut h = 0;
-                while self.tok != Tok::Punct("]") {
-                    let (it, ih) = self.expr(0)?;
-                    items.push(it);
-                    h = h.max(ih);
-                    match &self.tok {
-                        Tok::Foreign(",") => {
-                            self.bump()?;
-                        }
-                        Tok::Punct("]") => {}
-                        t => return Err(self.unexpected(t.clone())),
-                    }
-                }
-                self.bump()?;
-                return Ok((Expr::Array(items), height(h, self.at)?));
-            }
-            Tok::Punct("{") => {
-                let mut props = Vec::new();
-                let mut h = 0;
-                while self.tok != Tok::Punct("}") {
-                    let key = match self.bump()? {
-                        Tok::Ident(k) => k,
-                        Tok::Str(k) => k,
-                        Tok::Num(n) => crate::value::number_to_string(n),
-                        Tok::Foreign(w) => w.to_string(),
-                        t => return Err(self.unexpected(t)),
-                    };
-                    if self.tok != Tok::Punct(":") {
-                        return Err(ParseError::NeedsJs("object shorthand".into()));
-                    }
-                    self.bump()?;
-                    let (v, vh) = self.expr(0)?;
-                    props.push((key, v));
-                    h = h.max(vh);
-                    match &self.tok {
-                        Tok::Foreign(",") => {
-                            self.bump()?;
-                        }
-                        Tok::Punct("}") => {}
-                        t => return Err(self.unexpected(t.clone())),
-                    }
-                }
-                self.bump()?;
-                return Ok((Expr::Object(props), height(h, self.at)?));
-            }
             Tok::Eof => {
                 return Err(ParseError::Syntax(
                     "unexpected end of expression".into(),
@@ -669,4 +783,35 @@ impl Parser<'_> {
         };
         Ok((leaf, 1))
     }
+}
+
+/// The node of a binary operator (`&&`, `||` and `??` are [`Expr::Logic`]). Out of line: the
+/// parser's recursive frames stay small.
+#[inline(never)]
+fn binary_node(op: &Tok, lhs: Expr, rhs: Expr) -> Expr {
+    let name = match op {
+        Tok::Punct(p) => *p,
+        _ => "in",
+    };
+    let (lhs, rhs) = (Box::new(lhs), Box::new(rhs));
+    let op = match name {
+        "&&" => return Expr::Logic(LogicOp::And, lhs, rhs),
+        "||" => return Expr::Logic(LogicOp::Or, lhs, rhs),
+        "??" => return Expr::Logic(LogicOp::Nullish, lhs, rhs),
+        "==" => BinOp::Eq,
+        "!=" => BinOp::Ne,
+        "===" => BinOp::StrictEq,
+        "!==" => BinOp::StrictNe,
+        "<" => BinOp::Lt,
+        ">" => BinOp::Gt,
+        "<=" => BinOp::Le,
+        ">=" => BinOp::Ge,
+        "+" => BinOp::Add,
+        "-" => BinOp::Sub,
+        "*" => BinOp::Mul,
+        "/" => BinOp::Div,
+        "%" => BinOp::Rem,
+        _ => BinOp::In,
+    };
+    Expr::Bin(op, lhs, rhs)
 }

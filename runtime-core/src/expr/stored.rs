@@ -10,9 +10,9 @@
 
 use super::parse::{MAX_DEPTH, height};
 use super::{BinOp, Expr, LogicOp, RegexLit, UnOp};
+use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, Serializer};
-use serde::Deserialize;
 use std::fmt;
 use std::sync::Arc;
 
@@ -131,7 +131,9 @@ impl Serialize for Expr {
                     stack.push(Visit::Enter(a));
                     stack.push(Visit::Enter(c));
                 }
-                Expr::Object(props) => stack.extend(props.iter().rev().map(|(_, v)| Visit::Enter(v))),
+                Expr::Object(props) => {
+                    stack.extend(props.iter().rev().map(|(_, v)| Visit::Enter(v)))
+                }
                 Expr::Undefined
                 | Expr::Null
                 | Expr::Bool(_)
@@ -268,7 +270,9 @@ impl<'de> Visitor<'de> for ExprVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Expr, A::Error> {
         let legacy = Legacy::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        from_legacy(legacy).map(|(e, _)| e).map_err(de::Error::custom)
+        from_legacy(legacy)
+            .map(|(e, _)| e)
+            .map_err(de::Error::custom)
     }
 }
 
