@@ -407,7 +407,10 @@ impl Receiver {
     pub async fn wait_for(&self, n: usize) -> Vec<(String, axum::http::HeaderMap, Value)> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
+            // Registered before the check, so a request arriving in between still wakes us.
             let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             {
                 let seen = self.seen.lock().unwrap();
                 if seen.len() >= n {

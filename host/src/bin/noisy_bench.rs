@@ -134,7 +134,10 @@ impl Sink {
 
     async fn wait(&self, user: &str, n: u64) {
         loop {
+            // Registered before the check, so a reply arriving in between still wakes us.
             let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             if self.counts.lock().unwrap().get(user).copied().unwrap_or(0) >= n {
                 return;
             }

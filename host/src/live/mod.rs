@@ -43,6 +43,16 @@ pub struct LiveConfig {
     /// and sending thousands of messages: a state with 2,800 text actions is a bug or an
     /// attack, and a provider would rate-limit the channel anyway.
     pub max_responses_per_step: usize,
+    /// Channel messages of one tenant (a project's owner) handled at once, from the step to
+    /// the commit (default: four per core). More wait their turn before any work is done,
+    /// so a tenant flooding its webhooks queues behind its own messages, and the shared
+    /// path (the write turn, the outbox) sees at most this many of its messages at a time.
+    /// Cost: one tenant alone cannot use more than this concurrency (the load bench's single
+    /// tenant: README); one user's messages are serialised anyway. Interaction: the
+    /// sandbox's `steps_per_tenant` caps the steps of all kinds (converse included).
+    /// A malicious tenant can hold this many messages in flight, each until its step's
+    /// deadline.
+    pub messages_per_tenant: usize,
 }
 
 fn cores() -> usize {
@@ -57,6 +67,10 @@ impl Default for LiveConfig {
             sandbox: SandboxConfig {
                 // Enough idle instances for every concurrent step of a busy revision.
                 warm_per_revision: cores() * 2,
+                // Guests get all cores but one (at least one): the HTTP, storage and
+                // delivery work of every tenant keeps a core, so a tenant burning its fuel
+                // cannot slow the others' requests down through the OS scheduler.
+                cpu_slots: cores().saturating_sub(1).max(1),
                 ..SandboxConfig::default()
             },
             outbox_backoff: Duration::from_secs(1),
@@ -64,6 +78,7 @@ impl Default for LiveConfig {
             poll_interval: Duration::from_millis(500),
             delivery_timeout: Duration::from_secs(5),
             max_responses_per_step: 200,
+            messages_per_tenant: cores() * 4,
         }
     }
 }
@@ -131,6 +146,8 @@ pub struct Live {
     revisions: moka::sync::Cache<String, (Arc<Revision>, usize)>,
     effects: Arc<dyn Effects>,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per tenant: its messages in flight (`LiveConfig::messages_per_tenant`).
+    tenant_turns: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
     rpm: Mutex<HashMap<String, (i64, u32)>>,
     http: reqwest::Client,
     /// Outbox rows just committed by this process, for immediate delivery.
@@ -170,6 +187,7 @@ impl Live {
                 .build(),
             effects,
             locks: Mutex::new(HashMap::new()),
+            tenant_turns: Mutex::new(HashMap::new()),
             rpm: Mutex::new(HashMap::new()),
             http: reqwest::Client::builder()
                 .timeout(cfg.delivery_timeout)
@@ -329,6 +347,30 @@ impl Live {
         Ok(())
     }
 
+    /// A turn for one of `tenant`'s messages (see `messages_per_tenant`).
+    async fn tenant_turn(
+        &self,
+        tenant: &str,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, LiveError> {
+        let sem = {
+            let mut map = self.tenant_turns.lock().unwrap();
+            if map.len() > 10_000 {
+                // Drop the semaphores of idle tenants.
+                map.retain(|_, s| Arc::strong_count(s) > 1);
+            }
+            map.entry(tenant.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(tokio::sync::Semaphore::new(
+                        self.cfg.messages_per_tenant.max(1),
+                    ))
+                })
+                .clone()
+        };
+        sem.acquire_owned()
+            .await
+            .map_err(|e| LiveError::Internal(anyhow!("{e}")))
+    }
+
     fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.locks.lock().unwrap();
         if locks.len() > 10_000 {
@@ -379,6 +421,7 @@ impl Live {
             .route(&channel.id)
             .await?
             .ok_or_else(|| LiveError::NotDeployed("the channel is gone".into()))?;
+        let _tenant_turn = self.tenant_turn(&route.owner).await?;
         let options: Map<String, Json> = serde_json::from_str(&channel.options).unwrap_or_default();
         let kind = crate::api::canonical_channel_type(&channel.kind).unwrap_or("generic");
         let info = ChannelInfo {
