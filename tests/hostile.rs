@@ -345,6 +345,38 @@ async fn a_hanging_endpoint_delays_only_its_own_channel() {
         (1..=botbox::live::CHANNEL_CONCURRENCY).contains(&n),
         "{n} connections to the hanging endpoint"
     );
+
+    // Many hanging channels of one tenant hold at most the tenant's cap of connections (with
+    // the first channel's), not four per channel; one hanging channel does not hold up the
+    // tenant's others. (Counted within the first delivery time-out, before any retry.)
+    let (hang2, held2) = hanging_server().await;
+    let mut hooks = vec![];
+    for c in 0..8 {
+        let ch = channel(&api, &a, &pid_a, &env_a, json!({"name": format!("h{c}"), "type": "generic", "url": hang2})).await;
+        hooks.push(s(&ch["webhook"]));
+    }
+    let started = Instant::now();
+    for (c, h) in hooks.iter().enumerate() {
+        for u in 0..6 {
+            let body = json!({"userId": format!("c{c}u{u}"), "messages": [msg("hi")]});
+            assert_eq!(hook(&api, h, &[], &body).await.status, 200);
+        }
+    }
+    let (tenant_cap, channel_cap) = (
+        botbox::live::TENANT_CONCURRENCY,
+        botbox::live::CHANNEL_CONCURRENCY,
+    );
+    let others = tenant_cap - channel_cap;
+    while held2.load(Ordering::SeqCst) < others && started.elapsed() < Duration::from_secs(4) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let n = held2.load(Ordering::SeqCst);
+    assert!(started.elapsed() < Duration::from_secs(5), "too slow to count before retries");
+    assert!(
+        (others..=tenant_cap).contains(&n),
+        "{n} connections held by one tenant's 8 hanging channels (cap {tenant_cap}, of which \
+         {channel_cap} on its first hanging channel)"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 mod outbox;
 mod schedules;
 
-pub use outbox::CHANNEL_CONCURRENCY;
+pub use outbox::{CHANNEL_CONCURRENCY, TENANT_CONCURRENCY};
 
 use crate::channels::{self, ChannelInfo, InboundItem};
 use crate::db::{ChannelRow, Db, EnvironmentRow, NewTranscript, ScheduleRow, StepWrite, now_ms};

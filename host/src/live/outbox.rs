@@ -2,9 +2,10 @@
 //! with exponential backoff, so a crash or a provider outage loses nothing.
 //!
 //! Fairness: deliveries are scheduled per channel. Each channel has its own cap of
-//! deliveries in flight ([`CHANNEL_CONCURRENCY`]) and each poll takes a few due rows per
-//! channel, so an endpoint that accepts connections and never answers delays only its own
-//! channel's replies.
+//! deliveries in flight ([`CHANNEL_CONCURRENCY`]), each tenant one over all its channels
+//! ([`TENANT_CONCURRENCY`]), and each poll takes a few due rows per channel, so an endpoint
+//! that accepts connections and never answers delays only its own channel's replies (and a
+//! tenant's many such endpoints only its own).
 
 use super::Live;
 use crate::db::{OutboxRow, now_ms};
@@ -20,6 +21,10 @@ pub(super) type Batch = (String, Vec<OutboxRow>);
 /// hangs holds at most this many deliveries, each until the delivery time-out; every other
 /// channel goes on at its own pace. One conversation's replies still go out in order.
 pub const CHANNEL_CONCURRENCY: usize = 4;
+
+/// Deliveries in flight at once for all the channels of one tenant (16): a tenant with many
+/// channels whose endpoints hang holds at most this many connections, not 4 per channel.
+pub const TENANT_CONCURRENCY: usize = 16;
 
 /// Due rows taken per channel per poll (8): a channel with a backlog cannot fill the poll
 /// with its own rows and hold back the retries of the others.
@@ -37,20 +42,46 @@ const LANE_IDLE: Duration = Duration::from_secs(30);
 struct Lanes {
     conversations: Mutex<HashMap<String, mpsc::UnboundedSender<Vec<OutboxRow>>>>,
     channels: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Per tenant (a project's owner): its deliveries in flight.
+    tenants: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// Rows the poller handed to a task that has not finished with them.
     in_flight: Mutex<HashSet<String>>,
 }
 
+/// One delivery's place: in its tenant's and in its channel's caps.
+struct Turn {
+    _tenant: tokio::sync::OwnedSemaphorePermit,
+    _channel: tokio::sync::OwnedSemaphorePermit,
+}
+
+fn semaphore(map: &Mutex<HashMap<String, Arc<Semaphore>>>, key: &str, n: usize) -> Arc<Semaphore> {
+    let mut map = map.lock().unwrap();
+    if map.len() > 10_000 {
+        // Drop the semaphores nobody holds or waits for.
+        map.retain(|_, s| Arc::strong_count(s) > 1);
+    }
+    map.entry(key.to_owned())
+        .or_insert_with(|| Arc::new(Semaphore::new(n)))
+        .clone()
+}
+
 impl Lanes {
-    fn channel(&self, id: &str) -> Arc<Semaphore> {
-        let mut map = self.channels.lock().unwrap();
-        if map.len() > 10_000 {
-            // Drop the semaphores of idle channels (nobody holds or waits for them).
-            map.retain(|_, s| Arc::strong_count(s) > 1);
-        }
-        map.entry(id.to_owned())
-            .or_insert_with(|| Arc::new(Semaphore::new(CHANNEL_CONCURRENCY)))
-            .clone()
+    /// Waits for a place to deliver to `channel_id`: first in the channel's cap, then in its
+    /// tenant's (in that order, so deliveries queued behind one hanging channel hold none of
+    /// the tenant's places, and the tenant's other channels go on). The tenant comes from
+    /// the route cache (a deleted channel counts as its own tenant).
+    async fn turn(&self, live: &Live, channel_id: &str) -> Option<Turn> {
+        let tenant = match live.route(channel_id).await {
+            Ok(Some(r)) => r.owner,
+            _ => format!("channel:{channel_id}"),
+        };
+        let c = semaphore(&self.channels, channel_id, CHANNEL_CONCURRENCY);
+        let t = semaphore(&self.tenants, &tenant, TENANT_CONCURRENCY);
+        let channel = c.acquire_owned().await.ok()?;
+        Some(Turn {
+            _tenant: t.acquire_owned().await.ok()?,
+            _channel: channel,
+        })
     }
 }
 
@@ -154,8 +185,7 @@ async fn deliver_direct(
     rows: Vec<OutboxRow>,
 ) {
     for row in rows {
-        let channel = lanes.channel(&row.channel_id);
-        let Ok(_permit) = channel.acquire().await else {
+        let Some(_turn) = lanes.turn(live, &row.channel_id).await else {
             return;
         };
         // While the lease set at commit still covers a whole attempt, no worker can have
@@ -191,8 +221,7 @@ async fn poll_due(live: &Arc<Live>, lanes: &Arc<Lanes>) -> anyhow::Result<usize>
         let live = live.clone();
         let lanes = lanes.clone();
         tokio::spawn(async move {
-            let channel = lanes.channel(&row.channel_id);
-            if let Ok(_permit) = channel.acquire().await {
+            if let Some(_turn) = lanes.turn(&live, &row.channel_id).await {
                 // Claimed only once it can be sent: the lease then covers the attempt.
                 let lease = live.cfg.delivery_timeout.as_millis() as i64 * 2;
                 let out = match live.db.claim_outbox(&row, lease).await {
