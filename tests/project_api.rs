@@ -1208,13 +1208,33 @@ async fn rate_limit(backend: Backend) {
         assert!((1..=60).contains(&retry));
         break;
     }
-    // Another token has its own counter.
+    // Another token of the same user shares the user's budget (minting tokens buys no
+    // requests), unless a new window began in between.
     let other = api.login("admin", common::ADMIN_PASSWORD).await;
     let r = api.get("/projects", other["id"].as_str().unwrap()).await;
+    assert!(
+        r.status == 429 || r.header("ratelimit-remaining") == Some("4"),
+        "{} {:?}",
+        r.status,
+        r.header("ratelimit-remaining")
+    );
+    // Another user has its own.
+    server
+        .db()
+        .await
+        .insert_user(
+            "other",
+            &botbox::auth::hash_password("other-password"),
+            "developer",
+        )
+        .await
+        .unwrap();
+    let t = api.login("other", "other-password").await;
+    let r = api.get("/projects", t["id"].as_str().unwrap()).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("ratelimit-remaining"), Some("4"));
 
-    // Without a token the address is counted (the two logins above were 2 of its 5).
+    // Without a token the address is counted (the logins above were 3 of its 5).
     // Whatever the window, a request after one that left 0 remaining in the same window is
     // refused, and one is refused within 11 requests.
     let mut prev: Option<(i64, i64)> = None; // (remaining, reset)

@@ -107,10 +107,10 @@ async fn login(
         Some(u) if ok && u.disabled == 0 => u,
         _ => {
             tracing::info!(username = %req.username, "login refused");
-            app.login_failed(&req.username, &client);
             return Err(ApiError::Unauthorized(BAD_CREDENTIALS));
         }
     };
+    app.login_succeeded(&req.username, &client);
     Ok(Json(
         issue_token(&app, &user.id, None, &user.role_id, "login").await?,
     ))

@@ -92,9 +92,10 @@ pub struct App {
     limiter: Arc<RateLimiter>,
     /// Failed logins per account (15-minute windows).
     login_failures: Arc<RateLimiter>,
-    /// Token hashes known to authenticate, so that the rate limiter keys by a token only
-    /// when it is real (a made-up token counts against the caller's address).
-    valid_tokens: moka::sync::Cache<String, ()>,
+    /// Token hashes known to authenticate, with their user: the rate limiter counts a real
+    /// token's requests against its user (however many tokens the user mints), and a
+    /// made-up token's against the caller's address.
+    valid_tokens: moka::sync::Cache<String, String>,
     compile_slots: Arc<tokio::sync::Semaphore>,
     passwords: Arc<crate::auth::PasswordGate>,
 }
@@ -251,6 +252,8 @@ pub enum ApiError {
     NotFound(String),
     Conflict(String),
     RateLimited(u32),
+    /// 429 for logins: too many failed attempts for the account or from the address.
+    TooManyLogins,
     /// 503: the server sheds load (too many password hashes waiting, say).
     Unavailable(String),
     /// A conversation step failed: 400 with the error text alone (reference §12.1).
@@ -309,6 +312,16 @@ impl IntoResponse for ApiError {
                 &format!("Ratelimit exceeded! {n} per minute"),
                 "",
             ),
+            ApiError::TooManyLogins => {
+                let mut r = text(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "Too many failed logins for this account or from this address. Try again in 15 minutes.",
+                    "",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(LOGIN_WINDOW_SECS));
+                r
+            }
             ApiError::Unavailable(d) => {
                 let mut r = text(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, &d);
                 r.headers_mut()
@@ -522,7 +535,7 @@ impl FromRequestParts<App> for Caller {
             .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown role {role_name}")))?;
         let platform_role = Role::parse(&user.role_id)
             .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown role {}", user.role_id)))?;
-        app.valid_tokens.insert(hash.clone(), ());
+        app.valid_tokens.insert(hash.clone(), user.id.clone());
         let span = tracing::Span::current();
         span.record("tenant", row.team_id.as_deref().unwrap_or(&user.id));
         Ok(Caller {
@@ -569,8 +582,8 @@ pub async fn project_for(
 // Rate limit
 
 /// Keys a rate limiter tracks at most: each costs about 100 bytes, so the map stays under
-/// ~10 MB however many addresses or tokens an attacker uses. Past it, new keys share one
-/// overflow counter (they are limited together rather than not at all).
+/// ~10 MB however many addresses an attacker uses. Past it, new keys of the current window go
+/// untracked (see `RateLimiter::count`).
 const RATE_KEYS_MAX: usize = 100_000;
 
 /// A fixed window per key, so "100 per minute" means exactly that.
@@ -578,6 +591,8 @@ const RATE_KEYS_MAX: usize = 100_000;
 struct RateLimiter {
     window_secs: i64,
     windows: Mutex<HashMap<String, (i64, u32)>>,
+    /// The window of the last sweep of a full map.
+    swept: Mutex<i64>,
 }
 
 impl Default for RateLimiter {
@@ -591,12 +606,20 @@ impl RateLimiter {
         RateLimiter {
             window_secs,
             windows: Mutex::new(HashMap::new()),
+            swept: Mutex::new(i64::MIN),
         }
     }
 
     /// Counts a request; returns (allowed, remaining, seconds until the window resets).
     fn hit(&self, key: &str, limit: u32, now_secs: i64) -> (bool, u32, i64) {
         self.count(key, limit, now_secs, true)
+    }
+
+    /// Takes back one counted request of `key` (in its current window).
+    fn refund(&self, key: &str) {
+        if let Some((_, n)) = self.windows.lock().unwrap().get_mut(key) {
+            *n = n.saturating_sub(1);
+        }
     }
 
     /// Whether `key` is over `limit` now, without counting anything.
@@ -609,13 +632,20 @@ impl RateLimiter {
         let reset = self.window_secs - now_secs % self.window_secs;
         let mut map = self.windows.lock().unwrap();
         if map.len() >= RATE_KEYS_MAX && !map.contains_key(key) {
-            map.retain(|_, (w, _)| *w == window);
+            // Full: drop the keys of past windows (once per window: the sweep is not repeated
+            // while the map stays full of current keys).
+            let mut swept = self.swept.lock().unwrap();
+            if *swept != window {
+                *swept = window;
+                map.retain(|_, (w, _)| *w == window);
+            }
+            if map.len() >= RATE_KEYS_MAX {
+                // Still full of this window's keys: a new key is let through untracked
+                // rather than pooled with others (a pool would let an attacker with many
+                // addresses lock everyone else out). Memory stays bounded either way.
+                return (true, limit, reset);
+            }
         }
-        let key = if map.len() >= RATE_KEYS_MAX && !map.contains_key(key) {
-            "*overflow*"
-        } else {
-            key
-        };
         if !add {
             return match map.get(key) {
                 Some((w, n)) if *w == window && *n >= limit => (false, 0, reset),
@@ -664,13 +694,17 @@ async fn rate_limit(State(app): State<App>, req: Request, next: Next) -> Respons
     // ones are cached): a made-up token counts against the address it came from.
     let client = address_key(&parts);
     let key = match bearer(&parts).map(|t| token_hash(&t)) {
-        Some(h) if app.valid_tokens.contains_key(&h) => format!("t:{h}"),
-        Some(h) => match app.db.token_by_hash(&h).await {
-            Ok(Some(row)) if row.expire > unix_secs() => {
-                app.valid_tokens.insert(h.clone(), ());
-                format!("t:{h}")
-            }
-            _ => client.clone(),
+        Some(h) => match app.valid_tokens.get(&h) {
+            Some(user) => format!("u:{user}"),
+            // An address already over its limit gets its 429 without a database read.
+            None if app.limiter.over(&client, limit, unix_secs()) => client.clone(),
+            None => match app.db.token_by_hash(&h).await {
+                Ok(Some(row)) if row.expire > unix_secs() => {
+                    app.valid_tokens.insert(h.clone(), row.user_id.clone());
+                    format!("u:{}", row.user_id)
+                }
+                _ => client.clone(),
+            },
         },
         None => client.clone(),
     };
@@ -704,24 +738,30 @@ impl App {
     /// Refuses a login attempt (429) when the account or the address has failed too often
     /// in the last window. Checked before the password is hashed, so a refused attempt costs
     /// nothing.
+    ///
+    /// The attempt is counted here, before the password is checked, so that concurrent
+    /// attempts cannot all pass the check; a successful login gives it back
+    /// ([`App::login_succeeded`]).
     pub(crate) fn login_allowed(&self, username: &str, client: &str) -> ApiResult<()> {
         let now = unix_secs();
         let per_account = self.config.login_failures_per_account;
-        if self.login_failures.over(&format!("u:{username}"), per_account, now)
-            || self.login_failures.over(client, LOGIN_FAILURES_PER_ADDRESS, now)
-        {
-            tracing::warn!(username = %username, client = %client, "login throttled");
-            return Err(ApiError::RateLimited(per_account));
+        let account = format!("u:{username}");
+        if !self.login_failures.hit(client, LOGIN_FAILURES_PER_ADDRESS, now).0 {
+            tracing::warn!(username = %username, client = %client, "login throttled (address)");
+            return Err(ApiError::TooManyLogins);
+        }
+        if !self.login_failures.hit(&account, per_account, now).0 {
+            self.login_failures.refund(client);
+            tracing::warn!(username = %username, client = %client, "login throttled (account)");
+            return Err(ApiError::TooManyLogins);
         }
         Ok(())
     }
 
-    /// Counts a failed login against the account and the address.
-    pub(crate) fn login_failed(&self, username: &str, client: &str) {
-        let now = unix_secs();
-        self.login_failures
-            .hit(&format!("u:{username}"), u32::MAX, now);
-        self.login_failures.hit(client, u32::MAX, now);
+    /// Gives back the attempt a successful login counted.
+    pub(crate) fn login_succeeded(&self, username: &str, client: &str) {
+        self.login_failures.refund(&format!("u:{username}"));
+        self.login_failures.refund(client);
     }
 
     /// Hashes or verifies a password under the cap on concurrent argon2 work.
@@ -752,17 +792,20 @@ mod tests {
     }
 
     #[test]
-    fn keys_are_bounded_and_overflow_shares_a_counter() {
+    fn keys_are_bounded_and_new_keys_past_the_bound_go_untracked() {
         let l = RateLimiter::default();
         for i in 0..RATE_KEYS_MAX {
             l.hit(&format!("k{i}"), 1_000_000, 120);
         }
-        assert!(l.keys() <= RATE_KEYS_MAX + 1, "{}", l.keys());
-        // New keys past the bound are limited together.
-        assert!(l.hit("new-a", 2, 121).0);
-        assert!(l.hit("new-b", 2, 121).0);
-        assert!(!l.hit("new-c", 2, 121).0);
-        assert!(l.keys() <= RATE_KEYS_MAX + 1, "{}", l.keys());
+        assert_eq!(l.keys(), RATE_KEYS_MAX);
+        // New keys past the bound are neither tracked nor pooled with each other.
+        for _ in 0..5 {
+            assert!(l.hit("new-a", 2, 121).0);
+        }
+        assert_eq!(l.keys(), RATE_KEYS_MAX);
+        // Known keys are still counted.
+        assert!(l.hit("k1", 2, 121).0);
+        assert!(!l.hit("k1", 2, 121).0);
         // A new window frees the old keys.
         assert!(l.hit("fresh", 1, 200).0);
         assert!(l.keys() < 10);

@@ -30,6 +30,9 @@ pub const TENANT_CONCURRENCY: usize = 16;
 /// with its own rows and hold back the retries of the others.
 const DUE_PER_CHANNEL: i64 = 8;
 
+/// Lease time a row must still have, beyond the delivery time-out, to be sent without a claim.
+const OWN_LEASE_MARGIN_MS: i64 = 3_000;
+
 /// Successful first deliveries recorded in one statement at most.
 const SENT_BATCH: usize = 256;
 
@@ -192,7 +195,9 @@ async fn deliver_direct(
         // taken the row: it is this process's alone. Past that (it waited for its channel),
         // it is claimed like the worker does, so that it never goes out twice.
         let timeout = live.cfg.delivery_timeout.as_millis() as i64;
-        let ours = now_ms() + timeout < row.next_at;
+        // The attempt (egress check, send) and recording its success must end before the
+        // lease: a margin covers the name lookup and the batched write.
+        let ours = now_ms() + timeout + OWN_LEASE_MARGIN_MS < row.next_at;
         let out = if ours {
             send(live, &row, Some(sent_tx)).await
         } else {
