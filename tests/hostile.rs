@@ -7,6 +7,7 @@
 //! | 1 | a push whose expressions or documents nest 200,000 deep | `deep_input_is_refused_and_the_server_lives` |
 //! | 2 | concurrent multi-MB pushes while another user works | `big_pushes_do_not_stall_other_users` |
 //! | 3 | steps blocked in slow api calls | `slow_api_calls_do_not_starve_other_tenants` |
+//! | 3 | a webhook flood of slow steps | `a_tenants_waiting_messages_are_bounded` |
 //! | 4 | a reply endpoint that never answers | `a_hanging_endpoint_delays_only_its_own_channel` |
 //! | 5 | big sessions, huge provider answers, login floods | `memory_stays_bounded_under_attack` |
 //! | 6 | another tenant's revision id, warm cache | `another_tenants_ids_reach_nothing` |
@@ -293,6 +294,45 @@ async fn slow_api_calls_do_not_starve_other_tenants() {
         // A's steps end with their api calls timed out (result null), not an error.
         let r = t.await.unwrap();
         assert_eq!(r.status, 200, "{}", short(&r.text));
+    }
+}
+
+/// A tenant flooding its webhooks with slow steps waits in a bounded queue: past it, a
+/// request is refused at once (429, nothing ran, the provider retries) instead of holding a
+/// connection and its body for as long as the queue takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_waiting_messages_are_bounded() {
+    let server = Server::start(Backend::Sqlite, FLAGS).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (hang_url, _held) = hanging_server().await;
+    let (pid, env) = deploy(&api, &admin, slow_api_bot(&hang_url)).await;
+    let webhook = s(&channel(&api, &admin, &pid, &env, json!({"name": "w", "type": "generic", "url": "http://127.0.0.1:9/"})).await["webhook"]);
+    // The server's defaults: four turns per core, 64 waiting.
+    let turns = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) * 4;
+    let extra = 16;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = vec![];
+    for u in 0..turns + 64 + extra {
+        let (api, webhook, tx) = (api.clone(), webhook.clone(), tx.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = hook(&api, &webhook, &[], &json!({"userId": format!("u{u}"), "messages": [msg("go")]})).await;
+            let _ = tx.send((r.status, r.text));
+        }));
+    }
+    // Every admitted step waits 10 s on its api calls; what answers before that was refused.
+    let mut early = vec![];
+    let until = tokio::time::Instant::now() + Duration::from_secs(4);
+    while let Ok(Some(r)) = tokio::time::timeout_at(until, rx.recv()).await {
+        early.push(r);
+    }
+    assert!(early.len() >= extra / 2, "{} refused: {:?}", early.len(), early);
+    for (status, text) in &early {
+        assert_eq!(*status, 429, "{}", short(text));
+        assert!(text.contains("messages waiting"), "{}", short(text));
+    }
+    for t in tasks {
+        t.abort();
     }
 }
 

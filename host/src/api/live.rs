@@ -40,6 +40,7 @@ impl From<LiveError> for ApiError {
         match e {
             LiveError::Step(m) => ApiError::StepFailed(m),
             LiveError::NotDeployed(m) => ApiError::NotFound(m),
+            LiveError::Busy(m) => ApiError::Busy(m),
             LiveError::Internal(e) => ApiError::Internal(e),
         }
     }

@@ -254,6 +254,8 @@ pub enum ApiError {
     RateLimited(u32),
     /// 429 for logins: too many failed attempts for the account or from the address.
     TooManyLogins,
+    /// 429 for a webhook: the tenant has too many messages waiting; nothing ran.
+    Busy(String),
     /// 503: the server sheds load (too many password hashes waiting, say).
     Unavailable(String),
     /// A conversation step failed: 400 with the error text alone (reference §12.1).
@@ -312,6 +314,12 @@ impl IntoResponse for ApiError {
                 &format!("Ratelimit exceeded! {n} per minute"),
                 "",
             ),
+            ApiError::Busy(m) => {
+                let mut r = text(StatusCode::TOO_MANY_REQUESTS, &m, "");
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                r
+            }
             ApiError::TooManyLogins => {
                 let mut r = text(
                     StatusCode::TOO_MANY_REQUESTS,

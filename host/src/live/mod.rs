@@ -53,6 +53,10 @@ pub struct LiveConfig {
     /// A malicious tenant can hold this many messages in flight, each until its step's
     /// deadline.
     pub messages_per_tenant: usize,
+    /// A tenant's channel messages waiting for one of those turns at most (64); past it a
+    /// webhook answers 429 without running anything (the provider retries), so a tenant
+    /// flooding its webhooks cannot hold an unbounded number of connections and bodies.
+    pub waiting_per_tenant: usize,
 }
 
 fn cores() -> usize {
@@ -79,6 +83,7 @@ impl Default for LiveConfig {
             delivery_timeout: Duration::from_secs(5),
             max_responses_per_step: 200,
             messages_per_tenant: cores() * 4,
+            waiting_per_tenant: 64,
         }
     }
 }
@@ -91,6 +96,9 @@ pub enum LiveError {
     /// No deployed revision to run.
     #[error("{0}")]
     NotDeployed(String),
+    /// The tenant already has too many messages waiting: nothing ran, retry later.
+    #[error("{0}")]
+    Busy(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -366,6 +374,18 @@ impl Live {
                 })
                 .clone()
         };
+        if let Ok(p) = sem.clone().try_acquire_owned() {
+            return Ok(p);
+        }
+        // All turns are taken. References to the semaphore: the map's, ours, one per running
+        // message (its permit) and one per waiter, so this counts the waiters.
+        let waiting = Arc::strong_count(&sem).saturating_sub(2 + self.cfg.messages_per_tenant);
+        if waiting >= self.cfg.waiting_per_tenant {
+            return Err(LiveError::Busy(format!(
+                "this tenant already has {} messages waiting; try again later",
+                self.cfg.waiting_per_tenant
+            )));
+        }
         sem.acquire_owned()
             .await
             .map_err(|e| LiveError::Internal(anyhow!("{e}")))
@@ -562,6 +582,7 @@ impl Live {
                     session.json.clone()
                 }
                 Err(LiveError::NotDeployed(m)) => return Err(LiveError::NotDeployed(m.clone())),
+                Err(LiveError::Busy(m)) => return Err(LiveError::Busy(m.clone())),
                 Err(LiveError::Internal(e)) => return Err(LiveError::Internal(anyhow!("{e:#}"))),
             };
             w.outbox_lease_ms = self.cfg.delivery_timeout.as_millis() as i64 * 2;
