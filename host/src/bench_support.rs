@@ -6,6 +6,14 @@ use std::process::{Child, Command, Stdio};
 
 pub const PASSWORD: &str = "bench-admin-password";
 
+/// A number from the environment, or `default`.
+pub fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A running server; killed on drop.
 pub struct BenchServer {
     child: Child,

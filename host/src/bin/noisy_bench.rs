@@ -24,14 +24,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../bench_support.rs"]
 mod bench_support;
-use bench_support::{BenchServer, PASSWORD};
-
-fn env_num(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use bench_support::{BenchServer, PASSWORD, env_num};
 
 struct Client {
     http: reqwest::Client,
