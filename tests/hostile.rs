@@ -90,12 +90,19 @@ fn one_state_bot(mut state: Value) -> Value {
 // 1. Deep input
 
 async fn push(api: &Api, token: &str, pid: &str, bot: &Value) -> common::Res {
-    api.post(&format!("/projects/{pid}/bot/revisions"), token, bot.clone())
-        .await
+    api.post(
+        &format!("/projects/{pid}/bot/revisions"),
+        token,
+        bot.clone(),
+    )
+    .await
 }
 
 async fn project(api: &Api, token: &str, name: &str) -> String {
-    s(&api.post("/projects", token, json!({"name": name})).await.ok()["id"])
+    s(&api
+        .post("/projects", token, json!({"name": name}))
+        .await
+        .ok()["id"])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,21 +223,32 @@ async fn big_pushes_do_not_stall_other_users() {
         assert_eq!(r.status, 400);
         // Hints are given, and the list of problems is bounded.
         assert!(r.text.contains("did you mean"), "{}", short(&r.text));
-        assert!(r.text.lines().count() <= 205, "{} lines", r.text.lines().count());
+        assert!(
+            r.text.lines().count() <= 205,
+            "{} lines",
+            r.text.lines().count()
+        );
         last_push = last_push.max(at);
     }
     assert!(
         me_done <= last_push,
         "the pushes finished before the other user's requests: nothing was measured"
     );
-    assert!(me_time < Duration::from_secs(2), "GET /me ×5 took {me_time:?} during the pushes");
+    assert!(
+        me_time < Duration::from_secs(2),
+        "GET /me ×5 took {me_time:?} during the pushes"
+    );
 
     // Bigger than the cap: refused with the sizes, before any compilation.
     let mut huge = bot.clone();
     huge["pad"] = json!("x".repeat(2 << 20));
     let r = push(&api, &admin, &pid, &huge).await;
     assert_eq!(r.status, 400);
-    assert!(r.text.contains("at most 1048576 are accepted"), "{}", short(&r.text));
+    assert!(
+        r.text.contains("at most 1048576 are accepted"),
+        "{}",
+        short(&r.text)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -272,7 +290,10 @@ async fn slow_api_calls_do_not_starve_other_tenants() {
     // Wait until A's steps hold connections to the hanging server (they are blocked).
     let deadline = Instant::now() + Duration::from_secs(20);
     while held.load(Ordering::SeqCst) < 4 {
-        assert!(Instant::now() < deadline, "A's steps never reached the api server");
+        assert!(
+            Instant::now() < deadline,
+            "A's steps never reached the api server"
+        );
         tokio::task::yield_now().await;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -307,16 +328,32 @@ async fn a_tenants_waiting_messages_are_bounded() {
     let admin = api.admin_token().await;
     let (hang_url, _held) = hanging_server().await;
     let (pid, env) = deploy(&api, &admin, slow_api_bot(&hang_url)).await;
-    let webhook = s(&channel(&api, &admin, &pid, &env, json!({"name": "w", "type": "generic", "url": "http://127.0.0.1:9/"})).await["webhook"]);
+    let webhook = s(&channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "w", "type": "generic", "url": "http://127.0.0.1:9/"}),
+    )
+    .await["webhook"]);
     // The server's defaults: four turns per core, 64 waiting.
-    let turns = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) * 4;
+    let turns = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        * 4;
     let extra = 16;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut tasks = vec![];
     for u in 0..turns + 64 + extra {
         let (api, webhook, tx) = (api.clone(), webhook.clone(), tx.clone());
         tasks.push(tokio::spawn(async move {
-            let r = hook(&api, &webhook, &[], &json!({"userId": format!("u{u}"), "messages": [msg("go")]})).await;
+            let r = hook(
+                &api,
+                &webhook,
+                &[],
+                &json!({"userId": format!("u{u}"), "messages": [msg("go")]}),
+            )
+            .await;
             let _ = tx.send((r.status, r.text));
         }));
     }
@@ -326,7 +363,12 @@ async fn a_tenants_waiting_messages_are_bounded() {
     while let Ok(Some(r)) = tokio::time::timeout_at(until, rx.recv()).await {
         early.push(r);
     }
-    assert!(early.len() >= extra / 2, "{} refused: {:?}", early.len(), early);
+    assert!(
+        early.len() >= extra / 2,
+        "{} refused: {:?}",
+        early.len(),
+        early
+    );
     for (status, text) in &early {
         assert_eq!(*status, 429, "{}", short(text));
         assert!(text.contains("messages waiting"), "{}", short(text));
@@ -350,8 +392,22 @@ async fn a_hanging_endpoint_delays_only_its_own_channel() {
     let (rx_b, rx_b_url) = Receiver::start().await;
     let (pid_a, env_a) = deploy(&api, &a, example_bot("counter")).await;
     let (pid_b, env_b) = deploy(&api, &b, example_bot("counter")).await;
-    let hook_a = s(&channel(&api, &a, &pid_a, &env_a, json!({"name": "w", "type": "generic", "url": hang_url})).await["webhook"]);
-    let hook_b = s(&channel(&api, &b, &pid_b, &env_b, json!({"name": "w", "type": "generic", "url": rx_b_url})).await["webhook"]);
+    let hook_a = s(&channel(
+        &api,
+        &a,
+        &pid_a,
+        &env_a,
+        json!({"name": "w", "type": "generic", "url": hang_url}),
+    )
+    .await["webhook"]);
+    let hook_b = s(&channel(
+        &api,
+        &b,
+        &pid_b,
+        &env_b,
+        json!({"name": "w", "type": "generic", "url": rx_b_url}),
+    )
+    .await["webhook"]);
     // 128 of A's users: 128 replies for an endpoint that never answers (sent 32 at a time,
     // within what a tenant may have waiting).
     for wave in 0..4 {
@@ -371,9 +427,14 @@ async fn a_hanging_endpoint_delays_only_its_own_channel() {
     // B's reply arrives while A's deliveries still hang (each waits out its 5 s time-out).
     let started = Instant::now();
     assert_eq!(
-        hook(&api, &hook_b, &[], &json!({"userId": "b1", "messages": [msg("hi")]}))
-            .await
-            .status,
+        hook(
+            &api,
+            &hook_b,
+            &[],
+            &json!({"userId": "b1", "messages": [msg("hi")]})
+        )
+        .await
+        .status,
         200
     );
     let got = tokio::time::timeout(Duration::from_secs(4), rx_b.wait_for(1))
@@ -394,7 +455,14 @@ async fn a_hanging_endpoint_delays_only_its_own_channel() {
     let (hang2, held2) = hanging_server().await;
     let mut hooks = vec![];
     for c in 0..8 {
-        let ch = channel(&api, &a, &pid_a, &env_a, json!({"name": format!("h{c}"), "type": "generic", "url": hang2})).await;
+        let ch = channel(
+            &api,
+            &a,
+            &pid_a,
+            &env_a,
+            json!({"name": format!("h{c}"), "type": "generic", "url": hang2}),
+        )
+        .await;
         hooks.push(s(&ch["webhook"]));
     }
     let started = Instant::now();
@@ -413,7 +481,10 @@ async fn a_hanging_endpoint_delays_only_its_own_channel() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let n = held2.load(Ordering::SeqCst);
-    assert!(started.elapsed() < Duration::from_secs(5), "too slow to count before retries");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "too slow to count before retries"
+    );
     assert!(
         (others..=tenant_cap).contains(&n),
         "{n} connections held by one tenant's 8 hanging channels (cap {tenant_cap}, of which \
@@ -448,8 +519,21 @@ async fn memory_stays_bounded_under_attack() {
         json!({"data.big": "content"});
     let (pid, env) = deploy(&api, &admin, bot).await;
     let (_rx, rx_url) = Receiver::start().await;
-    let webhook = s(&channel(&api, &admin, &pid, &env, json!({"name": "w", "type": "generic", "url": rx_url})).await["webhook"]);
-    let warm = hook(&api, &webhook, &[], &json!({"userId": "warm", "messages": [msg("hi")]})).await;
+    let webhook = s(&channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "w", "type": "generic", "url": rx_url}),
+    )
+    .await["webhook"]);
+    let warm = hook(
+        &api,
+        &webhook,
+        &[],
+        &json!({"userId": "warm", "messages": [msg("hi")]}),
+    )
+    .await;
     assert_eq!(warm.status, 200, "{}", warm.text);
     let before = rss_mib(server.pid());
     let mut half = 0;
@@ -459,9 +543,14 @@ async fn memory_stays_bounded_under_attack() {
             .map(|i| {
                 let (api, webhook, big) = (api.clone(), webhook.clone(), big.clone());
                 tokio::spawn(async move {
-                    hook(&api, &webhook, &[], &json!({"userId": format!("u{round}-{i}"), "messages": [msg(&big)]}))
-                        .await
-                        .status
+                    hook(
+                        &api,
+                        &webhook,
+                        &[],
+                        &json!({"userId": format!("u{round}-{i}"), "messages": [msg(&big)]}),
+                    )
+                    .await
+                    .status
                 })
             })
             .collect();
@@ -509,11 +598,24 @@ async fn memory_stays_bounded_under_attack() {
         });
         tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
     }
-    let ch = channel(&api, &admin, &pid, &env, json!({"name": "webex", "type": "spark", "url": webex,
-        "options": {"token": "t", "botId": "BOT"}})).await;
+    let ch = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "webex", "type": "spark", "url": webex,
+        "options": {"token": "t", "botId": "BOT"}}),
+    )
+    .await;
     let before_fetch = rss_mib(server.pid());
-    let r = hook(&api, &s(&ch["webhook"]), &[], &json!({"resource": "messages", "event": "created",
-        "data": {"id": "m1", "roomId": "R1", "personId": "P1", "personEmail": "p@x"}})).await;
+    let r = hook(
+        &api,
+        &s(&ch["webhook"]),
+        &[],
+        &json!({"resource": "messages", "event": "created",
+        "data": {"id": "m1", "roomId": "R1", "personId": "P1", "personEmail": "p@x"}}),
+    )
+    .await;
     // Refused (the provider retries later), having read at most the cap.
     assert_eq!(r.status, 500, "{}", short(&r.text));
     let after_fetch = rss_mib(server.pid());
@@ -521,16 +623,24 @@ async fn memory_stays_bounded_under_attack() {
         after_fetch < before_fetch + 32,
         "RSS {before_fetch} MiB → {after_fetch} MiB after a 600 MB provider answer"
     );
-    assert!(served.load(Ordering::SeqCst) < 600, "the whole answer was read");
+    assert!(
+        served.load(Ordering::SeqCst) < 600,
+        "the whole answer was read"
+    );
 
     // (c) 96 concurrent wrong-password logins.
     let logins: Vec<_> = (0..96)
         .map(|i| {
             let api = api.clone();
             tokio::spawn(async move {
-                api.call("POST", "/login", None, Some(&json!({"username": format!("nobody{i}"), "password": "wrong-password"})))
-                    .await
-                    .status
+                api.call(
+                    "POST",
+                    "/login",
+                    None,
+                    Some(&json!({"username": format!("nobody{i}"), "password": "wrong-password"})),
+                )
+                .await
+                .status
             })
         })
         .collect();
@@ -560,15 +670,31 @@ async fn another_tenants_ids_reach_nothing(backend: Backend) {
     let (_, b) = api.user(&admin, "tenant-b", "developer").await;
     let (pid_a, env_a) = deploy(&api, &a, example_bot("counter")).await;
     let rev_a = s(&api.get(&format!("/projects/{pid_a}"), &a).await.ok()["botLatestRevision"]);
-    let ch_a = s(&channel(&api, &a, &pid_a, &env_a, json!({"name": "w", "type": "generic", "url": "http://127.0.0.1:9/"})).await["id"]);
+    let ch_a = s(&channel(
+        &api,
+        &a,
+        &pid_a,
+        &env_a,
+        json!({"name": "w", "type": "generic", "url": "http://127.0.0.1:9/"}),
+    )
+    .await["id"]);
     // A's bot has run, so its revision is in the server's caches.
     let converse = json!({"message": msg("hi"), "revision": rev_a});
-    let r = api.post(&format!("/projects/{pid_a}/bot/converse"), &a, converse.clone()).await.ok();
+    let r = api
+        .post(
+            &format!("/projects/{pid_a}/bot/converse"),
+            &a,
+            converse.clone(),
+        )
+        .await
+        .ok();
     assert_eq!(r["responses"][0]["content"], "Message 1 (total 1)");
 
     let (pid_b, env_b) = deploy(&api, &b, example_bot("hello")).await;
     // B names A's revision on B's own project: nothing of A's runs.
-    let r = api.post(&format!("/projects/{pid_b}/bot/converse"), &b, converse).await;
+    let r = api
+        .post(&format!("/projects/{pid_b}/bot/converse"), &b, converse)
+        .await;
     assert_eq!(r.status, 404, "{}", short(&r.text));
     assert!(!r.text.contains("Message"), "{}", short(&r.text));
     // Every id-taking route, with A's ids, under B's token (and B's project where the route
@@ -582,20 +708,47 @@ async fn another_tenants_ids_reach_nothing(backend: Backend) {
         ("POST", format!("/projects/{pid_a}/bot/converse")),
         ("GET", format!("/projects/{pid_a}/deployment")),
         ("GET", format!("/projects/{pid_a}/deployment/versions")),
-        ("GET", format!("/projects/{pid_a}/deployment/versions/1.0.0")),
-        ("DELETE", format!("/projects/{pid_a}/deployment/versions/1.0.0")),
+        (
+            "GET",
+            format!("/projects/{pid_a}/deployment/versions/1.0.0"),
+        ),
+        (
+            "DELETE",
+            format!("/projects/{pid_a}/deployment/versions/1.0.0"),
+        ),
         ("GET", format!("/projects/{pid_a}/environments")),
         ("GET", format!("/projects/{pid_a}/environments/{env_a}")),
         ("PUT", format!("/projects/{pid_a}/environments/{env_a}")),
         ("DELETE", format!("/projects/{pid_a}/environments/{env_a}")),
-        ("GET", format!("/projects/{pid_a}/environments/{env_a}/channels")),
-        ("GET", format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}")),
-        ("PUT", format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}")),
-        ("DELETE", format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}")),
+        (
+            "GET",
+            format!("/projects/{pid_a}/environments/{env_a}/channels"),
+        ),
+        (
+            "GET",
+            format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}"),
+        ),
+        (
+            "PUT",
+            format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}"),
+        ),
+        (
+            "DELETE",
+            format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}"),
+        ),
         ("GET", format!("/projects/{pid_b}/environments/{env_a}")),
-        ("GET", format!("/projects/{pid_b}/environments/{env_b}/channels/{ch_a}")),
-        ("DELETE", format!("/projects/{pid_b}/environments/{env_b}/channels/{ch_a}")),
-        ("GET", format!("/analytics/{pid_a}/production/list_transcript")),
+        (
+            "GET",
+            format!("/projects/{pid_b}/environments/{env_b}/channels/{ch_a}"),
+        ),
+        (
+            "DELETE",
+            format!("/projects/{pid_b}/environments/{env_b}/channels/{ch_a}"),
+        ),
+        (
+            "GET",
+            format!("/analytics/{pid_a}/production/list_transcript"),
+        ),
     ];
     // Bodies that are valid for each route, so that only ownership can refuse them.
     let body = json!({"name": "x", "message": msg("hi"), "depId": pid_b, "depVersion": "1.0.0",
@@ -610,8 +763,20 @@ async fn another_tenants_ids_reach_nothing(backend: Backend) {
         );
     }
     // Nothing of A's changed.
-    api.get(&format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}"), &a).await.ok();
-    let r = api.post(&format!("/projects/{pid_a}/bot/converse"), &a, json!({"message": msg("hi"), "revision": rev_a})).await.ok();
+    api.get(
+        &format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}"),
+        &a,
+    )
+    .await
+    .ok();
+    let r = api
+        .post(
+            &format!("/projects/{pid_a}/bot/converse"),
+            &a,
+            json!({"message": msg("hi"), "revision": rev_a}),
+        )
+        .await
+        .ok();
     assert_eq!(r["responses"][0]["content"], "Message 1 (total 1)");
 }
 
@@ -629,28 +794,71 @@ async fn no_role_raises_its_own_rights(backend: Backend) {
     let r = api.post("/teams", &viewer, json!({"name": "mine"})).await;
     assert_eq!(r.status, 403, "{}", short(&r.text));
     // A developer can; it is the team's teamAdmin.
-    let team = api.post("/teams", &dev, json!({"name": "devteam"})).await.ok();
+    let team = api
+        .post("/teams", &dev, json!({"name": "devteam"}))
+        .await
+        .ok();
     let team_id = s(&team["id"]);
     // A team viewer cannot add members or change roles, its own included.
-    api.post(&format!("/teams/{team_id}/users/{viewer_id}"), &dev, json!({"role": "viewer"})).await.ok();
-    let (_, v2) = (viewer_id.clone(), api.login("viewer2", "viewer2-password").await);
+    api.post(
+        &format!("/teams/{team_id}/users/{viewer_id}"),
+        &dev,
+        json!({"role": "viewer"}),
+    )
+    .await
+    .ok();
+    let (_, v2) = (
+        viewer_id.clone(),
+        api.login("viewer2", "viewer2-password").await,
+    );
     let v2 = s(&v2["id"]);
     for role in ["teamAdmin", "developer", "viewer"] {
-        let r = api.post(&format!("/teams/{team_id}/users/{viewer_id}"), &v2, json!({"role": role})).await;
-        assert_eq!(r.status, 403, "viewer sets itself {role}: {}", short(&r.text));
+        let r = api
+            .post(
+                &format!("/teams/{team_id}/users/{viewer_id}"),
+                &v2,
+                json!({"role": role}),
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            403,
+            "viewer sets itself {role}: {}",
+            short(&r.text)
+        );
     }
     let v2_team = api.team_token(&v2, &team_id).await;
     let r = api.post("/projects", &v2_team, json!({"name": "p"})).await;
     assert_eq!(r.status, 403, "{}", short(&r.text));
     // Nor can a team developer.
     let (d2_id, d2) = api.user(&admin, "dev2", "developer").await;
-    api.post(&format!("/teams/{team_id}/users/{d2_id}"), &dev, json!({"role": "developer"})).await.ok();
-    let r = api.post(&format!("/teams/{team_id}/users/{d2_id}"), &d2, json!({"role": "teamAdmin"})).await;
+    api.post(
+        &format!("/teams/{team_id}/users/{d2_id}"),
+        &dev,
+        json!({"role": "developer"}),
+    )
+    .await
+    .ok();
+    let r = api
+        .post(
+            &format!("/teams/{team_id}/users/{d2_id}"),
+            &d2,
+            json!({"role": "teamAdmin"}),
+        )
+        .await;
     assert_eq!(r.status, 403, "{}", short(&r.text));
     // The last teamAdmin cannot be demoted or removed.
-    let r = api.post(&format!("/teams/{team_id}/users/{dev_id}"), &dev, json!({"role": "viewer"})).await;
+    let r = api
+        .post(
+            &format!("/teams/{team_id}/users/{dev_id}"),
+            &dev,
+            json!({"role": "viewer"}),
+        )
+        .await;
     assert_eq!(r.status, 409, "{}", short(&r.text));
-    let r = api.delete(&format!("/teams/{team_id}/users/{dev_id}"), &dev).await;
+    let r = api
+        .delete(&format!("/teams/{team_id}/users/{dev_id}"), &dev)
+        .await;
     assert_eq!(r.status, 409, "{}", short(&r.text));
 }
 
@@ -667,7 +875,9 @@ async fn made_up_tokens_and_guessed_passwords_are_throttled() {
     // above used three times).
     let mut statuses = vec![];
     for i in 0..40 {
-        let r = api.call("GET", "/me", Some(&format!("junk{i}")), None).await;
+        let r = api
+            .call("GET", "/me", Some(&format!("junk{i}")), None)
+            .await;
         statuses.push(r.status);
     }
     assert_eq!(&statuses[..15], &[401; 15], "{statuses:?}");
@@ -684,16 +894,26 @@ async fn made_up_tokens_and_guessed_passwords_are_throttled() {
     let mut statuses = vec![];
     for _ in 0..12 {
         statuses.push(
-            api.call("POST", "/login", None, Some(&json!({"username": "victim", "password": "guess"})))
-                .await
-                .status,
+            api.call(
+                "POST",
+                "/login",
+                None,
+                Some(&json!({"username": "victim", "password": "guess"})),
+            )
+            .await
+            .status,
         );
     }
     assert_eq!(&statuses[..10], &[401; 10]);
     assert_eq!(&statuses[10..], &[429, 429]);
     // The right password does not get through either while the account is throttled.
     let r = api
-        .call("POST", "/login", None, Some(&json!({"username": "victim", "password": "victim-password"})))
+        .call(
+            "POST",
+            "/login",
+            None,
+            Some(&json!({"username": "victim", "password": "victim-password"})),
+        )
         .await;
     assert_eq!(r.status, 429);
     // Other accounts are unaffected.
@@ -709,25 +929,49 @@ async fn one_request_cannot_amplify(backend: Backend) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
     let (rx, rx_url) = Receiver::start().await;
-    let webhook = s(&channel(&api, &admin, &pid, &env, json!({"name": "w", "type": "generic", "url": rx_url, "rpmLimit": 3})).await["webhook"]);
+    let webhook = s(&channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "w", "type": "generic", "url": rx_url, "rpmLimit": 3}),
+    )
+    .await["webhook"]);
     // 2,000 messages in one request: refused whole, nothing runs.
     let flood: Vec<Value> = (0..2000).map(|_| msg("hi")).collect();
-    let r = hook(&api, &webhook, &[], &json!({"userId": "u", "messages": flood})).await;
+    let r = hook(
+        &api,
+        &webhook,
+        &[],
+        &json!({"userId": "u", "messages": flood}),
+    )
+    .await;
     assert_eq!(r.status, 400, "{}", short(&r.text));
     assert!(r.text.contains("at most 100"), "{}", short(&r.text));
     // rpmLimit counts messages: 2 fit, 2 more do not.
     let two = json!({"userId": "u", "messages": [msg("hi"), msg("hi")]});
     assert_eq!(hook(&api, &webhook, &[], &two).await.status, 200);
     let r = hook(&api, &webhook, &[], &two).await;
-    assert!(r.status == 429 || botbox::db::now_ms() % 60_000 < 2_000, "{}", r.status);
+    assert!(
+        r.status == 429 || botbox::db::now_ms() % 60_000 < 2_000,
+        "{}",
+        r.status
+    );
     // One delivery per message of the first request; none of the refused ones ran.
     let got = rx.wait_for(2).await;
     assert_eq!(got.len(), 2);
     assert_eq!(got[1].2["messages"][0]["content"], "Message 2 (total 2)");
 
     // Unsigned requests to a signed channel do not use up its budget.
-    let line = channel(&api, &admin, &pid, &env, json!({"name": "l", "type": "line", "url": rx_url, "rpmLimit": 1,
-        "options": {"secret": "line-secret", "token": "t"}})).await;
+    let line = channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "l", "type": "line", "url": rx_url, "rpmLimit": 1,
+        "options": {"secret": "line-secret", "token": "t"}}),
+    )
+    .await;
     let line_hook = s(&line["webhook"]);
     let body = json!({"destination": "d", "events": [{"type": "message", "replyToken": "r", "webhookEventId": "e1",
         "source": {"type": "user", "userId": "U1"}, "message": {"type": "text", "id": "m1", "text": "hi"}}]});
@@ -753,7 +997,14 @@ async fn dedupe_is_per_user(backend: Backend) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
     let (rx, rx_url) = Receiver::start().await;
-    let webhook = s(&channel(&api, &admin, &pid, &env, json!({"name": "w", "type": "generic", "url": rx_url})).await["webhook"]);
+    let webhook = s(&channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "w", "type": "generic", "url": rx_url}),
+    )
+    .await["webhook"]);
     let from = |user: &str| json!({"userId": user, "messages": [{"id": "42", "type": "text", "content": "hi"}]});
     assert_eq!(hook(&api, &webhook, &[], &from("x")).await.status, 200);
     assert_eq!(hook(&api, &webhook, &[], &from("y")).await.status, 200);
@@ -764,10 +1015,18 @@ async fn dedupe_is_per_user(backend: Backend) {
     users.sort();
     assert_eq!(users, ["x", "y"]);
     let t = api
-        .get(&format!("/analytics/{pid}/production/list_transcript"), &admin)
+        .get(
+            &format!("/analytics/{pid}/production/list_transcript"),
+            &admin,
+        )
         .await
         .ok();
-    let incoming = t.as_array().unwrap().iter().filter(|l| l["direction"] == "in").count();
+    let incoming = t
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["direction"] == "in")
+        .count();
     assert_eq!(incoming, 2);
 }
 
@@ -779,34 +1038,79 @@ async fn oversized_steps_fail_cleanly(backend: Backend) {
     let api = server.api();
     let admin = api.admin_token().await;
     let texts = |n: usize| -> Vec<Value> {
-        (0..n).map(|i| json!({"name": "text", "options": {"text": format!("line {i}")}})).collect()
+        (0..n)
+            .map(|i| json!({"name": "text", "options": {"text": format!("line {i}")}}))
+            .collect()
     };
     let mut bot = one_state_bot(json!({"initial": true, "end": true, "action": texts(2_800)}));
     bot["config"] = json!({"defaultErrorMessage": "Sorry, something went wrong."});
     let (pid, env) = deploy(&api, &admin, bot).await;
     let (rx, rx_url) = Receiver::start().await;
-    let webhook = s(&channel(&api, &admin, &pid, &env, json!({"name": "w", "type": "generic", "url": rx_url})).await["webhook"]);
-    let r = hook(&api, &webhook, &[], &json!({"userId": "u", "messages": [msg("hi")]})).await;
+    let webhook = s(&channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "w", "type": "generic", "url": rx_url}),
+    )
+    .await["webhook"]);
+    let r = hook(
+        &api,
+        &webhook,
+        &[],
+        &json!({"userId": "u", "messages": [msg("hi")]}),
+    )
+    .await;
     // The provider gets 200 (a retry would fail the same way); the user gets the bot's
     // error message; the converse endpoint names the cap.
     assert_eq!(r.status, 200, "{}", short(&r.text));
     let got = rx.wait_for(1).await;
-    assert_eq!(got[0].2["messages"][0]["content"], "Sorry, something went wrong.");
+    assert_eq!(
+        got[0].2["messages"][0]["content"],
+        "Sorry, something went wrong."
+    );
     let r = api
-        .post(&format!("/projects/{pid}/bot/converse"), &admin, json!({"message": msg("hi")}))
+        .post(
+            &format!("/projects/{pid}/bot/converse"),
+            &admin,
+            json!({"message": msg("hi")}),
+        )
         .await;
     assert_eq!(r.status, 400);
-    assert!(r.text.contains("2800 responses") && r.text.contains("at most 200"), "{}", short(&r.text));
+    assert!(
+        r.text.contains("2800 responses") && r.text.contains("at most 200"),
+        "{}",
+        short(&r.text)
+    );
 
     // 150 replies for each of 20 users at once: stored and delivered whole.
-    let (pid, env) = deploy(&api, &admin, one_state_bot(json!({"initial": true, "end": true, "action": texts(150)}))).await;
+    let (pid, env) = deploy(
+        &api,
+        &admin,
+        one_state_bot(json!({"initial": true, "end": true, "action": texts(150)})),
+    )
+    .await;
     let (rx, rx_url) = Receiver::start().await;
-    let webhook = s(&channel(&api, &admin, &pid, &env, json!({"name": "w", "type": "generic", "url": rx_url})).await["webhook"]);
+    let webhook = s(&channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "w", "type": "generic", "url": rx_url}),
+    )
+    .await["webhook"]);
     let sends: Vec<_> = (0..20)
         .map(|i| {
             let (api, webhook) = (api.clone(), webhook.clone());
             tokio::spawn(async move {
-                hook(&api, &webhook, &[], &json!({"userId": format!("u{i}"), "messages": [msg("hi")]})).await.status
+                hook(
+                    &api,
+                    &webhook,
+                    &[],
+                    &json!({"userId": format!("u{i}"), "messages": [msg("hi")]}),
+                )
+                .await
+                .status
             })
         })
         .collect();
@@ -814,7 +1118,10 @@ async fn oversized_steps_fail_cleanly(backend: Backend) {
         assert_eq!(t.await.unwrap(), 200);
     }
     let got = rx.wait_for(20).await;
-    assert!(got.iter().all(|d| d.2["messages"].as_array().unwrap().len() == 150));
+    assert!(
+        got.iter()
+            .all(|d| d.2["messages"].as_array().unwrap().len() == 150)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -828,12 +1135,31 @@ async fn rights_can_be_taken_back_and_secrets_stay_hidden(backend: Backend) {
     let (mate_id, mate) = api.user(&admin, "mate", "developer").await;
     let (viewer_id, viewer) = api.user(&admin, "viewer1", "viewer").await;
     let team_id = s(&api.post("/teams", &dev, json!({"name": "t"})).await.ok()["id"]);
-    api.post(&format!("/teams/{team_id}/users/{mate_id}"), &dev, json!({"role": "developer"})).await.ok();
-    api.post(&format!("/teams/{team_id}/users/{viewer_id}"), &dev, json!({"role": "viewer"})).await.ok();
+    api.post(
+        &format!("/teams/{team_id}/users/{mate_id}"),
+        &dev,
+        json!({"role": "developer"}),
+    )
+    .await
+    .ok();
+    api.post(
+        &format!("/teams/{team_id}/users/{viewer_id}"),
+        &dev,
+        json!({"role": "viewer"}),
+    )
+    .await
+    .ok();
     let dev_team = api.team_token(&dev, &team_id).await;
     let (pid, env) = deploy(&api, &dev_team, example_bot("counter")).await;
-    let ch = channel(&api, &dev_team, &pid, &env, json!({"name": "l", "type": "line",
-        "options": {"secret": "line-secret-value", "token": "line-token-value", "greeting": "hi"}})).await;
+    let ch = channel(
+        &api,
+        &dev_team,
+        &pid,
+        &env,
+        json!({"name": "l", "type": "line",
+        "options": {"secret": "line-secret-value", "token": "line-token-value", "greeting": "hi"}}),
+    )
+    .await;
     let cid = s(&ch["id"]);
     let ch_path = format!("/projects/{pid}/environments/{env}/channels/{cid}");
 
@@ -843,22 +1169,54 @@ async fn rights_can_be_taken_back_and_secrets_stay_hidden(backend: Backend) {
     assert_eq!(seen["options"]["secret"], "********");
     assert_eq!(seen["options"]["token"], "********");
     assert_eq!(seen["options"]["greeting"], "hi");
-    let listed = api.get(&format!("/projects/{pid}/environments/{env}/channels"), &viewer_team).await.ok();
-    assert!(!listed.to_string().contains("line-secret-value"), "{listed}");
-    assert_eq!(api.get(&ch_path, &dev_team).await.ok()["options"]["secret"], "line-secret-value");
+    let listed = api
+        .get(
+            &format!("/projects/{pid}/environments/{env}/channels"),
+            &viewer_team,
+        )
+        .await
+        .ok();
+    assert!(
+        !listed.to_string().contains("line-secret-value"),
+        "{listed}"
+    );
+    assert_eq!(
+        api.get(&ch_path, &dev_team).await.ok()["options"]["secret"],
+        "line-secret-value"
+    );
     // A viewer cannot run the bot (its api calls are the owner's).
-    let r = api.post(&format!("/projects/{pid}/bot/converse"), &viewer_team, json!({"message": msg("hi")})).await;
+    let r = api
+        .post(
+            &format!("/projects/{pid}/bot/converse"),
+            &viewer_team,
+            json!({"message": msg("hi")}),
+        )
+        .await;
     assert_eq!(r.status, 403, "{}", short(&r.text));
 
     // Removing a member revokes its team tokens at once.
     let mate_team = api.team_token(&mate, &team_id).await;
     api.get(&format!("/projects/{pid}"), &mate_team).await.ok();
-    let r = api.delete(&format!("/teams/{team_id}/users/{mate_id}"), &dev).await;
+    let r = api
+        .delete(&format!("/teams/{team_id}/users/{mate_id}"), &dev)
+        .await;
     assert_eq!(r.status, 200, "{}", short(&r.text));
-    assert_eq!(api.get(&format!("/projects/{pid}"), &mate_team).await.status, 401);
-    assert_eq!(api.post("/tokens", &mate, json!({"type": "team", "teamId": team_id})).await.status, 404);
+    assert_eq!(
+        api.get(&format!("/projects/{pid}"), &mate_team)
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        api.post("/tokens", &mate, json!({"type": "team", "teamId": team_id}))
+            .await
+            .status,
+        404
+    );
     // A member may leave on its own; a stranger may not remove anyone.
-    let r = api.delete(&format!("/teams/{team_id}/users/{dev_id}"), &mate).await;
+    let r = api
+        .delete(&format!("/teams/{team_id}/users/{dev_id}"), &mate)
+        .await;
     assert_eq!(r.status, 404, "{}", short(&r.text));
 
     // Revoke all my tokens: every session of the user ends.
@@ -870,13 +1228,32 @@ async fn rights_can_be_taken_back_and_secrets_stay_hidden(backend: Backend) {
     }
 
     // Disabling a user revokes everything it holds and refuses its logins.
-    let (_, mate2) = (mate_id.clone(), s(&api.login("mate", "mate-password").await["id"]));
+    let (_, mate2) = (
+        mate_id.clone(),
+        s(&api.login("mate", "mate-password").await["id"]),
+    );
     api.get("/me", &mate2).await.ok();
-    assert_eq!(api.post(&format!("/users/{mate_id}/disable"), &mate, json!({})).await.status, 403);
-    api.post(&format!("/users/{mate_id}/disable"), &admin, json!({})).await.ok();
+    assert_eq!(
+        api.post(&format!("/users/{mate_id}/disable"), &mate, json!({}))
+            .await
+            .status,
+        403
+    );
+    api.post(&format!("/users/{mate_id}/disable"), &admin, json!({}))
+        .await
+        .ok();
     assert_eq!(api.get("/me", &mate2).await.status, 401);
-    let r = api.call("POST", "/login", None, Some(&json!({"username": "mate", "password": "mate-password"}))).await;
+    let r = api
+        .call(
+            "POST",
+            "/login",
+            None,
+            Some(&json!({"username": "mate", "password": "mate-password"})),
+        )
+        .await;
     assert_eq!(r.status, 401);
-    api.post(&format!("/users/{mate_id}/enable"), &admin, json!({})).await.ok();
+    api.post(&format!("/users/{mate_id}/enable"), &admin, json!({}))
+        .await
+        .ok();
     api.login("mate", "mate-password").await;
 }

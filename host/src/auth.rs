@@ -207,7 +207,10 @@ impl PasswordGate {
     }
 
     /// Runs `job` on a password thread; `None` when too many jobs already wait.
-    pub async fn run<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    pub async fn run<T: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
         self.submit(job)?.await.ok()
     }
 }

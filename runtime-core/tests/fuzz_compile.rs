@@ -40,9 +40,12 @@ fn expression() -> impl Strategy<Value = String> {
         prop_oneof![
             (
                 inner.clone(),
-                prop::sample::select(&[
-                    "+", "-", "*", "/", "%", "==", "===", "!=", "<", ">=", "&&", "||", "??", " in "
-                ][..]),
+                prop::sample::select(
+                    &[
+                        "+", "-", "*", "/", "%", "==", "===", "!=", "<", ">=", "&&", "||", "??",
+                        " in "
+                    ][..]
+                ),
                 inner.clone()
             )
                 .prop_map(|(a, op, b)| format!("{a} {op} {b}")),
@@ -75,9 +78,13 @@ fn action() -> impl Strategy<Value = Json> {
         (expression(), text_value())
             .prop_map(|(c, t)| json!({"name": "text", "condition": c, "options": {"text": t}})),
         Just(json!({"name": "command", "options": {"command": "again"}})),
-        Just(json!({"name": "template", "options": {"type": "button", "items": {"title": "t", "text": "x", "actions": [{"type": "postback", "label": "a", "payload": {"k": "v"}}]}}})),
+        Just(
+            json!({"name": "template", "options": {"type": "button", "items": {"title": "t", "text": "x", "actions": [{"type": "postback", "label": "a", "payload": {"k": "v"}}]}}})
+        ),
         Just(json!({"name": "nonexistent"})),
-        Just(json!({"name": "api", "options": {"method": "GET", "uri": "https://x.test/$(content)"}})),
+        Just(
+            json!({"name": "api", "options": {"method": "GET", "uri": "https://x.test/$(content)"}})
+        ),
         Just(json!({"type": "method", "method": "missing"})),
         Just(json!(null)),
         Just(json!(42)),
@@ -90,29 +97,37 @@ fn bot() -> impl Strategy<Value = Json> {
         any::<bool>(),
         prop::collection::vec(action(), 0..3),
         prop::collection::vec(("[a-c]", expression()), 0..3),
-        proptest::option::of(prop::collection::vec(("(context|data)\\.[a-z]", expression()), 0..2)),
+        proptest::option::of(prop::collection::vec(
+            ("(context|data)\\.[a-z]", expression()),
+            0..2,
+        )),
     )
         .prop_map(|(initial, end, actions, transitions, mapping)| {
             let mut t = Map::new();
             for (to, cond) in transitions {
                 t.insert(to, json!(cond));
             }
-            let mut s = json!({"initial": initial, "end": end, "action": actions, "transitions": t});
+            let mut s =
+                json!({"initial": initial, "end": end, "action": actions, "transitions": t});
             if let Some(m) = mapping {
-                let m: Map<String, Json> = m.into_iter().map(|(k, v)| (k, Json::String(v))).collect();
+                let m: Map<String, Json> =
+                    m.into_iter().map(|(k, v)| (k, Json::String(v))).collect();
                 s["float"] = json!({"fallback": true, "mapping": m});
             }
             s
         });
-    let intent = (any::<bool>(), any::<bool>(), proptest::option::of(expression())).prop_map(
-        |(initial, fallback, condition)| {
+    let intent = (
+        any::<bool>(),
+        any::<bool>(),
+        proptest::option::of(expression()),
+    )
+        .prop_map(|(initial, fallback, condition)| {
             let mut i = json!({"initial": initial, "fallback": fallback});
             if let Some(c) = condition {
                 i["condition"] = json!(c);
             }
             i
-        },
-    );
+        });
     let flow = (
         any::<bool>(),
         prop::collection::btree_map("[a-c]", state, 1..4),
@@ -181,5 +196,8 @@ fn generated_bots_often_compile() {
             compiled += 1;
         }
     }
-    assert!(compiled >= 20, "only {compiled} of 200 generated bots compile");
+    assert!(
+        compiled >= 20,
+        "only {compiled} of 200 generated bots compile"
+    );
 }

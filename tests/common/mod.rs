@@ -3,10 +3,10 @@
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 pub const ADMIN_PASSWORD: &str = "admin-password-for-tests";
 /// The PostgreSQL server of the development machine and CI (trust auth).
@@ -502,4 +502,3 @@ pub fn texts(delivery: &Value) -> Vec<String> {
         })
         .collect()
 }
-

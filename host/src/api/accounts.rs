@@ -216,7 +216,9 @@ async fn set_disabled(
         return Err(ApiError::Forbidden);
     }
     if disabled && caller.user_id == user_id {
-        return Err(ApiError::Conflict("an administrator cannot disable itself".into()));
+        return Err(ApiError::Conflict(
+            "an administrator cannot disable itself".into(),
+        ));
     }
     let u = app
         .db
@@ -603,7 +605,9 @@ async fn remove_member(
     match app.db.remove_member(&team_id, &user_id).await? {
         crate::db::RemoveMember::Removed => {}
         crate::db::RemoveMember::NotAMember => {
-            return Err(ApiError::not_found(format!("member {user_id} of team {team_id}")));
+            return Err(ApiError::not_found(format!(
+                "member {user_id} of team {team_id}"
+            )));
         }
         crate::db::RemoveMember::LastAdmin => {
             return Err(ApiError::Conflict(format!(

@@ -754,7 +754,11 @@ impl App {
         let now = unix_secs();
         let per_account = self.config.login_failures_per_account;
         let account = format!("u:{username}");
-        if !self.login_failures.hit(client, LOGIN_FAILURES_PER_ADDRESS, now).0 {
+        if !self
+            .login_failures
+            .hit(client, LOGIN_FAILURES_PER_ADDRESS, now)
+            .0
+        {
             tracing::warn!(username = %username, client = %client, "login throttled (address)");
             return Err(ApiError::TooManyLogins);
         }

@@ -46,7 +46,13 @@ impl Client {
 
     /// A user with a project running `bot` on a generic channel whose replies go to `url`;
     /// returns the channel's webhook.
-    async fn tenant(&self, admin: &str, name: &str, bot: Value, url: &str) -> anyhow::Result<String> {
+    async fn tenant(
+        &self,
+        admin: &str,
+        name: &str,
+        bot: Value,
+        url: &str,
+    ) -> anyhow::Result<String> {
         let pw = format!("{name}-password");
         self.call(
             "/users",
@@ -176,16 +182,24 @@ async fn main() -> anyhow::Result<()> {
     let server = BenchServer::start(&[])?;
     let base = server.base.clone();
     let c = Arc::new(Client {
-        http: reqwest::Client::builder().pool_max_idle_per_host(64).build()?,
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()?,
         base,
     });
     let admin = s(&c
-        .call("/login", None, json!({"username": "admin", "password": PASSWORD}))
+        .call(
+            "/login",
+            None,
+            json!({"username": "admin", "password": PASSWORD}),
+        )
         .await?["id"]);
 
     let sink = Sink::default();
     let sink_url = sink.start().await?;
-    let b_hook = c.tenant(&admin, "tenant-b", counter_bot(), &sink_url).await?;
+    let b_hook = c
+        .tenant(&admin, "tenant-b", counter_bot(), &sink_url)
+        .await?;
     let hang = hanging().await?;
     let null_sink = Sink::default().start().await?;
     let attacks: Vec<(&str, String)> = vec![
@@ -225,7 +239,8 @@ async fn main() -> anyhow::Result<()> {
         ),
         (
             "flood",
-            c.tenant(&admin, "a-flood", counter_bot(), &null_sink).await?,
+            c.tenant(&admin, "a-flood", counter_bot(), &null_sink)
+                .await?,
         ),
     ];
 

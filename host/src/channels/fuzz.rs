@@ -15,15 +15,72 @@ use serde_json::{Map, Value as Json, json};
 /// Field names the providers' payloads use, so generated documents reach deep into the
 /// parsers instead of failing at the first missing key.
 const KEYS: &[&str] = &[
-    "userId", "messages", "type", "content", "payload", "id", "metadata", "events", "source",
-    "message", "text", "replyToken", "postback", "data", "webhookEventId", "destination",
-    "update_id", "from", "chat", "callback_query", "entry", "messaging", "sender", "recipient",
-    "event", "user", "channel", "challenge", "object", "changes", "value", "contacts",
-    "statuses", "interactive", "button_reply", "list_reply", "title", "direct_message_events",
-    "message_create", "sender_id", "message_data", "quick_reply_response", "for_user_id",
-    "crc_token", "resource", "personEmail", "personId", "roomId", "comment", "room",
-    "payload_type", "is_echo", "follow", "sticker", "image", "items", "actions", "bot_id",
-    "team_id", "event_id", "subtype", "wa_id", "name", "url", "mid", "quick_reply",
+    "userId",
+    "messages",
+    "type",
+    "content",
+    "payload",
+    "id",
+    "metadata",
+    "events",
+    "source",
+    "message",
+    "text",
+    "replyToken",
+    "postback",
+    "data",
+    "webhookEventId",
+    "destination",
+    "update_id",
+    "from",
+    "chat",
+    "callback_query",
+    "entry",
+    "messaging",
+    "sender",
+    "recipient",
+    "event",
+    "user",
+    "channel",
+    "challenge",
+    "object",
+    "changes",
+    "value",
+    "contacts",
+    "statuses",
+    "interactive",
+    "button_reply",
+    "list_reply",
+    "title",
+    "direct_message_events",
+    "message_create",
+    "sender_id",
+    "message_data",
+    "quick_reply_response",
+    "for_user_id",
+    "crc_token",
+    "resource",
+    "personEmail",
+    "personId",
+    "roomId",
+    "comment",
+    "room",
+    "payload_type",
+    "is_echo",
+    "follow",
+    "sticker",
+    "image",
+    "items",
+    "actions",
+    "bot_id",
+    "team_id",
+    "event_id",
+    "subtype",
+    "wa_id",
+    "name",
+    "url",
+    "mid",
+    "quick_reply",
 ];
 
 fn scalar() -> impl Strategy<Value = Json> {
@@ -50,7 +107,14 @@ fn document() -> impl Strategy<Value = Json> {
 }
 
 const KINDS: &[&str] = &[
-    "generic", "line", "fbmessenger", "telegram", "twitter", "slack", "spark", "qiscus",
+    "generic",
+    "line",
+    "fbmessenger",
+    "telegram",
+    "twitter",
+    "slack",
+    "spark",
+    "qiscus",
     "whatsapp",
 ];
 
@@ -85,7 +149,10 @@ fn parse_all(kind: &str, body: &[u8], query: Option<&str>) {
         ] {
             headers.insert(h, http::HeaderValue::from_static("s"));
         }
-        headers.insert("x-slack-request-timestamp", http::HeaderValue::from_static("0"));
+        headers.insert(
+            "x-slack-request-timestamp",
+            http::HeaderValue::from_static("0"),
+        );
         for hs in [http::HeaderMap::new(), headers] {
             if let Ok(Inbound::Messages(items)) = parse(&ch, &hs, query, body) {
                 for item in items {
