@@ -1,6 +1,7 @@
 //! What the benchmark binaries share: the release `botbox serve` beside them, started on a
 //! fresh data folder (included with `#[path]`; not part of the library).
 
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
@@ -65,5 +66,88 @@ impl Drop for BenchServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The project API as the benches use it: JSON POSTs.
+pub struct Api {
+    pub http: reqwest::Client,
+    pub base: String,
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+impl Api {
+    /// POSTs `body`; the answer's JSON, or an error naming the path and status.
+    pub async fn post(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        body: Value,
+    ) -> anyhow::Result<Value> {
+        let mut rb = self.http.post(format!("{}{path}", self.base)).json(&body);
+        if let Some(t) = token {
+            rb = rb.bearer_auth(t);
+        }
+        let r = rb.send().await?;
+        let status = r.status();
+        let v: Value = r.json().await?;
+        anyhow::ensure!(status.is_success(), "{path}: {status} {v}");
+        Ok(v)
+    }
+
+    /// Logs in; the token.
+    pub async fn login(&self, username: &str, password: &str) -> anyhow::Result<String> {
+        let t = self
+            .post(
+                "/login",
+                None,
+                json!({"username": username, "password": password}),
+            )
+            .await?;
+        Ok(text(&t["id"]))
+    }
+
+    /// A project `name` of the token's owner running `bot` (deployed as 1.0.0 on an
+    /// environment `name`) on a generic channel whose replies go to `url`; the webhook.
+    pub async fn deploy_on_generic(
+        &self,
+        token: &str,
+        name: &str,
+        bot: Value,
+        url: &str,
+    ) -> anyhow::Result<String> {
+        let t = Some(token);
+        let pid = text(&self.post("/projects", t, json!({"name": name})).await?["id"]);
+        let rev = text(
+            &self
+                .post(&format!("/projects/{pid}/bot/revisions"), t, bot)
+                .await?["revision"],
+        );
+        self.post(
+            &format!("/projects/{pid}/deployment/versions"),
+            t,
+            json!({"version": "1.0.0", "botRevision": rev}),
+        )
+        .await?;
+        let env = text(
+            &self
+                .post(
+                    &format!("/projects/{pid}/environments"),
+                    t,
+                    json!({"depId": pid, "depVersion": "1.0.0", "name": name}),
+                )
+                .await?["id"],
+        );
+        let ch = self
+            .post(
+                &format!("/projects/{pid}/environments/{env}/channels"),
+                t,
+                json!({"name": "web", "type": "generic", "url": url}),
+            )
+            .await?;
+        Ok(text(&ch["webhook"]))
     }
 }

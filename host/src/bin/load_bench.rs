@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../bench_support.rs"]
 mod bench_support;
-use bench_support::{BenchServer, PASSWORD, env_num};
+use bench_support::{Api, BenchServer, PASSWORD, env_num};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -44,83 +44,19 @@ async fn main() -> anyhow::Result<()> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(users)
         .build()?;
-    let call = |method: reqwest::Method, path: String, token: Option<String>, body: Value| {
-        let http = http.clone();
-        let base = base.clone();
-        async move {
-            let mut rb = http.request(method, format!("{base}{path}")).json(&body);
-            if let Some(t) = token {
-                rb = rb.bearer_auth(t);
-            }
-            let r = rb.send().await?;
-            let status = r.status();
-            let v: Value = r.json().await?;
-            anyhow::ensure!(status.is_success(), "{path}: {status} {v}");
-            anyhow::Ok(v)
-        }
+    let api = Api {
+        http: http.clone(),
+        base: base.clone(),
     };
-    use reqwest::Method;
-    let token = call(
-        Method::POST,
-        "/login".into(),
-        None,
-        json!({"username": "admin", "password": PASSWORD}),
-    )
-    .await?["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let t = || Some(token.clone());
-    let pid = call(
-        Method::POST,
-        "/projects".into(),
-        t(),
-        json!({"name": "load"}),
-    )
-    .await?["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let token = api.login("admin", PASSWORD).await?;
     let bot_text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../examples/pizza/bot.yml"
     ))?;
     let bot: Value = serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(&bot_text)?)?;
-    let rev = call(
-        Method::POST,
-        format!("/projects/{pid}/bot/revisions"),
-        t(),
-        bot,
-    )
-    .await?["revision"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    call(
-        Method::POST,
-        format!("/projects/{pid}/deployment/versions"),
-        t(),
-        json!({"version": "1.0.0", "botRevision": rev}),
-    )
-    .await?;
-    let env = call(
-        Method::POST,
-        format!("/projects/{pid}/environments"),
-        t(),
-        json!({"depId": pid, "depVersion": "1.0.0", "name": "load"}),
-    )
-    .await?["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let ch = call(
-        Method::POST,
-        format!("/projects/{pid}/environments/{env}/channels"),
-        t(),
-        json!({"name": "web", "type": "generic", "url": sink_url}),
-    )
-    .await?;
-    let webhook = ch["webhook"].as_str().unwrap().to_owned();
+    let webhook = api
+        .deploy_on_generic(&token, "load", bot, &sink_url)
+        .await?;
 
     let order = [
         json!({"type": "text", "content": "I want pizza"}),

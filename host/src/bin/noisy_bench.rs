@@ -24,72 +24,26 @@ use std::time::{Duration, Instant};
 
 #[path = "../bench_support.rs"]
 mod bench_support;
-use bench_support::{BenchServer, PASSWORD, env_num};
+use bench_support::{Api, BenchServer, PASSWORD, env_num};
 
-struct Client {
-    http: reqwest::Client,
-    base: String,
-}
-
-impl Client {
-    async fn call(&self, path: &str, token: Option<&str>, body: Value) -> anyhow::Result<Value> {
-        let mut rb = self.http.post(format!("{}{path}", self.base)).json(&body);
-        if let Some(t) = token {
-            rb = rb.bearer_auth(t);
-        }
-        let r = rb.send().await?;
-        let status = r.status();
-        let v: Value = r.json().await?;
-        anyhow::ensure!(status.is_success(), "{path}: {status} {v}");
-        Ok(v)
-    }
-
-    /// A user with a project running `bot` on a generic channel whose replies go to `url`;
-    /// returns the channel's webhook.
-    async fn tenant(
-        &self,
-        admin: &str,
-        name: &str,
-        bot: Value,
-        url: &str,
-    ) -> anyhow::Result<String> {
-        let pw = format!("{name}-password");
-        self.call(
-            "/users",
-            Some(admin),
-            json!({"username": name, "password": pw, "roleId": "developer"}),
-        )
-        .await?;
-        let token = s(&self
-            .call("/login", None, json!({"username": name, "password": pw}))
-            .await?["id"]);
-        let t = Some(token.as_str());
-        let pid = s(&self.call("/projects", t, json!({"name": name})).await?["id"]);
-        let rev = s(&self
-            .call(&format!("/projects/{pid}/bot/revisions"), t, bot)
-            .await?["revision"]);
-        self.call(
-            &format!("/projects/{pid}/deployment/versions"),
-            t,
-            json!({"version": "1.0.0", "botRevision": rev}),
-        )
-        .await?;
-        let env = s(&self
-            .call(
-                &format!("/projects/{pid}/environments"),
-                t,
-                json!({"depId": pid, "depVersion": "1.0.0", "name": "prod"}),
-            )
-            .await?["id"]);
-        let ch = self
-            .call(
-                &format!("/projects/{pid}/environments/{env}/channels"),
-                t,
-                json!({"name": "web", "type": "generic", "url": url}),
-            )
-            .await?;
-        Ok(s(&ch["webhook"]))
-    }
+/// A user with a project running `bot` on a generic channel whose replies go to `url`;
+/// returns the channel's webhook.
+async fn tenant(
+    api: &Api,
+    admin: &str,
+    name: &str,
+    bot: Value,
+    url: &str,
+) -> anyhow::Result<String> {
+    let pw = format!("{name}-password");
+    api.post(
+        "/users",
+        Some(admin),
+        json!({"username": name, "password": pw, "roleId": "developer"}),
+    )
+    .await?;
+    let token = api.login(name, &pw).await?;
+    api.deploy_on_generic(&token, name, bot, url).await
 }
 
 fn s(v: &Value) -> String {
@@ -181,31 +135,31 @@ async fn main() -> anyhow::Result<()> {
     let a_users = env_num("NOISY_A_USERS", 16);
     let server = BenchServer::start(&[])?;
     let base = server.base.clone();
-    let c = Arc::new(Client {
+    let c = Arc::new(Api {
         http: reqwest::Client::builder()
             .pool_max_idle_per_host(64)
             .build()?,
         base,
     });
-    let admin = s(&c
-        .call(
-            "/login",
-            None,
-            json!({"username": "admin", "password": PASSWORD}),
-        )
-        .await?["id"]);
+    let admin = c.login("admin", PASSWORD).await?;
 
     let sink = Sink::default();
     let sink_url = sink.start().await?;
-    let b_hook = c
-        .tenant(&admin, "tenant-b", counter_bot(), &sink_url)
+    let b_hook = tenant(&c, &admin, "tenant-b", counter_bot(), &sink_url).await?;
+    // Warm-up: the sandbox compiles its guest on first use (seconds), which is not B's latency.
+    c.http
+        .post(&b_hook)
+        .json(&json!({"userId": "warm", "messages": [{"type": "text", "content": "hi"}]}))
+        .send()
         .await?;
+    sink.wait("warm", 1).await;
     let hang = hanging().await?;
     let null_sink = Sink::default().start().await?;
     let attacks: Vec<(&str, String)> = vec![
         (
             "slow-api",
-            c.tenant(
+            tenant(
+                &c,
                 &admin,
                 "a-slow",
                 one_state(
@@ -222,11 +176,12 @@ async fn main() -> anyhow::Result<()> {
         ),
         (
             "hanging-endpoint",
-            c.tenant(&admin, "a-hang", counter_bot(), &hang).await?,
+            tenant(&c, &admin, "a-hang", counter_bot(), &hang).await?,
         ),
         (
             "cpu-burn",
-            c.tenant(
+            tenant(
+                &c,
                 &admin,
                 "a-burn",
                 one_state(
@@ -239,8 +194,7 @@ async fn main() -> anyhow::Result<()> {
         ),
         (
             "flood",
-            c.tenant(&admin, "a-flood", counter_bot(), &null_sink)
-                .await?,
+            tenant(&c, &admin, "a-flood", counter_bot(), &null_sink).await?,
         ),
     ];
 

@@ -121,6 +121,19 @@ const SESSION_CACHE_IDLE: Duration = Duration::from_secs(600);
 /// guest loads, up to the bot size cap each.
 const REVISION_CACHE_BYTES: u64 = 256 << 20;
 
+/// The shared value of `key` in `map` (a per-session lock, a per-tenant or per-channel
+/// semaphore), made by `make` when missing. Past 10,000 keys, the values nobody holds or
+/// waits for are dropped, so the map stays bounded by what is in use.
+fn keyed<T>(map: &Mutex<HashMap<String, Arc<T>>>, key: &str, make: impl FnOnce() -> T) -> Arc<T> {
+    let mut map = map.lock().unwrap();
+    if map.len() > 10_000 {
+        map.retain(|_, v| Arc::strong_count(v) > 1);
+    }
+    map.entry(key.to_owned())
+        .or_insert_with(|| Arc::new(make()))
+        .clone()
+}
+
 /// Largest answer read when fetching a message's text from a provider (64 KiB).
 const FETCH_BODY_MAX: usize = 64 << 10;
 
@@ -360,20 +373,9 @@ impl Live {
         &self,
         tenant: &str,
     ) -> Result<tokio::sync::OwnedSemaphorePermit, LiveError> {
-        let sem = {
-            let mut map = self.tenant_turns.lock().unwrap();
-            if map.len() > 10_000 {
-                // Drop the semaphores of idle tenants.
-                map.retain(|_, s| Arc::strong_count(s) > 1);
-            }
-            map.entry(tenant.to_owned())
-                .or_insert_with(|| {
-                    Arc::new(tokio::sync::Semaphore::new(
-                        self.cfg.messages_per_tenant.max(1),
-                    ))
-                })
-                .clone()
-        };
+        let sem = keyed(&self.tenant_turns, tenant, || {
+            tokio::sync::Semaphore::new(self.cfg.messages_per_tenant.max(1))
+        });
         if let Ok(p) = sem.clone().try_acquire_owned() {
             return Ok(p);
         }
@@ -392,12 +394,7 @@ impl Live {
     }
 
     fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.locks.lock().unwrap();
-        if locks.len() > 10_000 {
-            // Drop locks nobody holds or waits for.
-            locks.retain(|_, l| Arc::strong_count(l) > 1);
-        }
-        locks.entry(key.to_owned()).or_default().clone()
+        keyed(&self.locks, key, Default::default)
     }
 
     /// Counts `messages` inbound messages against a channel's `rpmLimit` (messages per

@@ -57,17 +57,6 @@ struct Turn {
     _channel: tokio::sync::OwnedSemaphorePermit,
 }
 
-fn semaphore(map: &Mutex<HashMap<String, Arc<Semaphore>>>, key: &str, n: usize) -> Arc<Semaphore> {
-    let mut map = map.lock().unwrap();
-    if map.len() > 10_000 {
-        // Drop the semaphores nobody holds or waits for.
-        map.retain(|_, s| Arc::strong_count(s) > 1);
-    }
-    map.entry(key.to_owned())
-        .or_insert_with(|| Arc::new(Semaphore::new(n)))
-        .clone()
-}
-
 impl Lanes {
     /// Waits for a place to deliver to `channel_id`: first in the channel's cap, then in its
     /// tenant's (in that order, so deliveries queued behind one hanging channel hold none of
@@ -78,8 +67,12 @@ impl Lanes {
             Ok(Some(r)) => r.owner,
             _ => format!("channel:{channel_id}"),
         };
-        let c = semaphore(&self.channels, channel_id, CHANNEL_CONCURRENCY);
-        let t = semaphore(&self.tenants, &tenant, TENANT_CONCURRENCY);
+        let c = super::keyed(&self.channels, channel_id, || {
+            Semaphore::new(CHANNEL_CONCURRENCY)
+        });
+        let t = super::keyed(&self.tenants, &tenant, || {
+            Semaphore::new(TENANT_CONCURRENCY)
+        });
         let channel = c.acquire_owned().await.ok()?;
         Some(Turn {
             _tenant: t.acquire_owned().await.ok()?,
