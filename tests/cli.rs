@@ -328,6 +328,59 @@ async fn walkthrough() {
         "{out}"
     );
 
+    // Agent keys (issue 15): `key create` prints a sak_ key once; it chats with the
+    // environment's bot through /v1; `key list` shows only its hint; `key revoke` ends it.
+    let out = ok(run(
+        &["key", "create", "--dir", "counter", "--env", "production"],
+        "",
+    ));
+    let key = out
+        .split_whitespace()
+        .find(|w| w.starts_with("sak_"))
+        .unwrap_or_else(|| panic!("no key in {out}"))
+        .to_owned();
+    let v1 = server.api();
+    let r = v1
+        .post(
+            "/v1/chat",
+            &key,
+            json!({"messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}),
+        )
+        .await
+        .ok();
+    let run_id = r["runId"].as_str().unwrap().to_owned();
+    let stream = v1.get(&format!("/v1/chat/{run_id}/stream"), &key).await;
+    assert!(
+        stream.text.contains("Message 1 (total 1)"),
+        "{}",
+        stream.text
+    );
+    let listed = ok(run(
+        &["key", "list", "--dir", "counter", "--env", "production"],
+        "",
+    ));
+    assert!(
+        !listed.contains(&key) && listed.contains(&key[key.len() - 4..]),
+        "{listed}"
+    );
+    let key_id = listed.split_whitespace().next().unwrap().to_owned();
+    ok(run(
+        &[
+            "key",
+            "revoke",
+            &key_id,
+            "--dir",
+            "counter",
+            "--env",
+            "production",
+        ],
+        "",
+    ));
+    assert_eq!(
+        v1.get(&format!("/v1/chat/{run_id}"), &key).await.status,
+        401
+    );
+
     // Teams: switch-team gets a team token; an unknown team explains what to do.
     let api = server.api();
     let admin = api.admin_token().await;

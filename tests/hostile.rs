@@ -21,7 +21,9 @@
 #[macro_use]
 mod common;
 
-use common::{Api, Backend, Receiver, Server, channel, deploy, example_bot, hook, s};
+use common::{
+    Api, Backend, Receiver, Server, channel, deploy, example_bot, hook, one_state_bot, s,
+};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,6 +36,7 @@ on_both_backends!(
     dedupe_is_per_user,
     oversized_steps_fail_cleanly,
     rights_can_be_taken_back_and_secrets_stay_hidden,
+    the_last_team_admins_cannot_all_leave_at_once,
 );
 
 /// Providers and api servers are on loopback in these tests; retries come fast.
@@ -67,23 +70,6 @@ fn short(text: &str) -> String {
 
 fn msg(text: &str) -> Value {
     json!({"type": "text", "content": text})
-}
-
-/// A bot whose every message ends in `state` (`s`), reached from the initial state by a
-/// fallback transition.
-fn one_state_bot(mut state: Value) -> Value {
-    state.as_object_mut().unwrap().remove("initial");
-    json!({
-        "name": "b",
-        "flows": {"main": {
-            "fallback": true,
-            "intents": {"any": {"fallback": true}},
-            "states": {
-                "start": {"initial": true, "transitions": {"s": {"fallback": true}}},
-                "s": state
-            }
-        }}
-    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -860,6 +846,54 @@ async fn no_role_raises_its_own_rights(backend: Backend) {
         .delete(&format!("/teams/{team_id}/users/{dev_id}"), &dev)
         .await;
     assert_eq!(r.status, 409, "{}", short(&r.text));
+}
+
+/// Two teamAdmins of a team leave at the same moment: one may go, the other is the last and
+/// stays (409), whatever the interleaving. (Checked and written in one transaction that holds
+/// the team; before, each removal counted the other admin still there and both left.)
+async fn the_last_team_admins_cannot_all_leave_at_once(backend: Backend) {
+    let server = Server::start(backend, &[]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (a_id, a) = api.user(&admin, "lead-a", "developer").await;
+    let (b_id, b) = api.user(&admin, "lead-b", "developer").await;
+    let db = server.db().await;
+    for round in 0..8 {
+        let team_id = s(&api
+            .post("/teams", &a, json!({"name": format!("race{round}")}))
+            .await
+            .ok()["id"]);
+        api.post(
+            &format!("/teams/{team_id}/users/{b_id}"),
+            &a,
+            json!({"role": "teamAdmin"}),
+        )
+        .await
+        .ok();
+        let leave = |who: String, tok: String| {
+            let (api, team_id) = (api.clone(), team_id.clone());
+            tokio::spawn(async move {
+                api.delete(&format!("/teams/{team_id}/users/{who}"), &tok)
+                    .await
+                    .status
+            })
+        };
+        let (ra, rb) = (
+            leave(a_id.clone(), a.clone()),
+            leave(b_id.clone(), b.clone()),
+        );
+        let mut statuses = [ra.await.unwrap(), rb.await.unwrap()];
+        statuses.sort();
+        assert_eq!(statuses, [200, 409], "round {round}");
+        let admins = db
+            .team_members(&team_id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.role_id == "teamAdmin")
+            .count();
+        assert_eq!(admins, 1, "round {round}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -243,20 +243,29 @@ async fn pizza_through_line_and_telegram(backend: Backend) {
     )
     .await
     .ok();
-    let got = rx.wait_for(4).await;
+    let got = rx.wait_for(5).await;
     let tg_calls: Vec<_> = got
         .iter()
         .filter(|(p, _, _)| p.starts_with("/tg"))
         .collect();
-    assert_eq!(tg_calls.len(), 2, "one sendMessage per response");
-    assert_eq!(tg_calls[0].0, "/tg/bot123:abc/sendMessage");
-    assert_eq!(tg_calls[0].2["chat_id"], "777");
-    assert!(
-        tg_calls[0].2["reply_markup"]["inline_keyboard"]
-            .as_array()
-            .is_some_and(|k| !k.is_empty())
+    assert_eq!(
+        tg_calls.len(),
+        3,
+        "the carousel is one message per card (two pizzas), then the text"
     );
-    assert_eq!(tg_calls[1].2["text"], "Which one do you want?");
+    for card in &tg_calls[..2] {
+        assert_eq!(card.0, "/tg/bot123:abc/sendMessage");
+        assert_eq!(card.2["chat_id"], "777");
+        assert_eq!(
+            card.2["reply_markup"]["inline_keyboard"]
+                .as_array()
+                .map(Vec::len),
+            Some(1),
+            "{}",
+            card.2
+        );
+    }
+    assert_eq!(tg_calls[2].2["text"], "Which one do you want?");
     let cb = json!({"update_id": 2, "callback_query": {"id": "q", "from": {"id": 777}, "message": {"chat": {"id": 777}},
         "data": "{\"type\":\"pizza\",\"pizza\":\"pepperoni\"}"}});
     hook(
@@ -267,8 +276,8 @@ async fn pizza_through_line_and_telegram(backend: Backend) {
     )
     .await
     .ok();
-    let got = rx.wait_for(5).await;
-    assert_eq!(got[4].2["text"], "How many? (1-9)");
+    let got = rx.wait_for(6).await;
+    assert_eq!(got[5].2["text"], "How many? (1-9)");
 }
 
 /// The counter bot deployed on a generic channel whose replies go to a local receiver.

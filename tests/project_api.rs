@@ -517,6 +517,42 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
         compiled.name,
         example_bot("hello")["name"].as_str().unwrap()
     );
+
+    // NLUs that cannot run are named at push time with the reason (issue 14): a deprecated
+    // external type, and an nl NLU pointing to another account's model. The owner's own
+    // model gets no such warning.
+    let mut nlus = example_bot("hello");
+    nlus["version"] = json!("3.0.0");
+    nlus["nlus"] = json!({
+        "qisg": {"type": "verstandClassifier", "options": {"model": "m1"}},
+        "mine": {"type": "nl", "options": {"nluId": "admin:shop", "output": "value"}},
+        "theirs": {"type": "nl", "options": {"nluId": "alice:shop", "output": "value"}},
+    });
+    let ok = api.post(&revs, &admin, nlus).await.ok();
+    let warnings: Vec<&str> = ok["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.starts_with("nlus.qisg.type: ")
+            && w.contains("verstandClassifier")
+            && w.contains("cannot run")),
+        "{warnings:#?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("nlus.theirs.options.nluId: ")
+                && w.contains("account \"alice\"")
+                && w.contains("cannot run")),
+        "{warnings:#?}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("nlus.mine")),
+        "{warnings:#?}"
+    );
 }
 
 async fn teams_and_team_tokens(backend: Backend) {

@@ -67,6 +67,14 @@ impl Guest for Component {
     fn load(compiled_bot: String) -> Result<(), String> {
         let bot: CompiledBot = serde_json::from_str(&compiled_bot)
             .map_err(|e| format!("compiled bot does not parse: {e}"))?;
+        if bot.format != runtime_core::model::COMPILED_FORMAT {
+            // The host recompiles other formats from source before loading them.
+            return Err(format!(
+                "compiled bot of format {}; this guest runs format {}",
+                bot.format,
+                runtime_core::model::COMPILED_FORMAT
+            ));
+        }
         BOT.with(|b| *b.borrow_mut() = Some(bot));
         Ok(())
     }

@@ -103,6 +103,18 @@ enum Command {
         #[command(flatten)]
         dir: BotDir,
     },
+    /// Agent API keys (sak_…) of an environment: create [--name n], list, revoke <id>.
+    Key {
+        action: String,
+        /// The key's id (revoke).
+        id: Option<String>,
+        #[arg(long, default_value = "production")]
+        env: String,
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        dir: BotDir,
+    },
     /// Channels of an environment: list, create, update, delete.
     Channel {
         action: String,
@@ -163,6 +175,12 @@ struct ServeArgs {
     /// Base URL the outside world reaches this server at (for channel webhooks).
     #[arg(long, env = "BOTBOX_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Agent API (/v1) chat requests (POST /v1/chat, steer, cancel) per key and minute.
+    #[arg(long, env = "BOTBOX_AGENT_CHAT_LIMIT", default_value_t = 60)]
+    agent_chat_limit: u32,
+    /// Agent API (/v1) reads (GETs) per key and minute.
+    #[arg(long, env = "BOTBOX_AGENT_READ_LIMIT", default_value_t = 600)]
+    agent_read_limit: u32,
     /// Project API requests per minute per token (per address without one).
     #[arg(long, env = "BOTBOX_RATE_LIMIT", default_value_t = 100)]
     rate_limit: u32,
@@ -172,13 +190,30 @@ struct ServeArgs {
     /// Where the precompiled sandbox guest is cached (default: <data>/cache).
     #[arg(long, env = "BOTBOX_CACHE")]
     cache_dir: Option<PathBuf>,
-    /// Let bots' api actions and channel deliveries reach loopback and private addresses
-    /// (for local development and tests only).
+    /// Destinations outbound calls (api actions, deliveries, provider reads) may reach
+    /// although they are not public: address:port entries (127.0.0.1:9000, [::1]:9000; for
+    /// URLs that name the address) and networks (10.0.0.0/8, also for names resolving into
+    /// them), comma-separated. Default: none. Every tenant's bots and channels can reach
+    /// what is listed.
+    #[arg(
+        long,
+        env = "BOTBOX_EGRESS_ALLOW",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
+    egress_allow: Vec<botbox::egress::Allow>,
+    /// Shorthand for --egress-allow 0.0.0.0/0,::/0: outbound calls may reach every address,
+    /// loopback, private networks, cloud metadata and this server included (local
+    /// development and tests only).
     #[arg(long, env = "BOTBOX_ALLOW_PRIVATE_EGRESS")]
     allow_private_egress: bool,
     /// First retry delay of a failed delivery, in milliseconds (doubles per attempt).
     #[arg(long, env = "BOTBOX_OUTBOX_BACKOFF_MS", default_value_t = 1000)]
     outbox_backoff_ms: u64,
+    /// Time-out of one reply delivery, in milliseconds. A reply not sent by the process that
+    /// stored it (it crashed) is sent by the outbox worker after twice this.
+    #[arg(long, env = "BOTBOX_DELIVERY_TIMEOUT_MS", default_value_t = 5000)]
+    delivery_timeout_ms: u64,
 }
 
 #[derive(Subcommand)]
@@ -250,6 +285,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             cli::deploy(&ctx()?, &dir.dir, part, &env).map(ok)
         }
+        Command::Key {
+            action,
+            id,
+            env,
+            name,
+            dir,
+        } => cli::key_cmd(
+            &ctx()?,
+            &dir.dir,
+            &action,
+            &env,
+            name.as_deref(),
+            id.as_deref(),
+        )
+        .map(ok),
         Command::Env {
             action,
             name,
@@ -302,8 +352,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .init();
             let mut live = LiveConfig::default();
             live.sandbox.cache_dir = a.cache_dir.unwrap_or_else(|| a.storage.data.join("cache"));
-            live.sandbox.limits.allow_private_network = a.allow_private_egress;
+            if a.allow_private_egress {
+                live.egress = botbox::egress::EgressConfig::allow_all();
+            }
+            live.egress.allow.extend(a.egress_allow);
             live.outbox_backoff = std::time::Duration::from_millis(a.outbox_backoff_ms);
+            live.delivery_timeout = std::time::Duration::from_millis(a.delivery_timeout_ms.max(1));
             let cfg = ServeConfig {
                 live,
                 addr: a.addr,
@@ -314,6 +368,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 api: ApiConfig {
                     rate_limit_per_minute: a.rate_limit,
                     token_ttl_secs: a.token_ttl,
+                    agent_chat_per_minute: a.agent_chat_limit,
+                    agent_read_per_minute: a.agent_read_limit,
                     ..ApiConfig::default()
                 },
             };

@@ -85,9 +85,17 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{addr}"));
-    let live = Live::new(db.clone(), cfg.live.clone())?;
+    // The listener's address is the server's own: no outbound call may reach it (unless an
+    // --egress-allow entry covers it). The interfaces' addresses are added by the policy.
+    let mut live_cfg = cfg.live.clone();
+    live_cfg.egress.own.push(addr.ip());
+    let live = Live::new(db.clone(), live_cfg)?;
     live.spawn_workers();
     let app = App::new(db, api_cfg, live);
+    // Runs that were in flight when the last process stopped end as failed before anyone
+    // can read them; then the sweep repeats for other replicas' expired leases.
+    app.agents.sweep(true).await?;
+    app.agents.spawn_sweeper();
     let router = api::router(app);
     let service = tower::service_fn(move |req: axum::extract::Request| {
         router.clone().oneshot(api::trim_trailing_slash(req))

@@ -43,12 +43,7 @@ fn sandbox_with(limits: Limits) -> Sandbox {
 /// One shared sandbox with default limits (engine creation is not free).
 fn sandbox() -> &'static Sandbox {
     static S: OnceLock<Sandbox> = OnceLock::new();
-    S.get_or_init(|| {
-        sandbox_with(Limits {
-            allow_private_network: true,
-            ..Limits::default()
-        })
-    })
+    S.get_or_init(|| sandbox_with(Limits::default()))
 }
 
 /// Runs native and sandbox side by side and records any difference.
@@ -88,9 +83,11 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
+/// An example bot read as the CLI reads it (`$include`s expanded), compiled.
 fn example(name: &str) -> CompiledBot {
-    compile_source(&std::fs::read_to_string(examples().join(name).join("bot.yml")).unwrap())
-        .unwrap()
+    let loaded = botbox::cli::bot::load(&examples().join(name).join("bot.yml")).unwrap();
+    runtime_core::compile(&loaded.doc)
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
         .bot
 }
 
@@ -196,8 +193,14 @@ fn abuse_revision() -> Revision {
     Revision::new("abuse", &compile_source(ABUSE).unwrap().bot)
 }
 
+/// The real effects, with every address allowed (the api servers here are on loopback).
 fn live() -> Arc<dyn Effects> {
-    Arc::new(botbox::sandbox::effects::LiveEffects::new().unwrap())
+    live_with(botbox::egress::EgressConfig::allow_all())
+}
+
+fn live_with(egress: botbox::egress::EgressConfig) -> Arc<dyn Effects> {
+    let egress = Arc::new(botbox::egress::Egress::new(&egress).unwrap());
+    Arc::new(botbox::sandbox::effects::LiveEffects::new(egress).unwrap())
 }
 
 fn say(
@@ -404,8 +407,16 @@ fn private_addresses_are_refused_unless_allowed() {
     let url = format!("api http://{addr}/x");
     let allowed = say(sandbox(), &abuse_revision(), &fresh_session(), &url).unwrap();
     assert_eq!(texts(&allowed), vec!["result={\"a\":1}"]);
-    let strict = sandbox_with(Limits::default());
-    let refused = say(&strict, &abuse_revision(), &fresh_session(), &url).unwrap();
+    // The default egress policy (no allow-list) refuses loopback.
+    let refused = block_on(sandbox().step(
+        TENANT,
+        &abuse_revision(),
+        &fresh_session(),
+        &Message::text(&url),
+        live_with(Default::default()),
+    ))
+    .unwrap()
+    .result;
     assert_eq!(texts(&refused), vec!["result="]);
 }
 
@@ -703,10 +714,7 @@ async fn watchdog<T>(what: &str, f: impl Future<Output = T>) -> T {
 }
 
 fn lenient() -> Limits {
-    Limits {
-        allow_private_network: true,
-        ..Limits::default()
-    }
+    Limits::default()
 }
 
 fn hello_revision() -> Revision {

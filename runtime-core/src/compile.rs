@@ -209,6 +209,68 @@ const KNOWN_NLU_TYPES: &[&str] = &[
     "verstandRetrieval",
 ];
 
+/// Why an NLU of an external type cannot run: the services behind these types (Kata's
+/// Verstand models, Wit.ai) are not part of botbox and are deprecated on Kata itself.
+fn external_nlu_warning(name: &str, ty: &str) -> String {
+    let service = if ty.starts_with("wit") {
+        "Wit.ai"
+    } else {
+        "Kata's hosted Verstand models"
+    };
+    format!(
+        "NLU \"{}\" has the deprecated type {ty}, which needs {service}: botbox does not provide that service, so this NLU cannot run and its output is always null (classifiers using it never match, attributes from it are null); use an nl NLU (NL Studio), keyword, regex or method NLU instead",
+        short(name)
+    )
+}
+
+/// The account of an `nluId` (`<account>:<nlu name>`), if it has that form.
+pub fn nl_owner(nlu_id: &str) -> Option<&str> {
+    let (owner, name) = nlu_id.split_once(':')?;
+    (!owner.trim().is_empty() && !name.trim().is_empty()).then_some(owner.trim())
+}
+
+/// Warnings for `nl` NLUs whose `nluId` names another account's model (reference §8.4: an
+/// `nluId` resolves only to the same account's NLUs). The host calls this at push time with
+/// the project owner's account name (the user or team that owns the project); runtime-core
+/// does not know accounts.
+pub fn nl_account_warnings(doc: &Json, account: &str) -> Vec<Problem> {
+    let mut out = vec![];
+    let mut check = |nlus: Option<&Json>, path: &str| {
+        let Some(Json::Object(nm)) = nlus else { return };
+        for (n, v) in nm {
+            if v.get("type").and_then(Json::as_str) != Some("nl") {
+                continue;
+            }
+            let Some(id) = v.pointer("/options/nluId").and_then(Json::as_str) else {
+                continue;
+            };
+            let Some(owner) = nl_owner(id) else { continue };
+            if owner != account {
+                out.push(Problem {
+                    severity: Severity::Warning,
+                    path: format!("{path}.{n}.options.nluId"),
+                    message: format!(
+                        "NLU \"{}\" points to \"{}\", a model of account \"{}\", not of this project's owner \"{}\": botbox resolves an nluId only within the owner's account, so this NLU cannot run and its output is always null",
+                        short(n),
+                        short(id),
+                        short(owner),
+                        short(account)
+                    ),
+                    line: None,
+                    column: None,
+                });
+            }
+        }
+    };
+    check(doc.get("nlus"), "nlus");
+    if let Some(Json::Object(flows)) = doc.get("flows") {
+        for (f, fv) in flows {
+            check(fv.get("nlus"), &format!("flows.{f}.nlus"));
+        }
+    }
+    out
+}
+
 struct Lower<'p> {
     /// At most MAX_PROBLEMS of each severity.
     problems: Vec<Problem>,
@@ -528,6 +590,9 @@ impl<'p> Lower<'p> {
             }
         };
         let bot_nlus = self.opt_object(root, "nlus", "");
+        if let Some(nm) = bot_nlus {
+            self.check_nlus(nm, "nlus");
+        }
         if let Some(ms) = self.opt_object(root, "methods", "") {
             self.methods_of(ms, "methods", None);
         }
@@ -569,6 +634,7 @@ impl<'p> Lower<'p> {
         }
         let fallback_flow = flows.iter().position(|f| f.fallback);
         Some(CompiledBot {
+            format: crate::model::COMPILED_FORMAT,
             name,
             version,
             lang,
@@ -816,6 +882,27 @@ impl<'p> Lower<'p> {
                         &path_join(&p, "type"),
                         format!("unknown NLU type \"{}\"", short(t)),
                     ),
+                    Some(Json::String(t)) if t == "nl" => {
+                        let id = o.get("options").and_then(|x| x.get("nluId"));
+                        if !id
+                            .and_then(Json::as_str)
+                            .is_some_and(|i| nl_owner(i).is_some())
+                        {
+                            self.warn(
+                                &path_join(&p, "options.nluId"),
+                                format!(
+                                    "NLU \"{}\" of type nl needs options.nluId \"<account>:<nlu name>\" naming an NL Studio model; without it the NLU cannot run and its output is null",
+                                    short(n)
+                                ),
+                            );
+                        }
+                    }
+                    Some(Json::String(t))
+                        if !matches!(t.as_str(), "keyword" | "regex" | "method") =>
+                    {
+                        let msg = external_nlu_warning(n, t);
+                        self.warn(&path_join(&p, "type"), msg);
+                    }
                     Some(Json::String(_)) => {}
                     _ => self.error(&p, "an NLU needs a \"type\""),
                 }
@@ -1010,7 +1097,14 @@ impl<'p> Lower<'p> {
                 let m = method.unwrap_or_default();
                 NluKind::Method(self.method_ref(&m, scope, &np))
             }
-            t if KNOWN_NLU_TYPES.contains(&t) => NluKind::External(t.to_string()),
+            t if KNOWN_NLU_TYPES.contains(&t) => {
+                // A definition is warned about once, where it is defined; a type used by name
+                // at each use.
+                if def.is_none() {
+                    self.warn(&np, external_nlu_warning(name, t));
+                }
+                NluKind::External(t.to_string())
+            }
             _ => {
                 self.warn(
                     &np,
@@ -1416,6 +1510,11 @@ impl<'p> Lower<'p> {
         };
         if let Some(over) = sa.get("options") {
             interp::deep_merge(&mut options, over);
+        }
+        if kind == ActionKind::Schedule
+            && let Err(e) = crate::engine::actions::schedule_period(&options)
+        {
+            self.error(&path_join(path, "options.freqInterval"), e);
         }
         let method_name = sa
             .get("method")

@@ -230,19 +230,16 @@ pub fn get_path<'a>(base: &'a Json, path: &str) -> Option<&'a Json> {
     Some(cur)
 }
 
-/// Resolves `$[key.path]` references against `base`. A template that is exactly one reference
-/// yields the referenced value itself (so a list can serve as variants). Recursive over the
+/// Resolves `$[key.path]` references against `base`. A template that is exactly one reference,
+/// with nothing around it (not even spaces), yields the referenced value itself (so a list can
+/// serve as variants); any other string is text and keeps its spaces (§9.3). Recursive over the
 /// template: rendered options, as deep as the options plus a value an expression gave
 /// (`MAX_VALUE_DEPTH`).
 pub fn resolve_refs(template: &Json, base: &Json) -> Json {
     match template {
         Json::String(s) => {
-            let trimmed = s.trim();
-            if trimmed.starts_with("$[")
-                && trimmed.ends_with(']')
-                && trimmed[2..].find(']') == Some(trimmed.len() - 3)
-            {
-                return get_path(base, &trimmed[2..trimmed.len() - 1])
+            if s.starts_with("$[") && s.ends_with(']') && s[2..].find(']') == Some(s.len() - 3) {
+                return get_path(base, s[2..s.len() - 1].trim())
                     .cloned()
                     .unwrap_or(Json::String(String::new()));
             }
@@ -325,6 +322,29 @@ mod tests {
         );
         assert_eq!(resolve_refs(&json!("$[t.list]"), &base), json!(["a", "b"]));
         assert_eq!(resolve_refs(&json!("[$[t.none]]"), &base), json!("[]"));
+    }
+
+    #[test]
+    fn only_an_exact_reference_keeps_its_type() {
+        let base = json!({"d": "Deskripsi satu", "n": 3, "list": ["a"]});
+        assert_eq!(
+            resolve_refs(&json!("$[d] "), &base),
+            json!("Deskripsi satu ")
+        );
+        assert_eq!(
+            resolve_refs(&json!("  $[d]"), &base),
+            json!("  Deskripsi satu")
+        );
+        assert_eq!(resolve_refs(&json!("$[n]"), &base), json!(3));
+        assert_eq!(resolve_refs(&json!("$[n] "), &base), json!("3 "));
+        assert_eq!(resolve_refs(&json!(" $[list]"), &base), json!(" [\"a\"]"));
+        let opt = compile_text("$(x) ", &mut |s| CompiledExpr::new(s));
+        assert!(
+            matches!(opt, Opt::Text(_)),
+            "a trailing space makes it text"
+        );
+        let v = render::<()>(&opt, &mut |_| Ok(Some(json!(7)))).unwrap();
+        assert_eq!(v, json!("7 "));
     }
 
     #[test]

@@ -6,8 +6,21 @@ use crate::expr::{CompiledExpr, RegexLit};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
+/// The version of the compiled form ([`CompiledBot::format`]). Bump it with every change to
+/// the model below: a host that finds a stored compiled bot of another format recompiles it
+/// from the revision's stored source instead of loading it.
+///
+/// - 0: compiled bots stored before formats were numbered (no `format` field).
+/// - 1: the same model, with `format`.
+/// - 2: `reenter` is an action type (`ActionKind::Reenter`; before, a state action named
+///   `reenter` was stored as an unknown action).
+pub const COMPILED_FORMAT: u32 = 2;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CompiledBot {
+    /// [`COMPILED_FORMAT`] when compiled; 0 when absent (stored before formats).
+    #[serde(default)]
+    pub format: u32,
     pub name: String,
     pub version: Option<String>,
     pub lang: Option<String>,
@@ -199,6 +212,10 @@ pub enum ActionKind {
     Api,
     Method,
     Schedule,
+    /// `reenter` as a state action: re-ask. After the state's actions, the internal `reenter`
+    /// command goes to this flow (as when a stacked flow resumes), so its reenter intent and
+    /// the state's transitions run the question again without user input.
+    Reenter,
     /// Neither a defined action nor a known type: skipped with a user error at run time.
     Unknown(String),
 }
@@ -213,6 +230,7 @@ impl ActionKind {
             "api" => ActionKind::Api,
             "method" => ActionKind::Method,
             "schedule" => ActionKind::Schedule,
+            "reenter" => ActionKind::Reenter,
             _ => return None,
         })
     }

@@ -153,6 +153,9 @@ pub struct Meta {
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
+    /// The stored form's version ([`SESSION_FORMAT`]). A session of an older format is
+    /// upgraded as it is read; one of a newer format is refused, naming both.
+    pub format: u32,
     #[serde(default)]
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -203,8 +206,11 @@ impl<'de> Deserialize<'de> for Session {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Session, A::Error> {
                 let mut s = Session::new("");
+                // Absent in sessions stored before formats were numbered: format 0.
+                let mut format = 0;
                 while let Some(key) = map.next_key::<SessionKey>()? {
                     match key {
+                        SessionKey::Format => format = map.next_value()?,
                         SessionKey::Id => s.id = map.next_value()?,
                         SessionKey::ChannelId => s.channel_id = map.next_value()?,
                         SessionKey::EnvironmentId => s.environment_id = map.next_value()?,
@@ -226,6 +232,7 @@ impl<'de> Deserialize<'de> for Session {
                         }
                     }
                 }
+                upgrade_session(format, &mut s).map_err(serde::de::Error::custom)?;
                 Ok(s)
             }
         }
@@ -235,6 +242,7 @@ impl<'de> Deserialize<'de> for Session {
 
 /// A key of a session object; unknown keys are kept in `extra`.
 enum SessionKey {
+    Format,
     Id,
     ChannelId,
     EnvironmentId,
@@ -264,6 +272,7 @@ impl<'de> Deserialize<'de> for SessionKey {
             }
             fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<SessionKey, E> {
                 Ok(match k {
+                    "format" => SessionKey::Format,
                     "id" => SessionKey::Id,
                     "channelId" => SessionKey::ChannelId,
                     "environmentId" => SessionKey::EnvironmentId,
@@ -292,9 +301,30 @@ fn empty_object() -> Json {
     Json::Object(Map::new())
 }
 
+/// The version of the stored session form. Bump it with every change to what a session
+/// means or how it is written, and teach [`upgrade_session`] to read the previous one.
+///
+/// - 0: sessions stored before formats were numbered (no `format` field).
+/// - 1: the same fields, with `format`.
+pub const SESSION_FORMAT: u32 = 1;
+
+/// Brings a session read in format `from` to [`SESSION_FORMAT`], step by step.
+fn upgrade_session(from: u32, s: &mut Session) -> Result<(), String> {
+    if from > SESSION_FORMAT {
+        return Err(format!(
+            "the session was stored in format {from} by a newer botbox; this one reads formats up to {SESSION_FORMAT}"
+        ));
+    }
+    // 0 → 1: nothing changed but the field itself. Later upgrades go here, in order:
+    // `if from < 2 { … }`.
+    s.format = SESSION_FORMAT;
+    Ok(())
+}
+
 impl Session {
     pub fn new(id: &str) -> Session {
         Session {
+            format: SESSION_FORMAT,
             id: id.into(),
             data: empty_object(),
             ..Default::default()

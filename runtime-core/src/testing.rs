@@ -17,6 +17,8 @@
 //!         state: ask
 //!         context: {pizza: pepperoni}          # subset of the current flow's context
 //!         data: {token: abc}                   # subset of session data
+//!         schedules:                            # the step's schedule operations, in order
+//!           - {command: add, id: r1, every: 60000}   # each a subset of the operation
 //!       - send: {command: loop}
 //!         error: Max Recursion of 3 is reached # the step fails, the session is unchanged
 //!       - clear: true                          # resets the session (console clear())
@@ -94,6 +96,9 @@ pub struct TestStep {
     pub data: Option<Json>,
     #[serde(default)]
     pub error: Option<String>,
+    /// The step's schedule operations (§7.7), in order, each a subset of the operation.
+    #[serde(default)]
+    pub schedules: Option<Vec<Json>>,
     #[serde(default)]
     pub clear: bool,
     #[serde(default)]
@@ -339,6 +344,12 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
                 }
                 if let Some(want) = &st.data {
                     if let Err(e) = subset(want, &s.data, "data") {
+                        failures.push(format!("{label}: {e}"));
+                    }
+                }
+                if let Some(want) = &st.schedules {
+                    let got = serde_json::to_value(&r.schedules).unwrap_or(Json::Null);
+                    if let Err(e) = subset(&Json::Array(want.clone()), &got, "schedules") {
                         failures.push(format!("{label}: {e}"));
                     }
                 }

@@ -344,3 +344,492 @@ fn no_matching_flow_changes_only_the_timestamp() {
     after.session_start = s.session_start;
     assert_eq!(after, s);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 14: real Kata bots run unmodified.
+
+/// The fallback flow of the official samples: one state that is both initial and end, with an
+/// action and a fallback self-transition; and a small one-shot flow opened by a command.
+const ONE_SHOT: &str = r#"
+name: one-shot
+flows:
+  fallback:
+    fallback: true
+    intents:
+      fallbackIntent:
+        fallback: true
+    states:
+      init:
+        initial: true
+        end: true
+        transitions:
+          init:
+            fallback: true
+        action:
+          name: sorry
+    actions:
+      sorry:
+        type: text
+        options:
+          text: "Sorry I don't understand."
+  order:
+    intents:
+      order:
+        initial: true
+        type: text
+        condition: "content == 'order'"
+      size:
+        type: text
+    states:
+      init:
+        initial: true
+        transitions:
+          ask:
+            fallback: true
+      ask:
+        transitions:
+          done:
+            fallback: true
+        action: askSize
+      done:
+        end: true
+        action:
+          - name: text
+            options:
+              text: "Saving."
+          - name: command
+            options:
+              command: saveData
+    actions:
+      askSize:
+        type: text
+        options:
+          text: "Which size?"
+  saveData:
+    intents:
+      saveData:
+        initial: true
+        type: command
+        condition: "content == 'saveData'"
+    states:
+      toDelivery:
+        initial: true
+        end: true
+        transitions:
+          toDelivery:
+            fallback: true
+        action:
+          name: saved
+    actions:
+      saved:
+        type: text
+        options:
+          text: "Data have been saved."
+"#;
+
+#[test]
+fn an_initial_end_state_takes_its_transition_runs_its_actions_and_ends_the_flow() {
+    let b = bot(ONE_SHOT);
+    let mut h = host();
+    let r1 = say(&b, &fresh_session(), &mut h, "blah");
+    assert_eq!(texts(&r1), vec!["Sorry I don't understand."]);
+    assert_eq!(r1.session.current, None, "the fallback flow closed");
+    assert!(r1.session.states.is_empty());
+    let meta = r1.session.meta.clone().unwrap();
+    assert_eq!(
+        (
+            meta.last_flow.as_deref(),
+            meta.last_state.as_deref(),
+            meta.end
+        ),
+        (Some("fallback"), Some("init"), true)
+    );
+    // The fallback flow does not swallow later messages: another flow's initial intent opens.
+    let r2 = say(&b, &r1.session, &mut h, "blah again");
+    assert_eq!(texts(&r2), vec!["Sorry I don't understand."]);
+    let r3 = say(&b, &r2.session, &mut h, "order");
+    assert_eq!(texts(&r3), vec!["Which size?"]);
+    assert_eq!(r3.session.current.as_deref(), Some("order"));
+    // A command opens the one-shot flow, which answers and closes in the same step.
+    let r4 = say(&b, &r3.session, &mut h, "large");
+    assert_eq!(texts(&r4), vec!["Saving.", "Data have been saved."]);
+    assert_eq!(r4.session.current, None);
+    assert!(r4.session.history.is_empty());
+}
+
+#[test]
+fn an_initial_end_state_without_a_chosen_transition_closes_without_actions() {
+    let b = bot(&ONE_SHOT.replace(
+        "        transitions:\n          init:\n            fallback: true\n",
+        "",
+    ));
+    let mut h = host();
+    let r = say(&b, &fresh_session(), &mut h, "blah");
+    assert!(r.responses.is_empty(), "{:?}", texts(&r));
+    assert_eq!(
+        r.session.current, None,
+        "a flow never stays open at an end state"
+    );
+    assert!(r.session.states.is_empty() && r.session.contexes.is_empty());
+    let r = say(&b, &r.session, &mut h, "order");
+    assert_eq!(texts(&r), vec!["Which size?"]);
+}
+
+/// The buttonbot shape: a wrong answer's state lists `reenter` as an action, so the question
+/// is asked again without user input.
+const TRIVIA: &str = r#"
+name: trivia
+flows:
+  trivia:
+    intents:
+      start:
+        initial: true
+        type: text
+        condition: "content == 'quiz'"
+      right:
+        type: data
+        condition: "payload.answer == 'b'"
+      answer:
+        type: data
+      reenter:
+        type: command
+        condition: "content == 'reenter'"
+    states:
+      init:
+        initial: true
+        transitions:
+          ask:
+            condition: "intent == 'start'"
+      ask:
+        action: question
+        transitions:
+          right:
+            condition: "intent == 'right'"
+          wrong:
+            fallback: true
+            mapping:
+              context.tries: "(context.tries || 0) + 1"
+      right:
+        end: true
+        action:
+          - name: text
+            options:
+              text: "Right after $(context.tries || 0) wrong."
+      wrong:
+        action:
+          - name: text
+            options:
+              text: "Not that one."
+          - name: reenter
+        transitions:
+          ask:
+            fallback: true
+    actions:
+      question:
+        type: text
+        options:
+          text: "Which is b?"
+"#;
+
+#[test]
+fn a_reenter_state_action_asks_the_question_again_without_user_input() {
+    let b = bot(TRIVIA);
+    let compiled = compile_source(TRIVIA).unwrap();
+    assert!(
+        compiled.warnings.is_empty(),
+        "reenter is a known action: {:?}",
+        compiled.warnings
+    );
+    let mut h = host();
+    let r1 = say(&b, &fresh_session(), &mut h, "quiz");
+    assert_eq!(texts(&r1), vec!["Which is b?"]);
+    let r2 = converse(
+        &b,
+        &r1.session,
+        Message::data(json!({"answer": "a"})),
+        &mut h,
+    )
+    .unwrap();
+    assert_eq!(texts(&r2), vec!["Not that one.", "Which is b?"]);
+    assert!(r2.errors.is_empty(), "{:?}", r2.errors);
+    assert_eq!(r2.session.state_of("trivia"), Some("ask"));
+    let reenter = &r2.messages[1];
+    assert_eq!(
+        (reenter.content.as_deref(), reenter.intent.as_deref()),
+        (Some("reenter"), Some("reenter"))
+    );
+    let r3 = converse(
+        &b,
+        &r2.session,
+        Message::data(json!({"answer": "b"})),
+        &mut h,
+    )
+    .unwrap();
+    assert_eq!(texts(&r3), vec!["Right after 1 wrong."]);
+    assert_eq!(r3.session.current, None);
+}
+
+#[test]
+fn a_reenter_action_goes_only_to_its_own_flow() {
+    // Without a reenter intent nothing catches it: no other flow, no fallback flow, no error.
+    let src = TRIVIA.replace(
+        "      reenter:\n        type: command\n        condition: \"content == 'reenter'\"\n",
+        "",
+    ) + "  other:\n    fallback: true\n    intents:\n      any:\n        fallback: true\n    states:\n      s:\n        initial: true\n        end: true\n        transitions:\n          s:\n            fallback: true\n        action:\n          - name: text\n            options:\n              text: fallback\n";
+    let b = bot(&src);
+    let mut h = host();
+    let r1 = say(&b, &fresh_session(), &mut h, "quiz");
+    let r2 = converse(
+        &b,
+        &r1.session,
+        Message::data(json!({"answer": "a"})),
+        &mut h,
+    )
+    .unwrap();
+    assert_eq!(texts(&r2), vec!["Not that one."]);
+    assert_eq!(r2.session.state_of("trivia"), Some("wrong"));
+    assert!(r2.errors.is_empty(), "{:?}", r2.errors);
+}
+
+#[test]
+fn a_fallback_flow_whose_only_intent_is_text_catches_unmatched_text() {
+    // A community bot's fallback flow: one `type: text` intent, no `fallback: true`.
+    let b = bot(r#"
+name: text-fallback
+flows:
+  greet:
+    intents:
+      hi:
+        initial: true
+        condition: "content == 'hi'"
+    states:
+      s:
+        initial: true
+        end: true
+        transitions:
+          s:
+            fallback: true
+        action:
+          - name: text
+            options:
+              text: "Hello!"
+  fallback:
+    fallback: true
+    intents:
+      anyText:
+        type: text
+    states:
+      init:
+        initial: true
+        transit:
+          context.said: content
+        transitions:
+          sorry:
+            condition: "intent == 'anyText'"
+            fallback: true
+      sorry:
+        end: true
+        action:
+          - name: text
+            options:
+              text: "I noted: $(context.said)"
+"#);
+    let mut h = host();
+    let r = say(&b, &fresh_session(), &mut h, "what is this");
+    assert_eq!(texts(&r), vec!["I noted: what is this"]);
+    assert_eq!(r.session.current, None);
+    let r = say(&b, &r.session, &mut h, "hi");
+    assert_eq!(
+        texts(&r),
+        vec!["Hello!"],
+        "other flows' initial intents come first"
+    );
+    // Its intent takes text only: a data message matches nothing.
+    let r = converse(&b, &r.session, Message::data(json!({"x": 1})), &mut h).unwrap();
+    assert!(r.responses.is_empty());
+}
+
+#[test]
+fn only_a_template_that_is_exactly_one_reference_keeps_its_type() {
+    let b = bot(r#"
+name: spaces
+flows:
+  menu:
+    intents:
+      show:
+        initial: true
+        condition: "content == 'menu'"
+    states:
+      s:
+        initial: true
+        end: true
+        transitions:
+          s:
+            fallback: true
+        action:
+          - name: text
+            options:
+              data: {greet: "Halo", n: 3}
+              template: "$[greet] "
+          - name: template
+            options:
+              type: carousel
+              data:
+                - {title: "Satu", description: "Deskripsi satu", price: 10}
+              template:
+                title: "$[title]"
+                text: "$[description] "
+                price: "$[price]"
+                label: " $[price]"
+                actions: []
+"#);
+    let mut h = host();
+    let r = say(&b, &fresh_session(), &mut h, "menu");
+    assert_eq!(r.responses[0].content.as_deref(), Some("Halo "));
+    let card = &r.responses[1].payload.as_ref().unwrap()["items"][0];
+    assert_eq!(card["text"], "Deskripsi satu ");
+    assert_eq!(card["price"], 10, "an exact reference keeps its JSON type");
+    assert_eq!(card["label"], " 10");
+    assert_eq!(card["title"], "Satu");
+}
+
+#[test]
+fn nlus_that_cannot_run_are_named_in_warnings() {
+    let c = compile_source(
+        r#"
+name: nlus
+nlus:
+  qisg:
+    type: verstandClassifier
+    options: {model: m1}
+  ner:
+    type: verstandTagger
+  shop:
+    type: nl
+    options: {nluId: "alice:shop"}
+  broken:
+    type: nl
+    options: {output: value}
+flows:
+  f:
+    intents:
+      q:
+        initial: true
+        classifier: {nlu: qisg, match: question}
+      w:
+        classifier: {nlu: witIntent}
+    states:
+      s:
+        initial: true
+        transitions:
+          s:
+            fallback: true
+"#,
+    )
+    .unwrap();
+    let w: Vec<String> = c.warnings.iter().map(|p| p.to_string()).collect();
+    let has = |path: &str, words: &[&str]| {
+        w.iter()
+            .any(|x| x.starts_with(path) && words.iter().all(|wd| x.contains(wd)))
+    };
+    assert!(
+        has(
+            "nlus.qisg.type",
+            &["\"qisg\"", "verstandClassifier", "cannot run"]
+        ),
+        "{w:#?}"
+    );
+    assert!(
+        has("nlus.ner.type", &["\"ner\"", "verstandTagger"]),
+        "{w:#?}"
+    );
+    assert!(
+        has("nlus.broken.options.nluId", &["\"broken\"", "nluId"]),
+        "{w:#?}"
+    );
+    assert!(
+        has("flows.f.intents.w.classifier", &["witIntent", "Wit.ai"]),
+        "{w:#?}"
+    );
+    assert!(!w.iter().any(|x| x.starts_with("nlus.shop")), "{w:#?}");
+    // Each definition is named once, not at every use.
+    assert_eq!(w.iter().filter(|x| x.contains("\"qisg\"")).count(), 1);
+    // The account check needs the owner, which the host knows at push time.
+    let doc: Json = serde_yaml_doc(
+        "nlus: {shop: {type: nl, options: {nluId: 'alice:shop'}}, own: {type: nl, options: {nluId: 'bob:x'}}}",
+    );
+    let acc = runtime_core::compile::nl_account_warnings(&doc, "bob");
+    assert_eq!(acc.len(), 1, "{acc:?}");
+    assert_eq!(acc[0].path, "nlus.shop.options.nluId");
+    assert!(acc[0].message.contains("\"alice\"") && acc[0].message.contains("cannot run"));
+    assert!(runtime_core::compile::nl_account_warnings(&doc, "alice").len() == 1);
+}
+
+fn serde_yaml_doc(src: &str) -> Json {
+    runtime_core::source::parse_document(src).unwrap().0
+}
+
+/// Rules of the Kata docs' concept pages that no example bot pins down (KATA_RULES.md).
+#[test]
+fn classifier_lists_inactive_flows_and_meta_context() {
+    let src = r#"
+name: rules
+nlus:
+  colors: {type: keyword, options: {keywords: {color: [red, blue]}}}
+  shapes: {type: regex, options: {regex: "square|circle"}}
+flows:
+  pick:
+    intents:
+      thing:
+        initial: true
+        type: text
+        classifier:
+          - {nlu: colors, match: color}
+          - {nlu: shapes}
+    states:
+      init:
+        initial: true
+        transitions:
+          said:
+            fallback: true
+      said:
+        end: true
+        action:
+          - name: text
+            options:
+              text: "$(content) init=$(context.$init) flow=$(context.$flow) state=$(context.$state) user=$(context.$userId) key=$(context.$dataKey)"
+  off:
+    active: false
+    intents:
+      any:
+        initial: true
+        type: text
+    states:
+      s:
+        initial: true
+        end: true
+        transitions:
+          s:
+            fallback: true
+        action:
+          - name: text
+            options:
+              text: never
+"#;
+    let b = bot(src);
+    let mut h = host();
+    let mut s = fresh_session();
+    s.user_id = Some("u-1".into());
+    s.data_key = Some("shared".into());
+    // Either classifier of the list matches (OR).
+    let r = say(&b, &s, &mut h, "red");
+    assert_eq!(
+        texts(&r),
+        vec!["red init=true flow=pick state=said user=u-1 key=shared"]
+    );
+    let r = say(&b, &s, &mut h, "a circle");
+    assert_eq!(texts(&r).len(), 1);
+    // Neither: the inactive flow, whose intent takes any text, is never selected.
+    let r = say(&b, &s, &mut h, "green");
+    assert!(r.responses.is_empty(), "{:?}", texts(&r));
+}

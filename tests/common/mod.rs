@@ -49,6 +49,21 @@ pub struct Server {
 
 impl Server {
     pub async fn start(backend: Backend, extra: &[&str]) -> Server {
+        Self::start_logging(backend, extra, false).await
+    }
+
+    /// Like [`Server::start`], with the server's log (stderr, level `info`) kept in a file
+    /// for [`Server::log`].
+    pub async fn start_logged(backend: Backend, extra: &[&str]) -> Server {
+        Self::start_logging(backend, extra, true).await
+    }
+
+    /// Everything the server logged so far (only for [`Server::start_logged`]).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    async fn start_logging(backend: Backend, extra: &[&str], logged: bool) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let (db_url, pg_db) = match backend {
             Backend::Sqlite => (botbox::db::sqlite_url(dir.path()), None),
@@ -65,7 +80,8 @@ impl Server {
                 )
             }
         };
-        let (child, base) = spawn(dir.path(), backend, &db_url, extra).await;
+        let log = logged.then(|| dir.path().join("server.log"));
+        let (child, base) = spawn(dir.path(), backend, &db_url, extra, log.as_deref()).await;
         Server {
             child,
             base,
@@ -87,7 +103,7 @@ impl Server {
         );
         let dir = tempfile::tempdir().unwrap();
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        let (child, base) = spawn(dir.path(), self.backend, &self.db_url, &extra).await;
+        let (child, base) = spawn(dir.path(), self.backend, &self.db_url, &extra, None).await;
         Server {
             child,
             base,
@@ -104,7 +120,7 @@ impl Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        let (child, base) = spawn(self._dir.path(), self.backend, &self.db_url, &extra).await;
+        let (child, base) = spawn(self._dir.path(), self.backend, &self.db_url, &extra, None).await;
         self.child = child;
         self.base = base;
     }
@@ -138,13 +154,14 @@ async fn spawn(
     backend: Backend,
     db_url: &str,
     extra: &[&str],
+    log: Option<&std::path::Path>,
 ) -> (Child, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_botbox"));
     cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
         .arg(dir)
         .args(extra)
         .env("BOTBOX_ADMIN_PASSWORD", ADMIN_PASSWORD)
-        .env("BOTBOX_LOG", "warn")
+        .env("BOTBOX_LOG", if log.is_some() { "info" } else { "warn" })
         // One compiled sandbox guest for all test servers.
         .env(
             "BOTBOX_CACHE",
@@ -152,7 +169,10 @@ async fn spawn(
         )
         .env_remove("BOTBOX_RATE_LIMIT")
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stderr(match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+            None => Stdio::inherit(),
+        });
     match backend {
         Backend::Sqlite => cmd.env_remove("DATABASE_URL"),
         Backend::Postgres => cmd.env("DATABASE_URL", db_url),
@@ -427,6 +447,35 @@ impl Receiver {
             }
         }
     }
+}
+
+/// A bot whose every message ends in `state` (`s`), reached from the initial state by a
+/// fallback transition.
+pub fn one_state_bot(mut state: Value) -> Value {
+    state.as_object_mut().unwrap().remove("initial");
+    json!({
+        "name": "b",
+        "flows": {"main": {
+            "fallback": true,
+            "intents": {"any": {"fallback": true}},
+            "states": {
+                "start": {"initial": true, "transitions": {"s": {"fallback": true}}},
+                "s": state
+            }
+        }}
+    })
+}
+
+/// A generic channel named `g` of environment `env` whose replies go to `url`; its id.
+pub async fn generic_channel(api: &Api, token: &str, pid: &str, env: &str, url: &str) -> String {
+    s(&channel(
+        api,
+        token,
+        pid,
+        env,
+        json!({"name": "g", "type": "generic", "url": url}),
+    )
+    .await["id"])
 }
 
 /// A project with `bot` deployed as 1.0.0 on environment "production".

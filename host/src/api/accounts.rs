@@ -562,20 +562,13 @@ async fn add_member(
     if !auth::may_grant(granter, role) {
         return Err(ApiError::Forbidden);
     }
-    // Demoting the last teamAdmin would leave the team without anyone to manage it.
-    if role != Role::TeamAdmin {
-        let members = app.db.team_members(&team_id).await?;
-        let admins: Vec<_> = members
-            .iter()
-            .filter(|m| m.role_id == Role::TeamAdmin.name())
-            .collect();
-        if admins.len() == 1 && admins[0].user_id == user_id {
-            return Err(ApiError::Conflict(format!(
-                "user {user_id} is the last teamAdmin of team {team_id}"
-            )));
-        }
+    // Demoting the last teamAdmin would leave the team without anyone to manage it; checked
+    // in the same transaction as the change (concurrent demotions cannot both pass).
+    if !app.db.set_member(&team_id, &user_id, &req.role).await? {
+        return Err(ApiError::Conflict(format!(
+            "user {user_id} is the last teamAdmin of team {team_id}"
+        )));
     }
-    app.db.set_member(&team_id, &user_id, &req.role).await?;
     Ok(Json(MemberRole { role: req.role }))
 }
 

@@ -458,43 +458,6 @@ async fn delete_environment(
 // ---------------------------------------------------------------------------------------------
 // Channels
 
-/// The channel types of the seed (the LINE entry is `line`).
-pub const CHANNEL_TYPES: &[&str] = &[
-    "generic",
-    "line",
-    "fbmessenger",
-    "telegram",
-    "twitter",
-    "slack",
-    "spark",
-    "bbm",
-    "qiscus",
-    "whatsapp",
-];
-
-/// The canonical name of a channel type. Seed 001 writes the LINE entry as a phrase ("the
-/// service"); that spelling and `LINE` are accepted and stored as given.
-pub fn canonical_channel_type(kind: &str) -> Option<&'static str> {
-    match kind {
-        "the service" | "LINE" | "Line" => Some("line"),
-        k => CHANNEL_TYPES.iter().copied().find(|t| *t == k),
-    }
-}
-
-/// The provider API a channel type talks to when the channel gives no `url`.
-fn default_url(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "line" => "https://api.line.me",
-        "telegram" => "https://api.telegram.org",
-        "fbmessenger" => "https://graph.facebook.com/v19.0",
-        "slack" => "https://slack.com/api",
-        "twitter" => "https://api.twitter.com",
-        "spark" => "https://webexapis.com/v1",
-        "whatsapp" => "https://graph.facebook.com/v19.0",
-        _ => return None,
-    })
-}
-
 /// The seed's Channel, plus the `webhook` that receives its messages.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -596,16 +559,17 @@ fn channel_fields(req: ChannelRequest, current: Option<&ChannelRow>) -> ApiResul
         (None, Some(c)) => c.kind.clone(),
         (None, None) => return Err(ApiError::bad("type is required")),
     };
-    let Some(canonical) = canonical_channel_type(&kind) else {
+    let Some(canonical) = crate::channels::kind(&kind) else {
+        let names: Vec<&str> = crate::channels::KINDS.iter().map(|k| k.name).collect();
         return Err(ApiError::bad(format!(
             "type: one of {} (got {kind:?})",
-            CHANNEL_TYPES.join(", ")
+            names.join(", ")
         )));
     };
     let url = match (req.url, current) {
         (Some(u), _) => u,
         (None, Some(c)) => c.url.clone(),
-        (None, None) => match default_url(canonical) {
+        (None, None) => match canonical.default_url {
             Some(u) => u.to_owned(),
             None => {
                 return Err(ApiError::bad(format!(

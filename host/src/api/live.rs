@@ -2,8 +2,7 @@
 
 use super::{ApiError, ApiResult, App, Body, Caller, project_for};
 use crate::auth::{Action, Resource};
-use crate::channels::{self, ChannelError, ChannelInfo, Inbound};
-use crate::live::{LiveError, console_session};
+use crate::live::{LiveError, Receipt, console_session};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -31,10 +30,6 @@ pub fn webhook_routes() -> axum::Router<App> {
     )
 }
 
-/// Messages one webhook request may carry (generic's `messages`, LINE's `events`, ...). A
-/// provider sends one or a few; each runs a step, so the cap bounds what one request costs.
-pub const MAX_MESSAGES_PER_REQUEST: usize = 100;
-
 impl From<LiveError> for ApiError {
     fn from(e: LiveError) -> Self {
         match e {
@@ -46,6 +41,8 @@ impl From<LiveError> for ApiError {
     }
 }
 
+/// A provider's call: the receive pipeline runs it, detached from this connection
+/// ([`crate::live::Live::receive`]); this only turns its receipt into a response.
 async fn webhook(
     State(app): State<App>,
     Path(channel_id): Path<String>,
@@ -53,83 +50,28 @@ async fn webhook(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let Some((ch, env)) = app.live.channel(&channel_id).await? else {
-        return Err(ApiError::not_found(format!("channel {channel_id}")));
-    };
-    let span =
-        tracing::info_span!("webhook", channel = %ch.id, kind = %ch.kind, environment = %env.name);
-    let _e = span.enter();
-    drop(_e);
-    let options: Map<String, Json_> = serde_json::from_str(&ch.options).unwrap_or_default();
-    let kind = super::canonical_channel_type(&ch.kind).unwrap_or("generic");
-    let info = ChannelInfo {
-        kind,
-        url: &ch.url,
-        options: &options,
-    };
-    let items = match channels::parse(&info, &headers, uri.query(), &body) {
-        Err(ChannelError::Signature(m)) => {
-            tracing::warn!(channel = %ch.id, reason = %m, "webhook rejected: bad signature");
-            return Ok((
-                StatusCode::UNAUTHORIZED,
-                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-                format!("Bad signature: {m}"),
-            )
-                .into_response());
+    let query = uri.query().map(str::to_owned);
+    match app
+        .live
+        .receive_detached(channel_id, query, headers, body)
+        .await
+    {
+        Receipt::Done { .. } => Ok(Json(json!({"status": "ok"})).into_response()),
+        Receipt::Handshake { content_type, body } => {
+            Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
         }
-        Err(ChannelError::Payload(m)) => return Err(ApiError::bad(m)),
-        Ok(Inbound::Handshake { content_type, body }) => {
-            return Ok(([(header::CONTENT_TYPE, content_type)], body).into_response());
-        }
-        Ok(Inbound::Messages(items)) => items,
-        Ok(Inbound::FetchText { mut item, fetch }) => match app.live.fetch_text(&fetch).await {
-            Ok(text) => {
-                item.message.content = Some(text);
-                vec![item]
-            }
-            Err(e) => {
-                tracing::warn!(channel = %ch.id, error = %e, "could not read the message's text from the provider");
-                return Err(ApiError::Internal(anyhow::anyhow!(
-                    "reading the message from the provider: {e}"
-                )));
-            }
-        },
-    };
-    // Charged only now that the request is authentic, and per message: unsigned requests
-    // cannot use up a channel's budget, and one request cannot carry a flood.
-    if items.len() > MAX_MESSAGES_PER_REQUEST {
-        return Err(ApiError::bad(format!(
-            "{} messages in one request; at most {MAX_MESSAGES_PER_REQUEST}",
-            items.len()
-        )));
+        Receipt::NotFound(m) => Err(ApiError::NotFound(m)),
+        Receipt::BadSignature(m) => Ok((
+            StatusCode::UNAUTHORIZED,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("Bad signature: {m}"),
+        )
+            .into_response()),
+        Receipt::BadPayload(m) => Err(ApiError::bad(m)),
+        Receipt::RateLimited(n) => Err(ApiError::RateLimited(n)),
+        Receipt::Busy(m) => Err(ApiError::Busy(m)),
+        Receipt::Failed(e) => Err(ApiError::Internal(e)),
     }
-    if !app.live.channel_rpm_ok(&ch, items.len()) {
-        return Err(ApiError::RateLimited(ch.rpm_limit.unwrap_or(0) as u32));
-    }
-    for item in items {
-        if let Some(pid) = &item.provider_id
-            && !app.db.mark_seen(&ch.id, &item.user_id, pid).await?
-        {
-            tracing::info!(channel = %ch.id, provider_id = %pid, "duplicate delivery ignored");
-            continue;
-        }
-        let provider_id = item.provider_id.clone();
-        let item_user = item.user_id.clone();
-        match app.live.handle(&ch, &env, item).await {
-            Ok(()) => {}
-            // The user gets the bot's defaultErrorMessage (if any); the provider gets 200 so
-            // it does not retry a message that will fail the same way.
-            Err(LiveError::Step(_)) => {}
-            Err(e) => {
-                if let Some(pid) = provider_id {
-                    // Let the provider's retry run it.
-                    app.db.unmark_seen(&ch.id, &item_user, &pid).await?;
-                }
-                return Err(e.into());
-            }
-        }
-    }
-    Ok(Json(json!({"status": "ok"})).into_response())
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

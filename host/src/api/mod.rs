@@ -4,12 +4,13 @@
 //! and shape the seed's JSON. Errors are the seed's plain-text bodies ([`ApiError`]).
 
 mod accounts;
+pub mod agent;
 mod deploy;
+mod keys;
 mod live;
 mod projects;
 
 pub use accounts::check_new_user;
-pub use deploy::canonical_channel_type;
 
 use crate::auth::{Action, Reach, Resource, Role, token_hash};
 use crate::db::{Db, DbError, ProjectRow};
@@ -24,7 +25,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -59,6 +60,10 @@ pub struct ApiConfig {
     /// Failed logins allowed per account per 15 minutes (10); then 429 for that account
     /// whatever the address. Logins per address share the per-minute rate limit.
     pub login_failures_per_account: u32,
+    /// Agent API (`/v1`) quotas per key and minute: the `chat` policy (POST /v1/chat, steer,
+    /// cancel) and the `read` policy (GETs; opening a stream counts once).
+    pub agent_chat_per_minute: u32,
+    pub agent_read_per_minute: u32,
 }
 
 impl Default for ApiConfig {
@@ -73,6 +78,8 @@ impl Default for ApiConfig {
             password_slots: cores(),
             password_queue: 64,
             login_failures_per_account: 10,
+            agent_chat_per_minute: 60,
+            agent_read_per_minute: 600,
         }
     }
 }
@@ -98,10 +105,15 @@ pub struct App {
     valid_tokens: moka::sync::Cache<String, String>,
     compile_slots: Arc<tokio::sync::Semaphore>,
     passwords: Arc<crate::auth::PasswordGate>,
+    /// The agent API's runs (issue 15).
+    pub agents: Arc<crate::agent::Agents>,
+    /// The agent API's per-key limits and idempotency store.
+    v1: Arc<agent::V1Limits>,
 }
 
 impl App {
     pub fn new(db: Db, config: ApiConfig, live: Arc<Live>) -> App {
+        let db_for_agents = db.clone();
         App {
             db,
             limiter: Arc::new(RateLimiter::default()),
@@ -116,6 +128,8 @@ impl App {
                 config.password_queue,
             )),
             config: Arc::new(config),
+            agents: crate::agent::Agents::new(db_for_agents, live.clone()),
+            v1: Arc::new(agent::V1Limits::default()),
             live,
         }
     }
@@ -177,16 +191,51 @@ fn api_routes() -> OpenApiRouter<App> {
         .merge(projects::routes())
         .merge(deploy::routes())
         .merge(live::routes())
+        .merge(keys::routes())
+}
+
+#[derive(OpenApi)]
+#[openapi(info(
+    title = "botbox agent API (/v1)",
+    description = "Chat runs with an agent (an environment of a project) streamed as the AI SDK UI message stream; \
+        cancel and steer. Authorization: Bearer sak_… (agent key). Errors are problem+json (RFC 9457); every answer \
+        carries RateLimit and RateLimit-Policy; POSTs accept Idempotency-Key."
+))]
+struct V1Doc;
+
+/// The `/v1` routes with their OpenAPI description.
+fn v1_routes() -> OpenApiRouter<App> {
+    OpenApiRouter::with_openapi(V1Doc::openapi()).merge(agent::routes())
 }
 
 /// The OpenAPI document, as served at `/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_routes().split_for_parts().1
+    let mut doc = api_routes().split_for_parts().1;
+    doc.merge(v1_routes().split_for_parts().1);
+    doc
 }
 
 /// The whole HTTP surface: the API under the rate limit, `/openapi.json` and `/docs`.
 pub fn router(app: App) -> Router {
-    let (api, doc) = api_routes().split_for_parts();
+    let (api, mut doc) = api_routes().split_for_parts();
+    let (v1, v1_doc) = v1_routes().split_for_parts();
+    doc.merge(v1_doc);
+    let v1 = v1
+        .route("/v1/playground", axum::routing::get(agent::playground))
+        // Any other /v1 path: a problem+json 404, like every /v1 error.
+        .route(
+            "/v1/{*rest}",
+            axum::routing::any(|| async {
+                crate::agent::problem::Problem::not_found("no such /v1 route")
+            }),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            agent::v1_layer,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(agent::V1_BODY_LIMIT))
+        .layer(agent::cors())
+        .with_state(app.clone());
     let hooks = live::webhook_routes()
         .layer(axum::extract::DefaultBodyLimit::max(1 << 20))
         .with_state(app.clone());
@@ -201,6 +250,7 @@ pub fn router(app: App) -> Router {
     Router::new()
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(hooks)
+        .merge(v1)
         .merge(limited)
         .layer(axum::middleware::from_fn(trace_request))
 }
@@ -589,93 +639,7 @@ pub async fn project_for(
 // ---------------------------------------------------------------------------------------------
 // Rate limit
 
-/// Keys a rate limiter tracks at most: each costs about 100 bytes, so the map stays under
-/// ~10 MB however many addresses an attacker uses. Past it, new keys of the current window go
-/// untracked (see `RateLimiter::count`).
-const RATE_KEYS_MAX: usize = 100_000;
-
-/// A fixed window per key, so "100 per minute" means exactly that.
-/// The counters live in this process: with several replicas each one counts on its own.
-struct RateLimiter {
-    window_secs: i64,
-    windows: Mutex<HashMap<String, (i64, u32)>>,
-    /// The window of the last sweep of a full map.
-    swept: Mutex<i64>,
-}
-
-impl Default for RateLimiter {
-    fn default() -> Self {
-        RateLimiter::new(60)
-    }
-}
-
-impl RateLimiter {
-    fn new(window_secs: i64) -> RateLimiter {
-        RateLimiter {
-            window_secs,
-            windows: Mutex::new(HashMap::new()),
-            swept: Mutex::new(i64::MIN),
-        }
-    }
-
-    /// Counts a request; returns (allowed, remaining, seconds until the window resets).
-    fn hit(&self, key: &str, limit: u32, now_secs: i64) -> (bool, u32, i64) {
-        self.count(key, limit, now_secs, true)
-    }
-
-    /// Takes back one counted request of `key` (in its current window).
-    fn refund(&self, key: &str) {
-        if let Some((_, n)) = self.windows.lock().unwrap().get_mut(key) {
-            *n = n.saturating_sub(1);
-        }
-    }
-
-    /// Whether `key` is over `limit` now, without counting anything.
-    fn over(&self, key: &str, limit: u32, now_secs: i64) -> bool {
-        !self.count(key, limit, now_secs, false).0
-    }
-
-    fn count(&self, key: &str, limit: u32, now_secs: i64, add: bool) -> (bool, u32, i64) {
-        let window = now_secs / self.window_secs;
-        let reset = self.window_secs - now_secs % self.window_secs;
-        let mut map = self.windows.lock().unwrap();
-        if map.len() >= RATE_KEYS_MAX && !map.contains_key(key) {
-            // Full: drop the keys of past windows (once per window: the sweep is not repeated
-            // while the map stays full of current keys).
-            let mut swept = self.swept.lock().unwrap();
-            if *swept != window {
-                *swept = window;
-                map.retain(|_, (w, _)| *w == window);
-            }
-            if map.len() >= RATE_KEYS_MAX {
-                // Still full of this window's keys: a new key is let through untracked
-                // rather than pooled with others (a pool would let an attacker with many
-                // addresses lock everyone else out). Memory stays bounded either way.
-                return (true, limit, reset);
-            }
-        }
-        if !add {
-            return match map.get(key) {
-                Some((w, n)) if *w == window && *n >= limit => (false, 0, reset),
-                _ => (true, 0, reset),
-            };
-        }
-        let e = map.entry(key.to_owned()).or_insert((window, 0));
-        if e.0 != window {
-            *e = (window, 0);
-        }
-        if e.1 >= limit {
-            return (false, 0, reset);
-        }
-        e.1 += 1;
-        (true, limit - e.1, reset)
-    }
-
-    #[cfg(test)]
-    fn keys(&self) -> usize {
-        self.windows.lock().unwrap().len()
-    }
-}
+pub(crate) use crate::rate::RateLimiter;
 
 /// The caller's address as a rate-limit key: IPv6 by its /64 (one customer's block), so
 /// rotating addresses inside it does not escape the limit.
@@ -790,6 +754,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rate::RATE_KEYS_MAX;
 
     #[test]
     fn every_route_registers_and_is_documented() {

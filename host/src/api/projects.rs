@@ -310,7 +310,7 @@ async fn create_revision(
     Path(id): Path<String>,
     Body(mut bot): Body<Json_>,
 ) -> ApiResult<Json<Json_>> {
-    project_for(&app, &caller, &id, Action::Update, Resource::Projects).await?;
+    let project = project_for(&app, &caller, &id, Action::Update, Resource::Projects).await?;
     let Some(doc) = bot.as_object_mut() else {
         return Err(ApiError::bad("body: a Bot object is expected"));
     };
@@ -367,6 +367,10 @@ async fn create_revision(
         )
     })?;
     let mut bot = bot;
+    // `nl` NLUs that name another account's model cannot run: said at push time.
+    let owner = owner_account(&app, &project.owner_id).await?;
+    let mut warnings = compiled.warnings;
+    warnings.extend(runtime_core::compile::nl_account_warnings(&bot, &owner));
     let revision = hex::encode(&Sha256::digest(format!("{id}\n{source}").as_bytes())[..20]);
     app.db
         .insert_revision(&id, &revision, &version, &source, &compiled_json)
@@ -378,15 +382,23 @@ async fn create_revision(
     doc.insert("revision".into(), json!(revision));
     doc.insert(
         "warnings".into(),
-        json!(
-            compiled
-                .warnings
-                .iter()
-                .map(|w| w.to_string())
-                .collect::<Vec<_>>()
-        ),
+        json!(warnings.iter().map(|w| w.to_string()).collect::<Vec<_>>()),
     );
     Ok(Json(bot))
+}
+
+/// The account name of a project owner (a user's name or a team's), as an NL Studio `nluId`
+/// spells it (`<account>:<nlu name>`).
+async fn owner_account(app: &App, owner_id: &str) -> ApiResult<String> {
+    if let Some(u) = app.db.user_by_id(owner_id).await? {
+        return Ok(u.username);
+    }
+    Ok(app
+        .db
+        .team_by_id(owner_id)
+        .await?
+        .map(|t| t.name)
+        .unwrap_or_default())
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -7,7 +7,8 @@
 //! replies in the outbox); deliveries to the sink are counted when the run ends.
 //!
 //! Options (environment): LOAD_USERS (concurrent users, default 64), LOAD_MESSAGES (total,
-//! default 20000), DATABASE_URL (postgres://… to measure PostgreSQL instead).
+//! default 20000), LOAD_IDS (0: messages without provider ids, as before issue 13; default 1),
+//! DATABASE_URL (postgres://… to measure PostgreSQL instead).
 
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -74,6 +75,7 @@ async fn main() -> anyhow::Result<()> {
             .error_for_status()?;
     }
 
+    let with_ids = env_num("LOAD_IDS", 1) != 0;
     let sent = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -86,8 +88,13 @@ async fn main() -> anyhow::Result<()> {
             let mut lat = Vec::new();
             let mut i = 0usize;
             while sent.fetch_add(1, Ordering::Relaxed) < total {
-                let body =
-                    json!({"userId": format!("user-{u}"), "messages": [order[i % order.len()]]});
+                // A provider id on every message, as real providers send: the receive
+                // pipeline checks it and records it with the step.
+                let mut m = order[i % order.len()].clone();
+                if with_ids {
+                    m["id"] = json!(format!("m{i}"));
+                }
+                let body = json!({"userId": format!("user-{u}"), "messages": [m]});
                 let t0 = Instant::now();
                 let r = http.post(&webhook).json(&body).send().await;
                 match r {

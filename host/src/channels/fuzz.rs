@@ -106,18 +106,6 @@ fn document() -> impl Strategy<Value = Json> {
     })
 }
 
-const KINDS: &[&str] = &[
-    "generic",
-    "line",
-    "fbmessenger",
-    "telegram",
-    "twitter",
-    "slack",
-    "spark",
-    "qiscus",
-    "whatsapp",
-];
-
 fn cases() -> u32 {
     std::env::var("BOTBOX_FUZZ_CASES")
         .ok()
@@ -186,14 +174,14 @@ proptest! {
     #[test]
     fn parsers_take_any_provider_shaped_json(doc in document(), query in proptest::option::of("[a-z.=&_]{0,40}")) {
         let body = serde_json::to_vec(&doc).unwrap();
-        for kind in KINDS {
+        for kind in super::KINDS.iter().map(|k| k.name) {
             parse_all(kind, &body, query.as_deref());
         }
     }
 
     #[test]
     fn parsers_take_any_bytes(body in prop::collection::vec(any::<u8>(), 0..512)) {
-        for kind in KINDS {
+        for kind in super::KINDS.iter().map(|k| k.name) {
             parse_all(kind, &body, None);
         }
     }
@@ -201,7 +189,7 @@ proptest! {
     #[test]
     fn replies_build_for_any_payload(payload in document(), content in proptest::option::of(".{0,60}")) {
         let options = Map::new();
-        for kind in KINDS {
+        for kind in super::KINDS.iter().map(|k| k.name) {
             let ch = ChannelInfo { kind, url: "https://provider.test", options: &options };
             let _ = deliveries(&ch, "user", &[response(payload.clone(), content.clone())]);
         }

@@ -1,6 +1,7 @@
 //! The generic channel (reference §12.2): `{userId, messages, metadata?}` in, the same shape
 //! POSTed to the channel's `url` out. With `options.secret`, both directions are signed:
-//! header `x-botbox-signature: sha256=<hex HMAC-SHA256(secret, body)>`.
+//! header `x-botbox-signature: sha256=<hex HMAC-SHA256(secret, body)>`. A secret that is empty
+//! or `-` is no secret (Kata's docs create a generic channel with `Secret: -` and post unsigned).
 
 use super::{
     ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, verify_hmac, with_metadata,
@@ -10,12 +11,18 @@ use serde_json::{Value as Json, json};
 
 pub const SIGNATURE_HEADER: &str = "x-botbox-signature";
 
+/// The channel's HMAC key: `options.secret`, unless it is empty or `-`.
+fn secret<'c>(ch: &'c ChannelInfo<'_>) -> Option<&'c str> {
+    ch.opt(&["secret"])
+        .filter(|s| !matches!(s.trim(), "" | "-"))
+}
+
 pub fn parse(
     ch: &ChannelInfo<'_>,
     headers: &http::HeaderMap,
     body: &[u8],
 ) -> Result<Inbound, ChannelError> {
-    if let Some(secret) = ch.opt(&["secret"]) {
+    if let Some(secret) = secret(ch) {
         let sig = header(headers, SIGNATURE_HEADER)
             .and_then(|s| s.strip_prefix("sha256="))
             .and_then(|h| hex::decode(h).ok())
@@ -77,7 +84,7 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
         "messages": responses.iter().map(response_json).collect::<Vec<_>>(),
     });
     let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-    if let Some(secret) = ch.opt(&["secret"]) {
+    if let Some(secret) = secret(ch) {
         let sig = super::hmac_sha256(secret.as_bytes(), body.to_string().as_bytes());
         headers.push((
             SIGNATURE_HEADER.to_owned(),
@@ -89,4 +96,50 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
         headers,
         body,
     }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SIGNATURE_HEADER, deliveries, parse};
+    use crate::channels::{ChannelInfo, Inbound};
+    use serde_json::{Map, Value as Json, json};
+
+    fn channel(options: &Map<String, Json>) -> ChannelInfo<'_> {
+        ChannelInfo {
+            kind: "generic",
+            url: "http://customer/hook",
+            options,
+        }
+    }
+
+    #[test]
+    fn a_dash_or_empty_secret_is_no_secret() {
+        let body = br#"{"userId":"u","messages":[{"type":"text","content":"Halo"}]}"#;
+        for secret in ["-", "", " - "] {
+            let o = Map::from_iter([("secret".to_owned(), json!(secret))]);
+            let got = parse(&channel(&o), &http::HeaderMap::new(), body)
+                .unwrap_or_else(|e| panic!("secret {secret:?}: {e}"));
+            let Inbound::Messages(m) = got else {
+                panic!("messages expected")
+            };
+            assert_eq!(m[0].message.content.as_deref(), Some("Halo"));
+        }
+        // Any other secret is an HMAC key: an unsigned post is refused.
+        let o = Map::from_iter([("secret".to_owned(), json!("s3cret"))]);
+        assert!(parse(&channel(&o), &http::HeaderMap::new(), body).is_err());
+    }
+
+    #[test]
+    fn replies_are_unsigned_with_a_dash_secret_and_signed_with_a_real_one() {
+        let r: runtime_core::Response = serde_json::from_value(json!({
+            "id": "r", "type": "text", "content": "hi", "action": "a", "refId": "m", "flow": "f"
+        }))
+        .unwrap();
+        let dash = Map::from_iter([("secret".to_owned(), json!("-"))]);
+        let d = deliveries(&channel(&dash), "u", std::slice::from_ref(&r));
+        assert!(d[0].headers.iter().all(|(k, _)| k != SIGNATURE_HEADER));
+        let real = Map::from_iter([("secret".to_owned(), json!("k"))]);
+        let d = deliveries(&channel(&real), "u", std::slice::from_ref(&r));
+        assert!(d[0].headers.iter().any(|(k, _)| k == SIGNATURE_HEADER));
+    }
 }

@@ -3,7 +3,7 @@
 //! out. Options: `token` (page access token), `secret` (app secret), `verifyToken`.
 
 use super::{
-    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, postback_payload,
+    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, postback_payload, template,
     template_actions, verify_hmac, with_metadata,
 };
 use runtime_core::session::{Message, Response};
@@ -99,7 +99,9 @@ pub fn verify_subscription(
         q.get("hub.challenge"),
         want,
     ) {
-        (Some(&"subscribe"), Some(got), Some(challenge), Some(want)) if *got == want => {
+        (Some(&"subscribe"), Some(got), Some(challenge), Some(want))
+            if super::secret_eq(got, want) =>
+        {
             Ok(Inbound::Handshake {
                 content_type: "text/plain",
                 body: (*challenge).to_owned(),
@@ -111,6 +113,131 @@ pub fn verify_subscription(
     }
 }
 
+/// (kind, label, value) actions as Send API buttons (three at most).
+fn buttons(actions: Vec<(String, String, String)>) -> Vec<Json> {
+    actions
+        .into_iter()
+        .take(3)
+        .map(|(kind, label, value)| match kind.as_str() {
+            "url" => json!({"type": "web_url", "title": label, "url": value}),
+            _ => json!({"type": "postback", "title": label, "payload": value}),
+        })
+        .collect()
+}
+
+fn attachment(kind: &str, url: &str) -> Json {
+    json!({"attachment": {"type": kind, "payload": {"url": url, "is_reusable": true}}})
+}
+
+/// `items.quickreply` as Send API `quick_replies` (reference §7.3: text and location).
+fn quick_replies(items: &Json) -> Option<Json> {
+    let replies: Vec<Json> = template::quick_replies(items)
+        .into_iter()
+        .map(|q| match q.get("type").and_then(Json::as_str) {
+            Some("location") => json!({"content_type": "location"}),
+            _ => {
+                let mut r = json!({
+                    "content_type": "text",
+                    "title": template::str_of(q, "label").unwrap_or(""),
+                    "payload": template::payload_text(q.get("payload")),
+                });
+                if let Some(img) = template::str_of(q, "thumbnailImageUrl") {
+                    r["image_url"] = json!(img);
+                }
+                r
+            }
+        })
+        .collect();
+    (!replies.is_empty()).then(|| Json::Array(replies))
+}
+
+/// The Send API `message` of one response; `None` when Messenger has nothing to show for it.
+/// Every template type with a Messenger equivalent uses it: button templates (button,
+/// confirm), the generic template (carousel; an imagemap as one element with its image and
+/// actions), image, video and audio attachments, quick replies. A location is sent as text
+/// with a map link (the Send API has no location message); a LINE sticker has no Messenger
+/// equivalent and is not sent.
+fn message(r: &Response) -> Option<Json> {
+    let Some(t) = template::of(r) else {
+        let actions = r.payload.as_ref().map(template_actions).unwrap_or_default();
+        return Some(if actions.is_empty() {
+            json!({"text": super::plain_text(r)})
+        } else {
+            json!({"attachment": {"type": "template", "payload": {
+                "template_type": "button", "text": super::plain_text(r), "buttons": buttons(actions)}}})
+        });
+    };
+    let i = t.items;
+    let url = template::str_of(i, "originalContentUrl").unwrap_or("");
+    let element = |title: &str, subtitle: Option<&str>, image: Option<&str>, actions| {
+        let mut e = json!({"title": title});
+        if let Some(s) = subtitle {
+            e["subtitle"] = json!(s);
+        }
+        if let Some(img) = image {
+            e["image_url"] = json!(img);
+        }
+        let b = buttons(actions);
+        if !b.is_empty() {
+            e["buttons"] = json!(b);
+        }
+        e
+    };
+    let mut m = match t.kind {
+        "image" | "video" | "audio" => attachment(t.kind, url),
+        "sticker" => return None,
+        "carousel" => {
+            let elements: Vec<Json> = i
+                .as_array()
+                .into_iter()
+                .flatten()
+                .take(10)
+                .map(|card| {
+                    let (title, subtitle) = match (
+                        template::str_of(card, "title"),
+                        template::str_of(card, "text"),
+                    ) {
+                        (Some(t), x) => (t, x),
+                        (None, x) => (x.unwrap_or(""), None),
+                    };
+                    element(
+                        title,
+                        subtitle,
+                        template::str_of(card, "thumbnailImageUrl"),
+                        template_actions(&json!({"items": card})),
+                    )
+                })
+                .collect();
+            json!({"attachment": {"type": "template", "payload": {"template_type": "generic", "elements": elements}}})
+        }
+        "imagemap" => {
+            let img = template::imagemap_image(i);
+            let el = element(
+                template::str_of(i, "altText").unwrap_or("Menu"),
+                None,
+                Some(img.as_str()),
+                template::imagemap_actions(i),
+            );
+            json!({"attachment": {"type": "template", "payload": {"template_type": "generic", "elements": [el]}}})
+        }
+        "location" => json!({"text": template::describe(&t).unwrap_or_default()}),
+        _ => {
+            let actions = r.payload.as_ref().map(template_actions).unwrap_or_default();
+            let text = template::describe(&t).unwrap_or_default();
+            if actions.is_empty() {
+                json!({"text": text})
+            } else {
+                json!({"attachment": {"type": "template", "payload": {
+                    "template_type": "button", "text": text, "buttons": buttons(actions)}}})
+            }
+        }
+    };
+    if let Some(q) = quick_replies(i) {
+        m["quick_replies"] = q;
+    }
+    Some(m)
+}
+
 pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
     let token = ch.opt(&["token"]).unwrap_or("");
     let url = format!(
@@ -119,27 +246,130 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
     );
     responses
         .iter()
-        .map(|r| {
-            let actions = r.payload.as_ref().map(template_actions).unwrap_or_default();
-            let message = if actions.is_empty() {
-                json!({"text": super::plain_text(r)})
-            } else {
-                let buttons: Vec<Json> = actions
-                    .into_iter()
-                    .take(3)
-                    .map(|(kind, label, value)| match kind.as_str() {
-                        "url" => json!({"type": "web_url", "title": label, "url": value}),
-                        _ => json!({"type": "postback", "title": label, "payload": value}),
-                    })
-                    .collect();
-                json!({"attachment": {"type": "template", "payload": {
-                    "template_type": "button", "text": super::plain_text(r), "buttons": buttons}}})
-            };
-            Delivery {
-                url: url.clone(),
-                headers: vec![("content-type".into(), "application/json".into())],
-                body: json!({"recipient": {"id": user_id}, "messaging_type": "RESPONSE", "message": message}),
-            }
+        .filter_map(message)
+        .map(|message| Delivery {
+            url: url.clone(),
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: json!({"recipient": {"id": user_id}, "messaging_type": "RESPONSE", "message": message}),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    //! One test per template type of the reference: each becomes the Send API's own message
+    //! where Messenger has one.
+    use super::deliveries;
+    use crate::channels::ChannelInfo;
+    use crate::channels::template::{response, sample};
+    use serde_json::{Map, Value as Json, json};
+
+    fn fb(kind: &str) -> Option<Json> {
+        let o = Map::from_iter([("token".to_owned(), json!("PT"))]);
+        let ch = ChannelInfo {
+            kind: "fbmessenger",
+            url: "https://graph.facebook.com/v19.0",
+            options: &o,
+        };
+        let d = deliveries(&ch, "P1", &[response(kind, sample(kind))]);
+        assert!(d.len() <= 1);
+        d.into_iter().next().map(|d| {
+            assert_eq!(
+                d.url,
+                "https://graph.facebook.com/v19.0/me/messages?access_token=PT"
+            );
+            assert_eq!(d.body["recipient"]["id"], "P1");
+            d.body["message"].clone()
+        })
+    }
+
+    #[test]
+    fn button_is_a_button_template() {
+        assert_eq!(
+            fb("button").unwrap(),
+            json!({"attachment": {"type": "template", "payload": {"template_type": "button", "text": "T\nPick one",
+                "buttons": [{"type": "postback", "title": "Yes", "payload": "{\"answer\":\"yes\"}"},
+                            {"type": "web_url", "title": "Site", "url": "https://e.x/"}]}}})
+        );
+    }
+
+    #[test]
+    fn carousel_is_a_generic_template() {
+        let m = fb("carousel").unwrap();
+        let p = &m["attachment"]["payload"];
+        assert_eq!(p["template_type"], "generic");
+        assert_eq!(
+            p["elements"][0],
+            json!({"title": "Margherita", "subtitle": "Tomato", "image_url": "https://e.x/m.jpg",
+                "buttons": [{"type": "postback", "title": "Order", "payload": "{\"pizza\":\"m\"}"}]})
+        );
+        assert_eq!(p["elements"][1]["title"], "Veggie");
+    }
+
+    #[test]
+    fn image_is_an_image_attachment() {
+        assert_eq!(
+            fb("image").unwrap(),
+            json!({"attachment": {"type": "image", "payload": {"url": "https://e.x/big.jpg", "is_reusable": true}}})
+        );
+    }
+
+    #[test]
+    fn video_is_a_video_attachment() {
+        let m = fb("video").unwrap();
+        assert_eq!(m["attachment"]["type"], "video");
+        assert_eq!(m["attachment"]["payload"]["url"], "https://e.x/v.mp4");
+    }
+
+    #[test]
+    fn audio_is_an_audio_attachment() {
+        let m = fb("audio").unwrap();
+        assert_eq!(m["attachment"]["type"], "audio");
+        assert_eq!(m["attachment"]["payload"]["url"], "https://e.x/a.m4a");
+    }
+
+    #[test]
+    fn location_is_text_with_a_map_link() {
+        assert_eq!(
+            fb("location").unwrap(),
+            json!({"text": "Office\nJl. Sudirman 1\nhttps://maps.google.com/?q=-6.2,106.8"})
+        );
+    }
+
+    #[test]
+    fn sticker_has_no_messenger_equivalent_and_is_not_sent() {
+        assert_eq!(fb("sticker"), None);
+    }
+
+    #[test]
+    fn imagemap_is_a_generic_element_with_its_image_and_actions() {
+        let m = fb("imagemap").unwrap();
+        let el = &m["attachment"]["payload"]["elements"][0];
+        assert_eq!(el["title"], "Menu");
+        assert_eq!(el["image_url"], "https://e.x/map/1040");
+        assert_eq!(el["buttons"][0]["type"], "web_url");
+        assert_eq!(
+            el["buttons"][1],
+            json!({"type": "postback", "title": "pizza", "payload": "pizza"})
+        );
+    }
+
+    #[test]
+    fn confirm_is_a_button_template_with_two_buttons() {
+        let m = fb("confirm").unwrap();
+        let p = &m["attachment"]["payload"];
+        assert_eq!(p["template_type"], "button");
+        assert_eq!(p["text"], "Sure?");
+        assert_eq!(p["buttons"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn text_template_is_text_with_quick_replies() {
+        assert_eq!(
+            fb("text").unwrap(),
+            json!({"text": "Where are you?", "quick_replies": [
+                {"content_type": "location"},
+                {"content_type": "text", "title": "Skip", "payload": "{\"skip\":true}"}]})
+        );
+    }
 }

@@ -6,8 +6,8 @@
 //!
 //! Exact formats: generic, line, telegram, fbmessenger, slack. Best effort, each documented in
 //! its module: whatsapp (Cloud API), twitter (Account Activity API), qiscus (Multichannel),
-//! spark (Webex; the text is read from the Webex API by the message id). bbm (BBM Enterprise, discontinued) takes
-//! and sends the generic channel's JSON.
+//! spark (Webex; the text is read from the Webex API by the message id). bbm (BBM Enterprise,
+//! discontinued) takes and sends the generic channel's JSON. [`KINDS`] lists them all.
 
 pub mod generic;
 pub mod line;
@@ -16,6 +16,7 @@ pub mod qiscus;
 pub mod slack;
 pub mod spark;
 pub mod telegram;
+pub mod template;
 pub mod twitter;
 pub mod whatsapp;
 
@@ -93,6 +94,103 @@ impl ChannelInfo<'_> {
     }
 }
 
+type ParseFn =
+    fn(&ChannelInfo<'_>, &http::HeaderMap, Option<&str>, &[u8]) -> Result<Inbound, ChannelError>;
+type DeliverFn = fn(&ChannelInfo<'_>, &str, &[Response]) -> Vec<Delivery>;
+
+/// One channel type: its name, the provider API it talks to by default, and its two
+/// functions. [`KINDS`] is the only list of channel types: the project API validates
+/// against it, and the receive pipeline and the outbox dispatch through it.
+pub struct Kind {
+    /// The canonical name, as the seed spells it (`line` for the seed's "the service").
+    pub name: &'static str,
+    /// The provider API base used when a channel gives no `url`.
+    pub default_url: Option<&'static str>,
+    parse: ParseFn,
+    deliveries: DeliverFn,
+}
+
+/// Every channel type (seed 001), in the seed's order. bbm (BBM Enterprise, discontinued)
+/// takes and sends the generic channel's JSON.
+pub const KINDS: &[Kind] = &[
+    Kind {
+        name: "generic",
+        default_url: None,
+        parse: |ch, h, _, b| generic::parse(ch, h, b),
+        deliveries: generic::deliveries,
+    },
+    Kind {
+        name: "line",
+        default_url: Some("https://api.line.me"),
+        parse: |ch, h, _, b| line::parse(ch, h, b),
+        deliveries: line::deliveries,
+    },
+    Kind {
+        name: "fbmessenger",
+        default_url: Some("https://graph.facebook.com/v19.0"),
+        parse: messenger::parse,
+        deliveries: messenger::deliveries,
+    },
+    Kind {
+        name: "telegram",
+        default_url: Some("https://api.telegram.org"),
+        parse: |ch, h, _, b| telegram::parse(ch, h, b),
+        deliveries: telegram::deliveries,
+    },
+    Kind {
+        name: "twitter",
+        default_url: Some("https://api.twitter.com"),
+        parse: twitter::parse,
+        deliveries: twitter::deliveries,
+    },
+    Kind {
+        name: "slack",
+        default_url: Some("https://slack.com/api"),
+        parse: |ch, h, _, b| slack::parse(ch, h, b),
+        deliveries: slack::deliveries,
+    },
+    Kind {
+        name: "spark",
+        default_url: Some("https://webexapis.com/v1"),
+        parse: |ch, h, _, b| spark::parse(ch, h, b),
+        deliveries: spark::deliveries,
+    },
+    Kind {
+        name: "bbm",
+        default_url: None,
+        parse: |ch, h, _, b| generic::parse(ch, h, b),
+        deliveries: generic::deliveries,
+    },
+    Kind {
+        name: "qiscus",
+        default_url: None,
+        parse: |ch, h, _, b| qiscus::parse(ch, h, b),
+        deliveries: qiscus::deliveries,
+    },
+    Kind {
+        name: "whatsapp",
+        default_url: Some("https://graph.facebook.com/v19.0"),
+        parse: whatsapp::parse,
+        deliveries: whatsapp::deliveries,
+    },
+];
+
+/// The channel type `name` names. Seed 001 writes the LINE entry as a phrase ("the
+/// service"); that spelling and `LINE` are accepted (and stored as given).
+pub fn kind(name: &str) -> Option<&'static Kind> {
+    let name = match name {
+        "the service" | "LINE" | "Line" => "line",
+        n => n,
+    };
+    KINDS.iter().find(|k| k.name == name)
+}
+
+/// The type of a stored channel: its kind, or generic for a name no longer known (a row
+/// written by another version), which reads and sends plain JSON.
+pub fn kind_of_stored(name: &str) -> &'static Kind {
+    kind(name).unwrap_or(&KINDS[0])
+}
+
 /// Reads a webhook call. `query` is the raw query string (Messenger's verification uses it).
 pub fn parse(
     ch: &ChannelInfo<'_>,
@@ -100,17 +198,7 @@ pub fn parse(
     query: Option<&str>,
     body: &[u8],
 ) -> Result<Inbound, ChannelError> {
-    match ch.kind {
-        "line" => line::parse(ch, headers, body),
-        "telegram" => telegram::parse(ch, headers, body),
-        "fbmessenger" => messenger::parse(ch, headers, query, body),
-        "slack" => slack::parse(ch, headers, body),
-        "whatsapp" => whatsapp::parse(ch, headers, query, body),
-        "twitter" => twitter::parse(ch, headers, query, body),
-        "qiscus" => qiscus::parse(ch, headers, body),
-        "spark" => spark::parse(ch, headers, body),
-        _ => generic::parse(ch, headers, body),
-    }
+    (kind_of_stored(ch.kind).parse)(ch, headers, query, body)
 }
 
 /// The provider calls that deliver a step's responses to `user_id`.
@@ -118,17 +206,7 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
     if responses.is_empty() {
         return vec![];
     }
-    match ch.kind {
-        "line" => line::deliveries(ch, user_id, responses),
-        "telegram" => telegram::deliveries(ch, user_id, responses),
-        "fbmessenger" => messenger::deliveries(ch, user_id, responses),
-        "slack" => slack::deliveries(ch, user_id, responses),
-        "whatsapp" => whatsapp::deliveries(ch, user_id, responses),
-        "twitter" => twitter::deliveries(ch, user_id, responses),
-        "qiscus" => qiscus::deliveries(ch, user_id, responses),
-        "spark" => spark::deliveries(ch, user_id, responses),
-        _ => generic::deliveries(ch, user_id, responses),
-    }
+    (kind_of_stored(ch.kind).deliveries)(ch, user_id, responses)
 }
 
 /// HMAC-SHA256 of `body` with `secret`.
@@ -136,6 +214,13 @@ pub fn hmac_sha256(secret: &[u8], body: &[u8]) -> Vec<u8> {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("any key length");
     mac.update(body);
     mac.finalize().into_bytes().to_vec()
+}
+
+/// Whether a shared secret a caller presented equals the channel's, in time that does not
+/// depend on where they differ (a `==` would let a caller find the secret byte by byte).
+pub fn secret_eq(got: &str, want: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    bool::from(got.as_bytes().ct_eq(want.as_bytes()))
 }
 
 /// Constant-time check of an HMAC-SHA256.
@@ -249,7 +334,12 @@ pub fn plain_text(r: &Response) -> String {
     match (field("title"), field("text")) {
         (Some(t), Some(x)) => format!("{t}\n{x}"),
         (Some(t), None) | (None, Some(t)) => t,
-        (None, None) => p.map(|p| p.to_string()).unwrap_or_default(),
+        // A template without title or text (image, sticker, location, …) is described, never
+        // shown as JSON; another payload (a method's own data) has no other text form.
+        (None, None) => match template::of(r) {
+            Some(t) => template::describe(&t).unwrap_or_default(),
+            None => p.map(|p| p.to_string()).unwrap_or_default(),
+        },
     }
 }
 

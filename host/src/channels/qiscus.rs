@@ -9,7 +9,6 @@ use super::{
 };
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
-use subtle::ConstantTimeEq;
 
 pub fn parse(
     ch: &ChannelInfo<'_>,
@@ -18,7 +17,7 @@ pub fn parse(
 ) -> Result<Inbound, ChannelError> {
     if let Some(secret) = ch.opt(&["webhookSecret", "secret"]) {
         let got = header(headers, "x-qiscus-secret").unwrap_or("");
-        if !bool::from(got.as_bytes().ct_eq(secret.as_bytes())) {
+        if !super::secret_eq(got, secret) {
             return Err(ChannelError::Signature(
                 "x-qiscus-secret does not match".into(),
             ));

@@ -904,3 +904,72 @@ mod tests {
         assert_eq!(super::bump(Some("1.2.3"), "major"), "2.0.0");
     }
 }
+
+/// `key create|list|revoke`: agent keys (`sak_…`) of an environment of the bot in `dir`.
+/// The key is printed once, by `create`.
+pub fn key_cmd(
+    ctx: &Ctx,
+    dir: &Path,
+    action: &str,
+    env: &str,
+    name: Option<&str>,
+    id: Option<&str>,
+) -> Result<()> {
+    let (pid, _) = project_id_of(ctx, dir)?;
+    let e = find_env(ctx, &pid, env)?.ok_or_else(|| anyhow!("no environment {env}"))?;
+    let eid = e["id"].as_str().unwrap_or("").to_owned();
+    let base = format!("/projects/{pid}/environments/{eid}/keys");
+    match action {
+        "create" => {
+            let body = match name {
+                Some(n) => json!({"name": n}),
+                None => json!({}),
+            };
+            let out = ctx.call("POST", &base, Some(&body))?;
+            ctx.out(
+                format!(
+                    "Agent key for {env} (shown once; keep it secret):\n{}",
+                    out["key"].as_str().unwrap_or("")
+                ),
+                out,
+            );
+        }
+        "list" => {
+            let keys = ctx.call("GET", &base, None)?;
+            let lines: Vec<String> = keys
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|k| {
+                    format!(
+                        "{}  {}  {}{}",
+                        k["id"].as_str().unwrap_or(""),
+                        k["hint"].as_str().unwrap_or(""),
+                        k["name"].as_str().unwrap_or(""),
+                        if k["revokedAt"].is_string() {
+                            "  (revoked)"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .collect();
+            ctx.out(
+                if lines.is_empty() {
+                    "No keys.".into()
+                } else {
+                    lines.join("\n")
+                },
+                keys,
+            );
+        }
+        "revoke" => {
+            let id =
+                id.ok_or_else(|| anyhow!("the key's id is required (see `botbox key list`)"))?;
+            let out = ctx.call("DELETE", &format!("{base}/{id}"), None)?;
+            ctx.out(format!("Key {id} revoked"), out);
+        }
+        other => bail!("unknown key action {other}: create, list or revoke"),
+    }
+    Ok(())
+}

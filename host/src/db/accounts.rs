@@ -167,29 +167,50 @@ impl Db {
         Ok(n == 1)
     }
 
-    /// Removes a member from a team with the member's team tokens. Refuses (false) to remove
-    /// the team's last `teamAdmin`, which would leave the team unmanageable.
-    pub async fn remove_member(&self, team_id: &str, user_id: &str) -> DbResult<RemoveMember> {
+    /// Starts a transaction that changes `team_id`'s membership, holding the team's row: on
+    /// PostgreSQL a row lock, on SQLite the write lock from the first statement. Membership
+    /// changes of one team are so serialised, and the "last teamAdmin" check below reads
+    /// what the change will write over (two concurrent removals of the two last admins
+    /// would otherwise each see the other one still there).
+    async fn team_change(&self, team_id: &str) -> DbResult<sqlx::Transaction<'static, sqlx::Any>> {
         let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE teams SET created_at = created_at WHERE id = $1")
+            .bind(team_id)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
+    /// Whether `user_id` is the only `teamAdmin` of `team_id`, within `tx`.
+    async fn only_admin(
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        team_id: &str,
+        user_id: &str,
+    ) -> DbResult<bool> {
+        let admins: Vec<(String,)> = sqlx::query_as(
+            "SELECT user_id FROM team_members WHERE team_id = $1 AND role_id = 'teamAdmin'",
+        )
+        .bind(team_id)
+        .fetch_all(&mut **tx)
+        .await?;
+        Ok(admins.len() == 1 && admins[0].0 == user_id)
+    }
+
+    /// Removes a member from a team with the member's team tokens. Refuses to remove the
+    /// team's last `teamAdmin`, which would leave the team unmanageable.
+    pub async fn remove_member(&self, team_id: &str, user_id: &str) -> DbResult<RemoveMember> {
+        let mut tx = self.team_change(team_id).await?;
         let role: Option<(String,)> =
             sqlx::query_as("SELECT role_id FROM team_members WHERE team_id = $1 AND user_id = $2")
                 .bind(team_id)
                 .bind(user_id)
                 .fetch_optional(&mut *tx)
                 .await?;
-        let Some((role,)) = role else {
+        if role.is_none() {
             return Ok(RemoveMember::NotAMember);
-        };
-        if role == "teamAdmin" {
-            let (admins,): (i64,) = sqlx::query_as(
-                "SELECT COUNT(*) FROM team_members WHERE team_id = $1 AND role_id = 'teamAdmin'",
-            )
-            .bind(team_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            if admins <= 1 {
-                return Ok(RemoveMember::LastAdmin);
-            }
+        }
+        if Self::only_admin(&mut tx, team_id, user_id).await? {
+            return Ok(RemoveMember::LastAdmin);
         }
         for sql in [
             "DELETE FROM team_members WHERE team_id = $1 AND user_id = $2",
@@ -273,8 +294,13 @@ impl Db {
     }
 
     /// Adds a member, or changes the role of an existing one.
-    pub async fn set_member(&self, team_id: &str, user_id: &str, role_id: &str) -> DbResult<()> {
-        let mut tx = self.pool.begin().await?;
+    /// Gives `user_id` the role `role_id` in `team_id` (adding it as a member if needed).
+    /// Refuses (false) to demote the team's last `teamAdmin`.
+    pub async fn set_member(&self, team_id: &str, user_id: &str, role_id: &str) -> DbResult<bool> {
+        let mut tx = self.team_change(team_id).await?;
+        if role_id != "teamAdmin" && Self::only_admin(&mut tx, team_id, user_id).await? {
+            return Ok(false);
+        }
         sqlx::query("DELETE FROM team_members WHERE team_id = $1 AND user_id = $2")
             .bind(team_id)
             .bind(user_id)
@@ -287,7 +313,7 @@ impl Db {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(())
+        Ok(true)
     }
 
     pub async fn user_teams(&self, user_id: &str) -> DbResult<Vec<UserTeamRow>> {

@@ -75,6 +75,10 @@ pub struct StepWrite {
     pub body: std::sync::Arc<str>,
     /// The session version the step started from (`None`: there was no session).
     pub read_version: Option<i64>,
+    /// The provider's id of the message this step ran, as (user, id): recorded in the same
+    /// transaction, so a message is marked seen exactly when its outcome is stored. A step
+    /// whose id another process recorded first writes nothing ([`Db::commit_step`]).
+    pub provider_id: Option<(String, String)>,
     pub transcripts: Vec<NewTranscript>,
     /// (url, headers JSON, body)
     pub outbox: Vec<(String, String, String)>,
@@ -86,13 +90,20 @@ pub struct StepWrite {
 }
 
 /// The outcome of one step's commit: its outbox rows, or `None` when another step stored
-/// the session in between (nothing of it was written).
+/// the session in between or the message's provider id was recorded by another step
+/// (nothing of it was written; the caller reads again and decides).
 pub type Committed = DbResult<Option<Vec<OutboxRow>>>;
 
-/// Steps waiting for a group commit (SQLite).
+/// Steps waiting for a group commit (SQLite), and whether a committer task is running.
 #[derive(Default)]
 pub(crate) struct CommitQueue {
-    jobs: std::sync::Mutex<Vec<(StepWrite, tokio::sync::oneshot::Sender<Committed>)>>,
+    state: std::sync::Mutex<QueueState>,
+}
+
+#[derive(Default)]
+struct QueueState {
+    jobs: Vec<(StepWrite, tokio::sync::oneshot::Sender<Committed>)>,
+    committer: bool,
 }
 
 impl std::fmt::Debug for CommitQueue {
@@ -100,6 +111,16 @@ impl std::fmt::Debug for CommitQueue {
         f.write_str("CommitQueue")
     }
 }
+
+/// The version of the stored form of an outbox row: `url`, `headers` (a JSON list of
+/// `[name, value]` pairs) and `body` (the request's JSON text). Bump it with any change to
+/// that form; a process sends only rows of formats up to its own (the others wait for a
+/// process that knows them). Kept in the `format` column.
+pub const OUTBOX_FORMAT: i64 = 1;
+
+/// The version of the stored form of a schedule: `message` is a language message's JSON.
+/// Same rules as [`OUTBOX_FORMAT`].
+pub const SCHEDULE_FORMAT: i64 = 1;
 
 /// Steps committed together at most.
 const GROUP_MAX: usize = 64;
@@ -149,35 +170,44 @@ impl Db {
     /// step again on the newer session.
     ///
     /// On SQLite (one writer at a time) steps are committed in groups: a step queues its
-    /// writes, and whoever holds the write turn commits everything queued in one
+    /// writes, and a committer task, taking the write turn, commits everything queued in one
     /// transaction, a few statements for the whole group. A group that fails is retried
     /// step by step, so one bad step cannot fail the others.
     pub async fn commit_step(&self, w: StepWrite) -> Committed {
         let Some(queue) = &self.commits else {
             return self.commit_alone(&w).await;
         };
-        let (tx, mut rx) = tokio::sync::oneshot::channel();
-        queue.jobs.lock().unwrap().push((w, tx));
-        let _turn = self.write_turn().await;
-        // Lead groups until this step's own is done (the queue is first in, first out, so
-        // only the steps queued before it are committed here); later steps lead their own.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let start = {
+            let mut q = queue.state.lock().unwrap();
+            q.jobs.push((w, tx));
+            !std::mem::replace(&mut q.committer, true)
+        };
+        if start {
+            // The groups are committed by a task of their own, not by one of the waiting
+            // callers: a caller that is cancelled (its HTTP client went away) then cannot
+            // abandon the other steps of its group halfway through their transaction.
+            tokio::spawn(self.clone().commit_queued(queue.clone()));
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(DbError::Sqlx(sqlx::Error::WorkerCrashed)))
+    }
+
+    /// Commits queued steps, a group of up to [`GROUP_MAX`] per transaction, in arrival
+    /// order, until the queue is empty.
+    async fn commit_queued(self, queue: std::sync::Arc<CommitQueue>) {
         loop {
-            match rx.try_recv() {
-                Ok(result) => return result,
-                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
-                    return Err(DbError::Sqlx(sqlx::Error::WorkerCrashed));
-                }
-                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
-            }
+            let _turn = self.write_turn().await;
             let jobs: Vec<_> = {
-                let mut q = queue.jobs.lock().unwrap();
-                let n = q.len().min(GROUP_MAX);
-                q.drain(..n).collect()
+                let mut q = queue.state.lock().unwrap();
+                if q.jobs.is_empty() {
+                    // Under the lock: a step queued after this sees no committer and starts one.
+                    q.committer = false;
+                    return;
+                }
+                let n = q.jobs.len().min(GROUP_MAX);
+                q.jobs.drain(..n).collect()
             };
-            if jobs.is_empty() {
-                // Not reached: a step is queued until a leader answers it.
-                break;
-            }
             let (writes, replies): (Vec<_>, Vec<_>) = jobs.into_iter().unzip();
             let results = match self.commit_together(&writes).await {
                 Ok(r) => r,
@@ -194,8 +224,6 @@ impl Db {
                 let _ = reply.send(result);
             }
         }
-        rx.await
-            .unwrap_or_else(|_| Err(DbError::Sqlx(sqlx::Error::WorkerCrashed)))
     }
 
     /// Commits one step in its own transaction.
@@ -214,6 +242,23 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         let mut stored = Vec::with_capacity(writes.len());
         for w in writes {
+            if let Some((user, id)) = &w.provider_id {
+                // First, so that a message another step already stored writes nothing.
+                let fresh = sqlx::query(
+                    "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (channel_id, provider_id) DO NOTHING",
+                )
+                .bind(&w.channel_id)
+                .bind(seen_key(user, id))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if fresh == 0 {
+                    stored.push(false);
+                    continue;
+                }
+            }
             let done = match w.read_version {
                 None => sqlx::query(
                     "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
@@ -298,8 +343,8 @@ impl Db {
         let rows: Vec<&OutboxRow> = created.iter().flatten().collect();
         for chunk in rows.chunks(ROWS_PER_INSERT) {
             let sql = format!(
-                "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at) VALUES {}",
-                placeholders(chunk.len(), 9)
+                "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at, format) VALUES {}",
+                placeholders(chunk.len(), 10)
             );
             let mut q = sqlx::query(&sql);
             for r in chunk {
@@ -312,7 +357,8 @@ impl Db {
                     .bind("pending")
                     .bind(0i64)
                     .bind(r.next_at)
-                    .bind(now);
+                    .bind(now)
+                    .bind(OUTBOX_FORMAT);
             }
             q.execute(&mut *tx).await?;
         }
@@ -329,8 +375,8 @@ impl Db {
                     .execute(&mut *tx)
                     .await?;
                 sqlx::query(
-                    "INSERT INTO schedules (id, session_id, channel_id, user_id, message, next_at, end_at, every_ms, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                    "INSERT INTO schedules (id, session_id, channel_id, user_id, message, next_at, end_at, every_ms, created_at, format) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                 )
                 .bind(&s.id)
                 .bind(&s.session_id)
@@ -341,6 +387,7 @@ impl Db {
                 .bind(s.end_at)
                 .bind(s.every_ms)
                 .bind(now)
+                .bind(SCHEDULE_FORMAT)
                 .execute(&mut *tx)
                 .await?;
             }
@@ -353,72 +400,56 @@ impl Db {
             .collect())
     }
 
-    /// Records a provider message id of a channel user; false when it was seen before.
+    /// Whether a step already ran and stored the message `provider_id` of a channel user.
     ///
     /// The key is (channel, user, id): for generic channels the id is the sender's own
     /// (`messages[].id`) and unique only per user, so user X's id 42 must not hide user Y's
     /// id 42. For providers whose ids are unique per bot (LINE's `webhookEventId`, Telegram's
     /// `update_id`, Messenger's `mid`, Slack's `event_id`, WhatsApp's and Webex's message
-    /// ids) adding the user changes nothing. Each channel module documents its id.
-    pub async fn mark_seen(
-        &self,
-        channel_id: &str,
-        user_id: &str,
-        provider_id: &str,
-    ) -> DbResult<bool> {
-        let provider_id = &seen_key(user_id, provider_id);
-        let _turn = self.write_turn().await;
-        match sqlx::query(
-            "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3)",
+    /// ids) adding the user changes nothing. Each channel module documents its id. The id is
+    /// recorded by the step's own commit ([`StepWrite::provider_id`]), never before it.
+    pub async fn seen(&self, channel_id: &str, user_id: &str, provider_id: &str) -> DbResult<bool> {
+        Ok(sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2",
         )
         .bind(channel_id)
-        .bind(provider_id)
-        .bind(now_ms())
-        .execute(&self.pool)
-        .await
-        .map_err(DbError::from_sqlx)
-        {
-            Ok(_) => Ok(true),
-            Err(DbError::Conflict) => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Forgets a provider message id, so the provider's retry runs it after all.
-    pub async fn unmark_seen(
-        &self,
-        channel_id: &str,
-        user_id: &str,
-        provider_id: &str,
-    ) -> DbResult<()> {
-        let provider_id = &seen_key(user_id, provider_id);
-        sqlx::query("DELETE FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2")
-            .bind(channel_id)
-            .bind(provider_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        .bind(seen_key(user_id, provider_id))
+        .fetch_one(&self.pool)
+        .await?
+            > 0)
     }
 
     /// Deliveries due now, oldest first, at most `per_channel` of each channel (so one
-    /// channel's backlog cannot crowd out the others) and `limit` in all.
+    /// channel's backlog cannot crowd out the others) and `limit` in all, leaving out the
+    /// channels in `except` (those whose rows are already being sent).
     pub async fn due_outbox(
         &self,
         now: i64,
         per_channel: i64,
         limit: i64,
+        except: &[String],
     ) -> DbResult<Vec<OutboxRow>> {
-        Ok(sqlx::query_as(
+        let not_in = if except.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = (0..except.len()).map(|i| format!("${}", i + 5)).collect();
+            format!(" AND channel_id NOT IN ({})", list.join(", "))
+        };
+        let sql = format!(
             "SELECT id, channel_id, url, headers, body, status, attempts, next_at, last_error FROM ( \
                SELECT *, ROW_NUMBER() OVER (PARTITION BY channel_id ORDER BY next_at, created_at) AS n \
-               FROM outbox WHERE status = 'pending' AND next_at <= $1 \
-             ) due WHERE n <= $2 ORDER BY next_at, created_at LIMIT $3",
-        )
-        .bind(now)
-        .bind(per_channel)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?)
+               FROM outbox WHERE status = 'pending' AND next_at <= $1 AND format <= $4{not_in} \
+             ) due WHERE n <= $2 ORDER BY next_at, created_at LIMIT $3"
+        );
+        let mut q = sqlx::query_as(&sql)
+            .bind(now)
+            .bind(per_channel)
+            .bind(limit)
+            .bind(OUTBOX_FORMAT);
+        for c in except {
+            q = q.bind(c);
+        }
+        Ok(q.fetch_all(&self.pool).await?)
     }
 
     /// Claims a delivery for `lease_ms` (so another replica does not send it at the same
@@ -513,10 +544,11 @@ impl Db {
     pub async fn due_schedules(&self, now: i64, limit: i64) -> DbResult<Vec<ScheduleRow>> {
         Ok(sqlx::query_as(
             "SELECT id, session_id, channel_id, user_id, message, next_at, end_at, every_ms FROM schedules \
-             WHERE next_at <= $1 ORDER BY next_at LIMIT $2",
+             WHERE next_at <= $1 AND format <= $3 ORDER BY next_at LIMIT $2",
         )
         .bind(now)
         .bind(limit)
+        .bind(SCHEDULE_FORMAT)
         .fetch_all(&self.pool)
         .await?)
     }
@@ -560,5 +592,96 @@ impl Db {
         .bind(name)
         .fetch_optional(&self.pool)
         .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(i: usize) -> StepWrite {
+        StepWrite {
+            session_id: format!("s{i}"),
+            environment_id: "e".into(),
+            channel_id: "c".into(),
+            user_id: format!("u{i}"),
+            body: "{}".into(),
+            ..StepWrite::default()
+        }
+    }
+
+    /// Rows of channels the poller is already sending are left out, so another channel's
+    /// due row is found even when the busy ones alone would fill the limit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn due_rows_leave_out_busy_channels() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::connect(&super::super::sqlite_url(dir.path()))
+            .await
+            .unwrap();
+        for (i, ch) in ["busy-1", "busy-2", "busy-1", "other"].iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at) \
+                 VALUES ($1, $2, 'http://x', '[]', '{}', 'pending', 0, $3, $3)",
+            )
+            .bind(format!("r{i}"))
+            .bind(ch)
+            .bind(i as i64)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        }
+        let ids = |rows: Vec<OutboxRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        // The limit is filled by the busy channels' rows...
+        assert_eq!(
+            ids(db.due_outbox(100, 8, 2, &[]).await.unwrap()),
+            ["r0", "r1"]
+        );
+        // ...unless they are left out.
+        let busy = ["busy-1".to_string(), "busy-2".to_string()];
+        assert_eq!(ids(db.due_outbox(100, 8, 2, &busy).await.unwrap()), ["r3"]);
+    }
+
+    /// A caller whose HTTP client went away is dropped while its group's transaction runs:
+    /// the other steps of the group still get their outcome, and its own is committed too.
+    /// (When the first caller led the group itself, dropping it rolled the group back and
+    /// the others failed with "worker crashed".)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_caller_does_not_abandon_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::connect(&super::super::sqlite_url(dir.path()))
+            .await
+            .unwrap();
+        let queue = db.commits.clone().expect("SQLite commits in groups");
+        // Hold the write turn so that every step queues.
+        let turn = db.write_turn().await;
+        let mut first = Box::pin(db.commit_step(write(0)));
+        assert!(futures::poll!(first.as_mut()).is_pending());
+        let others: Vec<_> = (1..8)
+            .map(|i| {
+                let db = db.clone();
+                tokio::spawn(async move { db.commit_step(write(i)).await })
+            })
+            .collect();
+        while queue.state.lock().unwrap().jobs.len() < 8 {
+            tokio::task::yield_now().await;
+        }
+        drop(turn);
+        // The first caller runs again (were it the group's leader, it would now take the
+        // turn and begin the group's transaction), and is then cancelled.
+        let _ = futures::poll!(first.as_mut());
+        drop(first);
+        for o in others {
+            let committed = o.await.unwrap().expect("the step's commit");
+            assert!(
+                committed.is_some(),
+                "the session was free, so it was written"
+            );
+        }
+        for i in 0..8 {
+            assert!(
+                db.session(&format!("s{i}")).await.unwrap().is_some(),
+                "session s{i} not written"
+            );
+        }
     }
 }

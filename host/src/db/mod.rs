@@ -6,10 +6,12 @@
 //! them, with which owner.
 
 mod accounts;
+mod agent;
 mod conversations;
 mod projects;
 
 pub use accounts::*;
+pub use agent::*;
 pub use conversations::*;
 pub use projects::*;
 

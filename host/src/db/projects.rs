@@ -250,6 +250,24 @@ impl Db {
         .await?)
     }
 
+    /// Replaces a revision's stored compiled form with one recompiled from its source (the
+    /// stored one was of another format). The source, and so the revision, is unchanged.
+    pub async fn store_recompiled(
+        &self,
+        project_id: &str,
+        id: &str,
+        compiled: &str,
+    ) -> DbResult<()> {
+        let _turn = self.write_turn().await;
+        sqlx::query("UPDATE bot_revisions SET compiled = $1 WHERE project_id = $2 AND id = $3")
+            .bind(compiled)
+            .bind(project_id)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     pub async fn revision(&self, project_id: &str, id: &str) -> DbResult<Option<RevisionRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {REVISION_COLS} FROM bot_revisions WHERE project_id = $1 AND id = $2"

@@ -9,10 +9,13 @@ use std::sync::Arc;
 
 /// The first fire time after `now` of a repeating schedule within its end; `None` when it
 /// does not repeat or is over. Missed fires (the server was down) are not replayed one by one.
+/// Checked arithmetic: a period or time past `i64` (a row from before periods were bounded,
+/// or edited by hand) ends the schedule instead of wrapping around into a fire loop.
 pub fn next_fire(row: &crate::db::ScheduleRow, now: i64) -> Option<i64> {
     let every = row.every_ms.filter(|e| *e > 0)?;
-    let k = (now - row.next_at).max(0) / every + 1;
-    Some(row.next_at + k * every).filter(|n| row.end_at.is_none_or(|end| *n <= end))
+    let k = now.checked_sub(row.next_at)?.max(0) / every + 1;
+    let next = k.checked_mul(every)?.checked_add(row.next_at)?;
+    Some(next).filter(|n| row.end_at.is_none_or(|end| *n <= end))
 }
 
 pub(super) async fn run(live: Arc<Live>) {
@@ -32,7 +35,7 @@ pub async fn fire_due(live: &Live) -> anyhow::Result<usize> {
         if !live.db.advance_schedule(&row, next).await? {
             continue; // another replica fires it
         }
-        let Some((channel, env)) = live.channel(&row.channel_id).await? else {
+        let Some(route) = live.route(&row.channel_id).await? else {
             continue;
         };
         let json: serde_json::Value = serde_json::from_str(&row.message).unwrap_or_default();
@@ -49,7 +52,7 @@ pub async fn fire_due(live: &Live) -> anyhow::Result<usize> {
             user_id: row.user_id.clone(),
             message,
         };
-        if let Err(e) = live.handle(&channel, &env, item).await {
+        if let Err(e) = live.handle(&route, item).await {
             tracing::warn!(schedule = %row.id, error = %e, "scheduled message failed");
         }
     }
@@ -79,5 +82,20 @@ mod tests {
         assert_eq!(next_fire(&row(1000, Some(1000), None), 1000), Some(2000));
         assert_eq!(next_fire(&row(1000, Some(1000), None), 5500), Some(6000));
         assert_eq!(next_fire(&row(1000, Some(1000), Some(5000)), 5500), None);
+    }
+
+    #[test]
+    fn next_fire_ends_a_schedule_whose_times_overflow() {
+        assert_eq!(next_fire(&row(1000, Some(i64::MAX), None), 5000), None);
+        assert_eq!(
+            next_fire(&row(i64::MAX - 10, Some(100), None), i64::MAX),
+            None
+        );
+        assert_eq!(next_fire(&row(i64::MIN, Some(1000), None), 5000), None);
+        // Just inside the limits still fires.
+        assert_eq!(
+            next_fire(&row(0, Some(i64::MAX / 2), None), 1),
+            Some(i64::MAX / 2)
+        );
     }
 }

@@ -2,11 +2,12 @@
 //! api actions and NL predictions. Swappable, so tests can stub them.
 
 use super::limits::Limits;
+use crate::egress::{Egress, Outbound, Use};
 use runtime_core::host::{HttpRequest, HttpResponse};
 use serde_json::Value as Json;
 use std::future::Future;
-use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A host call's effect in flight. The step waits for it suspended, holding no CPU slot;
@@ -30,27 +31,29 @@ pub trait Effects: Send + Sync {
         text: &'a str,
         options: &'a Json,
     ) -> EffectFuture<'a, Result<Json, String>>;
+    /// Informational: the step enters the bot's JavaScript method `name` (`Some`), or leaves
+    /// the method it entered (`None`). The agent API streams these as tool calls.
+    fn js_method(&self, _name: Option<&str>) {}
 }
 
-/// The real world: system clock, OS randomness, reqwest on a small runtime of its own.
+/// The real world: system clock, OS randomness, api calls through the egress module
+/// ([`crate::egress`]: its policy, redirects followed with every hop checked, caps) on a
+/// small runtime of its own.
 pub struct LiveEffects {
     rt: Option<tokio::runtime::Runtime>,
-    client: reqwest::Client,
+    egress: Arc<Egress>,
 }
 
 impl LiveEffects {
-    pub fn new() -> anyhow::Result<LiveEffects> {
+    pub fn new(egress: Arc<Egress>) -> anyhow::Result<LiveEffects> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("botbox-egress")
             .enable_all()
             .build()?;
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::limited(5))
-            .build()?;
         Ok(LiveEffects {
             rt: Some(rt),
-            client,
+            egress,
         })
     }
 }
@@ -83,17 +86,34 @@ impl Effects for LiveEffects {
         req: &'a HttpRequest,
         limits: &'a Limits,
     ) -> EffectFuture<'a, Result<HttpResponse, String>> {
-        let client = self.client.clone();
+        let egress = self.egress.clone();
         let req = req.clone();
-        let limits = limits.clone();
         let timeout = limits.http_timeout;
-        // The whole call (DNS, connect, headers, body) runs under the time-out on this
-        // runtime; dropping the step's future aborts it, whatever the server does.
+        let cap = limits.max_http_body;
+        // The whole call (DNS, connect, redirects, headers, body) runs under the time-out on
+        // this runtime; dropping the step's future aborts it, whatever the server does.
         let rt = self.rt.as_ref().expect("the runtime lives until drop");
-        let task = Egress(rt.spawn(async move {
-            tokio::time::timeout(timeout, send(client, req, &limits))
-                .await
-                .unwrap_or_else(|_| Err(format!("timed out after {} s", timeout.as_secs_f32())))
+        let task = InFlight(rt.spawn(async move {
+            let out = egress
+                .call(
+                    Use::ApiAction,
+                    Outbound {
+                        method: &req.method,
+                        url: &req.url,
+                        headers: &req.headers,
+                        body: req.body.map(String::into_bytes),
+                    },
+                    timeout,
+                    cap,
+                )
+                .await;
+            match out {
+                Ok(a) => Ok(HttpResponse {
+                    status: a.status,
+                    body: String::from_utf8_lossy(&a.body).into_owned(),
+                }),
+                Err(e) => Err(e.to_string()),
+            }
         }));
         Box::pin(async move {
             let mut task = task;
@@ -116,91 +136,11 @@ impl Effects for LiveEffects {
 }
 
 /// An api call on the egress runtime, aborted when the step lets go of it.
-struct Egress(tokio::task::JoinHandle<Result<HttpResponse, String>>);
+struct InFlight(tokio::task::JoinHandle<Result<HttpResponse, String>>);
 
-impl Drop for Egress {
+impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-async fn send(
-    client: reqwest::Client,
-    req: HttpRequest,
-    limits: &Limits,
-) -> Result<HttpResponse, String> {
-    let url = reqwest::Url::parse(&req.url).map_err(|e| format!("invalid url {}: {e}", req.url))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("scheme {} is not allowed", url.scheme()));
-    }
-    if !limits.allow_private_network {
-        check_egress(&url).await?;
-    }
-    let method = reqwest::Method::from_bytes(req.method.as_bytes()).map_err(|e| e.to_string())?;
-    let mut rb = client.request(method, url);
-    for (k, v) in &req.headers {
-        rb = rb.header(k, v);
-    }
-    if let Some(b) = req.body {
-        rb = rb.body(b);
-    }
-    let mut resp = rb.send().await.map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
-        body.extend_from_slice(&chunk);
-        if body.len() > limits.max_http_body {
-            return Err(format!(
-                "response body over the cap of {} bytes",
-                limits.max_http_body
-            ));
-        }
-    }
-    Ok(HttpResponse {
-        status,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
-}
-
-/// Refuses loopback, private, link-local and unspecified addresses (§7.5 egress policy).
-pub(crate) async fn check_egress(url: &reqwest::Url) -> Result<(), String> {
-    let host = url.host_str().ok_or("url without host")?;
-    let port = url.port_or_known_default().unwrap_or(80);
-    let addrs: Vec<IpAddr> = match host.trim_matches(['[', ']']).parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => tokio::net::lookup_host((host, port))
-            .await
-            .map_err(|e| e.to_string())?
-            .map(|a| a.ip())
-            .collect(),
-    };
-    for ip in addrs {
-        if is_private(ip) {
-            return Err(format!("address {ip} of {host} is not allowed"));
-        }
-    }
-    Ok(())
-}
-
-pub fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64
-        }
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || (v6.segments()[0] & 0xfe00) == 0xfc00
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| is_private(IpAddr::V4(v4)))
-        }
     }
 }
 
@@ -217,32 +157,5 @@ fn getrandom_fill(buf: &mut [u8]) {
         .unwrap_or(0);
     for (i, b) in buf.iter_mut().enumerate() {
         *b = (t >> (i * 8)) as u8;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn private_addresses() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "192.168.0.1",
-            "172.16.5.4",
-            "169.254.1.1",
-            "0.0.0.0",
-            "::1",
-            "fe80::1",
-            "fd00::1",
-            "::ffff:127.0.0.1",
-            "100.64.0.1",
-        ] {
-            assert!(is_private(ip.parse().unwrap()), "{ip}");
-        }
-        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111"] {
-            assert!(!is_private(ip.parse().unwrap()), "{ip}");
-        }
     }
 }

@@ -136,7 +136,7 @@ impl HostImports for StepState {
             Ok(r) => r,
             Err(e) => return Ok(Err(format!("bad request: {e}"))),
         };
-        let span = tracing::info_span!("api_call", revision = %self.revision, method = %req.method, url = %req.url);
+        let span = tracing::info_span!("api_call", revision = %self.revision, method = %req.method, url = %crate::egress::redact::url(&req.url));
         // The effect gets the call's own budget: the time-out, cut to what is left of the
         // step's deadline.
         let mut limits = self.limits.clone();
@@ -193,6 +193,13 @@ impl HostImports for StepState {
     }
 
     fn enter_js(&mut self, site: String) -> wasmtime::Result<()> {
+        if let Some(effects) = &self.effects {
+            if let Some(name) = site.strip_prefix("method ") {
+                effects.js_method(Some(name));
+            } else if site.is_empty() && self.site.starts_with("method ") {
+                effects.js_method(None);
+            }
+        }
         self.site = site;
         Ok(())
     }

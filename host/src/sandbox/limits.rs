@@ -18,10 +18,9 @@ pub struct Limits {
     pub max_host_calls: u32,
     /// Time-out of one api action's HTTP call, enforced by the host.
     pub http_timeout: Duration,
-    /// Bigger api response bodies give a null result.
+    /// Bigger api response bodies give a null result. (Where api actions may connect is the
+    /// server's egress policy, [`crate::egress`], not a per-step limit.)
     pub max_http_body: usize,
-    /// Whether api actions may reach loopback, private and link-local addresses.
-    pub allow_private_network: bool,
     /// Bytes of guest stdout/stderr kept per instance.
     pub max_output_bytes: usize,
 }
@@ -35,7 +34,6 @@ impl Default for Limits {
             max_host_calls: 200,
             http_timeout: Duration::from_secs(5),
             max_http_body: 1 << 20,
-            allow_private_network: false,
             max_output_bytes: 64 << 10,
         }
     }

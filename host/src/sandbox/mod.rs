@@ -165,6 +165,8 @@ pub struct Revision {
     max_recursion: u32,
     /// The tenant's limits; `None` = the sandbox's defaults.
     limits: Option<Arc<Limits>>,
+    /// `config.defaultErrorMessage`: sent to a channel user when a step fails.
+    pub default_error_message: Option<Arc<str>>,
 }
 
 impl Revision {
@@ -174,6 +176,7 @@ impl Revision {
             guest_bot: serde_json::to_string(bot).expect("bots serialise").into(),
             max_recursion: bot.max_recursion,
             limits: None,
+            default_error_message: bot.default_error_message().map(Into::into),
         }
     }
 

@@ -14,7 +14,8 @@ const MAX_API_BODY: usize = 1 << 20;
 const MAX_ITEMS: usize = 10;
 
 impl Step<'_, '_> {
-    /// Runs the state's actions in order; returns the commands they emitted.
+    /// Runs the state's actions in order; returns the commands they emitted, each with
+    /// whether it is a `reenter` action's message (delivered to this flow only).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn run_actions(
         &mut self,
@@ -25,8 +26,8 @@ impl Step<'_, '_> {
         intent: Option<&str>,
         attrs: &Json,
         meta: &MetaCtx,
-    ) -> Result<Vec<Message>, StepError> {
-        let mut commands = vec![];
+    ) -> Result<Vec<(Message, bool)>, StepError> {
+        let mut commands: Vec<(Message, bool)> = vec![];
         let mut result = Json::Null;
         for action in &state.actions {
             // Conditions, then options, see the same variables (result included).
@@ -106,7 +107,12 @@ impl Step<'_, '_> {
                     };
                     let mut cmd = Message::command(&content, payload);
                     cmd.id = self.uuid();
-                    commands.push(cmd);
+                    commands.push((cmd, false));
+                }
+                // Revisions stored before `reenter` was an action type hold it as unknown.
+                ActionKind::Reenter => commands.push((self.reenter_message(), true)),
+                ActionKind::Unknown(t) if t == "reenter" => {
+                    commands.push((self.reenter_message(), true))
                 }
                 ActionKind::Api => {
                     result = self.api(&options, &action.name)?;
@@ -306,7 +312,7 @@ impl Step<'_, '_> {
         intent: Option<&str>,
         out: crate::host::JsOutcome,
         result: &mut Json,
-        commands: &mut Vec<Message>,
+        commands: &mut Vec<(Message, bool)>,
         action: &str,
     ) {
         // In-place changes to the context and data arguments are kept.
@@ -326,7 +332,7 @@ impl Step<'_, '_> {
                             .unwrap_or(Json::Object(Map::new())),
                     );
                     cmd.id = step.uuid();
-                    commands.push(cmd);
+                    commands.push((cmd, false));
                     return;
                 }
                 Some("data") => MsgType::Data,
@@ -399,21 +405,13 @@ impl Step<'_, '_> {
                         .map(|t| t - tz_ms)
                 };
                 let start = time("start").filter(|t| *t > self.now).unwrap_or(self.now);
-                let unit = match options.get("freqType").and_then(Json::as_str).unwrap_or("") {
-                    "second" => Some(1_000),
-                    "minute" => Some(60_000),
-                    "hour" => Some(3_600_000),
-                    "day" => Some(86_400_000),
-                    "week" => Some(604_800_000),
-                    "month" => Some(30 * 86_400_000),
-                    "year" => Some(365 * 86_400_000),
-                    _ => None,
+                let every = match schedule_period(options) {
+                    Ok(every) => every,
+                    Err(e) => {
+                        self.user_error(format!("schedule action {name}: {e}"));
+                        return;
+                    }
                 };
-                let interval = options
-                    .get("freqInterval")
-                    .and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()))
-                    .unwrap_or(1)
-                    .max(1);
                 let message = options.get("message").cloned().unwrap_or(Json::Null);
                 if Message::from_json(&message).is_err() {
                     self.user_error(format!(
@@ -426,13 +424,45 @@ impl Step<'_, '_> {
                     message,
                     start,
                     end: time("end"),
-                    every: unit.map(|u: i64| u * interval),
+                    every,
                 });
             }
             other => self.user_error(format!(
                 "schedule action {name}: unknown command \"{other}\" (add or remove)"
             )),
         }
+    }
+}
+
+/// The longest period a repeating schedule may have: 100 years, in milliseconds. Bounds
+/// `freqInterval` so that the host's `next fire = start + k × period` stays far from `i64`'s
+/// limits.
+pub const MAX_SCHEDULE_PERIOD_MS: i64 = 100 * 365 * 86_400_000;
+
+/// A schedule action's period in milliseconds (`freqType` × `freqInterval`); `None` when it
+/// does not repeat (no or unknown `freqType`). An interval that is not a whole number ≥ 1 is
+/// 1; one that makes the period longer than [`MAX_SCHEDULE_PERIOD_MS`] is an error.
+pub fn schedule_period(options: &Json) -> Result<Option<i64>, String> {
+    let unit: i64 = match options.get("freqType").and_then(Json::as_str).unwrap_or("") {
+        "second" => 1_000,
+        "minute" => 60_000,
+        "hour" => 3_600_000,
+        "day" => 86_400_000,
+        "week" => 604_800_000,
+        "month" => 30 * 86_400_000,
+        "year" => 365 * 86_400_000,
+        _ => return Ok(None),
+    };
+    let interval = options
+        .get("freqInterval")
+        .and_then(|v| v.as_i64().or_else(|| v.as_str()?.trim().parse().ok()))
+        .unwrap_or(1)
+        .max(1);
+    match unit.checked_mul(interval) {
+        Some(p) if p <= MAX_SCHEDULE_PERIOD_MS => Ok(Some(p)),
+        _ => Err(format!(
+            "freqInterval {interval} makes a period longer than 100 years; use a shorter one"
+        )),
     }
 }
 

@@ -3,7 +3,7 @@
 //! Sans-I/O: it works on a copy of the session and calls [`Host`] for every effect. A failed
 //! step returns an error and the caller's session is untouched.
 
-mod actions;
+pub(crate) mod actions;
 mod nlu;
 pub mod vars;
 
@@ -80,10 +80,7 @@ pub fn converse_owned(
             continue;
         };
         s.current = Some(top.flow.clone());
-        // `payload: null` in the reference; absent here so it survives a JSON round trip.
-        let mut reenter = Message::command("reenter", Json::Null);
-        reenter.payload = None;
-        reenter.id = step.uuid();
+        let mut reenter = step.reenter_message();
         reenter.metadata = step.seen.first().and_then(|m| m.metadata.clone());
         step.cycle(&mut s, reenter, Some(fi))?;
     }
@@ -171,6 +168,15 @@ impl Step<'_, '_> {
         let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
         let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000;
         uuid_text(a, b)
+    }
+
+    /// The internal `reenter` command (docs/kata-ml/flow.md "Flow Switching"); `payload: null`
+    /// in the reference, absent here so it survives a JSON round trip.
+    pub fn reenter_message(&mut self) -> Message {
+        let mut reenter = Message::command("reenter", Json::Null);
+        reenter.payload = None;
+        reenter.id = self.uuid();
+        reenter
     }
 
     pub fn user_error(&mut self, msg: String) {
@@ -299,6 +305,15 @@ impl Step<'_, '_> {
             &mut meta,
         )?
         else {
+            // A flow never stays open at an end state (§5.5): a state that is both initial
+            // and end, from which no transition was chosen, closes the flow without actions.
+            let at = s
+                .state_of(&flow.name)
+                .and_then(|n| flow.state_index(n))
+                .or(flow.initial);
+            if at.is_some_and(|i| flow.states[i].end) {
+                close_flow(s, &flow.name);
+            }
             return Ok(());
         };
         self.moves += 1;
@@ -329,9 +344,19 @@ impl Step<'_, '_> {
         if state.end {
             close_flow(s, &flow.name);
         }
-        for mut cmd in commands {
+        for (mut cmd, reenter) in commands {
             cmd.metadata = msg.metadata.clone();
-            self.cycle(s, cmd, None)?;
+            if reenter {
+                // A `reenter` state action re-asks: the internal reenter message goes to this
+                // flow only, and only while it is still the current flow (an end state
+                // closed it, or an earlier command opened another flow: then the stack's
+                // own reenter takes over when that flow closes).
+                if s.current.as_deref() == Some(flow.name.as_str()) {
+                    self.cycle(s, cmd, Some(sel.flow))?;
+                }
+            } else {
+                self.cycle(s, cmd, None)?;
+            }
         }
         Ok(())
     }
@@ -425,11 +450,12 @@ impl Step<'_, '_> {
         if let Some((fi, ii)) = best {
             return self.selected(s, msg, fi, ii).map(Some);
         }
+        // The fallback flow is selected as if it were current: all its intents (not only
+        // initial ones), then its fallback intent. So a fallback flow whose only intent is
+        // `type: text` catches unmatched text (community bots rely on it).
         if let Some(fi) = bot.fallback_flow {
-            if Some(fi) != current {
-                if let Some(ii) = self.fallback_intent(s, msg, fi)? {
-                    return self.selected(s, msg, fi, ii).map(Some);
-                }
+            if Some(fi) != current && bot.flows[fi].active {
+                return self.select_in(s, msg, fi);
             }
         }
         Ok(None)
@@ -604,9 +630,6 @@ impl Step<'_, '_> {
         meta: &MetaCtx,
     ) -> Result<Option<(bool, usize)>, StepError> {
         let state = &flow.states[from];
-        if state.end {
-            return Ok(None);
-        }
         let vars = Vars::in_flow(
             s,
             &flow.name,

@@ -1,0 +1,60 @@
+// Shared by the AI SDK and browser tests: a fresh `botbox serve` with the buttons example
+// deployed on "production" and an agent key for it.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const here = dirname(fileURLToPath(import.meta.url));
+const bin = process.env.BOTBOX_BIN || join(here, '../../target/debug/botbox');
+export const password = 'ai-sdk-test-password';
+
+export async function startServer(extra = []) {
+  const data = mkdtempSync(join(tmpdir(), 'botbox-ai-sdk-'));
+  // One compiled sandbox guest for every run of these tests.
+  const env = { BOTBOX_CACHE: join(tmpdir(), 'botbox-ai-sdk-cache'), ...process.env, BOTBOX_ADMIN_PASSWORD: password, BOTBOX_LOG: 'warn' };
+  delete env.DATABASE_URL;
+  delete env.BOTBOX_RATE_LIMIT;
+  const child = spawn(bin, ['serve', '--addr', '127.0.0.1:0', '--data', data, ...extra], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const base = await new Promise((resolve, reject) => {
+    let buf = '';
+    child.stdout.on('data', (d) => {
+      buf += d;
+      const m = buf.match(/botbox listening on (\S+)/);
+      if (m) resolve(m[1]);
+    });
+    child.on('exit', (code) => reject(new Error(`botbox serve exited (${code})`)));
+  });
+  return { base, pid: child.pid, stop: () => { child.kill('SIGKILL'); rmSync(data, { recursive: true, force: true }); } };
+}
+
+export async function api(base, method, path, token, body) {
+  const res = await fetch(base + path, {
+    method,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+
+/** A server with the buttons bot deployed and an agent key: {base, key, stop}. */
+export async function agent() {
+  const { base, stop } = await startServer();
+  try {
+    const admin = (await api(base, 'POST', '/login', null, { username: 'admin', password })).id;
+    const project = await api(base, 'POST', '/projects', admin, { name: 'ai-sdk' });
+    const bot = JSON.parse(readFileSync(join(here, 'bot.json'), 'utf8'));
+    const rev = await api(base, 'POST', `/projects/${project.id}/bot/revisions`, admin, bot);
+    await api(base, 'POST', `/projects/${project.id}/deployment/versions`, admin, { version: '1.0.0', botRevision: rev.revision });
+    const env = await api(base, 'POST', `/projects/${project.id}/environments`, admin, { depId: project.id, depVersion: '1.0.0', name: 'production' });
+    const { key } = await api(base, 'POST', `/projects/${project.id}/environments/${env.id}/keys`, admin, { name: 'ai-sdk' });
+    return { base, key, stop };
+  } catch (e) {
+    stop();
+    throw e;
+  }
+}
