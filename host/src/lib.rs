@@ -8,6 +8,7 @@ pub mod cli;
 pub mod db;
 pub mod egress;
 pub mod live;
+pub mod nlu;
 pub mod rate;
 pub mod sandbox;
 pub mod server;
