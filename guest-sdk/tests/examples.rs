@@ -50,6 +50,11 @@ fn every_example_passes_its_conversation_tests() {
         .collect();
     dirs.sort();
     for dir in &dirs {
+        // A bot with an NL Studio model (`nlu.yml`) needs the trained model: its tests run
+        // end to end in tests/nlu.rs.
+        if dir.join("nlu.yml").exists() {
+            continue;
+        }
         let doc = read_bot(&dir.join("bot.yml"), 0);
         let compiled = runtime_core::compile(&doc)
             .unwrap_or_else(|e| panic!("{}/bot.yml rejected:\n{e}", dir.display()));

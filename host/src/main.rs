@@ -214,6 +214,14 @@ struct ServeArgs {
     /// stored it (it crashed) is sent by the outbox worker after twice this.
     #[arg(long, env = "BOTBOX_DELIVERY_TIMEOUT_MS", default_value_t = 5000)]
     delivery_timeout_ms: u64,
+    /// Memory for loaded NL Studio models, in MiB (weighed by their stored size). Models
+    /// not in it are read from storage and parsed again at their next use.
+    #[arg(long, env = "BOTBOX_NLU_CACHE_MB", default_value_t = 256)]
+    nlu_cache_mb: u64,
+    /// NLU trainings that run at once (each takes a core while it runs; more wait, showing
+    /// `training`).
+    #[arg(long, env = "BOTBOX_NLU_TRAINING_SLOTS", default_value_t = 1)]
+    nlu_training_slots: usize,
 }
 
 #[derive(Subcommand)]
@@ -358,6 +366,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             live.egress.allow.extend(a.egress_allow);
             live.outbox_backoff = std::time::Duration::from_millis(a.outbox_backoff_ms);
             live.delivery_timeout = std::time::Duration::from_millis(a.delivery_timeout_ms.max(1));
+            live.nlu = botbox::nlu::service::NluConfig {
+                cache_bytes: a.nlu_cache_mb << 20,
+                training_slots: a.nlu_training_slots.max(1),
+            };
             let cfg = ServeConfig {
                 live,
                 addr: a.addr,

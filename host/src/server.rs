@@ -91,6 +91,14 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     live_cfg.egress.own.push(addr.ip());
     let live = Live::new(db.clone(), live_cfg)?;
     live.spawn_workers();
+    // A training that was running when the last process stopped will not finish.
+    let interrupted = db.fail_interrupted_trainings().await?;
+    if interrupted > 0 {
+        tracing::warn!(
+            interrupted,
+            "NLU trainings interrupted by the last stop are marked failed"
+        );
+    }
     let app = App::new(db, api_cfg, live);
     // Runs that were in flight when the last process stopped end as failed before anyone
     // can read them; then the sweep repeats for other replicas' expired leases.

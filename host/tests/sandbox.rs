@@ -681,6 +681,7 @@ impl Effects for Gated {
     }
     fn nl_predict<'a>(
         &'a self,
+        _: &'a botbox::sandbox::NlScope,
         _: &'a str,
         _: &'a str,
         _: &'a serde_json::Value,

@@ -229,46 +229,49 @@ pub fn nl_owner(nlu_id: &str) -> Option<&str> {
     (!owner.trim().is_empty() && !name.trim().is_empty()).then_some(owner.trim())
 }
 
-/// Warnings for `nl` NLUs whose `nluId` names another account's model (reference §8.4: an
-/// `nluId` resolves only to the same account's NLUs). The host calls this at push time with
-/// the project owner's account name (the user or team that owns the project); runtime-core
-/// does not know accounts.
-pub fn nl_account_warnings(doc: &Json, account: &str) -> Vec<Problem> {
+/// The `nl` NLUs of a bot document with an `nluId`: `(path of the nluId, NLU name, nluId)`.
+/// Whether each can run depends on accounts and visibility, which the host knows: it checks
+/// them at push time and warns with [`nl_unavailable_warning`].
+pub fn nl_references(doc: &Json) -> Vec<(String, String, String)> {
     let mut out = vec![];
-    let mut check = |nlus: Option<&Json>, path: &str| {
+    let mut collect = |nlus: Option<&Json>, path: &str| {
         let Some(Json::Object(nm)) = nlus else { return };
         for (n, v) in nm {
             if v.get("type").and_then(Json::as_str) != Some("nl") {
                 continue;
             }
-            let Some(id) = v.pointer("/options/nluId").and_then(Json::as_str) else {
-                continue;
-            };
-            let Some(owner) = nl_owner(id) else { continue };
-            if owner != account {
-                out.push(Problem {
-                    severity: Severity::Warning,
-                    path: format!("{path}.{n}.options.nluId"),
-                    message: format!(
-                        "NLU \"{}\" points to \"{}\", a model of account \"{}\", not of this project's owner \"{}\": botbox resolves an nluId only within the owner's account, so this NLU cannot run and its output is always null",
-                        short(n),
-                        short(id),
-                        short(owner),
-                        short(account)
-                    ),
-                    line: None,
-                    column: None,
-                });
+            if let Some(id) = v.pointer("/options/nluId").and_then(Json::as_str) {
+                out.push((
+                    format!("{path}.{n}.options.nluId"),
+                    n.clone(),
+                    id.to_string(),
+                ));
             }
         }
     };
-    check(doc.get("nlus"), "nlus");
+    collect(doc.get("nlus"), "nlus");
     if let Some(Json::Object(flows)) = doc.get("flows") {
         for (f, fv) in flows {
-            check(fv.get("nlus"), &format!("flows.{f}.nlus"));
+            collect(fv.get("nlus"), &format!("flows.{f}.nlus"));
         }
     }
     out
+}
+
+/// The warning for an `nl` NLU whose model the bot may not use: `why` is the host's reason.
+pub fn nl_unavailable_warning(path: &str, name: &str, nlu_id: &str, why: &str) -> Problem {
+    Problem {
+        severity: Severity::Warning,
+        path: path.to_string(),
+        message: format!(
+            "NLU \"{}\" points to \"{}\": {}; until that changes this NLU's output is null (classifiers using it never match)",
+            short(name),
+            short(nlu_id),
+            short(why)
+        ),
+        line: None,
+        column: None,
+    }
 }
 
 struct Lower<'p> {

@@ -754,15 +754,33 @@ flows:
     assert!(!w.iter().any(|x| x.starts_with("nlus.shop")), "{w:#?}");
     // Each definition is named once, not at every use.
     assert_eq!(w.iter().filter(|x| x.contains("\"qisg\"")).count(), 1);
-    // The account check needs the owner, which the host knows at push time.
+    // Whether an nluId can run depends on accounts, which the host checks at push time.
     let doc: Json = serde_yaml_doc(
-        "nlus: {shop: {type: nl, options: {nluId: 'alice:shop'}}, own: {type: nl, options: {nluId: 'bob:x'}}}",
+        "nlus: {shop: {type: nl, options: {nluId: 'alice:shop'}}, kw: {type: keyword}}\nflows: {f: {nlus: {own: {type: nl, options: {nluId: 'bob:x'}}}}}",
     );
-    let acc = runtime_core::compile::nl_account_warnings(&doc, "bob");
-    assert_eq!(acc.len(), 1, "{acc:?}");
-    assert_eq!(acc[0].path, "nlus.shop.options.nluId");
-    assert!(acc[0].message.contains("\"alice\"") && acc[0].message.contains("cannot run"));
-    assert!(runtime_core::compile::nl_account_warnings(&doc, "alice").len() == 1);
+    let refs = runtime_core::compile::nl_references(&doc);
+    assert_eq!(
+        refs,
+        [
+            (
+                "nlus.shop.options.nluId".to_string(),
+                "shop".to_string(),
+                "alice:shop".to_string()
+            ),
+            (
+                "flows.f.nlus.own.options.nluId".to_string(),
+                "own".to_string(),
+                "bob:x".to_string()
+            ),
+        ]
+    );
+    let w =
+        runtime_core::compile::nl_unavailable_warning("p", "shop", "alice:shop", "it is private");
+    assert!(
+        w.message.contains("\"alice:shop\": it is private"),
+        "{}",
+        w.message
+    );
 }
 
 fn serde_yaml_doc(src: &str) -> Json {

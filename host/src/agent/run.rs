@@ -269,11 +269,12 @@ impl Effects for RunEffects {
     }
     fn nl_predict<'a>(
         &'a self,
+        scope: &'a crate::sandbox::NlScope,
         nlu_id: &'a str,
         text: &'a str,
         options: &'a Json,
     ) -> EffectFuture<'a, Result<Json, String>> {
-        self.inner.nl_predict(nlu_id, text, options)
+        self.inner.nl_predict(scope, nlu_id, text, options)
     }
     /// A bot method as a tool call: its name as `toolName`; the host sees neither its
     /// arguments nor its result (they stay inside the sandbox), so input and output are

@@ -107,6 +107,16 @@ fn check_version(v: &str) -> ApiResult<()> {
     Ok(())
 }
 
+/// An `nluRevision` must be one of the project's NLU revisions (`""` or none: unpinned).
+async fn check_nlu_revision(app: &App, pid: &str, rev: Option<&str>) -> ApiResult<()> {
+    match rev {
+        Some(r) if !r.is_empty() && !app.db.is_nlu_revision(pid, r).await? => Err(ApiError::bad(
+            format!("nluRevision: {r} is not an NLU revision of project {pid}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Creates a deployment version bound to one of the project's bot revisions.
 #[utoipa::path(post, path = "/projects/{projectId}/deployment/versions", tag = "deployments",
     params(("projectId" = String, Path)), request_body = DeploymentRequest,
@@ -117,7 +127,11 @@ async fn create_deployment(
     Path(pid): Path<String>,
     Body(req): Body<DeploymentRequest>,
 ) -> ApiResult<Json<Deployment>> {
-    project_for(&app, &caller, &pid, Action::Create, Resource::Deployments).await?;
+    let project = project_for(&app, &caller, &pid, Action::Create, Resource::Deployments).await?;
+    // Without an nluRevision the deployment pins the project's latest NLU model, so a bot
+    // keeps the model it was deployed with when the NLU is trained again.
+    let nlu_revision = req.nlu_revision.clone().or(project.nlu_latest_revision);
+    check_nlu_revision(&app, &pid, nlu_revision.as_deref()).await?;
     let rev = req
         .bot_revision
         .ok_or_else(|| ApiError::bad("botRevision is required"))?;
@@ -136,7 +150,7 @@ async fn create_deployment(
             &pid,
             &version,
             &rev,
-            req.nlu_revision.as_deref(),
+            nlu_revision.as_deref(),
             req.cms_revision.as_deref(),
         )
         .await
@@ -225,6 +239,7 @@ async fn put_deployment(
     let rev = req.bot_revision.unwrap_or(d.bot_revision);
     check_revision(&app, &pid, &rev).await?;
     let nlu = req.nlu_revision.or(d.nlu_revision);
+    check_nlu_revision(&app, &pid, nlu.as_deref()).await?;
     let cms = req.cms_revision.or(d.cms_revision);
     app.db
         .update_deployment(&pid, &version, &rev, nlu.as_deref(), cms.as_deref())

@@ -8,6 +8,7 @@ pub mod agent;
 mod deploy;
 mod keys;
 mod live;
+pub mod nlu;
 mod projects;
 
 pub use accounts::check_new_user;
@@ -192,6 +193,7 @@ fn api_routes() -> OpenApiRouter<App> {
         .merge(deploy::routes())
         .merge(live::routes())
         .merge(keys::routes())
+        .merge(nlu::routes())
 }
 
 #[derive(OpenApi)]

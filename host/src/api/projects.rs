@@ -157,6 +157,21 @@ async fn create_project(
         .unwrap_or_default();
         options.nlu_id = Some(format!("{owner_name}:{}", req.name));
     }
+    if options.nlu {
+        // The project's NLU is named after it; bots address it as <account>:<name>.
+        super::nlu::check_lang(&options.nlu_lang).map_err(|_| {
+            ApiError::bad(format!(
+                "options.nluLang: a language code such as en or id (got {:?})",
+                options.nlu_lang
+            ))
+        })?;
+        if app.db.owner_nlu(caller.owner(), &req.name).await?.is_some() {
+            return Err(ApiError::Conflict(format!(
+                "an NLU named {} already exists for this owner",
+                req.name
+            )));
+        }
+    }
     let row = app
         .db
         .insert_project(&NewProject {
@@ -168,6 +183,17 @@ async fn create_project(
         })
         .await
         .map_err(taken(format!("project {} already exists", req.name)))?;
+    if options.nlu {
+        super::nlu::create_for_project(
+            &app,
+            &row.id,
+            caller.owner(),
+            &req.name,
+            &options.nlu_lang,
+            &options.nlu_visibility,
+        )
+        .await?;
+    }
     Ok(Json(project_json(row)?))
 }
 
@@ -256,6 +282,19 @@ async fn put_project(
         )
         .await
         .map_err(taken(format!("project {name} already exists")))?;
+    // Turning options.nlu on gives the project its NLU (named after the project) if it has
+    // none; turning it off keeps the NLU and its models (deployments may pin them).
+    if options.nlu && app.db.project_nlus(&id, 1, 0).await?.total == 0 {
+        super::nlu::create_for_project(
+            &app,
+            &id,
+            &p.owner_id,
+            &name,
+            &options.nlu_lang,
+            &options.nlu_visibility,
+        )
+        .await?;
+    }
     let p = app
         .db
         .project(&id)
@@ -367,10 +406,21 @@ async fn create_revision(
         )
     })?;
     let mut bot = bot;
-    // `nl` NLUs that name another account's model cannot run: said at push time.
-    let owner = owner_account(&app, &project.owner_id).await?;
+    // `nl` NLUs whose model this bot may not use (missing, or another account's private
+    // one) cannot run: said at push time.
     let mut warnings = compiled.warnings;
-    warnings.extend(runtime_core::compile::nl_account_warnings(&bot, &owner));
+    let scope = crate::sandbox::NlScope {
+        owner: project.owner_id.as_str().into(),
+        project: project.id.as_str().into(),
+        pin: None,
+    };
+    for (path, name, nlu_id) in runtime_core::compile::nl_references(&bot) {
+        if let Err(why) = app.live.nlu.resolve(&scope, &nlu_id).await {
+            warnings.push(runtime_core::compile::nl_unavailable_warning(
+                &path, &name, &nlu_id, &why,
+            ));
+        }
+    }
     let revision = hex::encode(&Sha256::digest(format!("{id}\n{source}").as_bytes())[..20]);
     app.db
         .insert_revision(&id, &revision, &version, &source, &compiled_json)
@@ -389,7 +439,7 @@ async fn create_revision(
 
 /// The account name of a project owner (a user's name or a team's), as an NL Studio `nluId`
 /// spells it (`<account>:<nlu name>`).
-async fn owner_account(app: &App, owner_id: &str) -> ApiResult<String> {
+pub(crate) async fn owner_account(app: &App, owner_id: &str) -> ApiResult<String> {
     if let Some(u) = app.db.user_by_id(owner_id).await? {
         return Ok(u.username);
     }

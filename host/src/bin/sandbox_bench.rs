@@ -35,6 +35,7 @@ impl Effects for Fixed {
     }
     fn nl_predict<'a>(
         &'a self,
+        _: &'a botbox::sandbox::NlScope,
         _: &'a str,
         _: &'a str,
         _: &'a Json,

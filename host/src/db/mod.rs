@@ -8,11 +8,13 @@
 mod accounts;
 mod agent;
 mod conversations;
+mod nlu;
 mod projects;
 
 pub use accounts::*;
 pub use agent::*;
 pub use conversations::*;
+pub use nlu::*;
 pub use projects::*;
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};

@@ -16,6 +16,7 @@ pub use receive::{MAX_MESSAGES_PER_REQUEST, Receipt};
 use crate::channels::{self, ChannelInfo, InboundItem};
 use crate::db::{ChannelRow, Db, EnvironmentRow, NewTranscript, ScheduleRow, StepWrite, now_ms};
 use crate::egress::{Egress, EgressConfig, Outbound, Use};
+use crate::nlu::service::NluService;
 use crate::sandbox::effects::{Effects, LiveEffects};
 use crate::sandbox::{
     RawOutcome, Revision, Sandbox, SandboxConfig, SandboxError, SessionJson, StepOutcome,
@@ -62,6 +63,8 @@ pub struct LiveConfig {
     /// webhook answers 429 without running anything (the provider retries), so a tenant
     /// flooding its webhooks cannot hold an unbounded number of connections and bodies.
     pub waiting_per_tenant: usize,
+    /// NL Studio models: cache size and training slots ([`crate::nlu::service`]).
+    pub nlu: crate::nlu::service::NluConfig,
 }
 
 fn cores() -> usize {
@@ -90,6 +93,7 @@ impl Default for LiveConfig {
             max_responses_per_step: 200,
             messages_per_tenant: cores() * 4,
             waiting_per_tenant: 64,
+            nlu: Default::default(),
         }
     }
 }
@@ -196,6 +200,8 @@ pub struct Live {
     /// Ready revisions by `project/revision`, with the size of their compiled bot.
     revisions: moka::sync::Cache<String, (Arc<Revision>, usize)>,
     effects: Arc<dyn Effects>,
+    /// NL Studio models: what bots' `nl` NLUs and the NLU API predict with.
+    pub nlu: Arc<NluService>,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Per tenant: its messages in flight (`LiveConfig::messages_per_tenant`).
     tenant_turns: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
@@ -217,8 +223,10 @@ pub struct StepDone {
 impl Live {
     pub fn new(db: Db, cfg: LiveConfig) -> anyhow::Result<Arc<Live>> {
         let egress = Arc::new(Egress::new(&cfg.egress)?);
-        let effects: Arc<dyn Effects> = Arc::new(LiveEffects::new(egress.clone())?);
-        Ok(Self::with_effects(db, cfg, egress, effects))
+        let nlu = NluService::new(db.clone(), cfg.nlu.clone());
+        let effects: Arc<dyn Effects> =
+            Arc::new(LiveEffects::new(egress.clone())?.with_nlu(nlu.clone()));
+        Ok(Self::build(db, cfg, egress, effects, nlu))
     }
 
     pub fn with_effects(
@@ -227,9 +235,21 @@ impl Live {
         egress: Arc<Egress>,
         effects: Arc<dyn Effects>,
     ) -> Arc<Live> {
+        let nlu = NluService::new(db.clone(), cfg.nlu.clone());
+        Self::build(db, cfg, egress, effects, nlu)
+    }
+
+    fn build(
+        db: Db,
+        cfg: LiveConfig,
+        egress: Arc<Egress>,
+        effects: Arc<dyn Effects>,
+        nlu: Arc<NluService>,
+    ) -> Arc<Live> {
         let (direct, direct_rx) = tokio::sync::mpsc::unbounded_channel();
         Arc::new(Live {
             db,
+            nlu,
             sandbox: tokio::sync::OnceCell::new(),
             revisions: moka::sync::Cache::builder()
                 .max_capacity(REVISION_CACHE_BYTES)
@@ -297,7 +317,17 @@ impl Live {
                 LiveError::NotDeployed(format!("bot revision {revision_id} does not exist"))
             })?;
         let (bot, compiled_len) = self.load_compiled(&row).await?;
-        let mut rev = Revision::new(revision_id, &bot);
+        let owner = self
+            .db
+            .project(project_id)
+            .await?
+            .map(|p| p.owner_id)
+            .unwrap_or_default();
+        let mut rev = Revision::new(revision_id, &bot).with_nl(crate::sandbox::NlScope {
+            owner: owner.into(),
+            project: project_id.into(),
+            pin: None,
+        });
         if self.cfg.sandbox.limits != Default::default() {
             rev = rev.with_limits(self.cfg.sandbox.limits.clone());
         }
@@ -369,7 +399,17 @@ impl Live {
                     env.name, env.deployment_version
                 ))
             })?;
-        self.revision(&env.project_id, &d.bot_revision).await
+        let rev = self.revision(&env.project_id, &d.bot_revision).await?;
+        // The deployment's NLU revision pins the project's own NL models (a clone of a few
+        // Arcs, per message, for deployments that pin).
+        Ok(match d.nlu_revision {
+            Some(pin) if !pin.is_empty() => {
+                let mut r = (*rev).clone();
+                r.nl.pin = Some(pin.into());
+                Arc::new(r)
+            }
+            _ => rev,
+        })
     }
 
     /// Runs one step in the sandbox.

@@ -3,7 +3,9 @@
 use super::Lang;
 
 /// The phrase profiles resolved by rules rather than learned.
-pub const RULE_PROFILES: &[&str] = &["number", "email", "phone", "url", "currency", "time", "units"];
+pub const RULE_PROFILES: &[&str] = &[
+    "number", "email", "phone", "url", "currency", "time", "units",
+];
 
 /// A span found by a rule. Offsets are characters, end exclusive.
 #[derive(Clone, Debug, PartialEq)]

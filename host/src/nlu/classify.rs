@@ -19,9 +19,16 @@ pub struct TraitModel {
 impl TraitModel {
     /// Trains on `examples`. `labels` are the entity's declared labels (may be empty: then the
     /// labels seen in the examples). Fails with a clear message when there is nothing to learn.
-    pub fn train(examples: &[Example<'_>], labels: &[String], lang: Lang) -> Result<TraitModel, String> {
+    pub fn train(
+        examples: &[Example<'_>],
+        labels: &[String],
+        lang: Lang,
+    ) -> Result<TraitModel, String> {
         let _ = examples;
-        Ok(TraitModel { lang, labels: labels.to_vec() })
+        Ok(TraitModel {
+            lang,
+            labels: labels.to_vec(),
+        })
     }
 
     /// Labels with calibrated scores in (0, 1], best first; counter-example mass is not listed.

@@ -13,8 +13,11 @@
 pub mod builtin;
 pub mod classify;
 pub mod dict;
-pub mod text;
+pub mod lines;
+pub mod model;
+pub mod service;
 pub mod tagger;
+pub mod text;
 
 use serde::{Deserialize, Serialize};
 
@@ -51,11 +54,7 @@ pub struct TrainingEntity {
     pub start: usize,
     pub end: usize,
     pub value: String,
-    #[serde(
-        default,
-        rename = "belongsTo",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "belongsTo", skip_serializing_if = "Option::is_none")]
     pub belongs_to: Option<BelongsTo>,
 }
 
@@ -89,10 +88,6 @@ pub struct Prediction {
     pub end: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved: Option<serde_json::Value>,
-    #[serde(
-        default,
-        rename = "belongsTo",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "belongsTo", skip_serializing_if = "Option::is_none")]
     pub belongs_to: Option<serde_json::Value>,
 }

@@ -77,7 +77,10 @@ mod tests {
     fn tokens_carry_char_and_byte_offsets() {
         let t = tokenize("Kè Bandung, don't e-mail v1.2!");
         let words: Vec<&str> = t.iter().map(|t| t.norm.as_str()).collect();
-        assert_eq!(words, ["kè", "bandung", ",", "don't", "e-mail", "v1.2", "!"]);
+        assert_eq!(
+            words,
+            ["kè", "bandung", ",", "don't", "e-mail", "v1.2", "!"]
+        );
         assert_eq!((t[1].char_start, t[1].char_end), (3, 10));
         assert_eq!((t[1].byte_start, t[1].byte_end), (4, 11));
     }

@@ -1,8 +1,10 @@
 //! What the sandbox's host functions do in the world: the clock, randomness, outbound HTTP of
 //! api actions and NL predictions. Swappable, so tests can stub them.
 
+use super::NlScope;
 use super::limits::Limits;
 use crate::egress::{Egress, Outbound, Use};
+use crate::nlu::service::NluService;
 use runtime_core::host::{HttpRequest, HttpResponse};
 use serde_json::Value as Json;
 use std::future::Future;
@@ -25,8 +27,13 @@ pub trait Effects: Send + Sync {
         req: &'a HttpRequest,
         limits: &'a Limits,
     ) -> EffectFuture<'a, Result<HttpResponse, String>>;
+    /// A raw prediction `{entity: [{type, score, value, label?, start, end}]}` of the NL
+    /// Studio model `nlu_id` (`<account>:<nlu name>`) for a bot running for `scope`. `Err`
+    /// is a clear message (unknown or private NLU, no model): the step logs a user error and
+    /// the NLU's output is null.
     fn nl_predict<'a>(
         &'a self,
+        scope: &'a NlScope,
         nlu_id: &'a str,
         text: &'a str,
         options: &'a Json,
@@ -42,6 +49,11 @@ pub trait Effects: Send + Sync {
 pub struct LiveEffects {
     rt: Option<tokio::runtime::Runtime>,
     egress: Arc<Egress>,
+    /// NL Studio models (`None`: predictions fail, as in tests of the sandbox alone).
+    nlu: Option<Arc<NluService>>,
+    /// The server's runtime (where the database pool lives), when built inside one: NL
+    /// predictions read models through it.
+    main: Option<tokio::runtime::Handle>,
 }
 
 impl LiveEffects {
@@ -54,7 +66,15 @@ impl LiveEffects {
         Ok(LiveEffects {
             rt: Some(rt),
             egress,
+            nlu: None,
+            main: tokio::runtime::Handle::try_current().ok(),
         })
+    }
+
+    /// Predictions of bots' `nl` NLUs come from `nlu`.
+    pub fn with_nlu(mut self, nlu: Arc<NluService>) -> LiveEffects {
+        self.nlu = Some(nlu);
+        self
     }
 }
 
@@ -125,20 +145,41 @@ impl Effects for LiveEffects {
 
     fn nl_predict<'a>(
         &'a self,
+        scope: &'a NlScope,
         nlu_id: &'a str,
-        _text: &'a str,
+        text: &'a str,
         _options: &'a Json,
     ) -> EffectFuture<'a, Result<Json, String>> {
-        Box::pin(std::future::ready(Err(format!(
-            "NL model {nlu_id} is not available (NL Studio models arrive with their own issue)"
-        ))))
+        let Some(nlu) = self.nlu.clone() else {
+            return Box::pin(std::future::ready(Err(format!(
+                "NL model {nlu_id}: no NL models in this environment"
+            ))));
+        };
+        let (scope, nlu_id, text) = (scope.clone(), nlu_id.to_owned(), text.to_owned());
+        let call = async move { nlu.predict_for_bot(&scope, &nlu_id, &text).await };
+        let handle = match &self.main {
+            Some(h) => h.clone(),
+            None => self
+                .rt
+                .as_ref()
+                .expect("the runtime lives until drop")
+                .handle()
+                .clone(),
+        };
+        let task = InFlight(handle.spawn(call));
+        Box::pin(async move {
+            let mut task = task;
+            (&mut task.0)
+                .await
+                .unwrap_or_else(|e| Err(format!("NL prediction failed: {e}")))
+        })
     }
 }
 
-/// An api call on the egress runtime, aborted when the step lets go of it.
-struct InFlight(tokio::task::JoinHandle<Result<HttpResponse, String>>);
+/// A host call's effect on a runtime, aborted when the step lets go of it.
+struct InFlight<T>(tokio::task::JoinHandle<Result<T, String>>);
 
-impl Drop for InFlight {
+impl<T> Drop for InFlight<T> {
     fn drop(&mut self) {
         self.0.abort();
     }

@@ -32,6 +32,7 @@ pub struct StepState {
     pub(super) max_recursion: u32,
     pub(super) output: MemoryOutputPipe,
     pub(super) revision: Arc<str>,
+    pub(super) nl: super::NlScope,
     /// The running call's clock, and the wall time it may take.
     pub(super) clock: Arc<StepClock>,
     pub(super) deadline: Duration,
@@ -168,9 +169,10 @@ impl HostImports for StepState {
         self.count_call()?;
         let options = serde_json::from_str(&options).unwrap_or(serde_json::Value::Null);
         let effects = self.effects();
+        let nl = self.nl.clone();
         let timeout = self.limits.http_timeout;
         Ok(self
-            .await_effect(timeout, effects.nl_predict(&nlu_id, &text, &options))
+            .await_effect(timeout, effects.nl_predict(&nl, &nlu_id, &text, &options))
             .await?
             .unwrap_or_else(|| Err(format!("NL model {nlu_id} timed out")))
             .map(|j| j.to_string()))

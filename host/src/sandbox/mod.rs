@@ -167,6 +167,19 @@ pub struct Revision {
     limits: Option<Arc<Limits>>,
     /// `config.defaultErrorMessage`: sent to a channel user when a step fails.
     pub default_error_message: Option<Arc<str>>,
+    /// Who the bot runs for, as its `nl` NLUs' predictions see it (visibility and pinning).
+    pub nl: NlScope,
+}
+
+/// The account and project a revision runs for, and the deployment's NLU revision pin: what
+/// the NL host function needs to decide which models the bot may use, at which revision.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NlScope {
+    /// The project's owner (a user or a team id).
+    pub owner: Arc<str>,
+    pub project: Arc<str>,
+    /// The deployment's `nluRevision`: models of the project's own NLUs are read at it.
+    pub pin: Option<Arc<str>>,
 }
 
 impl Revision {
@@ -177,7 +190,14 @@ impl Revision {
             max_recursion: bot.max_recursion,
             limits: None,
             default_error_message: bot.default_error_message().map(Into::into),
+            nl: NlScope::default(),
         }
+    }
+
+    /// This revision running for `scope` (owner, project and NLU pin).
+    pub fn with_nl(mut self, scope: NlScope) -> Revision {
+        self.nl = scope;
+        self
     }
 
     /// Runs this revision under its tenant's own limits. The memory cap cannot exceed the

@@ -68,6 +68,7 @@ impl Sandbox {
             max_recursion: 0,
             output: out,
             revision: Arc::from(""),
+            nl: Default::default(),
             clock: StepClock::start(),
             deadline: self.config.limits.deadline,
         };

@@ -159,6 +159,7 @@ impl Sandbox {
             st.max_recursion = revision.max_recursion;
             st.limiter.denied = false;
             st.revision = revision.id.clone();
+            st.nl = revision.nl.clone();
         }
         let message_json =
             serde_json::to_string(message).map_err(|e| SandboxError::Internal(e.into()))?;

@@ -31,6 +31,7 @@ impl Effects for EnvEffects {
     }
     fn nl_predict<'a>(
         &'a self,
+        _: &'a super::NlScope,
         _: &'a str,
         _: &'a str,
         _: &'a Json,
