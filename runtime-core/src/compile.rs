@@ -267,7 +267,7 @@ pub fn nl_unavailable_warning(path: &str, name: &str, nlu_id: &str, why: &str) -
             "NLU \"{}\" points to \"{}\": {}; until that changes this NLU's output is null (classifiers using it never match)",
             short(name),
             short(nlu_id),
-            short(why)
+            why
         ),
         line: None,
         column: None,
