@@ -97,6 +97,8 @@ fn every_example_gives_identical_results_native_and_sandboxed() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir())
+        // Bots with an NL Studio model need it trained: tests/nlu.rs runs them.
+        .filter(|p| !p.join("nlu.yml").exists())
         .collect();
     dirs.sort();
     let mut diffs = vec![];
