@@ -42,19 +42,16 @@ async fn form(
             reqwest::multipart::Part::text(text).file_name(name.to_string()),
         );
     }
-    let r = api
-        .http
-        .post(format!("{}{path}", api.base))
-        .bearer_auth(token)
-        .multipart(f)
-        .send()
-        .await
-        .unwrap();
-    Res {
-        status: r.status().as_u16(),
-        headers: r.headers().clone(),
-        text: r.text().await.unwrap(),
-    }
+    Res::read(
+        api.http
+            .post(format!("{}{path}", api.base))
+            .bearer_auth(token)
+            .multipart(f)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
 }
 
 /// A project with an NLU named like it; returns the project id.
@@ -383,7 +380,7 @@ async fn visibility_between_accounts(backend: Backend) {
         "{warnings}"
     );
     let say = |token: String, pid: String| {
-        let api = api.clone_api();
+        let api = api.clone();
         async move {
             let r = api
                 .post(
@@ -468,18 +465,6 @@ fn texts_of(result: &Value) -> Vec<String> {
         .collect()
 }
 
-trait CloneApi {
-    fn clone_api(&self) -> Api;
-}
-impl CloneApi for Api {
-    fn clone_api(&self) -> Api {
-        Api {
-            http: self.http.clone(),
-            base: self.base.clone(),
-        }
-    }
-}
-
 async fn deployments_pin_their_nlu_model(backend: Backend) {
     let server = Server::start(backend, &[]).await;
     let api = server.api();
@@ -559,7 +544,7 @@ async fn deployments_pin_their_nlu_model(backend: Backend) {
     .await
     .ok();
     let say = |text: &'static str| {
-        let api = api.clone_api();
+        let api = api.clone();
         let (pid, alice) = (pid.clone(), alice.clone());
         async move {
             let r = api
@@ -785,7 +770,7 @@ async fn every_example_nl_bot_passes_its_conversation_tests(backend: Backend) {
         assert_eq!(pushed["warnings"], json!([]), "{name}");
         let compiled = runtime_core::compile(&bot).unwrap().bot;
         let mut stepper = ServerStepper {
-            api: api.clone_api(),
+            api: api.clone(),
             token: alice.clone(),
             pid: pid.clone(),
         };

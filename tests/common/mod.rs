@@ -240,6 +240,15 @@ pub struct Res {
 }
 
 impl Res {
+    /// Reads a response whole.
+    pub async fn read(r: reqwest::Response) -> Res {
+        Res {
+            status: r.status().as_u16(),
+            headers: r.headers().clone(),
+            text: r.text().await.unwrap(),
+        }
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.text)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.text))
@@ -281,12 +290,7 @@ impl Api {
                 .header("content-type", "application/json")
                 .body(serde_json::to_vec(b).unwrap());
         }
-        let r = rb.send().await.expect("request failed");
-        Res {
-            status: r.status().as_u16(),
-            headers: r.headers().clone(),
-            text: r.text().await.unwrap(),
-        }
+        Res::read(rb.send().await.expect("request failed")).await
     }
 
     pub async fn raw(&self, method: &str, path: &str, token: Option<&str>, body: Vec<u8>) -> Res {
@@ -297,17 +301,14 @@ impl Api {
         if let Some(t) = token {
             rb = rb.bearer_auth(t);
         }
-        let r = rb
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        Res {
-            status: r.status().as_u16(),
-            headers: r.headers().clone(),
-            text: r.text().await.unwrap(),
-        }
+        Res::read(
+            rb.header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
     }
 
     pub async fn get(&self, path: &str, token: &str) -> Res {

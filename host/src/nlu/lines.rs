@@ -255,31 +255,20 @@ pub fn parse_file(name: Option<&str>, text: &str) -> Parsed {
 }
 
 fn parse_structured(v: serde_json::Value) -> Parsed {
+    let not_training_data = || Parsed {
+        errors: vec![LineError {
+            line: 1,
+            message: "expected an array of training data or {\"data\": [...]}".into(),
+        }],
+        ..Parsed::default()
+    };
     let items = match v {
         serde_json::Value::Array(a) => a,
         serde_json::Value::Object(mut o) => match o.remove("data") {
             Some(serde_json::Value::Array(a)) => a,
-            _ => {
-                return Parsed {
-                    rows: vec![],
-                    lines: vec![],
-                    errors: vec![LineError {
-                        line: 1,
-                        message: "expected an array of training data or {\"data\": [...]}".into(),
-                    }],
-                };
-            }
+            _ => return not_training_data(),
         },
-        _ => {
-            return Parsed {
-                rows: vec![],
-                lines: vec![],
-                errors: vec![LineError {
-                    line: 1,
-                    message: "expected an array of training data or {\"data\": [...]}".into(),
-                }],
-            };
-        }
+        _ => return not_training_data(),
     };
     let mut out = Parsed::default();
     for (i, item) in items.into_iter().enumerate() {
