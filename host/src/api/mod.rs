@@ -446,7 +446,8 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
 pub const DEFAULT_LIMIT: i64 = 20;
 pub const MAX_LIMIT: i64 = 100;
 
-/// `?limit=&page=`: `limit` 1 to 100 (default 20), `page` from 1 (default 1).
+/// `?limit=&page=`: `limit` 1 to 100 (default 20; a larger limit is cut to 100, as clients
+/// such as kata-cli ask for `limit=1000000` to mean "all"), `page` from 1 (default 1).
 #[derive(Debug, Clone, Copy)]
 pub struct Paging {
     pub limit: i64,
@@ -476,7 +477,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Paging {
             }
         };
         Ok(Paging {
-            limit: num("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
+            limit: num("limit", DEFAULT_LIMIT, 1, i64::MAX)?.min(MAX_LIMIT),
             page: num("page", 1, 1, 1_000_000)?,
         })
     }

@@ -16,9 +16,13 @@ use utoipa_axum::routes;
 pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(create_project, list_projects))
-        .routes(routes!(get_project, put_project))
+        .routes(routes!(get_project, put_project, delete_project))
+        .routes(routes!(project_by_name))
         .routes(routes!(get_bot))
-        .routes(routes!(create_revision))
+        .routes(routes!(create_revision, list_revisions))
+        .routes(routes!(get_revision))
+        .routes(routes!(nlu_revisions))
+        .routes(routes!(cms))
         .routes(routes!(get_draft, put_draft, delete_draft))
 }
 
@@ -303,6 +307,162 @@ async fn put_project(
     Ok(Json(project_json(p)?))
 }
 
+/// Deletes a project and everything below it: revisions, deployments, environments, channels
+/// (their webhooks stop at once), sessions, transcripts, keys, NLUs and their models.
+#[utoipa::path(delete, path = "/projects/{projectId}", tag = "projects",
+    params(("projectId" = String, Path)), responses((status = 200, body = Project), (status = 404)))]
+async fn delete_project(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Project>> {
+    let p = project_for(&app, &caller, &id, Action::Delete, Resource::Projects).await?;
+    app.db.delete_project(&id).await?;
+    app.live.routes_changed();
+    Ok(Json(project_json(p)?))
+}
+
+/// The caller's project of that name (kata-cli's select-project).
+#[utoipa::path(get, path = "/projects/getProjectByName", tag = "projects",
+    params(("name" = String, Query)), responses((status = 200, body = Project), (status = 404)))]
+async fn project_by_name(
+    State(app): State<App>,
+    caller: Caller,
+    uri: axum::http::Uri,
+) -> ApiResult<Json<Project>> {
+    caller.require(Action::Read, Resource::Projects)?;
+    let q = super::query_pairs(uri.query());
+    let name = q
+        .get("name")
+        .map(|n| {
+            url::form_urlencoded::parse(format!("n={n}").as_bytes())
+                .next()
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default()
+        })
+        .ok_or_else(|| ApiError::bad("query parameter name is required"))?;
+    let p = app
+        .db
+        .project_by_name(caller.owner(), &name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("project {name}")))?;
+    Ok(Json(project_json(p)?))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionSummary {
+    pub revision: String,
+    pub version: String,
+    pub created_at: i64,
+}
+
+/// The project's bot revisions, newest first.
+#[utoipa::path(get, path = "/projects/{projectId}/bot/revisions", tag = "bot",
+    params(("projectId" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<i64>, Query)),
+    responses((status = 200, body = PageOf<RevisionSummary>), (status = 404)))]
+async fn list_revisions(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+    paging: super::Paging,
+) -> ApiResult<Json<PageOf<RevisionSummary>>> {
+    project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    let page = app
+        .db
+        .list_revisions(&id, paging.limit, paging.offset())
+        .await?;
+    let data = page
+        .items
+        .into_iter()
+        .map(|r| RevisionSummary {
+            revision: r.id,
+            version: r.version,
+            created_at: r.created_at,
+        })
+        .collect();
+    Ok(Json(PageOf::new(paging, page.total, data)))
+}
+
+/// One bot revision, as stored, with its `revision` (kata-cli's pull).
+#[utoipa::path(get, path = "/projects/{projectId}/bot/revisions/{revision}", tag = "bot",
+    params(("projectId" = String, Path), ("revision" = String, Path)),
+    responses((status = 200, description = "Bot (document 3) plus revision", body = Object), (status = 404)))]
+async fn get_revision(
+    State(app): State<App>,
+    caller: Caller,
+    Path((id, rev)): Path<(String, String)>,
+) -> ApiResult<Json<Json_>> {
+    project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    let r = app
+        .db
+        .revision(&id, &rev)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("bot revision {rev} of project {id}")))?;
+    Ok(Json(stored_bot(&r)?))
+}
+
+/// A stored revision's document with its `revision` id.
+fn stored_bot(r: &crate::db::RevisionRow) -> ApiResult<Json_> {
+    let mut bot: Json_ =
+        serde_json::from_str(&r.source).map_err(|e| ApiError::Internal(e.into()))?;
+    if let Some(o) = bot.as_object_mut() {
+        o.insert("revision".into(), json!(r.id));
+    }
+    Ok(bot)
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NluRevision {
+    pub revision: String,
+    pub created_at: i64,
+}
+
+/// The project's NLU revisions (one per training), newest first.
+#[utoipa::path(get, path = "/projects/{projectId}/nlu/revisions", tag = "nlu",
+    params(("projectId" = String, Path)), responses((status = 200, body = PageOf<NluRevision>), (status = 404)))]
+async fn nlu_revisions(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+    paging: super::Paging,
+) -> ApiResult<Json<PageOf<NluRevision>>> {
+    project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    let all = app.db.nlu_revisions(&id).await?;
+    let total = all.len() as i64;
+    let data = all
+        .into_iter()
+        .skip(paging.offset() as usize)
+        .take(paging.limit as usize)
+        .map(|(revision, created_at)| NluRevision {
+            revision,
+            created_at,
+        })
+        .collect();
+    Ok(Json(PageOf::new(paging, total, data)))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CmsInfo {
+    /// botbox has no CMS: always the empty string (clients call string methods on it).
+    pub revision: String,
+}
+
+/// The project's CMS: botbox has none, so its revision is empty.
+#[utoipa::path(get, path = "/projects/{projectId}/cms", tag = "projects",
+    params(("projectId" = String, Path)), responses((status = 200, body = CmsInfo), (status = 404)))]
+async fn cms(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<CmsInfo>> {
+    let p = project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    Ok(Json(CmsInfo {
+        revision: p.cms_latest_revision.unwrap_or_default(),
+    }))
+}
+
 /// The latest bot revision, as stored: the pushed document with `id`, `version` and
 /// `revision` set by the server.
 #[utoipa::path(get, path = "/projects/{projectId}/bot", tag = "bot",
@@ -319,8 +479,7 @@ async fn get_bot(
         .latest_revision(&id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("project {id} has no bot revision yet")))?;
-    let bot: Json_ = serde_json::from_str(&r.source).map_err(|e| ApiError::Internal(e.into()))?;
-    Ok(Json(bot))
+    Ok(Json(stored_bot(&r)?))
 }
 
 /// The next patch version after the highest `a.b.c` version of `existing`.

@@ -685,3 +685,89 @@ impl Db {
         Ok(n)
     }
 }
+
+/// The statements that delete a project and everything below it, children first, each bound
+/// to the project id as `$1`.
+const DELETE_PROJECT: &[&str] = &[
+    "DELETE FROM outbox WHERE channel_id IN (SELECT id FROM channels WHERE project_id = $1)",
+    "DELETE FROM schedules WHERE channel_id IN (SELECT id FROM channels WHERE project_id = $1)",
+    "DELETE FROM inbound_seen WHERE channel_id IN (SELECT id FROM channels WHERE project_id = $1)",
+    "DELETE FROM sessions WHERE environment_id IN (SELECT id FROM environments WHERE project_id = $1)",
+    "DELETE FROM transcripts WHERE project_id = $1",
+    "DELETE FROM agent_steers WHERE run_id IN (SELECT r.id FROM agent_runs r JOIN environments e ON e.id = r.environment_id WHERE e.project_id = $1)",
+    "DELETE FROM agent_run_chunks WHERE run_id IN (SELECT r.id FROM agent_runs r JOIN environments e ON e.id = r.environment_id WHERE e.project_id = $1)",
+    "DELETE FROM agent_runs WHERE environment_id IN (SELECT id FROM environments WHERE project_id = $1)",
+    "DELETE FROM agent_messages WHERE conversation_id IN (SELECT c.id FROM agent_conversations c JOIN environments e ON e.id = c.environment_id WHERE e.project_id = $1)",
+    "DELETE FROM agent_conversations WHERE environment_id IN (SELECT id FROM environments WHERE project_id = $1)",
+    "DELETE FROM api_keys WHERE project_id = $1",
+    "DELETE FROM channels WHERE project_id = $1",
+    "DELETE FROM environments WHERE project_id = $1",
+    "DELETE FROM deployments WHERE project_id = $1",
+    "DELETE FROM drafts WHERE project_id = $1",
+    "DELETE FROM bot_revisions WHERE project_id = $1",
+    "DELETE FROM nlu_training_data WHERE nlu_id IN (SELECT id FROM nlus WHERE project_id = $1)",
+    "DELETE FROM nlu_models WHERE project_id = $1",
+    "DELETE FROM nlus WHERE project_id = $1",
+    "DELETE FROM projects WHERE id = $1",
+];
+
+/// A revision without its documents, for lists.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RevisionInfo {
+    pub id: String,
+    pub version: String,
+    pub created_at: i64,
+}
+
+impl Db {
+    /// Deletes a project with everything below it (revisions, deployments, environments,
+    /// channels with their sessions, outbox and schedules, transcripts, keys, agent
+    /// conversations, NLUs and their models), in one transaction.
+    pub async fn delete_project(&self, project_id: &str) -> DbResult<()> {
+        let _turn = self.write_turn().await;
+        let mut tx = self.pool.begin().await?;
+        for stmt in DELETE_PROJECT {
+            sqlx::query(stmt).bind(project_id).execute(&mut *tx).await?;
+        }
+        tx.commit().await.map_err(DbError::from_sqlx)?;
+        Ok(())
+    }
+
+    /// The project's bot revisions, newest first.
+    pub async fn list_revisions(
+        &self,
+        project_id: &str,
+        limit: i64,
+        offset: i64,
+    ) -> DbResult<Page<RevisionInfo>> {
+        let items = sqlx::query_as(
+            "SELECT id, version, created_at FROM bot_revisions WHERE project_id = $1 ORDER BY seq DESC LIMIT $2 OFFSET $3",
+        )
+        .bind(project_id)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&self.pool)
+        .await?;
+        let (total,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM bot_revisions WHERE project_id = $1")
+                .bind(project_id)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(Page { items, total })
+    }
+
+    /// The caller's project named `name` (names are unique per owner).
+    pub async fn project_by_name(
+        &self,
+        owner_id: &str,
+        name: &str,
+    ) -> DbResult<Option<ProjectRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {PROJECT_COLS} FROM projects WHERE owner_id = $1 AND name = $2"
+        ))
+        .bind(owner_id)
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+}
