@@ -14,6 +14,11 @@ use utoipa_axum::routes;
 pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(login))
+        .routes(routes!(cli_login))
+        .routes(routes!(get_token))
+        .routes(routes!(get_user))
+        .routes(routes!(user_info))
+        .routes(routes!(team_users))
         .routes(routes!(create_token, revoke_my_tokens))
         .routes(routes!(logout))
         .routes(routes!(me))
@@ -343,6 +348,12 @@ pub struct UserTeam {
     pub name: String,
     pub role_id: String,
     pub role: String,
+    /// kata-cli's names and counts of the same team.
+    pub team_id: String,
+    pub username: String,
+    pub projects: i64,
+    pub members: i64,
+    pub bots: i64,
 }
 
 /// The teams of a user (the user themself, or an administrator).
@@ -351,20 +362,168 @@ pub struct UserTeam {
 async fn user_teams(
     State(app): State<App>,
     caller: Caller,
-    Path(user_id): Path<String>,
+    Path(user): Path<String>,
 ) -> ApiResult<Json<Vec<UserTeam>>> {
+    // By id (the seed) or by name (kata-cli).
+    let user_id = match app.db.user_by_name(&user).await? {
+        Some(u) if u.id != user => u.id,
+        _ => user,
+    };
     if caller.user_id != user_id && !caller.is_admin() {
         return Err(ApiError::Forbidden);
     }
     let teams = app.db.user_teams(&user_id).await?;
-    Ok(Json(
-        teams
+    let mut out = Vec::with_capacity(teams.len());
+    for t in teams {
+        let (projects, bots) = app.db.owner_project_counts(&t.id).await?;
+        let members = app.db.team_members(&t.id).await?.len() as i64;
+        out.push(UserTeam {
+            team_id: t.id.clone(),
+            username: t.name.clone(),
+            id: t.id,
+            name: t.name,
+            role: t.role_id.clone(),
+            role_id: t.role_id,
+            projects,
+            members,
+            bots,
+        });
+    }
+    Ok(Json(out))
+}
+
+/// Logs in (kata-cli's name for `POST /login`).
+#[utoipa::path(post, path = "/cli-login", tag = "auth", request_body = LoginRequest,
+    responses((status = 200, body = Token), (status = 401)))]
+async fn cli_login(
+    state: State<App>,
+    client: Option<Extension<ClientKey>>,
+    body: Body<LoginRequest>,
+) -> ApiResult<Json<Token>> {
+    login(state, client, body).await
+}
+
+/// The token that authenticates this request, described (kata-cli's `login -t`). Any other
+/// token id is 404: a token is not a name to look others up by.
+#[utoipa::path(get, path = "/tokens/{tokenId}", tag = "auth",
+    params(("tokenId" = String, Path)), responses((status = 200, body = Token), (status = 404)))]
+async fn get_token(
+    State(app): State<App>,
+    caller: Caller,
+    Path(token): Path<String>,
+) -> ApiResult<Json<Token>> {
+    let hash = auth::token_hash(&token);
+    if hash != caller.token_hash {
+        return Err(ApiError::not_found("token"));
+    }
+    let row = app
+        .db
+        .token_by_hash(&hash)
+        .await?
+        .ok_or_else(|| ApiError::not_found("token"))?;
+    Ok(Json(Token {
+        id: token,
+        kind: row.kind,
+        label: row.label,
+        user_id: row.user_id,
+        team_id: row.team_id,
+        bot_id: None,
+        role_id: row.role_id,
+        expire: row.expire,
+    }))
+}
+
+/// A user's own account with its teams, or a team the caller belongs to (as
+/// `{id, username: <team name>, type: "team"}`): what kata-cli's switch-team and token login
+/// read.
+#[utoipa::path(get, path = "/users/{userId}", tag = "teams",
+    params(("userId" = String, Path, description = "a user's id or name, or a team id")),
+    responses((status = 200, body = Object), (status = 404)))]
+async fn get_user(
+    State(app): State<App>,
+    caller: Caller,
+    Path(key): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let user = match app.db.user_by_id(&key).await? {
+        Some(u) => Some(u),
+        None => app.db.user_by_name(&key).await?,
+    };
+    if let Some(u) = user {
+        if u.id != caller.user_id && !caller.is_admin() {
+            return Err(ApiError::not_found(format!("user {key}")));
+        }
+        let teams: Vec<serde_json::Value> = app
+            .db
+            .user_teams(&u.id)
+            .await?
             .into_iter()
-            .map(|t| UserTeam {
-                id: t.id,
-                name: t.name,
-                role: t.role_id.clone(),
-                role_id: t.role_id,
+            .map(|t| serde_json::json!({"teamId": t.id, "username": t.name, "roleId": t.role_id}))
+            .collect();
+        return Ok(Json(serde_json::json!({
+            "id": u.id, "userId": u.id, "username": u.username, "roleId": u.role_id,
+            "type": "user", "teams": teams,
+        })));
+    }
+    if let Some(t) = app.db.team_by_id(&key).await? {
+        if caller.is_admin() || app.db.membership(&t.id, &caller.user_id).await?.is_some() {
+            return Ok(Json(serde_json::json!({
+                "id": t.id, "username": t.name, "type": "team",
+            })));
+        }
+    }
+    Err(ApiError::not_found(format!("user {key}")))
+}
+
+/// A user's id and name by name (what an invitation needs). Signed-in users only; nothing
+/// else of the account is shown.
+#[utoipa::path(get, path = "/users/getInfo/{key}", tag = "teams",
+    params(("key" = String, Path, description = "a user name")),
+    responses((status = 200, body = Object), (status = 404)))]
+async fn user_info(
+    State(app): State<App>,
+    _caller: Caller,
+    Path(key): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let u = app
+        .db
+        .user_by_name(&key)
+        .await?
+        .filter(|u| u.disabled == 0)
+        .ok_or_else(|| ApiError::not_found(format!("user {key}")))?;
+    Ok(Json(serde_json::json!({"id": u.id, "userId": u.id, "username": u.username})))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TeamUser {
+    pub user_id: String,
+    pub username: String,
+    pub role_id: String,
+    pub role_name: String,
+}
+
+/// The members of a team, as a bare array (members and administrators only).
+#[utoipa::path(get, path = "/teams/{teamId}/users", tag = "teams",
+    params(("teamId" = String, Path)), responses((status = 200, body = [TeamUser]), (status = 404)))]
+async fn team_users(
+    State(app): State<App>,
+    caller: Caller,
+    Path(team_id): Path<String>,
+) -> ApiResult<Json<Vec<TeamUser>>> {
+    let t = team_by_id_or_name(&app, &team_id, true).await?;
+    if !caller.is_admin() && app.db.membership(&t.id, &caller.user_id).await?.is_none() {
+        return Err(ApiError::not_found(format!("team {team_id}")));
+    }
+    Ok(Json(
+        app.db
+            .team_members(&t.id)
+            .await?
+            .into_iter()
+            .map(|m| TeamUser {
+                user_id: m.user_id,
+                username: m.username,
+                role_name: m.role_id.clone(),
+                role_id: m.role_id,
             })
             .collect(),
     ))
@@ -373,7 +532,17 @@ async fn user_teams(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewTeam {
+    /// The team's name (kata-cli sends it as `username`).
+    #[serde(alias = "username")]
     pub name: String,
+    /// kata-cli sends an empty password and `roleId: teamAdmin`: accepted and ignored (a team
+    /// has no password; its creator becomes its teamAdmin).
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub password: Option<String>,
+    #[serde(default, rename = "roleId")]
+    #[allow(dead_code)]
+    pub role_id: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -525,7 +694,8 @@ async fn delete_team(
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemberRole {
-    /// `teamAdmin`, `developer` or `viewer`.
+    /// `teamAdmin`, `developer` or `viewer` (kata-cli's `teamMember` means `developer`).
+    #[serde(alias = "roleId")]
     pub role: String,
 }
 
@@ -543,6 +713,20 @@ async fn add_member(
         return Err(ApiError::not_found(format!("team {team_id}")));
     }
     require_team_admin(&app, &caller, &team_id, &team_id).await?;
+    let req = MemberRole {
+        role: match req.role.as_str() {
+            "teamMember" => "developer".into(),
+            _ => req.role,
+        },
+    };
+    // The path names the user by id (the seed) or by name (kata-cli's invite-member).
+    let user_id = match app.db.user_by_id(&user_id).await? {
+        Some(u) => u.id,
+        None => match app.db.user_by_name(&user_id).await? {
+            Some(u) => u.id,
+            None => return Err(ApiError::not_found(format!("user {user_id}"))),
+        },
+    };
     if !TEAM_ROLE_NAMES.contains(&req.role.as_str()) {
         return Err(ApiError::bad(format!(
             "role: one of {} (got {:?})",

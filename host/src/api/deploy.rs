@@ -25,6 +25,64 @@ pub fn routes() -> OpenApiRouter<App> {
         ))
         .routes(routes!(list_channels, create_channel))
         .routes(routes!(get_channel, put_channel, delete_channel))
+        .routes(routes!(rollback))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackRequest {
+    /// Who rolls back and why: logged with the rollback.
+    pub author: Option<String>,
+    pub changelog: Option<String>,
+    /// The deployment's own version, if given, must match it.
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolledBack {
+    pub id: String,
+    pub version: String,
+    /// The environments moved back to this version (those that were on a newer one).
+    pub environments: Vec<String>,
+}
+
+/// Rolls the project back to this deployment version: every environment on a newer version
+/// moves to it (at its next message). Environments on this or an older version stay.
+#[utoipa::path(post, path = "/deployments/{deploymentId}/rollback", tag = "deployments",
+    params(("deploymentId" = String, Path)), request_body = RollbackRequest,
+    responses((status = 200, body = RolledBack), (status = 400), (status = 404)))]
+async fn rollback(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(req): Body<RollbackRequest>,
+) -> ApiResult<Json<RolledBack>> {
+    caller.require(Action::Update, Resource::Deployments)?;
+    let d = app
+        .db
+        .deployment_by_id(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("deployment {id}")))?;
+    // 404 for another owner's deployment, as for its project.
+    project_for(&app, &caller, &d.project_id, Action::Update, Resource::Deployments)
+        .await
+        .map_err(|_| ApiError::not_found(format!("deployment {id}")))?;
+    if let Some(v) = req.version.as_deref().filter(|v| *v != d.version) {
+        return Err(ApiError::bad(format!(
+            "version: deployment {id} is version {}, not {v}",
+            d.version
+        )));
+    }
+    let environments = app.db.rollback_environments(&d).await?;
+    app.live.routes_changed();
+    tracing::info!(project = %d.project_id, version = %d.version, author = ?req.author,
+        changelog = ?req.changelog, moved = ?environments, "rolled back");
+    Ok(Json(RolledBack {
+        id: d.id,
+        version: d.version,
+        environments,
+    }))
 }
 
 fn conflict(what: String) -> impl FnOnce(DbError) -> ApiError {
@@ -85,12 +143,15 @@ pub struct DeploymentRequest {
 }
 
 async fn check_revision(app: &App, project_id: &str, rev: &str) -> ApiResult<()> {
-    if app.db.revision(project_id, rev).await?.is_none() {
-        return Err(ApiError::bad(format!(
+    match app.db.revision(project_id, rev).await? {
+        None => Err(ApiError::bad(format!(
             "botRevision: project {project_id} has no bot revision {rev}"
-        )));
+        ))),
+        Some(r) if r.compiled.is_empty() => Err(ApiError::bad(format!(
+            "botRevision: {rev} is the project's initial empty revision; push a bot first"
+        ))),
+        Some(_) => Ok(()),
     }
-    Ok(())
 }
 
 fn check_version(v: &str) -> ApiResult<()> {
@@ -285,6 +346,13 @@ pub struct Environment {
     pub slug: String,
     pub deployment_id: String,
     pub deployment_version: String,
+    /// The same as `deploymentId`/`deploymentVersion`, as the create request names them
+    /// (and kata-cli reads them).
+    pub dep_id: String,
+    pub dep_version: String,
+    /// On `GET …/environments/{id}` only: the environment's channels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channels: Option<Vec<Channel>>,
 }
 
 fn environment_json(e: EnvironmentRow) -> Environment {
@@ -292,8 +360,11 @@ fn environment_json(e: EnvironmentRow) -> Environment {
         id: e.id,
         name: e.name,
         slug: e.slug,
+        dep_id: e.project_id.clone(),
+        dep_version: e.deployment_version.clone(),
         deployment_id: e.project_id,
         deployment_version: e.deployment_version,
+        channels: None,
     }
 }
 
@@ -415,9 +486,17 @@ async fn get_environment(
 ) -> ApiResult<Json<Environment>> {
     // The seed lists list_*_environments for this route.
     project_for(&app, &caller, &pid, Action::List, Resource::Environments).await?;
-    Ok(Json(environment_json(
-        environment_or_404(&app, &pid, &eid).await?,
-    )))
+    let mut env = environment_json(environment_or_404(&app, &pid, &eid).await?);
+    let channels = app
+        .db
+        .list_channels(&pid, Some(&eid), i64::MAX, 0)
+        .await?
+        .items
+        .into_iter()
+        .map(|c| channel_json(&app, c, reveals_secrets(&caller)))
+        .collect::<ApiResult<_>>()?;
+    env.channels = Some(channels);
+    Ok(Json(env))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use runtime_core::session::{Message, Session};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json_, json};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -19,6 +19,7 @@ pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(converse))
         .routes(routes!(list_transcript))
+        .routes(routes!(list_errors))
 }
 
 /// Webhooks are called by providers: no token, no project-API rate limit (the channel's
@@ -201,4 +202,85 @@ async fn list_transcript(
             })
             .collect(),
     ))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BotError {
+    pub error_id: String,
+    /// Unix milliseconds.
+    pub timestamp: i64,
+    /// `step` (the step failed and the session was kept) or `bot` (a user error in a step
+    /// that went on).
+    pub error_group: String,
+    /// `cpu-limit`, `memory-limit`, `time-limit`, `too-many-responses`, `max-recursion`,
+    /// `timeout`, `api-error`, `method-error`, `nlu-error`, `expression-error`,
+    /// `host-call-limit` or `error`.
+    pub error_code: String,
+    pub error_message: String,
+    pub environment_id: String,
+    pub channel_id: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BotErrors {
+    pub page: i64,
+    pub limit: i64,
+    pub data: Vec<BotError>,
+}
+
+/// The bot's errors, newest first: steps that failed (a limit, a trap) and user errors of
+/// steps that went on (an expression, an api call, a method, an NLU), recorded with the step
+/// per environment and channel. Filters: `environmentId`, `channelId`, `errorGroup`,
+/// `errorCode`, `start`/`end` (Unix milliseconds, inclusive).
+#[utoipa::path(get, path = "/projects/{projectId}/errors", tag = "analytics",
+    params(("projectId" = String, Path), ("environmentId" = Option<String>, Query), ("channelId" = Option<String>, Query),
+        ("errorGroup" = Option<String>, Query), ("errorCode" = Option<String>, Query),
+        ("start" = Option<i64>, Query), ("end" = Option<i64>, Query), ("limit" = Option<i64>, Query), ("page" = Option<i64>, Query)),
+    responses((status = 200, body = BotErrors), (status = 404)))]
+async fn list_errors(
+    State(app): State<App>,
+    caller: Caller,
+    Path(pid): Path<String>,
+    paging: super::Paging,
+    uri: Uri,
+) -> ApiResult<Json<BotErrors>> {
+    project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let q = super::query_pairs(uri.query());
+    let num = |name: &str, default: i64| -> ApiResult<i64> {
+        match q.get(name).filter(|v| !v.is_empty()) {
+            None => Ok(default),
+            Some(v) => v.parse::<i64>().map_err(|_| {
+                ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))
+            }),
+        }
+    };
+    let text = |name: &str| q.get(name).filter(|v| !v.is_empty()).cloned();
+    let query = crate::db::BotErrorQuery {
+        environment_id: text("environmentId"),
+        channel_id: text("channelId"),
+        group: text("errorGroup"),
+        code: text("errorCode"),
+        start: num("start", 0)?,
+        end: num("end", i64::MAX)?,
+        limit: paging.limit,
+        offset: paging.offset(),
+    };
+    let rows = app.db.bot_errors(&pid, &query).await?;
+    Ok(Json(BotErrors {
+        page: paging.page,
+        limit: paging.limit,
+        data: rows
+            .into_iter()
+            .map(|r| BotError {
+                error_id: r.id,
+                timestamp: r.created_at,
+                error_group: r.error_group,
+                error_code: r.error_code,
+                error_message: r.message,
+                environment_id: r.environment_id,
+                channel_id: r.channel_id,
+            })
+            .collect(),
+    }))
 }

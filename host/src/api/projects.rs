@@ -20,7 +20,7 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(project_by_name))
         .routes(routes!(get_bot))
         .routes(routes!(create_revision, list_revisions))
-        .routes(routes!(get_revision))
+        .routes(routes!(get_revision, push_revision))
         .routes(routes!(nlu_revisions))
         .routes(routes!(cms))
         .routes(routes!(get_draft, put_draft, delete_draft))
@@ -187,6 +187,25 @@ async fn create_project(
         })
         .await
         .map_err(taken(format!("project {} already exists", req.name)))?;
+    let row = row;
+    if options.bot {
+        // The seed types botLatestRevision as a string, and kata-cli pushes on top of the
+        // latest revision: a bot project starts with an empty one (version 0.0.0, no
+        // compiled form: it cannot be deployed).
+        let source = serde_json::to_string(
+            &json!({"id": row.id, "name": req.name, "version": "0.0.0", "flows": {}}),
+        )
+        .expect("json serialises");
+        let revision = hex::encode(&Sha256::digest(format!("{}\n{source}", row.id).as_bytes())[..20]);
+        app.db
+            .insert_revision(&row.id, &revision, "0.0.0", &source, "")
+            .await?;
+    }
+    let row = if options.bot {
+        app.db.project(&row.id).await?.unwrap_or(row)
+    } else {
+        row
+    };
     if options.nlu {
         super::nlu::create_for_project(
             &app,
@@ -506,9 +525,47 @@ async fn create_revision(
     State(app): State<App>,
     caller: Caller,
     Path(id): Path<String>,
+    Body(bot): Body<Json_>,
+) -> ApiResult<Json<Json_>> {
+    let project = project_for(&app, &caller, &id, Action::Update, Resource::Projects).await?;
+    store_revision(&app, project, bot, false).await
+}
+
+/// kata-cli's push: a new revision on top of `revision`, which must be the latest (else 409:
+/// pull first). A `version` that exists (bot.yml keeps the pulled one) becomes the next patch
+/// version, said in `warnings`; `tag` is dropped.
+#[utoipa::path(put, path = "/projects/{projectId}/bot/revisions/{revision}", tag = "bot",
+    params(("projectId" = String, Path), ("revision" = String, Path)), request_body(content = Object, description = "Bot (document 3)"),
+    responses((status = 200, description = "Bot plus revision and warnings", body = Object),
+        (status = 400), (status = 409, description = "not the latest revision")))]
+async fn push_revision(
+    State(app): State<App>,
+    caller: Caller,
+    Path((id, rev)): Path<(String, String)>,
     Body(mut bot): Body<Json_>,
 ) -> ApiResult<Json<Json_>> {
     let project = project_for(&app, &caller, &id, Action::Update, Resource::Projects).await?;
+    let latest = project.bot_latest_revision.clone().unwrap_or_default();
+    if rev != latest {
+        return Err(ApiError::Conflict(format!(
+            "revision {rev} is not the latest of project {id} ({latest}): pull, merge and push again"
+        )));
+    }
+    if let Some(doc) = bot.as_object_mut() {
+        doc.remove("tag");
+    }
+    store_revision(&app, project, bot, true).await
+}
+
+/// Validates, compiles and stores a new revision. `bump`: a version that exists becomes the
+/// next patch version (with a warning) instead of a 409.
+async fn store_revision(
+    app: &App,
+    project: ProjectRow,
+    mut bot: Json_,
+    bump: bool,
+) -> ApiResult<Json<Json_>> {
+    let id = project.id.clone();
     let Some(doc) = bot.as_object_mut() else {
         return Err(ApiError::bad("body: a Bot object is expected"));
     };
@@ -517,9 +574,18 @@ async fn create_revision(
     }
     doc.insert("id".into(), json!(id));
     let versions = app.db.revision_versions(&id).await?;
+    let next = next_patch(versions.iter().map(String::as_str));
+    let mut bumped = None;
     let version = match doc.get("version") {
-        None | Some(Json_::Null) => next_patch(versions.iter().map(String::as_str)),
-        Some(Json_::String(v)) if !v.trim().is_empty() => v.clone(),
+        None | Some(Json_::Null) => next,
+        Some(Json_::String(v)) if !v.trim().is_empty() => {
+            if bump && versions.contains(v) {
+                bumped = Some(v.clone());
+                next
+            } else {
+                v.clone()
+            }
+        }
         Some(other) => {
             return Err(ApiError::bad(format!(
                 "version: a non-empty string is expected (got {other})"
@@ -567,7 +633,12 @@ async fn create_revision(
     let mut bot = bot;
     // `nl` NLUs whose model this bot may not use (missing, or another account's private
     // one) cannot run: said at push time.
-    let mut warnings = compiled.warnings;
+    let mut warnings: Vec<String> = compiled.warnings.iter().map(|w| w.to_string()).collect();
+    if let Some(old) = bumped {
+        warnings.push(format!(
+            "version: {old} already exists; this revision is version {version}"
+        ));
+    }
     let scope = crate::sandbox::NlScope {
         owner: project.owner_id.as_str().into(),
         project: project.id.as_str().into(),
@@ -575,9 +646,10 @@ async fn create_revision(
     };
     for (path, name, nlu_id) in runtime_core::compile::nl_references(&bot) {
         if let Err(why) = app.live.nlu.resolve(&scope, &nlu_id).await {
-            warnings.push(runtime_core::compile::nl_unavailable_warning(
-                &path, &name, &nlu_id, &why,
-            ));
+            warnings.push(
+                runtime_core::compile::nl_unavailable_warning(&path, &name, &nlu_id, &why)
+                    .to_string(),
+            );
         }
     }
     let revision = hex::encode(&Sha256::digest(format!("{id}\n{source}").as_bytes())[..20]);
@@ -589,10 +661,7 @@ async fn create_revision(
         )))?;
     let doc = bot.as_object_mut().expect("checked above");
     doc.insert("revision".into(), json!(revision));
-    doc.insert(
-        "warnings".into(),
-        json!(warnings.iter().map(|w| w.to_string()).collect::<Vec<_>>()),
-    );
+    doc.insert("warnings".into(), json!(warnings));
     Ok(Json(bot))
 }
 

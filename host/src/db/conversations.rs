@@ -51,6 +51,43 @@ pub struct NewTranscript {
     pub state: Option<String>,
 }
 
+/// A bot error to record with its step.
+#[derive(Debug, Clone)]
+pub struct NewBotError {
+    pub project_id: String,
+    pub environment_id: String,
+    pub channel_id: String,
+    /// `step` or `bot`.
+    pub group: &'static str,
+    pub code: String,
+    pub message: String,
+}
+
+/// A recorded bot error.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct BotErrorRow {
+    pub id: String,
+    pub environment_id: String,
+    pub channel_id: String,
+    pub created_at: i64,
+    pub error_group: String,
+    pub error_code: String,
+    pub message: String,
+}
+
+/// Which bot errors to list.
+#[derive(Debug, Clone, Default)]
+pub struct BotErrorQuery {
+    pub environment_id: Option<String>,
+    pub channel_id: Option<String>,
+    pub group: Option<String>,
+    pub code: Option<String>,
+    pub start: i64,
+    pub end: i64,
+    pub limit: i64,
+    pub offset: i64,
+}
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ScheduleRow {
     pub id: String,
@@ -80,6 +117,8 @@ pub struct StepWrite {
     /// whose id another process recorded first writes nothing ([`Db::commit_step`]).
     pub provider_id: Option<(String, String)>,
     pub transcripts: Vec<NewTranscript>,
+    /// Bot errors of the step (`GET /projects/{id}/errors`).
+    pub errors: Vec<NewBotError>,
     /// (url, headers JSON, body)
     pub outbox: Vec<(String, String, String)>,
     pub schedules_add: Vec<ScheduleRow>,
@@ -320,6 +359,23 @@ impl Db {
                     .bind(now + (c * ROWS_PER_INSERT + n) as i64);
             }
             q.execute(&mut *tx).await?;
+        }
+        // Bot errors are rare: one statement each.
+        for e in kept.iter().flat_map(|w| &w.errors) {
+            sqlx::query(
+                "INSERT INTO bot_errors (id, project_id, environment_id, channel_id, created_at, error_group, error_code, message) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(new_id())
+            .bind(&e.project_id)
+            .bind(&e.environment_id)
+            .bind(&e.channel_id)
+            .bind(now)
+            .bind(e.group)
+            .bind(&e.code)
+            .bind(&e.message)
+            .execute(&mut *tx)
+            .await?;
         }
         let mut created: Vec<Vec<OutboxRow>> = Vec::with_capacity(kept.len());
         for w in &kept {
@@ -683,5 +739,29 @@ mod tests {
                 "session s{i} not written"
             );
         }
+    }
+}
+
+impl Db {
+    /// Bot errors of a project, newest first, filtered as asked.
+    pub async fn bot_errors(&self, project_id: &str, q: &BotErrorQuery) -> DbResult<Vec<BotErrorRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, environment_id, channel_id, created_at, error_group, error_code, message FROM bot_errors \
+             WHERE project_id = $1 AND created_at >= $2 AND created_at <= $3 \
+             AND ($4 IS NULL OR environment_id = $4) AND ($5 IS NULL OR channel_id = $5) \
+             AND ($6 IS NULL OR error_group = $6) AND ($7 IS NULL OR error_code = $7) \
+             ORDER BY created_at DESC, id LIMIT $8 OFFSET $9",
+        )
+        .bind(project_id)
+        .bind(q.start)
+        .bind(q.end)
+        .bind(&q.environment_id)
+        .bind(&q.channel_id)
+        .bind(&q.group)
+        .bind(&q.code)
+        .bind(q.limit)
+        .bind(q.offset)
+        .fetch_all(&self.pool)
+        .await?)
     }
 }

@@ -771,3 +771,53 @@ impl Db {
         .await?)
     }
 }
+
+impl Db {
+    /// How many projects an owner has, and how many of them have a bot.
+    pub async fn owner_project_counts(&self, owner_id: &str) -> DbResult<(i64, i64)> {
+        let (projects, bots): (i64, i64) = sqlx::query_as(
+            "SELECT COUNT(*), COUNT(bot_latest_revision) FROM projects WHERE owner_id = $1",
+        )
+        .bind(owner_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((projects, bots))
+    }
+}
+
+impl Db {
+    pub async fn deployment_by_id(&self, id: &str) -> DbResult<Option<DeploymentRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {DEPLOYMENT_COLS} FROM deployments WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// Rolls a project back to deployment `d`: every environment on a newer deployment version
+    /// moves to `d`'s version. Returns the names of the environments moved.
+    pub async fn rollback_environments(&self, d: &DeploymentRow) -> DbResult<Vec<String>> {
+        let _turn = self.write_turn().await;
+        let mut tx = self.pool.begin().await?;
+        let moved: Vec<(String,)> = sqlx::query_as(
+            "SELECT name FROM environments WHERE project_id = $1 AND deployment_version IN \
+             (SELECT version FROM deployments WHERE project_id = $1 AND seq > $2) ORDER BY name",
+        )
+        .bind(&d.project_id)
+        .bind(d.seq)
+        .fetch_all(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE environments SET deployment_version = $1 WHERE project_id = $2 AND deployment_version IN \
+             (SELECT version FROM deployments WHERE project_id = $2 AND seq > $3)",
+        )
+        .bind(&d.version)
+        .bind(&d.project_id)
+        .bind(d.seq)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await.map_err(DbError::from_sqlx)?;
+        Ok(moved.into_iter().map(|r| r.0).collect())
+    }
+}

@@ -350,6 +350,12 @@ impl Live {
             #[serde(default)]
             format: u32,
         }
+        if row.compiled.is_empty() {
+            return Err(LiveError::NotDeployed(format!(
+                "bot revision {} is the project's initial empty revision; push a bot first",
+                row.id
+            )));
+        }
         let format = serde_json::from_str::<Format>(&row.compiled).map(|f| f.format);
         if let Ok(runtime_core::model::COMPILED_FORMAT) = format {
             let bot = serde_json::from_str(&row.compiled).context("stored compiled bot")?;
@@ -644,8 +650,19 @@ impl Live {
                 intent,
                 state,
             };
+            let bot_error = |group: &'static str, message: &str| crate::db::NewBotError {
+                project_id: env.project_id.clone(),
+                environment_id: env.id.clone(),
+                channel_id: channel.id.clone(),
+                group,
+                code: error_code(message).into(),
+                message: message.chars().take(2_000).collect(),
+            };
             let body = match &step {
                 Ok((r, new_session)) => {
+                    // At most 20 per step: a bot that errs in a loop cannot flood the table.
+                    w.errors
+                        .extend(r.errors.iter().take(20).map(|e| bot_error("bot", e)));
                     let meta = r.meta.as_ref();
                     let flow = meta.and_then(|m| m.last_flow.clone());
                     let state = meta.and_then(|m| m.last_state.clone());
@@ -696,6 +713,7 @@ impl Live {
                 }
                 Err(LiveError::Step(e)) => {
                     tracing::warn!(session = %key, error = %e, "step failed; session unchanged");
+                    w.errors.push(bot_error("step", e));
                     w.transcripts
                         .push(transcript("in", in_json.clone(), None, None, None));
                     if let Some(text) = rev.default_error_message.as_deref().map(str::to_owned) {
@@ -898,4 +916,36 @@ pub fn console_session() -> Session {
 
 pub fn empty_payload() -> Json {
     json!({})
+}
+
+/// The `errorCode` of a bot error (`GET /projects/{id}/errors`), from its message: which
+/// limit stopped a step, or which part of the bot failed.
+pub fn error_code(message: &str) -> &'static str {
+    let m = message.to_ascii_lowercase();
+    let has = |w: &str| m.contains(w);
+    if has("fuel") || has("cpu") {
+        "cpu-limit"
+    } else if has("memory") {
+        "memory-limit"
+    } else if has("deadline") || has("time limit") || has("took longer") {
+        "time-limit"
+    } else if has("responses") && has("at most") {
+        "too-many-responses"
+    } else if has("maxrecursion") || has("recursion") {
+        "max-recursion"
+    } else if has("timed out") || has("time-out") || has("timeout") {
+        "timeout"
+    } else if m.starts_with("api ") || has("api call") {
+        "api-error"
+    } else if m.starts_with("method ") || has("threw") {
+        "method-error"
+    } else if m.starts_with("nlu ") || m.starts_with("unknown nlu") {
+        "nlu-error"
+    } else if has("expression") || has("condition") {
+        "expression-error"
+    } else if has("host call") {
+        "host-call-limit"
+    } else {
+        "error"
+    }
 }
