@@ -31,7 +31,9 @@
 //!   `tengah malam`) resolve to `{hour, minute}` (24-hour); relative days (`today`,
 //!   `tonight`, `tomorrow`, `yesterday`, `the day after tomorrow`, `hari ini`, `besok`,
 //!   `lusa`, `kemarin`, `nanti malam`) to `{dayOffset}`; a day next to a clock time
-//!   (`besok jam 3 sore`, `tomorrow at 3pm`) is one span with all three keys.
+//!   (`besok jam 3 sore`, `tomorrow at 3pm`, `3pm tomorrow`, and with a part of the day
+//!   between them: `besok sore jam 3`, `tomorrow evening at 7`) is one span with all three
+//!   keys.
 //! - `units`: a number (digits or words) followed by a unit of measure: `kg g mg km m cm mm
 //!   l ml` and their names (`kilo`, `gram`, `liter`, `meter`, …). Resolved: `{value, unit}`
 //!   with the unit symbol.
@@ -926,8 +928,17 @@ static DAY: LazyLock<Regex> = LazyLock::new(|| {
     )
     .unwrap()
 });
-static DAY_CLOCK_GAP: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)^\s*,?\s*(?:at\s+|on\s+|pada\s+)?$").unwrap());
+/// What may stand between a day and the clock time after it: `besok pagi jam 9`,
+/// `tomorrow evening at 7`.
+static DAY_CLOCK_GAP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)^\s*,?\s*(?:(pagi|siang|sore|petang|malam|morning|afternoon|evening|night)\s*,?\s*)?(?:at\s+|on\s+|pada\s+)?$",
+    )
+    .unwrap()
+});
+/// What may stand between a clock time and the day after it: `3pm tomorrow`.
+static CLOCK_DAY_GAP: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)^\s*,?\s*(?:on\s+)?$").unwrap());
 
 fn hour_value(s: &str) -> Option<u32> {
     let s = s.to_lowercase();
@@ -964,9 +975,9 @@ fn day_part(h: u32, part: Option<&str>) -> u32 {
     }
     match part.to_lowercase().split_whitespace().next().unwrap_or("") {
         "siang" if h < 11 => h + 12,
-        "sore" | "petang" if h < 12 => h + 12,
-        "malam" if h == 12 => 0,
-        "malam" if h >= 6 => h + 12,
+        "sore" | "petang" | "afternoon" | "evening" if h < 12 => h + 12,
+        "malam" | "night" if h == 12 => 0,
+        "malam" | "night" if h >= 6 => h + 12,
         _ => h,
     }
 }
@@ -1092,16 +1103,26 @@ fn times(text: &str) -> Vec<Raw> {
     let mut used = vec![false; clocks.len()];
     for &(ds, de, offset) in &days {
         // A clock time right after (`besok jam 3`) or right before (`3pm tomorrow`).
-        let next = clocks
-            .iter()
-            .position(|c| c.0 >= de && DAY_CLOCK_GAP.is_match(&text[de..c.0]));
+        let mut part: Option<String> = None;
+        let next = clocks.iter().position(|c| {
+            c.0 >= de
+                && DAY_CLOCK_GAP.captures(&text[de..c.0]).is_some_and(|g| {
+                    part = g.get(1).map(|p| p.as_str().to_string());
+                    true
+                })
+        });
         let prev = clocks
             .iter()
-            .position(|c| c.1 <= ds && DAY_CLOCK_GAP.is_match(&text[c.1..ds]));
+            .position(|c| c.1 <= ds && CLOCK_DAY_GAP.is_match(&text[c.1..ds]));
+        if next.is_none() {
+            part = None;
+        }
         match next.or(prev).filter(|&k| !used[k]) {
             Some(k) => {
                 used[k] = true;
                 let (cs, ce, h, m) = clocks[k];
+                // The part of the day between them: `besok sore jam 3` is 15:00.
+                let h = day_part(h, part.as_deref());
                 out.push(raw(
                     ds.min(cs),
                     de.max(ce),
@@ -1500,6 +1521,26 @@ mod tests {
             json!({"dayOffset": 1, "hour": 15, "minute": 0})
         );
         assert_eq!(one("time", "3pm tomorrow", En).0, "3pm tomorrow");
+        assert_eq!(
+            one("time", "besok sore jam 3", Id),
+            (
+                "besok sore jam 3".into(),
+                json!({"dayOffset": 1, "hour": 15, "minute": 0})
+            )
+        );
+        assert_eq!(
+            one("time", "tomorrow evening at 7:30", En).1,
+            json!({"dayOffset": 1, "hour": 19, "minute": 30})
+        );
+        assert_eq!(
+            values("time", "besok pagi jam 9 atau lusa jam 2 siang", Id),
+            [
+                json!({"dayOffset": 1, "hour": 9, "minute": 0}),
+                json!({"dayOffset": 2, "hour": 14, "minute": 0})
+            ]
+        );
+        // Not merged across other words.
+        assert_eq!(values("time", "besok saja, jam 9", Id).len(), 2);
     }
 
     #[test]
