@@ -1588,4 +1588,60 @@ mod tests {
         none("units", "kg saja", Id);
         none("units", "5kgx and 5 kilowatt", En);
     }
+
+    mod fuzz {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Texts made of the pieces the rules look at, glued in any order.
+        fn piece() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "[0-9]{1,4}",
+                "[0-9]{1,3}([.,][0-9]{1,3}){0,3}",
+                "[ .,:;/()+\\-]{1,2}",
+                Just("Rp".to_string()),
+                Just("$".to_string()),
+                Just("€".to_string()),
+                Just("jam".to_string()),
+                Just("setengah".to_string()),
+                Just("dua puluh".to_string()),
+                Just("ribu".to_string()),
+                Just("k".to_string()),
+                Just("pm".to_string()),
+                Just("besok".to_string()),
+                Just("kg".to_string()),
+                Just("www.".to_string()),
+                Just("kata.ai".to_string()),
+                Just("@".to_string()),
+                Just("+62".to_string()),
+                "[a-zA-Zé😀İ]{1,6}",
+            ]
+        }
+
+        fn text() -> impl Strategy<Value = String> {
+            prop::collection::vec(piece(), 0..14).prop_map(|v| v.concat())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+            #[test]
+            fn hits_are_valid_character_spans(text in text(), id in any::<bool>()) {
+                let lang = if id { Lang::Id } else { Lang::En };
+                let chars: Vec<char> = text.chars().collect();
+                for profile in RULE_PROFILES {
+                    let hits = find(profile, &text, lang).unwrap();
+                    let mut last = 0;
+                    for h in hits {
+                        prop_assert!(h.char_start >= last && h.char_start < h.char_end);
+                        prop_assert!(h.char_end <= chars.len());
+                        let slice: String = chars[h.char_start..h.char_end].iter().collect();
+                        prop_assert_eq!(&slice, &h.value);
+                        prop_assert!(!h.resolved.is_null());
+                        last = h.char_end;
+                    }
+                }
+            }
+        }
+    }
 }

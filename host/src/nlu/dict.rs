@@ -508,4 +508,54 @@ mod tests {
         let blank = DictMatcher::new(&dict(&[("x", &["", "  "])]), Lang::En);
         assert_eq!(keys(&blank.find("x y")), [("x", "x", 0, 1)]);
     }
+
+    mod fuzz {
+        use super::super::*;
+        use super::dict;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+            #[test]
+            fn hits_are_valid_character_spans(
+                words in prop::collection::vec(
+                    prop_oneof![
+                        Just("İstanbul"), Just("istanbul"), Just("kafé"), Just("KAFE"),
+                        Just("new"), Just("york"), Just("straße"), Just("😀"), Just("bandnug"),
+                        Just("jakarta"), Just("selatan"), Just("x"), Just("-"), Just(","),
+                    ],
+                    0..12,
+                ),
+                seps in prop::collection::vec(prop_oneof![Just(""), Just(" "), Just("  "), Just("\t")], 12),
+            ) {
+                let text: String = words
+                    .iter()
+                    .zip(&seps)
+                    .map(|(w, s)| format!("{w}{s}"))
+                    .collect();
+                let m = DictMatcher::new(
+                    &dict(&[
+                        ("istanbul", &["İstanbul"]),
+                        ("cafe", &["kafé", "café"]),
+                        ("ny", &["new york", "New  York"]),
+                        ("jaksel", &["jakarta selatan"]),
+                        ("bandung", &[]),
+                        ("strasse", &["straße"]),
+                    ]),
+                    Lang::Id,
+                );
+                let chars: Vec<char> = text.chars().collect();
+                let mut last = 0;
+                for h in m.find(&text) {
+                    prop_assert!(h.char_start >= last && h.char_start < h.char_end);
+                    prop_assert!(h.char_end <= chars.len());
+                    let slice: String = chars[h.char_start..h.char_end].iter().collect();
+                    prop_assert_eq!(&slice, &h.value);
+                    prop_assert!(h.score > 0.0 && h.score <= 1.0);
+                    last = h.char_end;
+                }
+            }
+        }
+    }
 }
