@@ -24,9 +24,10 @@
 //! Cost: building the automaton is linear in the total size of the forms and happens once per
 //! matcher, lazily (it is not serialised: a deserialised matcher rebuilds it on first use).
 //! An exact search is linear in the text plus the number of candidate matches. The typo search
-//! compares each uncovered word of five or more letters with the single-word forms of similar
-//! length (a bounded edit distance, O(len²) each), so it is O(words × forms) in the worst case:
-//! fine for dictionaries of thousands of forms, not for millions.
+//! compares each uncovered word of five or more letters with the single-word forms within two
+//! characters of its length (a bounded edit distance, O(len²) each, usually cut short), so it
+//! is O(words × forms of similar length): fine for dictionaries of tens of thousands of forms,
+//! not for millions.
 //!
 //! Limits: no stemming (only the clitics above), no typo tolerance on multi-word forms or on
 //! words shorter than five characters; a surface form shared by two keys belongs to the key
@@ -82,7 +83,7 @@ struct Built {
     /// Per automaton pattern: (key index, first char is a word char, last char is a word char).
     patterns: Vec<(usize, bool, bool)>,
     keys: Vec<String>,
-    /// Single-word forms eligible for typo tolerance: (folded chars, key index).
+    /// Single-word forms eligible for typo tolerance: (folded chars, key index), by length.
     fuzzy: Vec<(Vec<char>, usize)>,
 }
 
@@ -227,6 +228,9 @@ fn build(dictionary: &BTreeMap<String, Vec<String>>) -> Built {
             fuzzy.push((cs, key));
         }
     }
+    // By length (stable: ties keep the dictionary order), so a word only meets the forms
+    // of similar length.
+    fuzzy.sort_by_key(|f| f.0.len());
     let automaton = if order.is_empty() {
         None
     } else {
@@ -316,7 +320,11 @@ fn clitic_follows(chars: &[char], at: usize) -> bool {
 /// The closest single-word form to `word` within its typo allowance: (key index, score).
 fn best_fuzzy(word: &[char], forms: &[(Vec<char>, usize)]) -> Option<(usize, f64)> {
     let mut best: Option<(usize, usize, usize)> = None; // (distance, form len, key)
-    for (form, key) in forms {
+    let from = forms.partition_point(|f| f.0.len() + 2 < word.len());
+    for (form, key) in &forms[from..] {
+        if form.len() > word.len() + 2 {
+            break;
+        }
         let shortest = word.len().min(form.len());
         let allowed = if shortest >= FUZZY_MIN_2 {
             2

@@ -885,4 +885,42 @@ mod tests {
         );
         assert_eq!(d["spans"][0]["value"], "Makassar");
     }
+
+    mod fuzz {
+        use super::super::*;
+        use super::{EN, train};
+        use proptest::prelude::*;
+        use std::sync::LazyLock;
+
+        static MODEL: LazyLock<Tagger> = LazyLock::new(|| train(EN, Lang::En));
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+
+            #[test]
+            fn spans_are_valid_for_any_text(
+                words in prop::collection::vec(
+                    prop_oneof![
+                        prop::sample::select(vec![
+                            "to", "from", "fly", "Bandung", "Kuala", "Lumpur", "😀", "Ké", ",", "İ",
+                        ])
+                        .prop_map(String::from),
+                        "[a-zA-Z]{1,8}",
+                    ],
+                    0..12,
+                ),
+            ) {
+                let text = words.join(" ");
+                let chars = text.chars().count();
+                let mut last = 0;
+                for t in MODEL.predict(&text) {
+                    prop_assert!(t.span.char_start >= last && t.span.char_start < t.span.char_end);
+                    prop_assert!(t.span.char_end <= chars);
+                    prop_assert!(t.score > 0.0 && t.score <= 1.0);
+                    last = t.span.char_end;
+                }
+                prop_assert!(MODEL.debug(&text)["tokens"].is_array());
+            }
+        }
+    }
 }
