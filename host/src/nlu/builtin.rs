@@ -10,7 +10,9 @@
 //!   `hundred`, `thousand`, `million`, `billion`, `a hundred`, `one hundred and five`; id
 //!   `nol`…`sembilan`, `sepuluh`, `sebelas`, `… belas`, `… puluh`, `seratus`/`… ratus`,
 //!   `seribu`/`… ribu`, `sejuta`/`… juta`, `miliar`, `setengah`), digits with scale words or
-//!   their short forms (`3 juta`, `2.5 million`, `50rb`, `10k`, `2jt`). Resolved: the value.
+//!   their short forms (`3 juta`, `2.5 million`, `50rb`, `10k`, `2jt`). Digits inside a
+//!   phone number, email, URL, `15:30` time or `17/08/2024` date are left out. Resolved: the
+//!   value.
 //! - `email`: `local@domain.tld`. Resolved: the address lower-cased.
 //! - `phone`: `+62 812-3456-7890`, `0812 3456 7890`, `(021) 555-1234`, `628123456789`,
 //!   `+1 (555) 123-4567`: 8 to 15 digits, starting with `+`, `0` or `62`, single spaces,
@@ -553,12 +555,34 @@ fn number_phrases(text: &str, toks: &[Lex], conv: Conv) -> Vec<NumPhrase> {
     out
 }
 
+/// Dates written with digits (`17/08/2024`, `2024-08-17`): not numbers.
+static DIGIT_DATE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b\d{1,4}([/\-])\d{1,2}([/\-])\d{1,4}\b").unwrap());
+
 fn numbers(text: &str, lang: Lang) -> Vec<Raw> {
+    // Digits that belong to a phone number, an email, a URL, a `15:30` time or a date are
+    // not numbers of their own.
+    let mut taken: Vec<(usize, usize)> = phones(text, lang)
+        .into_iter()
+        .chain(emails(text))
+        .chain(urls(text))
+        .map(|r| (r.start, r.end))
+        .collect();
+    taken.extend(
+        TIME_COLON
+            .find_iter(text)
+            .chain(DIGIT_DATE.find_iter(text))
+            .map(|m| (m.start(), m.end())),
+    );
     let toks = lex(text);
     number_phrases(text, &toks, conv_of(lang))
         .into_iter()
-        .map(|p| {
+        .filter_map(|p| {
             let mut start = toks[p.start_tok].start;
+            let end = toks[p.end_tok - 1].end;
+            if taken.iter().any(|&(a, b)| a < end && start < b) {
+                return None;
+            }
             let mut value = p.value;
             // A leading minus at the start of the text or after a space.
             if toks[p.start_tok].kind == LexKind::Digits
@@ -568,7 +592,7 @@ fn numbers(text: &str, lang: Lang) -> Vec<Raw> {
                 start -= 1;
                 value = -value;
             }
-            raw(start, toks[p.end_tok - 1].end, num_json(value))
+            Some(raw(start, end, num_json(value)))
         })
         .collect()
 }
@@ -1207,6 +1231,16 @@ mod tests {
             [json!(-5), json!(10), json!(3.14)]
         );
         assert_eq!(values("number", "10-20", En), [json!(10), json!(20)]);
+        // Digits inside phone numbers, emails, URLs, clock times and dates are not numbers.
+        assert_eq!(
+            values(
+                "number",
+                "hubungi 0812-3456-7890 atau cs1@kata.ai, kirim 2 pizza jam 15:30 \
+                 tgl 17/08/2024 lihat kata.ai/promo5",
+                Id
+            ),
+            [json!(2)]
+        );
     }
 
     #[test]

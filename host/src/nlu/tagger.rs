@@ -30,7 +30,9 @@
 //! Limits: scores are calibrated on the training sentences only (a dozen examples give
 //! confident models); features are case-sensitive through the shape, so a model trained on
 //! capitalised names may miss lower-cased ones; `lang` does not change the features; spans
-//! are whole tokens (a span boundary inside a token covers the whole token); there is no
+//! are whole tokens (a span boundary inside a token covers the whole token); one BIO layer
+//! cannot hold nested or overlapping spans (`(@item-1 … (@item-1.qty dua) …)`): where
+//! training spans overlap, the first listed keeps the shared tokens; there is no
 //! stemming or word-embedding generalisation: an unseen word is tagged from its shape,
 //! affixes and context.
 
