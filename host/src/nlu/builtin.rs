@@ -1227,8 +1227,8 @@ mod tests {
         assert_eq!(values("number", "it costs 1.5 dollars", En), [json!(1.5)]);
         assert_eq!(values("number", "sekitar 2,5 kilo", Id), [json!(2.5)]);
         assert_eq!(
-            values("number", "-5 dan 10, lalu 3.14", En),
-            [json!(-5), json!(10), json!(3.14)]
+            values("number", "-5 dan 10, lalu 3.25", En),
+            [json!(-5), json!(10), json!(3.25)]
         );
         assert_eq!(values("number", "10-20", En), [json!(10), json!(20)]);
         // Digits inside phone numbers, emails, URLs, clock times and dates are not numbers.

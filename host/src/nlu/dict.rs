@@ -337,10 +337,11 @@ fn best_fuzzy(word: &[char], forms: &[(Vec<char>, usize)]) -> Option<(usize, f64
             continue;
         }
         let limit = best.map_or(allowed, |b| b.0.min(allowed));
-        if let Some(d) = bounded_distance(word, form, limit) {
-            if d > 0 && best.is_none_or(|b| d < b.0) {
-                best = Some((d, form.len(), *key));
-            }
+        if let Some(d) = bounded_distance(word, form, limit)
+            && d > 0
+            && best.is_none_or(|b| d < b.0)
+        {
+            best = Some((d, form.len(), *key));
         }
     }
     best.map(|(d, len, key)| (key, 1.0 - d as f64 / len.max(word.len()) as f64))
