@@ -869,6 +869,31 @@ mod tests {
     }
 
     #[test]
+    fn overlapping_training_spans_keep_the_first() {
+        // `Pizza (@item-1 bbq dua) …` with `(@item-1.qty dua)` inside: one BIO layer.
+        let text = "pizza bbq dua ya";
+        let spans = vec![
+            Span {
+                char_start: 6,
+                char_end: 13,
+                tag: "item".into(),
+            },
+            Span {
+                char_start: 10,
+                char_end: 13,
+                tag: "qty".into(),
+            },
+        ];
+        let tokens = text::tokenize(text);
+        let tags = ["item".to_string(), "qty".to_string()];
+        // O, B-item, I-item, O (indexes: O=0, B-item=1, I-item=2, B-qty=3, I-qty=4).
+        assert_eq!(gold_tags(&tokens, &spans, &tags), [0, 1, 2, 0]);
+        let t = Tagger::train(&[(text, spans)], Lang::Id);
+        assert_eq!(t.span_tags(), ["item", "qty"]);
+        assert!(t.predict(text).iter().all(|p| p.span.tag == "item"));
+    }
+
+    #[test]
     fn debug_lists_tokens_tags_and_scores() {
         let t = train(EN, Lang::En);
         let d = t.debug("fly to Makassar");
