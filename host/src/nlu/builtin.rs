@@ -29,7 +29,8 @@
 //!   `{amount, currency}` with an ISO code. Rupiah amounts read `.` as grouping; other
 //!   currencies follow the English convention.
 //! - `time`: clock times (`15:30`, `3pm`, `3:30 p.m.`, `7 o'clock`, `jam 3 sore`,
-//!   `pukul 10.30 pagi`, `jam setengah tujuh malam` = 18:30, `noon`, `midnight`,
+//!   `pukul 10.30 pagi`, `jam setengah tujuh malam` = 18:30, `jam 3 lewat 15`,
+//!   `jam 4 kurang seperempat` = 3:45, `noon`, `midnight`,
 //!   `tengah malam`) resolve to `{hour, minute}` (24-hour); relative days (`today`,
 //!   `tonight`, `tomorrow`, `yesterday`, `the day after tomorrow`, `hari ini`, `besok`,
 //!   `lusa`, `kemarin`, `nanti malam`) to `{dayOffset}`; a day next to a clock time
@@ -939,7 +940,7 @@ static TIME_OCLOCK: LazyLock<Regex> = LazyLock::new(|| {
 });
 static TIME_ID: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"(?i)\b(?:jam|pukul|pkl\.?)\s*(setengah\s+)?(\d{{1,2}}|{HOUR_WORDS})(?:[:.]([0-5]\d))?\b(?:\s+(pagi|siang|sore|petang|malam|subuh|dini\s+hari)\b)?"
+        r"(?i)\b(?:jam|pukul|pkl\.?)\s*(setengah\s+)?(\d{{1,2}}|{HOUR_WORDS})(?:[:.]([0-5]\d))?\b(?:\s+(lewat|lebih|kurang)\s+(\d{{1,2}}|seperempat)(?:\s+menit)?\b)?(?:\s+(pagi|siang|sore|petang|malam|subuh|dini\s+hari)\b)?"
     ))
     .unwrap()
 });
@@ -1077,7 +1078,24 @@ fn clock_times(text: &str) -> Vec<(usize, usize, u32, u32)> {
             h -= 1;
             min = 30;
         }
-        let h = day_part(h, c.get(4).map(|x| x.as_str()));
+        if let (Some(rel), Some(n)) = (c.get(4), c.get(5)) {
+            // `jam 3 lewat 15` = 3:15, `jam 4 kurang seperempat` = 3:45.
+            let n: u32 = if n.as_str().eq_ignore_ascii_case("seperempat") {
+                15
+            } else {
+                n.as_str().parse().unwrap()
+            };
+            if min != 0 || n == 0 || n >= 60 {
+                continue;
+            }
+            if rel.as_str().eq_ignore_ascii_case("kurang") {
+                h = (h + 23) % 24;
+                min = 60 - n;
+            } else {
+                min = n;
+            }
+        }
+        let h = day_part(h, c.get(6).map(|x| x.as_str()));
         out.push((m.start(), m.end(), h, min));
     }
     for c in TIME_NAMED.captures_iter(text) {
@@ -1517,6 +1535,21 @@ mod tests {
         );
         assert_eq!(t("jam 15:30").0, "jam 15:30");
         assert_eq!(t("tengah malam").1, json!({"hour": 0, "minute": 0}));
+        assert_eq!(
+            t("jam 3 lewat 15 menit sore"),
+            (
+                "jam 3 lewat 15 menit sore".into(),
+                json!({"hour": 15, "minute": 15})
+            )
+        );
+        assert_eq!(
+            t("jam 4 kurang seperempat").1,
+            json!({"hour": 3, "minute": 45})
+        );
+        assert_eq!(
+            t("jam 8 kurang 10 malam").1,
+            json!({"hour": 19, "minute": 50})
+        );
     }
 
     #[test]
