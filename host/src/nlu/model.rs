@@ -302,7 +302,7 @@ impl NluModel {
             match e.kind.as_str() {
                 "dict" => {
                     let d = e.dictionary.clone().unwrap_or_default();
-                    dicts.insert(name.clone(), DictMatcher::new(&d, lang));
+                    dicts.insert(name.clone(), DictMatcher::with_profile(&d, lang, &e.profile));
                 }
                 "trait" => {
                     let root = e.root_parts().filter(|(r, _)| !r.contains('/'));
