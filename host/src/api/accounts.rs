@@ -490,7 +490,9 @@ async fn user_info(
         .await?
         .filter(|u| u.disabled == 0)
         .ok_or_else(|| ApiError::not_found(format!("user {key}")))?;
-    Ok(Json(serde_json::json!({"id": u.id, "userId": u.id, "username": u.username})))
+    Ok(Json(
+        serde_json::json!({"id": u.id, "userId": u.id, "username": u.username}),
+    ))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

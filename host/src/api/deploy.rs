@@ -65,9 +65,15 @@ async fn rollback(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("deployment {id}")))?;
     // 404 for another owner's deployment, as for its project.
-    project_for(&app, &caller, &d.project_id, Action::Update, Resource::Deployments)
-        .await
-        .map_err(|_| ApiError::not_found(format!("deployment {id}")))?;
+    project_for(
+        &app,
+        &caller,
+        &d.project_id,
+        Action::Update,
+        Resource::Deployments,
+    )
+    .await
+    .map_err(|_| ApiError::not_found(format!("deployment {id}")))?;
     if let Some(v) = req.version.as_deref().filter(|v| *v != d.version) {
         return Err(ApiError::bad(format!(
             "version: deployment {id} is version {}, not {v}",

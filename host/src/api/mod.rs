@@ -6,6 +6,7 @@
 mod accounts;
 pub mod agent;
 mod deploy;
+mod kata;
 mod keys;
 mod live;
 pub mod nlu;
@@ -194,6 +195,7 @@ fn api_routes() -> OpenApiRouter<App> {
         .merge(live::routes())
         .merge(keys::routes())
         .merge(nlu::routes())
+        .merge(kata::routes())
 }
 
 #[derive(OpenApi)]
@@ -246,6 +248,7 @@ pub fn router(app: App) -> Router {
             app.clone(),
             rate_limit,
         ))
+        .layer(axum::middleware::from_fn(kata::layer))
         .layer(axum::extract::DefaultBodyLimit::max(app.config.body_limit))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .with_state(app);

@@ -89,6 +89,11 @@ async fn summary(app: &App, nlu: NluRow) -> ApiResult<NluSummary> {
     })
 }
 
+/// An NLU's name as a path gives it: `shop`, or `alice:shop` (kata-cli's form, the `nluId`).
+pub fn nlu_name(path: &str) -> &str {
+    path.split_once(':').map_or(path, |(_, n)| n)
+}
+
 /// The NLU `name` of a project, if the caller may read it (`write = false`) or change it.
 /// 404 (existence not revealed) when the project is another owner's and the NLU is not
 /// public, or when writing to another owner's NLU.
@@ -104,7 +109,7 @@ async fn nlu_for(
     let missing = || ApiError::not_found(format!("NLU {name} of project {project_id}"));
     let nlu = app
         .db
-        .project_nlu(project_id, name)
+        .project_nlu(project_id, nlu_name(name))
         .await?
         .ok_or_else(missing)?;
     let owned = reach == Reach::Any || nlu.owner_id == caller.owner();
@@ -436,6 +441,8 @@ pub struct TrainAnswer {
     pub err_rows: Vec<usize>,
     /// Why each was refused: `line 3: …`.
     pub errors: Vec<String>,
+    /// The ids of the sentences this request added.
+    pub row_ids: Vec<String>,
     /// The NLU revision the training made, on success.
     pub revision: Option<String>,
     /// Why the training failed.
@@ -514,6 +521,7 @@ async fn train(
             status: "failed".into(),
             err_rows: errors.iter().map(|e| e.line).collect(),
             errors: errors.iter().map(ToString::to_string).collect(),
+            row_ids: vec![],
             revision: None,
             error: Some("no sentence was accepted; nothing was trained".into()),
         }));
@@ -525,8 +533,9 @@ async fn train(
             (r.input, e)
         })
         .collect();
-    app.db.add_training_rows(&nlu.id, &rows).await?;
+    let row_ids = app.db.add_training_rows(&nlu.id, &rows).await?;
     let mut answer = run_training(&app, nlu).await?;
+    answer.row_ids = row_ids;
     answer.count = count;
     answer.err_rows = errors.iter().map(|e| e.line).collect();
     answer.errors = errors.iter().map(ToString::to_string).collect();
@@ -552,6 +561,7 @@ async fn run_training(app: &App, nlu: NluRow) -> ApiResult<TrainAnswer> {
         status: "training".into(),
         err_rows: vec![],
         errors: vec![],
+        row_ids: vec![],
         revision: None,
         error: None,
     };

@@ -196,7 +196,8 @@ async fn create_project(
             &json!({"id": row.id, "name": req.name, "version": "0.0.0", "flows": {}}),
         )
         .expect("json serialises");
-        let revision = hex::encode(&Sha256::digest(format!("{}\n{source}", row.id).as_bytes())[..20]);
+        let revision =
+            hex::encode(&Sha256::digest(format!("{}\n{source}", row.id).as_bytes())[..20]);
         app.db
             .insert_revision(&row.id, &revision, "0.0.0", &source, "")
             .await?;

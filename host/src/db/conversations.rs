@@ -744,7 +744,11 @@ mod tests {
 
 impl Db {
     /// Bot errors of a project, newest first, filtered as asked.
-    pub async fn bot_errors(&self, project_id: &str, q: &BotErrorQuery) -> DbResult<Vec<BotErrorRow>> {
+    pub async fn bot_errors(
+        &self,
+        project_id: &str,
+        q: &BotErrorQuery,
+    ) -> DbResult<Vec<BotErrorRow>> {
         Ok(sqlx::query_as(
             "SELECT id, environment_id, channel_id, created_at, error_group, error_code, message FROM bot_errors \
              WHERE project_id = $1 AND created_at >= $2 AND created_at <= $3 \

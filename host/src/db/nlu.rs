@@ -194,7 +194,11 @@ impl Db {
     }
 
     /// Appends training sentences `(input, entities JSON)` in one transaction.
-    pub async fn add_training_rows(&self, nlu_id: &str, rows: &[(String, String)]) -> DbResult<()> {
+    pub async fn add_training_rows(
+        &self,
+        nlu_id: &str,
+        rows: &[(String, String)],
+    ) -> DbResult<Vec<String>> {
         let now = now_ms();
         let _turn = self.write_turn().await;
         let mut tx = self.pool.begin().await?;
@@ -203,13 +207,15 @@ impl Db {
                 .bind(nlu_id)
                 .fetch_one(&mut *tx)
                 .await?;
+        let mut ids = Vec::with_capacity(rows.len());
         for (input, entities) in rows {
             seq += 1;
+            let id = new_id();
             sqlx::query(
                 "INSERT INTO nlu_training_data (id, nlu_id, seq, input, entities, created_at, updated_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $6)",
             )
-            .bind(new_id())
+            .bind(&id)
             .bind(nlu_id)
             .bind(seq)
             .bind(input)
@@ -217,9 +223,10 @@ impl Db {
             .bind(now)
             .execute(&mut *tx)
             .await?;
+            ids.push(id);
         }
         tx.commit().await.map_err(DbError::from_sqlx)?;
-        Ok(())
+        Ok(ids)
     }
 
     pub async fn update_training_row(

@@ -895,6 +895,18 @@ impl Live {
     pub fn routes_changed(&self) {
         self.routes.invalidate_all();
     }
+
+    /// Drops the ready revisions of these projects (and every route: they live a second
+    /// anyway); the next message reads them from storage.
+    pub fn forget_projects(&self, project_ids: &[String]) {
+        let prefixes: Vec<String> = project_ids.iter().map(|p| format!("{p}/")).collect();
+        for (key, _) in self.revisions.iter() {
+            if prefixes.iter().any(|p| key.starts_with(p.as_str())) {
+                self.revisions.invalidate(key.as_str());
+            }
+        }
+        self.routes_changed();
+    }
 }
 
 fn delivery_row(d: channels::Delivery) -> (String, String, String) {

@@ -46,6 +46,19 @@ pub const PHRASE_PROFILES: &[&str] = &[
 ];
 pub const TRAIT_PROFILES: &[&str] = &["default", "faq", "intent", "qisg", "sentiment", "topic"];
 
+/// Every (entity type, profile) pair.
+pub fn profiles_by_type() -> Vec<(&'static str, &'static str)> {
+    let mut out = Vec::new();
+    for (kind, list) in [
+        ("dict", DICT_PROFILES),
+        ("phrase", PHRASE_PROFILES),
+        ("trait", TRAIT_PROFILES),
+    ] {
+        out.extend(list.iter().map(|p| (kind, *p)));
+    }
+    out
+}
+
 /// Every profile name, for `GET /nlus/profiles`.
 pub fn all_profiles() -> Vec<&'static str> {
     let mut all: Vec<&str> = DICT_PROFILES
@@ -302,7 +315,10 @@ impl NluModel {
             match e.kind.as_str() {
                 "dict" => {
                     let d = e.dictionary.clone().unwrap_or_default();
-                    dicts.insert(name.clone(), DictMatcher::with_profile(&d, lang, &e.profile));
+                    dicts.insert(
+                        name.clone(),
+                        DictMatcher::with_profile(&d, lang, &e.profile),
+                    );
                 }
                 "trait" => {
                     let root = e.root_parts().filter(|(r, _)| !r.contains('/'));
