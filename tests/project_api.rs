@@ -99,7 +99,21 @@ async fn walkthrough(backend: Backend) {
     let pid = s(&p["id"]);
     assert_eq!(p["options"]["nluId"], "alice:pizza");
     assert_eq!(p["options"]["timezone"], 7.0);
-    assert_eq!(p["botLatestRevision"], Value::Null);
+    // A bot project starts with an empty revision (version 0.0.0) that cannot be deployed.
+    let initial = s(&p["botLatestRevision"]);
+    let empty = api.get(&format!("/projects/{pid}/bot"), &alice).await.ok();
+    assert_eq!(empty["revision"], initial.as_str());
+    assert_eq!(empty["version"], "0.0.0");
+    assert_eq!(empty["flows"], json!({}));
+    let refused = api
+        .post(
+            &format!("/projects/{pid}/deployment/versions"),
+            &alice,
+            json!({"botRevision": initial}),
+        )
+        .await;
+    assert_eq!(refused.status, 400);
+    assert!(refused.text.contains("initial empty revision"), "{}", refused.text);
 
     // Bot revision, then the project records it as the latest.
     let bot = api
@@ -121,8 +135,8 @@ async fn walkthrough(backend: Backend) {
     let latest = api.get(&format!("/projects/{pid}/bot/"), &alice).await.ok();
     assert_eq!(
         latest["revision"],
-        Value::Null,
-        "stored source has no revision key"
+        rev.as_str(),
+        "GET /bot carries the revision (kata-cli's push reads it)"
     );
     assert_eq!(latest["flows"], example_bot("pizza")["flows"]);
 
@@ -457,15 +471,14 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
         "{}",
         r.text
     );
+    // Nothing was stored: the latest is still the initial empty revision.
     assert_eq!(
-        api.get(&format!("/projects/{pid}/bot"), &admin)
-            .await
-            .status,
-        404
+        api.get(&format!("/projects/{pid}/bot"), &admin).await.ok()["version"],
+        "0.0.0"
     );
     assert_eq!(
         api.get(&format!("/projects/{pid}"), &admin).await.ok()["botLatestRevision"],
-        Value::Null
+        api.get(&format!("/projects/{pid}/bot"), &admin).await.ok()["revision"]
     );
 
     // A valid bot with an unknown key: stored, and the warning comes back.
@@ -1130,7 +1143,7 @@ async fn bad_input_changes_nothing(backend: Backend) {
             "GET",
             "/projects?limit=0".into(),
             vec![],
-            "limit must be a whole number from 1 to 100",
+            "limit must be a whole number from 1",
         ),
         ("GET", "/projects?page=abc".into(), vec![], "page must be"),
     ];

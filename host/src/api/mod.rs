@@ -479,8 +479,19 @@ impl<S: Send + Sync> FromRequestParts<S> for Paging {
                 },
             }
         };
+        let limit = match q.get("limit") {
+            None => DEFAULT_LIMIT,
+            Some(v) => match v.parse::<i64>() {
+                Ok(n) if n >= 1 => n.min(MAX_LIMIT),
+                _ => {
+                    return Err(ApiError::bad(format!(
+                        "query parameter limit must be a whole number from 1 (larger than {MAX_LIMIT} counts as {MAX_LIMIT}) (got {v:?})"
+                    )));
+                }
+            },
+        };
         Ok(Paging {
-            limit: num("limit", DEFAULT_LIMIT, 1, i64::MAX)?.min(MAX_LIMIT),
+            limit,
             page: num("page", 1, 1, 1_000_000)?,
         })
     }
