@@ -113,7 +113,11 @@ async fn walkthrough(backend: Backend) {
         )
         .await;
     assert_eq!(refused.status, 400);
-    assert!(refused.text.contains("initial empty revision"), "{}", refused.text);
+    assert!(
+        refused.text.contains("initial empty revision"),
+        "{}",
+        refused.text
+    );
 
     // Bot revision, then the project records it as the latest.
     let bot = api

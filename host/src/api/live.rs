@@ -247,22 +247,61 @@ async fn list_errors(
 ) -> ApiResult<Json<BotErrors>> {
     project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
     let q = super::query_pairs(uri.query());
-    let num = |name: &str, default: i64| -> ApiResult<i64> {
-        match q.get(name).filter(|v| !v.is_empty()) {
+    let decode = |v: &str| {
+        url::form_urlencoded::parse(format!("v={v}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    // Unix milliseconds, or an RFC 3339 time (kata-cli sends `2026-11-23T00:00:00.123Z`).
+    let time = |name: &str, default: i64| -> ApiResult<i64> {
+        match q.get(name).map(|v| decode(v)).filter(|v| !v.is_empty()) {
             None => Ok(default),
-            Some(v) => v.parse::<i64>().map_err(|_| {
-                ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))
-            }),
+            Some(v) => v
+                .parse::<i64>()
+                .ok()
+                .or_else(|| {
+                    time::OffsetDateTime::parse(&v, &time::format_description::well_known::Rfc3339)
+                        .ok()
+                        .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+                })
+                .ok_or_else(|| {
+                    ApiError::bad(format!(
+                        "{name}: Unix time in milliseconds or an RFC 3339 time (got {v:?})"
+                    ))
+                }),
         }
     };
-    let text = |name: &str| q.get(name).filter(|v| !v.is_empty()).cloned();
+    let text = |name: &str| q.get(name).map(|v| decode(v)).filter(|v| !v.is_empty());
+    // Groups and codes by name (`bot`, `cpu-limit`) or by Kata's numbers (1000, 4001), codes
+    // as a comma-separated list.
+    let group = text("errorGroup").map(|g| match g.as_str() {
+        "1000" => "bot".to_string(),
+        "4000" => "step".to_string(),
+        _ => g,
+    });
+    let codes: Vec<String> = text("errorCode")
+        .map(|c| {
+            c.split(',')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(|c| match c.parse::<u32>() {
+                    Ok(n) => crate::live::ERROR_CODES
+                        .iter()
+                        .find(|e| e.2 == n)
+                        .map_or_else(|| c.to_string(), |e| e.1.to_string()),
+                    Err(_) => c.to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let query = crate::db::BotErrorQuery {
         environment_id: text("environmentId"),
         channel_id: text("channelId"),
-        group: text("errorGroup"),
-        code: text("errorCode"),
-        start: num("start", 0)?,
-        end: num("end", i64::MAX)?,
+        group,
+        codes,
+        start: time("start", 0)?,
+        end: time("end", i64::MAX)?,
         limit: paging.limit,
         offset: paging.offset(),
     };

@@ -81,7 +81,8 @@ pub struct BotErrorQuery {
     pub environment_id: Option<String>,
     pub channel_id: Option<String>,
     pub group: Option<String>,
-    pub code: Option<String>,
+    /// Any of these codes (empty: all).
+    pub codes: Vec<String>,
     pub start: i64,
     pub end: i64,
     pub limit: i64,
@@ -749,23 +750,31 @@ impl Db {
         project_id: &str,
         q: &BotErrorQuery,
     ) -> DbResult<Vec<BotErrorRow>> {
-        Ok(sqlx::query_as(
+        let codes = if q.codes.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = (0..q.codes.len()).map(|i| format!("${}", 9 + i)).collect();
+            format!("AND error_code IN ({})", list.join(", "))
+        };
+        let sql = format!(
             "SELECT id, environment_id, channel_id, created_at, error_group, error_code, message FROM bot_errors \
              WHERE project_id = $1 AND created_at >= $2 AND created_at <= $3 \
              AND ($4 IS NULL OR environment_id = $4) AND ($5 IS NULL OR channel_id = $5) \
-             AND ($6 IS NULL OR error_group = $6) AND ($7 IS NULL OR error_code = $7) \
-             ORDER BY created_at DESC, id LIMIT $8 OFFSET $9",
-        )
-        .bind(project_id)
-        .bind(q.start)
-        .bind(q.end)
-        .bind(&q.environment_id)
-        .bind(&q.channel_id)
-        .bind(&q.group)
-        .bind(&q.code)
-        .bind(q.limit)
-        .bind(q.offset)
-        .fetch_all(&self.pool)
-        .await?)
+             AND ($6 IS NULL OR error_group = $6) {codes} \
+             ORDER BY created_at DESC, id LIMIT $7 OFFSET $8"
+        );
+        let mut query = sqlx::query_as(&sql)
+            .bind(project_id)
+            .bind(q.start)
+            .bind(q.end)
+            .bind(&q.environment_id)
+            .bind(&q.channel_id)
+            .bind(&q.group)
+            .bind(q.limit)
+            .bind(q.offset);
+        for c in &q.codes {
+            query = query.bind(c);
+        }
+        Ok(query.fetch_all(&self.pool).await?)
     }
 }

@@ -930,6 +930,25 @@ pub fn empty_payload() -> Json {
     json!({})
 }
 
+/// The error codes with the numbers Kata gave them (kata-cli asks for user errors as group
+/// 1000, codes 1001–1100, and system errors as group 4000, codes 4001–4100).
+pub const ERROR_CODES: &[(&str, &str, u32)] = &[
+    ("bot", "expression-error", 1001),
+    ("bot", "api-error", 1002),
+    ("bot", "method-error", 1003),
+    ("bot", "nlu-error", 1004),
+    ("bot", "timeout", 1005),
+    ("bot", "error", 1099),
+    ("step", "cpu-limit", 4001),
+    ("step", "memory-limit", 4002),
+    ("step", "time-limit", 4003),
+    ("step", "too-many-responses", 4004),
+    ("step", "max-recursion", 4005),
+    ("step", "host-call-limit", 4006),
+    ("step", "timeout", 4007),
+    ("step", "error", 4099),
+];
+
 /// The `errorCode` of a bot error (`GET /projects/{id}/errors`), from its message: which
 /// limit stopped a step, or which part of the bot failed.
 pub fn error_code(message: &str) -> &'static str {
