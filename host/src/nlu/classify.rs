@@ -10,7 +10,7 @@
 //! **Training** is AdaGrad SGD on the cross-entropy with an L2 penalty applied to the weights
 //! a step touches, over a seeded shuffle (so the same data always gives the same model,
 //! bit for bit). A step updates only the classes whose gradient is not negligible
-//! (|p − y| ≥ 1e-3), which keeps many-label models fast. The number of passes shrinks as the
+//! (|p − y| ≥ `min_grad`), which keeps many-label models fast. The number of passes shrinks as the
 //! data grows (`updates / n`, clamped to `min_epochs..=max_epochs`).
 //!
 //! **Calibration**: the softmax temperature is fitted on out-of-fold predictions (3-fold
@@ -61,6 +61,10 @@ pub struct FeatureConfig {
     pub char_max: usize,
     /// Weight of the character n-gram group against each word group (1.0).
     pub char_weight: f32,
+    /// Weight features by their inverse document frequency in the training sentences,
+    /// ln((1 + n) / (1 + df)) + 1 (unseen features: df = 0).
+    #[serde(default)]
+    pub idf: bool,
 }
 
 /// Training hyperparameters.
@@ -79,6 +83,13 @@ pub struct Config {
     pub prune: f32,
     /// Fit the softmax temperature on out-of-fold predictions.
     pub calibrate: bool,
+    /// Weight examples by n / (classes × examples of their class), so that every class
+    /// (the "none" class included) weighs the same in the loss.
+    pub balanced: bool,
+    /// A step updates the classes whose gradient |p − y| is at least this: with many labels,
+    /// a feature's weights stay zero for the classes it never competed with (sparse models,
+    /// fast steps); with few labels every class is updated, as in plain SGD.
+    pub min_grad: f32,
     /// Seed of the example shuffles.
     pub seed: u64,
 }
@@ -94,14 +105,17 @@ impl Default for Config {
                 char_min: 2,
                 char_max: 5,
                 char_weight: 1.0,
+                idf: false,
             },
             l2: 1e-4,
             rate: 0.2,
             updates: 20_000,
             min_epochs: 4,
             max_epochs: 40,
-            prune: 0.002,
+            prune: 0.1,
             calibrate: true,
+            balanced: true,
+            min_grad: 0.01,
             seed: 0x5eed,
         }
     }
@@ -118,6 +132,10 @@ pub struct TraitModel {
     temperature: f32,
     /// Sorted feature ids; row `r`'s weights are `cls/w[offs[r]..offs[r + 1]]`.
     ids: Vec<u32>,
+    /// With IDF weighting: the IDF of each row (all training features are kept as rows), and
+    /// that of features never seen in training.
+    idf: Vec<f32>,
+    idf_unseen: f32,
     offs: Vec<u32>,
     cls: Vec<u16>,
     w: Vec<f32>,
@@ -166,10 +184,29 @@ impl TraitModel {
             return Err(format!("too many labels ({})", classes.len()));
         }
         let k = classes.len() + 1;
-        let xs: Vec<Vec<(u32, f32)>> = examples
+        let mut xs: Vec<Vec<(u32, f32)>> = examples
             .iter()
-            .map(|e| extract(e.text, lang, &cfg.features, None).1)
+            .map(|e| extract(e.text, lang, &cfg.features, None, &no_idf).1)
             .collect();
+        let (mut idf_ids, mut idf, mut idf_unseen) = (Vec::new(), Vec::new(), 1.0);
+        if cfg.features.idf {
+            let mut df: Vec<u32> = xs.iter().flat_map(|x| x.iter().map(|f| f.0)).collect();
+            df.sort_unstable();
+            let n = xs.len() as f32;
+            idf_unseen = ((1.0 + n) / 1.0).ln() + 1.0;
+            for chunk in df.chunk_by(|a, b| a == b) {
+                idf_ids.push(chunk[0]);
+                idf.push(((1.0 + n) / (1.0 + chunk.len() as f32)).ln() + 1.0);
+            }
+            let lookup = |id: u32| match idf_ids.binary_search(&id) {
+                Ok(i) => idf[i],
+                Err(_) => idf_unseen,
+            };
+            xs = examples
+                .iter()
+                .map(|e| extract(e.text, lang, &cfg.features, None, &lookup).1)
+                .collect();
+        }
         let ys: Vec<usize> = examples
             .iter()
             .map(|e| {
@@ -196,17 +233,27 @@ impl TraitModel {
                     w.push(x);
                 }
             }
-            if cls.len() > before {
+            if cls.len() > before || cfg.features.idf {
                 kept.push(*id);
                 offs.push(cls.len() as u32);
             }
         }
+        // IDF of the kept rows (training features are all rows when IDF is on).
+        let idf: Vec<f32> = if cfg.features.idf {
+            kept.iter()
+                .map(|id| idf[idf_ids.binary_search(id).unwrap()])
+                .collect()
+        } else {
+            Vec::new()
+        };
         let model = TraitModel {
             lang,
             labels: classes,
             features: cfg.features.clone(),
             temperature,
             ids: kept,
+            idf,
+            idf_unseen,
             offs,
             cls,
             w,
@@ -223,7 +270,7 @@ impl TraitModel {
 
     /// Labels with calibrated scores in (0, 1], best first; counter-example mass is not listed.
     pub fn predict(&self, text: &str) -> Vec<(String, f64)> {
-        let (_, x) = extract(text, self.lang, &self.features, None);
+        let (_, x) = extract(text, self.lang, &self.features, None, &|id| self.idf_of(id));
         let p = self.probs(&x);
         let mut out: Vec<(String, f64)> = self
             .labels
@@ -233,6 +280,16 @@ impl TraitModel {
             .collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1));
         out
+    }
+
+    fn idf_of(&self, id: u32) -> f32 {
+        if self.idf.is_empty() {
+            return 1.0;
+        }
+        match self.ids.binary_search(&id) {
+            Ok(r) => self.idf[r],
+            Err(_) => self.idf_unseen,
+        }
     }
 
     fn logits(&self, x: &[(u32, f32)]) -> Vec<f32> {
@@ -256,7 +313,9 @@ impl TraitModel {
     /// label's score (the "none" class included), for the debug endpoint.
     pub fn debug(&self, text: &str) -> serde_json::Value {
         let mut names = Vec::new();
-        let (tokens, x) = extract(text, self.lang, &self.features, Some(&mut names));
+        let (tokens, x) = extract(text, self.lang, &self.features, Some(&mut names), &|id| {
+            self.idf_of(id)
+        });
         let p = self.probs(&x);
         let top = (0..p.len())
             .max_by(|&a, &b| p[a].total_cmp(&p[b]))
@@ -338,8 +397,15 @@ fn fid(tag: u8, s: &str) -> u32 {
 
 const BIAS: u8 = b'0';
 
+/// The inverse document frequency of a feature id (1 when IDF weighting is off).
+type Idf<'a> = &'a dyn Fn(u32) -> f32;
+
+fn no_idf(_: u32) -> f32 {
+    1.0
+}
+
 /// One group of counted feature ids, L2-normalised to `weight`.
-fn push_group(out: &mut Vec<(u32, f32)>, mut ids: Vec<u32>, weight: f32) {
+fn push_group(out: &mut Vec<(u32, f32)>, mut ids: Vec<u32>, weight: f32, idf: Idf<'_>) {
     if ids.is_empty() || weight <= 0.0 {
         return;
     }
@@ -351,6 +417,9 @@ fn push_group(out: &mut Vec<(u32, f32)>, mut ids: Vec<u32>, weight: f32) {
             Some(last) if len > start && last.0 == id => last.1 += 1.0,
             _ => out.push((id, 1.0)),
         }
+    }
+    for x in &mut out[start..] {
+        x.1 *= idf(x.0);
     }
     let norm = out[start..].iter().map(|x| x.1 * x.1).sum::<f32>().sqrt();
     for x in &mut out[start..] {
@@ -365,6 +434,7 @@ fn extract(
     lang: Lang,
     f: &FeatureConfig,
     mut names: Option<&mut Vec<(u32, String)>>,
+    idf: Idf<'_>,
 ) -> (Vec<Token>, Vec<(u32, f32)>) {
     let tokens = text::tokenize(text);
     let mut out: Vec<(u32, f32)> = Vec::with_capacity(tokens.len() * 32);
@@ -382,7 +452,7 @@ fn extract(
                 id
             })
             .collect();
-        push_group(&mut out, ids, 1.0);
+        push_group(&mut out, ids, 1.0, idf);
     }
     let words: Vec<&Token> = tokens.iter().filter(|t| t.is_word()).collect();
     if f.stems || f.bigrams {
@@ -396,7 +466,7 @@ fn extract(
                     id
                 })
                 .collect();
-            push_group(&mut out, ids, 1.0);
+            push_group(&mut out, ids, 1.0, idf);
         }
         if f.bigrams {
             let seq: Vec<&str> = std::iter::once("<s>")
@@ -412,7 +482,7 @@ fn extract(
                     id
                 })
                 .collect();
-            push_group(&mut out, ids, 1.0);
+            push_group(&mut out, ids, 1.0, idf);
         }
     }
     if f.char_max > 0 {
@@ -437,7 +507,7 @@ fn extract(
                 }
             }
         }
-        push_group(&mut out, ids, f.char_weight);
+        push_group(&mut out, ids, f.char_weight, idf);
     }
     // One vector: merge ids shared by groups (hash collisions), normalise, add the bias.
     out.sort_unstable_by_key(|x| x.0);
@@ -518,6 +588,21 @@ fn fit(
         })
         .collect();
     let n = rows.len();
+    let mut per_class = vec![0usize; k];
+    for &i in subset {
+        per_class[ys[i]] += 1;
+    }
+    let present = per_class.iter().filter(|&&c| c > 0).count();
+    let class_weight: Vec<f32> = per_class
+        .iter()
+        .map(|&c| {
+            if cfg.balanced && c > 0 {
+                n as f32 / (present * c) as f32
+            } else {
+                1.0
+            }
+        })
+        .collect();
     let passes = (cfg.updates / n.max(1)).clamp(cfg.min_epochs, cfg.max_epochs);
     let mut w = vec![0f32; ids.len() * k];
     let mut g2 = vec![1e-8f32; ids.len() * k];
@@ -544,8 +629,12 @@ fn fit(
             for gc in g.iter_mut() {
                 *gc /= s;
             }
-            g[ys[subset[i]]] -= 1.0;
-            let active: Vec<usize> = (0..k).filter(|&c| g[c].abs() >= 1e-3).collect();
+            let y = ys[subset[i]];
+            g[y] -= 1.0;
+            if class_weight[y] != 1.0 {
+                g.iter_mut().for_each(|gc| *gc *= class_weight[y]);
+            }
+            let active: Vec<usize> = (0..k).filter(|&c| g[c].abs() >= cfg.min_grad).collect();
             for &(r, v) in x {
                 for &c in &active {
                     let j = r * k + c;
@@ -619,7 +708,11 @@ struct Packed {
     features: FeatureConfig,
     temperature: f32,
     scale: f32,
-    /// For each row: varint id delta, varint count, then count × (varint class, i16 LE).
+    /// IDF of features unseen in training (with IDF weighting).
+    #[serde(default)]
+    idf_unseen: f32,
+    /// For each row: varint id delta, [with IDF: varint round(IDF × 1000)], varint count,
+    /// then count × (varint class, i16 LE).
     rows: String,
 }
 
@@ -654,6 +747,9 @@ impl From<TraitModel> for Packed {
         for (r, id) in m.ids.iter().enumerate() {
             put_varint(&mut b, (id - prev) as u64);
             prev = *id;
+            if m.features.idf {
+                put_varint(&mut b, (m.idf[r] * 1000.0).round() as u64);
+            }
             let (a, e) = (m.offs[r] as usize, m.offs[r + 1] as usize);
             put_varint(&mut b, (e - a) as u64);
             for j in a..e {
@@ -669,6 +765,7 @@ impl From<TraitModel> for Packed {
             features: m.features,
             temperature: m.temperature,
             scale,
+            idf_unseen: m.idf_unseen,
             rows: base64::engine::general_purpose::STANDARD_NO_PAD.encode(b),
         }
     }
@@ -690,9 +787,13 @@ impl TryFrom<Packed> for TraitModel {
         let (mut ids, mut offs, mut cls, mut w) =
             (Vec::with_capacity(n), vec![0u32], Vec::new(), Vec::new());
         let mut prev = 0u64;
+        let mut idf = Vec::new();
         for _ in 0..n {
             prev += get_varint(&b, &mut pos)?;
             ids.push(u32::try_from(prev).map_err(|_| "bad feature id in trait model")?);
+            if p.features.idf {
+                idf.push(get_varint(&b, &mut pos)? as f32 / 1000.0);
+            }
             let count = get_varint(&b, &mut pos)? as usize;
             for _ in 0..count {
                 let c = get_varint(&b, &mut pos)? as usize;
@@ -712,6 +813,8 @@ impl TryFrom<Packed> for TraitModel {
             features: p.features,
             temperature: p.temperature,
             ids,
+            idf,
+            idf_unseen: p.idf_unseen,
             offs,
             cls,
             w,
