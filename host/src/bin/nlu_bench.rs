@@ -340,6 +340,8 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)]) {
         ("prune 0.2", with(&|c| c.prune = 0.2)),
         ("min_grad 0.01", with(&|c| c.min_grad = 0.01)),
         ("min_grad 0.1", with(&|c| c.min_grad = 0.1)),
+        ("ensemble of 3", with(&|c| c.ensemble = 3)),
+        ("ensemble of 5", with(&|c| c.ensemble = 5)),
     ];
     let (k, repeats) = (5, 10);
     println!(

@@ -98,6 +98,8 @@ pub struct Config {
     /// a feature's weights stay zero for the classes it never competed with (sparse models,
     /// fast steps); with few labels every class is updated, as in plain SGD.
     pub min_grad: f32,
+    /// Average the weights of this many runs over different shuffles (1: a single run).
+    pub ensemble: usize,
     /// Seed of the example shuffles.
     pub seed: u64,
 }
@@ -124,6 +126,7 @@ impl Default for Config {
             calibrate: true,
             balanced: true,
             min_grad: 0.03,
+            ensemble: 1,
             seed: 0x5eed,
         }
     }
@@ -564,13 +567,34 @@ impl Rng {
 }
 
 /// Trains dense weights on the examples `subset` (all if `None`): returns the sorted feature
-/// ids and their rows of `k` weights.
+/// ids and their rows of `k` weights; with `cfg.ensemble` > 1, the average of the weights of
+/// that many runs over different shuffles.
 fn fit(
     xs: &[Vec<(u32, f32)>],
     ys: &[usize],
     k: usize,
     cfg: &Config,
     subset: Option<&[usize]>,
+) -> (Vec<u32>, Vec<f32>) {
+    let runs = cfg.ensemble.max(1);
+    let (ids, mut w) = fit_once(xs, ys, k, cfg, subset, cfg.seed);
+    for r in 1..runs {
+        let (_, w2) = fit_once(xs, ys, k, cfg, subset, cfg.seed.wrapping_add(r as u64));
+        w.iter_mut().zip(w2).for_each(|(a, b)| *a += b);
+    }
+    if runs > 1 {
+        w.iter_mut().for_each(|a| *a /= runs as f32);
+    }
+    (ids, w)
+}
+
+fn fit_once(
+    xs: &[Vec<(u32, f32)>],
+    ys: &[usize],
+    k: usize,
+    cfg: &Config,
+    subset: Option<&[usize]>,
+    seed: u64,
 ) -> (Vec<u32>, Vec<f32>) {
     let all: Vec<usize>;
     let subset = match subset {
@@ -615,7 +639,7 @@ fn fit(
     let mut w = vec![0f32; ids.len() * k];
     let mut g2 = vec![1e-8f32; ids.len() * k];
     let mut order: Vec<usize> = (0..n).collect();
-    let mut rng = Rng(cfg.seed);
+    let mut rng = Rng(seed);
     let mut z = vec![0f32; k];
     let mut g = vec![0f32; k];
     for _ in 0..passes {
