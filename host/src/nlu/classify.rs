@@ -271,7 +271,7 @@ impl TraitModel {
         };
         // Store what is served: round-trip through the 16-bit quantisation now, so a model
         // predicts the same before and after storage.
-        Ok(TraitModel::try_from(Packed::from(model))?)
+        TraitModel::try_from(Packed::from(model))
     }
 
     /// The labels the model knows (declared first, then those only seen in examples).
@@ -690,7 +690,7 @@ fn fit_temperature(xs: &[Vec<(u32, f32)>], ys: &[usize], k: usize, cfg: &Config)
     let rounds = if n > 3000 { 1 } else { folds };
     let held_out = |f: usize, pos: usize| {
         if rounds == 1 {
-            pos % 4 == 0
+            pos.is_multiple_of(4)
         } else {
             pos % folds == f
         }

@@ -209,10 +209,10 @@ fn id_first_order(w: &str) -> Option<(Pfx, Vec<String>)> {
             }
         }
     }
-    if let Some(r) = w.strip_prefix("me") {
-        if r.bytes().next().is_some_and(|b| b"lrwy".contains(&b)) {
-            return Some((Pfx::Di, vec![r.into()]));
-        }
+    if let Some(r) = w.strip_prefix("me")
+        && r.bytes().next().is_some_and(|b| b"lrwy".contains(&b))
+    {
+        return Some((Pfx::Di, vec![r.into()]));
     }
     if let Some(r) = w.strip_prefix("ter") {
         if is_vowel(r.bytes().next()) {
@@ -291,10 +291,10 @@ fn id_search(w: &str, depth: usize, outer: Option<Pfx>, suffix_done: bool) -> Op
     }
     if !suffix_done {
         for s in ["kan", "an", "i"] {
-            if let Some(r) = w.strip_suffix(s).filter(|r| id_ok(r)) {
-                if let Some(x) = id_search(r, depth + 1, outer, true) {
-                    return Some(x);
-                }
+            if let Some(r) = w.strip_suffix(s).filter(|r| id_ok(r))
+                && let Some(x) = id_search(r, depth + 1, outer, true)
+            {
+                return Some(x);
             }
         }
     }
