@@ -121,8 +121,10 @@ pub fn stem_id(word: &str) -> String {
     }
     let mut w = w;
     for group in [&["lah", "kah", "tah", "pun"][..], &["nya", "ku", "mu"][..]] {
-        if is_root(&w) {
-            return w;
+        // A known root reached without stripping this group wins (`bertanya` is `tanya`, not
+        // `berta` + `-nya`).
+        if let Some(root) = id_search(&w, 0, None, false) {
+            return root;
         }
         if let Some(rest) = group
             .iter()
@@ -395,6 +397,7 @@ pub const ID_ROOTS: &[&str] = &[
     "berhenti",
     "beri",
     "berita",
+    "beritahu",
     "bersih",
     "besar",
     "bicara",
@@ -657,6 +660,11 @@ mod tests {
             ("pelajaran", "ajar"),
             ("keberangkatan", "berangkat"),
             ("cobalah", "coba"),
+            ("bertanya", "tanya"),
+            ("bertemu", "temu"),
+            ("memberitahukan", "beritahu"),
+            ("keluarganya", "keluarga"),
+            ("pengiriman", "kirim"),
             ("bukumu", "buku"),
             ("buku-buku", "buku"),
             ("jalan", "jalan"),
