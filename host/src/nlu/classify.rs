@@ -8,9 +8,9 @@
 //! it did not help in cross-validation). Counter-examples (label `None`) train an implicit
 //! "none" class (class 0) that takes probability mass but is never reported.
 //!
-//! **Training** is AdaGrad SGD on the cross-entropy, class-balanced (every class, "none"
-//! included, weighs the same in the loss, so a label with 2 examples is not drowned by one
-//! with 20), with an L2 penalty applied to the weights a step touches, over a seeded shuffle
+//! **Training** is AdaGrad SGD on the cross-entropy, label-balanced (every label weighs the
+//! same in the loss, so a label with 2 examples is not drowned by one with 20; the
+//! counter-examples keep their share, so the "none" prior is the data's), with an L2 penalty applied to the weights a step touches, over a seeded shuffle
 //! (the same data always gives the same model, bit for bit). A step updates only the classes
 //! whose gradient is not negligible (|p − y| ≥ `min_grad` = 0.03): a class the sentence is
 //! already confidently in, or confidently not in, is left alone. That acts as a margin,
@@ -91,8 +91,8 @@ pub struct Config {
     pub prune: f32,
     /// Fit the softmax temperature on out-of-fold predictions.
     pub calibrate: bool,
-    /// Weight examples by n / (classes × examples of their class), so that every class
-    /// (the "none" class included) weighs the same in the loss.
+    /// Weight labelled examples by labelled / (labels × examples of their label), so that
+    /// every label weighs the same in the loss; counter-examples keep weight 1.
     pub balanced: bool,
     /// A step updates the classes whose gradient |p − y| is at least this: with many labels,
     /// a feature's weights stay zero for the classes it never competed with (sparse models,
@@ -624,12 +624,16 @@ fn fit_once(
     for &i in subset {
         per_class[ys[i]] += 1;
     }
-    let present = per_class.iter().filter(|&&c| c > 0).count();
+    // Balancing is among the labels only: the labelled examples keep their total weight
+    // against the counter-examples, whose share tells how often "none of these" happens.
+    let present = per_class[1..].iter().filter(|&&c| c > 0).count();
+    let labelled: usize = per_class[1..].iter().sum();
     let class_weight: Vec<f32> = per_class
         .iter()
-        .map(|&c| {
-            if cfg.balanced && c > 0 {
-                n as f32 / (present * c) as f32
+        .enumerate()
+        .map(|(class, &c)| {
+            if cfg.balanced && class > 0 && c > 0 {
+                labelled as f32 / (present * c) as f32
             } else {
                 1.0
             }
