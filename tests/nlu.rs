@@ -276,7 +276,7 @@ async fn nlu_api_walkthrough(backend: Backend) {
     let pizza = top(&p["result"], "pizza");
     assert_eq!(
         (pizza["start"].as_u64(), pizza["end"].as_u64()),
-        (Some(22), Some(31))
+        (Some(20), Some(29))
     );
     assert_eq!(top(&p["result"], "qty")["belongsTo"]["name"], "pizza");
     assert_eq!(p["results"][1]["input"], "good morning");
@@ -359,7 +359,7 @@ async fn visibility_between_accounts(backend: Backend) {
     // Bob's bot uses alice's private NLU: a warning at push, null output at run time.
     let bot = json!({
         "name": "borrow",
-        "nlus": {"shop": {"type": "nl", "options": {"nluId": "alice:pizza-nl", "output": "value"}}},
+        "nlus": {"shop": {"type": "nl", "options": {"nluId": "alice:pizza-nl", "output": "value", "flatten": true}}},
         "flows": {"f": {
             "intents": {"any": {"initial": true, "type": "text", "attributes": {"i": {"nlu": "shop", "path": "intent"}}}},
             "states": {"s": {"initial": true, "end": true, "transitions": {"s": {"fallback": true}},
