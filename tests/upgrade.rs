@@ -31,11 +31,13 @@ async fn format_0_data_runs_after_the_upgrade(backend: Backend) {
 
     // What the old build stored, put in place while no process has anything cached.
     let db = server.db().await;
-    let (rev_id,): (String,) = sqlx::query_as("SELECT id FROM bot_revisions WHERE project_id = $1")
-        .bind(&pid)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let (rev_id,): (String,) = sqlx::query_as(
+        "SELECT id FROM bot_revisions WHERE project_id = $1 ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(&pid)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
     let old_compiled = fixture("bot.compiled.json");
     assert!(
         !old_compiled.contains("\"format\""),
