@@ -671,6 +671,19 @@ async fn kata_cli_journey(backend: Backend) {
     assert_eq!(b["roleName"], "developer");
     k.token = user_token;
 
+    // DELETE /caches (zaun's CacheApi): drops this process's cached routes and revisions
+    // of the caller's projects; the bot answers as before, read again from storage.
+    let cleared = k.ok("DELETE", "/caches", None).await;
+    assert!(cleared["cleared"].as_i64().unwrap() >= 1, "{cleared}");
+    let after = k
+        .ok(
+            "POST",
+            &format!("/projects/{pid}/bot/converse"),
+            Some(json!({"environmentName": "Development", "message": {"type": "text", "content": "hi"}})),
+        )
+        .await;
+    assert_eq!(after["responses"][0]["content"], "hello!");
+
     // delete-project by name; then the project is gone.
     let doomed = k
         .ok(
