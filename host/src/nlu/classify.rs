@@ -43,6 +43,7 @@
 //! in training are what teaches a trait to say "none of these".
 
 use super::Lang;
+use super::SplitMix;
 use super::text::{self, Token};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -546,26 +547,6 @@ fn extract(
 
 // ---- training ----------------------------------------------------------------------------
 
-/// SplitMix64: a tiny seeded generator, so shuffles never depend on a crate's version.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
-    }
-}
-
 /// Trains dense weights on the examples `subset` (all if `None`): returns the sorted feature
 /// ids and their rows of `k` weights; with `cfg.ensemble` > 1, the average of the weights of
 /// that many runs over different shuffles.
@@ -643,7 +624,7 @@ fn fit_once(
     let mut w = vec![0f32; ids.len() * k];
     let mut g2 = vec![1e-8f32; ids.len() * k];
     let mut order: Vec<usize> = (0..n).collect();
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix(seed);
     let mut z = vec![0f32; k];
     let mut g = vec![0f32; k];
     for _ in 0..passes {
@@ -688,7 +669,7 @@ fn fit_once(
 fn fit_temperature(xs: &[Vec<(u32, f32)>], ys: &[usize], k: usize, cfg: &Config) -> f32 {
     let n = xs.len();
     let mut order: Vec<usize> = (0..n).collect();
-    Rng(cfg.seed ^ 0xca1b).shuffle(&mut order);
+    SplitMix(cfg.seed ^ 0xca1b).shuffle(&mut order);
     // 3 folds, or a single 25 % holdout on large sets.
     let folds = 3;
     let rounds = if n > 3000 { 1 } else { folds };

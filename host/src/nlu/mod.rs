@@ -91,3 +91,25 @@ pub struct Prediction {
     #[serde(default, rename = "belongsTo", skip_serializing_if = "Option::is_none")]
     pub belongs_to: Option<serde_json::Value>,
 }
+
+/// SplitMix64: the seeded generator of the training shuffles (the same data always gives the
+/// same model, whatever a crate's version).
+pub(crate) struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Fisher–Yates.
+    pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+}

@@ -37,6 +37,7 @@
 //! affixes and context.
 
 use super::Lang;
+use super::SplitMix;
 use super::text::{self, Token};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -670,27 +671,6 @@ impl Sgd {
         let mut e = w;
         e.truncate(ne);
         (e, t)
-    }
-}
-
-/// SplitMix64: a small deterministic generator for the training shuffles.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Fisher–Yates.
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
     }
 }
 
