@@ -50,7 +50,8 @@ pub struct LiveConfig {
     /// attack, and a provider would rate-limit the channel anyway.
     pub max_responses_per_step: usize,
     /// Channel messages of one tenant (a project's owner) handled at once, from the step to
-    /// the commit (default: four per core). More wait their turn before any work is done,
+    /// the commit, while other tenants have messages in flight too (default: two per core;
+    /// alone, see `messages_per_tenant_alone`). More wait their turn before any work is done,
     /// so a tenant flooding its webhooks queues behind its own messages, and the shared
     /// path (the write turn, the outbox) sees at most this many of its messages at a time.
     /// Cost: one tenant alone cannot use more than this concurrency (the load bench's single
@@ -59,6 +60,12 @@ pub struct LiveConfig {
     /// A malicious tenant can hold this many messages in flight, each until its step's
     /// deadline.
     pub messages_per_tenant: usize,
+    /// The same bound while the tenant is the only one with channel messages in flight
+    /// (default: four per core): work-conserving, so one tenant alone gets the whole machine
+    /// (the load bench's throughput), and as soon as another tenant's message arrives, new
+    /// messages of the first are held to `messages_per_tenant` (those already running
+    /// finish). Must be at least `messages_per_tenant`.
+    pub messages_per_tenant_alone: usize,
     /// A tenant's channel messages waiting for one of those turns at most (64); past it a
     /// webhook answers 429 without running anything (the provider retries), so a tenant
     /// flooding its webhooks cannot hold an unbounded number of connections and bodies.
@@ -91,7 +98,8 @@ impl Default for LiveConfig {
             poll_interval: Duration::from_millis(500),
             delivery_timeout: Duration::from_secs(5),
             max_responses_per_step: 200,
-            messages_per_tenant: cores() * 4,
+            messages_per_tenant: cores() * 2,
+            messages_per_tenant_alone: cores() * 4,
             waiting_per_tenant: 64,
             nlu: Default::default(),
         }
@@ -142,6 +150,30 @@ fn keyed<T>(map: &Mutex<HashMap<String, Arc<T>>>, key: &str, make: impl FnOnce()
     map.entry(key.to_owned())
         .or_insert_with(|| Arc::new(make()))
         .clone()
+}
+
+/// A tenant's turns: its share (`base`), the turns it may add while alone (`extra`), and
+/// its messages in flight.
+struct TenantTurns {
+    base: Arc<tokio::sync::Semaphore>,
+    extra: Arc<tokio::sync::Semaphore>,
+    in_flight: std::sync::atomic::AtomicUsize,
+}
+
+/// One message's turn; counts the tenant out of the busy tenants when its last one ends.
+struct TenantTurn {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    turns: Arc<TenantTurns>,
+    busy: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for TenantTurn {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering;
+        if self.turns.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.busy.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 /// Largest answer read when fetching a message's text from a provider (64 KiB).
@@ -204,7 +236,10 @@ pub struct Live {
     pub nlu: Arc<NluService>,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Per tenant: its messages in flight (`LiveConfig::messages_per_tenant`).
-    tenant_turns: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+    tenant_turns: Mutex<HashMap<String, Arc<TenantTurns>>>,
+    /// Tenants with channel messages in flight: while there is one, it may use
+    /// `messages_per_tenant_alone`.
+    busy_tenants: Arc<std::sync::atomic::AtomicUsize>,
     /// Channels' `rpmLimit`, counted in messages.
     rpm: crate::rate::RateLimiter,
     /// Deliveries and provider reads (api actions reach it through `effects`).
@@ -267,6 +302,7 @@ impl Live {
             effects,
             locks: Mutex::new(HashMap::new()),
             tenant_turns: Mutex::new(HashMap::new()),
+            busy_tenants: Default::default(),
             rpm: crate::rate::RateLimiter::new(60),
             egress,
             direct,
@@ -531,29 +567,62 @@ impl Live {
         Ok(())
     }
 
-    /// A turn for one of `tenant`'s messages (see `messages_per_tenant`).
-    async fn tenant_turn(
-        &self,
-        tenant: &str,
-    ) -> Result<tokio::sync::OwnedSemaphorePermit, LiveError> {
-        let sem = keyed(&self.tenant_turns, tenant, || {
-            tokio::sync::Semaphore::new(self.cfg.messages_per_tenant.max(1))
+    /// A turn for one of `tenant`'s messages (see `messages_per_tenant` and
+    /// `messages_per_tenant_alone`).
+    async fn tenant_turn(&self, tenant: &str) -> Result<TenantTurn, LiveError> {
+        let base = self.cfg.messages_per_tenant.max(1);
+        let extra = self.cfg.messages_per_tenant_alone.saturating_sub(base);
+        let turns = keyed(&self.tenant_turns, tenant, || TenantTurns {
+            base: Arc::new(tokio::sync::Semaphore::new(base)),
+            extra: Arc::new(tokio::sync::Semaphore::new(extra)),
+            in_flight: Default::default(),
         });
-        if let Ok(p) = sem.clone().try_acquire_owned() {
-            return Ok(p);
+        let permit = match turns.base.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                // Alone (no other tenant has messages in flight): a turn beyond the share.
+                let alone = self.busy_tenants.load(std::sync::atomic::Ordering::Acquire) <= 1;
+                match turns.extra.clone().try_acquire_owned() {
+                    Ok(p) if alone => p,
+                    _ => {
+                        // References to `base`: the struct's, one per running message on a
+                        // base turn and one per waiter; this counts the waiters (roughly:
+                        // messages on extra turns are not among them).
+                        let waiting = Arc::strong_count(&turns.base).saturating_sub(1 + base);
+                        if waiting >= self.cfg.waiting_per_tenant {
+                            return Err(LiveError::Busy(format!(
+                                "this tenant already has {} messages waiting; try again later",
+                                self.cfg.waiting_per_tenant
+                            )));
+                        }
+                        // Wait for a turn of the share, or, while alone, for one beyond it.
+                        let base_turn = turns.base.clone().acquire_owned();
+                        let acquired = if alone {
+                            tokio::select! {
+                                p = base_turn => p,
+                                p = turns.extra.clone().acquire_owned() => p,
+                            }
+                        } else {
+                            base_turn.await
+                        };
+                        acquired.map_err(|e| LiveError::Internal(anyhow!("{e}")))?
+                    }
+                }
+            }
+        };
+        if turns
+            .in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            == 0
+        {
+            self.busy_tenants
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }
-        // All turns are taken. References to the semaphore: the map's, ours, one per running
-        // message (its permit) and one per waiter, so this counts the waiters.
-        let waiting = Arc::strong_count(&sem).saturating_sub(2 + self.cfg.messages_per_tenant);
-        if waiting >= self.cfg.waiting_per_tenant {
-            return Err(LiveError::Busy(format!(
-                "this tenant already has {} messages waiting; try again later",
-                self.cfg.waiting_per_tenant
-            )));
-        }
-        sem.acquire_owned()
-            .await
-            .map_err(|e| LiveError::Internal(anyhow!("{e}")))
+        Ok(TenantTurn {
+            _permit: permit,
+            turns,
+            busy: self.busy_tenants.clone(),
+        })
     }
 
     pub(crate) fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
@@ -978,5 +1047,46 @@ pub fn error_code(message: &str) -> &'static str {
         "host-call-limit"
     } else {
         "error"
+    }
+}
+
+#[cfg(test)]
+mod turn_tests {
+    use super::*;
+    use futures_util::FutureExt;
+
+    /// A tenant alone uses `messages_per_tenant_alone` turns; once another tenant has a
+    /// message in flight, its new messages wait for a turn of its share.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tenant_alone_may_go_beyond_its_share_and_not_while_another_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::connect(&crate::db::sqlite_url(dir.path()))
+            .await
+            .unwrap();
+        let cfg = LiveConfig {
+            messages_per_tenant: 2,
+            messages_per_tenant_alone: 4,
+            ..LiveConfig::default()
+        };
+        let live = Live::new(db, cfg).unwrap();
+        // Alone: four turns at once (two of its share, two beyond); a fifth waits.
+        let mut a = Vec::new();
+        for _ in 0..4 {
+            a.push(live.tenant_turn("a").now_or_never().unwrap().unwrap());
+        }
+        assert!(live.tenant_turn("a").now_or_never().is_none());
+        // B arrives and gets a turn at once, whatever A holds.
+        let b = live.tenant_turn("b").now_or_never().unwrap().unwrap();
+        // A's two turns beyond its share end; with B busy, A may not take them again.
+        a.truncate(2);
+        assert!(live.tenant_turn("a").now_or_never().is_none());
+        // B is done: A is alone again and goes beyond its share.
+        drop(b);
+        let more = live.tenant_turn("a").now_or_never().unwrap().unwrap();
+        // A turn of the share freed while B is busy is A's again.
+        let b = live.tenant_turn("b").now_or_never().unwrap().unwrap();
+        drop(a.pop());
+        let again = live.tenant_turn("a").now_or_never().unwrap().unwrap();
+        drop((more, again, b));
     }
 }
