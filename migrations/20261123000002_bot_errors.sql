@@ -14,3 +14,5 @@ CREATE TABLE bot_errors (
     message TEXT NOT NULL
 );
 CREATE INDEX bot_errors_project ON bot_errors (project_id, created_at);
+-- The hourly pruning of errors older than 30 days.
+CREATE INDEX bot_errors_time ON bot_errors (created_at);

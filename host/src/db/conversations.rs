@@ -667,6 +667,45 @@ mod tests {
         }
     }
 
+    /// Bot errors are written with their step, listed by project, and pruned by age.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bot_errors_are_stored_with_the_step_and_pruned_by_age() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::connect(&super::super::sqlite_url(dir.path()))
+            .await
+            .unwrap();
+        let mut w = write(1);
+        w.errors.push(NewBotError {
+            project_id: "p".into(),
+            environment_id: "e".into(),
+            channel_id: "c".into(),
+            group: "bot",
+            code: "method-error".into(),
+            message: "method boom threw".into(),
+        });
+        db.commit_step(w).await.unwrap().unwrap();
+        let all = BotErrorQuery {
+            end: i64::MAX,
+            limit: 10,
+            ..BotErrorQuery::default()
+        };
+        let listed = db.bot_errors("p", &all).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].error_code, "method-error");
+        assert!(db.bot_errors("other", &all).await.unwrap().is_empty());
+        let by_code = BotErrorQuery {
+            codes: vec!["cpu-limit".into()],
+            ..all.clone()
+        };
+        assert!(db.bot_errors("p", &by_code).await.unwrap().is_empty());
+        assert_eq!(db.prune_bot_errors(listed[0].created_at).await.unwrap(), 0);
+        assert_eq!(
+            db.prune_bot_errors(listed[0].created_at + 1).await.unwrap(),
+            1
+        );
+        assert!(db.bot_errors("p", &all).await.unwrap().is_empty());
+    }
+
     /// Rows of channels the poller is already sending are left out, so another channel's
     /// due row is found even when the busy ones alone would fill the limit.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -744,6 +783,16 @@ mod tests {
 }
 
 impl Db {
+    /// Deletes the bot errors recorded before `before` (Unix ms); returns how many.
+    pub async fn prune_bot_errors(&self, before: i64) -> DbResult<u64> {
+        let _turn = self.write_turn().await;
+        let done = sqlx::query("DELETE FROM bot_errors WHERE created_at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Bot errors of a project, newest first, filtered as asked.
     pub async fn bot_errors(
         &self,

@@ -176,6 +176,9 @@ impl Drop for TenantTurn {
     }
 }
 
+/// How long bot errors (`GET /projects/{id}/errors`) are kept.
+pub const BOT_ERROR_DAYS: i64 = 30;
+
 /// Largest answer read when fetching a message's text from a provider (64 KiB).
 const FETCH_BODY_MAX: usize = 64 << 10;
 
@@ -318,6 +321,18 @@ impl Live {
             tokio::spawn(outbox::run(self.clone(), rx));
         }
         tokio::spawn(schedules::run(self.clone()));
+        // Bot errors are kept BOT_ERROR_DAYS days: pruned hourly.
+        let db = self.db.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(3600));
+            loop {
+                every.tick().await;
+                let before = now_ms() - BOT_ERROR_DAYS * 24 * 3600 * 1000;
+                if let Err(e) = db.prune_bot_errors(before).await {
+                    tracing::warn!(error = %e, "pruning bot errors");
+                }
+            }
+        });
     }
 
     /// The sandbox, created on first use (compiling the guest once per cache folder).
