@@ -349,6 +349,38 @@ async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
     }
 }
 
+/// An address that keeps presenting invalid keys gets 429 (no key is looked up) once it has
+/// made `BAD_KEYS_PER_MINUTE` such requests this minute; requests with a valid key from it
+/// count nothing.
+async fn invalid_keys_are_limited_per_address(backend: Backend) {
+    let server = Server::start(backend, &[]).await;
+    let api = server.api();
+    let limit = botbox::api::agent::BAD_KEYS_PER_MINUTE;
+    let mut statuses = Vec::new();
+    // Up to twice the limit: a minute boundary inside the loop restarts the count once.
+    for i in 0..2 * (limit + 1) {
+        let r = api.get("/v1/chat/run_x", &format!("sak_guess{i}")).await;
+        statuses.push(r.status);
+        if r.status == 429 {
+            assert_eq!(r.json()["code"], "too-many-invalid-keys");
+            assert!(r.header("retry-after").is_some());
+            break;
+        }
+    }
+    let first_429 = statuses
+        .iter()
+        .position(|s| *s == 429)
+        .unwrap_or_else(|| panic!("no 429 after {} invalid keys", statuses.len()));
+    assert!(
+        first_429 >= limit as usize,
+        "429 after only {first_429} failures"
+    );
+    assert!(
+        statuses[..first_429].iter().all(|s| *s == 401),
+        "{statuses:?}"
+    );
+}
+
 async fn chat_streams_tools_and_texts_and_replays_byte_identical(backend: Backend) {
     let (slow, url) = SlowApi::start(false).await;
     let a = agent(backend, api_bot(&url), &["--allow-private-egress"]).await;
@@ -815,6 +847,7 @@ async fn a_run_in_flight_when_the_server_dies_ends_failed(backend: Backend) {
 }
 
 on_both_backends!(
+    invalid_keys_are_limited_per_address,
     keys_are_scoped_shown_once_and_revoked_at_once,
     chat_streams_tools_and_texts_and_replays_byte_identical,
     rich_replies_and_data_parts,

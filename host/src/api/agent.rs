@@ -65,6 +65,8 @@ impl KeyCtx {
 pub struct V1Limits {
     chat: RateLimiter,
     read: RateLimiter,
+    /// Requests without a valid key, per client address ([`BAD_KEYS_PER_MINUTE`]).
+    bad_keys: RateLimiter,
     /// Stored answers by (key, method, path, Idempotency-Key), kept 24 h.
     idempotency: moka::sync::Cache<String, Arc<Idem>>,
 }
@@ -74,6 +76,7 @@ impl Default for V1Limits {
         V1Limits {
             chat: RateLimiter::new(60),
             read: RateLimiter::new(60),
+            bad_keys: RateLimiter::new(60),
             idempotency: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(Duration::from_secs(24 * 3600))
@@ -112,9 +115,33 @@ pub async fn v1_layer(State(app): State<App>, req: Request, next: Next) -> Respo
     REQUEST.scope(info, v1_inner(app, req, next)).await
 }
 
+/// Requests without a valid key one client address may make per minute; past it, `/v1`
+/// answers 429 without looking any key up, until the minute ends. A guesser cannot make the
+/// server look keys up at will; a client sharing the address (behind one NAT) waits with it.
+pub const BAD_KEYS_PER_MINUTE: u32 = 30;
+
 async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
     if req.uri().path() == "/v1/playground" {
         return next.run(req).await;
+    }
+    let client = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+        .unwrap_or_default();
+    let now = super::unix_secs();
+    if app.v1.bad_keys.over(&client, BAD_KEYS_PER_MINUTE, now) {
+        let reset = 60 - now % 60;
+        return Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too-many-invalid-keys",
+            "Too many requests without a valid key",
+            format!(
+                "This address made {BAD_KEYS_PER_MINUTE} requests without a valid API key this minute; try again in {reset} s."
+            ),
+        )
+        .header(header::RETRY_AFTER, HeaderValue::from(reset.max(1)))
+        .into_response();
     }
     let presented = bearer(req.headers()).map(str::to_owned);
     let found = match presented {
@@ -123,7 +150,10 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
     };
     let (kind, key) = match found {
         Ok(Some(k)) => k,
-        Ok(None) => return Problem::unauthorized().into_response(),
+        Ok(None) => {
+            app.v1.bad_keys.hit(&client, BAD_KEYS_PER_MINUTE, now);
+            return Problem::unauthorized().into_response();
+        }
         Err(e) => return Problem::internal(e).into_response(),
     };
     tracing::Span::current().record("tenant", key.owner_id.as_str());
