@@ -349,6 +349,49 @@ async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
     }
 }
 
+/// An ended run stays replayable for its retention, then goes with its chunk log.
+async fn ended_runs_are_pruned_after_their_retention(backend: Backend) {
+    let (_slow, url) = SlowApi::start(false).await;
+    let a = agent(backend, api_bot(&url), &["--allow-private-egress"]).await;
+    let body = a
+        .v1(
+            "POST",
+            "/v1/chat",
+            Some(json!({"messages": [user_msg("u1", "check carol")]})),
+        )
+        .await
+        .ok();
+    let run = s(&body["runId"]);
+    let stream = a.get_stream(&run, None).await;
+    let c = chunks(&stream.text().await.unwrap(), 1);
+    assert_eq!(c.last().unwrap(), "[DONE]");
+    let db = a.server.db().await;
+    let (ended,): (Option<i64>,) = sqlx::query_as("SELECT ended_at FROM agent_runs WHERE id = $1")
+        .bind(&run)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let ended = ended.expect("the run ended");
+    // Within its retention: kept.
+    assert_eq!(db.prune_runs(ended).await.unwrap(), 0);
+    assert_eq!(
+        a.v1("GET", &format!("/v1/chat/{run}"), None).await.status,
+        200
+    );
+    // Past it: the run and its chunk log are gone.
+    assert_eq!(db.prune_runs(ended + 1).await.unwrap(), 1);
+    assert_eq!(
+        a.v1("GET", &format!("/v1/chat/{run}"), None).await.status,
+        404
+    );
+    let (left,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM agent_run_chunks WHERE run_id = $1")
+        .bind(&run)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
 /// An address that keeps presenting invalid keys gets 429 (no key is looked up) once it has
 /// made `BAD_KEYS_PER_MINUTE` such requests this minute; requests with a valid key from it
 /// count nothing.
@@ -847,6 +890,7 @@ async fn a_run_in_flight_when_the_server_dies_ends_failed(backend: Backend) {
 }
 
 on_both_backends!(
+    ended_runs_are_pruned_after_their_retention,
     invalid_keys_are_limited_per_address,
     keys_are_scoped_shown_once_and_revoked_at_once,
     chat_streams_tools_and_texts_and_replays_byte_identical,

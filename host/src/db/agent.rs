@@ -499,3 +499,31 @@ impl Db {
         .await?)
     }
 }
+
+impl Db {
+    /// Deletes the runs that ended before `before` (Unix ms), with their chunk logs and
+    /// steers, in one transaction; returns how many runs. Runs in flight are never touched.
+    pub async fn prune_runs(&self, before: i64) -> DbResult<u64> {
+        let _turn = self.write_turn().await;
+        let mut tx = self.pool.begin().await?;
+        let old = "SELECT id FROM agent_runs WHERE status NOT IN ('queued', 'in_progress') AND ended_at < $1";
+        sqlx::query(&format!(
+            "DELETE FROM agent_run_chunks WHERE run_id IN ({old})"
+        ))
+        .bind(before)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(&format!("DELETE FROM agent_steers WHERE run_id IN ({old})"))
+            .bind(before)
+            .execute(&mut *tx)
+            .await?;
+        let done = sqlx::query(
+            "DELETE FROM agent_runs WHERE status NOT IN ('queued', 'in_progress') AND ended_at < $1",
+        )
+        .bind(before)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await.map_err(super::DbError::from_sqlx)?;
+        Ok(done.rows_affected())
+    }
+}
