@@ -446,6 +446,7 @@ async fn chat_streams_tools_and_texts_and_replays_byte_identical(backend: Backen
         types(&c),
         [
             "start",
+            "data-run-status",
             "start-step",
             "tool-input-available",
             "tool-output-available",
@@ -464,17 +465,21 @@ async fn chat_streams_tools_and_texts_and_replays_byte_identical(backend: Backen
         c[0]["messageMetadata"],
         json!({"runId": run, "conversationId": conv})
     );
-    assert_eq!(c[2]["toolName"], "api");
-    assert_eq!(c[2]["dynamic"], true);
-    assert_eq!(c[2]["input"]["url"], format!("{url}/users/alice"));
-    assert_eq!(c[3]["toolCallId"], c[2]["toolCallId"]);
-    assert_eq!(c[3]["output"]["status"], 200);
+    assert_eq!(
+        c[1],
+        json!({"type": "data-run-status", "data": {"status": "in_progress"}, "transient": true})
+    );
+    assert_eq!(c[3]["toolName"], "api");
+    assert_eq!(c[3]["dynamic"], true);
+    assert_eq!(c[3]["input"]["url"], format!("{url}/users/alice"));
+    assert_eq!(c[4]["toolCallId"], c[3]["toolCallId"]);
+    assert_eq!(c[4]["output"]["status"], 200);
     assert_eq!(
         texts_of(&c),
         ["email of alice is alice@example.com", "Success"]
     );
-    assert_ne!(c[4]["id"], c[7]["id"]);
-    assert_eq!(c[11]["messageMetadata"]["status"], "completed");
+    assert_ne!(c[5]["id"], c[8]["id"]);
+    assert_eq!(c[12]["messageMetadata"]["status"], "completed");
 
     // Replays: byte-identical, by run id; after Last-Event-ID only the rest.
     let replay = a.get_stream(&run, None).await;
@@ -484,9 +489,9 @@ async fn chat_streams_tools_and_texts_and_replays_byte_identical(backend: Backen
     assert_eq!(replay.text().await.unwrap(), live);
     let again = a.get_stream(&run, None).await.text().await.unwrap();
     assert_eq!(again, live);
-    let rest = a.get_stream(&run, Some(10)).await.text().await.unwrap();
+    let rest = a.get_stream(&run, Some(11)).await.text().await.unwrap();
     assert_eq!(
-        types(&chunks(&rest, 11)),
+        types(&chunks(&rest, 12)),
         ["finish-step", "finish", "[DONE]"]
     );
     // The chat id and the conversation id have no active run now: 204.
@@ -743,6 +748,7 @@ async fn cancel_during_a_slow_api_call_aborts_at_once(backend: Backend) {
         types(&c),
         [
             "start",
+            "data-run-status",
             "start-step",
             "tool-input-available",
             "tool-output-error",

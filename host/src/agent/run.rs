@@ -459,6 +459,8 @@ impl Agents {
             .start_agent_run(&h.id, now_ms() + RUN_LEASE_MS)
             .await
             .map_err(internal)?;
+        // The run left the queue (it waited for the conversation's earlier run, if any).
+        h.emit([stream::run_status("in_progress")]);
         let rev = self
             .live
             .environment_revision(&target.env)

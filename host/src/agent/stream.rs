@@ -67,6 +67,12 @@ pub fn tool_error(call_id: &str, text: &str) -> Json {
     json!({"type": "tool-output-error", "toolCallId": call_id, "errorText": text, "dynamic": true})
 }
 
+/// Progress (reference §3.4): transient, so the AI SDK shows it without keeping it in the
+/// message.
+pub fn run_status(status: &str) -> Json {
+    json!({"type": "data-run-status", "data": {"status": status}, "transient": true})
+}
+
 pub fn steer_delivered(steer_id: &str) -> Json {
     json!({"type": "data-steer", "data": {"steerId": steer_id, "status": "delivered"}, "transient": true})
 }
