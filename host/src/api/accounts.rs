@@ -512,10 +512,7 @@ async fn team_users(
     caller: Caller,
     Path(team_id): Path<String>,
 ) -> ApiResult<Json<Vec<TeamUser>>> {
-    let t = team_by_id_or_name(&app, &team_id, true).await?;
-    if !caller.is_admin() && app.db.membership(&t.id, &caller.user_id).await?.is_none() {
-        return Err(ApiError::not_found(format!("team {team_id}")));
-    }
+    let t = team_for_member(&app, &caller, &team_id).await?;
     Ok(Json(
         app.db
             .team_members(&t.id)
@@ -630,11 +627,18 @@ async fn get_team(
     caller: Caller,
     Path(team_id): Path<String>,
 ) -> ApiResult<Json<Team>> {
-    let t = team_by_id_or_name(&app, &team_id, true).await?;
-    if !caller.is_admin() && app.db.membership(&t.id, &caller.user_id).await?.is_none() {
-        return Err(ApiError::not_found(format!("team {team_id}")));
-    }
+    let t = team_for_member(&app, &caller, &team_id).await?;
     Ok(Json(team_json(&app, t).await?))
+}
+
+/// A team by id (or name) that the caller may read: members and platform administrators;
+/// anyone else learns nothing (404).
+async fn team_for_member(app: &App, caller: &Caller, key: &str) -> ApiResult<crate::db::TeamRow> {
+    let t = team_by_id_or_name(app, key, true).await?;
+    if !caller.is_admin() && app.db.membership(&t.id, &caller.user_id).await?.is_none() {
+        return Err(ApiError::not_found(format!("team {key}")));
+    }
+    Ok(t)
 }
 
 /// The seed addresses a team by id for GET and by name for DELETE on the same path; both

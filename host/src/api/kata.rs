@@ -186,12 +186,7 @@ async fn has_active_job(
     caller: Caller,
     Path((pid, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Json_>> {
-    project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
-    let nlu = app
-        .db
-        .project_nlu(&pid, super::nlu::nlu_name(&name))
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("NLU {name} of project {pid}")))?;
+    let nlu = super::nlu::nlu_for(&app, &caller, &pid, &name, false).await?;
     Ok(Json(json!({ "data": nlu.training == "training" })))
 }
 

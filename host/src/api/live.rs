@@ -247,21 +247,15 @@ async fn list_errors(
 ) -> ApiResult<Json<BotErrors>> {
     project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
     let q = super::query_pairs(uri.query());
-    let decode = |v: &str| {
-        url::form_urlencoded::parse(format!("v={v}").as_bytes())
-            .next()
-            .map(|(_, v)| v.into_owned())
-            .unwrap_or_default()
-    };
     // Unix milliseconds, or an RFC 3339 time (kata-cli sends `2026-11-23T00:00:00.123Z`).
     let time = |name: &str, default: i64| -> ApiResult<i64> {
-        match q.get(name).map(|v| decode(v)).filter(|v| !v.is_empty()) {
+        match q.get(name).filter(|v| !v.is_empty()) {
             None => Ok(default),
             Some(v) => v
                 .parse::<i64>()
                 .ok()
                 .or_else(|| {
-                    time::OffsetDateTime::parse(&v, &time::format_description::well_known::Rfc3339)
+                    time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339)
                         .ok()
                         .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
                 })
@@ -272,7 +266,7 @@ async fn list_errors(
                 }),
         }
     };
-    let text = |name: &str| q.get(name).map(|v| decode(v)).filter(|v| !v.is_empty());
+    let text = |name: &str| q.get(name).filter(|v| !v.is_empty()).cloned();
     // Groups and codes by name (`bot`, `cpu-limit`) or by Kata's numbers (1000, 4001), codes
     // as a comma-separated list.
     let group = text("errorGroup").map(|g| match g.as_str() {

@@ -517,11 +517,11 @@ impl<T> PageOf<T> {
     }
 }
 
+/// The query's parameters, percent-decoded; the first of a repeated name wins.
 pub(crate) fn query_pairs(query: Option<&str>) -> HashMap<String, String> {
     let mut out = HashMap::new();
-    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        out.entry(k.to_owned()).or_insert_with(|| v.to_owned());
+    for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        out.entry(k.into_owned()).or_insert_with(|| v.into_owned());
     }
     out
 }

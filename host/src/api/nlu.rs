@@ -11,7 +11,7 @@ use crate::db::{NluRow, TrainingRow};
 use crate::nlu::lines::{self, LineError};
 use crate::nlu::model::{self, EntitySpec, check_entities, check_row_entities};
 use crate::nlu::service::{MAX_TRAINING_ROWS, Trained, cut, entities_of};
-use crate::nlu::{Lang, TrainingData, TrainingEntity};
+use crate::nlu::{TrainingData, TrainingEntity};
 use axum::Json;
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::header;
@@ -97,7 +97,7 @@ pub fn nlu_name(path: &str) -> &str {
 /// The NLU `name` of a project, if the caller may read it (`write = false`) or change it.
 /// 404 (existence not revealed) when the project is another owner's and the NLU is not
 /// public, or when writing to another owner's NLU.
-async fn nlu_for(
+pub(super) async fn nlu_for(
     app: &App,
     caller: &Caller,
     project_id: &str,
@@ -883,6 +883,15 @@ async fn profiles(_caller: Caller, paging: Paging) -> Json<Profiles> {
     })
 }
 
+/// `options.nluLang` of a project with an NLU.
+pub fn check_nlu_lang(lang: &str) -> ApiResult<()> {
+    check_lang(lang).map_err(|_| {
+        ApiError::bad(format!(
+            "options.nluLang: a language code such as en or id (got {lang:?})"
+        ))
+    })
+}
+
 /// Creates the NLU of a project made with `options.nlu`: named after the project.
 pub async fn create_for_project(
     app: &App,
@@ -892,12 +901,7 @@ pub async fn create_for_project(
     lang: &str,
     visibility: &str,
 ) -> ApiResult<NluRow> {
-    check_lang(lang).map_err(|_| {
-        ApiError::bad(format!(
-            "options.nluLang: a language code such as en or id (got {lang:?})"
-        ))
-    })?;
-    let _ = Lang::parse(lang);
+    check_nlu_lang(lang)?;
     app.db
         .insert_nlu(project_id, owner_id, name, lang, visibility)
         .await

@@ -163,12 +163,7 @@ async fn create_project(
     }
     if options.nlu {
         // The project's NLU is named after it; bots address it as <account>:<name>.
-        super::nlu::check_lang(&options.nlu_lang).map_err(|_| {
-            ApiError::bad(format!(
-                "options.nluLang: a language code such as en or id (got {:?})",
-                options.nlu_lang
-            ))
-        })?;
+        super::nlu::check_nlu_lang(&options.nlu_lang)?;
         if app.db.owner_nlu(caller.owner(), &req.name).await?.is_some() {
             return Err(ApiError::Conflict(format!(
                 "an NLU named {} already exists for this owner",
@@ -187,7 +182,6 @@ async fn create_project(
         })
         .await
         .map_err(taken(format!("project {} already exists", req.name)))?;
-    let row = row;
     if options.bot {
         // The seed types botLatestRevision as a string, and kata-cli pushes on top of the
         // latest revision: a bot project starts with an empty one (version 0.0.0, no
@@ -351,15 +345,8 @@ async fn project_by_name(
     uri: axum::http::Uri,
 ) -> ApiResult<Json<Project>> {
     caller.require(Action::Read, Resource::Projects)?;
-    let q = super::query_pairs(uri.query());
-    let name = q
-        .get("name")
-        .map(|n| {
-            url::form_urlencoded::parse(format!("n={n}").as_bytes())
-                .next()
-                .map(|(_, v)| v.into_owned())
-                .unwrap_or_default()
-        })
+    let name = super::query_pairs(uri.query())
+        .remove("name")
         .ok_or_else(|| ApiError::bad("query parameter name is required"))?;
     let p = app
         .db
