@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod api;
 pub mod auth;
+pub mod cases;
 pub mod channels;
 pub mod cli;
 pub mod db;

@@ -222,6 +222,17 @@ struct ServeArgs {
     /// `training`).
     #[arg(long, env = "BOTBOX_NLU_TRAINING_SLOTS", default_value_t = 1)]
     nlu_training_slots: usize,
+    /// The server key that webhook secrets and artifact URL signatures derive from (32+
+    /// characters). Default: `secret.key` in the data folder, created on first start.
+    /// Replicas on one PostgreSQL database must all be given the same key.
+    #[arg(long, env = "BOTBOX_SECRET_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
+    /// Divides the callback retry schedule (5 s, 5 min, 30 min, … 24 h) by this (tests).
+    #[arg(long, env = "BOTBOX_CALLBACK_RETRY_SCALE", default_value_t = 1)]
+    callback_retry_scale: u32,
+    /// A running task's lease in seconds: a task whose worker died is taken over after it.
+    #[arg(long, env = "BOTBOX_TASK_LEASE_S", default_value_t = 30)]
+    task_lease_s: u64,
 }
 
 #[derive(Subcommand)]
@@ -382,8 +393,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     token_ttl_secs: a.token_ttl,
                     agent_chat_per_minute: a.agent_chat_limit,
                     agent_read_per_minute: a.agent_read_limit,
+                    callbacks: botbox::cases::webhooks::CallbackConfig::default()
+                        .scaled(a.callback_retry_scale),
+                    tasks: botbox::cases::worker::TaskConfig {
+                        lease: std::time::Duration::from_secs(a.task_lease_s.max(1)),
+                        ..Default::default()
+                    },
                     ..ApiConfig::default()
                 },
+                secret_key: a.secret_key,
             };
             runtime()?.block_on(server::serve(cfg))?;
             Ok(ExitCode::SUCCESS)

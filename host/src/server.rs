@@ -24,6 +24,8 @@ pub struct ServeConfig {
     pub api: ApiConfig,
     /// Live conversations: sandbox limits and cache folder, outbox retries.
     pub live: LiveConfig,
+    /// The server key (`--secret-key`); `secret.key` in the data folder when `None`.
+    pub secret_key: Option<String>,
 }
 
 /// Makes glibc's allocator give blocks of 128 KiB and more back to the OS when they are freed
@@ -99,7 +101,15 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
             "NLU trainings interrupted by the last stop are marked failed"
         );
     }
+    api_cfg.server_key = crate::cases::webhooks::ServerKey::load(
+        cfg.secret_key.as_deref(),
+        &cfg.data_dir,
+    )
+    .context("loading the server's secret key")?;
     let app = App::new(db, api_cfg, live);
+    // Cases and tasks: callbacks, and the worker (which takes over tasks of a dead process).
+    app.tasks.callbacks.spawn();
+    app.tasks.spawn().await?;
     // Runs that were in flight when the last process stopped end as failed before anyone
     // can read them; then the sweep repeats for other replicas' expired leases.
     app.agents.sweep(true).await?;

@@ -407,6 +407,17 @@ impl Agents {
         if let Err(e) = self.flush(&h, Some((status, error.as_deref()))).await {
             tracing::error!(run = %h.id, error = %e, "storing the run's end");
         }
+        // The workspace's callbacks (reference §8.1: run.completed, run.failed).
+        if status != "cancelled" {
+            let ev = crate::cases::webhooks::event(
+                &format!("run.{status}"),
+                json!({"runId": h.id, "conversationId": h.conversation_id,
+                    "agentId": target.env.id, "status": status}),
+            );
+            if let Err(e) = self.db.enqueue_webhook_events(&target.tenant, &[ev]).await {
+                tracing::warn!(run = %h.id, error = %e, "storing the run's callback event");
+            }
+        }
         h.publish_end();
         h.stored.send_replace(true);
         // The assistant's message joins the history (a cancelled run's partial one too).

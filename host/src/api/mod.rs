@@ -5,6 +5,7 @@
 
 mod accounts;
 pub mod agent;
+mod cases;
 mod deploy;
 mod kata;
 mod keys;
@@ -66,6 +67,15 @@ pub struct ApiConfig {
     /// cancel) and the `read` policy (GETs; opening a stream counts once).
     pub agent_chat_per_minute: u32,
     pub agent_read_per_minute: u32,
+    /// The server key every webhook secret and artifact URL signature derives from
+    /// (`--secret-key`/`BOTBOX_SECRET_KEY`, else `secret.key` in the data folder; random
+    /// for an in-process test). Replicas on one database must share it: a secret shown by
+    /// one must verify on the others.
+    pub server_key: crate::cases::webhooks::ServerKey,
+    /// Cases and tasks: the worker's leases and slots ([`crate::cases::worker::TaskConfig`]).
+    pub tasks: crate::cases::worker::TaskConfig,
+    /// Callback sending: retry schedule and time-out ([`crate::cases::webhooks::CallbackConfig`]).
+    pub callbacks: crate::cases::webhooks::CallbackConfig,
 }
 
 impl Default for ApiConfig {
@@ -82,6 +92,9 @@ impl Default for ApiConfig {
             login_failures_per_account: 10,
             agent_chat_per_minute: 60,
             agent_read_per_minute: 600,
+            server_key: crate::cases::webhooks::ServerKey::from_bytes(rand::random()),
+            tasks: Default::default(),
+            callbacks: Default::default(),
         }
     }
 }
@@ -111,12 +124,28 @@ pub struct App {
     pub agents: Arc<crate::agent::Agents>,
     /// The agent API's per-key limits and idempotency store.
     v1: Arc<agent::V1Limits>,
+    /// Cases and tasks (issue 17): task creation, the worker, reviews, callbacks.
+    pub tasks: Arc<crate::cases::worker::Tasks>,
 }
 
 impl App {
     pub fn new(db: Db, config: ApiConfig, live: Arc<Live>) -> App {
         let db_for_agents = db.clone();
+        let callbacks = crate::cases::webhooks::Callbacks::new(
+            db.clone(),
+            live.egress(),
+            config.server_key.clone(),
+            config.callbacks.clone(),
+        );
+        let tasks = crate::cases::worker::Tasks::new(
+            db.clone(),
+            live.clone(),
+            callbacks,
+            config.server_key.clone(),
+            config.tasks.clone(),
+        );
         App {
+            tasks,
             db,
             limiter: Arc::new(RateLimiter::default()),
             login_failures: Arc::new(RateLimiter::new(LOGIN_WINDOW_SECS)),
@@ -196,6 +225,7 @@ fn api_routes() -> OpenApiRouter<App> {
         .merge(keys::routes())
         .merge(nlu::routes())
         .merge(kata::routes())
+        .merge(cases::project_routes())
 }
 
 #[derive(OpenApi)]
@@ -209,7 +239,9 @@ struct V1Doc;
 
 /// The `/v1` routes with their OpenAPI description.
 fn v1_routes() -> OpenApiRouter<App> {
-    OpenApiRouter::with_openapi(V1Doc::openapi()).merge(agent::routes())
+    OpenApiRouter::with_openapi(V1Doc::openapi())
+        .merge(agent::routes())
+        .merge(cases::v1_routes())
 }
 
 /// The OpenAPI document, as served at `/openapi.json`.

@@ -7,12 +7,14 @@
 
 mod accounts;
 mod agent;
+mod cases;
 mod conversations;
 mod nlu;
 mod projects;
 
 pub use accounts::*;
 pub use agent::*;
+pub use cases::*;
 pub use conversations::*;
 pub use nlu::*;
 pub use projects::*;

@@ -527,6 +527,11 @@ impl Live {
         Ok((report, session))
     }
 
+    /// The egress policy's clients (callbacks go through them like every outbound call).
+    pub fn egress(&self) -> Arc<Egress> {
+        self.egress.clone()
+    }
+
     /// The effects steps run with.
     pub fn effects(&self) -> Arc<dyn Effects> {
         self.effects.clone()
