@@ -450,3 +450,76 @@ async fn walkthrough() {
         o.stderr
     );
 }
+
+/// `botbox case create --env production -f case.yml`, `botbox task create <case> --input k=v`,
+/// `botbox task get <id>` and `botbox task review` with the invoice example (issue 17).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cases_and_tasks() {
+    common::bounded(async {
+        // The invoice the bot fetches.
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let invoice = format!("http://{}/invoice/1", l.local_addr().unwrap());
+        let app = axum::Router::new().fallback(|| async {
+            axum::Json(json!({"vendor": "ACME", "lines": [{"amount": 10, "qty": 2}, {"amount": 5}]}))
+        });
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+
+        let server = Server::start(Backend::Sqlite, &["--allow-private-egress"]).await;
+        let url = server.base.clone();
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/invoice-case"),
+            &work.path().join("invoice-case"),
+        );
+        let run = |args: &[&str]| bb(home.path(), work.path(), &url, args, "");
+        ok(run(&["login", "-u", "admin", "-p", ADMIN_PASSWORD]));
+        ok(run(&["push", "--dir", "invoice-case"]));
+        ok(run(&["deploy", "--dir", "invoice-case", "--env", "production"]));
+
+        let o = run(&["case", "create", "--env", "production", "--dir", "invoice-case"]);
+        assert_ne!(o.code, 0);
+        assert!(o.stderr.contains("-f case.yml"), "{}", o.stderr);
+        let out = ok(run(&[
+            "case", "create", "--env", "production", "-f", "invoice-case/case.yml", "--dir", "invoice-case",
+        ]));
+        assert!(out.starts_with("Case invoice ("), "{out}");
+        assert!(ok(run(&["case", "list", "--dir", "invoice-case"])).contains("invoice  (review)"));
+
+        // A bad input is refused with the field's pointer.
+        let o = run(&["task", "create", "invoice", "--input", "currency:=3", "--dir", "invoice-case"]);
+        assert_ne!(o.code, 0);
+        assert!(o.stderr.contains("/inputs/invoice_url"), "{}", o.stderr);
+        assert!(o.stderr.contains("/inputs/currency"), "{}", o.stderr);
+
+        let input = format!("invoice_url={invoice}");
+        let t: Value = serde_json::from_str(&ok(run(&[
+            "--json", "task", "create", "invoice", "--input", &input, "--input", "currency=USD", "--dir",
+            "invoice-case",
+        ])))
+        .unwrap();
+        assert_eq!(t["status"], "pending");
+        let id = t["id"].as_str().unwrap().to_owned();
+        // The worker runs the bot; the Case asks for a review.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let out = loop {
+            let out = ok(run(&["task", "get", &id, "--dir", "invoice-case"]));
+            if !out.contains("  pending") && !out.contains("  in_progress") {
+                break out;
+            }
+            assert!(std::time::Instant::now() < deadline, "{out}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        assert!(out.starts_with(&format!("task {id}  review")), "{out}");
+        assert!(out.contains("\"total\": 25"), "{out}");
+        let out = ok(run(&["task", "review", &id, "--decision", "approve", "--dir", "invoice-case"]));
+        assert!(out.starts_with(&format!("task {id}  done")), "{out}");
+        let o = run(&["task", "review", &id, "--decision", "approve", "--dir", "invoice-case"]);
+        assert_ne!(o.code, 0);
+        assert!(o.stderr.contains("409"), "{}", o.stderr);
+        let o = run(&["task", "get", "nope", "--dir", "invoice-case"]);
+        assert_ne!(o.code, 0);
+        assert!(o.stderr.contains("404"), "{}", o.stderr);
+    })
+    .await
+}

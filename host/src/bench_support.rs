@@ -110,6 +110,7 @@ impl Api {
         Ok(text(&t["id"]))
     }
 
+    #[allow(dead_code)] // not every bench deploys on a channel
     /// A project `name` of the token's owner running `bot` (deployed as 1.0.0 on an
     /// environment `name`) on a generic channel whose replies go to `url`; the webhook.
     pub async fn deploy_on_generic(

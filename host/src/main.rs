@@ -131,6 +131,35 @@ enum Command {
         #[command(flatten)]
         dir: BotDir,
     },
+    /// Cases of the bot's project: `create --env <env> -f case.yml` (by name: creates or
+    /// replaces), `list`.
+    Case {
+        action: String,
+        /// The environment the Case runs on.
+        #[arg(long, default_value = "production")]
+        env: String,
+        /// The Case document (YAML or JSON).
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// Tasks: `create <case> --input k=v [--input k:=<json>]`, `get <id>`,
+    /// `review <id> --decision approve|reject|changes [--comment text]`.
+    Task {
+        action: String,
+        /// The Case (create) or the task id (get, review).
+        target: Option<String>,
+        /// An input field: name=text, or name:=<json> for numbers, booleans, objects.
+        #[arg(long = "input")]
+        inputs: Vec<String>,
+        #[arg(long)]
+        decision: Option<String>,
+        #[arg(long)]
+        comment: Option<String>,
+        #[command(flatten)]
+        dir: BotDir,
+    },
     /// Talks to the bot: text lines, button({...}), command("x"), current(), clear(), exit.
     Console {
         #[command(flatten)]
@@ -349,6 +378,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             kind.as_deref(),
             url.as_deref(),
             &options,
+        )
+        .map(ok),
+        Command::Case {
+            action,
+            env,
+            file,
+            dir,
+        } => cli::cases::case_cmd(&ctx()?, &dir.dir, &action, &env, file.as_deref()).map(ok),
+        Command::Task {
+            action,
+            target,
+            inputs,
+            decision,
+            comment,
+            dir,
+        } => cli::cases::task_cmd(
+            &ctx()?,
+            &dir.dir,
+            &action,
+            target.as_deref(),
+            &inputs,
+            decision.as_deref(),
+            comment.as_deref(),
         )
         .map(ok),
         Command::Console { dir, env, debug } => {

@@ -20,14 +20,22 @@ macro_rules! on_both_backends {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
-                super::$name(super::Backend::Sqlite).await
+                $crate::common::bounded(super::$name(super::Backend::Sqlite)).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
-                super::$name(super::Backend::Postgres).await
+                $crate::common::bounded(super::$name(super::Backend::Postgres)).await
             }
         }
     )*};
+}
+
+/// Runs a test body for 300 s at most: a test that waits forever fails instead of hanging CI.
+#[allow(dead_code)]
+pub async fn bounded(f: impl std::future::Future<Output = ()>) {
+    if tokio::time::timeout(std::time::Duration::from_secs(300), f).await.is_err() {
+        panic!("the test did not finish within 300 s");
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +145,10 @@ impl Server {
 
     pub fn api(&self) -> Api {
         Api {
-            http: reqwest::Client::new(),
+            http: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(60))
+                .build()
+                .unwrap(),
             base: self.base.clone(),
         }
     }
@@ -148,6 +159,10 @@ impl Server {
         botbox::db::Db::connect(&self.db_url).await.unwrap()
     }
 }
+
+/// How long a server may take to start listening (the first start of a cold cache compiles the
+/// sandbox guest).
+const START_TIMEOUT_S: u64 = 240;
 
 async fn spawn(
     dir: &std::path::Path,
@@ -179,22 +194,31 @@ async fn spawn(
     };
     let mut child = cmd.spawn().expect("starting botbox serve");
     let stdout = child.stdout.take().unwrap();
-    let base = tokio::task::spawn_blocking(move || {
+    // A plain thread, not `spawn_blocking`: a runtime that shuts down (a failed test) never
+    // waits for it, and the wait below is bounded so a server that never listens fails the test.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
         let mut lines = BufReader::new(stdout).lines();
         for line in lines.by_ref() {
-            let line = line.unwrap();
+            let Ok(line) = line else { break };
             if let Some(url) = line.strip_prefix("botbox listening on ") {
-                let url = url.to_owned();
+                let _ = tx.send(Some(url.to_owned()));
                 // Keep draining stdout so the server never blocks on a full pipe.
-                std::thread::spawn(move || for _ in lines {});
-                return Some(url);
+                for _ in lines {}
+                return;
             }
         }
-        None
-    })
-    .await
-    .unwrap()
-    .expect("botbox serve exited before listening");
+        let _ = tx.send(None);
+    });
+    let base = match tokio::time::timeout(Duration::from_secs(START_TIMEOUT_S), rx).await {
+        Ok(Ok(Some(url))) => url,
+        Ok(_) => panic!("botbox serve exited before listening"),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("botbox serve did not listen within {START_TIMEOUT_S} s");
+        }
+    };
     (child, base)
 }
 

@@ -5,6 +5,7 @@
 //! `~/.config/botbox`), readable by the user only.
 
 pub mod bot;
+pub mod cases;
 pub mod console;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -560,7 +561,7 @@ fn find_env(ctx: &Ctx, pid: &str, name: &str) -> Result<Option<Json>> {
         .cloned())
 }
 
-fn project_id_of(ctx: &Ctx, dir: &Path) -> Result<(String, String)> {
+pub(crate) fn project_id_of(ctx: &Ctx, dir: &Path) -> Result<(String, String)> {
     let (_, compiled) = load_valid(dir)?;
     let project = project_for(ctx, &compiled.bot.name, false)?;
     Ok((

@@ -1,0 +1,164 @@
+//! `botbox case …` and `botbox task …`: a project's Cases and tasks through the project API
+//! (the project is the bot's in `--dir`, as for `deploy` and `env`).
+
+use super::{Ctx, project_id_of};
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Map, Value as Json, json};
+use std::path::Path;
+
+/// `case create --env <env> -f case.yml` (creates or replaces by name) and `case list`.
+pub fn case_cmd(
+    ctx: &Ctx,
+    dir: &Path,
+    action: &str,
+    env: &str,
+    file: Option<&Path>,
+) -> Result<()> {
+    let (pid, _) = project_id_of(ctx, dir)?;
+    match action {
+        "create" => {
+            let file = file.ok_or_else(|| anyhow!("the Case file is required: -f case.yml"))?;
+            let mut doc = read_case(file)?;
+            doc.insert("environment".into(), json!(env));
+            let out = ctx.call("POST", &format!("/projects/{pid}/cases"), Some(&Json::Object(doc)))?;
+            ctx.out(
+                format!(
+                    "Case {} ({}) runs on {env}",
+                    out["name"].as_str().unwrap_or(""),
+                    out["id"].as_str().unwrap_or("")
+                ),
+                out,
+            );
+        }
+        "list" => {
+            let out = ctx.call("GET", &format!("/projects/{pid}/cases"), None)?;
+            let lines: Vec<String> = out["data"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    format!(
+                        "{}  {}{}",
+                        c["id"].as_str().unwrap_or(""),
+                        c["name"].as_str().unwrap_or(""),
+                        if c["review"] == true { "  (review)" } else { "" }
+                    )
+                })
+                .collect();
+            ctx.out(
+                if lines.is_empty() { "No Cases.".into() } else { lines.join("\n") },
+                out,
+            );
+        }
+        other => bail!("unknown action {other:?}: use `case create --env <env> -f case.yml` or `case list`"),
+    }
+    Ok(())
+}
+
+/// Reads a Case document (YAML or JSON) into an object, naming the file in every error.
+fn read_case(file: &Path) -> Result<Map<String, Json>> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let yaml: serde_yaml::Value =
+        serde_yaml::from_str(&text).with_context(|| format!("{}: not YAML or JSON", file.display()))?;
+    match serde_json::to_value(yaml)? {
+        Json::Object(m) => Ok(m),
+        _ => bail!("{}: a Case is a mapping (name, inputs, outputs, review, …)", file.display()),
+    }
+}
+
+/// `--input k=v` gives the string `v`; `--input k:=<json>` gives a JSON value (a number,
+/// `true`, an object…). The server checks the values against the Case's fields.
+pub fn parse_inputs(pairs: &[String]) -> Result<Map<String, Json>> {
+    let mut out = Map::new();
+    for p in pairs {
+        let (k, v) = if let Some((k, v)) = p.split_once(":=") {
+            let v: Json = serde_json::from_str(v)
+                .with_context(|| format!("--input {p}: the value after := is not JSON"))?;
+            (k, v)
+        } else if let Some((k, v)) = p.split_once('=') {
+            (k, Json::String(v.to_owned()))
+        } else {
+            bail!("--input {p}: write name=text or name:=<json>");
+        };
+        if k.is_empty() {
+            bail!("--input {p}: the field name is empty");
+        }
+        out.insert(k.to_owned(), v);
+    }
+    Ok(out)
+}
+
+/// `task create <case> --input k=v …`, `task get <id>`, and `task review <id> approve|reject|changes`.
+pub fn task_cmd(
+    ctx: &Ctx,
+    dir: &Path,
+    action: &str,
+    target: Option<&str>,
+    inputs: &[String],
+    decision: Option<&str>,
+    comment: Option<&str>,
+) -> Result<()> {
+    let (pid, _) = project_id_of(ctx, dir)?;
+    let target = target.ok_or_else(|| match action {
+        "create" => anyhow!("the Case is required: `botbox task create <case> --input k=v`"),
+        _ => anyhow!("the task id is required: `botbox task {action} <id>`"),
+    })?;
+    let out = match action {
+        "create" => {
+            let body = json!({"inputs": parse_inputs(inputs)?});
+            ctx.call("POST", &format!("/projects/{pid}/cases/{target}/tasks"), Some(&body))?
+        }
+        "get" => ctx.call("GET", &format!("/projects/{pid}/tasks/{target}"), None)?,
+        "review" => {
+            let d = decision.ok_or_else(|| anyhow!("--decision approve|reject|changes is required"))?;
+            let mut body = json!({"decision": d});
+            if let Some(c) = comment {
+                body["comment"] = json!(c);
+            }
+            ctx.call("POST", &format!("/projects/{pid}/tasks/{target}/review"), Some(&body))?
+        }
+        other => bail!("unknown action {other:?}: use `task create`, `task get` or `task review`"),
+    };
+    ctx.out(task_line(&out), out);
+    Ok(())
+}
+
+fn task_line(t: &Json) -> String {
+    let mut s = format!(
+        "task {}  {}",
+        t["id"].as_str().unwrap_or(""),
+        t["status"].as_str().unwrap_or("")
+    );
+    if let Some(e) = t["error"].as_str().or(t["error"]["message"].as_str()) {
+        s.push_str(&format!("\nerror: {e}"));
+    }
+    if t["outputs"].is_object() {
+        s.push_str(&format!(
+            "\noutputs: {}",
+            serde_json::to_string_pretty(&t["outputs"]).unwrap_or_default()
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_are_strings_or_json() {
+        let m = parse_inputs(&[
+            "invoice_url=http://x/1?a=b".into(),
+            "count:=3".into(),
+            "tags:=[\"a\"]".into(),
+        ])
+        .unwrap();
+        assert_eq!(m["invoice_url"], "http://x/1?a=b");
+        assert_eq!(m["count"], 3);
+        assert_eq!(m["tags"], json!(["a"]));
+        let e = parse_inputs(&["n:=nope".into()]).unwrap_err().to_string();
+        assert!(e.contains("--input n:=nope"), "{e}");
+        assert!(parse_inputs(&["novalue".into()]).is_err());
+        assert!(parse_inputs(&["=x".into()]).is_err());
+    }
+}
