@@ -34,7 +34,8 @@ fn case_doc(name: &str, review: bool, env: &str) -> Value {
         "/../examples/invoice-case/case.yml"
     ))
     .unwrap();
-    let mut doc: Value = serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(&text).unwrap()).unwrap();
+    let mut doc: Value =
+        serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(&text).unwrap()).unwrap();
     doc["name"] = json!(name);
     doc["review"] = json!(review);
     doc["environmentId"] = json!(env);
@@ -95,17 +96,27 @@ impl Stub {
     }
 
     /// Waits (30 s at most) until `f` holds over the recorded requests.
-    async fn wait_until<T>(&self, what: &str, f: impl Fn(&[(String, axum::http::HeaderMap, Vec<u8>)]) -> Option<T>) -> T {
+    async fn wait_until<T>(
+        &self,
+        what: &str,
+        f: impl Fn(&[(String, axum::http::HeaderMap, Vec<u8>)]) -> Option<T>,
+    ) -> T {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let n = self.notify.notified();
             tokio::pin!(n);
             n.as_mut().enable();
-            if let Some(v) = f(&self.seen.lock().unwrap()) {
+            // A copy: `f` may look at the recorded requests again (`events`), and the
+            // lock is not reentrant.
+            let seen = self.seen.lock().unwrap().clone();
+            if let Some(v) = f(&seen) {
                 return v;
             }
             if tokio::time::timeout_at(deadline, n).await.is_err() {
-                panic!("timed out waiting for {what}; seen {}", self.seen.lock().unwrap().len());
+                panic!(
+                    "timed out waiting for {what}; seen {}",
+                    self.seen.lock().unwrap().len()
+                );
             }
         }
     }
@@ -139,13 +150,23 @@ struct Ws {
 }
 
 async fn workspace(backend: Backend) -> Ws {
-    let server = Server::start_logged(backend, &flags()).await;
+    workspace_with(backend, &[]).await
+}
+
+async fn workspace_with(backend: Backend, extra: &[&str]) -> Ws {
+    let mut args = flags();
+    args.extend_from_slice(extra);
+    let server = Server::start_logged(backend, &args).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("invoice-case")).await;
     let me = api.get("/me", &admin).await.ok();
     let k = api
-        .post(&format!("/teams/{}/keys", s(&me["userId"])), &admin, json!({"name": "automation"}))
+        .post(
+            &format!("/teams/{}/keys", s(&me["userId"])),
+            &admin,
+            json!({"name": "automation"}),
+        )
         .await
         .ok();
     let (stub, stub_url) = Stub::start().await;
@@ -170,14 +191,19 @@ impl Ws {
     }
 
     async fn case(&self, name: &str, review: bool) -> String {
-        let r = self.post("/v1/cases", case_doc(name, review, &self.env)).await;
+        let r = self
+            .post("/v1/cases", case_doc(name, review, &self.env))
+            .await;
         assert_eq!(r.status, 201, "{}", r.text);
         s(&r.json()["id"])
     }
 
     async fn task(&self, case: &str, inputs: Value) -> String {
         let r = self
-            .post(&format!("/v1/cases/{case}/tasks"), json!({"inputs": inputs}))
+            .post(
+                &format!("/v1/cases/{case}/tasks"),
+                json!({"inputs": inputs}),
+            )
             .await;
         assert_eq!(r.status, 201, "{}", r.text);
         assert_eq!(r.json()["status"], "pending");
@@ -202,14 +228,21 @@ impl Ws {
                 !["done", "failed"].contains(&st.as_str()) || st == want,
                 "task ended {st}, not {want}: {t}"
             );
-            assert!(std::time::Instant::now() < deadline, "task still {st}: {t}\n{}", self.server.log());
+            assert!(
+                std::time::Instant::now() < deadline,
+                "task still {st}: {t}\n{}",
+                self.server.log()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
     async fn endpoint(&self, path: &str) -> (String, Vec<u8>) {
         let r = self
-            .post("/v1/webhooks", json!({"url": format!("{}{path}", self.stub_url), "eventTypes": ["*"]}))
+            .post(
+                "/v1/webhooks",
+                json!({"url": format!("{}{path}", self.stub_url), "eventTypes": ["*"]}),
+            )
             .await;
         assert_eq!(r.status, 201, "{}", r.text);
         let secret = s(&r.json()["secret"]);
@@ -225,25 +258,39 @@ fn verified(h: &axum::http::HeaderMap, body: &[u8], secret: &[u8]) -> bool {
 
 async fn a_task_through_every_path(backend: Backend) {
     let w = workspace(backend).await;
-    let (_ep, secret) = w.endpoint("/callbacks").await;
+    let (ep, secret) = w.endpoint("/callbacks").await;
     let auto = w.case("invoice-auto", false).await;
     let reviewed = w.case("invoice", true).await;
 
     // Inputs are checked field by field.
     let r = w
-        .post(&format!("/v1/cases/{auto}/tasks"), json!({"inputs": {"currency": 3, "extra": true}}))
+        .post(
+            &format!("/v1/cases/{auto}/tasks"),
+            json!({"inputs": {"currency": 3, "extra": true}}),
+        )
         .await;
     assert_eq!(r.status, 400, "{}", r.text);
     let p = r.json();
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
-    let mut ptrs: Vec<String> = p["errors"].as_array().unwrap().iter().map(|e| s(&e["pointer"])).collect();
+    let mut ptrs: Vec<String> = p["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| s(&e["pointer"]))
+        .collect();
     ptrs.sort();
-    assert_eq!(ptrs, ["/inputs/currency", "/inputs/extra", "/inputs/invoice_url"]);
+    assert_eq!(
+        ptrs,
+        ["/inputs/currency", "/inputs/extra", "/inputs/invoice_url"]
+    );
 
     // 1. done, no review: outputs, the artifact through its signed URL, task.completed.
     let t1 = w.task(&auto, w.invoice()).await;
     let done = w.wait(&t1, "done").await;
-    assert_eq!(done["outputs"], json!({"vendor": "ACME", "total": 25, "currency": "USD", "lines": 2, "reply": "total 25 USD"}));
+    assert_eq!(
+        done["outputs"],
+        json!({"vendor": "ACME", "total": 25, "currency": "USD", "lines": 2, "reply": "total 25 USD"})
+    );
     let out = w.get(&format!("/v1/tasks/{t1}/outputs")).await.ok();
     assert_eq!(out["outputs"]["total"], 25);
     let art = &out["artifacts"][0];
@@ -260,41 +307,87 @@ async fn a_task_through_every_path(backend: Backend) {
     let key = ServerKey::load(Some(SECRET_KEY), std::path::Path::new("/nonexistent")).unwrap();
     let art_id = s(&art["id"]);
     let past = botbox::db::now_ms() / 1000 - 1;
-    let expired = format!("{}/v1/artifacts/{art_id}?expires={past}&signature={}", w.server.base, key.artifact_signature(&art_id, past));
+    let expired = format!(
+        "{}/v1/artifacts/{art_id}?expires={past}&signature={}",
+        w.server.base,
+        key.artifact_signature(&art_id, past)
+    );
     assert_eq!(w.api.http.get(&expired).send().await.unwrap().status(), 410);
     let later = past + 3600;
-    let moved = format!("{}/v1/artifacts/{art_id}?expires={later}&signature={}", w.server.base, key.artifact_signature(&art_id, past));
+    let moved = format!(
+        "{}/v1/artifacts/{art_id}?expires={later}&signature={}",
+        w.server.base,
+        key.artifact_signature(&art_id, past)
+    );
     assert_eq!(w.api.http.get(&moved).send().await.unwrap().status(), 403);
     let (h, b) = w
         .stub
-        .wait_until("task.completed", |_| w.stub.events(&t1, "task.completed").pop())
+        .wait_until("task.completed", |_| {
+            w.stub.events(&t1, "task.completed").pop()
+        })
         .await;
-    assert!(verified(&h, &b, &secret), "the callback's signature verifies");
+    assert!(
+        verified(&h, &b, &secret),
+        "the callback's signature verifies"
+    );
     let ev: Value = serde_json::from_slice(&b).unwrap();
-    assert_eq!(ev["data"], json!({"taskId": t1, "caseId": auto, "status": "done"}));
+    assert_eq!(
+        ev["data"],
+        json!({"taskId": t1, "caseId": auto, "status": "done"})
+    );
     assert!(h["webhook-id"].to_str().unwrap().starts_with("msg_"));
 
     // 2. review → approve with edited outputs.
     let t2 = w.task(&reviewed, w.invoice()).await;
     let rev = w.wait(&t2, "review").await;
     assert!(rev["review"]["requestedAt"].is_string());
-    assert_eq!(rev["artifacts"][0]["name"], "summary", "a reviewer sees the artifacts");
+    assert_eq!(
+        rev["artifacts"][0]["name"], "summary",
+        "a reviewer sees the artifacts"
+    );
     let r = w.get(&format!("/v1/tasks/{t2}/outputs")).await;
     assert_eq!(r.status, 409);
     assert_eq!(r.json()["code"], "task-not-done");
     let r = w.get(&format!("/v1/tasks/{t2}")).await;
     assert_eq!(r.header("retry-after"), Some("60"));
     w.stub
-        .wait_until("task.review_requested", |_| w.stub.events(&t2, "task.review_requested").pop())
+        .wait_until("task.review_requested", |_| {
+            w.stub.events(&t2, "task.review_requested").pop()
+        })
         .await;
     let r = w
-        .post(&format!("/v1/tasks/{t2}/review"), json!({"decision": "approve", "outputs": {"total": "lots"}}))
+        .post(
+            &format!("/v1/tasks/{t2}/review"),
+            json!({"decision": "approve", "outputs": {"total": "lots"}}),
+        )
         .await;
     assert_eq!(r.status, 400, "edited outputs are typed: {}", r.text);
     assert_eq!(r.json()["errors"][0]["pointer"], "/outputs/total");
-    let r = w
-        .post(&format!("/v1/tasks/{t2}/review"), json!({"decision": "approve", "comment": "ok with rounding", "outputs": {"total": 24}}))
-        .await;
+    // The decision under an Idempotency-Key: a retry replays it, another body is refused.
+    let decide = |k: &'static str, body: Value| {
+        w.api
+            .http
+            .post(format!("{}/v1/tasks/{t2}/review", w.server.base))
+            .bearer_auth(&w.key)
+            .header("idempotency-key", k)
+            .json(&body)
+            .send()
+    };
+    let approve =
+        json!({"decision": "approve", "comment": "ok with rounding", "outputs": {"total": 24}});
+    let r = Res::read(decide("d1", approve.clone()).await.unwrap()).await;
+    let replay = Res::read(decide("d1", approve).await.unwrap()).await;
+    assert_eq!(replay.status, r.status);
+    assert_eq!(
+        replay.header("idempotent-replayed"),
+        Some("true"),
+        "{}",
+        replay.text
+    );
+    assert_eq!(replay.json()["review"], r.json()["review"]);
+    let other = Res::read(decide("d1", json!({"decision": "reject"})).await.unwrap()).await;
+    assert_eq!(other.status, 422, "{}", other.text);
+    assert_eq!(other.json()["code"], "idempotency-key-reused");
     let t = r.ok();
     assert_eq!(t["status"], "done");
     assert_eq!(t["outputs"]["total"], 24);
@@ -304,7 +397,12 @@ async fn a_task_through_every_path(backend: Backend) {
     assert!(s(&t["review"]["decidedBy"]).contains("automation"));
     assert_eq!(t["reviews"][0]["outputs"]["total"], 24);
     // Deciding again is not a transition of §7.1.
-    let r = w.post(&format!("/v1/tasks/{t2}/review"), json!({"decision": "reject"})).await;
+    let r = w
+        .post(
+            &format!("/v1/tasks/{t2}/review"),
+            json!({"decision": "reject"}),
+        )
+        .await;
     assert_eq!(r.status, 409);
     assert_eq!(r.json()["code"], "invalid-transition");
     assert_eq!(r.json()["currentStatus"], "done");
@@ -312,33 +410,68 @@ async fn a_task_through_every_path(backend: Backend) {
     // 3. review → changes (the comment reaches the bot) → review → approve.
     let t3 = w.task(&reviewed, w.invoice()).await;
     w.wait(&t3, "review").await;
-    let r = w.post(&format!("/v1/tasks/{t3}/review"), json!({"decision": "changes"})).await;
+    let r = w
+        .post(
+            &format!("/v1/tasks/{t3}/review"),
+            json!({"decision": "changes"}),
+        )
+        .await;
     assert_eq!(r.status, 400, "changes need a comment");
     let r = w
-        .post(&format!("/v1/tasks/{t3}/review"), json!({"decision": "changes", "comment": "apply discount 10"}))
+        .post(
+            &format!("/v1/tasks/{t3}/review"),
+            json!({"decision": "changes", "comment": "apply discount 10"}),
+        )
         .await
         .ok();
-    assert!(["in_progress", "review"].contains(&r["status"].as_str().unwrap()), "{r}");
+    assert!(
+        ["in_progress", "review"].contains(&r["status"].as_str().unwrap()),
+        "{r}"
+    );
     let again = w.wait(&t3, "review").await;
     assert_eq!(again["outputs"]["total"], 22.5);
     assert_eq!(again["outputs"]["note"], "discount 10%");
     assert_eq!(again["reviews"][0]["decision"], "changes");
-    let r = w.post(&format!("/v1/tasks/{t3}/review"), json!({"decision": "approve"})).await.ok();
+    let r = w
+        .post(
+            &format!("/v1/tasks/{t3}/review"),
+            json!({"decision": "approve"}),
+        )
+        .await
+        .ok();
     assert_eq!(r["status"], "done");
     let out = w.get(&format!("/v1/tasks/{t3}/outputs")).await.ok();
     let url = s(&out["artifacts"][0]["url"]);
-    let text = w.api.http.get(&url).send().await.unwrap().text().await.unwrap();
-    assert_eq!(text, "ACME: 22.5 USD after 10% discount", "the new pass's artifact");
+    let text = w
+        .api
+        .http
+        .get(&url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        text, "ACME: 22.5 USD after 10% discount",
+        "the new pass's artifact"
+    );
 
     // 4. reject.
     let t4 = w.task(&reviewed, w.invoice()).await;
     w.wait(&t4, "review").await;
     let r = w
-        .post(&format!("/v1/tasks/{t4}/review"), json!({"decision": "reject", "comment": "wrong vendor"}))
+        .post(
+            &format!("/v1/tasks/{t4}/review"),
+            json!({"decision": "reject", "comment": "wrong vendor"}),
+        )
         .await
         .ok();
     assert_eq!(r["status"], "failed");
-    assert_eq!(r["error"], json!({"code": "rejected", "message": "wrong vendor"}));
+    assert_eq!(
+        r["error"],
+        json!({"code": "rejected", "message": "wrong vendor"})
+    );
     w.stub
         .wait_until("task.failed", |_| w.stub.events(&t4, "task.failed").pop())
         .await;
@@ -364,10 +497,25 @@ async fn a_task_through_every_path(backend: Backend) {
     let me = w.api.get("/me", &other).await.ok();
     let ok = w
         .api
-        .post(&format!("/teams/{}/keys", s(&me["userId"])), &other, json!({"name": "x"}))
+        .post(
+            &format!("/teams/{}/keys", s(&me["userId"])),
+            &other,
+            json!({"name": "x"}),
+        )
         .await
         .ok();
     let other_key = s(&ok["key"]);
+    let r = w.post("/v1/hooks", json!({"caseId": auto})).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let hook = s(&r.json()["id"]);
+    let hooks = w.api.get("/v1/hooks", &other_key).await.ok();
+    assert_eq!(
+        hooks["data"],
+        json!([]),
+        "another workspace lists none of these hooks"
+    );
+    let eps = w.api.get("/v1/webhooks", &other_key).await.ok();
+    assert_eq!(eps["data"], json!([]), "nor these endpoints");
     for (m, p) in [
         ("GET", format!("/v1/tasks/{t1}")),
         ("GET", format!("/v1/tasks/{t1}/outputs")),
@@ -375,16 +523,42 @@ async fn a_task_through_every_path(backend: Backend) {
         ("POST", format!("/v1/cases/{auto}/tasks")),
         ("POST", format!("/v1/tasks/{t3}/review")),
         ("DELETE", format!("/v1/cases/{auto}")),
+        ("GET", format!("/v1/webhooks/{ep}")),
+        ("GET", format!("/v1/webhooks/{ep}/messages")),
+        ("POST", format!("/v1/webhooks/{ep}/rotate")),
+        ("POST", format!("/v1/webhooks/{ep}/enable")),
+        ("DELETE", format!("/v1/webhooks/{ep}")),
+        ("DELETE", format!("/v1/hooks/{hook}")),
     ] {
-        let r = w.api.call(m, &p, Some(&other_key), Some(&json!({"inputs": {}, "decision": "approve"}))).await;
+        let r = w
+            .api
+            .call(
+                m,
+                &p,
+                Some(&other_key),
+                Some(&json!({"inputs": {}, "decision": "approve"})),
+            )
+            .await;
         assert_eq!(r.status, 404, "{m} {p}: {}", r.text);
     }
-    let r = w.api.call("POST", "/v1/cases", Some(&other_key), Some(&case_doc("x", false, &w.env))).await;
+    let r = w
+        .api
+        .call(
+            "POST",
+            "/v1/cases",
+            Some(&other_key),
+            Some(&case_doc("x", false, &w.env)),
+        )
+        .await;
     assert_eq!(r.status, 400, "another workspace's environment: {}", r.text);
     assert_eq!(r.json()["errors"][0]["pointer"], "/environmentId");
     let ak = w
         .api
-        .post(&format!("/projects/{}/environments/{}/keys", w.pid, w.env), &w.admin, json!({}))
+        .post(
+            &format!("/projects/{}/environments/{}/keys", w.pid, w.env),
+            &w.admin,
+            json!({}),
+        )
         .await
         .ok();
     let r = w.api.get(&format!("/v1/tasks/{t1}"), &s(&ak["key"])).await;
@@ -429,16 +603,27 @@ async fn failures_are_clear_errors(backend: Backend) {
     let t = w.task(&fast, json!({"mode": "loop"})).await;
     let f = w.wait(&t, "failed").await;
     assert_eq!(f["error"]["code"], "step-failed", "{f}");
-    assert!(s(&f["error"]["message"]).to_lowercase().contains("fuel") || s(&f["error"]["message"]).contains("spin"), "{f}");
+    assert!(
+        s(&f["error"]["message"]).to_lowercase().contains("fuel")
+            || s(&f["error"]["message"]).contains("spin"),
+        "{f}"
+    );
 
     let t = w.task(&fast, json!({"mode": "wait"})).await;
     let f = w.wait(&t, "failed").await;
     assert_eq!(f["error"]["code"], "flow-not-ended");
-    assert!(s(&f["error"]["message"]).contains("\"task\"") && s(&f["error"]["message"]).contains("\"ask\""), "{f}");
+    assert!(
+        s(&f["error"]["message"]).contains("\"task\"")
+            && s(&f["error"]["message"]).contains("\"ask\""),
+        "{f}"
+    );
 
     let t = w.task(&slow, json!({"mode": "slow"})).await;
     let f = w.wait(&t, "failed").await;
-    assert_eq!(f["error"], json!({"code": "timeout", "message": "the bot did not finish within the Case's 1 s"}));
+    assert_eq!(
+        f["error"],
+        json!({"code": "timeout", "message": "the bot did not finish within the Case's 1 s"})
+    );
 }
 
 async fn review_survives_a_restart_and_a_killed_workers_task_is_taken_over(backend: Backend) {
@@ -449,8 +634,17 @@ async fn review_survives_a_restart_and_a_killed_workers_task_is_taken_over(backe
     w.server.restart().await;
     w.api = w.server.api();
     let again = w.wait(&t, "review").await;
-    assert_eq!(again["outputs"]["total"], 25, "review keeps its outputs across a restart");
-    let r = w.post(&format!("/v1/tasks/{t}/review"), json!({"decision": "approve"})).await.ok();
+    assert_eq!(
+        again["outputs"]["total"], 25,
+        "review keeps its outputs across a restart"
+    );
+    let r = w
+        .post(
+            &format!("/v1/tasks/{t}/review"),
+            json!({"decision": "approve"}),
+        )
+        .await
+        .ok();
     assert_eq!(r["status"], "done");
 
     // A task whose bot is in an api call that never answers when the server dies.
@@ -459,7 +653,9 @@ async fn review_survives_a_restart_and_a_killed_workers_task_is_taken_over(backe
     let t = w.task(&auto, hanging).await;
     w.wait(&t, "in_progress").await;
     w.stub
-        .wait_until("the bot's api call", |_| (*w.stub.slow_hits.lock().unwrap() >= 1).then_some(()))
+        .wait_until("the bot's api call", |_| {
+            (*w.stub.slow_hits.lock().unwrap() >= 1).then_some(())
+        })
         .await;
     w.server.restart().await;
     w.api = w.server.api();
@@ -467,7 +663,11 @@ async fn review_survives_a_restart_and_a_killed_workers_task_is_taken_over(backe
     // task again; the api answers this time (an empty invoice), and the task is done.
     let done = w.wait(&t, "done").await;
     assert_eq!(done["outputs"]["total"], 0);
-    assert_eq!(*w.stub.slow_hits.lock().unwrap(), 2, "the task ran exactly once more");
+    assert_eq!(
+        *w.stub.slow_hits.lock().unwrap(),
+        2,
+        "the task ran exactly once more"
+    );
 }
 
 async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
@@ -485,32 +685,53 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
             (e.len() >= 3).then_some(e)
         })
         .await;
-    let ids: Vec<&str> = got.iter().map(|(h, _)| h["webhook-id"].to_str().unwrap()).collect();
+    let ids: Vec<&str> = got
+        .iter()
+        .map(|(h, _)| h["webhook-id"].to_str().unwrap())
+        .collect();
     assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
     assert!(got.iter().all(|(h, b)| verified(h, b, &secret)));
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let msg = loop {
         let m = w.get(&format!("/v1/webhooks/{ep}/messages")).await.ok();
-        let msg = m["data"].as_array().unwrap().iter().find(|m| m["payload"]["data"]["taskId"] == t).cloned();
+        let msg = m["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["payload"]["data"]["taskId"] == t)
+            .cloned();
         if let Some(msg) = msg.filter(|m| m["status"] == "delivered") {
             break msg;
         }
         assert!(std::time::Instant::now() < deadline, "{m}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let codes: Vec<i64> = msg["attempts"].as_array().unwrap().iter().map(|a| a["statusCode"].as_i64().unwrap()).collect();
+    let codes: Vec<i64> = msg["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["statusCode"].as_i64().unwrap())
+        .collect();
     assert_eq!(codes, [500, 500, 200]);
 
     // Rotation: the next callback carries both signatures; each secret verifies it.
-    let r = w.post(&format!("/v1/webhooks/{ep}/rotate"), json!({})).await.ok();
+    let r = w
+        .post(&format!("/v1/webhooks/{ep}/rotate"), json!({}))
+        .await
+        .ok();
     let new_secret = parse_secret(&s(&r["secret"])).unwrap();
     assert_ne!(new_secret, secret);
     let t2 = w.task(&auto, w.invoice()).await;
     let (h, b) = w
         .stub
-        .wait_until("a callback after rotation", |_| w.stub.events(&t2, "task.completed").pop())
+        .wait_until("a callback after rotation", |_| {
+            w.stub.events(&t2, "task.completed").pop()
+        })
         .await;
-    assert_eq!(h["webhook-signature"].to_str().unwrap().split(' ').count(), 2);
+    assert_eq!(
+        h["webhook-signature"].to_str().unwrap().split(' ').count(),
+        2
+    );
     assert!(verified(&h, &b, &secret) && verified(&h, &b, &new_secret));
 
     // 410 Gone disables the endpoint.
@@ -529,23 +750,34 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
     }
     let t4 = w.task(&auto, w.invoice()).await;
     w.wait(&t4, "done").await;
-    let r = w.post(&format!("/v1/webhooks/{ep}/enable"), json!({})).await.ok();
+    let r = w
+        .post(&format!("/v1/webhooks/{ep}/enable"), json!({}))
+        .await
+        .ok();
     assert_eq!(r["enabled"], true);
-    assert!(w.stub.events(&t4, "task.completed").is_empty(), "a disabled endpoint gets nothing");
+    assert!(
+        w.stub.events(&t4, "task.completed").is_empty(),
+        "a disabled endpoint gets nothing"
+    );
 }
 
 async fn inbound_hooks_verify_and_deduplicate(backend: Backend) {
-    let w = workspace(backend).await;
+    // Three calls a minute per hook (and per key), to reach the hook's quota below.
+    let w = workspace_with(backend, &["--agent-chat-limit", "3"]).await;
     let reviewed = w.case("invoice", true).await;
     let r = w
-        .post("/v1/hooks", json!({"caseId": reviewed, "mapping": {"invoice_url": "/invoice/url"}}))
+        .post(
+            "/v1/hooks",
+            json!({"caseId": reviewed, "mapping": {"invoice_url": "/invoice/url"}}),
+        )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     let hook = r.json();
     let secret = parse_secret(&s(&hook["secret"])).unwrap();
     let url = s(&hook["url"]);
     assert!(url.ends_with(&format!("/v1/hooks/{}", s(&hook["id"]))));
-    let body = json!({"invoice": {"url": format!("{}/invoice/9", w.stub_url)}, "currency": "JPY"}).to_string();
+    let body = json!({"invoice": {"url": format!("{}/invoice/9", w.stub_url)}, "currency": "JPY"})
+        .to_string();
     let post = |id: &str, ts: i64, sig: String| {
         w.api
             .http
@@ -558,23 +790,94 @@ async fn inbound_hooks_verify_and_deduplicate(backend: Backend) {
             .send()
     };
     let now = botbox::db::now_ms() / 1000;
-    let first = Res::read(post("evt_1", now, sign(&secret, "evt_1", now, body.as_bytes())).await.unwrap()).await;
+    let first = Res::read(
+        post("evt_1", now, sign(&secret, "evt_1", now, body.as_bytes()))
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(first.status, 202, "{}", first.text);
     let task = s(&first.json()["taskId"]);
-    let again = Res::read(post("evt_1", now, sign(&secret, "evt_1", now, body.as_bytes())).await.unwrap()).await;
+    let again = Res::read(
+        post("evt_1", now, sign(&secret, "evt_1", now, body.as_bytes()))
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(again.status, 202);
-    assert_eq!(s(&again.json()["taskId"]), task, "a repeated webhook-id answers the first task");
+    assert_eq!(
+        s(&again.json()["taskId"]),
+        task,
+        "a repeated webhook-id answers the first task"
+    );
     let list = w.get(&format!("/v1/cases/{reviewed}/tasks")).await.ok();
-    assert_eq!(list["data"].as_array().unwrap().len(), 1, "and creates nothing");
-    let bad = Res::read(post("evt_2", now, sign(b"wrong", "evt_2", now, body.as_bytes())).await.unwrap()).await;
+    assert_eq!(
+        list["data"].as_array().unwrap().len(),
+        1,
+        "and creates nothing"
+    );
+    let bad = Res::read(
+        post("evt_2", now, sign(b"wrong", "evt_2", now, body.as_bytes()))
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(bad.status, 401);
     assert_eq!(bad.json()["code"], "bad-signature");
     let old = now - 600;
-    let stale = Res::read(post("evt_3", old, sign(&secret, "evt_3", old, body.as_bytes())).await.unwrap()).await;
+    let stale = Res::read(
+        post("evt_3", old, sign(&secret, "evt_3", old, body.as_bytes()))
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(stale.status, 401);
     assert_eq!(stale.json()["code"], "timestamp-out-of-tolerance");
+    let ahead = now + 400;
+    let early = Res::read(
+        post(
+            "evt_4",
+            ahead,
+            sign(&secret, "evt_4", ahead, body.as_bytes()),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(early.status, 401, "a timestamp too far ahead");
+    assert_eq!(early.json()["code"], "timestamp-out-of-tolerance");
+    // The hook's quota (3 a minute) is charged only by verified calls: the refused ones
+    // above used none of it; the third verified call passes, the fourth is 429.
+    let third = Res::read(
+        post("evt_5", now, sign(&secret, "evt_5", now, body.as_bytes()))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(third.status, 202, "{}", third.text);
+    // (Fixed one-minute windows: should one end meanwhile, a few more calls reach 429.)
+    let mut fourth = None;
+    for id in ["evt_6", "evt_7", "evt_8", "evt_9", "evt_10"] {
+        let r = Res::read(
+            post(id, now, sign(&secret, id, now, body.as_bytes()))
+                .await
+                .unwrap(),
+        )
+        .await;
+        if r.status != 202 {
+            fourth = Some(r);
+            break;
+        }
+    }
+    let fourth = fourth.expect("the hook's quota is never reached");
+    assert_eq!(fourth.status, 429, "{}", fourth.text);
+    assert_eq!(fourth.json()["code"], "quota-exceeded");
+    assert!(fourth.header("retry-after").is_some());
     let t = w.wait(&task, "review").await;
-    assert_eq!(t["inputs"], json!({"invoice_url": format!("{}/invoice/9", w.stub_url), "currency": "JPY"}));
+    assert_eq!(
+        t["inputs"],
+        json!({"invoice_url": format!("{}/invoice/9", w.stub_url), "currency": "JPY"})
+    );
     assert_eq!(t["outputs"]["currency"], "JPY");
 }
 
@@ -584,16 +887,28 @@ async fn the_project_api_serves_the_cli(backend: Backend) {
     let mut doc = case_doc("invoice", false, "");
     doc.as_object_mut().unwrap().remove("environmentId");
     doc["environment"] = json!("production");
-    let c = w.api.post(&format!("/projects/{}/cases", w.pid), &w.admin, doc).await.ok();
+    let c = w
+        .api
+        .post(&format!("/projects/{}/cases", w.pid), &w.admin, doc)
+        .await
+        .ok();
     let t = w
         .api
-        .post(&format!("/projects/{}/cases/invoice/tasks", w.pid), &w.admin, json!({"inputs": w.invoice()}))
+        .post(
+            &format!("/projects/{}/cases/invoice/tasks", w.pid),
+            &w.admin,
+            json!({"inputs": w.invoice()}),
+        )
         .await
         .ok();
     let id = s(&t["id"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let t = w.api.get(&format!("/projects/{}/tasks/{id}", w.pid), &w.admin).await.ok();
+        let t = w
+            .api
+            .get(&format!("/projects/{}/tasks/{id}", w.pid), &w.admin)
+            .await
+            .ok();
         if t["status"] == "done" {
             assert_eq!(t["outputs"]["total"], 25);
             break;
@@ -601,7 +916,11 @@ async fn the_project_api_serves_the_cli(backend: Backend) {
         assert!(std::time::Instant::now() < deadline, "{t}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let list = w.api.get(&format!("/projects/{}/cases", w.pid), &w.admin).await.ok();
+    let list = w
+        .api
+        .get(&format!("/projects/{}/cases", w.pid), &w.admin)
+        .await
+        .ok();
     assert_eq!(list["data"][0]["id"], c["id"]);
 }
 

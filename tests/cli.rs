@@ -460,7 +460,9 @@ async fn cases_and_tasks() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let invoice = format!("http://{}/invoice/1", l.local_addr().unwrap());
         let app = axum::Router::new().fallback(|| async {
-            axum::Json(json!({"vendor": "ACME", "lines": [{"amount": 10, "qty": 2}, {"amount": 5}]}))
+            axum::Json(
+                json!({"vendor": "ACME", "lines": [{"amount": 10, "qty": 2}, {"amount": 5}]}),
+            )
         });
         tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
 
@@ -475,26 +477,62 @@ async fn cases_and_tasks() {
         let run = |args: &[&str]| bb(home.path(), work.path(), &url, args, "");
         ok(run(&["login", "-u", "admin", "-p", ADMIN_PASSWORD]));
         ok(run(&["push", "--dir", "invoice-case"]));
-        ok(run(&["deploy", "--dir", "invoice-case", "--env", "production"]));
+        ok(run(&[
+            "deploy",
+            "--dir",
+            "invoice-case",
+            "--env",
+            "production",
+        ]));
 
-        let o = run(&["case", "create", "--env", "production", "--dir", "invoice-case"]);
+        let o = run(&[
+            "case",
+            "create",
+            "--env",
+            "production",
+            "--dir",
+            "invoice-case",
+        ]);
         assert_ne!(o.code, 0);
         assert!(o.stderr.contains("-f case.yml"), "{}", o.stderr);
         let out = ok(run(&[
-            "case", "create", "--env", "production", "-f", "invoice-case/case.yml", "--dir", "invoice-case",
+            "case",
+            "create",
+            "--env",
+            "production",
+            "-f",
+            "invoice-case/case.yml",
+            "--dir",
+            "invoice-case",
         ]));
         assert!(out.starts_with("Case invoice ("), "{out}");
         assert!(ok(run(&["case", "list", "--dir", "invoice-case"])).contains("invoice  (review)"));
 
         // A bad input is refused with the field's pointer.
-        let o = run(&["task", "create", "invoice", "--input", "currency:=3", "--dir", "invoice-case"]);
+        let o = run(&[
+            "task",
+            "create",
+            "invoice",
+            "--input",
+            "currency:=3",
+            "--dir",
+            "invoice-case",
+        ]);
         assert_ne!(o.code, 0);
         assert!(o.stderr.contains("/inputs/invoice_url"), "{}", o.stderr);
         assert!(o.stderr.contains("/inputs/currency"), "{}", o.stderr);
 
         let input = format!("invoice_url={invoice}");
         let t: Value = serde_json::from_str(&ok(run(&[
-            "--json", "task", "create", "invoice", "--input", &input, "--input", "currency=USD", "--dir",
+            "--json",
+            "task",
+            "create",
+            "invoice",
+            "--input",
+            &input,
+            "--input",
+            "currency=USD",
+            "--dir",
             "invoice-case",
         ])))
         .unwrap();
@@ -512,9 +550,25 @@ async fn cases_and_tasks() {
         };
         assert!(out.starts_with(&format!("task {id}  review")), "{out}");
         assert!(out.contains("\"total\": 25"), "{out}");
-        let out = ok(run(&["task", "review", &id, "--decision", "approve", "--dir", "invoice-case"]));
+        let out = ok(run(&[
+            "task",
+            "review",
+            &id,
+            "--decision",
+            "approve",
+            "--dir",
+            "invoice-case",
+        ]));
         assert!(out.starts_with(&format!("task {id}  done")), "{out}");
-        let o = run(&["task", "review", &id, "--decision", "approve", "--dir", "invoice-case"]);
+        let o = run(&[
+            "task",
+            "review",
+            &id,
+            "--decision",
+            "approve",
+            "--dir",
+            "invoice-case",
+        ]);
         assert_ne!(o.code, 0);
         assert!(o.stderr.contains("409"), "{}", o.stderr);
         let o = run(&["task", "get", "nope", "--dir", "invoice-case"]);

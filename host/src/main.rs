@@ -204,7 +204,9 @@ struct ServeArgs {
     /// Base URL the outside world reaches this server at (for channel webhooks).
     #[arg(long, env = "BOTBOX_PUBLIC_URL")]
     public_url: Option<String>,
-    /// Agent API (/v1) chat requests (POST /v1/chat, steer, cancel) per key and minute.
+    /// Agent API (/v1) chat requests (POST /v1/chat, steer, cancel, and every other /v1 POST)
+    /// per key and minute; also the verified calls of each inbound hook (`POST /v1/hooks/{id}`)
+    /// per minute, each of which creates a task. Default 60.
     #[arg(long, env = "BOTBOX_AGENT_CHAT_LIMIT", default_value_t = 60)]
     agent_chat_limit: u32,
     /// Agent API (/v1) reads (GETs) per key and minute.

@@ -101,11 +101,9 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
             "NLU trainings interrupted by the last stop are marked failed"
         );
     }
-    api_cfg.server_key = crate::cases::webhooks::ServerKey::load(
-        cfg.secret_key.as_deref(),
-        &cfg.data_dir,
-    )
-    .context("loading the server's secret key")?;
+    api_cfg.server_key =
+        crate::cases::webhooks::ServerKey::load(cfg.secret_key.as_deref(), &cfg.data_dir)
+            .context("loading the server's secret key")?;
     let app = App::new(db, api_cfg, live);
     // Cases and tasks: callbacks, and the worker (which takes over tasks of a dead process).
     app.tasks.callbacks.spawn();

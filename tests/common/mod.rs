@@ -33,7 +33,10 @@ macro_rules! on_both_backends {
 /// Runs a test body for 300 s at most: a test that waits forever fails instead of hanging CI.
 #[allow(dead_code)]
 pub async fn bounded(f: impl std::future::Future<Output = ()>) {
-    if tokio::time::timeout(std::time::Duration::from_secs(300), f).await.is_err() {
+    if tokio::time::timeout(std::time::Duration::from_secs(300), f)
+        .await
+        .is_err()
+    {
         panic!("the test did not finish within 300 s");
     }
 }

@@ -65,8 +65,11 @@ impl KeyCtx {
 pub struct V1Limits {
     chat: RateLimiter,
     read: RateLimiter,
-    /// Requests without a valid key, per client address ([`BAD_KEYS_PER_MINUTE`]).
+    /// Requests without a valid key, per client address ([`BAD_KEYS_PER_MINUTE`]); an
+    /// inbound hook call whose signature fails counts here too.
     bad_keys: RateLimiter,
+    /// Verified inbound hook calls per hook (the `chat` quota: each creates a task).
+    hooks: RateLimiter,
     /// Stored answers by (key, method, path, Idempotency-Key), kept 24 h.
     idempotency: moka::sync::Cache<String, Arc<Idem>>,
 }
@@ -77,6 +80,7 @@ impl Default for V1Limits {
             chat: RateLimiter::new(60),
             read: RateLimiter::new(60),
             bad_keys: RateLimiter::new(60),
+            hooks: RateLimiter::new(60),
             idempotency: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(Duration::from_secs(24 * 3600))
@@ -95,6 +99,28 @@ pub enum Idem {
         headers: HeaderMap,
         body: Bytes,
     },
+}
+
+impl V1Limits {
+    /// Charges one verified call to inbound hook `hook`: `Err(seconds until the window
+    /// resets)` past `per_minute`.
+    pub fn hook_call(&self, hook: &str, per_minute: u32) -> Result<(), i64> {
+        let (ok, _, reset) = self.hooks.hit(hook, per_minute, super::unix_secs());
+        if ok { Ok(()) } else { Err(reset.max(1)) }
+    }
+}
+
+fn too_many_bad_keys(reset: i64) -> Response {
+    Problem::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too-many-invalid-keys",
+        "Too many requests without a valid key",
+        format!(
+            "This address made {BAD_KEYS_PER_MINUTE} requests without a valid API key or signature this minute; try again in {reset} s."
+        ),
+    )
+    .header(header::RETRY_AFTER, HeaderValue::from(reset.max(1)))
+    .into_response()
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -121,9 +147,7 @@ pub async fn v1_layer(State(app): State<App>, req: Request, next: Next) -> Respo
 pub const BAD_KEYS_PER_MINUTE: u32 = 30;
 
 async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
-    // The playground page, and the routes whose credential is a signature (an inbound
-    // hook's Standard Webhooks signature, an artifact URL's).
-    if req.uri().path() == "/v1/playground" || super::cases::is_public(req.method(), req.uri().path()) {
+    if req.uri().path() == "/v1/playground" {
         return next.run(req).await;
     }
     let client = req
@@ -133,17 +157,20 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
         .unwrap_or_default();
     let now = super::unix_secs();
     if app.v1.bad_keys.over(&client, BAD_KEYS_PER_MINUTE, now) {
-        let reset = 60 - now % 60;
-        return Problem::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too-many-invalid-keys",
-            "Too many requests without a valid key",
-            format!(
-                "This address made {BAD_KEYS_PER_MINUTE} requests without a valid API key this minute; try again in {reset} s."
-            ),
-        )
-        .header(header::RETRY_AFTER, HeaderValue::from(reset.max(1)))
-        .into_response();
+        return too_many_bad_keys(60 - now % 60);
+    }
+    // The routes whose credential is a signature (an inbound hook's Standard Webhooks
+    // signature, an artifact URL's): a refused signature counts against the address, as a
+    // bad key does, so guessing signatures (or hook ids) is throttled the same way.
+    if super::cases::is_public(req.method(), req.uri().path()) {
+        let res = next.run(req).await;
+        if matches!(
+            res.status(),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
+        ) {
+            app.v1.bad_keys.hit(&client, BAD_KEYS_PER_MINUTE, now);
+        }
+        return res;
     }
     let presented = bearer(req.headers()).map(str::to_owned);
     let found = match presented {
@@ -263,9 +290,16 @@ async fn idempotent(app: &App, ctx: &KeyCtx, key: String, req: Request, next: Ne
             }
         };
     }
+    // If this request is dropped before it answers (the client went away, the handler
+    // panicked), the key is freed: a retry with it runs instead of meeting 409 for 24 h.
+    let mut pending = PendingKey {
+        cache,
+        key: Some(cache_key.clone()),
+    };
     let res = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
+    pending.key = None;
     let streamed = res
         .headers()
         .get(header::CONTENT_TYPE)
@@ -288,6 +322,20 @@ async fn idempotent(app: &App, ctx: &KeyCtx, key: String, req: Request, next: Ne
         }),
     );
     Response::from_parts(parts, Body::from(body))
+}
+
+/// Frees an idempotency key still marked in progress when its request is dropped.
+struct PendingKey<'a> {
+    cache: &'a moka::sync::Cache<String, Arc<Idem>>,
+    key: Option<String>,
+}
+
+impl Drop for PendingKey<'_> {
+    fn drop(&mut self) {
+        if let Some(k) = self.key.take() {
+            self.cache.invalidate(&k);
+        }
+    }
 }
 
 fn too_large() -> Problem {

@@ -166,8 +166,14 @@ fn case_view(c: &CaseRow) -> Json {
     o.insert("name".into(), json!(c.name));
     o.insert("projectId".into(), json!(c.project_id));
     o.insert("environmentId".into(), json!(c.environment_id));
-    o.insert("createdAt".into(), json!(crate::agent::iso_ms(c.created_at)));
-    o.insert("updatedAt".into(), json!(crate::agent::iso_ms(c.updated_at)));
+    o.insert(
+        "createdAt".into(),
+        json!(crate::agent::iso_ms(c.created_at)),
+    );
+    o.insert(
+        "updatedAt".into(),
+        json!(crate::agent::iso_ms(c.updated_at)),
+    );
     v
 }
 
@@ -284,11 +290,17 @@ fn base(app: &App) -> &str {
 
 /// The environment `id` if its project belongs to `workspace` (404 otherwise, also for a
 /// missing or malformed id).
-async fn env_of_workspace(app: &App, workspace: &str, id: &str) -> Result<EnvironmentRow, CaseError> {
-    let none = || CaseError::Invalid(vec![(
-        "/environmentId".into(),
-        format!("no environment \"{id}\" in this workspace"),
-    )]);
+async fn env_of_workspace(
+    app: &App,
+    workspace: &str,
+    id: &str,
+) -> Result<EnvironmentRow, CaseError> {
+    let none = || {
+        CaseError::Invalid(vec![(
+            "/environmentId".into(),
+            format!("no environment \"{id}\" in this workspace"),
+        )])
+    };
     let env = app.db.environment_by_id(id).await?.ok_or_else(none)?;
     let project = app.db.project(&env.project_id).await?.ok_or_else(none)?;
     if project.owner_id != workspace {
@@ -371,7 +383,16 @@ async fn v1_put_case(
     let (name, env_id, _, spec) = split_case(&json_body(&body)?)?;
     let env_id = env_id.unwrap_or_else(|| old.environment_id.clone());
     let env = env_of_workspace(&app, &old.workspace_id, &env_id).await?;
-    let c = save_case(&app, &old.workspace_id, &env, name, &spec, &key_name(&key), Some(&old)).await?;
+    let c = save_case(
+        &app,
+        &old.workspace_id,
+        &env,
+        name,
+        &spec,
+        &key_name(&key),
+        Some(&old),
+    )
+    .await?;
     Ok(axum::Json(case_view(&c)))
 }
 
@@ -471,7 +492,10 @@ async fn v1_task_outputs(
         return Err(Problem::conflict(
             "task-not-done",
             "Task not done",
-            format!("The task is {}; outputs are read when it is done.", t.status),
+            format!(
+                "The task is {}; outputs are read when it is done.",
+                t.status
+            ),
         )
         .with("currentStatus", json!(t.status)));
     }
@@ -513,8 +537,15 @@ fn endpoint_view(e: &EndpointRow) -> Json {
 
 fn check_url(u: &str) -> Result<(), Problem> {
     match url::Url::parse(u) {
-        Ok(p) if matches!(p.scheme(), "http" | "https") && p.host().is_some() && u.len() <= 2048 => Ok(()),
-        _ => Err(Problem::invalid_at("/url", "must be an http(s) URL of at most 2048 characters")),
+        Ok(p)
+            if matches!(p.scheme(), "http" | "https") && p.host().is_some() && u.len() <= 2048 =>
+        {
+            Ok(())
+        }
+        _ => Err(Problem::invalid_at(
+            "/url",
+            "must be an http(s) URL of at most 2048 characters",
+        )),
     }
 }
 
@@ -545,7 +576,10 @@ async fn v1_create_endpoint(
                     _ => {
                         return Err(Problem::invalid_at(
                             &format!("/eventTypes/{i}"),
-                            format!("unknown event type; one of {}, or *", EVENT_TYPES.join(", ")),
+                            format!(
+                                "unknown event type; one of {}, or *",
+                                EVENT_TYPES.join(", ")
+                            ),
                         ));
                     }
                 }
@@ -579,7 +613,13 @@ async fn v1_list_endpoints(
     Extension(key): Extension<KeyCtx>,
 ) -> V1Result<axum::Json<Json>> {
     let ws = workspace(&key)?;
-    let v: Vec<Json> = app.db.list_endpoints(ws).await?.iter().map(endpoint_view).collect();
+    let v: Vec<Json> = app
+        .db
+        .list_endpoints(ws)
+        .await?
+        .iter()
+        .map(endpoint_view)
+        .collect();
     Ok(axum::Json(json!({"data": v})))
 }
 
@@ -598,7 +638,9 @@ async fn v1_get_endpoint(
     Extension(key): Extension<KeyCtx>,
     Path(id): Path<String>,
 ) -> V1Result<axum::Json<Json>> {
-    Ok(axum::Json(endpoint_view(&v1_endpoint(&app, &key, &id).await?)))
+    Ok(axum::Json(endpoint_view(
+        &v1_endpoint(&app, &key, &id).await?,
+    )))
 }
 
 #[utoipa::path(delete, path = "/v1/webhooks/{endpointId}", tag = "cases", security(("bearer" = [])),
@@ -645,7 +687,9 @@ async fn v1_enable_endpoint(
 ) -> V1Result<axum::Json<Json>> {
     let e = v1_endpoint(&app, &key, &id).await?;
     app.db.set_endpoint_enabled(&e.id, None).await?;
-    Ok(axum::Json(endpoint_view(&v1_endpoint(&app, &key, &id).await?)))
+    Ok(axum::Json(endpoint_view(
+        &v1_endpoint(&app, &key, &id).await?,
+    )))
 }
 
 /// The endpoint's latest 100 messages with every delivery attempt.
@@ -669,11 +713,13 @@ async fn v1_endpoint_messages(
                 "statusCode": a.status_code, "error": a.error, "durationMs": a.duration_ms})
             })
             .collect();
-        out.push(json!({"id": m.id, "eventType": m.event_type, "status": m.status,
+        out.push(
+            json!({"id": m.id, "eventType": m.event_type, "status": m.status,
             "payload": serde_json::from_str::<Json>(&m.body).unwrap_or(Json::Null),
             "createdAt": crate::agent::iso_ms(m.created_at),
             "nextAttemptAt": (m.status == "pending").then(|| crate::agent::iso_ms(m.next_at)),
-            "attempts": attempts}));
+            "attempts": attempts}),
+        );
     }
     Ok(axum::Json(json!({"data": out})))
 }
@@ -712,7 +758,10 @@ async fn v1_create_hook(
                         format!("\"{k}\" is not an input field of the Case"),
                     ));
                 }
-                if !v.as_str().is_some_and(|p| p.is_empty() || p.starts_with('/')) {
+                if !v
+                    .as_str()
+                    .is_some_and(|p| p.is_empty() || p.starts_with('/'))
+                {
                     return Err(Problem::invalid_at(
                         &format!("/mapping/{k}"),
                         "must be a JSON pointer into the body (\"/order/id\")",
@@ -802,7 +851,9 @@ async fn receive_hook(
         Err(VerifyError::Stale(which)) => {
             return Err(unauthorized(
                 "timestamp-out-of-tolerance",
-                format!("webhook-timestamp is {which}: it must be within 5 minutes of the server's clock"),
+                format!(
+                    "webhook-timestamp is {which}: it must be within 5 minutes of the server's clock"
+                ),
             ));
         }
         Err(VerifyError::Missing(h)) => {
@@ -818,9 +869,21 @@ async fn receive_hook(
             ));
         }
     };
-    let accepted = |task: &str| {
-        (StatusCode::ACCEPTED, axum::Json(json!({"taskId": task}))).into_response()
-    };
+    // Charged only once the signature verified: nobody else can use up a hook's quota.
+    if let Err(reset) = app.v1.hook_call(&hook.id, app.config.agent_chat_per_minute) {
+        return Err(Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "quota-exceeded",
+            "Quota exceeded",
+            format!(
+                "This hook may be called {} times per minute.",
+                app.config.agent_chat_per_minute
+            ),
+        )
+        .header(axum::http::header::RETRY_AFTER, HeaderValue::from(reset)));
+    }
+    let accepted =
+        |task: &str| (StatusCode::ACCEPTED, axum::Json(json!({"taskId": task}))).into_response();
     let Some(case) = app.db.case_in(&hook.workspace_id, &hook.case_id).await? else {
         return Err(Problem::not_found("the hook's Case was deleted"));
     };
@@ -872,7 +935,9 @@ async fn get_artifact(
     let expires: i64 = get("expires").and_then(|e| e.parse().ok()).unwrap_or(0);
     let sig = get("signature").unwrap_or_default();
     if !app.tasks.key.artifact_signature_ok(&id, expires, sig) {
-        return Err(Problem::forbidden("the artifact URL's signature does not match"));
+        return Err(Problem::forbidden(
+            "the artifact URL's signature does not match",
+        ));
     }
     if expires < now_ms() / 1000 {
         return Err(Problem::new(
@@ -901,11 +966,20 @@ async fn get_artifact(
     // Never rendered inline by a browser on our origin (a tenant controls the bytes).
     h.insert(
         header::CONTENT_DISPOSITION,
-        HeaderValue::from_str(&format!("attachment; filename=\"{}\"", a.name.replace('"', "")))
-            .unwrap_or(HeaderValue::from_static("attachment")),
+        HeaderValue::from_str(&format!(
+            "attachment; filename=\"{}\"",
+            a.name.replace('"', "")
+        ))
+        .unwrap_or(HeaderValue::from_static("attachment")),
     );
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-store"),
+    );
     Ok(r)
 }
 
@@ -958,7 +1032,11 @@ async fn create_case(
             .db
             .environment_by_name(&pid, &want)
             .await?
-            .ok_or_else(|| ApiError::bad(format!("/environment: no environment \"{want}\" in this project")))?,
+            .ok_or_else(|| {
+                ApiError::bad(format!(
+                    "/environment: no environment \"{want}\" in this project"
+                ))
+            })?,
     };
     let existing = app
         .db
@@ -973,7 +1051,16 @@ async fn create_case(
             "the workspace's Case \"{name}\" belongs to another project"
         )));
     }
-    let c = save_case(&app, &p.owner_id, &env, name, &spec, &caller.username, existing.as_ref()).await?;
+    let c = save_case(
+        &app,
+        &p.owner_id,
+        &env,
+        name,
+        &spec,
+        &caller.username,
+        existing.as_ref(),
+    )
+    .await?;
     Ok(axum::Json(case_view(&c)))
 }
 

@@ -112,7 +112,9 @@ async fn main() -> anyhow::Result<()> {
         "100000000",
     ])?;
     let api = Arc::new(Api {
-        http: reqwest::Client::builder().pool_max_idle_per_host(64).build()?,
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()?,
         base: server.base.clone(),
     });
     let admin = api.login("admin", PASSWORD).await?;
@@ -134,10 +136,19 @@ async fn main() -> anyhow::Result<()> {
             json!({"depId": pid, "depVersion": "1.0.0", "name": "production"}),
         )
         .await?["id"]);
-    let me = api.http.get(format!("{}/me", api.base)).bearer_auth(&admin).send().await?;
+    let me = api
+        .http
+        .get(format!("{}/me", api.base))
+        .bearer_auth(&admin)
+        .send()
+        .await?;
     let me: Value = me.json().await?;
     let key = s(&api
-        .post(&format!("/teams/{}/keys", s(&me["userId"])), t, json!({"name": "bench"}))
+        .post(
+            &format!("/teams/{}/keys", s(&me["userId"])),
+            t,
+            json!({"name": "bench"}),
+        )
         .await?["key"]);
     let k = Some(key.as_str());
     let case = s(&api
@@ -151,12 +162,20 @@ async fn main() -> anyhow::Result<()> {
         .await?["id"]);
     let rx = Receiver::default();
     let url = rx.start().await?;
-    api.post("/v1/webhooks", k, json!({"url": url, "eventTypes": ["task.completed"]}))
-        .await?;
+    api.post(
+        "/v1/webhooks",
+        k,
+        json!({"url": url, "eventTypes": ["task.completed"]}),
+    )
+    .await?;
 
     // Warm-up: the sandbox compiles its guest and loads the bot on first use.
     let warm = s(&api
-        .post(&format!("/v1/cases/{case}/tasks"), k, json!({"inputs": {"n": -1}}))
+        .post(
+            &format!("/v1/cases/{case}/tasks"),
+            k,
+            json!({"inputs": {"n": -1}}),
+        )
         .await?["id"]);
     anyhow::ensure!(
         rx.wait(1, Duration::from_secs(120)).await,
@@ -168,8 +187,13 @@ async fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     let mut handles = Vec::new();
     for _ in 0..clients {
-        let (api, created, next, case, key) =
-            (api.clone(), created.clone(), next.clone(), case.clone(), key.clone());
+        let (api, created, next, case, key) = (
+            api.clone(),
+            created.clone(),
+            next.clone(),
+            case.clone(),
+            key.clone(),
+        );
         handles.push(tokio::spawn(async move {
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
@@ -208,14 +232,25 @@ async fn main() -> anyhow::Result<()> {
     let total_s = last.duration_since(start).as_secs_f64();
     println!(
         "task-bench: {count} tasks, {clients} clients, {}",
-        if std::env::var("DATABASE_URL").is_ok() { "PostgreSQL" } else { "SQLite" }
+        if std::env::var("DATABASE_URL").is_ok() {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        }
     );
-    println!("  creations answered in {create_s:.2} s ({:.0}/s)", count as f64 / create_s);
+    println!(
+        "  creations answered in {create_s:.2} s ({:.0}/s)",
+        count as f64 / create_s
+    );
     println!(
         "  create → done: {} completed in {total_s:.2} s = {:.0} tasks/s{}",
         lat.len(),
         lat.len() as f64 / total_s,
-        if all { "" } else { " (NOT ALL COMPLETED within 600 s)" }
+        if all {
+            ""
+        } else {
+            " (NOT ALL COMPLETED within 600 s)"
+        }
     );
     println!(
         "  creation → task.completed callback: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
@@ -223,6 +258,10 @@ async fn main() -> anyhow::Result<()> {
         pct(&lat, 0.99),
         lat.last().copied().unwrap_or(f64::NAN)
     );
-    anyhow::ensure!(all, "{} of {count} tasks did not complete", count - lat.len());
+    anyhow::ensure!(
+        all,
+        "{} of {count} tasks did not complete",
+        count - lat.len()
+    );
     Ok(())
 }

@@ -193,14 +193,19 @@ impl CaseSpec {
             } else {
                 format!(
                     "/{}",
-                    path.replace(['[', '.'], "/").replace(']', "").trim_start_matches('/')
+                    path.replace(['[', '.'], "/")
+                        .replace(']', "")
+                        .trim_start_matches('/')
                 )
             };
             vec![(pointer, e.inner().to_string())]
         })?;
         let mut problems = Vec::new();
         let lists: [(&str, Vec<&str>); 3] = [
-            ("inputs", spec.inputs.iter().map(|f| f.name.as_str()).collect()),
+            (
+                "inputs",
+                spec.inputs.iter().map(|f| f.name.as_str()).collect(),
+            ),
             (
                 "outputs",
                 spec.outputs.iter().map(|f| f.name.as_str()).collect(),
@@ -259,9 +264,9 @@ impl CaseSpec {
                 && mt.split_once('/').is_some_and(|(t, s)| {
                     !t.is_empty()
                         && !s.is_empty()
-                        && mt.bytes().all(|b| {
-                            b.is_ascii_alphanumeric() || b"/+-.;= _".contains(&b)
-                        })
+                        && mt
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"/+-.;= _".contains(&b))
                 });
             if !ok {
                 problems.push((
@@ -273,10 +278,7 @@ impl CaseSpec {
         if !(1..=MAX_TIMEOUT_S).contains(&spec.timeout_seconds) {
             problems.push((
                 "/timeoutSeconds".into(),
-                format!(
-                    "must be 1 to {MAX_TIMEOUT_S}, not {}",
-                    spec.timeout_seconds
-                ),
+                format!("must be 1 to {MAX_TIMEOUT_S}, not {}", spec.timeout_seconds),
             ));
         }
         if problems.is_empty() {
@@ -662,8 +664,8 @@ mod tests {
             ],
             "{bad:?}"
         );
-        let typo = CaseSpec::from_json(&json!({"inputs": [{"name": "a", "type": "strng"}]}))
-            .unwrap_err();
+        let typo =
+            CaseSpec::from_json(&json!({"inputs": [{"name": "a", "type": "strng"}]})).unwrap_err();
         assert_eq!(typo[0].0, "/inputs/0/type", "{typo:?}");
         let unknown = CaseSpec::from_json(&json!({"reveiw": true})).unwrap_err();
         assert!(unknown[0].1.contains("reveiw"), "{unknown:?}");
@@ -678,8 +680,14 @@ mod tests {
             .unwrap_err();
         let mut ptrs: Vec<&str> = e.iter().map(|(p, _)| p.as_str()).collect();
         ptrs.sort();
-        assert_eq!(ptrs, ["/inputs/copies", "/inputs/extra", "/inputs/invoice_url"]);
-        assert!(e.iter().any(|(_, d)| d.contains("unknown input field \"extra\"")));
+        assert_eq!(
+            ptrs,
+            ["/inputs/copies", "/inputs/extra", "/inputs/invoice_url"]
+        );
+        assert!(
+            e.iter()
+                .any(|(_, d)| d.contains("unknown input field \"extra\""))
+        );
         assert!(s.check_inputs(&json!([1])).is_err());
         assert!(
             s.check_inputs(&json!({"invoice_url": "u", "copies": 2.5}))

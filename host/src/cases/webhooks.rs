@@ -224,10 +224,20 @@ impl Default for CallbackConfig {
         let m = 60;
         let h = 3600;
         CallbackConfig {
-            schedule: [5, 5 * m, 30 * m, 2 * h, 5 * h, 10 * h, 14 * h, 20 * h, 24 * h]
-                .into_iter()
-                .map(Duration::from_secs)
-                .collect(),
+            schedule: [
+                5,
+                5 * m,
+                30 * m,
+                2 * h,
+                5 * h,
+                10 * h,
+                14 * h,
+                20 * h,
+                24 * h,
+            ]
+            .into_iter()
+            .map(Duration::from_secs)
+            .collect(),
             timeout: Duration::from_secs(15),
             per_endpoint: 2,
             poll: Duration::from_millis(500),
@@ -321,7 +331,11 @@ impl Callbacks {
             };
             // Held past the attempt's time-out: no other sender takes it meanwhile.
             let until = now_ms() + self.cfg.timeout.as_millis() as i64 + 30_000;
-            if !self.db.claim_webhook_message(&m.id, m.next_at, until).await? {
+            if !self
+                .db
+                .claim_webhook_message(&m.id, m.next_at, until)
+                .await?
+            {
                 continue;
             }
             let me = self.clone();
@@ -347,6 +361,19 @@ impl Callbacks {
             };
             return self.db.record_webhook_attempt(&a, "failed", 0).await;
         };
+        if ep.enabled == 0 {
+            // Disabled while this message waited (a 410 on another attempt in flight, or
+            // its owner): nothing is sent to it any more.
+            let a = WebhookAttemptRow {
+                message_id: m.id.clone(),
+                attempt: m.attempts + 1,
+                at: now_ms(),
+                status_code: None,
+                error: Some("the endpoint is disabled".into()),
+                duration_ms: 0,
+            };
+            return self.db.record_webhook_attempt(&a, "failed", 0).await;
+        }
         let now = now_ms();
         let ts = now / 1000;
         let sigs: Vec<String> = self
@@ -445,9 +472,15 @@ mod tests {
         let sig = sign(&secret, "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk", 1649367553, body);
         assert_eq!(sig, "v1,tZ1I4/hDygAJgO5TYxiSd6Sd0kDW6hPenDe+bTa3Kkw=");
         let mut h = http::HeaderMap::new();
-        h.insert("webhook-id", "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk".parse().unwrap());
+        h.insert(
+            "webhook-id",
+            "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk".parse().unwrap(),
+        );
         h.insert("webhook-timestamp", "1649367553".parse().unwrap());
-        h.insert("webhook-signature", format!("v1,bogus= {sig}").parse().unwrap());
+        h.insert(
+            "webhook-signature",
+            format!("v1,bogus= {sig}").parse().unwrap(),
+        );
         assert_eq!(
             verify(&h, body, &[secret.clone()], 1649367553 + 10),
             Ok("msg_27UH4WbU6Z5A5EzD8u03UvzRbpk")
@@ -481,7 +514,10 @@ mod tests {
         assert_ne!(k.secret("ep_a", 1), k.secret("ep_a", 2));
         assert_ne!(k.secret("ep_a", 1), k.secret("ep_b", 1));
         assert_eq!(k.secret("ep_a", 1), k.secret("ep_a", 1));
-        assert_eq!(parse_secret(&show_secret(&k.secret("x", 1))).unwrap(), k.secret("x", 1));
+        assert_eq!(
+            parse_secret(&show_secret(&k.secret("x", 1))).unwrap(),
+            k.secret("x", 1)
+        );
         let other = ServerKey::from_bytes([8; 32]);
         assert_ne!(k.secret("ep_a", 1), other.secret("ep_a", 1));
         let sig = k.artifact_signature("art_1", 100);
@@ -526,7 +562,10 @@ mod tests {
         let c = CallbackConfig::default();
         assert_eq!(c.schedule.len(), 9);
         let total: u64 = c.schedule.iter().map(Duration::as_secs).sum();
-        assert!((3 * 86_400 - 12 * 3600..3 * 86_400 + 12 * 3600).contains(&total), "{total}");
+        assert!(
+            (3 * 86_400 - 12 * 3600..3 * 86_400 + 12 * 3600).contains(&total),
+            "{total}"
+        );
         assert_eq!(c.scaled(1000).schedule[0], Duration::from_millis(5));
     }
 }

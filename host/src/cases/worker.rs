@@ -13,9 +13,7 @@
 
 use super::webhooks::{Callbacks, ServerKey, event};
 use super::{CaseSpec, Decision, FieldProblem, status};
-use crate::db::{
-    CaseRow, Db, DbError, NewArtifact, TaskReviewRow, TaskRow, TaskWrite, now_ms,
-};
+use crate::db::{CaseRow, Db, DbError, NewArtifact, TaskReviewRow, TaskRow, TaskWrite, now_ms};
 use crate::live::{Live, LiveError};
 use crate::sandbox::SessionJson;
 use base64::Engine;
@@ -153,7 +151,11 @@ impl Tasks {
         if text.len() > super::MAX_INPUTS {
             return Err(CaseError::Invalid(vec![(
                 "/inputs".into(),
-                format!("{} bytes of inputs; at most {}", text.len(), super::MAX_INPUTS),
+                format!(
+                    "{} bytes of inputs; at most {}",
+                    text.len(),
+                    super::MAX_INPUTS
+                ),
             )]));
         }
         let id = crate::agent::new_prefixed(super::TASK_PREFIX);
@@ -213,9 +215,12 @@ impl Tasks {
         let outputs = match (decision, edits) {
             (Decision::Approve, Some(e)) => {
                 let spec = spec.as_ref().ok_or_else(|| {
-                    CaseError::Conflict("the task's Case was deleted: outputs cannot be edited".into())
+                    CaseError::Conflict(
+                        "the task's Case was deleted: outputs cannot be edited".into(),
+                    )
                 })?;
-                spec.merge_outputs(&current, e).map_err(CaseError::Invalid)?
+                spec.merge_outputs(&current, e)
+                    .map_err(CaseError::Invalid)?
             }
             (_, Some(_)) => {
                 return Err(CaseError::Invalid(vec![(
@@ -389,7 +394,10 @@ impl Tasks {
         if self.db.backend == crate::db::Backend::Sqlite {
             let n = self.db.release_task_leases().await?;
             if n > 0 {
-                tracing::warn!(tasks = n, "tasks running when the last process stopped are taken over");
+                tracing::warn!(
+                    tasks = n,
+                    "tasks running when the last process stopped are taken over"
+                );
             }
         }
         let me = self.clone();
@@ -519,15 +527,21 @@ impl Tasks {
             ),
         );
         tokio::pin!(step);
+        // The first tick is at once: the lease taken at the claim is renewed as the step
+        // starts (the look-ups above may have used part of it), then every third of it.
         let mut renew = tokio::time::interval(self.cfg.lease / 3);
-        renew.tick().await;
         let outcome = loop {
             tokio::select! {
                 r = &mut step => break r,
                 _ = renew.tick() => {
                     let until = now_ms() + self.cfg.lease.as_millis() as i64;
-                    if !self.db.renew_task_lease(&t.id, &self.worker, until).await? {
-                        return Ok(RunEnd::Lost);
+                    match self.db.renew_task_lease(&t.id, &self.worker, until).await {
+                        Ok(true) => {}
+                        Ok(false) => return Ok(RunEnd::Lost),
+                        // A database hiccup is not the task's failure: keep running; if
+                        // the lease passes meanwhile, the outcome's conditional write
+                        // finds it taken and another worker runs the task.
+                        Err(e) => tracing::warn!(error = %e, "renewing a task's lease"),
                     }
                 }
             }
@@ -609,13 +623,17 @@ impl Tasks {
         let data = |st: &str| json!({"taskId": t.id, "caseId": t.case_id, "status": st});
         let (to, w, artifacts, events) = match end {
             RunEnd::Lost => {
-                tracing::warn!("lost the task's lease to another worker; its outcome is not stored");
+                tracing::warn!(
+                    "lost the task's lease to another worker; its outcome is not stored"
+                );
                 return Ok(());
             }
             RunEnd::Busy => {
-                // Let the lease run out shortly: a worker takes the task again.
+                // Let the lease run out shortly: a worker takes the task again. A busy
+                // server is not a lost worker, so this take does not count towards
+                // `max_attempts`.
                 let until = now_ms() + 1000;
-                self.db.renew_task_lease(&t.id, &self.worker, until).await?;
+                self.db.give_back_task(&t.id, &self.worker, until).await?;
                 return Ok(());
             }
             RunEnd::Failed { code, message } => {

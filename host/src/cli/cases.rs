@@ -7,20 +7,18 @@ use serde_json::{Map, Value as Json, json};
 use std::path::Path;
 
 /// `case create --env <env> -f case.yml` (creates or replaces by name) and `case list`.
-pub fn case_cmd(
-    ctx: &Ctx,
-    dir: &Path,
-    action: &str,
-    env: &str,
-    file: Option<&Path>,
-) -> Result<()> {
+pub fn case_cmd(ctx: &Ctx, dir: &Path, action: &str, env: &str, file: Option<&Path>) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
     match action {
         "create" => {
             let file = file.ok_or_else(|| anyhow!("the Case file is required: -f case.yml"))?;
             let mut doc = read_case(file)?;
             doc.insert("environment".into(), json!(env));
-            let out = ctx.call("POST", &format!("/projects/{pid}/cases"), Some(&Json::Object(doc)))?;
+            let out = ctx.call(
+                "POST",
+                &format!("/projects/{pid}/cases"),
+                Some(&Json::Object(doc)),
+            )?;
             ctx.out(
                 format!(
                     "Case {} ({}) runs on {env}",
@@ -41,28 +39,42 @@ pub fn case_cmd(
                         "{}  {}{}",
                         c["id"].as_str().unwrap_or(""),
                         c["name"].as_str().unwrap_or(""),
-                        if c["review"] == true { "  (review)" } else { "" }
+                        if c["review"] == true {
+                            "  (review)"
+                        } else {
+                            ""
+                        }
                     )
                 })
                 .collect();
             ctx.out(
-                if lines.is_empty() { "No Cases.".into() } else { lines.join("\n") },
+                if lines.is_empty() {
+                    "No Cases.".into()
+                } else {
+                    lines.join("\n")
+                },
                 out,
             );
         }
-        other => bail!("unknown action {other:?}: use `case create --env <env> -f case.yml` or `case list`"),
+        other => bail!(
+            "unknown action {other:?}: use `case create --env <env> -f case.yml` or `case list`"
+        ),
     }
     Ok(())
 }
 
 /// Reads a Case document (YAML or JSON) into an object, naming the file in every error.
 fn read_case(file: &Path) -> Result<Map<String, Json>> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    let yaml: serde_yaml::Value =
-        serde_yaml::from_str(&text).with_context(|| format!("{}: not YAML or JSON", file.display()))?;
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&text)
+        .with_context(|| format!("{}: not YAML or JSON", file.display()))?;
     match serde_json::to_value(yaml)? {
         Json::Object(m) => Ok(m),
-        _ => bail!("{}: a Case is a mapping (name, inputs, outputs, review, …)", file.display()),
+        _ => bail!(
+            "{}: a Case is a mapping (name, inputs, outputs, review, …)",
+            file.display()
+        ),
     }
 }
 
@@ -71,14 +83,17 @@ fn read_case(file: &Path) -> Result<Map<String, Json>> {
 pub fn parse_inputs(pairs: &[String]) -> Result<Map<String, Json>> {
     let mut out = Map::new();
     for p in pairs {
-        let (k, v) = if let Some((k, v)) = p.split_once(":=") {
-            let v: Json = serde_json::from_str(v)
-                .with_context(|| format!("--input {p}: the value after := is not JSON"))?;
-            (k, v)
-        } else if let Some((k, v)) = p.split_once('=') {
-            (k, Json::String(v.to_owned()))
-        } else {
+        // The first `=` ends the name: `q=a:=b` is the text "a:=b" for q.
+        let Some((k, v)) = p.split_once('=') else {
             bail!("--input {p}: write name=text or name:=<json>");
+        };
+        let (k, v) = match k.strip_suffix(':') {
+            Some(k) => {
+                let v: Json = serde_json::from_str(v)
+                    .with_context(|| format!("--input {p}: the value after := is not JSON"))?;
+                (k, v)
+            }
+            None => (k, Json::String(v.to_owned())),
         };
         if k.is_empty() {
             bail!("--input {p}: the field name is empty");
@@ -106,16 +121,25 @@ pub fn task_cmd(
     let out = match action {
         "create" => {
             let body = json!({"inputs": parse_inputs(inputs)?});
-            ctx.call("POST", &format!("/projects/{pid}/cases/{target}/tasks"), Some(&body))?
+            ctx.call(
+                "POST",
+                &format!("/projects/{pid}/cases/{target}/tasks"),
+                Some(&body),
+            )?
         }
         "get" => ctx.call("GET", &format!("/projects/{pid}/tasks/{target}"), None)?,
         "review" => {
-            let d = decision.ok_or_else(|| anyhow!("--decision approve|reject|changes is required"))?;
+            let d =
+                decision.ok_or_else(|| anyhow!("--decision approve|reject|changes is required"))?;
             let mut body = json!({"decision": d});
             if let Some(c) = comment {
                 body["comment"] = json!(c);
             }
-            ctx.call("POST", &format!("/projects/{pid}/tasks/{target}/review"), Some(&body))?
+            ctx.call(
+                "POST",
+                &format!("/projects/{pid}/tasks/{target}/review"),
+                Some(&body),
+            )?
         }
         other => bail!("unknown action {other:?}: use `task create`, `task get` or `task review`"),
     };
@@ -160,5 +184,9 @@ mod tests {
         assert!(e.contains("--input n:=nope"), "{e}");
         assert!(parse_inputs(&["novalue".into()]).is_err());
         assert!(parse_inputs(&["=x".into()]).is_err());
+        assert!(parse_inputs(&[":=1".into()]).is_err());
+        // The first `=` ends the name, whatever the text holds.
+        let m = parse_inputs(&["q=a:=b".into()]).unwrap();
+        assert_eq!(m["q"], "a:=b");
     }
 }

@@ -395,6 +395,21 @@ impl Db {
         Ok(r.rows_affected() > 0)
     }
 
+    /// Gives a taken task back without counting the take: the server was too busy to run
+    /// it (not a lost worker), so its lease ends at `until` and `attempts` is restored.
+    pub async fn give_back_task(&self, id: &str, worker: &str, until: i64) -> DbResult<bool> {
+        let _turn = self.write_turn().await;
+        let r = sqlx::query(
+            "UPDATE tasks SET lease_until = $1, attempts = attempts - 1 WHERE id = $2 AND worker = $3 AND status = 'in_progress' AND attempts > 0",
+        )
+        .bind(until)
+        .bind(id)
+        .bind(worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() > 0)
+    }
+
     /// At start-up on SQLite (one process per database): the running tasks' worker was this
     /// process's predecessor, so their leases end now and they are taken over at once.
     pub async fn release_task_leases(&self) -> DbResult<u64> {
@@ -621,19 +636,17 @@ impl Db {
 
     /// Turns an endpoint on (`reason` None) or off; its pending messages are failed when it
     /// goes off.
-    pub async fn set_endpoint_enabled(
-        &self,
-        id: &str,
-        reason: Option<&str>,
-    ) -> DbResult<()> {
+    pub async fn set_endpoint_enabled(&self, id: &str, reason: Option<&str>) -> DbResult<()> {
         let _turn = self.write_turn().await;
         let mut tx = self.pool.begin().await?;
-        sqlx::query("UPDATE webhook_endpoints SET enabled = $1, disabled_reason = $2 WHERE id = $3")
-            .bind(i64::from(reason.is_none()))
-            .bind(reason)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE webhook_endpoints SET enabled = $1, disabled_reason = $2 WHERE id = $3",
+        )
+        .bind(i64::from(reason.is_none()))
+        .bind(reason)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
         if reason.is_some() {
             sqlx::query(
                 "UPDATE webhook_messages SET status = 'failed' WHERE endpoint_id = $1 AND status = 'pending'",
@@ -756,12 +769,12 @@ impl Db {
     /// A hook by id alone: the caller of `POST /v1/hooks/{id}` is authenticated by the
     /// signature made with this hook's secret.
     pub async fn hook(&self, id: &str) -> DbResult<Option<HookRow>> {
-        Ok(
-            sqlx::query_as(&format!("SELECT {HOOK_COLS} FROM inbound_hooks WHERE id = $1"))
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        Ok(sqlx::query_as(&format!(
+            "SELECT {HOOK_COLS} FROM inbound_hooks WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     pub async fn hook_in(&self, workspace: &str, id: &str) -> DbResult<Option<HookRow>> {
