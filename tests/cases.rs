@@ -759,6 +759,46 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
         w.stub.events(&t4, "task.completed").is_empty(),
         "a disabled endpoint gets nothing"
     );
+
+    // The agent API's runs reach the same endpoints: a chat run ends with run.completed.
+    let ak = w
+        .api
+        .post(
+            &format!("/projects/{}/environments/{}/keys", w.pid, w.env),
+            &w.admin,
+            json!({"name": "chat"}),
+        )
+        .await
+        .ok();
+    let r = w
+        .api
+        .post(
+            "/v1/chat",
+            &s(&ak["key"]),
+            json!({"messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]}),
+        )
+        .await
+        .ok();
+    let run = s(&r["runId"]);
+    let (h, b) = w
+        .stub
+        .wait_until("run.completed", |seen| {
+            seen.iter()
+                .filter(|(p, _, _)| p.starts_with("/callbacks"))
+                .find(|(_, _, b)| {
+                    let v: Value = serde_json::from_slice(b).unwrap_or_default();
+                    v["type"] == "run.completed" && v["data"]["runId"] == run
+                })
+                .map(|(_, h, b)| (h.clone(), b.clone()))
+        })
+        .await;
+    assert!(
+        verified(&h, &b, &new_secret),
+        "the run's callback is signed too"
+    );
+    let ev: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(ev["data"]["status"], "completed");
+    assert_eq!(ev["data"]["agentId"], w.env.as_str());
 }
 
 async fn inbound_hooks_verify_and_deduplicate(backend: Backend) {
