@@ -154,8 +154,14 @@ async fn workspace(backend: Backend) -> Ws {
 }
 
 async fn workspace_with(backend: Backend, extra: &[&str]) -> Ws {
+    // `extra`'s flags replace the defaults' of the same name (each may be given once).
     let mut args = flags();
-    args.extend_from_slice(extra);
+    for pair in extra.chunks(2) {
+        match args.iter().position(|a| *a == pair[0]) {
+            Some(i) => args[i + 1] = pair[1],
+            None => args.extend_from_slice(pair),
+        }
+    }
     let server = Server::start_logged(backend, &args).await;
     let api = server.api();
     let admin = api.admin_token().await;
@@ -964,7 +970,72 @@ async fn the_project_api_serves_the_cli(backend: Backend) {
     assert_eq!(list["data"][0]["id"], c["id"]);
 }
 
+/// The endpoint's messages that failed, once there are `n` (30 s at most).
+async fn failed_messages(w: &Ws, ep: &str, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = w.get(&format!("/v1/webhooks/{ep}/messages")).await.ok();
+        let failed: Vec<Value> = m["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["status"] == "failed")
+            .cloned()
+            .collect();
+        if failed.len() >= n {
+            return failed;
+        }
+        assert!(std::time::Instant::now() < deadline, "{m}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An endpoint that fails every attempt: after one message fails through the whole
+/// schedule it is `failing`; after three in a row it is disabled; `enable` clears both.
+async fn an_endpoint_failing_through_its_schedule_is_disabled(backend: Backend) {
+    // The three-day schedule in about a quarter of a second.
+    let w = workspace_with(backend, &["--callback-retry-scale", "1000000"]).await;
+    let auto = w.case("invoice-auto", false).await;
+    let (ep, _) = w.endpoint("/callbacks").await;
+    w.stub.script.lock().unwrap().extend([500; 40]);
+    let t = w.task(&auto, w.invoice()).await;
+    w.wait(&t, "done").await;
+    let failed = failed_messages(&w, &ep, 1).await;
+    assert_eq!(
+        failed[0]["attempts"].as_array().unwrap().len(),
+        10,
+        "the first attempt and nine retries"
+    );
+    let e = w.get(&format!("/v1/webhooks/{ep}")).await.ok();
+    assert_eq!(e["failing"], true, "{e}");
+    assert_eq!(
+        e["enabled"], true,
+        "one exhausted message does not disable: {e}"
+    );
+    assert!(e["failingSince"].is_string());
+    for _ in 0..2 {
+        let t = w.task(&auto, w.invoice()).await;
+        w.wait(&t, "done").await;
+    }
+    failed_messages(&w, &ep, 3).await;
+    let e = w.get(&format!("/v1/webhooks/{ep}")).await.ok();
+    assert_eq!(e["enabled"], false, "{e}");
+    assert!(
+        s(&e["disabledReason"]).contains("3 messages in a row"),
+        "{e}"
+    );
+    let e = w
+        .post(&format!("/v1/webhooks/{ep}/enable"), json!({}))
+        .await
+        .ok();
+    assert_eq!(
+        (e["enabled"].clone(), e["failing"].clone()),
+        (json!(true), json!(false))
+    );
+}
+
 on_both_backends!(
+    an_endpoint_failing_through_its_schedule_is_disabled,
     a_task_through_every_path,
     failures_are_clear_errors,
     review_survives_a_restart_and_a_killed_workers_task_is_taken_over,

@@ -550,16 +550,31 @@ async fn cases_and_tasks() {
         };
         assert!(out.starts_with(&format!("task {id}  review")), "{out}");
         assert!(out.contains("\"total\": 25"), "{out}");
+        let o = run(&["task", "outputs", &id, "--dir", "invoice-case"]);
+        assert_ne!(o.code, 0, "outputs are read once the task is done");
+        assert!(o.stderr.contains("409"), "{}", o.stderr);
+        // Approved with an edited output (typed: total:=24 is a number).
         let out = ok(run(&[
             "task",
             "review",
             &id,
             "--decision",
             "approve",
+            "--output",
+            "total:=24",
             "--dir",
             "invoice-case",
         ]));
         assert!(out.starts_with(&format!("task {id}  done")), "{out}");
+        assert!(out.contains("\"total\": 24"), "{out}");
+        let out = ok(run(&["task", "outputs", &id, "--dir", "invoice-case"]));
+        assert!(out.contains("\"vendor\": \"ACME\""), "{out}");
+        assert!(out.contains("artifact summary (text/plain): http"), "{out}");
+        let out = ok(run(&["task", "list", "invoice", "--dir", "invoice-case"]));
+        assert_eq!(out.trim(), format!("{id}  done"));
+        let out = ok(run(&["case", "get", "invoice", "--dir", "invoice-case"]));
+        assert!(out.contains("name: invoice"), "{out}");
+        assert!(out.contains("review: true"), "{out}");
         let o = run(&[
             "task",
             "review",
@@ -573,6 +588,16 @@ async fn cases_and_tasks() {
         assert!(o.stderr.contains("409"), "{}", o.stderr);
         let o = run(&["task", "get", "nope", "--dir", "invoice-case"]);
         assert_ne!(o.code, 0);
+        assert!(o.stderr.contains("404"), "{}", o.stderr);
+        assert_eq!(
+            ok(run(&["case", "delete", "invoice", "--dir", "invoice-case"])).trim(),
+            "Case invoice deleted."
+        );
+        assert_eq!(
+            ok(run(&["case", "list", "--dir", "invoice-case"])).trim(),
+            "No Cases."
+        );
+        let o = run(&["case", "get", "invoice", "--dir", "invoice-case"]);
         assert!(o.stderr.contains("404"), "{}", o.stderr);
     })
     .await

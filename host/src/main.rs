@@ -132,9 +132,11 @@ enum Command {
         dir: BotDir,
     },
     /// Cases of the bot's project: `create --env <env> -f case.yml` (by name: creates or
-    /// replaces), `list`.
+    /// replaces), `list`, `get <case>`, `delete <case>`.
     Case {
         action: String,
+        /// The Case (get, delete), by name or id.
+        name: Option<String>,
         /// The environment the Case runs on.
         #[arg(long, default_value = "production")]
         env: String,
@@ -144,15 +146,19 @@ enum Command {
         #[command(flatten)]
         dir: BotDir,
     },
-    /// Tasks: `create <case> --input k=v [--input k:=<json>]`, `get <id>`,
-    /// `review <id> --decision approve|reject|changes [--comment text]`.
+    /// Tasks: `create <case> --input k=v [--input k:=<json>]`, `list <case>`, `get <id>`,
+    /// `outputs <id>`, `review <id> --decision approve|reject|changes [--comment text]
+    /// [--output k=v]`.
     Task {
         action: String,
-        /// The Case (create) or the task id (get, review).
+        /// The Case (create, list) or the task id (get, outputs, review).
         target: Option<String>,
         /// An input field: name=text, or name:=<json> for numbers, booleans, objects.
         #[arg(long = "input")]
         inputs: Vec<String>,
+        /// An edited output for `review --decision approve`: name=text or name:=<json>.
+        #[arg(long = "output")]
+        outputs: Vec<String>,
         #[arg(long)]
         decision: Option<String>,
         #[arg(long)]
@@ -384,14 +390,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
         .map(ok),
         Command::Case {
             action,
+            name,
             env,
             file,
             dir,
-        } => cli::cases::case_cmd(&ctx()?, &dir.dir, &action, &env, file.as_deref()).map(ok),
+        } => cli::cases::case_cmd(
+            &ctx()?,
+            &dir.dir,
+            &action,
+            name.as_deref(),
+            &env,
+            file.as_deref(),
+        )
+        .map(ok),
         Command::Task {
             action,
             target,
             inputs,
+            outputs,
             decision,
             comment,
             dir,
@@ -400,9 +416,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             &dir.dir,
             &action,
             target.as_deref(),
-            &inputs,
-            decision.as_deref(),
-            comment.as_deref(),
+            &cli::cases::TaskArgs {
+                inputs: &inputs,
+                outputs: &outputs,
+                decision: decision.as_deref(),
+                comment: comment.as_deref(),
+            },
         )
         .map(ok),
         Command::Console { dir, env, debug } => {
@@ -447,8 +466,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     token_ttl_secs: a.token_ttl,
                     agent_chat_per_minute: a.agent_chat_limit,
                     agent_read_per_minute: a.agent_read_limit,
-                    callbacks: botbox::cases::webhooks::CallbackConfig::default()
-                        .scaled(a.callback_retry_scale),
+                    callbacks: botbox::cases::webhooks::CallbackConfig {
+                        allow_http: a.allow_private_egress,
+                        ..Default::default()
+                    }
+                    .scaled(a.callback_retry_scale),
                     tasks: botbox::cases::worker::TaskConfig {
                         lease: std::time::Duration::from_secs(a.task_lease_s.max(1)),
                         ..Default::default()

@@ -47,8 +47,10 @@ pub fn v1_routes() -> OpenApiRouter<App> {
 pub fn project_routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(create_case, list_cases))
-        .routes(routes!(create_task))
+        .routes(routes!(get_case, delete_case))
+        .routes(routes!(create_task, list_project_tasks))
         .routes(routes!(get_task))
+        .routes(routes!(task_outputs))
         .routes(routes!(review_task))
 }
 
@@ -532,11 +534,19 @@ fn endpoint_view(e: &EndpointRow) -> Json {
     json!({"id": e.id, "url": e.url,
         "eventTypes": serde_json::from_str::<Json>(&e.event_types).unwrap_or(json!([])),
         "enabled": e.enabled == 1, "disabledReason": e.disabled_reason,
+        "failing": e.failing_since.is_some(),
+        "failingSince": e.failing_since.map(crate::agent::iso_ms),
         "createdAt": crate::agent::iso_ms(e.created_at)})
 }
 
-fn check_url(u: &str) -> Result<(), Problem> {
+/// An endpoint's URL: HTTPS (http too when the deployment allows it, see
+/// [`webhooks::CallbackConfig::allow_http`]), with a host, at most 2048 characters.
+fn check_url(u: &str, allow_http: bool) -> Result<(), Problem> {
     match url::Url::parse(u) {
+        Ok(p) if p.scheme() == "http" && !allow_http => Err(Problem::invalid_at(
+            "/url",
+            "must be an https URL (this server does not send callbacks over plain http)",
+        )),
         Ok(p)
             if matches!(p.scheme(), "http" | "https") && p.host().is_some() && u.len() <= 2048 =>
         {
@@ -544,7 +554,7 @@ fn check_url(u: &str) -> Result<(), Problem> {
         }
         _ => Err(Problem::invalid_at(
             "/url",
-            "must be an http(s) URL of at most 2048 characters",
+            "must be an https URL of at most 2048 characters",
         )),
     }
 }
@@ -561,7 +571,7 @@ async fn v1_create_endpoint(
     let ws = workspace(&key)?.to_owned();
     let b = json_body(&body)?;
     let url = b["url"].as_str().unwrap_or_default().to_owned();
-    check_url(&url)?;
+    check_url(&url, app.config.callbacks.allow_http)?;
     let types: Vec<String> = match b.get("eventTypes") {
         None => vec![
             "task.review_requested".into(),
@@ -599,6 +609,8 @@ async fn v1_create_endpoint(
         previous_until: None,
         created_by: key_name(&key),
         created_at: now_ms(),
+        exhausted: 0,
+        failing_since: None,
     };
     app.db.insert_endpoint(&e).await?;
     let mut v = endpoint_view(&e);
@@ -986,11 +998,19 @@ async fn get_artifact(
 // ---------------------------------------------------------------------------------------------
 // The project API (user tokens; the CLI)
 
+/// A Case of the project, by id or by name (names are unique in the workspace).
 async fn project_case(app: &App, pid: &str, id: &str, owner: &str) -> ApiResult<CaseRow> {
-    match app.db.case_in(owner, id).await? {
-        Some(c) if c.project_id == pid => Ok(c),
-        _ => Err(ApiError::not_found(format!("case {id}"))),
+    if let Some(c) = app.db.case_in(owner, id).await?
+        && c.project_id == pid
+    {
+        return Ok(c);
     }
+    app.db
+        .list_cases(owner)
+        .await?
+        .into_iter()
+        .find(|c| c.name == id && c.project_id == pid)
+        .ok_or_else(|| ApiError::not_found(format!("case {id}")))
 }
 
 async fn project_task(app: &App, pid: &str, id: &str, owner: &str) -> ApiResult<TaskRow> {
@@ -1083,6 +1103,80 @@ async fn list_cases(
     Ok(axum::Json(json!({"data": v})))
 }
 
+/// A Case of the project, by id or name.
+#[utoipa::path(get, path = "/projects/{projectId}/cases/{caseId}", tag = "cases",
+    params(("projectId" = String, Path), ("caseId" = String, Path)),
+    responses((status = 200, body = Object), (status = 404)))]
+async fn get_case(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, case)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Json>> {
+    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    Ok(axum::Json(case_view(
+        &project_case(&app, &pid, &case, &p.owner_id).await?,
+    )))
+}
+
+/// Deletes a Case of the project (by id or name). Its tasks stay readable; one not yet run
+/// fails with `case-deleted` when a worker takes it.
+#[utoipa::path(delete, path = "/projects/{projectId}/cases/{caseId}", tag = "cases",
+    params(("projectId" = String, Path), ("caseId" = String, Path)),
+    responses((status = 204), (status = 404)))]
+async fn delete_case(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, case)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
+    let c = project_case(&app, &pid, &case, &p.owner_id).await?;
+    if !app.db.delete_case(&p.owner_id, &c.id).await? {
+        return Err(ApiError::not_found(format!("case {case}")));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The tasks of a Case of the project (newest first, 100 at most).
+#[utoipa::path(get, path = "/projects/{projectId}/cases/{caseId}/tasks", tag = "cases",
+    params(("projectId" = String, Path), ("caseId" = String, Path)),
+    responses((status = 200, body = Object), (status = 404)))]
+async fn list_project_tasks(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, case)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Json>> {
+    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let c = project_case(&app, &pid, &case, &p.owner_id).await?;
+    let mut out = Vec::new();
+    for t in app.db.list_tasks(&c.workspace_id, &c.id).await? {
+        out.push(app.tasks.view(&t, base(&app)).await?);
+    }
+    Ok(axum::Json(json!({"data": out})))
+}
+
+/// A done task's outputs and artifacts (409 until it is done).
+#[utoipa::path(get, path = "/projects/{projectId}/tasks/{taskId}/outputs", tag = "cases",
+    params(("projectId" = String, Path), ("taskId" = String, Path)),
+    responses((status = 200, body = Object), (status = 404), (status = 409)))]
+async fn task_outputs(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, id)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Json>> {
+    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let t = project_task(&app, &pid, &id, &p.owner_id).await?;
+    if t.status != cases::status::DONE {
+        return Err(ApiError::Conflict(format!(
+            "the task is {}; outputs are read when it is done",
+            t.status
+        )));
+    }
+    Ok(axum::Json(json!({
+        "outputs": outputs_view(&t),
+        "artifacts": app.tasks.artifacts(&t.id, base(&app)).await?,
+    })))
+}
+
 /// Creates a task on a Case of the project (`{"inputs": {...}}`); the Case by id or name.
 #[utoipa::path(post, path = "/projects/{projectId}/cases/{caseId}/tasks", tag = "cases",
     params(("projectId" = String, Path), ("caseId" = String, Path)), request_body = Object,
@@ -1094,16 +1188,7 @@ async fn create_task(
     Body(body): Body<Json>,
 ) -> ApiResult<axum::Json<Json>> {
     let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
-    let c = match project_case(&app, &pid, &case, &p.owner_id).await {
-        Ok(c) => c,
-        Err(_) => app
-            .db
-            .list_cases(&p.owner_id)
-            .await?
-            .into_iter()
-            .find(|c| c.name == case && c.project_id == pid)
-            .ok_or_else(|| ApiError::not_found(format!("case {case}")))?,
-    };
+    let c = project_case(&app, &pid, &case, &p.owner_id).await?;
     let t = app
         .tasks
         .create(&c, &inputs_of(&body)?, &caller.username, None)
@@ -1143,4 +1228,20 @@ async fn review_task(
         .await?;
     let t = project_task(&app, &pid, &id, &p.owner_id).await?;
     Ok(axum::Json(app.tasks.view(&t, base(&app)).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_url;
+
+    #[test]
+    fn endpoint_urls_are_https_unless_the_deployment_allows_http() {
+        assert!(check_url("https://hooks.example/cb", false).is_ok());
+        assert!(check_url("http://hooks.example/cb", false).is_err());
+        assert!(check_url("http://127.0.0.1:9/cb", true).is_ok());
+        assert!(check_url("ftp://hooks.example/cb", true).is_err());
+        assert!(check_url("https://", false).is_err());
+        let long = format!("https://hooks.example/{}", "a".repeat(2048));
+        assert!(check_url(&long, false).is_err());
+    }
 }

@@ -217,6 +217,17 @@ pub struct CallbackConfig {
     pub per_endpoint: usize,
     /// How often due messages are looked for (they are also woken by new events).
     pub poll: Duration,
+    /// Longest wait a `Retry-After` on a 429, 502 or 504 may ask for (24 h): it replaces
+    /// the schedule's next wait when it is longer. A receiver can only slow its own
+    /// messages down, never make another endpoint's wait.
+    pub max_retry_after: Duration,
+    /// Messages in a row that fail through the whole schedule before the endpoint is
+    /// disabled (3). The first such message marks it `failing` (shown on the endpoint, and
+    /// logged at warn with the workspace); a delivery clears both.
+    pub disable_after_exhausted: i64,
+    /// Whether `http:` endpoint URLs are accepted (false: HTTPS only). `--allow-private-egress`
+    /// turns it on with the private addresses, for local set-ups and tests.
+    pub allow_http: bool,
 }
 
 impl Default for CallbackConfig {
@@ -241,18 +252,39 @@ impl Default for CallbackConfig {
             timeout: Duration::from_secs(15),
             per_endpoint: 2,
             poll: Duration::from_millis(500),
+            max_retry_after: Duration::from_secs(24 * 3600),
+            disable_after_exhausted: 3,
+            allow_http: false,
         }
     }
 }
 
 impl CallbackConfig {
-    /// The schedule divided by `scale` (tests: 1000 turns 5 s into 5 ms).
+    /// The schedule divided by `scale` (tests: 1000 turns 5 s into 5 ms); `Retry-After`'s
+    /// ceiling too.
     pub fn scaled(mut self, scale: u32) -> Self {
         let scale = scale.max(1);
         for d in &mut self.schedule {
             *d /= scale;
         }
+        self.max_retry_after /= scale;
         self
+    }
+
+    /// The wait before the next attempt after failed attempt number `attempt` (1-based),
+    /// given the answer's status and `Retry-After` seconds; None when the schedule is over.
+    pub fn next_wait(
+        &self,
+        attempt: i64,
+        status: Option<u16>,
+        retry_after: Option<u64>,
+    ) -> Option<Duration> {
+        let wait = *self.schedule.get(usize::try_from(attempt - 1).ok()?)?;
+        let asked = match (status, retry_after) {
+            (Some(429 | 502 | 504), Some(s)) => Duration::from_secs(s).min(self.max_retry_after),
+            _ => Duration::ZERO,
+        };
+        Some(wait.max(asked))
     }
 }
 
@@ -404,9 +436,9 @@ impl Callbacks {
                 4096,
             )
             .await;
-        let (status, error) = match &r {
-            Ok(a) => (Some(a.status), None),
-            Err(e) => (None, Some(e.to_string())),
+        let (status, error, retry_after) = match &r {
+            Ok(a) => (Some(a.status), None, a.retry_after),
+            Err(e) => (None, Some(e.to_string()), None),
         };
         let attempt = m.attempts + 1;
         let a = WebhookAttemptRow {
@@ -418,7 +450,10 @@ impl Callbacks {
             duration_ms: started.elapsed().as_millis() as i64,
         };
         match outcome(status) {
-            Outcome::Delivered => self.db.record_webhook_attempt(&a, "delivered", 0).await,
+            Outcome::Delivered => {
+                self.db.record_webhook_attempt(&a, "delivered", 0).await?;
+                self.db.endpoint_delivered(&ep.id).await
+            }
             Outcome::Gone => {
                 self.db.record_webhook_attempt(&a, "failed", 0).await?;
                 tracing::warn!(endpoint = %ep.id, "callback endpoint answered 410 Gone: disabled");
@@ -426,13 +461,26 @@ impl Callbacks {
                     .set_endpoint_enabled(&ep.id, Some("the endpoint answered 410 Gone"))
                     .await
             }
-            Outcome::Retry => match self.cfg.schedule.get(attempt as usize - 1) {
+            Outcome::Retry => match self.cfg.next_wait(attempt, status, retry_after) {
                 Some(wait) => {
                     let jitter = 0.9 + 0.2 * (rand::random::<f64>());
                     let next = now_ms() + (wait.as_millis() as f64 * jitter) as i64;
                     self.db.record_webhook_attempt(&a, "pending", next).await
                 }
-                None => self.db.record_webhook_attempt(&a, "failed", 0).await,
+                None => {
+                    self.db.record_webhook_attempt(&a, "failed", 0).await?;
+                    let disabled = self
+                        .db
+                        .endpoint_exhausted(&ep.id, now, self.cfg.disable_after_exhausted)
+                        .await?;
+                    tracing::warn!(
+                        endpoint = %ep.id,
+                        tenant = %ep.workspace_id,
+                        disabled,
+                        "a callback failed through its whole retry schedule: the endpoint is failing"
+                    );
+                    Ok(())
+                }
             },
         }
     }
@@ -463,6 +511,52 @@ pub const EVENT_TYPES: [&str; 5] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// §8.4: a 429, 502 or 504 with `Retry-After` waits at least that long (up to the
+    /// ceiling); other answers and a shorter `Retry-After` keep the schedule; the schedule's
+    /// end is the end.
+    #[test]
+    fn retry_after_lengthens_the_schedule_only_when_asked_to_slow_down() {
+        let c = CallbackConfig::default();
+        let s = Duration::from_secs;
+        assert_eq!(c.next_wait(1, Some(500), None), Some(s(5)));
+        assert_eq!(c.next_wait(1, Some(429), Some(120)), Some(s(120)));
+        assert_eq!(
+            c.next_wait(1, Some(502), Some(2)),
+            Some(s(5)),
+            "never shorter"
+        );
+        assert_eq!(
+            c.next_wait(1, Some(500), Some(120)),
+            Some(s(5)),
+            "only 429/502/504"
+        );
+        assert_eq!(
+            c.next_wait(2, Some(504), Some(10_000_000)),
+            Some(s(24 * 3600)),
+            "capped"
+        );
+        assert_eq!(
+            c.next_wait(1, None, None),
+            Some(s(5)),
+            "a time-out is a failure"
+        );
+        assert_eq!(c.next_wait(9, Some(500), None), Some(s(24 * 3600)));
+        assert_eq!(
+            c.next_wait(10, Some(500), None),
+            None,
+            "ten attempts in all"
+        );
+        assert_eq!(crate::egress::retry_after_secs(" 30 "), Some(30));
+        assert_eq!(
+            crate::egress::retry_after_secs("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(0)
+        );
+        let later = httpdate::fmt_http_date(std::time::SystemTime::now() + s(600));
+        let got = crate::egress::retry_after_secs(&later).unwrap();
+        assert!((598..=600).contains(&got), "{got}");
+        assert_eq!(crate::egress::retry_after_secs("soon"), None);
+    }
 
     /// The test vector of reference §8.2 (from the Standard Webhooks reference library).
     #[test]
@@ -541,6 +635,8 @@ mod tests {
             previous_until: None,
             created_by: "u".into(),
             created_at: 0,
+            exhausted: 0,
+            failing_since: None,
         };
         assert_eq!(k.endpoint_secrets(&ep, 10).len(), 1);
         ep.generation = 2;

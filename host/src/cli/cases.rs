@@ -6,10 +6,30 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Map, Value as Json, json};
 use std::path::Path;
 
-/// `case create --env <env> -f case.yml` (creates or replaces by name) and `case list`.
-pub fn case_cmd(ctx: &Ctx, dir: &Path, action: &str, env: &str, file: Option<&Path>) -> Result<()> {
+/// `case create --env <env> -f case.yml` (creates or replaces by name), `case list`,
+/// `case get <case>` and `case delete <case>` (by name or id).
+pub fn case_cmd(
+    ctx: &Ctx,
+    dir: &Path,
+    action: &str,
+    name: Option<&str>,
+    env: &str,
+    file: Option<&Path>,
+) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
+    let named =
+        || name.ok_or_else(|| anyhow!("the Case is required: `botbox case {action} <name>`"));
     match action {
+        "get" => {
+            let out = ctx.call("GET", &format!("/projects/{pid}/cases/{}", named()?), None)?;
+            let text = serde_yaml::to_string(&out).unwrap_or_default();
+            ctx.out(text.trim_end().to_owned(), out);
+        }
+        "delete" => {
+            let n = named()?;
+            ctx.call("DELETE", &format!("/projects/{pid}/cases/{n}"), None)?;
+            ctx.out(format!("Case {n} deleted."), json!({"deleted": n}));
+        }
         "create" => {
             let file = file.ok_or_else(|| anyhow!("the Case file is required: -f case.yml"))?;
             let mut doc = read_case(file)?;
@@ -57,7 +77,7 @@ pub fn case_cmd(ctx: &Ctx, dir: &Path, action: &str, env: &str, file: Option<&Pa
             );
         }
         other => bail!(
-            "unknown action {other:?}: use `case create --env <env> -f case.yml` or `case list`"
+            "unknown action {other:?}: use `case create --env <env> -f case.yml`, `case list`, `case get <case>` or `case delete <case>`"
         ),
     }
     Ok(())
@@ -103,22 +123,75 @@ pub fn parse_inputs(pairs: &[String]) -> Result<Map<String, Json>> {
     Ok(out)
 }
 
-/// `task create <case> --input k=v …`, `task get <id>`, and `task review <id> approve|reject|changes`.
+/// What `botbox task` was asked: the Case's inputs for `create`, the decision for `review`.
+pub struct TaskArgs<'a> {
+    pub inputs: &'a [String],
+    pub outputs: &'a [String],
+    pub decision: Option<&'a str>,
+    pub comment: Option<&'a str>,
+}
+
+/// `task create <case> --input k=v …`, `task list <case>`, `task get <id>`,
+/// `task outputs <id>` and `task review <id> --decision approve|reject|changes
+/// [--comment …] [--output k=v …]`.
 pub fn task_cmd(
     ctx: &Ctx,
     dir: &Path,
     action: &str,
     target: Option<&str>,
-    inputs: &[String],
-    decision: Option<&str>,
-    comment: Option<&str>,
+    a: &TaskArgs,
 ) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
     let target = target.ok_or_else(|| match action {
-        "create" => anyhow!("the Case is required: `botbox task create <case> --input k=v`"),
+        "create" | "list" => anyhow!("the Case is required: `botbox task {action} <case>`"),
         _ => anyhow!("the task id is required: `botbox task {action} <id>`"),
     })?;
+    let (inputs, decision, comment) = (a.inputs, a.decision, a.comment);
     let out = match action {
+        "list" => {
+            let out = ctx.call(
+                "GET",
+                &format!("/projects/{pid}/cases/{target}/tasks"),
+                None,
+            )?;
+            let lines: Vec<String> = out["data"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    format!(
+                        "{}  {}",
+                        t["id"].as_str().unwrap_or(""),
+                        t["status"].as_str().unwrap_or("")
+                    )
+                })
+                .collect();
+            let text = if lines.is_empty() {
+                "No tasks.".into()
+            } else {
+                lines.join("\n")
+            };
+            ctx.out(text, out);
+            return Ok(());
+        }
+        "outputs" => {
+            let out = ctx.call(
+                "GET",
+                &format!("/projects/{pid}/tasks/{target}/outputs"),
+                None,
+            )?;
+            let mut text = serde_json::to_string_pretty(&out["outputs"]).unwrap_or_default();
+            for art in out["artifacts"].as_array().into_iter().flatten() {
+                text.push_str(&format!(
+                    "\nartifact {} ({}): {}",
+                    art["name"].as_str().unwrap_or(""),
+                    art["mediaType"].as_str().unwrap_or(""),
+                    art["url"].as_str().unwrap_or("")
+                ));
+            }
+            ctx.out(text, out);
+            return Ok(());
+        }
         "create" => {
             let body = json!({"inputs": parse_inputs(inputs)?});
             ctx.call(
@@ -135,13 +208,19 @@ pub fn task_cmd(
             if let Some(c) = comment {
                 body["comment"] = json!(c);
             }
+            if !a.outputs.is_empty() {
+                // Edited outputs (approve): merged over the bot's, checked by the server.
+                body["outputs"] = Json::Object(parse_inputs(a.outputs)?);
+            }
             ctx.call(
                 "POST",
                 &format!("/projects/{pid}/tasks/{target}/review"),
                 Some(&body),
             )?
         }
-        other => bail!("unknown action {other:?}: use `task create`, `task get` or `task review`"),
+        other => bail!(
+            "unknown action {other:?}: use `task create`, `task list`, `task get`, `task outputs` or `task review`"
+        ),
     };
     ctx.out(task_line(&out), out);
     Ok(())

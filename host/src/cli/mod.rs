@@ -152,6 +152,8 @@ impl Ctx {
             let status = r.status();
             let text = r.text().await?;
             match status.as_u16() {
+                // 204 No Content (a delete) has no body: null.
+                200..=299 if text.trim().is_empty() => Ok(Json::Null),
                 200..=299 => serde_json::from_str(&text).with_context(|| format!("{method} {path}: not JSON")),
                 401 if path == "/login" => bail!("{text}"),
                 401 => bail!("not logged in, or the session expired: run `botbox login` ({text})"),

@@ -83,9 +83,13 @@ pub struct EndpointRow {
     pub previous_until: Option<i64>,
     pub created_by: String,
     pub created_at: i64,
+    /// Messages in a row that failed through the whole retry schedule.
+    pub exhausted: i64,
+    /// When the first of them failed (None: the endpoint is not failing).
+    pub failing_since: Option<i64>,
 }
 
-const ENDPOINT_COLS: &str = "id, workspace_id, url, event_types, enabled, disabled_reason, generation, previous_until, created_by, created_at";
+const ENDPOINT_COLS: &str = "id, workspace_id, url, event_types, enabled, disabled_reason, generation, previous_until, created_by, created_at, exhausted, failing_since";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct WebhookMessageRow {
@@ -555,7 +559,7 @@ impl Db {
     pub async fn insert_endpoint(&self, e: &EndpointRow) -> DbResult<()> {
         let _turn = self.write_turn().await;
         sqlx::query(&format!(
-            "INSERT INTO webhook_endpoints ({ENDPOINT_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            "INSERT INTO webhook_endpoints ({ENDPOINT_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, NULL)"
         ))
         .bind(&e.id)
         .bind(&e.workspace_id)
@@ -639,8 +643,9 @@ impl Db {
     pub async fn set_endpoint_enabled(&self, id: &str, reason: Option<&str>) -> DbResult<()> {
         let _turn = self.write_turn().await;
         let mut tx = self.pool.begin().await?;
+        // Turning it on again starts a clean count.
         sqlx::query(
-            "UPDATE webhook_endpoints SET enabled = $1, disabled_reason = $2 WHERE id = $3",
+            "UPDATE webhook_endpoints SET enabled = $1, disabled_reason = $2, exhausted = CASE WHEN $1 = 1 THEN 0 ELSE exhausted END, failing_since = CASE WHEN $1 = 1 THEN NULL ELSE failing_since END WHERE id = $3",
         )
         .bind(i64::from(reason.is_none()))
         .bind(reason)
@@ -657,6 +662,64 @@ impl Db {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// A message was delivered: the endpoint is not failing any more.
+    pub async fn endpoint_delivered(&self, id: &str) -> DbResult<()> {
+        // Read first: the common case (not failing) writes nothing.
+        let failing: Option<(i64,)> = sqlx::query_as(
+            "SELECT exhausted FROM webhook_endpoints WHERE id = $1 AND (exhausted > 0 OR failing_since IS NOT NULL)",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        if failing.is_some() {
+            let _turn = self.write_turn().await;
+            sqlx::query(
+                "UPDATE webhook_endpoints SET exhausted = 0, failing_since = NULL WHERE id = $1",
+            )
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// A message failed through the whole schedule: the endpoint is failing (since `now`
+    /// if it was not), and after `disable_after` such messages in a row it is disabled.
+    /// True when this disabled it.
+    pub async fn endpoint_exhausted(
+        &self,
+        id: &str,
+        now: i64,
+        disable_after: i64,
+    ) -> DbResult<bool> {
+        {
+            let _turn = self.write_turn().await;
+            sqlx::query(
+                "UPDATE webhook_endpoints SET exhausted = exhausted + 1, failing_since = COALESCE(failing_since, $1) WHERE id = $2",
+            )
+            .bind(now)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        }
+        let n: Option<(i64, i64)> =
+            sqlx::query_as("SELECT exhausted, enabled FROM webhook_endpoints WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        match n {
+            Some((n, 1)) if n >= disable_after => {
+                self.set_endpoint_enabled(
+                    id,
+                    Some(&format!("{n} messages in a row failed through every retry")),
+                )
+                .await?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Messages due for an attempt (oldest first).

@@ -177,8 +177,25 @@ pub struct Outbound<'a> {
 pub struct Answer {
     pub status: u16,
     pub body: Vec<u8>,
+    /// `Retry-After` in seconds, when the answer has one (delta-seconds or an HTTP date).
+    pub retry_after: Option<u64>,
     /// The URL as it may be logged ([`redact::url`]).
     pub url: String,
+}
+
+/// `Retry-After` (RFC 9110 §10.2.3) in seconds from now: delta-seconds, or an HTTP date
+/// (a date in the past is 0).
+pub fn retry_after_secs(v: &str) -> Option<u64> {
+    let v = v.trim();
+    if let Ok(s) = v.parse::<u64>() {
+        return Some(s);
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(
+        at.duration_since(std::time::SystemTime::now())
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    )
 }
 
 /// A refusal inside reqwest (from the resolver or the redirect policy), found again in the
@@ -395,6 +412,11 @@ impl Egress {
         let work = async {
             let mut resp = rb.send().await.map_err(|e| failure(&shown, e))?;
             let status = resp.status().as_u16();
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(retry_after_secs);
             let mut body = Vec::new();
             if body_cap > 0 {
                 while let Some(chunk) = resp.chunk().await.map_err(|e| failure(&shown, e))? {
@@ -410,6 +432,7 @@ impl Egress {
             Ok(Answer {
                 status,
                 body,
+                retry_after,
                 url: shown.clone(),
             })
         };
