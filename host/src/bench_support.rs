@@ -98,6 +98,20 @@ impl Api {
         Ok(v)
     }
 
+    /// GETs `path`; the answer's JSON, or an error naming the path and status.
+    #[allow(dead_code)] // not every bench reads back
+    pub async fn get(&self, path: &str, token: Option<&str>) -> anyhow::Result<Value> {
+        let mut rb = self.http.get(format!("{}{path}", self.base));
+        if let Some(t) = token {
+            rb = rb.bearer_auth(t);
+        }
+        let r = rb.send().await?;
+        let status = r.status();
+        let v: Value = r.json().await?;
+        anyhow::ensure!(status.is_success(), "{path}: {status} {v}");
+        Ok(v)
+    }
+
     /// Logs in; the token.
     pub async fn login(&self, username: &str, password: &str) -> anyhow::Result<String> {
         let t = self

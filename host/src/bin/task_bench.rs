@@ -8,8 +8,10 @@
 //!
 //! Prints tasks per second through create → done (the first creation to the last
 //! `task.completed` callback) and the time from each creation request to its
-//! `task.completed` callback at the receiver (p50/p99). Every callback's outputs are
-//! checked. Options (environment): TASK_COUNT (default 2000), TASK_CLIENTS (16).
+//! `task.completed` callback at the receiver (p50/p99). Every task's outputs are read back
+//! and checked after the clock stops. Then TASK_SERIAL tasks one at a time (each created when
+//! the last one's callback arrived): the latency of a task alone. Options (environment):
+//! TASK_COUNT (default 2000), TASK_CLIENTS (16), TASK_SERIAL (200).
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -46,7 +48,7 @@ fn doubler_bot() -> Value {
 /// The callback receiver: when each task's `task.completed` arrived, and its outputs.
 #[derive(Clone, Default)]
 struct Receiver {
-    done: Arc<Mutex<HashMap<String, (Instant, Value)>>>,
+    done: Arc<Mutex<HashMap<String, Instant>>>,
     notify: Arc<tokio::sync::Notify>,
 }
 
@@ -62,11 +64,7 @@ impl Receiver {
                 let v: Value = serde_json::from_slice(&body).unwrap_or_default();
                 if v["type"] == "task.completed" {
                     let id = s(&v["data"]["taskId"]);
-                    me.done
-                        .lock()
-                        .unwrap()
-                        .entry(id)
-                        .or_insert((at, v["data"]["outputs"].clone()));
+                    me.done.lock().unwrap().entry(id).or_insert(at);
                     me.notify.notify_waiters();
                 }
                 "ok"
@@ -221,12 +219,22 @@ async fn main() -> anyhow::Result<()> {
     let created = created.lock().unwrap().clone();
     let mut lat = Vec::new();
     let mut last = start;
-    for (id, (at, n)) in &created {
-        if let Some((cb, outputs)) = done.get(id) {
-            anyhow::ensure!(outputs["n"] == json!(n * 2), "task {id}: outputs {outputs}");
+    for (id, (at, _)) in &created {
+        if let Some(cb) = done.get(id) {
             lat.push(cb.duration_since(*at).as_secs_f64() * 1000.0);
             last = last.max(*cb);
         }
+    }
+    // Every task's outputs, read back after the clock stopped (callbacks are thin: ids and
+    // status).
+    for (id, (_, n)) in &created {
+        let out = api
+            .get(&format!("/v1/tasks/{id}/outputs"), Some(&key))
+            .await?;
+        anyhow::ensure!(
+            out["outputs"]["n"] == json!(n * 2),
+            "task {id}: outputs {out}"
+        );
     }
     lat.sort_by(f64::total_cmp);
     let total_s = last.duration_since(start).as_secs_f64();
@@ -262,6 +270,34 @@ async fn main() -> anyhow::Result<()> {
         all,
         "{} of {count} tasks did not complete",
         count - lat.len()
+    );
+
+    // One task at a time: the latency of a task alone, without the queue of the burst.
+    let serial = env_num("TASK_SERIAL", 200);
+    let mut alone = Vec::new();
+    for i in 0..serial {
+        let before = rx.done.lock().unwrap().len();
+        let at = Instant::now();
+        let t = api
+            .post(
+                &format!("/v1/cases/{case}/tasks"),
+                Some(&key),
+                json!({"inputs": {"n": i}}),
+            )
+            .await?;
+        anyhow::ensure!(
+            rx.wait(before + 1, Duration::from_secs(60)).await,
+            "task {} did not complete",
+            s(&t["id"])
+        );
+        let cb = rx.done.lock().unwrap()[&s(&t["id"])];
+        alone.push(cb.duration_since(at).as_secs_f64() * 1000.0);
+    }
+    alone.sort_by(f64::total_cmp);
+    println!(
+        "  one task at a time ({serial}): creation → task.completed p50 {:.1} ms, p99 {:.1} ms",
+        pct(&alone, 0.5),
+        pct(&alone, 0.99)
     );
     Ok(())
 }

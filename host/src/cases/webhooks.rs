@@ -376,34 +376,32 @@ impl Callbacks {
                     tracing::warn!(message = %m.id, error = %e, "callback attempt");
                 }
                 drop(permit);
+                // The endpoint's lane is free again: its next due message goes now, not at
+                // the next poll (a busy endpoint would otherwise get 2 messages a poll).
+                me.wake();
             });
         }
         Ok(())
     }
 
     async fn attempt(&self, m: &WebhookMessageRow) -> crate::db::DbResult<()> {
+        // A message that will not be sent: its last attempt says why.
+        let not_sent = |why: &str| WebhookAttemptRow {
+            message_id: m.id.clone(),
+            attempt: m.attempts + 1,
+            at: now_ms(),
+            status_code: None,
+            error: Some(why.into()),
+            duration_ms: 0,
+        };
         let Some(ep) = self.db.endpoint(&m.endpoint_id).await? else {
-            let a = WebhookAttemptRow {
-                message_id: m.id.clone(),
-                attempt: m.attempts + 1,
-                at: now_ms(),
-                status_code: None,
-                error: Some("the endpoint was deleted".into()),
-                duration_ms: 0,
-            };
+            let a = not_sent("the endpoint was deleted");
             return self.db.record_webhook_attempt(&a, "failed", 0).await;
         };
         if ep.enabled == 0 {
             // Disabled while this message waited (a 410 on another attempt in flight, or
             // its owner): nothing is sent to it any more.
-            let a = WebhookAttemptRow {
-                message_id: m.id.clone(),
-                attempt: m.attempts + 1,
-                at: now_ms(),
-                status_code: None,
-                error: Some("the endpoint is disabled".into()),
-                duration_ms: 0,
-            };
+            let a = not_sent("the endpoint is disabled");
             return self.db.record_webhook_attempt(&a, "failed", 0).await;
         }
         let now = now_ms();

@@ -160,6 +160,85 @@ pub struct NewArtifact {
 
 type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
 
+/// A row kept per workspace (Cases, tasks, callback endpoints, inbound hooks): its table
+/// and columns, so that the look-ups every id-taking route makes are one piece of code,
+/// each keyed by the workspace as well as the id.
+trait WorkspaceRow: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin {
+    const TABLE: &'static str;
+    const COLS: &'static str;
+}
+
+impl WorkspaceRow for CaseRow {
+    const TABLE: &'static str = "cases";
+    const COLS: &'static str = CASE_COLS;
+}
+impl WorkspaceRow for TaskRow {
+    const TABLE: &'static str = "tasks";
+    const COLS: &'static str = TASK_COLS;
+}
+impl WorkspaceRow for EndpointRow {
+    const TABLE: &'static str = "webhook_endpoints";
+    const COLS: &'static str = ENDPOINT_COLS;
+}
+impl WorkspaceRow for HookRow {
+    const TABLE: &'static str = "inbound_hooks";
+    const COLS: &'static str = HOOK_COLS;
+}
+
+impl Db {
+    /// Row `id` of `workspace` (None: there is none, or it is another workspace's).
+    async fn row_in<T: WorkspaceRow>(&self, workspace: &str, id: &str) -> DbResult<Option<T>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {} FROM {} WHERE id = $1 AND workspace_id = $2",
+            T::COLS,
+            T::TABLE
+        ))
+        .bind(id)
+        .bind(workspace)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// Row `id` whatever its workspace: for the server's own workers and for routes whose
+    /// credential is a signature over the id.
+    async fn row_by_id<T: WorkspaceRow>(&self, id: &str) -> DbResult<Option<T>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {} FROM {} WHERE id = $1",
+            T::COLS,
+            T::TABLE
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// The workspace's rows, oldest first, `limit` at most.
+    async fn rows_in<T: WorkspaceRow>(&self, workspace: &str, limit: i64) -> DbResult<Vec<T>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {} FROM {} WHERE workspace_id = $1 ORDER BY created_at, id LIMIT {limit}",
+            T::COLS,
+            T::TABLE
+        ))
+        .bind(workspace)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Deletes row `id` of `workspace`; false when there is none.
+    async fn delete_in<T: WorkspaceRow>(&self, workspace: &str, id: &str) -> DbResult<bool> {
+        let _turn = self.write_turn().await;
+        let r = sqlx::query(&format!(
+            "DELETE FROM {} WHERE id = $1 AND workspace_id = $2",
+            T::TABLE
+        ))
+        .bind(id)
+        .bind(workspace)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() > 0)
+    }
+}
+
 impl Db {
     // ---- Cases
 
@@ -204,44 +283,22 @@ impl Db {
 
     /// A Case of `workspace` (`None` for another workspace's).
     pub async fn case_in(&self, workspace: &str, id: &str) -> DbResult<Option<CaseRow>> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {CASE_COLS} FROM cases WHERE id = $1 AND workspace_id = $2"
-        ))
-        .bind(id)
-        .bind(workspace)
-        .fetch_optional(&self.pool)
-        .await?)
+        self.row_in(workspace, id).await
     }
 
     /// A Case by id alone: for the worker, which holds a task of it.
     pub async fn case_by_id(&self, id: &str) -> DbResult<Option<CaseRow>> {
-        Ok(
-            sqlx::query_as(&format!("SELECT {CASE_COLS} FROM cases WHERE id = $1"))
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        self.row_by_id(id).await
     }
 
     pub async fn list_cases(&self, workspace: &str) -> DbResult<Vec<CaseRow>> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {CASE_COLS} FROM cases WHERE workspace_id = $1 ORDER BY created_at, id LIMIT 1000"
-        ))
-        .bind(workspace)
-        .fetch_all(&self.pool)
-        .await?)
+        self.rows_in(workspace, 1000).await
     }
 
     /// Deletes a Case of `workspace`; its tasks stay readable (their Case is gone, so no new
     /// task can be created). False when there is no such Case.
     pub async fn delete_case(&self, workspace: &str, id: &str) -> DbResult<bool> {
-        let _turn = self.write_turn().await;
-        let r = sqlx::query("DELETE FROM cases WHERE id = $1 AND workspace_id = $2")
-            .bind(id)
-            .bind(workspace)
-            .execute(&self.pool)
-            .await?;
-        Ok(r.rows_affected() > 0)
+        self.delete_in::<CaseRow>(workspace, id).await
     }
 
     // ---- Tasks
@@ -321,13 +378,7 @@ impl Db {
 
     /// A task of `workspace` (`None` for another workspace's).
     pub async fn task_in(&self, workspace: &str, id: &str) -> DbResult<Option<TaskRow>> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {TASK_COLS} FROM tasks WHERE id = $1 AND workspace_id = $2"
-        ))
-        .bind(id)
-        .bind(workspace)
-        .fetch_optional(&self.pool)
-        .await?)
+        self.row_in(workspace, id).await
     }
 
     pub async fn list_tasks(&self, workspace: &str, case_id: &str) -> DbResult<Vec<TaskRow>> {
@@ -578,41 +629,19 @@ impl Db {
     }
 
     pub async fn endpoint_in(&self, workspace: &str, id: &str) -> DbResult<Option<EndpointRow>> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {ENDPOINT_COLS} FROM webhook_endpoints WHERE id = $1 AND workspace_id = $2"
-        ))
-        .bind(id)
-        .bind(workspace)
-        .fetch_optional(&self.pool)
-        .await?)
+        self.row_in(workspace, id).await
     }
 
     pub async fn endpoint(&self, id: &str) -> DbResult<Option<EndpointRow>> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {ENDPOINT_COLS} FROM webhook_endpoints WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?)
+        self.row_by_id(id).await
     }
 
     pub async fn list_endpoints(&self, workspace: &str) -> DbResult<Vec<EndpointRow>> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {ENDPOINT_COLS} FROM webhook_endpoints WHERE workspace_id = $1 ORDER BY created_at, id"
-        ))
-        .bind(workspace)
-        .fetch_all(&self.pool)
-        .await?)
+        self.rows_in(workspace, 1000).await
     }
 
     pub async fn delete_endpoint(&self, workspace: &str, id: &str) -> DbResult<bool> {
-        let _turn = self.write_turn().await;
-        let r = sqlx::query("DELETE FROM webhook_endpoints WHERE id = $1 AND workspace_id = $2")
-            .bind(id)
-            .bind(workspace)
-            .execute(&self.pool)
-            .await?;
-        Ok(r.rows_affected() > 0)
+        self.delete_in::<EndpointRow>(workspace, id).await
     }
 
     /// A new signing generation; the previous one stays valid until `previous_until`.
@@ -832,41 +861,19 @@ impl Db {
     /// A hook by id alone: the caller of `POST /v1/hooks/{id}` is authenticated by the
     /// signature made with this hook's secret.
     pub async fn hook(&self, id: &str) -> DbResult<Option<HookRow>> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {HOOK_COLS} FROM inbound_hooks WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?)
+        self.row_by_id(id).await
     }
 
     pub async fn hook_in(&self, workspace: &str, id: &str) -> DbResult<Option<HookRow>> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {HOOK_COLS} FROM inbound_hooks WHERE id = $1 AND workspace_id = $2"
-        ))
-        .bind(id)
-        .bind(workspace)
-        .fetch_optional(&self.pool)
-        .await?)
+        self.row_in(workspace, id).await
     }
 
     pub async fn list_hooks(&self, workspace: &str) -> DbResult<Vec<HookRow>> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {HOOK_COLS} FROM inbound_hooks WHERE workspace_id = $1 ORDER BY created_at, id"
-        ))
-        .bind(workspace)
-        .fetch_all(&self.pool)
-        .await?)
+        self.rows_in(workspace, 1000).await
     }
 
     pub async fn delete_hook(&self, workspace: &str, id: &str) -> DbResult<bool> {
-        let _turn = self.write_turn().await;
-        let r = sqlx::query("DELETE FROM inbound_hooks WHERE id = $1 AND workspace_id = $2")
-            .bind(id)
-            .bind(workspace)
-            .execute(&self.pool)
-            .await?;
-        Ok(r.rows_affected() > 0)
+        self.delete_in::<HookRow>(workspace, id).await
     }
 
     /// Receipts older than `before` go (the dedupe window is far longer than the 5-minute
