@@ -635,10 +635,35 @@ async fn failures_are_clear_errors(backend: Backend) {
 async fn review_survives_a_restart_and_a_killed_workers_task_is_taken_over(backend: Backend) {
     let mut w = workspace(backend).await;
     let reviewed = w.case("invoice", true).await;
-    let t = w.task(&reviewed, w.invoice()).await;
+    // Created under an Idempotency-Key: the key's answer outlives the process.
+    let (http, key, body) = (
+        reqwest::Client::new(),
+        w.key.clone(),
+        json!({"inputs": w.invoice()}),
+    );
+    let create = |base: String| {
+        http.post(format!("{base}/v1/cases/{reviewed}/tasks"))
+            .bearer_auth(&key)
+            .header("idempotency-key", "order-17")
+            .json(&body)
+            .send()
+    };
+    let first = Res::read(create(w.server.base.clone()).await.unwrap()).await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    let t = s(&first.json()["id"]);
     w.wait(&t, "review").await;
     w.server.restart().await;
     w.api = w.server.api();
+    let replay = Res::read(create(w.server.base.clone()).await.unwrap()).await;
+    assert_eq!(replay.status, 201, "{}", replay.text);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(
+        s(&replay.json()["id"]),
+        t,
+        "a retry after a restart creates no second task"
+    );
+    let list = w.get(&format!("/v1/cases/{reviewed}/tasks")).await.ok();
+    assert_eq!(list["data"].as_array().unwrap().len(), 1);
     let again = w.wait(&t, "review").await;
     assert_eq!(
         again["outputs"]["total"], 25,

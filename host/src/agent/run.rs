@@ -617,6 +617,12 @@ impl Agents {
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "pruning ended runs"),
                     }
+                    // And `/v1` idempotent answers older than their 24 h.
+                    let before = crate::db::now_ms()
+                        - crate::api::agent::IDEMPOTENCY_RETENTION.as_millis() as i64;
+                    if let Err(e) = me.db.prune_idempotent(before).await {
+                        tracing::warn!(error = %e, "pruning idempotent answers");
+                    }
                 }
             }
         });

@@ -7,13 +7,14 @@ use crate::agent::keys::{self, KeyKind};
 use crate::agent::problem::{REQUEST, RequestInfo};
 use crate::agent::run::{NewRun, RunHandle, RunTarget};
 use crate::agent::{self as agent_mod, Problem, V1Result, stream};
-use crate::db::{AgentRunRow, ApiKeyRow, now_ms};
+use crate::db::{AgentRunRow, ApiKeyRow, IdemStart, now_ms};
 use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
 use runtime_core::session::Message;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
@@ -70,8 +71,6 @@ pub struct V1Limits {
     bad_keys: RateLimiter,
     /// Verified inbound hook calls per hook (the `chat` quota: each creates a task).
     hooks: RateLimiter,
-    /// Stored answers by (key, method, path, Idempotency-Key), kept 24 h.
-    idempotency: moka::sync::Cache<String, Arc<Idem>>,
 }
 
 impl Default for V1Limits {
@@ -81,24 +80,8 @@ impl Default for V1Limits {
             read: RateLimiter::new(60),
             bad_keys: RateLimiter::new(60),
             hooks: RateLimiter::new(60),
-            idempotency: moka::sync::Cache::builder()
-                .max_capacity(100_000)
-                .time_to_live(Duration::from_secs(24 * 3600))
-                .build(),
         }
     }
-}
-
-pub enum Idem {
-    InProgress {
-        fingerprint: String,
-    },
-    Done {
-        fingerprint: String,
-        status: StatusCode,
-        headers: HeaderMap,
-        body: Bytes,
-    },
 }
 
 impl V1Limits {
@@ -237,9 +220,11 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
     with_limits(res)
 }
 
-/// A POST under an `Idempotency-Key` (reference §11): the first answer is stored (24 h) and
-/// replayed for the same body; another body → 422; while the first runs → 409. A streamed
-/// answer (`Accept: text/event-stream`) is not stored: its replay is `GET …/stream`.
+/// A POST under an `Idempotency-Key` (reference §11): the first answer is stored (24 h, in
+/// the database, so every replica and a restarted server know it) and replayed for the same
+/// body; another body → 422; while the first runs → 409. A streamed answer
+/// (`Accept: text/event-stream`) and a 5xx are not stored: the stream's replay is
+/// `GET …/stream`, and a server error may be retried with the same key.
 async fn idempotent(app: &App, ctx: &KeyCtx, key: String, req: Request, next: Next) -> Response {
     if key.is_empty() || key.len() > 255 {
         return Problem::invalid("Idempotency-Key must be 1 to 255 characters.").into_response();
@@ -250,90 +235,127 @@ async fn idempotent(app: &App, ctx: &KeyCtx, key: String, req: Request, next: Ne
         Err(_) => return too_large().into_response(),
     };
     let fingerprint = hex::encode(Sha256::digest(&bytes));
-    let cache_key = format!("{} {} {} {key}", ctx.key.id, parts.method, parts.uri.path());
-    let cache = &app.v1.idempotency;
-    let entry = cache.entry(cache_key.clone()).or_insert_with(|| {
-        Arc::new(Idem::InProgress {
-            fingerprint: fingerprint.clone(),
-        })
-    });
-    if !entry.is_fresh() {
-        return match &**entry.value() {
-            Idem::Done { fingerprint: f, .. } | Idem::InProgress { fingerprint: f }
-                if *f != fingerprint =>
-            {
-                Problem::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "idempotency-key-reused",
-                    "Idempotency key reused",
-                    "This Idempotency-Key was used with another request body.",
-                )
-                .into_response()
-            }
-            Idem::InProgress { .. } => Problem::conflict(
-                "idempotency-in-progress",
-                "Request in progress",
-                "The first request with this Idempotency-Key is still being processed.",
-            )
-            .into_response(),
-            Idem::Done {
-                status,
-                headers,
-                body,
-                ..
-            } => {
-                let mut r = (*status, body.clone()).into_response();
-                *r.headers_mut() = headers.clone();
-                r.headers_mut()
-                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
-                r
-            }
-        };
+    let scope = format!("{} {} {} {key}", ctx.key.id, parts.method, parts.uri.path());
+    let now = now_ms();
+    let stale = now - IDEMPOTENCY_ABANDONED.as_millis() as i64;
+    match app
+        .db
+        .begin_idempotent(&scope, &fingerprint, now, stale)
+        .await
+    {
+        Err(e) => return Problem::internal(e).into_response(),
+        Ok(IdemStart::Seen(r)) => return replay(&r, &fingerprint),
+        Ok(IdemStart::Run) => {}
     }
     // If this request is dropped before it answers (the client went away, the handler
-    // panicked), the key is freed: a retry with it runs instead of meeting 409 for 24 h.
+    // panicked), the key is freed: a retry with it runs instead of meeting 409.
     let mut pending = PendingKey {
-        cache,
-        key: Some(cache_key.clone()),
+        db: app.db.clone(),
+        scope: Some(scope.clone()),
     };
     let res = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
-    pending.key = None;
     let streamed = res
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    if streamed {
-        cache.invalidate(&cache_key);
-        return res;
+    if streamed || res.status().is_server_error() {
+        return res; // `pending` frees the key
     }
     let (parts, body) = res.into_parts();
     let body = axum::body::to_bytes(body, V1_BODY_LIMIT)
         .await
         .unwrap_or_default();
-    cache.insert(
-        cache_key,
-        Arc::new(Idem::Done {
-            fingerprint,
-            status: parts.status,
-            headers: parts.headers.clone(),
-            body: body.clone(),
-        }),
-    );
+    let headers: Vec<(&str, &str)> = parts
+        .headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
+        .collect();
+    let stored = app
+        .db
+        .finish_idempotent(
+            &scope,
+            parts.status.as_u16(),
+            &serde_json::to_string(&headers).unwrap_or_default(),
+            &base64::engine::general_purpose::STANDARD.encode(&body),
+        )
+        .await;
+    match stored {
+        Ok(()) => pending.scope = None,
+        Err(e) => tracing::warn!(error = %e, "storing an idempotent answer; its key is freed"),
+    }
     Response::from_parts(parts, Body::from(body))
 }
 
-/// Frees an idempotency key still marked in progress when its request is dropped.
-struct PendingKey<'a> {
-    cache: &'a moka::sync::Cache<String, Arc<Idem>>,
-    key: Option<String>,
+/// A request with this key running longer than this is taken to be lost with its process
+/// (requests answer in seconds: a chat answers `queued` at once): its key is taken over.
+const IDEMPOTENCY_ABANDONED: Duration = Duration::from_secs(5 * 60);
+
+/// How long an idempotent answer is kept (reference §11: 24 h).
+pub const IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// The answer to a request whose key an earlier request took.
+fn replay(r: &crate::db::IdempotencyRow, fingerprint: &str) -> Response {
+    if r.fingerprint != fingerprint {
+        return Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency-key-reused",
+            "Idempotency key reused",
+            "This Idempotency-Key was used with another request body.",
+        )
+        .into_response();
+    }
+    let Some(status) = r.status else {
+        return Problem::conflict(
+            "idempotency-in-progress",
+            "Request in progress",
+            "The first request with this Idempotency-Key is still being processed.",
+        )
+        .into_response();
+    };
+    let body = r
+        .body
+        .as_deref()
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .unwrap_or_default();
+    let status = StatusCode::from_u16(status as u16).unwrap_or(StatusCode::OK);
+    let mut res = (status, body).into_response();
+    let pairs: Vec<(String, String)> = r
+        .headers
+        .as_deref()
+        .and_then(|h| serde_json::from_str(h).ok())
+        .unwrap_or_default();
+    let h = res.headers_mut();
+    h.clear();
+    for (k, v) in pairs {
+        if let (Ok(k), Ok(v)) = (
+            axum::http::HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(&v),
+        ) {
+            h.append(k, v);
+        }
+    }
+    h.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    res
 }
 
-impl Drop for PendingKey<'_> {
+/// Frees an idempotency key still marked running when its request ends without a stored
+/// answer (dropped, streamed, a server error). Drop cannot wait: the delete is spawned.
+struct PendingKey {
+    db: crate::db::Db,
+    scope: Option<String>,
+}
+
+impl Drop for PendingKey {
     fn drop(&mut self) {
-        if let Some(k) = self.key.take() {
-            self.cache.invalidate(&k);
+        if let Some(scope) = self.scope.take() {
+            let db = self.db.clone();
+            tokio::spawn(async move {
+                if let Err(e) = db.forget_idempotent(&scope).await {
+                    tracing::warn!(error = %e, "freeing an idempotency key");
+                }
+            });
         }
     }
 }

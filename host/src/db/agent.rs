@@ -527,3 +527,113 @@ impl Db {
         Ok(done.rows_affected())
     }
 }
+
+/// A stored `/v1` answer under an `Idempotency-Key` (`status` None: still running).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct IdempotencyRow {
+    pub fingerprint: String,
+    pub status: Option<i64>,
+    /// JSON array of [name, value] pairs.
+    pub headers: Option<String>,
+    /// base64.
+    pub body: Option<String>,
+    pub created_at: i64,
+}
+
+/// What [`Db::begin_idempotent`] found.
+pub enum IdemStart {
+    /// This request owns the key: run it, then [`Db::finish_idempotent`].
+    Run,
+    /// The key was taken by an earlier request.
+    Seen(IdempotencyRow),
+}
+
+impl Db {
+    /// Takes `scope` for a request with body `fingerprint`, unless an earlier request holds
+    /// it. A request still "running" since before `stale_before` (its process died) is
+    /// taken over.
+    pub async fn begin_idempotent(
+        &self,
+        scope: &str,
+        fingerprint: &str,
+        now: i64,
+        stale_before: i64,
+    ) -> DbResult<IdemStart> {
+        let _turn = self.write_turn().await;
+        let r = sqlx::query(
+            "INSERT INTO v1_idempotency (scope, fingerprint, status, headers, body, created_at) VALUES ($1, $2, NULL, NULL, NULL, $3) ON CONFLICT (scope) DO NOTHING",
+        )
+        .bind(scope)
+        .bind(fingerprint)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        if r.rows_affected() == 1 {
+            return Ok(IdemStart::Run);
+        }
+        let taken = sqlx::query(
+            "UPDATE v1_idempotency SET created_at = $1 WHERE scope = $2 AND fingerprint = $3 AND status IS NULL AND created_at < $4",
+        )
+        .bind(now)
+        .bind(scope)
+        .bind(fingerprint)
+        .bind(stale_before)
+        .execute(&self.pool)
+        .await?;
+        if taken.rows_affected() == 1 {
+            return Ok(IdemStart::Run);
+        }
+        let row: Option<IdempotencyRow> = sqlx::query_as(
+            "SELECT fingerprint, status, headers, body, created_at FROM v1_idempotency WHERE scope = $1",
+        )
+        .bind(scope)
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            Some(r) => Ok(IdemStart::Seen(r)),
+            // Freed meanwhile (its request was dropped): this one may run.
+            None => Ok(IdemStart::Run),
+        }
+    }
+
+    /// Stores the answer of the request that holds `scope`.
+    pub async fn finish_idempotent(
+        &self,
+        scope: &str,
+        status: u16,
+        headers: &str,
+        body_b64: &str,
+    ) -> DbResult<()> {
+        let _turn = self.write_turn().await;
+        sqlx::query(
+            "UPDATE v1_idempotency SET status = $1, headers = $2, body = $3 WHERE scope = $4",
+        )
+        .bind(i64::from(status))
+        .bind(headers)
+        .bind(body_b64)
+        .bind(scope)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Frees `scope` when its request ended without an answer to keep (dropped, or streamed).
+    pub async fn forget_idempotent(&self, scope: &str) -> DbResult<()> {
+        let _turn = self.write_turn().await;
+        sqlx::query("DELETE FROM v1_idempotency WHERE scope = $1 AND status IS NULL")
+            .bind(scope)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Answers older than `before` go.
+    pub async fn prune_idempotent(&self, before: i64) -> DbResult<u64> {
+        let _turn = self.write_turn().await;
+        let r = sqlx::query("DELETE FROM v1_idempotency WHERE created_at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected())
+    }
+}
