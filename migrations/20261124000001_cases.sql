@@ -80,10 +80,7 @@ CREATE TABLE webhook_endpoints (
     generation BIGINT NOT NULL,
     previous_until BIGINT,
     created_by TEXT NOT NULL,
-    created_at BIGINT NOT NULL,
-    -- Messages in a row that failed through the whole retry schedule, and since when.
-    exhausted BIGINT NOT NULL DEFAULT 0,
-    failing_since BIGINT
+    created_at BIGINT NOT NULL
 );
 CREATE INDEX webhook_endpoints_workspace ON webhook_endpoints (workspace_id);
 

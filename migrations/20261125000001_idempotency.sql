@@ -4,6 +4,8 @@
 -- `status` is NULL while the first request runs; `body` is base64.
 CREATE TABLE v1_idempotency (
     scope TEXT PRIMARY KEY,
+    -- The request that holds the key (a random token): only it stores or frees the answer.
+    owner TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
     status BIGINT,
     headers TEXT,

@@ -944,6 +944,37 @@ async fn inbound_hooks_verify_and_deduplicate(backend: Backend) {
     assert_eq!(fourth.status, 429, "{}", fourth.text);
     assert_eq!(fourth.json()["code"], "quota-exceeded");
     assert!(fourth.header("retry-after").is_some());
+    // Guessing one hook's signature is throttled per address and hook (30 refusals a
+    // minute, then 429 without a look-up); the same address keeps its other hooks and its
+    // keyed requests (a provider's shared senders, a proxy).
+    let mut throttled = false;
+    for i in 0..70 {
+        let id = format!("guess_{i}");
+        let r = Res::read(
+            post(&id, now, sign(b"guess", &id, now, body.as_bytes()))
+                .await
+                .unwrap(),
+        )
+        .await;
+        if r.status == 429 {
+            assert_eq!(r.json()["code"], "too-many-invalid-keys");
+            throttled = true;
+            break;
+        }
+        assert_eq!(r.status, 401);
+    }
+    assert!(throttled, "refused signatures are never throttled");
+    let other = s(&w
+        .post("/v1/hooks", json!({"caseId": reviewed}))
+        .await
+        .json()["url"]);
+    let r = w.api.http.post(&other).body("{}").send().await.unwrap();
+    assert_eq!(r.status(), 401, "another hook is not locked out");
+    assert_eq!(
+        w.get("/v1/hooks").await.status,
+        200,
+        "nor the address's keyed requests"
+    );
     let t = w.wait(&task, "review").await;
     assert_eq!(
         t["inputs"],

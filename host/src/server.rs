@@ -111,6 +111,11 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     // Runs that were in flight when the last process stopped end as failed before anyone
     // can read them; then the sweep repeats for other replicas' expired leases.
     app.agents.sweep(true).await?;
+    if app.db.backend == crate::db::Backend::Sqlite {
+        // One process per SQLite database: Idempotency-Keys its predecessor's requests
+        // held are free again (PostgreSQL replicas take them over after 5 minutes).
+        app.db.forget_running_idempotent().await?;
+    }
     app.agents.spawn_sweeper();
     let router = api::router(app);
     let service = tower::service_fn(move |req: axum::extract::Request| {

@@ -66,9 +66,13 @@ impl KeyCtx {
 pub struct V1Limits {
     chat: RateLimiter,
     read: RateLimiter,
-    /// Requests without a valid key, per client address ([`BAD_KEYS_PER_MINUTE`]); an
-    /// inbound hook call whose signature fails counts here too.
+    /// Requests without a valid key, per client address ([`BAD_KEYS_PER_MINUTE`]).
     bad_keys: RateLimiter,
+    /// Refused signatures on the signed routes (an inbound hook's, an artifact URL's), per
+    /// client address and hook or artifact ([`BAD_KEYS_PER_MINUTE`]): guessing one hook's
+    /// signature is throttled, while the same address (a provider's shared senders, a
+    /// proxy) keeps its other hooks and its keyed requests.
+    bad_signatures: RateLimiter,
     /// Verified inbound hook calls per hook (the `chat` quota: each creates a task).
     hooks: RateLimiter,
 }
@@ -79,6 +83,7 @@ impl Default for V1Limits {
             chat: RateLimiter::new(60),
             read: RateLimiter::new(60),
             bad_keys: RateLimiter::new(60),
+            bad_signatures: RateLimiter::new(60),
             hooks: RateLimiter::new(60),
         }
     }
@@ -139,21 +144,29 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
         .map(|c| c.0.ip().to_string())
         .unwrap_or_default();
     let now = super::unix_secs();
-    if app.v1.bad_keys.over(&client, BAD_KEYS_PER_MINUTE, now) {
-        return too_many_bad_keys(60 - now % 60);
-    }
     // The routes whose credential is a signature (an inbound hook's Standard Webhooks
-    // signature, an artifact URL's): a refused signature counts against the address, as a
-    // bad key does, so guessing signatures (or hook ids) is throttled the same way.
+    // signature, an artifact URL's): refused signatures count per address and target, so
+    // guessing one target's signature is throttled like guessing keys.
     if super::cases::is_public(req.method(), req.uri().path()) {
+        let target = format!("{client} {}", req.uri().path());
+        if app
+            .v1
+            .bad_signatures
+            .over(&target, BAD_KEYS_PER_MINUTE, now)
+        {
+            return too_many_bad_keys(60 - now % 60);
+        }
         let res = next.run(req).await;
         if matches!(
             res.status(),
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
         ) {
-            app.v1.bad_keys.hit(&client, BAD_KEYS_PER_MINUTE, now);
+            app.v1.bad_signatures.hit(&target, BAD_KEYS_PER_MINUTE, now);
         }
         return res;
+    }
+    if app.v1.bad_keys.over(&client, BAD_KEYS_PER_MINUTE, now) {
+        return too_many_bad_keys(60 - now % 60);
     }
     let presented = bearer(req.headers()).map(str::to_owned);
     let found = match presented {
@@ -225,6 +238,9 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
 /// body; another body → 422; while the first runs → 409. A streamed answer
 /// (`Accept: text/event-stream`) and a 5xx are not stored: the stream's replay is
 /// `GET …/stream`, and a server error may be retried with the same key.
+///
+/// The request runs on a task of its own: a client that goes away (its time-out) does not
+/// cut it short half-done, and its answer is stored for the retry that follows.
 async fn idempotent(app: &App, ctx: &KeyCtx, key: String, req: Request, next: Next) -> Response {
     if key.is_empty() || key.len() > 255 {
         return Problem::invalid("Idempotency-Key must be 1 to 255 characters.").into_response();
@@ -238,54 +254,68 @@ async fn idempotent(app: &App, ctx: &KeyCtx, key: String, req: Request, next: Ne
     let scope = format!("{} {} {} {key}", ctx.key.id, parts.method, parts.uri.path());
     let now = now_ms();
     let stale = now - IDEMPOTENCY_ABANDONED.as_millis() as i64;
-    match app
+    let owner = match app
         .db
         .begin_idempotent(&scope, &fingerprint, now, stale)
         .await
     {
         Err(e) => return Problem::internal(e).into_response(),
         Ok(IdemStart::Seen(r)) => return replay(&r, &fingerprint),
-        Ok(IdemStart::Run) => {}
-    }
-    // If this request is dropped before it answers (the client went away, the handler
-    // panicked), the key is freed: a retry with it runs instead of meeting 409.
-    let mut pending = PendingKey {
-        db: app.db.clone(),
-        scope: Some(scope.clone()),
+        Ok(IdemStart::Run(owner)) => owner,
     };
-    let res = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
-    let streamed = res
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    if streamed || res.status().is_server_error() {
-        return res; // `pending` frees the key
+    let (db, held) = (app.db.clone(), (scope.clone(), owner.clone()));
+    let work = tokio::spawn(async move {
+        let res = next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+        let streamed = res
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        if streamed || res.status().is_server_error() {
+            if let Err(e) = db.forget_idempotent(&scope, &owner).await {
+                tracing::warn!(error = %e, "freeing an idempotency key");
+            }
+            return res;
+        }
+        let (parts, body) = res.into_parts();
+        let body = axum::body::to_bytes(body, V1_BODY_LIMIT)
+            .await
+            .unwrap_or_default();
+        let headers: Vec<(&str, &str)> = parts
+            .headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
+            .collect();
+        let stored = db
+            .finish_idempotent(
+                &scope,
+                &owner,
+                parts.status.as_u16(),
+                &serde_json::to_string(&headers).unwrap_or_default(),
+                &base64::engine::general_purpose::STANDARD.encode(&body),
+            )
+            .await;
+        match stored {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                "an idempotent request outlived its key's hold; its answer is not stored"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "storing an idempotent answer; its key is freed");
+                let _ = db.forget_idempotent(&scope, &owner).await;
+            }
+        }
+        Response::from_parts(parts, Body::from(body))
+    });
+    match work.await {
+        Ok(res) => res,
+        // A panic in the handler: the key is freed (a retry runs), the caller gets a 500.
+        Err(e) => {
+            let _ = app.db.forget_idempotent(&held.0, &held.1).await;
+            Problem::internal(anyhow::anyhow!("the request failed: {e}")).into_response()
+        }
     }
-    let (parts, body) = res.into_parts();
-    let body = axum::body::to_bytes(body, V1_BODY_LIMIT)
-        .await
-        .unwrap_or_default();
-    let headers: Vec<(&str, &str)> = parts
-        .headers
-        .iter()
-        .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
-        .collect();
-    let stored = app
-        .db
-        .finish_idempotent(
-            &scope,
-            parts.status.as_u16(),
-            &serde_json::to_string(&headers).unwrap_or_default(),
-            &base64::engine::general_purpose::STANDARD.encode(&body),
-        )
-        .await;
-    match stored {
-        Ok(()) => pending.scope = None,
-        Err(e) => tracing::warn!(error = %e, "storing an idempotent answer; its key is freed"),
-    }
-    Response::from_parts(parts, Body::from(body))
 }
 
 /// A request with this key running longer than this is taken to be lost with its process
@@ -338,26 +368,6 @@ fn replay(r: &crate::db::IdempotencyRow, fingerprint: &str) -> Response {
     }
     h.insert("idempotent-replayed", HeaderValue::from_static("true"));
     res
-}
-
-/// Frees an idempotency key still marked running when its request ends without a stored
-/// answer (dropped, streamed, a server error). Drop cannot wait: the delete is spawned.
-struct PendingKey {
-    db: crate::db::Db,
-    scope: Option<String>,
-}
-
-impl Drop for PendingKey {
-    fn drop(&mut self) {
-        if let Some(scope) = self.scope.take() {
-            let db = self.db.clone();
-            tokio::spawn(async move {
-                if let Err(e) = db.forget_idempotent(&scope).await {
-                    tracing::warn!(error = %e, "freeing an idempotency key");
-                }
-            });
-        }
-    }
 }
 
 fn too_large() -> Problem {

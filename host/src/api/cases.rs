@@ -1118,8 +1118,9 @@ async fn get_case(
     )))
 }
 
-/// Deletes a Case of the project (by id or name). Its tasks stay readable; one not yet run
-/// fails with `case-deleted` when a worker takes it.
+/// Deletes a Case of the project (by id or name). Its tasks are no longer reached through
+/// the project (the workspace's key still reads them on `/v1`); one not yet run fails with
+/// `case-deleted` when a worker takes it.
 #[utoipa::path(delete, path = "/projects/{projectId}/cases/{caseId}", tag = "cases",
     params(("projectId" = String, Path), ("caseId" = String, Path)),
     responses((status = 204), (status = 404)))]

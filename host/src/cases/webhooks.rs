@@ -272,14 +272,20 @@ impl CallbackConfig {
     }
 
     /// The wait before the next attempt after failed attempt number `attempt` (1-based),
-    /// given the answer's status and `Retry-After` seconds; None when the schedule is over.
+    /// given the answer's status and `Retry-After` seconds, the schedule's wait scaled by
+    /// `jitter` (0.9–1.1); None when the schedule is over. A `Retry-After` is never cut
+    /// short by the jitter.
     pub fn next_wait(
         &self,
         attempt: i64,
         status: Option<u16>,
         retry_after: Option<u64>,
+        jitter: f64,
     ) -> Option<Duration> {
-        let wait = *self.schedule.get(usize::try_from(attempt - 1).ok()?)?;
+        let wait = self
+            .schedule
+            .get(usize::try_from(attempt - 1).ok()?)?
+            .mul_f64(jitter);
         let asked = match (status, retry_after) {
             (Some(429 | 502 | 504), Some(s)) => Duration::from_secs(s).min(self.max_retry_after),
             _ => Duration::ZERO,
@@ -347,7 +353,23 @@ impl Callbacks {
     }
 
     async fn round(self: &Arc<Self>) -> crate::db::DbResult<()> {
-        for m in self.db.due_webhook_messages(64).await? {
+        // Endpoints whose lanes are full are left out of the query, and each other endpoint
+        // brings at most a lane's worth: a backlog on one cannot crowd out the rest.
+        let full: Vec<String> = self
+            .lanes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, s)| s.available_permits() == 0)
+            .map(|(id, _)| id.clone())
+            .take(500)
+            .collect();
+        let per = self.cfg.per_endpoint as i64;
+        for m in self
+            .db
+            .due_webhook_messages(now_ms(), per, 64, &full)
+            .await?
+        {
             let lane = {
                 let mut lanes = self.lanes.lock().unwrap();
                 if lanes.len() > 10_000 {
@@ -459,10 +481,14 @@ impl Callbacks {
                     .set_endpoint_enabled(&ep.id, Some("the endpoint answered 410 Gone"))
                     .await
             }
-            Outcome::Retry => match self.cfg.next_wait(attempt, status, retry_after) {
+            Outcome::Retry => match self.cfg.next_wait(
+                attempt,
+                status,
+                retry_after,
+                0.9 + 0.2 * rand::random::<f64>(),
+            ) {
                 Some(wait) => {
-                    let jitter = 0.9 + 0.2 * (rand::random::<f64>());
-                    let next = now_ms() + (wait.as_millis() as f64 * jitter) as i64;
+                    let next = now_ms() + wait.as_millis() as i64;
                     self.db.record_webhook_attempt(&a, "pending", next).await
                 }
                 None => {
@@ -517,31 +543,40 @@ mod tests {
     fn retry_after_lengthens_the_schedule_only_when_asked_to_slow_down() {
         let c = CallbackConfig::default();
         let s = Duration::from_secs;
-        assert_eq!(c.next_wait(1, Some(500), None), Some(s(5)));
-        assert_eq!(c.next_wait(1, Some(429), Some(120)), Some(s(120)));
+        assert_eq!(c.next_wait(1, Some(500), None, 1.0), Some(s(5)));
+        assert_eq!(c.next_wait(1, Some(429), Some(120), 1.0), Some(s(120)));
         assert_eq!(
-            c.next_wait(1, Some(502), Some(2)),
+            c.next_wait(1, Some(429), Some(120), 0.9),
+            Some(s(120)),
+            "jitter never shortens it"
+        );
+        assert_eq!(
+            c.next_wait(1, Some(500), None, 1.1),
+            Some(s(5).mul_f64(1.1))
+        );
+        assert_eq!(
+            c.next_wait(1, Some(502), Some(2), 1.0),
             Some(s(5)),
             "never shorter"
         );
         assert_eq!(
-            c.next_wait(1, Some(500), Some(120)),
+            c.next_wait(1, Some(500), Some(120), 1.0),
             Some(s(5)),
             "only 429/502/504"
         );
         assert_eq!(
-            c.next_wait(2, Some(504), Some(10_000_000)),
+            c.next_wait(2, Some(504), Some(10_000_000), 1.0),
             Some(s(24 * 3600)),
             "capped"
         );
         assert_eq!(
-            c.next_wait(1, None, None),
+            c.next_wait(1, None, None, 1.0),
             Some(s(5)),
             "a time-out is a failure"
         );
-        assert_eq!(c.next_wait(9, Some(500), None), Some(s(24 * 3600)));
+        assert_eq!(c.next_wait(9, Some(500), None, 1.0), Some(s(24 * 3600)));
         assert_eq!(
-            c.next_wait(10, Some(500), None),
+            c.next_wait(10, Some(500), None, 1.0),
             None,
             "ten attempts in all"
         );

@@ -542,8 +542,9 @@ pub struct IdempotencyRow {
 
 /// What [`Db::begin_idempotent`] found.
 pub enum IdemStart {
-    /// This request owns the key: run it, then [`Db::finish_idempotent`].
-    Run,
+    /// This request holds the key under this owner token: run it, then
+    /// [`Db::finish_idempotent`] (or [`Db::forget_idempotent`]) with the token.
+    Run(String),
     /// The key was taken by an earlier request.
     Seen(IdempotencyRow),
 }
@@ -551,7 +552,8 @@ pub enum IdemStart {
 impl Db {
     /// Takes `scope` for a request with body `fingerprint`, unless an earlier request holds
     /// it. A request still "running" since before `stale_before` (its process died) is
-    /// taken over.
+    /// taken over. Each take writes a fresh owner token, so a slow first request that was
+    /// taken over can neither store nor free the key it lost.
     pub async fn begin_idempotent(
         &self,
         scope: &str,
@@ -559,72 +561,103 @@ impl Db {
         now: i64,
         stale_before: i64,
     ) -> DbResult<IdemStart> {
-        let _turn = self.write_turn().await;
-        let r = sqlx::query(
-            "INSERT INTO v1_idempotency (scope, fingerprint, status, headers, body, created_at) VALUES ($1, $2, NULL, NULL, NULL, $3) ON CONFLICT (scope) DO NOTHING",
-        )
-        .bind(scope)
-        .bind(fingerprint)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        if r.rows_affected() == 1 {
-            return Ok(IdemStart::Run);
+        // The row can vanish between the insert and the read (its request freed it): try
+        // again, a few times at most.
+        for _ in 0..3 {
+            let owner = super::new_id();
+            let _turn = self.write_turn().await;
+            let r = sqlx::query(
+                "INSERT INTO v1_idempotency (scope, owner, fingerprint, status, headers, body, created_at) VALUES ($1, $2, $3, NULL, NULL, NULL, $4) ON CONFLICT (scope) DO NOTHING",
+            )
+            .bind(scope)
+            .bind(&owner)
+            .bind(fingerprint)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+            if r.rows_affected() == 1 {
+                return Ok(IdemStart::Run(owner));
+            }
+            let taken = sqlx::query(
+                "UPDATE v1_idempotency SET owner = $1, created_at = $2 WHERE scope = $3 AND fingerprint = $4 AND status IS NULL AND created_at < $5",
+            )
+            .bind(&owner)
+            .bind(now)
+            .bind(scope)
+            .bind(fingerprint)
+            .bind(stale_before)
+            .execute(&self.pool)
+            .await?;
+            if taken.rows_affected() == 1 {
+                return Ok(IdemStart::Run(owner));
+            }
+            drop(_turn);
+            let row: Option<IdempotencyRow> = sqlx::query_as(
+                "SELECT fingerprint, status, headers, body, created_at FROM v1_idempotency WHERE scope = $1",
+            )
+            .bind(scope)
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(r) = row {
+                return Ok(IdemStart::Seen(r));
+            }
         }
-        let taken = sqlx::query(
-            "UPDATE v1_idempotency SET created_at = $1 WHERE scope = $2 AND fingerprint = $3 AND status IS NULL AND created_at < $4",
-        )
-        .bind(now)
-        .bind(scope)
-        .bind(fingerprint)
-        .bind(stale_before)
-        .execute(&self.pool)
-        .await?;
-        if taken.rows_affected() == 1 {
-            return Ok(IdemStart::Run);
-        }
-        let row: Option<IdempotencyRow> = sqlx::query_as(
-            "SELECT fingerprint, status, headers, body, created_at FROM v1_idempotency WHERE scope = $1",
-        )
-        .bind(scope)
-        .fetch_optional(&self.pool)
-        .await?;
-        match row {
-            Some(r) => Ok(IdemStart::Seen(r)),
-            // Freed meanwhile (its request was dropped): this one may run.
-            None => Ok(IdemStart::Run),
-        }
+        // Taken and freed over and over meanwhile: say it is in progress.
+        Ok(IdemStart::Seen(IdempotencyRow {
+            fingerprint: fingerprint.to_owned(),
+            status: None,
+            headers: None,
+            body: None,
+            created_at: now,
+        }))
     }
 
-    /// Stores the answer of the request that holds `scope`.
+    /// Stores the answer of the request that holds `scope` as `owner`; false when it no
+    /// longer holds it (taken over after [`begin_idempotent`]'s stale limit).
     pub async fn finish_idempotent(
         &self,
         scope: &str,
+        owner: &str,
         status: u16,
         headers: &str,
         body_b64: &str,
-    ) -> DbResult<()> {
+    ) -> DbResult<bool> {
         let _turn = self.write_turn().await;
-        sqlx::query(
-            "UPDATE v1_idempotency SET status = $1, headers = $2, body = $3 WHERE scope = $4",
+        let r = sqlx::query(
+            "UPDATE v1_idempotency SET status = $1, headers = $2, body = $3 WHERE scope = $4 AND owner = $5 AND status IS NULL",
         )
         .bind(i64::from(status))
         .bind(headers)
         .bind(body_b64)
         .bind(scope)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    /// Frees `scope` held by `owner` when its request ended without an answer to keep (a
+    /// stream, a server error, a panic).
+    pub async fn forget_idempotent(&self, scope: &str, owner: &str) -> DbResult<()> {
+        let _turn = self.write_turn().await;
+        sqlx::query(
+            "DELETE FROM v1_idempotency WHERE scope = $1 AND owner = $2 AND status IS NULL",
+        )
+        .bind(scope)
+        .bind(owner)
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    /// Frees `scope` when its request ended without an answer to keep (dropped, or streamed).
-    pub async fn forget_idempotent(&self, scope: &str) -> DbResult<()> {
+    /// At start-up on SQLite (one process per database): keys held by requests of the
+    /// previous process are freed.
+    pub async fn forget_running_idempotent(&self) -> DbResult<u64> {
         let _turn = self.write_turn().await;
-        sqlx::query("DELETE FROM v1_idempotency WHERE scope = $1 AND status IS NULL")
-            .bind(scope)
+        let r = sqlx::query("DELETE FROM v1_idempotency WHERE status IS NULL")
             .execute(&self.pool)
             .await?;
-        Ok(())
+        Ok(r.rows_affected())
     }
 
     /// Answers older than `before` go.

@@ -752,14 +752,38 @@ impl Db {
     }
 
     /// Messages due for an attempt (oldest first).
-    pub async fn due_webhook_messages(&self, limit: i64) -> DbResult<Vec<WebhookMessageRow>> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {MESSAGE_COLS} FROM webhook_messages WHERE status = 'pending' AND next_at <= $1 ORDER BY next_at LIMIT $2"
-        ))
-        .bind(now_ms())
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?)
+    ///
+    /// At most `per_endpoint` of each endpoint and `limit` in all, leaving out the endpoints
+    /// in `except` (their lanes are full): one endpoint's backlog (a dead receiver with
+    /// thousands of retries due) cannot fill every batch and starve the others, as the
+    /// outbox does for channels ([`Db::due_outbox`]).
+    pub async fn due_webhook_messages(
+        &self,
+        now: i64,
+        per_endpoint: i64,
+        limit: i64,
+        except: &[String],
+    ) -> DbResult<Vec<WebhookMessageRow>> {
+        let not_in = if except.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = (0..except.len()).map(|i| format!("${}", i + 4)).collect();
+            format!(" AND endpoint_id NOT IN ({})", list.join(", "))
+        };
+        let sql = format!(
+            "SELECT {MESSAGE_COLS} FROM ( \
+               SELECT *, ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY next_at, id) AS n \
+               FROM webhook_messages WHERE status = 'pending' AND next_at <= $1{not_in} \
+             ) due WHERE n <= $2 ORDER BY next_at, id LIMIT $3"
+        );
+        let mut q = sqlx::query_as(&sql)
+            .bind(now)
+            .bind(per_endpoint)
+            .bind(limit);
+        for e in except {
+            q = q.bind(e);
+        }
+        Ok(q.fetch_all(&self.pool).await?)
     }
 
     /// Claims a message for one attempt: its `next_at` moves to `until` only if it is still
@@ -922,4 +946,54 @@ async fn enqueue_events(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dead endpoint's backlog does not crowd out another endpoint's callback.
+    #[tokio::test]
+    async fn due_messages_take_a_lane_of_each_endpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::connect(&super::super::sqlite_url(dir.path()))
+            .await
+            .unwrap();
+        let rows = (0..100).map(|i| ("dead", format!("m{i:03}"), i)).chain([(
+            "live",
+            "z".to_string(),
+            500,
+        )]);
+        for (ep, id, at) in rows {
+            sqlx::query(
+                "INSERT INTO webhook_messages (id, endpoint_id, workspace_id, event_type, body, status, attempts, next_at, created_at) \
+                 VALUES ($1, $2, 'w', 'task.completed', '{}', 'pending', 1, $3, $3)",
+            )
+            .bind(id)
+            .bind(ep)
+            .bind(at as i64)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        }
+        let ids = |rows: Vec<WebhookMessageRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(db.due_webhook_messages(1000, 2, 64, &[]).await.unwrap()),
+            ["m000", "m001", "z"]
+        );
+        assert_eq!(
+            ids(db
+                .due_webhook_messages(1000, 2, 64, &["dead".into()])
+                .await
+                .unwrap()),
+            ["z"]
+        );
+        assert!(
+            db.due_webhook_messages(400, 2, 64, &[])
+                .await
+                .unwrap()
+                .iter()
+                .all(|m| m.endpoint_id == "dead")
+        );
+    }
 }
