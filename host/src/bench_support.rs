@@ -87,21 +87,21 @@ impl Api {
         token: Option<&str>,
         body: Value,
     ) -> anyhow::Result<Value> {
-        let mut rb = self.http.post(format!("{}{path}", self.base)).json(&body);
-        if let Some(t) = token {
-            rb = rb.bearer_auth(t);
-        }
-        let r = rb.send().await?;
-        let status = r.status();
-        let v: Value = r.json().await?;
-        anyhow::ensure!(status.is_success(), "{path}: {status} {v}");
-        Ok(v)
+        let rb = self.http.post(format!("{}{path}", self.base)).json(&body);
+        Self::call(path, rb, token).await
     }
 
     /// GETs `path`; the answer's JSON, or an error naming the path and status.
     #[allow(dead_code)] // not every bench reads back
     pub async fn get(&self, path: &str, token: Option<&str>) -> anyhow::Result<Value> {
-        let mut rb = self.http.get(format!("{}{path}", self.base));
+        Self::call(path, self.http.get(format!("{}{path}", self.base)), token).await
+    }
+
+    async fn call(
+        path: &str,
+        mut rb: reqwest::RequestBuilder,
+        token: Option<&str>,
+    ) -> anyhow::Result<Value> {
         if let Some(t) = token {
             rb = rb.bearer_auth(t);
         }
