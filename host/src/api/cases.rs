@@ -447,11 +447,28 @@ async fn v1_list_tasks(
     Path(id): Path<String>,
 ) -> V1Result<axum::Json<Json>> {
     let c = v1_case(&app, &key, &id).await?;
+    Ok(axum::Json(tasks_view(&app, &c).await?))
+}
+
+/// A Case's tasks as both APIs list them: `{"data": [task, …]}`.
+async fn tasks_view(app: &App, c: &CaseRow) -> Result<Json, CaseError> {
     let mut out = Vec::new();
     for t in app.db.list_tasks(&c.workspace_id, &c.id).await? {
-        out.push(app.tasks.view(&t, base(&app)).await?);
+        out.push(app.tasks.view(&t, base(app)).await?);
     }
-    Ok(axum::Json(json!({"data": out})))
+    Ok(json!({"data": out}))
+}
+
+/// A done task's `{outputs, artifacts}` as both APIs answer it; None until it is done
+/// (each API says so in its own error shape).
+async fn done_outputs(app: &App, t: &TaskRow) -> Result<Option<Json>, CaseError> {
+    if t.status != cases::status::DONE {
+        return Ok(None);
+    }
+    Ok(Some(json!({
+        "outputs": outputs_view(t),
+        "artifacts": app.tasks.artifacts(&t.id, base(app)).await?,
+    })))
 }
 
 /// A task. While it is not finished, `Retry-After` says when to poll again (a task in
@@ -490,8 +507,9 @@ async fn v1_task_outputs(
     Path(id): Path<String>,
 ) -> V1Result<axum::Json<Json>> {
     let t = v1_task(&app, &key, &id).await?;
-    if t.status != cases::status::DONE {
-        return Err(Problem::conflict(
+    match done_outputs(&app, &t).await? {
+        Some(v) => Ok(axum::Json(v)),
+        None => Err(Problem::conflict(
             "task-not-done",
             "Task not done",
             format!(
@@ -499,12 +517,8 @@ async fn v1_task_outputs(
                 t.status
             ),
         )
-        .with("currentStatus", json!(t.status)));
+        .with("currentStatus", json!(t.status))),
     }
-    Ok(axum::Json(json!({
-        "outputs": outputs_view(&t),
-        "artifacts": app.tasks.artifacts(&t.id, base(&app)).await?,
-    })))
 }
 
 /// A reviewer's decision: `{decision: approve|reject|changes, comment?, outputs?}`.
@@ -1148,11 +1162,7 @@ async fn list_project_tasks(
 ) -> ApiResult<axum::Json<Json>> {
     let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
     let c = project_case(&app, &pid, &case, &p.owner_id).await?;
-    let mut out = Vec::new();
-    for t in app.db.list_tasks(&c.workspace_id, &c.id).await? {
-        out.push(app.tasks.view(&t, base(&app)).await?);
-    }
-    Ok(axum::Json(json!({"data": out})))
+    Ok(axum::Json(tasks_view(&app, &c).await?))
 }
 
 /// A done task's outputs and artifacts (409 until it is done).
@@ -1166,16 +1176,13 @@ async fn task_outputs(
 ) -> ApiResult<axum::Json<Json>> {
     let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
     let t = project_task(&app, &pid, &id, &p.owner_id).await?;
-    if t.status != cases::status::DONE {
-        return Err(ApiError::Conflict(format!(
+    match done_outputs(&app, &t).await? {
+        Some(v) => Ok(axum::Json(v)),
+        None => Err(ApiError::Conflict(format!(
             "the task is {}; outputs are read when it is done",
             t.status
-        )));
+        ))),
     }
-    Ok(axum::Json(json!({
-        "outputs": outputs_view(&t),
-        "artifacts": app.tasks.artifacts(&t.id, base(&app)).await?,
-    })))
 }
 
 /// Creates a task on a Case of the project (`{"inputs": {...}}`); the Case by id or name.

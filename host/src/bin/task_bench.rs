@@ -91,6 +91,16 @@ impl Receiver {
     }
 }
 
+/// Creates a task of `case` whose input is `n`.
+async fn create(api: &Api, case: &str, key: &str, n: usize) -> anyhow::Result<Value> {
+    api.post(
+        &format!("/v1/cases/{case}/tasks"),
+        Some(key),
+        json!({"inputs": {"n": n}}),
+    )
+    .await
+}
+
 fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -199,13 +209,7 @@ async fn main() -> anyhow::Result<()> {
                     return anyhow::Ok(());
                 }
                 let at = Instant::now();
-                let t = api
-                    .post(
-                        &format!("/v1/cases/{case}/tasks"),
-                        Some(&key),
-                        json!({"inputs": {"n": i}}),
-                    )
-                    .await?;
+                let t = create(&api, &case, &key, i).await?;
                 created.lock().unwrap().insert(s(&t["id"]), (at, i as i64));
             }
         }));
@@ -278,13 +282,7 @@ async fn main() -> anyhow::Result<()> {
     for i in 0..serial {
         let before = rx.done.lock().unwrap().len();
         let at = Instant::now();
-        let t = api
-            .post(
-                &format!("/v1/cases/{case}/tasks"),
-                Some(&key),
-                json!({"inputs": {"n": i}}),
-            )
-            .await?;
+        let t = create(&api, &case, &key, i).await?;
         anyhow::ensure!(
             rx.wait(before + 1, Duration::from_secs(60)).await,
             "task {} did not complete",

@@ -472,7 +472,11 @@ impl Callbacks {
         match outcome(status) {
             Outcome::Delivered => {
                 self.db.record_webhook_attempt(&a, "delivered", 0).await?;
-                self.db.endpoint_delivered(&ep.id).await
+                // The endpoint was read for this attempt: only a failing one is written.
+                if ep.exhausted > 0 || ep.failing_since.is_some() {
+                    self.db.endpoint_delivered(&ep.id).await?;
+                }
+                Ok(())
             }
             Outcome::Gone => {
                 self.db.record_webhook_attempt(&a, "failed", 0).await?;

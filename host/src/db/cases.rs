@@ -438,26 +438,30 @@ impl Db {
 
     /// Extends `worker`'s lease on a running task; false when it is no longer the worker's.
     pub async fn renew_task_lease(&self, id: &str, worker: &str, until: i64) -> DbResult<bool> {
-        let _turn = self.write_turn().await;
-        let r = sqlx::query(
-            "UPDATE tasks SET lease_until = $1 WHERE id = $2 AND worker = $3 AND status = 'in_progress'",
-        )
-        .bind(until)
-        .bind(id)
-        .bind(worker)
-        .execute(&self.pool)
-        .await?;
-        Ok(r.rows_affected() > 0)
+        self.set_held_lease(id, worker, until, 0).await
     }
 
     /// Gives a taken task back without counting the take: the server was too busy to run
     /// it (not a lost worker), so its lease ends at `until` and `attempts` is restored.
     pub async fn give_back_task(&self, id: &str, worker: &str, until: i64) -> DbResult<bool> {
+        self.set_held_lease(id, worker, until, 1).await
+    }
+
+    /// Sets the lease of a task `worker` still runs to `until`, taking `uncount` takes off
+    /// its `attempts`; false when the task is no longer the worker's.
+    async fn set_held_lease(
+        &self,
+        id: &str,
+        worker: &str,
+        until: i64,
+        uncount: i64,
+    ) -> DbResult<bool> {
         let _turn = self.write_turn().await;
         let r = sqlx::query(
-            "UPDATE tasks SET lease_until = $1, attempts = attempts - 1 WHERE id = $2 AND worker = $3 AND status = 'in_progress' AND attempts > 0",
+            "UPDATE tasks SET lease_until = $1, attempts = attempts - $2 WHERE id = $3 AND worker = $4 AND status = 'in_progress' AND attempts >= $2",
         )
         .bind(until)
+        .bind(uncount)
         .bind(id)
         .bind(worker)
         .execute(&self.pool)
@@ -695,22 +699,11 @@ impl Db {
 
     /// A message was delivered: the endpoint is not failing any more.
     pub async fn endpoint_delivered(&self, id: &str) -> DbResult<()> {
-        // Read first: the common case (not failing) writes nothing.
-        let failing: Option<(i64,)> = sqlx::query_as(
-            "SELECT exhausted FROM webhook_endpoints WHERE id = $1 AND (exhausted > 0 OR failing_since IS NOT NULL)",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        if failing.is_some() {
-            let _turn = self.write_turn().await;
-            sqlx::query(
-                "UPDATE webhook_endpoints SET exhausted = 0, failing_since = NULL WHERE id = $1",
-            )
+        let _turn = self.write_turn().await;
+        sqlx::query("UPDATE webhook_endpoints SET exhausted = 0, failing_since = NULL WHERE id = $1 AND (exhausted > 0 OR failing_since IS NOT NULL)")
             .bind(id)
             .execute(&self.pool)
             .await?;
-        }
         Ok(())
     }
 
