@@ -8,6 +8,12 @@ use std::process::{Child, Command, Stdio};
 pub const PASSWORD: &str = "bench-admin-password";
 
 /// A number from the environment, or `default`.
+/// The value at fraction `p` (0.5: the median) of `sorted`, which is not empty.
+#[allow(dead_code)] // not every bench reports percentiles this way
+pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> T {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
+
 pub fn env_num(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../bench_support.rs"]
 mod bench_support;
-use bench_support::{Api, BenchServer, PASSWORD, env_num};
+use bench_support::{Api, BenchServer, PASSWORD, env_num, percentile};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -113,7 +113,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let elapsed = started.elapsed();
     lat.sort();
-    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
+    let pct = |p: f64| percentile(&lat, p);
     // Let the outbox drain.
     let drain = Instant::now();
     let mut last = 0;

@@ -760,8 +760,10 @@ impl Db {
         let not_in = if except.is_empty() {
             String::new()
         } else {
-            let list: Vec<String> = (0..except.len()).map(|i| format!("${}", i + 4)).collect();
-            format!(" AND endpoint_id NOT IN ({})", list.join(", "))
+            format!(
+                " AND endpoint_id NOT IN ({})",
+                super::numbered_params(4, except.len())
+            )
         };
         let sql = format!(
             "SELECT {MESSAGE_COLS} FROM ( \

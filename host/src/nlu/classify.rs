@@ -103,6 +103,9 @@ pub struct Config {
     pub ensemble: usize,
     /// Seed of the example shuffles.
     pub seed: u64,
+    /// Train on each label's own name as one more sentence of that label (`DeleteAccount`,
+    /// `delete_account` and `delete account` all read as "delete account").
+    pub label_names: bool,
 }
 
 impl Default for Config {
@@ -129,6 +132,7 @@ impl Default for Config {
             min_grad: 0.03,
             ensemble: 1,
             seed: 0x5eed,
+            label_names: false,
         }
     }
 }
@@ -219,13 +223,22 @@ impl TraitModel {
                 .map(|e| extract(e.text, lang, &cfg.features, None, &lookup).1)
                 .collect();
         }
-        let ys: Vec<usize> = examples
+        let mut ys: Vec<usize> = examples
             .iter()
             .map(|e| {
                 e.label
                     .map_or(0, |l| 1 + classes.iter().position(|c| c == l).unwrap())
             })
             .collect();
+        if cfg.label_names {
+            for (i, c) in classes.iter().enumerate() {
+                let name = label_words(c);
+                if !name.trim().is_empty() {
+                    xs.push(extract(&name, lang, &cfg.features, None, &no_idf).1);
+                    ys.push(i + 1);
+                }
+            }
+        }
         let temperature = if cfg.calibrate && xs.len() >= 12 {
             fit_temperature(&xs, &ys, k, cfg)
         } else {
@@ -546,6 +559,26 @@ fn extract(
 }
 
 // ---- training ----------------------------------------------------------------------------
+
+/// A label's name as words: `DeleteAccount`, `delete_account` and `delete-account` all give
+/// "delete account".
+fn label_words(label: &str) -> String {
+    let mut out = String::with_capacity(label.len() + 4);
+    let mut prev_lower = false;
+    for c in label.chars() {
+        if c.is_alphanumeric() {
+            if c.is_uppercase() && prev_lower {
+                out.push(' ');
+            }
+            prev_lower = c.is_lowercase() || c.is_numeric();
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(' ');
+            prev_lower = false;
+        }
+    }
+    out
+}
 
 /// Trains dense weights on the examples `subset` (all if `None`): returns the sorted feature
 /// ids and their rows of `k` weights; with `cfg.ensemble` > 1, the average of the weights of

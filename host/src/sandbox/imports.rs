@@ -36,6 +36,10 @@ pub struct StepState {
     /// The running call's clock, and the wall time it may take.
     pub(super) clock: Arc<StepClock>,
     pub(super) deadline: Duration,
+    /// Ticks this call has run since it last yielded (see [`super::step::on_tick`]).
+    pub(super) ticks: u32,
+    /// Steps waiting for a CPU slot, over all tenants ([`super::sched::Cpu::queued_counter`]).
+    pub(super) cpu_waiting: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl WasiView for StepState {

@@ -71,6 +71,8 @@ impl Sandbox {
             nl: Default::default(),
             clock: StepClock::start(),
             deadline: self.config.limits.deadline,
+            ticks: 0,
+            cpu_waiting: self.cpu.queued_counter(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);

@@ -9,6 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -30,6 +31,8 @@ struct State {
     ring: VecDeque<Arc<str>>,
     /// Each waiting tenant's steps, oldest first.
     queues: HashMap<Arc<str>, VecDeque<Arc<Waiter>>>,
+    /// How many steps `queues` holds, for the running guests ([`Cpu::queued_counter`]).
+    queued: Arc<AtomicUsize>,
 }
 
 /// A step waiting for a slot. Lock order: the scheduler's state, then a waiter.
@@ -56,6 +59,13 @@ impl Cpu {
         }
     }
 
+    /// The count of steps queued for a slot, shared with the running guests' stores (read
+    /// without the scheduler's lock: a running guest yields at a tick only when it is above
+    /// zero).
+    pub fn queued_counter(&self) -> Arc<AtomicUsize> {
+        self.state.lock().unwrap().queued.clone()
+    }
+
     /// A slot for a step of `tenant`: at once when one is free, else in the tenant's turn.
     pub fn acquire<'a>(&'a self, tenant: &'a Arc<str>) -> Acquire<'a> {
         Acquire {
@@ -76,16 +86,18 @@ impl Cpu {
         }
     }
 
-    /// Steps waiting for a slot, over all tenants.
+    /// Steps waiting for a slot, over all tenants; checks that the counter the running
+    /// guests read says the same.
     #[cfg(test)]
     fn waiting(&self) -> usize {
-        self.state
-            .lock()
-            .unwrap()
-            .queues
-            .values()
-            .map(VecDeque::len)
-            .sum()
+        let st = self.state.lock().unwrap();
+        let n = st.queues.values().map(VecDeque::len).sum();
+        assert_eq!(
+            st.queued.load(Ordering::Relaxed),
+            n,
+            "the queued counter drifted"
+        );
+        n
     }
 }
 
@@ -100,6 +112,9 @@ impl State {
                 .get_mut(&tenant)
                 .expect("a tenant in the ring has a queue");
             let waiter = queue.pop_front();
+            if waiter.is_some() {
+                self.queued.fetch_sub(1, Ordering::Relaxed);
+            }
             if queue.is_empty() {
                 self.queues.remove(&tenant);
             } else {
@@ -116,6 +131,7 @@ impl State {
     }
 
     fn enqueue(&mut self, tenant: &Arc<str>, waiter: Arc<Waiter>) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
         match self.queues.get_mut(tenant) {
             Some(q) => q.push_back(waiter),
             None => {
@@ -130,7 +146,9 @@ impl State {
         let Some(q) = self.queues.get_mut(tenant) else {
             return;
         };
+        let before = q.len();
         q.retain(|w| !Arc::ptr_eq(w, waiter));
+        self.queued.fetch_sub(before - q.len(), Ordering::Relaxed);
         if q.is_empty() {
             self.queues.remove(tenant);
             self.ring.retain(|t| t != tenant);

@@ -71,13 +71,24 @@ pub fn deadline_error(who: &str, deadline: Duration, elapsed: Duration) -> StepE
 }
 
 /// Called at every epoch tick while the guest runs: past the deadline the guest traps
-/// (`Trap::Interrupt`), else it yields to the executor, which gives its CPU slot back.
-pub(super) fn on_tick(store: StoreContextMut<'_, StepState>) -> wasmtime::Result<UpdateDeadline> {
-    let st = store.data();
+/// (`Trap::Interrupt`); after [`super::QUANTUM_TICKS`] ticks on the CPU while another step
+/// waits for a slot, or after [`super::ALONE_TICKS`] in any case, it yields to the executor,
+/// which gives its CPU slot to the next tenant in turn (and drops the step if it was
+/// cancelled meanwhile); else it runs on.
+pub(super) fn on_tick(
+    mut store: StoreContextMut<'_, StepState>,
+) -> wasmtime::Result<UpdateDeadline> {
+    let st = store.data_mut();
     if st.clock.elapsed() >= st.deadline {
         return Ok(UpdateDeadline::Interrupt);
     }
-    Ok(UpdateDeadline::Yield(1))
+    st.ticks += 1;
+    let others_wait = st.cpu_waiting.load(Ordering::Relaxed) > 0;
+    if (others_wait && st.ticks >= super::QUANTUM_TICKS) || st.ticks >= super::ALONE_TICKS {
+        st.ticks = 0;
+        return Ok(UpdateDeadline::Yield(1));
+    }
+    Ok(UpdateDeadline::Continue(1))
 }
 
 /// Sets up a call into the guest: its fuel, and the deadline of its clock.
@@ -91,6 +102,7 @@ pub(super) fn arm(
     let st = store.data_mut();
     st.clock = clock.clone();
     st.deadline = deadline;
+    st.ticks = 0;
     // Every tick: `on_tick` decides.
     store.set_epoch_deadline(1);
     Ok(())
