@@ -19,6 +19,7 @@ on_both_backends!(
     converse_endpoint_and_rpm_limit,
     schedules_fire_and_survive_a_restart,
     steps_committed_together_keep_their_own_outcomes,
+    a_step_that_lost_its_session_race_leaves_its_message_unseen,
 );
 
 /// Server flags of these tests: providers are on loopback; retries come fast.
@@ -756,6 +757,67 @@ async fn steps_committed_together_keep_their_own_outcomes(backend: Backend) {
         let s = db.session(&format!("{tag}:c{n}")).await.unwrap().unwrap();
         assert_eq!(s.version, 1);
     }
+}
+
+/// A step whose session changed under it (another replica, or a stale cache) writes nothing,
+/// and its message stays unseen: the step runs again on the newer session and is stored then.
+/// A message must not be marked seen by a commit that stored none of its outcome (it would
+/// then be dropped as a duplicate when run again, and lost).
+async fn a_step_that_lost_its_session_race_leaves_its_message_unseen(backend: Backend) {
+    use botbox::db::StepWrite;
+    let server = start(backend).await;
+    let db = server.db().await;
+    let tag = botbox::db::new_id();
+    let write = |read_version: Option<i64>, body: &str| StepWrite {
+        session_id: format!("{tag}:s"),
+        environment_id: "env".into(),
+        channel_id: format!("{tag}:ch"),
+        user_id: "u".into(),
+        body: body.to_owned().into(),
+        read_version,
+        provider_id: Some(("u".into(), "m1".into())),
+        ..StepWrite::default()
+    };
+    let first = StepWrite {
+        provider_id: None,
+        ..write(None, "{\"n\": 1}")
+    };
+    assert!(db.commit_step(first).await.unwrap().is_some());
+    // Stale: the step read version 7, the session is at 1. Alone and in a group.
+    assert!(
+        db.commit_step(write(Some(7), "{\"n\": 2}"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let out = db
+        .commit_together(&[write(Some(7), "{\"n\": 2}")])
+        .await
+        .unwrap();
+    assert!(out[0].as_ref().unwrap().is_none());
+    assert!(
+        !db.seen(&format!("{tag}:ch"), "u", "m1").await.unwrap(),
+        "a message whose step stored nothing is marked seen: its rerun would be dropped"
+    );
+    // The rerun on the newer session is stored, and marks the message seen.
+    assert!(
+        db.commit_step(write(Some(1), "{\"n\": 2}"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(db.seen(&format!("{tag}:ch"), "u", "m1").await.unwrap());
+    let s = db.session(&format!("{tag}:s")).await.unwrap().unwrap();
+    assert_eq!((s.version, s.body.as_str()), (2, "{\"n\": 2}"));
+    // A second delivery of the same message writes nothing.
+    assert!(
+        db.commit_step(write(Some(2), "{\"n\": 3}"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let s = db.session(&format!("{tag}:s")).await.unwrap().unwrap();
+    assert_eq!(s.version, 2);
 }
 
 /// Webex sends only the message's id: the webhook reads the text from the Webex API with the

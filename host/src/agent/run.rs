@@ -163,6 +163,12 @@ impl RunHandle {
         (st.chunks.get(from..).unwrap_or_default().to_vec(), st.done)
     }
 
+    /// Every chunk of the run, the prepared tail included (readers may not see it yet).
+    fn all_chunks(&self) -> Vec<Arc<str>> {
+        let st = self.state.lock().unwrap();
+        st.chunks.iter().chain(&st.tail).cloned().collect()
+    }
+
     pub fn subscribe(&self) -> watch::Receiver<usize> {
         self.len.subscribe()
     }
@@ -407,22 +413,10 @@ impl Agents {
         if let Err(e) = self.flush(&h, Some((status, error.as_deref()))).await {
             tracing::error!(run = %h.id, error = %e, "storing the run's end");
         }
-        // The workspace's callbacks (reference §8.1: run.completed, run.failed).
-        if status != "cancelled" {
-            let ev = crate::cases::webhooks::event(
-                &format!("run.{status}"),
-                json!({"runId": h.id, "conversationId": h.conversation_id,
-                    "agentId": target.env.id, "status": status}),
-            );
-            if let Err(e) = self.db.enqueue_webhook_events(&target.tenant, &[ev]).await {
-                tracing::warn!(run = %h.id, error = %e, "storing the run's callback event");
-            }
-        }
-        h.publish_end();
-        h.stored.send_replace(true);
-        // The assistant's message joins the history (a cancelled run's partial one too).
-        let (chunks, _) = h.chunks_from(0);
-        let msg = stream::assistant_message(&h.message_id, &chunks, status);
+        // The assistant's message joins the history (a cancelled run's partial one too)
+        // before anyone learns that the run ended: a client that saw `finish`, or a
+        // receiver of `run.completed`, reads a history that already holds the answer.
+        let msg = stream::assistant_message(&h.message_id, &h.all_chunks(), status);
         if let Err(e) = self
             .db
             .append_agent_messages(
@@ -438,6 +432,19 @@ impl Agents {
         {
             tracing::error!(run = %h.id, error = %e, "storing the assistant message");
         }
+        // The workspace's callbacks (reference §8.1: run.completed, run.failed).
+        if status != "cancelled" {
+            let ev = crate::cases::webhooks::event(
+                &format!("run.{status}"),
+                json!({"runId": h.id, "conversationId": h.conversation_id,
+                    "agentId": target.env.id, "status": status}),
+            );
+            if let Err(e) = self.db.enqueue_webhook_events(&target.tenant, &[ev]).await {
+                tracing::warn!(run = %h.id, error = %e, "storing the run's callback event");
+            }
+        }
+        h.publish_end();
+        h.stored.send_replace(true);
         tracing::info!(run = %h.id, status, "run ended");
     }
 

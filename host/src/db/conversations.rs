@@ -1,6 +1,7 @@
 //! Sessions, inbound dedupe, the outbox, transcripts and schedules.
 
 use super::{Db, DbError, DbResult, new_id, now_ms};
+use std::collections::HashSet;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SessionRow {
@@ -175,8 +176,23 @@ fn seen_key(user_id: &str, provider_id: &str) -> String {
     format!("{}:{user_id}:{provider_id}", user_id.len())
 }
 
-/// `($1, …, $cols), ($cols+1, …), …` for `rows` rows.
-fn placeholders(rows: usize, cols: usize) -> String {
+/// The statement of [`Db::outbox_sent`] for `n` ids (`$1` is the time, `$2…` the ids).
+///
+/// The rows are found by their ids only: `status || ''` keeps the planner off the
+/// `(status, next_at)` index. With `status = 'pending'` SQLite's planner took that index as
+/// soon as the list had four ids, and scanned every pending row of every tenant under the
+/// write turn: one tenant's backlog to a dead endpoint (thousands of pending retries) made
+/// each of these statements, and every commit queued behind it, milliseconds slower.
+fn outbox_sent_sql(n: usize) -> String {
+    format!(
+        "UPDATE outbox SET status = 'sent', attempts = attempts + 1, next_at = $1, last_error = NULL \
+         WHERE id IN ({}) AND status || '' = 'pending'",
+        super::numbered_params(2, n)
+    )
+}
+
+/// `($first, …), ($first+cols, …), …`: `rows` rows of `cols` numbered parameters.
+fn numbered_rows(first: usize, rows: usize, cols: usize) -> String {
     let mut out = String::with_capacity(rows * cols * 5);
     for r in 0..rows {
         if r > 0 {
@@ -188,7 +204,7 @@ fn placeholders(rows: usize, cols: usize) -> String {
                 out.push_str(", ");
             }
             out.push('$');
-            out.push_str(&(r * cols + c).to_string());
+            out.push_str(&(first + r * cols + c - 1).to_string());
         }
         out.push(')');
     }
@@ -280,52 +296,108 @@ impl Db {
     pub async fn commit_together(&self, writes: &[StepWrite]) -> DbResult<Vec<Committed>> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        let mut stored = Vec::with_capacity(writes.len());
-        for w in writes {
-            if let Some((user, id)) = &w.provider_id {
-                // First, so that a message another step already stored writes nothing.
-                let fresh = sqlx::query(
-                    "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3) \
-                     ON CONFLICT (channel_id, provider_id) DO NOTHING",
-                )
-                .bind(&w.channel_id)
-                .bind(seen_key(user, id))
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if fresh == 0 {
-                    stored.push(false);
-                    continue;
-                }
+        // 1. The messages: which are new (a message another step already stored writes
+        // nothing). One statement for the group; in a group that names one message twice
+        // the first step gets it.
+        let mut fresh = vec![true; writes.len()];
+        let named: Vec<(usize, String)> = writes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| w.provider_id.as_ref().map(|(u, id)| (i, seen_key(u, id))))
+            .collect();
+        for chunk in named.chunks(ROWS_PER_INSERT) {
+            let sql = format!(
+                "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES {} \
+                 ON CONFLICT (channel_id, provider_id) DO NOTHING RETURNING channel_id, provider_id",
+                numbered_rows(1, chunk.len(), 3)
+            );
+            let mut q = sqlx::query_as::<_, (String, String)>(&sql);
+            for (i, key) in chunk {
+                q = q.bind(&writes[*i].channel_id).bind(key).bind(now);
             }
-            let done = match w.read_version {
-                None => sqlx::query(
-                    "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, 1, $6) ON CONFLICT (id) DO NOTHING",
-                )
-                .bind(&w.session_id)
-                .bind(&w.environment_id)
-                .bind(&w.channel_id)
-                .bind(&w.user_id)
-                .bind(&*w.body)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected(),
-                Some(v) => sqlx::query(
-                    "UPDATE sessions SET body = $1, version = $2, updated_at = $3 WHERE id = $4 AND version = $5",
-                )
-                .bind(&*w.body)
-                .bind(v + 1)
-                .bind(now)
-                .bind(&w.session_id)
-                .bind(v)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected(),
-            };
-            stored.push(done == 1);
+            let mut new: HashSet<(String, String)> =
+                q.fetch_all(&mut *tx).await?.into_iter().collect();
+            for (i, key) in chunk {
+                fresh[*i] = new.remove(&(writes[*i].channel_id.clone(), key.clone()));
+            }
+        }
+        // 2. The sessions of those steps: each written only if still at its read version
+        // (new ones only if nobody created them meanwhile). One statement for the new
+        // sessions, one for the updated ones.
+        let mut written: HashSet<&str> = HashSet::new();
+        let new_ones: Vec<&StepWrite> = writes
+            .iter()
+            .zip(&fresh)
+            .filter(|(w, f)| **f && w.read_version.is_none())
+            .map(|(w, _)| w)
+            .collect();
+        for chunk in new_ones.chunks(ROWS_PER_INSERT) {
+            let sql = format!(
+                "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
+                 VALUES {} ON CONFLICT (id) DO NOTHING RETURNING id",
+                numbered_rows(1, chunk.len(), 7)
+            );
+            let mut q = sqlx::query_scalar::<_, String>(&sql);
+            for w in chunk {
+                q = q
+                    .bind(&w.session_id)
+                    .bind(&w.environment_id)
+                    .bind(&w.channel_id)
+                    .bind(&w.user_id)
+                    .bind(&*w.body)
+                    .bind(1i64)
+                    .bind(now);
+            }
+            let ids = q.fetch_all(&mut *tx).await?;
+            written.extend(
+                chunk
+                    .iter()
+                    .filter(|w| ids.contains(&w.session_id))
+                    .map(|w| w.session_id.as_str()),
+            );
+        }
+        let updates: Vec<(&StepWrite, i64)> = writes
+            .iter()
+            .zip(&fresh)
+            .filter(|(_, f)| **f)
+            .filter_map(|(w, _)| w.read_version.map(|v| (w, v)))
+            .collect();
+        for chunk in updates.chunks(ROWS_PER_INSERT) {
+            // `column1…` are the names SQLite and PostgreSQL both give a VALUES list's columns.
+            let sql = format!(
+                "UPDATE sessions SET body = v.column2, version = v.column3 + 1, updated_at = $1 \
+                 FROM (VALUES {}) AS v WHERE sessions.id = v.column1 AND sessions.version = v.column3 \
+                 RETURNING sessions.id",
+                numbered_rows(2, chunk.len(), 3)
+            );
+            let mut q = sqlx::query_scalar::<_, String>(&sql).bind(now);
+            for (w, v) in chunk {
+                q = q.bind(&w.session_id).bind(&*w.body).bind(*v);
+            }
+            let ids = q.fetch_all(&mut *tx).await?;
+            written.extend(
+                chunk
+                    .iter()
+                    .filter(|(w, _)| ids.contains(&w.session_id))
+                    .map(|(w, _)| w.session_id.as_str()),
+            );
+        }
+        // One outcome per session: if a group named a session twice, the first step has it.
+        let mut stored = Vec::with_capacity(writes.len());
+        for (w, f) in writes.iter().zip(&fresh) {
+            stored.push(*f && written.remove(w.session_id.as_str()));
+        }
+        // 3. A message whose step stored nothing stays unseen: the step runs again on the
+        // newer session, and must not then be dropped as a duplicate of itself. (Rare: the
+        // session changed under the step.)
+        for (i, key) in &named {
+            if fresh[*i] && !stored[*i] {
+                sqlx::query("DELETE FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2")
+                    .bind(&writes[*i].channel_id)
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?;
+            }
         }
         let kept: Vec<&StepWrite> = writes
             .iter()
@@ -340,7 +412,7 @@ impl Db {
             let sql = format!(
                 "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
                  direction, message, flow, intent, state, created_at) VALUES {}",
-                placeholders(chunk.len(), 12)
+                numbered_rows(1, chunk.len(), 12)
             );
             let mut q = sqlx::query(&sql);
             for (n, t) in chunk.iter().enumerate() {
@@ -401,7 +473,7 @@ impl Db {
         for chunk in rows.chunks(ROWS_PER_INSERT) {
             let sql = format!(
                 "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at, format) VALUES {}",
-                placeholders(chunk.len(), 10)
+                numbered_rows(1, chunk.len(), 10)
             );
             let mut q = sqlx::query(&sql);
             for r in chunk {
@@ -489,8 +561,10 @@ impl Db {
         let not_in = if except.is_empty() {
             String::new()
         } else {
-            let list: Vec<String> = (0..except.len()).map(|i| format!("${}", i + 5)).collect();
-            format!(" AND channel_id NOT IN ({})", list.join(", "))
+            format!(
+                " AND channel_id NOT IN ({})",
+                super::numbered_params(5, except.len())
+            )
         };
         let sql = format!(
             "SELECT id, channel_id, url, headers, body, status, attempts, next_at, last_error FROM ( \
@@ -553,12 +627,7 @@ impl Db {
         if ids.is_empty() {
             return Ok(());
         }
-        let marks: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 2)).collect();
-        let sql = format!(
-            "UPDATE outbox SET status = 'sent', attempts = attempts + 1, next_at = $1, last_error = NULL \
-             WHERE status = 'pending' AND id IN ({})",
-            marks.join(", ")
-        );
+        let sql = outbox_sent_sql(ids.len());
         let _turn = self.write_turn().await;
         let mut q = sqlx::query(&sql).bind(now_ms());
         for id in ids {
@@ -665,6 +734,66 @@ mod tests {
             body: "{}".into(),
             ..StepWrite::default()
         }
+    }
+
+    /// Marking deliveries sent looks rows up by id, however many ids and however many
+    /// pending rows other channels have (SQLite's plan; see [`outbox_sent_sql`]).
+    #[tokio::test]
+    async fn marking_sent_rows_does_not_scan_the_pending_backlog() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::connect(&super::super::sqlite_url(dir.path()))
+            .await
+            .unwrap();
+        for n in [1, 4, 8, 64, 256] {
+            let sql = outbox_sent_sql(n).replace('$', "?");
+            let explain = format!("EXPLAIN QUERY PLAN {sql}");
+            let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(&explain).bind(0i64);
+            for i in 0..n {
+                q = q.bind(format!("id{i}"));
+            }
+            let plan: Vec<String> = q
+                .fetch_all(&db.pool)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.3)
+                .collect();
+            assert!(
+                plan.iter().all(|p| !p.contains("outbox_due")),
+                "{n} ids: the plan scans the due index: {plan:?}"
+            );
+            assert!(
+                plan.iter().any(|p| p.contains("autoindex_outbox")),
+                "{n} ids: not looked up by id: {plan:?}"
+            );
+        }
+        // And it marks exactly the pending rows it names.
+        let mut w = write(1);
+        for i in 0..6 {
+            w.outbox
+                .push((format!("https://example.com/{i}"), "[]".into(), "{}".into()));
+        }
+        let rows = db.commit_step(w).await.unwrap().unwrap();
+        db.outbox_attempt(&rows[5].id, "failed", 12, 0, Some("gone"))
+            .await
+            .unwrap();
+        let named: Vec<String> = rows[1..].iter().map(|r| r.id.clone()).collect();
+        db.outbox_sent(&named).await.unwrap();
+        let stored = db.outbox_rows("c").await.unwrap();
+        let status: Vec<&str> = rows
+            .iter()
+            .map(|r| {
+                let s = stored
+                    .iter()
+                    .find(|s| s.id == r.id)
+                    .expect("the row is stored");
+                s.status.as_str()
+            })
+            .collect();
+        assert_eq!(
+            status,
+            ["pending", "sent", "sent", "sent", "sent", "failed"]
+        );
     }
 
     /// Bot errors are written with their step, listed by project, and pruned by age.
@@ -802,8 +931,10 @@ impl Db {
         let codes = if q.codes.is_empty() {
             String::new()
         } else {
-            let list: Vec<String> = (0..q.codes.len()).map(|i| format!("${}", 9 + i)).collect();
-            format!("AND error_code IN ({})", list.join(", "))
+            format!(
+                "AND error_code IN ({})",
+                super::numbered_params(9, q.codes.len())
+            )
         };
         let sql = format!(
             "SELECT id, environment_id, channel_id, created_at, error_group, error_code, message FROM bot_errors \
