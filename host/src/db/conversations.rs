@@ -1,7 +1,6 @@
 //! Sessions, inbound dedupe, the outbox, transcripts and schedules.
 
 use super::{Db, DbError, DbResult, new_id, now_ms};
-use std::collections::HashSet;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SessionRow {
@@ -191,8 +190,8 @@ fn outbox_sent_sql(n: usize) -> String {
     )
 }
 
-/// `($first, …), ($first+cols, …), …`: `rows` rows of `cols` numbered parameters.
-fn numbered_rows(first: usize, rows: usize, cols: usize) -> String {
+/// `($1, …, $cols), ($cols+1, …), …` for `rows` rows.
+fn placeholders(rows: usize, cols: usize) -> String {
     let mut out = String::with_capacity(rows * cols * 5);
     for r in 0..rows {
         if r > 0 {
@@ -204,7 +203,7 @@ fn numbered_rows(first: usize, rows: usize, cols: usize) -> String {
                 out.push_str(", ");
             }
             out.push('$');
-            out.push_str(&(first + r * cols + c - 1).to_string());
+            out.push_str(&(r * cols + c).to_string());
         }
         out.push(')');
     }
@@ -296,108 +295,64 @@ impl Db {
     pub async fn commit_together(&self, writes: &[StepWrite]) -> DbResult<Vec<Committed>> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        // 1. The messages: which are new (a message another step already stored writes
-        // nothing). One statement for the group; in a group that names one message twice
-        // the first step gets it.
-        let mut fresh = vec![true; writes.len()];
-        let named: Vec<(usize, String)> = writes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, w)| w.provider_id.as_ref().map(|(u, id)| (i, seen_key(u, id))))
-            .collect();
-        for chunk in named.chunks(ROWS_PER_INSERT) {
-            let sql = format!(
-                "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES {} \
-                 ON CONFLICT (channel_id, provider_id) DO NOTHING RETURNING channel_id, provider_id",
-                numbered_rows(1, chunk.len(), 3)
-            );
-            let mut q = sqlx::query_as::<_, (String, String)>(&sql);
-            for (i, key) in chunk {
-                q = q.bind(&writes[*i].channel_id).bind(key).bind(now);
-            }
-            let mut new: HashSet<(String, String)> =
-                q.fetch_all(&mut *tx).await?.into_iter().collect();
-            for (i, key) in chunk {
-                fresh[*i] = new.remove(&(writes[*i].channel_id.clone(), key.clone()));
-            }
-        }
-        // 2. The sessions of those steps: each written only if still at its read version
-        // (new ones only if nobody created them meanwhile). One statement for the new
-        // sessions, one for the updated ones.
-        let mut written: HashSet<&str> = HashSet::new();
-        let new_ones: Vec<&StepWrite> = writes
-            .iter()
-            .zip(&fresh)
-            .filter(|(w, f)| **f && w.read_version.is_none())
-            .map(|(w, _)| w)
-            .collect();
-        for chunk in new_ones.chunks(ROWS_PER_INSERT) {
-            let sql = format!(
-                "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
-                 VALUES {} ON CONFLICT (id) DO NOTHING RETURNING id",
-                numbered_rows(1, chunk.len(), 7)
-            );
-            let mut q = sqlx::query_scalar::<_, String>(&sql);
-            for w in chunk {
-                q = q
-                    .bind(&w.session_id)
-                    .bind(&w.environment_id)
-                    .bind(&w.channel_id)
-                    .bind(&w.user_id)
-                    .bind(&*w.body)
-                    .bind(1i64)
-                    .bind(now);
-            }
-            let ids = q.fetch_all(&mut *tx).await?;
-            written.extend(
-                chunk
-                    .iter()
-                    .filter(|w| ids.contains(&w.session_id))
-                    .map(|w| w.session_id.as_str()),
-            );
-        }
-        let updates: Vec<(&StepWrite, i64)> = writes
-            .iter()
-            .zip(&fresh)
-            .filter(|(_, f)| **f)
-            .filter_map(|(w, _)| w.read_version.map(|v| (w, v)))
-            .collect();
-        for chunk in updates.chunks(ROWS_PER_INSERT) {
-            // `column1…` are the names SQLite and PostgreSQL both give a VALUES list's columns.
-            let sql = format!(
-                "UPDATE sessions SET body = v.column2, version = v.column3 + 1, updated_at = $1 \
-                 FROM (VALUES {}) AS v WHERE sessions.id = v.column1 AND sessions.version = v.column3 \
-                 RETURNING sessions.id",
-                numbered_rows(2, chunk.len(), 3)
-            );
-            let mut q = sqlx::query_scalar::<_, String>(&sql).bind(now);
-            for (w, v) in chunk {
-                q = q.bind(&w.session_id).bind(&*w.body).bind(*v);
-            }
-            let ids = q.fetch_all(&mut *tx).await?;
-            written.extend(
-                chunk
-                    .iter()
-                    .filter(|(w, _)| ids.contains(&w.session_id))
-                    .map(|(w, _)| w.session_id.as_str()),
-            );
-        }
-        // One outcome per session: if a group named a session twice, the first step has it.
         let mut stored = Vec::with_capacity(writes.len());
-        for (w, f) in writes.iter().zip(&fresh) {
-            stored.push(*f && written.remove(w.session_id.as_str()));
-        }
-        // 3. A message whose step stored nothing stays unseen: the step runs again on the
-        // newer session, and must not then be dropped as a duplicate of itself. (Rare: the
-        // session changed under the step.)
-        for (i, key) in &named {
-            if fresh[*i] && !stored[*i] {
+        for w in writes {
+            if let Some((user, id)) = &w.provider_id {
+                // First, so that a message another step already stored writes nothing.
+                let fresh = sqlx::query(
+                    "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (channel_id, provider_id) DO NOTHING",
+                )
+                .bind(&w.channel_id)
+                .bind(seen_key(user, id))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if fresh == 0 {
+                    stored.push(false);
+                    continue;
+                }
+            }
+            let done = match w.read_version {
+                None => sqlx::query(
+                    "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, 1, $6) ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(&w.session_id)
+                .bind(&w.environment_id)
+                .bind(&w.channel_id)
+                .bind(&w.user_id)
+                .bind(&*w.body)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected(),
+                Some(v) => sqlx::query(
+                    "UPDATE sessions SET body = $1, version = $2, updated_at = $3 WHERE id = $4 AND version = $5",
+                )
+                .bind(&*w.body)
+                .bind(v + 1)
+                .bind(now)
+                .bind(&w.session_id)
+                .bind(v)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected(),
+            };
+            if done != 1
+                && let Some((user, id)) = &w.provider_id
+            {
+                // The session changed under the step: it writes nothing and runs again on
+                // the newer session, so its message must stay unseen (or the rerun would be
+                // dropped as a duplicate of itself, and the message lost).
                 sqlx::query("DELETE FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2")
-                    .bind(&writes[*i].channel_id)
-                    .bind(key)
+                    .bind(&w.channel_id)
+                    .bind(seen_key(user, id))
                     .execute(&mut *tx)
                     .await?;
             }
+            stored.push(done == 1);
         }
         let kept: Vec<&StepWrite> = writes
             .iter()
@@ -412,7 +367,7 @@ impl Db {
             let sql = format!(
                 "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
                  direction, message, flow, intent, state, created_at) VALUES {}",
-                numbered_rows(1, chunk.len(), 12)
+                placeholders(chunk.len(), 12)
             );
             let mut q = sqlx::query(&sql);
             for (n, t) in chunk.iter().enumerate() {
@@ -473,7 +428,7 @@ impl Db {
         for chunk in rows.chunks(ROWS_PER_INSERT) {
             let sql = format!(
                 "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at, format) VALUES {}",
-                numbered_rows(1, chunk.len(), 10)
+                placeholders(chunk.len(), 10)
             );
             let mut q = sqlx::query(&sql);
             for r in chunk {
