@@ -1,5 +1,5 @@
 //! NLU benchmark: `cargo build --release -p host --bin nlu-bench`, then from the repo root
-//! `target/release/nlu-bench [CORPUS_DIR] [--cv]`.
+//! `target/release/nlu-bench [CORPUS_DIR] [--cv [--nested]]`.
 //!
 //! 1. **Intent F1** on the three corpora of Braun et al. 2017 ("Evaluating Natural Language
 //!    Understanding Services for Conversational Question Answering Systems", SIGdial 2017):
@@ -28,7 +28,8 @@
 //!
 //! With `--cv`, first prints 5-fold cross-validation accuracy on the TRAINING sentences only
 //! of each corpus for the candidate settings; the defaults in `nlu::classify::Config` were
-//! chosen from that table (test sentences are never used for choosing).
+//! chosen from that table (test sentences are never used for choosing). With `--nested` as
+//! well, then scores by nested CV the alternative of choosing a setting per training set.
 
 use botbox::nlu::Lang;
 use botbox::nlu::classify::{Config, Example, TraitModel};
@@ -49,6 +50,7 @@ const CORPORA: [&str; 3] = ["ChatbotCorpus", "AskUbuntuCorpus", "WebApplications
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cv = args.iter().any(|a| a == "--cv");
+    let nested = args.iter().any(|a| a == "--nested");
     let dir = args
         .iter()
         .find(|a| !a.starts_with("--"))
@@ -64,7 +66,7 @@ fn main() -> anyhow::Result<()> {
     }
 
     if cv {
-        cross_validate(&corpora);
+        cross_validate(&corpora, nested);
     }
 
     println!(
@@ -387,7 +389,7 @@ fn nested_cv(corpora: &[(&str, Vec<Sentence>)], candidates: &[(&str, Config)]) {
 }
 
 /// 5-fold CV accuracy on the training sentences of each corpus, per candidate setting.
-fn cross_validate(corpora: &[(&str, Vec<Sentence>)]) {
+fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
     let base = Config {
         calibrate: false,
         ..Config::default()
@@ -481,7 +483,7 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)]) {
         );
     }
     println!();
-    if std::env::args().any(|a| a == "--nested") {
+    if nested {
         let pick = |names: &[&str]| -> Vec<(&str, Config)> {
             names
                 .iter()
