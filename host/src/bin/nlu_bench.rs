@@ -290,6 +290,19 @@ fn folds(n: usize, k: usize, seed: u64) -> Vec<usize> {
     order.into_iter().map(|o| o % k).collect()
 }
 
+/// How many of `sentences` get their own intent as `model`'s top prediction.
+fn right_on<'a>(model: &TraitModel, sentences: impl IntoIterator<Item = &'a Sentence>) -> usize {
+    sentences
+        .into_iter()
+        .filter(|s| {
+            model
+                .predict(&s.text)
+                .first()
+                .is_some_and(|p| p.0 == s.intent)
+        })
+        .count()
+}
+
 /// Sentences of `train` predicted right in `repeats` runs of `k`-fold cross-validation
 /// (repeat `r` shuffles with seed `seed + r`).
 fn cv_right(train: &[&Sentence], cfg: &Config, k: usize, repeats: usize, seed: u64) -> usize {
@@ -305,15 +318,12 @@ fn cv_right(train: &[&Sentence], cfg: &Config, k: usize, repeats: usize, seed: u
                 continue;
             }
             let model = train_intents(&fit, cfg);
-            ok += (0..train.len())
-                .filter(|&i| fold_of[i] == f)
-                .filter(|&i| {
-                    model
-                        .predict(&train[i].text)
-                        .first()
-                        .is_some_and(|p| p.0 == train[i].intent)
-                })
-                .count();
+            ok += right_on(
+                &model,
+                (0..train.len())
+                    .filter(|&i| fold_of[i] == f)
+                    .map(|i| train[i]),
+            );
         }
     }
     ok
@@ -353,12 +363,8 @@ fn nested_cv(corpora: &[(&str, Vec<Sentence>)], candidates: &[(&str, Config)]) {
                     }
                 }
                 picks[best.0] += 1;
-                let right = |cfg: &Config| {
-                    let m = train_intents(&fit, cfg);
-                    held.iter()
-                        .filter(|s| m.predict(&s.text).first().is_some_and(|p| p.0 == s.intent))
-                        .count()
-                };
+                let right =
+                    |cfg: &Config| right_on(&train_intents(&fit, cfg), held.iter().copied());
                 d_ok += right(&candidates[0].1);
                 c_ok += right(&candidates[best.0].1);
             }

@@ -950,10 +950,7 @@ mod tests {
     /// A dead endpoint's backlog does not crowd out another endpoint's callback.
     #[tokio::test]
     async fn due_messages_take_a_lane_of_each_endpoint() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::connect(&super::super::sqlite_url(dir.path()))
-            .await
-            .unwrap();
+        let (_dir, db) = super::super::test_sqlite().await;
         let rows = (0..100).map(|i| ("dead", format!("m{i:03}"), i)).chain([(
             "live",
             "z".to_string(),

@@ -297,14 +297,15 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         let mut stored = Vec::with_capacity(writes.len());
         for w in writes {
-            if let Some((user, id)) = &w.provider_id {
+            let seen = w.provider_id.as_ref().map(|(user, id)| seen_key(user, id));
+            if let Some(seen) = &seen {
                 // First, so that a message another step already stored writes nothing.
                 let fresh = sqlx::query(
                     "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3) \
                      ON CONFLICT (channel_id, provider_id) DO NOTHING",
                 )
                 .bind(&w.channel_id)
-                .bind(seen_key(user, id))
+                .bind(seen)
                 .bind(now)
                 .execute(&mut *tx)
                 .await?
@@ -341,14 +342,14 @@ impl Db {
                 .rows_affected(),
             };
             if done != 1
-                && let Some((user, id)) = &w.provider_id
+                && let Some(seen) = &seen
             {
                 // The session changed under the step: it writes nothing and runs again on
                 // the newer session, so its message must stay unseen (or the rerun would be
                 // dropped as a duplicate of itself, and the message lost).
                 sqlx::query("DELETE FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2")
                     .bind(&w.channel_id)
-                    .bind(seen_key(user, id))
+                    .bind(seen)
                     .execute(&mut *tx)
                     .await?;
             }
@@ -695,10 +696,7 @@ mod tests {
     /// pending rows other channels have (SQLite's plan; see [`outbox_sent_sql`]).
     #[tokio::test]
     async fn marking_sent_rows_does_not_scan_the_pending_backlog() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::connect(&super::super::sqlite_url(dir.path()))
-            .await
-            .unwrap();
+        let (_dir, db) = super::super::test_sqlite().await;
         for n in [1, 4, 8, 64, 256] {
             let sql = outbox_sent_sql(n).replace('$', "?");
             let explain = format!("EXPLAIN QUERY PLAN {sql}");
@@ -754,10 +752,7 @@ mod tests {
     /// Bot errors are written with their step, listed by project, and pruned by age.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn bot_errors_are_stored_with_the_step_and_pruned_by_age() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::connect(&super::super::sqlite_url(dir.path()))
-            .await
-            .unwrap();
+        let (_dir, db) = super::super::test_sqlite().await;
         let mut w = write(1);
         w.errors.push(NewBotError {
             project_id: "p".into(),
@@ -794,10 +789,7 @@ mod tests {
     /// due row is found even when the busy ones alone would fill the limit.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn due_rows_leave_out_busy_channels() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::connect(&super::super::sqlite_url(dir.path()))
-            .await
-            .unwrap();
+        let (_dir, db) = super::super::test_sqlite().await;
         for (i, ch) in ["busy-1", "busy-2", "busy-1", "other"].iter().enumerate() {
             sqlx::query(
                 "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at) \
@@ -827,10 +819,7 @@ mod tests {
     /// the others failed with "worker crashed".)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_cancelled_caller_does_not_abandon_its_group() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::connect(&super::super::sqlite_url(dir.path()))
-            .await
-            .unwrap();
+        let (_dir, db) = super::super::test_sqlite().await;
         let queue = db.commits.clone().expect("SQLite commits in groups");
         // Hold the write turn so that every step queues.
         let turn = db.write_turn().await;

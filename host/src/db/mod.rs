@@ -202,6 +202,14 @@ pub struct Page<T> {
     pub total: i64,
 }
 
+/// A fresh SQLite database in a temporary folder (dropped with the folder), for unit tests.
+#[cfg(test)]
+pub(crate) async fn test_sqlite() -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::connect(&sqlite_url(dir.path())).await.unwrap();
+    (dir, db)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,8 +219,7 @@ mod tests {
     /// [`checkpointer`] can have copied them. (Without it the file stays at 4 KiB.)
     #[tokio::test]
     async fn the_checkpointer_copies_the_log_into_the_database_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::connect(&sqlite_url(dir.path())).await.unwrap();
+        let (dir, db) = test_sqlite().await;
         let file = dir.path().join("botbox.db");
         db.pool
             .execute("CREATE TABLE filler (x TEXT NOT NULL)")
