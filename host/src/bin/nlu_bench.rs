@@ -84,7 +84,7 @@ fn main() -> anyhow::Result<()> {
         let model = train_intents(&train, &Config::default());
         let (mut tp, mut fp, mut fneg) = (0, 0, 0);
         for s in &test {
-            match model.predict(&s.text).first() {
+            match model.predict(s).first() {
                 Some((label, score)) => {
                     let ok = *label == s.intent;
                     calib.push((*score, ok));
@@ -104,7 +104,7 @@ fn main() -> anyhow::Result<()> {
             train.len(),
             test.len(),
             prf(tp, fp, fneg),
-            serde_json::to_vec(&model).unwrap().len()
+            serde_json::to_vec(&model.model).unwrap().len()
         );
         tp_all += tp;
         fp_all += fp;
@@ -204,15 +204,96 @@ fn ece(v: &[(f64, bool)]) -> f64 {
         .sum()
 }
 
-fn train_intents(train: &[&Sentence], cfg: &Config) -> TraitModel {
+fn mask_mode() -> String {
+    std::env::var("NLU_MASK").unwrap_or_default()
+}
+
+fn masked(text: &str, spans: &[(usize, usize, String)]) -> String {
+    let mode = mask_mode();
+    if mode.is_empty() || spans.is_empty() {
+        return text.to_string();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut sp = spans.to_vec();
+    sp.sort();
+    let mut out = String::new();
+    let mut at = 0;
+    let mut tail = String::new();
+    for (a, b, t) in sp {
+        if a < at {
+            continue;
+        }
+        let ph = format!(" zz{}zz ", t.to_lowercase());
+        out.extend(&chars[at..a]);
+        if mode == "add" {
+            out.extend(&chars[a..b]);
+            tail.push_str(&ph);
+        } else {
+            out.push_str(&ph);
+        }
+        at = b;
+    }
+    out.extend(&chars[at..]);
+    out.push_str(&tail);
+    out
+}
+
+struct Intents {
+    model: TraitModel,
+    tagger: Option<Tagger>,
+}
+
+impl Intents {
+    fn predict(&self, s: &Sentence) -> Vec<(String, f64)> {
+        let text = match (&self.tagger, mask_mode().as_str()) {
+            (_, "") => s.text.clone(),
+            (_, m) if m.starts_with("gold") => masked(&s.text, &s.entities),
+            (Some(t), _) => {
+                let spans: Vec<(usize, usize, String)> = t
+                    .predict(&s.text)
+                    .into_iter()
+                    .map(|t| (t.span.char_start, t.span.char_end, t.span.tag))
+                    .collect();
+                masked(&s.text, &spans)
+            }
+            (None, _) => s.text.clone(),
+        };
+        self.model.predict(&text)
+    }
+}
+
+fn train_intents(train: &[&Sentence], cfg: &Config) -> Intents {
+    let texts: Vec<String> = train.iter().map(|s| masked(&s.text, &s.entities)).collect();
     let ex: Vec<Example> = train
         .iter()
-        .map(|s| Example {
-            text: &s.text,
+        .zip(&texts)
+        .map(|(s, t)| Example {
+            text: t,
             label: Some(&s.intent),
         })
         .collect();
-    TraitModel::train_with(&ex, &[], Lang::En, cfg).expect("training")
+    let model = TraitModel::train_with(&ex, &[], Lang::En, cfg).expect("training");
+    let tagger = if mask_mode().is_empty() {
+        None
+    } else {
+        let data: Vec<(&str, Vec<Span>)> = train
+            .iter()
+            .map(|s| {
+                let spans = s
+                    .entities
+                    .iter()
+                    .map(|(a, b, t)| Span {
+                        char_start: *a,
+                        char_end: *b,
+                        tag: t.clone(),
+                    })
+                    .collect();
+                (s.text.as_str(), spans)
+            })
+            .collect();
+        Some(Tagger::train(&data, Lang::En))
+    };
+    Intents { model, tagger }
 }
 
 /// Reads one corpus; entity token spans become character spans.
@@ -291,12 +372,12 @@ fn folds(n: usize, k: usize, seed: u64) -> Vec<usize> {
 }
 
 /// How many of `sentences` get their own intent as `model`'s top prediction.
-fn right_on<'a>(model: &TraitModel, sentences: impl IntoIterator<Item = &'a Sentence>) -> usize {
+fn right_on<'a>(model: &Intents, sentences: impl IntoIterator<Item = &'a Sentence>) -> usize {
     sentences
         .into_iter()
         .filter(|s| {
             model
-                .predict(&s.text)
+                .predict(s)
                 .first()
                 .is_some_and(|p| p.0 == s.intent)
         })
@@ -460,6 +541,11 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
         ("ensemble of 3", with(&|c| c.ensemble = 3)),
         ("ensemble of 5", with(&|c| c.ensemble = 5)),
     ];
+    let only = std::env::var("NLU_ROWS").unwrap_or_default();
+    let candidates: Vec<(&str, Config)> = candidates
+        .into_iter()
+        .filter(|c| only.is_empty() || only.split(',').any(|o| c.0 == o))
+        .collect();
     let (k, repeats) = (5, 10);
     println!(
         "== {k}-fold cross-validation accuracy on the TRAINING sentences only \

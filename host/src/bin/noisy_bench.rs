@@ -133,6 +133,7 @@ async fn main() -> anyhow::Result<()> {
     let seconds = env_num("NOISY_SECONDS", 8) as u64;
     let b_users = env_num("NOISY_B_USERS", 4);
     let a_users = env_num("NOISY_A_USERS", 16);
+    let pace = env_num("NOISY_B_PACE_MS", 0) as u64;
     let server = BenchServer::start(&[])?;
     let base = server.base.clone();
     let c = Arc::new(Api {
@@ -232,7 +233,15 @@ async fn main() -> anyhow::Result<()> {
                     let user = format!("b{phase_no}-{u}");
                     let (mut lat, mut acked) = (Vec::new(), Vec::new());
                     let mut k = 0u64;
+                    let mut tick = (pace > 0).then(|| {
+                        let mut t = tokio::time::interval(Duration::from_millis(pace));
+                        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                        t
+                    });
                     while Instant::now() < until {
+                        if let Some(t) = tick.as_mut() {
+                            t.tick().await;
+                        }
                         k += 1;
                         let body = json!({"userId": user, "messages": [{"type": "text", "content": "hi"}]});
                         let t0 = Instant::now();

@@ -65,6 +65,8 @@ pub struct Db {
     writes: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
     /// Steps waiting for a group commit (SQLite only; see [`Db::commit_step`]).
     commits: Option<std::sync::Arc<CommitQueue>>,
+    /// Restarts of the SQLite log by the [`checkpointer`] so far.
+    pub(crate) log_restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How often the SQLite write-ahead log is checkpointed into the database file (250 ms).
@@ -74,6 +76,18 @@ const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(2
 /// [`checkpointer`] falls behind. SQLite's default is 1,000 pages.
 const WAL_BACKSTOP_PAGES: u32 = 8192;
 
+/// Log pages past which the [`checkpointer`] restarts the log (2,048 pages, 8 MiB).
+const WAL_RESTART_PAGES: i64 = 2048;
+
+/// Pages committed during the last PASSIVE round below which the restart goes ahead (64):
+/// the restart copies and syncs those inside the write turn.
+const WAL_RESTART_REST_PAGES: i64 = 64;
+
+/// When readers still read the old log, the restart does not wait for them (SQLite's busy
+/// handler sleeps 1, 2, 5 ms… while the write turn is held): it lets go of the turn and the
+/// checkpointer tries again after this pause (10 ms).
+const WAL_RESTART_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Checkpoints the SQLite write-ahead log every [`CHECKPOINT_EVERY`] on a connection of its
 /// own, outside the write turn, until the `Db` is dropped (`alive` is its write turn).
 ///
@@ -82,21 +96,94 @@ const WAL_BACKSTOP_PAGES: u32 = 8192;
 /// step queued behind it waited (noisy-bench: B's p99 alone 7.5 ms, about 4 ms with this). A
 /// PASSIVE checkpoint neither waits for nor blocks readers and writers: commits go on
 /// appending to the log while it copies.
-async fn checkpointer(url: String, alive: std::sync::Weak<tokio::sync::Mutex<()>>) {
-    use sqlx::Connection;
+///
+/// A PASSIVE checkpoint alone does not keep the log short under load: the log starts over
+/// from its beginning only when a write begins while every page is copied and no reader
+/// still reads from it, and with reads and writes arriving every millisecond (another
+/// tenant's flood) that moment never comes. The log then grew to the commits' backstop and
+/// every 8,192 pages one commit copied and synced 32 MiB inside the write turn (25–30 ms;
+/// noisy-bench: B's p99 under a flood 24–29 ms against 3 ms alone). So once the log is past
+/// [`WAL_RESTART_PAGES`], the checkpointer also takes the write turn, right after its
+/// PASSIVE round has copied nearly everything, and runs a RESTART checkpoint: it copies the
+/// few pages committed since (PASSIVE rounds are repeated first until those are at most
+/// [`WAL_RESTART_REST_PAGES`]) and makes the next commit write from the log's beginning;
+/// the turn is held for that short copy and its sync only (1–10 ms, once per round while
+/// the log is long, against 25–30 ms per backstop before). Noisy-bench, paced B (README):
+/// B's p99 under the flood 24–29 ms before, 10–12 ms after.
+async fn checkpointer(
+    url: String,
+    alive: std::sync::Weak<tokio::sync::Mutex<()>>,
+    restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
+    use sqlx::{Connection, Row};
     let mut conn: Option<sqlx::AnyConnection> = None;
+    let mut pause = CHECKPOINT_EVERY;
     loop {
-        tokio::time::sleep(CHECKPOINT_EVERY).await;
+        tokio::time::sleep(pause).await;
+        pause = CHECKPOINT_EVERY;
         if alive.strong_count() == 0 {
             return;
         }
         if conn.is_none() {
-            conn = sqlx::AnyConnection::connect(&url).await.ok();
+            conn = match sqlx::AnyConnection::connect(&url).await {
+                Ok(mut c) => c
+                    .execute("PRAGMA busy_timeout = 0")
+                    .await
+                    .ok()
+                    .map(|_| c),
+                Err(_) => None,
+            };
         }
         let Some(c) = conn.as_mut() else { continue };
-        if let Err(e) = c.execute("PRAGMA wal_checkpoint(PASSIVE)").await {
-            tracing::warn!(error = %e, "SQLite checkpoint");
+        // Rounds of PASSIVE checkpoints: the first copies what the last 250 ms committed,
+        // each next one what was committed while the one before ran, until that is little.
+        let mut copied_before = None;
+        let mut log = 0;
+        let mut failed = false;
+        for _ in 0..4 {
+            // (busy, pages in the log, pages copied)
+            match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .fetch_one(&mut *c)
+                .await
+            {
+                Ok(row) => {
+                    log = row.try_get::<i64, _>(1).unwrap_or(0);
+                    let copied = row.try_get::<i64, _>(2).unwrap_or(0);
+                    let fresh = copied_before.map_or(log, |b| log - b);
+                    copied_before = Some(copied);
+                    if log < WAL_RESTART_PAGES || fresh <= WAL_RESTART_REST_PAGES {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "SQLite checkpoint");
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if failed {
             conn = None;
+            continue;
+        }
+        if log < WAL_RESTART_PAGES {
+            continue;
+        }
+        let Some(turn) = alive.upgrade() else { return };
+        let _turn = turn.lock().await;
+        match sqlx::query("PRAGMA wal_checkpoint(RESTART)")
+            .fetch_one(&mut *c)
+            .await
+        {
+            // Readers still on the old log: let go of the turn and try again soon.
+            Ok(row) if row.try_get::<i64, _>(0).unwrap_or(0) != 0 => pause = WAL_RESTART_RETRY,
+            Ok(_) => {
+                restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "SQLite log restart");
+                conn = None;
+            }
         }
     }
 }
@@ -153,14 +240,20 @@ impl Db {
             .map_err(|e| anyhow::anyhow!("running migrations: {e}"))?;
         let sqlite = backend == Backend::Sqlite;
         let writes: Option<std::sync::Arc<tokio::sync::Mutex<()>>> = sqlite.then(Default::default);
+        let log_restarts = std::sync::Arc::<std::sync::atomic::AtomicU64>::default();
         if let Some(w) = &writes {
-            tokio::spawn(checkpointer(url.to_owned(), std::sync::Arc::downgrade(w)));
+            tokio::spawn(checkpointer(
+                url.to_owned(),
+                std::sync::Arc::downgrade(w),
+                log_restarts.clone(),
+            ));
         }
         Ok(Db {
             pool,
             backend,
             writes,
             commits: sqlite.then(Default::default),
+            log_restarts,
         })
     }
 }
@@ -252,5 +345,67 @@ mod tests {
             grown(len),
             "the database file stayed at {len} bytes (was {before}): the log was not checkpointed"
         );
+    }
+
+    /// A long log is restarted by the checkpointer itself, not left for a commit to find
+    /// idle: after 12 MB of commits (past [`WAL_RESTART_PAGES`]) the [`checkpointer`] runs a
+    /// RESTART checkpoint, so the next commit writes from the log's beginning. (A PASSIVE
+    /// checkpoint alone copies the pages but leaves the log to the next commit, which under
+    /// constant reads and writes never finds it idle: the log grew to the 32 MiB backstop,
+    /// whose commit then held the write turn for 25–30 ms.) The next commit's pages are
+    /// then all the log holds.
+    #[tokio::test]
+    async fn the_checkpointer_restarts_a_long_log() {
+        use sqlx::Row;
+        use std::sync::atomic::Ordering;
+        let (_dir, db) = test_sqlite().await;
+        db.pool
+            .execute("CREATE TABLE filler (x TEXT NOT NULL)")
+            .await
+            .unwrap();
+        let row = "x".repeat(4000);
+        let write = |rows: usize| {
+            let (db, row) = (db.clone(), row.clone());
+            async move {
+                let _turn = db.write_turn().await;
+                let mut tx = db.pool.begin().await.unwrap();
+                for _ in 0..rows {
+                    sqlx::query("INSERT INTO filler (x) VALUES ($1)")
+                        .bind(&row)
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                }
+                tx.commit().await.unwrap();
+            }
+        };
+        for _ in 0..30 {
+            write(100).await;
+        }
+        // Pages in the log.
+        let log = || async {
+            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .fetch_one(&db.pool)
+                .await
+                .unwrap()
+                .try_get::<i64, _>(1)
+                .unwrap()
+        };
+        let written = log().await;
+        assert!(written >= WAL_RESTART_PAGES, "the commits logged {written} pages");
+        // Waits for the checkpointer's next rounds (every 250 ms); bounded.
+        for _ in 0..200 {
+            if db.log_restarts.load(Ordering::Relaxed) > 0 {
+                break;
+            }
+            tokio::time::sleep(CHECKPOINT_EVERY / 5).await;
+        }
+        assert!(
+            db.log_restarts.load(Ordering::Relaxed) > 0,
+            "the log ({written} pages) was not restarted"
+        );
+        write(1).await;
+        let after = log().await;
+        assert!(after < 10, "after one more commit the log holds {after} pages");
     }
 }
