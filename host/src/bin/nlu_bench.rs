@@ -30,6 +30,14 @@
 //! of each corpus for the candidate settings; the defaults in `nlu::classify::Config` were
 //! chosen from that table (test sentences are never used for choosing). With `--nested` as
 //! well, then scores by nested CV the alternative of choosing a setting per training set.
+//!
+//! Environment: `NLU_ROWS=default,idf,…` keeps only those rows of the CV table (faster).
+//! `NLU_MASK` is an experiment in entity abstraction (tried and dropped, README): the intent
+//! model trains on sentences whose labelled entity spans are replaced by a placeholder of
+//! their type (`replace`) or keep their words and get the placeholder added (`add`); at
+//! prediction a phrase tagger trained on the same training sentences finds the spans
+//! (`gold` uses the corpus's own spans instead: an upper bound). It applies to the CV table
+//! and the test scores alike.
 
 use botbox::nlu::Lang;
 use botbox::nlu::classify::{Config, Example, TraitModel};
@@ -204,10 +212,13 @@ fn ece(v: &[(f64, bool)]) -> f64 {
         .sum()
 }
 
+/// `NLU_MASK` (see the module docs): "", "replace", "add" or "gold".
 fn mask_mode() -> String {
     std::env::var("NLU_MASK").unwrap_or_default()
 }
 
+/// `text` with each span replaced by (or, in "add" mode, followed at the end by) a
+/// placeholder word of its type.
 fn masked(text: &str, spans: &[(usize, usize, String)]) -> String {
     let mode = mask_mode();
     if mode.is_empty() || spans.is_empty() {
@@ -238,6 +249,7 @@ fn masked(text: &str, spans: &[(usize, usize, String)]) -> String {
     out
 }
 
+/// A trained intent model and, when masking, the tagger that finds the spans to mask.
 struct Intents {
     model: TraitModel,
     tagger: Option<Tagger>,

@@ -14,7 +14,9 @@
 //!
 //! Prints B's p50/p99 per phase and the ratio to its baseline (goal: p99 within 2×).
 //! Options (environment): NOISY_SECONDS (per phase, default 8), NOISY_B_USERS (4),
-//! NOISY_A_USERS (16).
+//! NOISY_A_USERS (16), NOISY_B_PACE_MS (0: each B user sends its next message as soon as
+//! the reply arrives, so B alone keeps the server busy; n: at most one message per n ms per
+//! user, a tenant that uses a fraction of the machine).
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
