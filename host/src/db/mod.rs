@@ -118,6 +118,9 @@ async fn checkpointer(
     use sqlx::{Connection, Row};
     let mut conn: Option<sqlx::AnyConnection> = None;
     let mut pause = CHECKPOINT_EVERY;
+    // The log's length at the last restart: while it is the same, nothing was committed
+    // since, and the restart has nothing to do.
+    let mut restarted_at = None;
     loop {
         tokio::time::sleep(pause).await;
         pause = CHECKPOINT_EVERY;
@@ -166,7 +169,7 @@ async fn checkpointer(
             conn = None;
             continue;
         }
-        if log < WAL_RESTART_PAGES {
+        if log < WAL_RESTART_PAGES || restarted_at == Some(log) {
             continue;
         }
         let Some(turn) = alive.upgrade() else { return };
@@ -178,6 +181,7 @@ async fn checkpointer(
             // Readers still on the old log: let go of the turn and try again soon.
             Ok(row) if row.try_get::<i64, _>(0).unwrap_or(0) != 0 => pause = WAL_RESTART_RETRY,
             Ok(_) => {
+                restarted_at = Some(log);
                 restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             Err(e) => {
