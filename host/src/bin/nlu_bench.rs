@@ -138,23 +138,7 @@ fn main() -> anyhow::Result<()> {
     println!();
     println!("== Entities, Chatbot corpus (tagger; exact span and type, micro)");
     let sents = &corpora[0].1;
-    let train: Vec<(&str, Vec<Span>)> = sents
-        .iter()
-        .filter(|s| s.training)
-        .map(|s| {
-            let spans = s
-                .entities
-                .iter()
-                .map(|(a, b, t)| Span {
-                    char_start: *a,
-                    char_end: *b,
-                    tag: t.clone(),
-                })
-                .collect();
-            (s.text.as_str(), spans)
-        })
-        .collect();
-    let tagger = Tagger::train(&train, Lang::En);
+    let tagger = train_tagger(sents.iter().filter(|s| s.training));
     let (mut tp, mut fp, mut fneg) = (0, 0, 0);
     for s in sents.iter().filter(|s| !s.training) {
         let pred: Vec<(usize, usize, String)> = tagger
@@ -213,8 +197,29 @@ fn ece(v: &[(f64, bool)]) -> f64 {
 }
 
 /// `NLU_MASK` (see the module docs): "", "replace", "add" or "gold".
-fn mask_mode() -> String {
-    std::env::var("NLU_MASK").unwrap_or_default()
+fn mask_mode() -> &'static str {
+    static MODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    MODE.get_or_init(|| std::env::var("NLU_MASK").unwrap_or_default())
+}
+
+/// A phrase tagger trained on the labelled entity spans of `sentences`.
+fn train_tagger<'a>(sentences: impl IntoIterator<Item = &'a Sentence>) -> Tagger {
+    let data: Vec<(&str, Vec<Span>)> = sentences
+        .into_iter()
+        .map(|s| {
+            let spans = s
+                .entities
+                .iter()
+                .map(|(a, b, t)| Span {
+                    char_start: *a,
+                    char_end: *b,
+                    tag: t.clone(),
+                })
+                .collect();
+            (s.text.as_str(), spans)
+        })
+        .collect();
+    Tagger::train(&data, Lang::En)
 }
 
 /// `text` with each span replaced by (or, in "add" mode, followed at the end by) a
@@ -257,7 +262,7 @@ struct Intents {
 
 impl Intents {
     fn predict(&self, s: &Sentence) -> Vec<(String, f64)> {
-        let text = match (&self.tagger, mask_mode().as_str()) {
+        let text = match (&self.tagger, mask_mode()) {
             (_, "") => s.text.clone(),
             (_, m) if m.starts_with("gold") => masked(&s.text, &s.entities),
             (Some(t), _) => {
@@ -285,26 +290,7 @@ fn train_intents(train: &[&Sentence], cfg: &Config) -> Intents {
         })
         .collect();
     let model = TraitModel::train_with(&ex, &[], Lang::En, cfg).expect("training");
-    let tagger = if mask_mode().is_empty() {
-        None
-    } else {
-        let data: Vec<(&str, Vec<Span>)> = train
-            .iter()
-            .map(|s| {
-                let spans = s
-                    .entities
-                    .iter()
-                    .map(|(a, b, t)| Span {
-                        char_start: *a,
-                        char_end: *b,
-                        tag: t.clone(),
-                    })
-                    .collect();
-                (s.text.as_str(), spans)
-            })
-            .collect();
-        Some(Tagger::train(&data, Lang::En))
-    };
+    let tagger = (!mask_mode().is_empty()).then(|| train_tagger(train.iter().copied()));
     Intents { model, tagger }
 }
 
@@ -387,12 +373,7 @@ fn folds(n: usize, k: usize, seed: u64) -> Vec<usize> {
 fn right_on<'a>(model: &Intents, sentences: impl IntoIterator<Item = &'a Sentence>) -> usize {
     sentences
         .into_iter()
-        .filter(|s| {
-            model
-                .predict(s)
-                .first()
-                .is_some_and(|p| p.0 == s.intent)
-        })
+        .filter(|s| model.predict(s).first().is_some_and(|p| p.0 == s.intent))
         .count()
 }
 

@@ -65,7 +65,8 @@ pub struct Db {
     writes: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
     /// Steps waiting for a group commit (SQLite only; see [`Db::commit_step`]).
     commits: Option<std::sync::Arc<CommitQueue>>,
-    /// Restarts of the SQLite log by the [`checkpointer`] so far.
+    /// Restarts of the SQLite log by the [`checkpointer`] so far (read by its test).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) log_restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -115,7 +116,7 @@ async fn checkpointer(
     alive: std::sync::Weak<tokio::sync::Mutex<()>>,
     restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) {
-    use sqlx::{Connection, Row};
+    use sqlx::Connection;
     let mut conn: Option<sqlx::AnyConnection> = None;
     let mut pause = CHECKPOINT_EVERY;
     // The log's length at the last restart: while it is the same, nothing was committed
@@ -129,57 +130,27 @@ async fn checkpointer(
         }
         if conn.is_none() {
             conn = match sqlx::AnyConnection::connect(&url).await {
-                Ok(mut c) => c
-                    .execute("PRAGMA busy_timeout = 0")
-                    .await
-                    .ok()
-                    .map(|_| c),
+                Ok(mut c) => c.execute("PRAGMA busy_timeout = 0").await.ok().map(|_| c),
                 Err(_) => None,
             };
         }
         let Some(c) = conn.as_mut() else { continue };
-        // Rounds of PASSIVE checkpoints: the first copies what the last 250 ms committed,
-        // each next one what was committed while the one before ran, until that is little.
-        let mut copied_before = None;
-        let mut log = 0;
-        let mut failed = false;
-        for _ in 0..4 {
-            // (busy, pages in the log, pages copied)
-            match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .fetch_one(&mut *c)
-                .await
-            {
-                Ok(row) => {
-                    log = row.try_get::<i64, _>(1).unwrap_or(0);
-                    let copied = row.try_get::<i64, _>(2).unwrap_or(0);
-                    let fresh = copied_before.map_or(log, |b| log - b);
-                    copied_before = Some(copied);
-                    if log < WAL_RESTART_PAGES || fresh <= WAL_RESTART_REST_PAGES {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "SQLite checkpoint");
-                    failed = true;
-                    break;
-                }
+        let log = match passive_rounds(c).await {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::warn!(error = %e, "SQLite checkpoint");
+                conn = None;
+                continue;
             }
-        }
-        if failed {
-            conn = None;
-            continue;
-        }
+        };
         if log < WAL_RESTART_PAGES || restarted_at == Some(log) {
             continue;
         }
         let Some(turn) = alive.upgrade() else { return };
         let _turn = turn.lock().await;
-        match sqlx::query("PRAGMA wal_checkpoint(RESTART)")
-            .fetch_one(&mut *c)
-            .await
-        {
+        match wal_checkpoint(c, "RESTART").await {
             // Readers still on the old log: let go of the turn and try again soon.
-            Ok(row) if row.try_get::<i64, _>(0).unwrap_or(0) != 0 => pause = WAL_RESTART_RETRY,
+            Ok((busy, _, _)) if busy != 0 => pause = WAL_RESTART_RETRY,
             Ok(_) => {
                 restarted_at = Some(log);
                 restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -190,6 +161,34 @@ async fn checkpointer(
             }
         }
     }
+}
+
+/// `PRAGMA wal_checkpoint(<mode>)`: (busy, pages in the log, pages copied).
+async fn wal_checkpoint(c: &mut sqlx::AnyConnection, mode: &str) -> sqlx::Result<(i64, i64, i64)> {
+    use sqlx::Row;
+    let row = sqlx::query(&format!("PRAGMA wal_checkpoint({mode})"))
+        .fetch_one(c)
+        .await?;
+    let col = |i| row.try_get::<i64, _>(i).unwrap_or(0);
+    Ok((col(0), col(1), col(2)))
+}
+
+/// PASSIVE checkpoints of the [`checkpointer`]'s round: the first copies what the last
+/// 250 ms committed; while the log is long, each next one (up to four in all) copies what
+/// was committed while the one before ran, until that is at most
+/// [`WAL_RESTART_REST_PAGES`]. Returns the pages in the log.
+async fn passive_rounds(c: &mut sqlx::AnyConnection) -> sqlx::Result<i64> {
+    let mut copied_before = None;
+    let mut log = 0;
+    for _ in 0..4 {
+        let (_, now, copied) = wal_checkpoint(c, "PASSIVE").await?;
+        let fresh = copied_before.map_or(now, |b| now - b);
+        (log, copied_before) = (now, Some(copied));
+        if log < WAL_RESTART_PAGES || fresh <= WAL_RESTART_REST_PAGES {
+            break;
+        }
+    }
+    Ok(log)
 }
 
 /// The database URL for a data folder: `<data>/botbox.db`, created when missing.
@@ -311,6 +310,41 @@ pub(crate) async fn test_sqlite() -> (tempfile::TempDir, Db) {
 mod tests {
     use super::*;
 
+    /// Creates the `filler` table the checkpointer tests write to.
+    async fn filler_table(db: &Db) {
+        db.pool
+            .execute("CREATE TABLE filler (x TEXT NOT NULL)")
+            .await
+            .unwrap();
+    }
+
+    /// Commits `rows` rows of `bytes` bytes each in one transaction, in the write turn.
+    async fn fill(db: &Db, rows: usize, bytes: usize) {
+        let row = "x".repeat(bytes);
+        let _turn = db.write_turn().await;
+        let mut tx = db.pool.begin().await.unwrap();
+        for _ in 0..rows {
+            sqlx::query("INSERT INTO filler (x) VALUES ($1)")
+                .bind(&row)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+        }
+        tx.commit().await.unwrap();
+    }
+
+    /// Polls `done` over the checkpointer's next rounds (every 250 ms), for at most 200
+    /// polls of a fifth of a round; whether it became true.
+    async fn within_rounds(mut done: impl AsyncFnMut() -> bool) -> bool {
+        for _ in 0..200 {
+            if done().await {
+                return true;
+            }
+            tokio::time::sleep(CHECKPOINT_EVERY / 5).await;
+        }
+        done().await
+    }
+
     /// Pages written to SQLite's log reach the database file without any commit running a
     /// checkpoint: 2 MB is far below the commits' own backstop (32 MiB), so only the
     /// [`checkpointer`] can have copied them. (Without it the file stays at 4 KiB.)
@@ -318,36 +352,17 @@ mod tests {
     async fn the_checkpointer_copies_the_log_into_the_database_file() {
         let (dir, db) = test_sqlite().await;
         let file = dir.path().join("botbox.db");
-        db.pool
-            .execute("CREATE TABLE filler (x TEXT NOT NULL)")
-            .await
-            .unwrap();
-        let before = std::fs::metadata(&file).unwrap().len();
-        let row = "x".repeat(1000);
+        filler_table(&db).await;
+        let len = || std::fs::metadata(&file).unwrap().len();
+        let before = len();
         for _ in 0..40 {
-            let mut tx = db.pool.begin().await.unwrap();
-            for _ in 0..50 {
-                sqlx::query("INSERT INTO filler (x) VALUES ($1)")
-                    .bind(&row)
-                    .execute(&mut *tx)
-                    .await
-                    .unwrap();
-            }
-            tx.commit().await.unwrap();
+            fill(&db, 50, 1000).await;
         }
-        // Waits for the checkpointer's next rounds (every 250 ms); bounded.
-        let grown = |len: u64| len >= before + 1_500_000;
-        let mut len = std::fs::metadata(&file).unwrap().len();
-        for _ in 0..200 {
-            if grown(len) {
-                break;
-            }
-            tokio::time::sleep(CHECKPOINT_EVERY / 5).await;
-            len = std::fs::metadata(&file).unwrap().len();
-        }
+        let grown = within_rounds(async || len() >= before + 1_500_000).await;
         assert!(
-            grown(len),
-            "the database file stayed at {len} bytes (was {before}): the log was not checkpointed"
+            grown,
+            "the database file stayed at {} bytes (was {before}): the log was not checkpointed",
+            len()
         );
     }
 
@@ -360,56 +375,29 @@ mod tests {
     /// then all the log holds.
     #[tokio::test]
     async fn the_checkpointer_restarts_a_long_log() {
-        use sqlx::Row;
         use std::sync::atomic::Ordering;
         let (_dir, db) = test_sqlite().await;
-        db.pool
-            .execute("CREATE TABLE filler (x TEXT NOT NULL)")
-            .await
-            .unwrap();
-        let row = "x".repeat(4000);
-        let write = |rows: usize| {
-            let (db, row) = (db.clone(), row.clone());
-            async move {
-                let _turn = db.write_turn().await;
-                let mut tx = db.pool.begin().await.unwrap();
-                for _ in 0..rows {
-                    sqlx::query("INSERT INTO filler (x) VALUES ($1)")
-                        .bind(&row)
-                        .execute(&mut *tx)
-                        .await
-                        .unwrap();
-                }
-                tx.commit().await.unwrap();
-            }
-        };
+        filler_table(&db).await;
         for _ in 0..30 {
-            write(100).await;
+            fill(&db, 100, 4000).await;
         }
         // Pages in the log.
         let log = || async {
-            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .fetch_one(&db.pool)
-                .await
-                .unwrap()
-                .try_get::<i64, _>(1)
-                .unwrap()
+            let mut c = db.pool.acquire().await.unwrap();
+            wal_checkpoint(&mut c, "PASSIVE").await.unwrap().1
         };
         let written = log().await;
-        assert!(written >= WAL_RESTART_PAGES, "the commits logged {written} pages");
-        // Waits for the checkpointer's next rounds (every 250 ms); bounded.
-        for _ in 0..200 {
-            if db.log_restarts.load(Ordering::Relaxed) > 0 {
-                break;
-            }
-            tokio::time::sleep(CHECKPOINT_EVERY / 5).await;
-        }
         assert!(
-            db.log_restarts.load(Ordering::Relaxed) > 0,
-            "the log ({written} pages) was not restarted"
+            written >= WAL_RESTART_PAGES,
+            "the commits logged {written} pages"
         );
-        write(1).await;
+        let restarted = within_rounds(async || db.log_restarts.load(Ordering::Relaxed) > 0).await;
+        assert!(restarted, "the log ({written} pages) was not restarted");
+        fill(&db, 1, 4000).await;
         let after = log().await;
-        assert!(after < 10, "after one more commit the log holds {after} pages");
+        assert!(
+            after < 10,
+            "after one more commit the log holds {after} pages"
+        );
     }
 }
