@@ -929,7 +929,7 @@ async fn enqueue_events(
             sqlx::query(&format!(
                 "INSERT INTO webhook_messages ({MESSAGE_COLS}) VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $7)"
             ))
-            .bind(format!("msg_{}", crate::db::new_id()))
+            .bind(format!("msg_{}", crate::db::new_row_id()))
             .bind(&endpoint)
             .bind(workspace)
             .bind(&ev.event_type)

@@ -1,6 +1,6 @@
 //! Sessions, inbound dedupe, the outbox, transcripts and schedules.
 
-use super::{Db, DbError, DbResult, new_id, now_ms};
+use super::{Db, DbError, DbResult, new_row_id, now_ms};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SessionRow {
@@ -373,7 +373,7 @@ impl Db {
             let mut q = sqlx::query(&sql);
             for (n, t) in chunk.iter().enumerate() {
                 q = q
-                    .bind(new_id())
+                    .bind(new_row_id())
                     .bind(&t.project_id)
                     .bind(&t.environment_id)
                     .bind(&t.environment_name)
@@ -395,7 +395,7 @@ impl Db {
                 "INSERT INTO bot_errors (id, project_id, environment_id, channel_id, created_at, error_group, error_code, message) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
-            .bind(new_id())
+            .bind(new_row_id())
             .bind(&e.project_id)
             .bind(&e.environment_id)
             .bind(&e.channel_id)
@@ -412,7 +412,7 @@ impl Db {
                 w.outbox
                     .iter()
                     .map(|(url, headers, body)| OutboxRow {
-                        id: new_id(),
+                        id: new_row_id(),
                         channel_id: w.channel_id.clone(),
                         url: url.clone(),
                         headers: headers.clone(),

@@ -29,6 +29,9 @@ struct State {
     free: usize,
     /// Tenants with waiting steps, in the order they will be served.
     ring: VecDeque<Arc<str>>,
+    /// The tenant the last slot went to. A tenant that starts waiting goes into the ring
+    /// before it (see [`State::enqueue`]).
+    last: Option<Arc<str>>,
     /// Each waiting tenant's steps, oldest first.
     queues: HashMap<Arc<str>, VecDeque<Arc<Waiter>>>,
     /// How many steps `queues` holds, for the running guests ([`Cpu::queued_counter`]).
@@ -118,9 +121,10 @@ impl State {
             if queue.is_empty() {
                 self.queues.remove(&tenant);
             } else {
-                self.ring.push_back(tenant);
+                self.ring.push_back(tenant.clone());
             }
             if let Some(w) = waiter {
+                self.last = Some(tenant);
                 let mut wait = w.0.lock().unwrap();
                 wait.granted = true;
                 return wait.waker.take();
@@ -136,7 +140,18 @@ impl State {
             Some(q) => q.push_back(waiter),
             None => {
                 self.queues.insert(tenant.clone(), VecDeque::from([waiter]));
-                self.ring.push_back(tenant.clone());
+                // Before the tenant that had the last slot, which is then last in the ring
+                // (it went to the back when served, and arrivals since went before it): that
+                // tenant has had its turn of this round. At the back instead, a tenant that
+                // arrived while a busy tenant's step ran waited for that step's quantum and
+                // then the busy tenant's next one (B's step queued two quanta of A's CPU
+                // burn). A tenant gets into the ring this way only when it had no step
+                // waiting, so it gains no more than one turn per round.
+                let pos = match (self.ring.back(), &self.last) {
+                    (Some(back), Some(last)) if back == last => self.ring.len() - 1,
+                    _ => self.ring.len(),
+                };
+                self.ring.insert(pos, tenant.clone());
             }
         }
     }
@@ -186,6 +201,7 @@ impl<'a> Future for Acquire<'a> {
         let mut st = cpu.state.lock().unwrap();
         if st.free > 0 {
             st.free -= 1;
+            st.last = Some(self.tenant.clone());
             drop(st);
             self.done = true;
             return Poll::Ready(Slot(cpu));
@@ -372,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tenant_with_one_waiter_is_served_before_the_second_waiter_of_a_busy_tenant() {
+    fn a_tenant_that_arrives_while_a_busy_tenant_runs_is_served_before_its_next_step() {
         let cpu = Cpu::new(1);
         let (a, b) = (tenant("a"), tenant("b"));
         let mut held = cpu.acquire(&a);
@@ -406,7 +422,38 @@ mod tests {
             order.push(name);
             // The slot taken by the poll above was dropped with its `Ready` value.
         }
-        assert_eq!(order, ["a1", "b1", "a2", "a3"]);
+        // A holds the slot: B goes first when it is freed (with A's next step first, B's
+        // step waited for two of A's quanta under A's CPU burn instead of one).
+        assert_eq!(order, ["b1", "a1", "a2", "a3"]);
+        assert_eq!(cpu.waiting(), 0);
+    }
+
+    #[test]
+    fn the_tenant_that_ran_last_goes_behind_those_that_came_meanwhile_and_those_before() {
+        let cpu = Cpu::new(1);
+        let (a, b, c) = (tenant("a"), tenant("b"), tenant("c"));
+        let Poll::Ready(held) = poll(&mut cpu.acquire(&a)) else {
+            panic!("a free slot is taken at once")
+        };
+        // C waits; A's running step yields and queues again; then B arrives.
+        let mut c1 = cpu.acquire(&c);
+        assert!(poll(&mut c1).is_pending());
+        let mut a2 = cpu.acquire(&a);
+        assert!(poll(&mut a2).is_pending());
+        let mut b1 = cpu.acquire(&b);
+        assert!(poll(&mut b1).is_pending());
+        drop(held);
+        let mut order = vec![];
+        let mut pending: Vec<(&str, &mut Acquire)> =
+            vec![("a2", &mut a2), ("b1", &mut b1), ("c1", &mut c1)];
+        while !pending.is_empty() {
+            let i = pending
+                .iter_mut()
+                .position(|(_, f)| poll(*f).is_ready())
+                .expect("a freed slot is handed to a waiter");
+            order.push(pending.remove(i).0);
+        }
+        assert_eq!(order, ["c1", "b1", "a2"]);
         assert_eq!(cpu.waiting(), 0);
     }
 
