@@ -106,6 +106,10 @@ pub struct Config {
     /// Train on each label's own name as one more sentence of that label (`DeleteAccount`,
     /// `delete_account` and `delete account` all read as "delete account").
     pub label_names: bool,
+    /// Feature dropout while training: each pass drops each feature of an example with this
+    /// probability and scales the rest by 1 / (1 − p), so that no single word or n-gram
+    /// carries a label alone (0: off).
+    pub dropout: f32,
 }
 
 impl Default for Config {
@@ -133,6 +137,7 @@ impl Default for Config {
             ensemble: 1,
             seed: 0x5eed,
             label_names: false,
+            dropout: 0.0,
         }
     }
 }
@@ -660,10 +665,22 @@ fn fit_once(
     let mut rng = SplitMix(seed);
     let mut z = vec![0f32; k];
     let mut g = vec![0f32; k];
+    let keep = 1.0 - cfg.dropout.clamp(0.0, 0.9);
+    let mut kept: Vec<(usize, f32)> = Vec::new();
     for _ in 0..passes {
         rng.shuffle(&mut order);
         for &i in &order {
-            let x = &rows[i];
+            let x: &[(usize, f32)] = if keep < 1.0 {
+                kept.clear();
+                for &(r, v) in &rows[i] {
+                    if ((rng.next() >> 40) as f32) < keep * (1u64 << 24) as f32 {
+                        kept.push((r, v / keep));
+                    }
+                }
+                &kept
+            } else {
+                &rows[i]
+            };
             z.iter_mut().for_each(|v| *v = 0.0);
             for &(r, v) in x {
                 for (zc, wc) in z.iter_mut().zip(&w[r * k..(r + 1) * k]) {
@@ -936,6 +953,24 @@ mod tests {
         assert!(p[0].1 > 0.5, "{p:?}");
         let total: f64 = p.iter().map(|x| x.1).sum();
         assert!(total <= 1.0 + 1e-9);
+    }
+
+    #[test]
+    fn learns_with_feature_dropout() {
+        let cfg = Config {
+            dropout: 0.5,
+            ..Config::default()
+        };
+        let m = TraitModel::train_with(&ex(EN), &[], Lang::En, &cfg).unwrap();
+        assert_eq!(top(&m, "I would like to order a pizza").0, "order");
+        assert_eq!(top(&m, "where's my pizza? is it on the way").0, "track");
+        assert_eq!(top(&m, "cancel the order please").0, "cancel");
+        // The option changes training (not a no-op), and stays deterministic.
+        let plain = TraitModel::train(&ex(EN), &[], Lang::En).unwrap();
+        let again = TraitModel::train_with(&ex(EN), &[], Lang::En, &cfg).unwrap();
+        let json = |m: &TraitModel| serde_json::to_string(m).unwrap();
+        assert_ne!(json(&m), json(&plain));
+        assert_eq!(json(&m), json(&again));
     }
 
     #[test]
