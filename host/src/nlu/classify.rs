@@ -673,7 +673,7 @@ fn fit_once(
             let x: &[(usize, f32)] = if keep < 1.0 {
                 kept.clear();
                 for &(r, v) in &rows[i] {
-                    if ((rng.next() >> 40) as f32) < keep * (1u64 << 24) as f32 {
+                    if rng.unit() < keep {
                         kept.push((r, v / keep));
                     }
                 }

@@ -105,6 +105,11 @@ impl SplitMix {
         z ^ (z >> 31)
     }
 
+    /// Uniform in [0, 1): the top 24 bits, exactly representable in an `f32`.
+    pub(crate) fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u32 << 24) as f32
+    }
+
     /// Fisher–Yates.
     pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {

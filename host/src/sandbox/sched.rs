@@ -387,6 +387,21 @@ mod tests {
         name.into()
     }
 
+    /// The order in which a freed slot reaches the waiters: each one in turn is the one
+    /// whose poll is ready; the slot it got is dropped with the `Ready` value, freeing it
+    /// for the next.
+    fn served_order<'n>(mut pending: Vec<(&'n str, &mut Acquire)>) -> Vec<&'n str> {
+        let mut order = vec![];
+        while !pending.is_empty() {
+            let i = pending
+                .iter_mut()
+                .position(|(_, f)| poll(*f).is_ready())
+                .expect("a freed slot is handed to a waiter");
+            order.push(pending.remove(i).0);
+        }
+        order
+    }
+
     #[test]
     fn a_tenant_that_arrives_while_a_busy_tenant_runs_is_served_before_its_next_step() {
         let cpu = Cpu::new(1);
@@ -404,24 +419,13 @@ mod tests {
             assert!(poll(f).is_pending());
         }
         assert_eq!(cpu.waiting(), 4);
-        let mut order = vec![];
         drop(held);
-        // Each freed slot goes to whoever is ready; record who, then free it again.
-        let mut pending: Vec<(&str, &mut Acquire)> = vec![
+        let order = served_order(vec![
             ("a1", &mut a1),
             ("a2", &mut a2),
             ("a3", &mut a3),
             ("b1", &mut b1),
-        ];
-        while !pending.is_empty() {
-            let i = pending
-                .iter_mut()
-                .position(|(_, f)| poll(*f).is_ready())
-                .expect("a freed slot is handed to a waiter");
-            let (name, _) = pending.remove(i);
-            order.push(name);
-            // The slot taken by the poll above was dropped with its `Ready` value.
-        }
+        ]);
         // A holds the slot: B goes first when it is freed (with A's next step first, B's
         // step waited for two of A's quanta under A's CPU burn instead of one).
         assert_eq!(order, ["b1", "a1", "a2", "a3"]);
@@ -443,16 +447,7 @@ mod tests {
         let mut b1 = cpu.acquire(&b);
         assert!(poll(&mut b1).is_pending());
         drop(held);
-        let mut order = vec![];
-        let mut pending: Vec<(&str, &mut Acquire)> =
-            vec![("a2", &mut a2), ("b1", &mut b1), ("c1", &mut c1)];
-        while !pending.is_empty() {
-            let i = pending
-                .iter_mut()
-                .position(|(_, f)| poll(*f).is_ready())
-                .expect("a freed slot is handed to a waiter");
-            order.push(pending.remove(i).0);
-        }
+        let order = served_order(vec![("a2", &mut a2), ("b1", &mut b1), ("c1", &mut c1)]);
         assert_eq!(order, ["c1", "b1", "a2"]);
         assert_eq!(cpu.waiting(), 0);
     }
