@@ -4,8 +4,8 @@
 //! and a WASI with nothing in it (no files, sockets, environment or arguments).
 //!
 //! This file: the sandbox's configuration, the engine, and the public API. The instance
-//! pool is in `pool.rs`, the host imports in `imports.rs`, a step in `step.rs`, and who
-//! gets the CPU in `sched.rs`.
+//! pool is in `pool.rs`, the host imports in `imports.rs`, a step in `step.rs`, who gets a
+//! CPU slot in `sched.rs`, and the threads steps run on in `threads.rs`.
 //!
 //! Instances: warm per revision. An instance holds only the loaded bot between steps (each
 //! step's JavaScript runs in a fresh boa context that is dropped with the step), so a warm
@@ -26,6 +26,7 @@ mod pool;
 mod sched;
 mod step;
 pub mod testing;
+mod threads;
 
 use anyhow::{Context as _, Result};
 use effects::Effects;
@@ -34,16 +35,16 @@ use runtime_core::engine::StepError;
 use runtime_core::model::CompiledBot;
 use runtime_core::session::{ConverseResult, Message, Session, StepReport};
 use std::collections::VecDeque;
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use imports::StepState;
 pub use sched::TenantSteps;
+pub use threads::{block_on, spawn};
 
 mod wit {
     wasmtime::component::bindgen!({
@@ -104,6 +105,22 @@ pub struct SandboxConfig {
     /// A malicious guest holds a slot until the next epoch tick (1 ms at most), then queues
     /// behind every other waiting tenant; its CPU per step is bounded by its fuel.
     pub cpu_slots: usize,
+    /// Slots beyond `cpu_slots` that only a fresh step may hold: one that has held slots for
+    /// less than 500 µs of wall time so far (`sched::EXPRESS_BUDGET`, two epoch ticks)
+    /// (default 0; the server's `LiveConfig` uses 1).
+    ///
+    /// Why: a guest yields its slot only when its thread runs, and on saturated cores a
+    /// step thread (at nice 10) can wait milliseconds for a core; every other tenant's step
+    /// then waited behind a guest that was not even running. With an express slot, a
+    /// tenant's short step (most bot steps run for tens of µs) does not wait for another
+    /// tenant's burning guest at all. Cost: up to `cpu_slots + express_slots` guests run at
+    /// once, so while fresh steps run the shared path may have one core less; a burning
+    /// guest leaves the express lane after its budget, so its share of the express slots is
+    /// its first 500 µs per step. Interaction: served round-robin between tenants like the
+    /// regular slots; a fresh step takes an express slot first and a regular one when none
+    /// is free. A malicious tenant gets at most its round-robin turns of the express slots,
+    /// each for 500 µs of CPU before its guest is asked to yield (then it is no longer fresh).
+    pub express_slots: usize,
     /// Steps of one tenant (a project's owner) in flight at once: running, queued for a CPU
     /// slot, or suspended in a host call (default: twice the cores, the whole server's cap
     /// before steps could suspend). More wait in arrival order (back-pressure, not errors).
@@ -134,61 +151,12 @@ impl Default for SandboxConfig {
             slots: 64,
             warm_per_revision: 4,
             cpu_slots: cores(),
+            express_slots: 0,
             steps_per_tenant: cores() * 2,
             cache_dir: PathBuf::from("data/cache"),
             perfmap: false,
         }
     }
-}
-
-/// The OS priority of the step threads against the server's other threads (nice 10, the
-/// others run at 0): when the cores are busy, the HTTP, storage and delivery work of every
-/// tenant runs first and guests get the rest, so tenants' JavaScript cannot starve the
-/// shared path through the OS scheduler (a guest alone still gets a whole core). Cost: a
-/// step's own guest work also yields to that shared work while the cores are saturated.
-const STEP_THREAD_NICE: i32 = 10;
-
-/// Lowers the calling thread's priority to [`STEP_THREAD_NICE`] (Linux: per thread).
-fn lower_this_thread() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: setpriority on this thread's own id; no memory is touched.
-    unsafe {
-        let tid = libc::gettid() as libc::id_t;
-        if libc::setpriority(libc::PRIO_PROCESS, tid, STEP_THREAD_NICE) != 0 {
-            tracing::debug!("could not lower the step thread's priority");
-        }
-    }
-}
-
-/// The threads steps run on, one per core, shared by every sandbox of the process (guests
-/// run under CPU slots, so more threads would only wait). Their timers serve the deadline
-/// of host calls. They run at a lower OS priority ([`STEP_THREAD_NICE`]).
-fn step_threads() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(cores())
-            .thread_name("botbox-step")
-            .on_thread_start(lower_this_thread)
-            .enable_all()
-            .build()
-            .expect("the step threads")
-    })
-}
-
-/// Runs a sandbox future (a step) on the step threads.
-pub fn spawn<F>(future: F) -> tokio::task::JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    step_threads().spawn(future)
-}
-
-/// Runs a sandbox future on this thread, for synchronous callers (the CLI, tests, benches).
-/// Panics inside an async context: there, use [`spawn`].
-pub fn block_on<F: Future>(future: F) -> F::Output {
-    step_threads().block_on(future)
 }
 
 /// A bot revision ready to run: the compiled bot the guest loads, and the host's own copy of
@@ -389,7 +357,7 @@ impl Sandbox {
             pre,
             permits: Arc::new(pool::Permits::new(config.slots as usize)),
             idle: Mutex::new(VecDeque::new()),
-            cpu: sched::Cpu::new(config.cpu_slots),
+            cpu: sched::Cpu::new(config.cpu_slots, config.express_slots),
             tenants: sched::TenantCaps::new(config.steps_per_tenant),
             config,
             pooling,

@@ -5,6 +5,14 @@
 //! back, and the step queues again before it is polled next. Waiting steps queue per tenant,
 //! and a freed slot goes to the next tenant in turn, not to the oldest step: a tenant with
 //! many waiting steps gets one turn per round like a tenant with one.
+//!
+//! Express slots: besides the regular slots, a few slots serve only *fresh* steps, those
+//! that have held a slot for less than [`EXPRESS_BUDGET`] so far. A guest that burns its
+//! fuel holds a regular slot until its next yield, and its thread yields only when the OS
+//! runs it: on busy cores that can take milliseconds, and every other tenant's step waited
+//! that long behind it. A fresh step (a typical bot step runs for tens of µs) takes an
+//! express slot instead and does not wait for the burning guest at all; once it has used its
+//! budget it queues for the regular slots like any other.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -12,21 +20,37 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::step::StepClock;
+
+/// How long a step may have held slots and still count as fresh, able to take an express
+/// slot: two epoch ticks, the quantum after which a guest gives its slot up when others wait.
+/// A step that burns its CPU leaves the express lane after this much.
+pub(crate) const EXPRESS_BUDGET: Duration = Duration::from_micros(500);
 
 /// CPU slots, handed out round-robin between tenants.
 pub(crate) struct Cpu {
     state: Mutex<State>,
 }
 
+/// Which kind of slot a step holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// Any step may hold it.
+    Regular,
+    /// Only a fresh step may hold it.
+    Express,
+}
+
 #[derive(Default)]
 struct State {
-    /// Slots nobody holds. Never above zero while a step waits: a freed slot goes straight
-    /// to a waiter.
+    /// Regular slots nobody holds. Never above zero while a step waits: a freed slot goes
+    /// straight to a waiter.
     free: usize,
+    /// Express slots nobody holds. Never above zero while a fresh step waits.
+    express_free: usize,
     /// Tenants with waiting steps, in the order they will be served.
     ring: VecDeque<Arc<str>>,
     /// The tenant the last slot went to. A tenant that starts waiting goes into the ring
@@ -39,24 +63,32 @@ struct State {
 }
 
 /// A step waiting for a slot. Lock order: the scheduler's state, then a waiter.
-#[derive(Default)]
-struct Waiter(Mutex<Wait>);
+struct Waiter {
+    /// It may take an express slot.
+    fresh: bool,
+    wait: Mutex<Wait>,
+}
 
 #[derive(Default)]
 struct Wait {
     /// A slot was handed over; the waiter owns it.
-    granted: bool,
+    granted: Option<Lane>,
     waker: Option<Waker>,
 }
 
 /// A CPU slot; given back (to the next tenant in turn) when dropped.
-pub(crate) struct Slot<'a>(&'a Cpu);
+pub(crate) struct Slot<'a> {
+    cpu: &'a Cpu,
+    lane: Lane,
+}
 
 impl Cpu {
-    pub fn new(slots: usize) -> Cpu {
+    /// `slots` regular slots (at least one) and `express` slots for fresh steps.
+    pub fn new(slots: usize, express: usize) -> Cpu {
         Cpu {
             state: Mutex::new(State {
                 free: slots.max(1),
+                express_free: express,
                 ..State::default()
             }),
         }
@@ -70,19 +102,21 @@ impl Cpu {
     }
 
     /// A slot for a step of `tenant`: at once when one is free, else in the tenant's turn.
-    pub fn acquire<'a>(&'a self, tenant: &'a Arc<str>) -> Acquire<'a> {
+    /// A `fresh` step may take an express slot, and takes one first when it can.
+    pub fn acquire<'a>(&'a self, tenant: &'a Arc<str>, fresh: bool) -> Acquire<'a> {
         Acquire {
             cpu: self,
             tenant,
+            fresh,
             waiter: None,
             done: false,
         }
     }
 
     /// Hands a freed slot to the next tenant in turn, or keeps it free.
-    fn release(&self) {
+    fn release(&self, lane: Lane) {
         let mut st = self.state.lock().unwrap();
-        let woken = st.grant_next();
+        let woken = st.grant_next(lane);
         drop(st);
         if let Some(w) = woken {
             w.wake();
@@ -105,33 +139,40 @@ impl Cpu {
 }
 
 impl State {
-    /// Gives a slot that was just freed to the oldest waiter of the tenant whose turn it is;
-    /// that tenant goes to the back of the ring if it has more. Returns the waker to wake
-    /// (outside the lock).
-    fn grant_next(&mut self) -> Option<Waker> {
-        while let Some(tenant) = self.ring.pop_front() {
+    /// Gives a slot of `lane` that was just freed to the oldest waiter that may hold it, of
+    /// the first tenant in turn that has one; that tenant goes to the back of the ring if it
+    /// has more. Returns the waker to wake (outside the lock).
+    fn grant_next(&mut self, lane: Lane) -> Option<Waker> {
+        let found = self.ring.iter().enumerate().find_map(|(i, tenant)| {
             let queue = self
                 .queues
-                .get_mut(&tenant)
+                .get(tenant)
                 .expect("a tenant in the ring has a queue");
-            let waiter = queue.pop_front();
-            if waiter.is_some() {
-                self.queued.fetch_sub(1, Ordering::Relaxed);
+            queue
+                .iter()
+                .position(|w| lane == Lane::Regular || w.fresh)
+                .map(|at| (i, at))
+        });
+        let Some((i, at)) = found else {
+            match lane {
+                Lane::Regular => self.free += 1,
+                Lane::Express => self.express_free += 1,
             }
-            if queue.is_empty() {
-                self.queues.remove(&tenant);
-            } else {
-                self.ring.push_back(tenant.clone());
-            }
-            if let Some(w) = waiter {
-                self.last = Some(tenant);
-                let mut wait = w.0.lock().unwrap();
-                wait.granted = true;
-                return wait.waker.take();
-            }
+            return None;
+        };
+        let tenant = self.ring.remove(i).expect("found in the ring");
+        let queue = self.queues.get_mut(&tenant).expect("found in the queues");
+        let waiter = queue.remove(at).expect("found in the queue");
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+        if queue.is_empty() {
+            self.queues.remove(&tenant);
+        } else {
+            self.ring.push_back(tenant.clone());
         }
-        self.free += 1;
-        None
+        self.last = Some(tenant);
+        let mut wait = waiter.wait.lock().unwrap();
+        wait.granted = Some(lane);
+        wait.waker.take()
     }
 
     fn enqueue(&mut self, tenant: &Arc<str>, waiter: Arc<Waiter>) {
@@ -176,6 +217,7 @@ impl State {
 pub(crate) struct Acquire<'a> {
     cpu: &'a Cpu,
     tenant: &'a Arc<str>,
+    fresh: bool,
     waiter: Option<Arc<Waiter>>,
     done: bool,
 }
@@ -186,11 +228,11 @@ impl<'a> Future for Acquire<'a> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Slot<'a>> {
         let cpu = self.cpu;
         if let Some(w) = &self.waiter {
-            let mut wait = w.0.lock().unwrap();
-            if wait.granted {
+            let mut wait = w.wait.lock().unwrap();
+            if let Some(lane) = wait.granted {
                 drop(wait);
                 self.done = true;
-                return Poll::Ready(Slot(cpu));
+                return Poll::Ready(Slot { cpu, lane });
             }
             match &mut wait.waker {
                 Some(old) if old.will_wake(cx.waker()) => {}
@@ -199,17 +241,29 @@ impl<'a> Future for Acquire<'a> {
             return Poll::Pending;
         }
         let mut st = cpu.state.lock().unwrap();
-        if st.free > 0 {
+        // A fresh step takes an express slot first, leaving the regular ones to the others.
+        let lane = if self.fresh && st.express_free > 0 {
+            st.express_free -= 1;
+            Some(Lane::Express)
+        } else if st.free > 0 {
             st.free -= 1;
+            Some(Lane::Regular)
+        } else {
+            None
+        };
+        if let Some(lane) = lane {
             st.last = Some(self.tenant.clone());
             drop(st);
             self.done = true;
-            return Poll::Ready(Slot(cpu));
+            return Poll::Ready(Slot { cpu, lane });
         }
-        let w = Arc::new(Waiter(Mutex::new(Wait {
-            granted: false,
-            waker: Some(cx.waker().clone()),
-        })));
+        let w = Arc::new(Waiter {
+            fresh: self.fresh,
+            wait: Mutex::new(Wait {
+                granted: None,
+                waker: Some(cx.waker().clone()),
+            }),
+        });
         st.enqueue(self.tenant, w.clone());
         drop(st);
         self.waiter = Some(w);
@@ -226,10 +280,10 @@ impl Drop for Acquire<'_> {
             return;
         }
         let mut st = self.cpu.state.lock().unwrap();
-        let granted = w.0.lock().unwrap().granted;
-        if granted {
+        let granted = w.wait.lock().unwrap().granted;
+        if let Some(lane) = granted {
             // Handed over but never taken: pass it on.
-            let woken = st.grant_next();
+            let woken = st.grant_next(lane);
             drop(st);
             if let Some(k) = woken {
                 k.wake();
@@ -242,19 +296,25 @@ impl Drop for Acquire<'_> {
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        self.0.release();
+        self.cpu.release(self.lane);
     }
 }
 
 /// Polls a step's future only while holding a CPU slot of its tenant, and gives the slot
 /// back whenever the future is pending. Time spent queued for a slot is recorded on the
-/// step's clock: it is other steps' time, not this step's.
+/// step's clock: it is other steps' time, not this step's. The step asks for an express
+/// slot while it has held slots for less than [`EXPRESS_BUDGET`]; then it moves to the burn
+/// threads (`threads.rs`) before its next poll.
 pub(crate) struct OnCpu<'a, F> {
     cpu: &'a Cpu,
     tenant: &'a Arc<str>,
     clock: &'a StepClock,
     step: Pin<&'a mut F>,
     queued: Option<(Acquire<'a>, Instant)>,
+    /// Wall time the step has held slots (its polls).
+    on_slot: Duration,
+    /// It has used its express budget and asked to go to the burn threads.
+    asked_to_move: bool,
 }
 
 impl<'a, F: Future> OnCpu<'a, F> {
@@ -270,6 +330,8 @@ impl<'a, F: Future> OnCpu<'a, F> {
             clock,
             step,
             queued: None,
+            on_slot: Duration::ZERO,
+            asked_to_move: false,
         }
     }
 }
@@ -289,7 +351,15 @@ impl<F: Future> Future for OnCpu<'_, F> {
                 Poll::Pending => return Poll::Pending,
             },
             None => {
-                let mut acquire = this.cpu.acquire(this.tenant);
+                let fresh = this.on_slot < EXPRESS_BUDGET;
+                if !fresh && !this.asked_to_move {
+                    // Burning: on to the burn threads (`threads.rs`), and polled there next.
+                    this.asked_to_move = true;
+                    if super::threads::ask_to_move() {
+                        return Poll::Pending;
+                    }
+                }
+                let mut acquire = this.cpu.acquire(this.tenant, fresh);
                 match Pin::new(&mut acquire).poll(cx) {
                     Poll::Ready(slot) => slot,
                     Poll::Pending => {
@@ -299,7 +369,9 @@ impl<F: Future> Future for OnCpu<'_, F> {
                 }
             }
         };
+        let t0 = Instant::now();
         let out = this.step.as_mut().poll(cx);
+        this.on_slot += t0.elapsed();
         drop(slot);
         out
     }
@@ -404,17 +476,17 @@ mod tests {
 
     #[test]
     fn a_tenant_that_arrives_while_a_busy_tenant_runs_is_served_before_its_next_step() {
-        let cpu = Cpu::new(1);
+        let cpu = Cpu::new(1, 0);
         let (a, b) = (tenant("a"), tenant("b"));
-        let mut held = cpu.acquire(&a);
+        let mut held = cpu.acquire(&a, true);
         let Poll::Ready(held) = poll(&mut held) else {
             panic!("a free slot is taken at once")
         };
         // A queues three steps, then B one.
-        let mut a1 = cpu.acquire(&a);
-        let mut a2 = cpu.acquire(&a);
-        let mut a3 = cpu.acquire(&a);
-        let mut b1 = cpu.acquire(&b);
+        let mut a1 = cpu.acquire(&a, true);
+        let mut a2 = cpu.acquire(&a, true);
+        let mut a3 = cpu.acquire(&a, true);
+        let mut b1 = cpu.acquire(&b, true);
         for f in [&mut a1, &mut a2, &mut a3, &mut b1] {
             assert!(poll(f).is_pending());
         }
@@ -434,17 +506,17 @@ mod tests {
 
     #[test]
     fn the_tenant_that_ran_last_goes_behind_those_that_came_meanwhile_and_those_before() {
-        let cpu = Cpu::new(1);
+        let cpu = Cpu::new(1, 0);
         let (a, b, c) = (tenant("a"), tenant("b"), tenant("c"));
-        let Poll::Ready(held) = poll(&mut cpu.acquire(&a)) else {
+        let Poll::Ready(held) = poll(&mut cpu.acquire(&a, true)) else {
             panic!("a free slot is taken at once")
         };
         // C waits; A's running step yields and queues again; then B arrives.
-        let mut c1 = cpu.acquire(&c);
+        let mut c1 = cpu.acquire(&c, true);
         assert!(poll(&mut c1).is_pending());
-        let mut a2 = cpu.acquire(&a);
+        let mut a2 = cpu.acquire(&a, true);
         assert!(poll(&mut a2).is_pending());
-        let mut b1 = cpu.acquire(&b);
+        let mut b1 = cpu.acquire(&b, true);
         assert!(poll(&mut b1).is_pending());
         drop(held);
         let order = served_order(vec![("a2", &mut a2), ("b1", &mut b1), ("c1", &mut c1)]);
@@ -454,14 +526,14 @@ mod tests {
 
     #[test]
     fn a_step_that_gives_up_its_place_does_not_lose_the_slot() {
-        let cpu = Cpu::new(1);
+        let cpu = Cpu::new(1, 0);
         let (a, b) = (tenant("a"), tenant("b"));
-        let mut first = cpu.acquire(&a);
+        let mut first = cpu.acquire(&a, true);
         let Poll::Ready(held) = poll(&mut first) else {
             panic!()
         };
-        let mut gone = cpu.acquire(&a);
-        let mut next = cpu.acquire(&b);
+        let mut gone = cpu.acquire(&a, true);
+        let mut next = cpu.acquire(&b, true);
         assert!(poll(&mut gone).is_pending());
         assert!(poll(&mut next).is_pending());
         // The slot is handed to `gone`, which is dropped before taking it: `next` gets it.
@@ -469,16 +541,86 @@ mod tests {
         drop(gone);
         assert!(poll(&mut next).is_ready());
         // And a waiter dropped while queued leaves no trace.
-        let mut x = cpu.acquire(&a);
+        let mut x = cpu.acquire(&a, true);
         let Poll::Ready(s) = poll(&mut x) else {
             panic!("the slot came back")
         };
-        let mut y = cpu.acquire(&b);
+        let mut y = cpu.acquire(&b, true);
         assert!(poll(&mut y).is_pending());
         drop(y);
         assert_eq!(cpu.waiting(), 0);
         drop(s);
-        assert!(poll(&mut cpu.acquire(&a)).is_ready());
+        assert!(poll(&mut cpu.acquire(&a, true)).is_ready());
+    }
+
+    #[test]
+    fn a_fresh_step_takes_an_express_slot_while_a_burning_step_holds_the_regular_one() {
+        let cpu = Cpu::new(1, 1);
+        let (a, b) = (tenant("a"), tenant("b"));
+        // A's burning step holds the regular slot; its next quantum waits for it.
+        let Poll::Ready(burning) = poll(&mut cpu.acquire(&a, false)) else {
+            panic!("a free slot is taken at once")
+        };
+        let mut a_next = cpu.acquire(&a, false);
+        assert!(
+            poll(&mut a_next).is_pending(),
+            "a burning step never takes an express slot"
+        );
+        // B's fresh step does not wait for A's quantum.
+        let Poll::Ready(b1) = poll(&mut cpu.acquire(&b, true)) else {
+            panic!("a fresh step takes the free express slot")
+        };
+        // The express slot is B's, so B's next fresh step waits; when B's first step is done
+        // the express slot goes to it, although A waited longer (A may not hold it).
+        let mut b2 = cpu.acquire(&b, true);
+        assert!(poll(&mut b2).is_pending());
+        drop(b1);
+        assert!(poll(&mut b2).is_ready());
+        assert!(poll(&mut a_next).is_pending());
+        assert_eq!(cpu.waiting(), 1);
+        // The regular slot, freed, goes to A.
+        drop(burning);
+        assert!(poll(&mut a_next).is_ready());
+        assert_eq!(cpu.waiting(), 0);
+    }
+
+    #[test]
+    fn a_fresh_step_takes_the_express_slot_first_and_leaves_the_regular_one_to_others() {
+        let cpu = Cpu::new(1, 1);
+        let (a, b) = (tenant("a"), tenant("b"));
+        let Poll::Ready(_fresh) = poll(&mut cpu.acquire(&b, true)) else {
+            panic!()
+        };
+        // The regular slot is still free for a step that has used its budget.
+        let Poll::Ready(_long) = poll(&mut cpu.acquire(&a, false)) else {
+            panic!("the fresh step took the express slot, not the regular one")
+        };
+        // Both slots are held now: anyone waits.
+        let mut c = cpu.acquire(&b, true);
+        assert!(poll(&mut c).is_pending());
+    }
+
+    #[test]
+    fn a_freed_regular_slot_goes_to_fresh_and_burning_steps_in_turn() {
+        let cpu = Cpu::new(1, 1);
+        let (a, b) = (tenant("a"), tenant("b"));
+        let Poll::Ready(held) = poll(&mut cpu.acquire(&a, false)) else {
+            panic!()
+        };
+        let Poll::Ready(express) = poll(&mut cpu.acquire(&b, true)) else {
+            panic!()
+        };
+        let mut a2 = cpu.acquire(&a, false);
+        let mut b2 = cpu.acquire(&b, true);
+        assert!(poll(&mut a2).is_pending());
+        assert!(poll(&mut b2).is_pending());
+        // A ran last on the regular slot... but B took the express one after it, so B is
+        // the last served: A's turn comes first on the regular slot.
+        drop(held);
+        assert!(poll(&mut a2).is_ready());
+        assert!(poll(&mut b2).is_pending());
+        drop(express);
+        assert!(poll(&mut b2).is_ready());
     }
 
     #[tokio::test]

@@ -1,0 +1,294 @@
+//! The threads steps run on: step threads for fresh steps, and burn threads, at the OS's
+//! lowest priority, for steps that have used their express budget.
+//!
+//! A step starts on a step thread (nice 10: the HTTP, storage and delivery work of every
+//! tenant runs first when the cores are busy). Once it has held CPU slots for
+//! [`super::sched::EXPRESS_BUDGET`] (500 µs) it is *burning*, and before its next poll it
+//! moves, for good, to a burn thread (`SCHED_IDLE` on Linux: any other thread that wakes
+//! takes the core from it at once). Why: the OS divides the cores between runnable threads,
+//! not between tenants. A guest burning its fuel on a thread at nice 10 kept a core from
+//! the other tenants' short steps (same nice) and from their HTTP and storage work for the
+//! length of an OS time slice, at every wake-up; under tenant A's CPU burn, tenant B's p99
+//! was 2.1–2.6× its p99 alone. On a burn thread it only takes what nobody else wants.
+//!
+//! Cost: a step that computes for more than 500 µs gets only idle CPU while the cores are
+//! saturated; its wall-clock deadline (12 s by default) still runs meanwhile, so on a
+//! server overloaded for seconds such a step can hit its deadline (its fuel, 13 ms of CPU
+//! by default, is the budget that matters on a healthy one). Moving costs one task spawn
+//! per burning step. A malicious guest gains nothing by moving: it keeps its fuel, deadline
+//! and turn in the CPU ring, on a thread the OS serves last.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
+use tokio::task::JoinHandle;
+
+/// The OS priority of the step threads against the server's other threads (nice 10, the
+/// others run at 0): when the cores are busy, the HTTP, storage and delivery work of every
+/// tenant runs first and guests get the rest, so tenants' JavaScript cannot starve the
+/// shared path through the OS scheduler (a guest alone still gets a whole core). Cost: a
+/// step's own guest work also yields to that shared work while the cores are saturated.
+const STEP_THREAD_NICE: i32 = 10;
+
+/// Lowers the calling thread's priority to [`STEP_THREAD_NICE`] (Linux: per thread).
+fn lower_this_thread() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on this thread's own id; no memory is touched.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        if libc::setpriority(libc::PRIO_PROCESS, tid, STEP_THREAD_NICE) != 0 {
+            tracing::debug!("could not lower the step thread's priority");
+        }
+    }
+}
+
+/// Puts the calling thread under `SCHED_IDLE` (Linux: per thread; allowed unprivileged, as
+/// it only lowers the priority), or nice 19 where that fails.
+fn idle_this_thread() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: sched_setscheduler and setpriority on this thread's own id, with a parameter
+    // that lives on the stack for the call; no other memory is touched.
+    unsafe {
+        let tid = libc::gettid();
+        let param = libc::sched_param { sched_priority: 0 };
+        if libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) != 0
+            && libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) != 0
+        {
+            tracing::debug!("could not lower the burn thread's priority");
+        }
+    }
+}
+
+/// The threads fresh steps run on, one per core, shared by every sandbox of the process
+/// (guests run under CPU slots, so more threads would only wait). Their timers serve the
+/// deadline of host calls. They run at [`STEP_THREAD_NICE`].
+fn step_threads() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| runtime("botbox-step", lower_this_thread))
+}
+
+/// The threads burning steps run on, one per core, under `SCHED_IDLE`.
+fn burn_threads() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| runtime("botbox-burn", idle_this_thread))
+}
+
+fn runtime(name: &str, on_start: fn()) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(super::cores())
+        .thread_name(name)
+        .on_thread_start(on_start)
+        .enable_all()
+        .build()
+        .expect("the step threads")
+}
+
+thread_local! {
+    /// Set while a [`Movable`] polls its step on this thread: the step may ask to move.
+    static MAY_MOVE: Cell<bool> = const { Cell::new(false) };
+    /// Set by a step (through [`ask_to_move`]) that wants to go to the burn threads.
+    static MOVE_ASKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Called by a step that has used its express budget, before its next poll. True: the
+/// step returns `Pending` without doing anything more, and it is polled next on a burn
+/// thread (with a new waker). False: it is not on a step thread that can move it (it is
+/// on a burn thread already, or under [`block_on`]), and it goes on where it is.
+pub(crate) fn ask_to_move() -> bool {
+    if MAY_MOVE.get() {
+        MOVE_ASKED.set(true);
+        true
+    } else {
+        false
+    }
+}
+
+/// Runs a sandbox future (a step) on the step threads; it moves to the burn threads when it
+/// asks to ([`ask_to_move`]). Aborting the returned handle aborts the step wherever it runs.
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    step_threads().spawn(Movable::Here(Box::pin(future)))
+}
+
+/// Runs a sandbox future on this thread, for synchronous callers (the CLI, tests, benches).
+/// It does not move. Panics inside an async context: there, use [`spawn`].
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    step_threads().block_on(future)
+}
+
+/// A step that is polled on a step thread until it asks to move, then on a burn thread.
+enum Movable<F: Future> {
+    Here(Pin<Box<F>>),
+    Moved(AbortOnDrop<F::Output>),
+    /// Only while moving.
+    Gone,
+}
+
+/// The moved step's task: aborted when the step thread's task that awaits it is dropped
+/// (aborted), so that cancelling a step cancels it wherever it runs.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<F> Future for Movable<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // Every field is boxed or a handle: nothing here is pinned in place.
+        let this = self.get_mut();
+        loop {
+            match this {
+                Movable::Here(step) => {
+                    MAY_MOVE.set(true);
+                    MOVE_ASKED.set(false);
+                    let out = step.as_mut().poll(cx);
+                    MAY_MOVE.set(false);
+                    if out.is_ready() || !MOVE_ASKED.replace(false) {
+                        return out;
+                    }
+                    // The boxed step keeps its address; its next poll is on a burn thread.
+                    let Movable::Here(step) = std::mem::replace(this, Movable::Gone) else {
+                        unreachable!("matched above")
+                    };
+                    *this = Movable::Moved(AbortOnDrop(burn_threads().spawn(step)));
+                }
+                Movable::Moved(task) => {
+                    return match Pin::new(&mut task.0).poll(cx) {
+                        Poll::Ready(Ok(out)) => Poll::Ready(out),
+                        Poll::Ready(Err(e)) if e.is_panic() => {
+                            std::panic::resume_unwind(e.into_panic())
+                        }
+                        Poll::Ready(Err(e)) => panic!("a moved step was cancelled: {e}"),
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
+                Movable::Gone => unreachable!("a step is never left half moved"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread_name() -> String {
+        std::thread::current().name().unwrap_or("").to_owned()
+    }
+
+    /// A step that asks to move at its `ask_at`-th poll and records where each poll ran.
+    struct Probe {
+        polls: usize,
+        ask_at: usize,
+        seen: Vec<String>,
+        moved: bool,
+    }
+
+    impl Future for Probe {
+        type Output = Vec<String>;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Vec<String>> {
+            self.polls += 1;
+            if self.polls >= self.ask_at && !self.moved {
+                self.moved = true;
+                if ask_to_move() {
+                    return Poll::Pending;
+                }
+            }
+            let name = thread_name();
+            self.seen.push(name);
+            if self.polls >= 5 {
+                return Poll::Ready(std::mem::take(&mut self.seen));
+            }
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+
+    #[test]
+    fn a_step_that_asks_runs_on_the_burn_threads_from_then_on() {
+        let seen = block_on(spawn(Probe {
+            polls: 0,
+            ask_at: 3,
+            seen: vec![],
+            moved: false,
+        }))
+        .unwrap();
+        assert_eq!(
+            seen,
+            ["botbox-step", "botbox-step", "botbox-burn", "botbox-burn"]
+        );
+    }
+
+    #[test]
+    fn under_block_on_a_step_stays_where_it_is() {
+        let seen = block_on(Probe {
+            polls: 0,
+            ask_at: 2,
+            seen: vec![],
+            moved: false,
+        });
+        assert_eq!(seen.len(), 4, "the step went on after asking: {seen:?}");
+        assert!(seen.iter().all(|t| !t.starts_with("botbox-burn")));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn burn_threads_run_under_sched_idle() {
+        let policy = block_on(burn_threads().spawn(async {
+            // SAFETY: reads this thread's own policy.
+            unsafe { libc::sched_getscheduler(0) }
+        }))
+        .unwrap();
+        assert_eq!(policy, libc::SCHED_IDLE);
+    }
+
+    /// Says where it was dropped.
+    struct DropFlag(std::sync::mpsc::Sender<String>);
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            let _ = self.0.send(thread_name());
+        }
+    }
+
+    #[test]
+    fn aborting_a_moved_step_drops_it_on_the_burn_threads() {
+        let (dropped_tx, dropped) = std::sync::mpsc::channel();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let flag = DropFlag(dropped_tx);
+        let handle = spawn(async move {
+            let _flag = flag;
+            std::future::poll_fn(|_| {
+                if ask_to_move() {
+                    Poll::Pending
+                } else {
+                    Poll::Ready(())
+                }
+            })
+            .await;
+            tx.send(thread_name()).unwrap();
+            std::future::pending::<()>().await
+        });
+        assert_eq!(rx.recv().unwrap(), "botbox-burn");
+        assert!(dropped.try_recv().is_err(), "dropped before the abort");
+        handle.abort();
+        assert!(block_on(handle).unwrap_err().is_cancelled());
+        // The moved task is aborted too: its future (and the flag in it) is dropped there.
+        let at = dropped
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the moved step was not dropped after its handle was aborted");
+        assert_eq!(at, "botbox-burn");
+    }
+}
