@@ -106,8 +106,8 @@ pub struct SandboxConfig {
     /// behind every other waiting tenant; its CPU per step is bounded by its fuel.
     pub cpu_slots: usize,
     /// Slots beyond `cpu_slots` that only a fresh step may hold: one that has held slots for
-    /// less than 500 µs of wall time so far (`sched::EXPRESS_BUDGET`, two epoch ticks)
-    /// (default 0; the server's `LiveConfig` uses 1).
+    /// less than 2 ms of wall time so far (`sched::EXPRESS_BUDGET`) (default 0; the server's
+    /// `LiveConfig` uses 1).
     ///
     /// Why: a guest yields its slot only when its thread runs, and on saturated cores a
     /// step thread (at nice 10) can wait milliseconds for a core; every other tenant's step
@@ -116,10 +116,11 @@ pub struct SandboxConfig {
     /// tenant's burning guest at all. Cost: up to `cpu_slots + express_slots` guests run at
     /// once, so while fresh steps run the shared path may have one core less; a burning
     /// guest leaves the express lane after its budget, so its share of the express slots is
-    /// its first 500 µs per step. Interaction: served round-robin between tenants like the
+    /// its first 2 ms per step. Interaction: served round-robin between tenants like the
     /// regular slots; a fresh step takes an express slot first and a regular one when none
     /// is free. A malicious tenant gets at most its round-robin turns of the express slots,
-    /// each for 500 µs of CPU before its guest is asked to yield (then it is no longer fresh).
+    /// for at most 2 ms of each step, yielding every quantum while others wait; then its step
+    /// moves to the burn threads (`threads.rs`, `SCHED_IDLE`).
     pub express_slots: usize,
     /// Steps of one tenant (a project's owner) in flight at once: running, queued for a CPU
     /// slot, or suspended in a host call (default: twice the cores, the whole server's cap

@@ -3,7 +3,7 @@
 //!
 //! A step starts on a step thread (nice 10: the HTTP, storage and delivery work of every
 //! tenant runs first when the cores are busy). Once it has held CPU slots for
-//! [`super::sched::EXPRESS_BUDGET`] (500 µs) it is *burning*, and before its next poll it
+//! [`super::sched::EXPRESS_BUDGET`] (2 ms) it is *burning*, and before its next poll it
 //! moves, for good, to a burn thread (`SCHED_IDLE` on Linux: any other thread that wakes
 //! takes the core from it at once). Why: the OS divides the cores between runnable threads,
 //! not between tenants. A guest burning its fuel on a thread at nice 10 kept a core from
@@ -11,7 +11,7 @@
 //! length of an OS time slice, at every wake-up; under tenant A's CPU burn, tenant B's p99
 //! was 2.1–2.6× its p99 alone. On a burn thread it only takes what nobody else wants.
 //!
-//! Cost: a step that computes for more than 500 µs gets only idle CPU while the cores are
+//! Cost: a step that computes for more than 2 ms gets only idle CPU while the cores are
 //! saturated; its wall-clock deadline (12 s by default) still runs meanwhile, so on a
 //! server overloaded for seconds such a step can hit its deadline (its fuel, 13 ms of CPU
 //! by default, is the budget that matters on a healthy one). Moving costs one task spawn
@@ -240,7 +240,7 @@ mod tests {
             seen: vec![],
             moved: false,
         });
-        assert_eq!(seen.len(), 4, "the step went on after asking: {seen:?}");
+        assert_eq!(seen.len(), 5, "the step went on after asking: {seen:?}");
         assert!(seen.iter().all(|t| !t.starts_with("botbox-burn")));
     }
 
