@@ -462,6 +462,14 @@ mod tests {
         name.into()
     }
 
+    /// A slot that must be free: taken at once, or the test fails with `why`.
+    fn taken<'a>(cpu: &'a Cpu, tenant: &'a Arc<str>, fresh: bool, why: &str) -> Slot<'a> {
+        match poll(&mut cpu.acquire(tenant, fresh)) {
+            Poll::Ready(slot) => slot,
+            Poll::Pending => panic!("{why}"),
+        }
+    }
+
     /// The order in which a freed slot reaches the waiters: each one in turn is the one
     /// whose poll is ready; the slot it got is dropped with the `Ready` value, freeing it
     /// for the next.
@@ -511,9 +519,7 @@ mod tests {
     fn the_tenant_that_ran_last_goes_behind_those_that_came_meanwhile_and_those_before() {
         let cpu = Cpu::new(1, 0);
         let (a, b, c) = (tenant("a"), tenant("b"), tenant("c"));
-        let Poll::Ready(held) = poll(&mut cpu.acquire(&a, true)) else {
-            panic!("a free slot is taken at once")
-        };
+        let held = taken(&cpu, &a, true, "a free slot is taken at once");
         // C waits; A's running step yields and queues again; then B arrives.
         let mut c1 = cpu.acquire(&c, true);
         assert!(poll(&mut c1).is_pending());
@@ -561,18 +567,14 @@ mod tests {
         let cpu = Cpu::new(1, 1);
         let (a, b) = (tenant("a"), tenant("b"));
         // A's burning step holds the regular slot; its next quantum waits for it.
-        let Poll::Ready(burning) = poll(&mut cpu.acquire(&a, false)) else {
-            panic!("a free slot is taken at once")
-        };
+        let burning = taken(&cpu, &a, false, "a free slot is taken at once");
         let mut a_next = cpu.acquire(&a, false);
         assert!(
             poll(&mut a_next).is_pending(),
             "a burning step never takes an express slot"
         );
         // B's fresh step does not wait for A's quantum.
-        let Poll::Ready(b1) = poll(&mut cpu.acquire(&b, true)) else {
-            panic!("a fresh step takes the free express slot")
-        };
+        let b1 = taken(&cpu, &b, true, "a fresh step takes the free express slot");
         // The express slot is B's, so B's next fresh step waits; when B's first step is done
         // the express slot goes to it, although A waited longer (A may not hold it).
         let mut b2 = cpu.acquire(&b, true);
@@ -591,13 +593,14 @@ mod tests {
     fn a_fresh_step_takes_the_express_slot_first_and_leaves_the_regular_one_to_others() {
         let cpu = Cpu::new(1, 1);
         let (a, b) = (tenant("a"), tenant("b"));
-        let Poll::Ready(_fresh) = poll(&mut cpu.acquire(&b, true)) else {
-            panic!()
-        };
+        let _fresh = taken(&cpu, &b, true, "a free slot is taken at once");
         // The regular slot is still free for a step that has used its budget.
-        let Poll::Ready(_long) = poll(&mut cpu.acquire(&a, false)) else {
-            panic!("the fresh step took the express slot, not the regular one")
-        };
+        let _long = taken(
+            &cpu,
+            &a,
+            false,
+            "the fresh step took the express slot, not the regular one",
+        );
         // Both slots are held now: anyone waits.
         let mut c = cpu.acquire(&b, true);
         assert!(poll(&mut c).is_pending());
@@ -607,12 +610,8 @@ mod tests {
     fn a_freed_regular_slot_goes_to_fresh_and_burning_steps_in_turn() {
         let cpu = Cpu::new(1, 1);
         let (a, b) = (tenant("a"), tenant("b"));
-        let Poll::Ready(held) = poll(&mut cpu.acquire(&a, false)) else {
-            panic!()
-        };
-        let Poll::Ready(express) = poll(&mut cpu.acquire(&b, true)) else {
-            panic!()
-        };
+        let held = taken(&cpu, &a, false, "a free slot is taken at once");
+        let express = taken(&cpu, &b, true, "a free slot is taken at once");
         let mut a2 = cpu.acquire(&a, false);
         let mut b2 = cpu.acquire(&b, true);
         assert!(poll(&mut a2).is_pending());
