@@ -484,6 +484,7 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
     let candidates: Vec<(&str, Config)> = vec![
         ("default", base.clone()),
         ("label names", with(&|c| c.label_names = true)),
+        ("one-vs-rest", with(&|c| c.ovr = true)),
         ("dropout 0.2", with(&|c| c.dropout = 0.2)),
         ("dropout 0.4", with(&|c| c.dropout = 0.4)),
         ("dropout 0.6", with(&|c| c.dropout = 0.6)),

@@ -16,7 +16,8 @@
 //! Options (environment): NOISY_SECONDS (per phase, default 8), NOISY_B_USERS (4),
 //! NOISY_A_USERS (16), NOISY_B_PACE_MS (0: each B user sends its next message as soon as
 //! the reply arrives, so B alone keeps the server busy; n: at most one message per n ms per
-//! user, a tenant that uses a fraction of the machine).
+//! user, a tenant that uses a fraction of the machine), NOISY_PHASES (attacks to run, comma
+//! separated, e.g. `flood,cpu-burn`; default all; B alone always runs first).
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -280,9 +281,13 @@ async fn main() -> anyhow::Result<()> {
             )
         }
     };
+    let only = std::env::var("NOISY_PHASES").unwrap_or_default();
     let mut rows = Vec::new();
     rows.push(run_phase("alone", None).await);
     for (name, hook) in attacks {
+        if !only.is_empty() && !only.split(',').any(|p| p.trim() == name) {
+            continue;
+        }
         rows.push(run_phase(name, Some(hook)).await);
     }
     for (name, n, p50, p99, a50, a99) in rows {

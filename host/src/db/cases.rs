@@ -757,28 +757,15 @@ impl Db {
         limit: i64,
         except: &[String],
     ) -> DbResult<Vec<WebhookMessageRow>> {
-        let not_in = if except.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " AND endpoint_id NOT IN ({})",
-                super::numbered_params(4, except.len())
-            )
+        let messages = super::due::DueRows {
+            table: "webhook_messages",
+            key: "endpoint_id",
+            cols: MESSAGE_COLS,
+            order: "next_at, id",
+            filter: "TRUE".into(),
         };
-        let sql = format!(
-            "SELECT {MESSAGE_COLS} FROM ( \
-               SELECT *, ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY next_at, id) AS n \
-               FROM webhook_messages WHERE status = 'pending' AND next_at <= $1{not_in} \
-             ) due WHERE n <= $2 ORDER BY next_at, id LIMIT $3"
-        );
-        let mut q = sqlx::query_as(&sql)
-            .bind(now)
-            .bind(per_endpoint)
-            .bind(limit);
-        for e in except {
-            q = q.bind(e);
-        }
-        Ok(q.fetch_all(&self.pool).await?)
+        self.due_per_key(&messages, now, per_endpoint, limit, except)
+            .await
     }
 
     /// Claims a message for one attempt: its `next_at` moves to `until` only if it is still

@@ -514,29 +514,16 @@ impl Db {
         limit: i64,
         except: &[String],
     ) -> DbResult<Vec<OutboxRow>> {
-        let not_in = if except.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " AND channel_id NOT IN ({})",
-                super::numbered_params(5, except.len())
-            )
+        let outbox = super::due::DueRows {
+            table: "outbox",
+            key: "channel_id",
+            cols: "id, channel_id, url, headers, body, status, attempts, next_at, last_error",
+            order: "next_at, created_at",
+            // Rows stored by a newer version wait for it (see `OUTBOX_FORMAT`).
+            filter: format!("format <= {OUTBOX_FORMAT}"),
         };
-        let sql = format!(
-            "SELECT id, channel_id, url, headers, body, status, attempts, next_at, last_error FROM ( \
-               SELECT *, ROW_NUMBER() OVER (PARTITION BY channel_id ORDER BY next_at, created_at) AS n \
-               FROM outbox WHERE status = 'pending' AND next_at <= $1 AND format <= $4{not_in} \
-             ) due WHERE n <= $2 ORDER BY next_at, created_at LIMIT $3"
-        );
-        let mut q = sqlx::query_as(&sql)
-            .bind(now)
-            .bind(per_channel)
-            .bind(limit)
-            .bind(OUTBOX_FORMAT);
-        for c in except {
-            q = q.bind(c);
-        }
-        Ok(q.fetch_all(&self.pool).await?)
+        self.due_per_key(&outbox, now, per_channel, limit, except)
+            .await
     }
 
     /// Claims a delivery for `lease_ms` (so another replica does not send it at the same

@@ -9,6 +9,7 @@ mod accounts;
 mod agent;
 mod cases;
 mod conversations;
+mod due;
 mod nlu;
 mod projects;
 
@@ -68,6 +69,8 @@ pub struct Db {
     /// Restarts of the SQLite log by the [`checkpointer`] so far (read by its test).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) log_restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Per table, the key its next due poll starts after (`due.rs`).
+    due_cursors: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<&'static str, String>>>,
 }
 
 /// How often the SQLite write-ahead log is checkpointed into the database file (250 ms).
@@ -257,6 +260,7 @@ impl Db {
             writes,
             commits: sqlite.then(Default::default),
             log_restarts,
+            due_cursors: Default::default(),
         })
     }
 }

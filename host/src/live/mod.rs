@@ -90,7 +90,7 @@ impl Default for LiveConfig {
                 // delivery work of every tenant keeps a core, so a tenant burning its fuel
                 // cannot slow the others' requests down through the OS scheduler.
                 cpu_slots: cores().saturating_sub(1).max(1),
-                // A step's first 500 µs need not wait for a burning guest's yield.
+                // A step's first 2 ms (sched::EXPRESS_BUDGET) need not wait for a burning guest's yield.
                 express_slots: 1,
                 ..SandboxConfig::default()
             },

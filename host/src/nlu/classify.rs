@@ -110,6 +110,10 @@ pub struct Config {
     /// probability and scales the rest by 1 / (1 − p), so that no single word or n-gram
     /// carries a label alone (0: off).
     pub dropout: f32,
+    /// One-vs-rest: each class's logit is trained as its own logistic regression (sigmoid
+    /// cross-entropy) instead of one softmax over the classes; prediction is unchanged (the
+    /// calibrated softmax of the logits).
+    pub ovr: bool,
 }
 
 impl Default for Config {
@@ -138,6 +142,7 @@ impl Default for Config {
             seed: 0x5eed,
             label_names: false,
             dropout: 0.0,
+            ovr: false,
         }
     }
 }
@@ -687,14 +692,20 @@ fn fit_once(
                     *zc += v * wc;
                 }
             }
-            let m = z.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-            let mut s = 0.0;
-            for (gc, zc) in g.iter_mut().zip(&z) {
-                *gc = (zc - m).exp();
-                s += *gc;
-            }
-            for gc in g.iter_mut() {
-                *gc /= s;
+            if cfg.ovr {
+                for (gc, zc) in g.iter_mut().zip(&z) {
+                    *gc = 1.0 / (1.0 + (-zc).exp());
+                }
+            } else {
+                let m = z.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                let mut s = 0.0;
+                for (gc, zc) in g.iter_mut().zip(&z) {
+                    *gc = (zc - m).exp();
+                    s += *gc;
+                }
+                for gc in g.iter_mut() {
+                    *gc /= s;
+                }
             }
             let y = ys[subset[i]];
             g[y] -= 1.0;

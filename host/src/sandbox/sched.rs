@@ -63,6 +63,9 @@ struct State {
     queues: HashMap<Arc<str>, VecDeque<Arc<Waiter>>>,
     /// How many steps `queues` holds, for the running guests ([`Cpu::queued_counter`]).
     queued: Arc<AtomicUsize>,
+    /// Tenants with steps in flight that have used their express budget (burning steps),
+    /// and how many. Such a tenant's fresh steps take no express slot: see [`Cpu::acquire`].
+    burning: HashMap<Arc<str>, usize>,
 }
 
 /// A step waiting for a slot. Lock order: the scheduler's state, then a waiter.
@@ -105,7 +108,10 @@ impl Cpu {
     }
 
     /// A slot for a step of `tenant`: at once when one is free, else in the tenant's turn.
-    /// A `fresh` step may take an express slot, and takes one first when it can.
+    /// A `fresh` step may take an express slot, and takes one first when it can, unless its
+    /// tenant has a burning step in flight ([`Cpu::burning`]): a tenant that keeps steps
+    /// burning their fuel would otherwise hold the express slot for the first 2 ms of each
+    /// new step, and every other tenant's short step would wait for its quantum there too.
     pub fn acquire<'a>(&'a self, tenant: &'a Arc<str>, fresh: bool) -> Acquire<'a> {
         Acquire {
             cpu: self,
@@ -114,6 +120,14 @@ impl Cpu {
             waiter: None,
             done: false,
         }
+    }
+
+    /// Marks one of `tenant`'s steps as burning (it has used its express budget) until the
+    /// returned guard is dropped, with the step.
+    fn burning<'a>(&'a self, tenant: &'a Arc<str>) -> Burning<'a> {
+        let mut st = self.state.lock().unwrap();
+        *st.burning.entry(tenant.clone()).or_default() += 1;
+        Burning { cpu: self, tenant }
     }
 
     /// Hands a freed slot to the next tenant in turn, or keeps it free.
@@ -151,6 +165,9 @@ impl State {
                 .queues
                 .get(tenant)
                 .expect("a tenant in the ring has a queue");
+            if lane == Lane::Express && self.burning.contains_key(tenant) {
+                return None;
+            }
             queue
                 .iter()
                 .position(|w| lane == Lane::Regular || w.fresh)
@@ -244,8 +261,10 @@ impl<'a> Future for Acquire<'a> {
             return Poll::Pending;
         }
         let mut st = cpu.state.lock().unwrap();
-        // A fresh step takes an express slot first, leaving the regular ones to the others.
-        let lane = if self.fresh && st.express_free > 0 {
+        // A fresh step takes an express slot first, leaving the regular ones to the others;
+        // not while its tenant has a step burning (see `Cpu::acquire`).
+        let express = self.fresh && !st.burning.contains_key(self.tenant);
+        let lane = if express && st.express_free > 0 {
             st.express_free -= 1;
             Some(Lane::Express)
         } else if st.free > 0 {
@@ -297,6 +316,39 @@ impl Drop for Acquire<'_> {
     }
 }
 
+/// One of a tenant's steps is burning; see [`Cpu::burning`].
+struct Burning<'a> {
+    cpu: &'a Cpu,
+    tenant: &'a Arc<str>,
+}
+
+impl Drop for Burning<'_> {
+    fn drop(&mut self) {
+        let mut st = self.cpu.state.lock().unwrap();
+        let Some(n) = st.burning.get_mut(self.tenant) else {
+            return;
+        };
+        *n -= 1;
+        if *n > 0 {
+            return;
+        }
+        st.burning.remove(self.tenant);
+        // The tenant's fresh waiters may now take the express slots nobody holds.
+        let mut woken = Vec::new();
+        while st.express_free > 0 {
+            st.express_free -= 1;
+            let before = st.express_free;
+            woken.extend(st.grant_next(Lane::Express));
+            if st.express_free > before {
+                // Nobody eligible: `grant_next` put the slot back.
+                break;
+            }
+        }
+        drop(st);
+        woken.into_iter().for_each(Waker::wake);
+    }
+}
+
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
         self.cpu.release(self.lane);
@@ -316,8 +368,8 @@ pub(crate) struct OnCpu<'a, F> {
     queued: Option<(Acquire<'a>, Instant)>,
     /// Wall time the step has held slots (its polls).
     on_slot: Duration,
-    /// It has used its express budget and asked to go to the burn threads.
-    asked_to_move: bool,
+    /// It has used its express budget: marked burning, and asked to go to the burn threads.
+    burning: Option<Burning<'a>>,
 }
 
 impl<'a, F: Future> OnCpu<'a, F> {
@@ -334,7 +386,7 @@ impl<'a, F: Future> OnCpu<'a, F> {
             step,
             queued: None,
             on_slot: Duration::ZERO,
-            asked_to_move: false,
+            burning: None,
         }
     }
 }
@@ -355,9 +407,9 @@ impl<F: Future> Future for OnCpu<'_, F> {
             },
             None => {
                 let fresh = this.on_slot < EXPRESS_BUDGET;
-                if !fresh && !this.asked_to_move {
+                if !fresh && this.burning.is_none() {
                     // Burning: on to the burn threads (`threads.rs`), and polled there next.
-                    this.asked_to_move = true;
+                    this.burning = Some(this.cpu.burning(this.tenant));
                     if super::threads::ask_to_move() {
                         return Poll::Pending;
                     }
@@ -587,6 +639,35 @@ mod tests {
         drop(burning);
         assert!(poll(&mut a_next).is_ready());
         assert_eq!(cpu.waiting(), 0);
+    }
+
+    #[test]
+    fn a_tenant_with_a_burning_step_takes_no_express_slot_until_that_step_is_done() {
+        let cpu = Cpu::new(1, 1);
+        let (a, b) = (tenant("a"), tenant("b"));
+        let regular = taken(&cpu, &a, false, "a free regular slot is taken at once");
+        let burning = cpu.burning(&a);
+        // A's new step is fresh, but A has a step burning: it does not take the free
+        // express slot, and waits for the regular one.
+        let mut a_fresh = cpu.acquire(&a, true);
+        assert!(
+            poll(&mut a_fresh).is_pending(),
+            "a burning tenant's fresh step took the express slot"
+        );
+        // B's fresh step takes the express slot at once.
+        let b1 = taken(&cpu, &b, true, "the express slot is free for B");
+        // When B's step is done the express slot stays free: A may not hold it yet.
+        drop(b1);
+        assert!(poll(&mut a_fresh).is_pending());
+        // When A's burning step is done, A's waiting fresh step gets the free express slot,
+        // although the regular slot is still held.
+        drop(burning);
+        let Poll::Ready(slot) = poll(&mut a_fresh) else {
+            panic!("the free express slot went to A's fresh waiter when A stopped burning")
+        };
+        assert_eq!(slot.lane, Lane::Express);
+        assert_eq!(cpu.waiting(), 0);
+        drop((slot, regular));
     }
 
     #[test]
