@@ -14,7 +14,9 @@ use super::{Db, DbResult};
 use sqlx::any::AnyRow;
 
 /// Keys walked by one poll at most (256). Beyond that, the next poll goes on from the last
-/// key walked (the keys are taken in turn, in key order), so every key is reached.
+/// key walked (the keys are taken in turn, in key order), so every key is reached. The
+/// rows query is one `UNION ALL` arm per key: SQLite allows 500 arms at most
+/// (`SQLITE_MAX_COMPOUND_SELECT`).
 pub(crate) const KEYS_PER_POLL: i64 = 256;
 
 /// A table of rows delivered per key.

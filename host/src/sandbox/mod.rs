@@ -120,7 +120,9 @@ pub struct SandboxConfig {
     /// regular slots; a fresh step takes an express slot first and a regular one when none
     /// is free. A malicious tenant gets at most its round-robin turns of the express slots,
     /// for at most 2 ms of each step, yielding every quantum while others wait; then its step
-    /// moves to the burn threads (`threads.rs`, `SCHED_IDLE`).
+    /// moves to the burn threads (`threads.rs`, `SCHED_IDLE`), and while it has such a step
+    /// in flight its new steps take no express slot at all (they queue for the regular
+    /// slots).
     pub express_slots: usize,
     /// Steps of one tenant (a project's owner) in flight at once: running, queued for a CPU
     /// slot, or suspended in a host call (default: twice the cores, the whole server's cap
