@@ -11,6 +11,7 @@ use super::Live;
 use crate::db::{OutboxRow, now_ms};
 use crate::egress::{Outbound, Use};
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc};
@@ -37,6 +38,15 @@ const OWN_LEASE_MARGIN_MS: i64 = 3_000;
 /// Successful first deliveries recorded in one statement at most.
 const SENT_BATCH: usize = 256;
 
+/// Rows one channel may have queued in memory on the direct path (256). Past it, a step's
+/// new rows are left to the poller: they are stored, and due once their lease (twice the
+/// delivery time-out) runs out. Without it, a tenant whose endpoint accepts connections and
+/// never answers, sending all the while, piled up its replies in this process's memory
+/// without bound (its channel delivers 4 per time-out). Cost: past the cap, a channel's
+/// replies wait for their lease before the first attempt, and may overtake, or be overtaken
+/// by, replies still queued (as retries already can).
+pub const DIRECT_ROWS_PER_CHANNEL: usize = 256;
+
 /// How long an idle conversation lane lives before its task ends.
 const LANE_IDLE: Duration = Duration::from_secs(30);
 
@@ -44,12 +54,39 @@ const LANE_IDLE: Duration = Duration::from_secs(30);
 /// order), and a semaphore per channel that caps the deliveries in flight to its endpoint.
 #[derive(Default)]
 struct Lanes {
-    conversations: Mutex<HashMap<String, mpsc::UnboundedSender<Vec<OutboxRow>>>>,
+    conversations: Mutex<HashMap<String, mpsc::UnboundedSender<Queued>>>,
+    /// Per channel: its rows queued on the direct path ([`DIRECT_ROWS_PER_CHANNEL`]).
+    direct_rows: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     channels: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// Per tenant (a project's owner): its deliveries in flight.
     tenants: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// Rows the poller handed to a task that has not finished with them, with their channel.
     in_flight: Mutex<HashMap<String, String>>,
+}
+
+/// A step's rows on the direct path, counted against their channel's cap until dropped.
+type Queued = (Vec<OutboxRow>, Held);
+
+struct Held {
+    count: Arc<AtomicUsize>,
+    rows: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.count.fetch_sub(self.rows, Ordering::AcqRel);
+    }
+}
+
+impl Lanes {
+    /// Counts `rows` rows against `channel`'s direct-path cap; `None` past it.
+    fn hold(&self, channel: &str, rows: usize) -> Option<Held> {
+        let count = super::keyed(&self.direct_rows, channel, || AtomicUsize::new(0));
+        let held = Held { count, rows };
+        let before = held.count.fetch_add(rows, Ordering::AcqRel);
+        // Dropping `held` gives the rows back.
+        (before + rows <= DIRECT_ROWS_PER_CHANNEL).then_some(held)
+    }
 }
 
 /// One delivery's place: in its tenant's and in its channel's caps.
@@ -122,14 +159,21 @@ fn direct_send(
     key: String,
     rows: Vec<OutboxRow>,
 ) {
+    let Some(channel) = rows.first().map(|r| r.channel_id.clone()) else {
+        return;
+    };
+    let Some(held) = lanes.hold(&channel, rows.len()) else {
+        // Past the channel's cap: left to the poller.
+        return;
+    };
     let mut map = lanes.conversations.lock().unwrap();
     let rows = match map.get(&key) {
-        Some(tx) => match tx.send(rows) {
+        Some(tx) => match tx.send((rows, held)) {
             Ok(()) => return,
             // The lane ended in between: start another.
             Err(e) => e.0,
         },
-        None => rows,
+        None => (rows, held),
     };
     let (tx, rx) = mpsc::unbounded_channel();
     let _ = tx.send(rows);
@@ -150,12 +194,12 @@ async fn conversation_lane(
     lanes: Arc<Lanes>,
     sent_tx: mpsc::UnboundedSender<String>,
     key: String,
-    me: mpsc::UnboundedSender<Vec<OutboxRow>>,
-    mut rx: mpsc::UnboundedReceiver<Vec<OutboxRow>>,
+    me: mpsc::UnboundedSender<Queued>,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
 ) {
     loop {
-        let rows = match tokio::time::timeout(LANE_IDLE, rx.recv()).await {
-            Ok(Some(rows)) => rows,
+        let (rows, _held) = match tokio::time::timeout(LANE_IDLE, rx.recv()).await {
+            Ok(Some(queued)) => queued,
             _ => {
                 // Idle: leave the map (if still ours), then finish what arrived meanwhile.
                 {
@@ -165,7 +209,7 @@ async fn conversation_lane(
                     }
                 }
                 rx.close();
-                while let Ok(rows) = rx.try_recv() {
+                while let Ok((rows, _held)) = rx.try_recv() {
                     deliver_direct(&live, &lanes, &sent_tx, rows).await;
                 }
                 return;
@@ -324,6 +368,30 @@ pub fn backoff(base: Duration, attempts: i64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A channel holds at most its cap of rows on the direct path; rows given back (their
+    /// delivery ended) make room again, and other channels have caps of their own.
+    #[test]
+    fn the_direct_path_holds_a_bounded_number_of_rows_per_channel() {
+        let lanes = Lanes::default();
+        let mut held = Vec::new();
+        for _ in 0..DIRECT_ROWS_PER_CHANNEL / 2 {
+            held.push(lanes.hold("hanging", 2).expect("under the cap"));
+        }
+        assert!(
+            lanes.hold("hanging", 1).is_none(),
+            "one row over the cap is left to the poller"
+        );
+        assert!(lanes.hold("other", DIRECT_ROWS_PER_CHANNEL).is_some());
+        // A refused hold counted nothing: one batch delivered makes room for two rows.
+        held.pop();
+        held.push(
+            lanes
+                .hold("hanging", 2)
+                .expect("room for the two rows given back"),
+        );
+        assert!(lanes.hold("hanging", 1).is_none());
+    }
 
     #[test]
     fn backoff_doubles_and_caps() {
