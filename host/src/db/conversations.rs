@@ -778,16 +778,7 @@ mod tests {
     async fn due_rows_leave_out_busy_channels() {
         let (_dir, db) = super::super::test_sqlite().await;
         for (i, ch) in ["busy-1", "busy-2", "busy-1", "other"].iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at) \
-                 VALUES ($1, $2, 'http://x', '[]', '{}', 'pending', 0, $3, $3)",
-            )
-            .bind(format!("r{i}"))
-            .bind(ch)
-            .bind(i as i64)
-            .execute(&db.pool)
-            .await
-            .unwrap();
+            super::super::due::tests::insert(&db, &format!("r{i}"), ch, i as i64).await;
         }
         let ids = |rows: Vec<OutboxRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
         // The limit is filled by the busy channels' rows...

@@ -46,14 +46,16 @@ impl Db {
     where
         R: for<'r> sqlx::FromRow<'r, AnyRow> + Send + Unpin,
     {
-        let after = self.due_cursor(t.table, None);
-        let walked = self.pending_keys(t, &after, KEYS_PER_POLL).await?;
+        let after = self.due_cursors.lock().unwrap().get(t.table).cloned();
+        let walked = self
+            .pending_keys(t, after.as_deref().unwrap_or_default(), KEYS_PER_POLL)
+            .await?;
         // Fewer than a full walk: the next poll starts from the first key again.
         let next = match walked.last() {
             Some(last) if walked.len() as i64 == KEYS_PER_POLL => last.clone(),
             _ => String::new(),
         };
-        self.due_cursor(t.table, Some(next));
+        self.due_cursors.lock().unwrap().insert(t.table, next);
         let keys: Vec<&String> = walked.iter().filter(|k| !except.contains(k)).collect();
         if keys.is_empty() {
             return Ok(Vec::new());
@@ -75,18 +77,6 @@ impl Db {
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.into_iter().map(|r| r.0).collect())
-    }
-
-    /// The key a table's next poll starts after; sets it when `set` is given.
-    fn due_cursor(&self, table: &'static str, set: Option<String>) -> String {
-        let mut cursors = self.due_cursors.lock().unwrap();
-        match set {
-            Some(k) => {
-                cursors.insert(table, k.clone());
-                k
-            }
-            None => cursors.get(table).cloned().unwrap_or_default(),
-        }
     }
 }
 
@@ -122,7 +112,7 @@ fn rows_sql(t: &DueRows, keys: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::db::OutboxRow;
 
@@ -136,7 +126,8 @@ mod tests {
         }
     }
 
-    async fn insert(db: &Db, id: &str, channel: &str, next_at: i64) {
+    /// A pending outbox row of `channel`, due at `next_at` (and created then).
+    pub(crate) async fn insert(db: &Db, id: &str, channel: &str, next_at: i64) {
         sqlx::query(
             "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at) \
              VALUES ($1, $2, 'http://x', '[]', '{}', 'pending', 0, $3, $3)",

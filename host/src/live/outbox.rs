@@ -159,11 +159,11 @@ fn direct_send(
     key: String,
     rows: Vec<OutboxRow>,
 ) {
-    let Some(channel) = rows.first().map(|r| r.channel_id.clone()) else {
-        return;
-    };
-    let Some(held) = lanes.hold(&channel, rows.len()) else {
-        // Past the channel's cap: left to the poller.
+    // Past the channel's cap: left to the poller.
+    let Some(held) = rows
+        .first()
+        .and_then(|r| lanes.hold(&r.channel_id, rows.len()))
+    else {
         return;
     };
     let mut map = lanes.conversations.lock().unwrap();
