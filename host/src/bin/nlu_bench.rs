@@ -505,6 +505,45 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
             }),
         ),
         ("no char n-grams", with(&|c| c.features.char_max = 0)),
+        (
+            "chars only",
+            with(&|c| {
+                c.features.words = false;
+                c.features.stems = false;
+                c.features.bigrams = false;
+            }),
+        ),
+        (
+            "chars only 2-4",
+            with(&|c| {
+                c.features.words = false;
+                c.features.stems = false;
+                c.features.bigrams = false;
+                c.features.char_max = 4;
+            }),
+        ),
+        (
+            "chars only 1-4",
+            with(&|c| {
+                c.features.words = false;
+                c.features.stems = false;
+                c.features.bigrams = false;
+                c.features.char_min = 1;
+                c.features.char_max = 4;
+            }),
+        ),
+        (
+            "chars and words",
+            with(&|c| {
+                c.features.stems = false;
+                c.features.bigrams = false;
+            }),
+        ),
+        ("chars and stems", with(&|c| {
+                c.features.words = false;
+                c.features.bigrams = false;
+            }),
+        ),
         ("no stems", with(&|c| c.features.stems = false)),
         ("no bigrams", with(&|c| c.features.bigrams = false)),
         ("chars 3-5", with(&|c| c.features.char_min = 3)),
