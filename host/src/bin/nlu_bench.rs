@@ -31,7 +31,8 @@
 //! chosen from that table (test sentences are never used for choosing). With `--nested` as
 //! well, then scores by nested CV the alternative of choosing a setting per training set.
 //!
-//! Environment: `NLU_ROWS=default,idf,…` keeps only those rows of the CV table (faster).
+//! Environment: `NLU_ROWS=default,idf,…` keeps only those rows of the CV table (faster);
+//! `NLU_CV_REPEATS` sets its number of repeats (10).
 //! `NLU_MASK` is an experiment in entity abstraction (tried and dropped, README): the intent
 //! model trains on sentences whose labelled entity spans are replaced by a placeholder of
 //! their type (`replace`) or keep their words and get the placeholder added (`add`); at
@@ -61,7 +62,9 @@ fn main() -> anyhow::Result<()> {
     let nested = args.iter().any(|a| a == "--nested");
     let dir = args
         .iter()
-        .find(|a| !a.starts_with("--"))
+        .enumerate()
+        .find(|(i, a)| !a.starts_with("--") && (*i == 0 || args[i - 1] != "--clinc"))
+        .map(|(_, a)| a)
         .cloned()
         .unwrap_or_else(|| "../shared/nlu-bench/braun2017".into());
     let mut corpora = Vec::new();
@@ -73,6 +76,12 @@ fn main() -> anyhow::Result<()> {
         corpora.push((name, load(&v)?));
     }
 
+    if let Some(i) = args.iter().position(|a| a == "--clinc") {
+        let path = args
+            .get(i + 1)
+            .ok_or_else(|| anyhow::anyhow!("--clinc needs the path of data_small.json"))?;
+        return clinc(path);
+    }
     if cv {
         cross_validate(&corpora, nested);
     }
@@ -469,7 +478,9 @@ fn nested_cv(corpora: &[(&str, Vec<Sentence>)], candidates: &[(&str, Config)]) {
 }
 
 /// 5-fold CV accuracy on the training sentences of each corpus, per candidate setting.
-fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
+/// The candidate settings of the CV table (without calibration, which CV does not score),
+/// filtered by `NLU_ROWS`.
+fn candidates() -> Vec<(&'static str, Config)> {
     let base = Config {
         calibrate: false,
         ..Config::default()
@@ -481,7 +492,7 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
     };
     // Each row changes one thing from the defaults (or from the settings before them, for
     // the rows that show how the defaults were reached).
-    let candidates: Vec<(&str, Config)> = vec![
+    let candidates: Vec<(&'static str, Config)> = vec![
         ("default", base.clone()),
         ("label names", with(&|c| c.label_names = true)),
         ("one-vs-rest", with(&|c| c.ovr = true)),
@@ -505,6 +516,9 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
             }),
         ),
         ("no char n-grams", with(&|c| c.features.char_max = 0)),
+        ("no words", with(&|c| c.features.words = false)),
+        ("no stems", with(&|c| c.features.stems = false)),
+        ("no bigrams", with(&|c| c.features.bigrams = false)),
         (
             "chars only",
             with(&|c| {
@@ -513,39 +527,6 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
                 c.features.bigrams = false;
             }),
         ),
-        (
-            "chars only 2-4",
-            with(&|c| {
-                c.features.words = false;
-                c.features.stems = false;
-                c.features.bigrams = false;
-                c.features.char_max = 4;
-            }),
-        ),
-        (
-            "chars only 1-4",
-            with(&|c| {
-                c.features.words = false;
-                c.features.stems = false;
-                c.features.bigrams = false;
-                c.features.char_min = 1;
-                c.features.char_max = 4;
-            }),
-        ),
-        (
-            "chars and words",
-            with(&|c| {
-                c.features.stems = false;
-                c.features.bigrams = false;
-            }),
-        ),
-        ("chars and stems", with(&|c| {
-                c.features.words = false;
-                c.features.bigrams = false;
-            }),
-        ),
-        ("no stems", with(&|c| c.features.stems = false)),
-        ("no bigrams", with(&|c| c.features.bigrams = false)),
         ("chars 3-5", with(&|c| c.features.char_min = 3)),
         ("chars 2-4", with(&|c| c.features.char_max = 4)),
         (
@@ -555,14 +536,20 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
                 c.features.char_max = 6;
             }),
         ),
-        ("char weight 0.5", with(&|c| c.features.char_weight = 0.5)),
-        ("char weight 2", with(&|c| c.features.char_weight = 2.0)),
+        (
+            "char weight 1 (until 11-26)",
+            with(&|c| c.features.char_weight = 1.0),
+        ),
+        ("char weight 1.5", with(&|c| c.features.char_weight = 1.5)),
+        ("char weight 3", with(&|c| c.features.char_weight = 3.0)),
         ("idf", with(&|c| c.features.idf = true)),
         ("l2 1e-5", with(&|c| c.l2 = 1e-5)),
         ("l2 1e-3", with(&|c| c.l2 = 1e-3)),
         ("rate 0.05", with(&|c| c.rate = 0.05)),
         ("rate 0.5", with(&|c| c.rate = 0.5)),
         ("max epochs 10", with(&|c| c.max_epochs = 10)),
+        ("updates 20k (until 11-26)", with(&|c| c.updates = 20_000)),
+        ("updates 5k", with(&|c| c.updates = 5_000)),
         (
             "max epochs 100",
             with(&|c| {
@@ -578,11 +565,89 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
         ("ensemble of 5", with(&|c| c.ensemble = 5)),
     ];
     let only = std::env::var("NLU_ROWS").unwrap_or_default();
-    let candidates: Vec<(&str, Config)> = candidates
+    candidates
         .into_iter()
         .filter(|c| only.is_empty() || only.split(',').any(|o| c.0 == o))
-        .collect();
-    let (k, repeats) = (5, 10);
+        .collect()
+}
+
+/// The rows about which features are extracted (for the many-label tables).
+fn is_feature_row(name: &str) -> bool {
+    name == "default"
+        || name.starts_with("no ")
+        || name.starts_with("char")
+        || name.contains("only")
+        || name.starts_with("updates")
+}
+
+/// Many labels on real sentences: CLINC150 (Larson et al. 2019, "An Evaluation Dataset for
+/// Intent Classification and Out-of-Scope Prediction", CC BY 3.0; its `data_small.json`,
+/// 150 intents with 50 training and 20 validation sentences each, not part of this
+/// repository). Each feature row is trained on the first 10 and on all 50 training
+/// sentences of every intent (the out-of-scope training sentences as counter-examples) and
+/// scored top-1 on the 3,000 in-scope VALIDATION sentences; its test split is never read.
+fn clinc(path: &str) -> anyhow::Result<()> {
+    let v: Value = serde_json::from_str(
+        &std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{path}: {e}"))?,
+    )?;
+    let pairs = |key: &str| -> Vec<(String, Option<String>)> {
+        v[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                let text = p[0].as_str().unwrap_or_default().to_string();
+                let label = (key == "train" || key == "val")
+                    .then(|| p[1].as_str().unwrap_or_default().to_string());
+                (text, label)
+            })
+            .collect()
+    };
+    let (train, val, oos) = (pairs("train"), pairs("val"), pairs("oos_train"));
+    let first = |n: usize| -> Vec<(String, Option<String>)> {
+        let mut seen = std::collections::HashMap::<&str, usize>::new();
+        let mut out: Vec<_> = train
+            .iter()
+            .filter(|(_, l)| {
+                let c = seen.entry(l.as_deref().unwrap_or_default()).or_default();
+                *c += 1;
+                *c <= n
+            })
+            .cloned()
+            .collect();
+        out.extend(oos.iter().cloned());
+        out
+    };
+    let (small, full) = (first(10), first(50));
+    println!("== Feature settings on CLINC150 (150 intents; top-1 on the 3,000 validation sentences)");
+    println!(
+        "{:<32} {:>10} {:>10}",
+        "setting", "10/intent", "50/intent"
+    );
+    for (name, cfg) in candidates().into_iter().filter(|(n, _)| is_feature_row(n)) {
+        let cfg = Config {
+            calibrate: true,
+            ..cfg
+        };
+        println!(
+            "{:<32} {:>10.3} {:>10.3}",
+            name,
+            top1(&train_synth(&small, &cfg).0, &val),
+            top1(&train_synth(&full, &cfg).0, &val)
+        );
+    }
+    println!();
+    Ok(())
+}
+
+/// 5-fold CV accuracy on the training sentences of each corpus, per candidate setting.
+fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
+    let candidates = candidates();
+    let repeats = std::env::var("NLU_CV_REPEATS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(10);
+    let k = 5;
     println!(
         "== {k}-fold cross-validation accuracy on the TRAINING sentences only \
          ({repeats} repeats with different fold assignments)"
@@ -622,7 +687,7 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
             corpora,
             &pick(&[
                 "default",
-                "char weight 2",
+                "char weight 1 (until 11-26)",
                 "no char n-grams",
                 "idf",
                 "chars 3-5",
@@ -632,6 +697,28 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
         );
     }
 
+    // The feature rows on the synthetic 150-label set: many labels told apart by their own
+    // words, where whole-word features matter more than in the three corpora.
+    println!("== Feature settings on the synthetic 150-label set (held-out top-1)");
+    println!("{:<32} {:>8} {:>8}", "setting", "1,000", "3,000");
+    let synth = Synth::new(150);
+    let test = synth.data(1000, 7);
+    let small = synth.data(1000, 1042);
+    let large = synth.data(3000, 3042);
+    for (name, cfg) in candidates.iter().filter(|(n, _)| is_feature_row(n)) {
+        let cfg = Config {
+            calibrate: true,
+            ..cfg.clone()
+        };
+        println!(
+            "{:<32} {:>8.3} {:>8.3}",
+            name,
+            top1(&train_synth(&small, &cfg).0, &test),
+            top1(&train_synth(&large, &cfg).0, &test)
+        );
+    }
+    println!();
+
     // Size against accuracy on the synthetic 150-label set (held-out sentences of the same
     // generator, never the benchmark corpora).
     println!("== Sparsity settings on the synthetic 150-label set (3,000 training sentences)");
@@ -639,9 +726,7 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
         "{:<26} {:>10} {:>14} {:>8}",
         "setting", "train s", "bytes per 1k", "top-1"
     );
-    let synth = Synth::new(150);
-    let data = synth.data(3000, 3042);
-    let test = synth.data(1000, 7);
+    let data = large;
     for (min_grad, prune) in [
         (0.01, 0.1),
         (0.01, 0.2),
