@@ -1,5 +1,5 @@
 //! NLU benchmark: `cargo build --release -p host --bin nlu-bench`, then from the repo root
-//! `target/release/nlu-bench [CORPUS_DIR] [--cv [--nested]]`.
+//! `target/release/nlu-bench [CORPUS_DIR] [--cv [--nested]] [--clinc FILE]`.
 //!
 //! 1. **Intent F1** on the three corpora of Braun et al. 2017 ("Evaluating Natural Language
 //!    Understanding Services for Conversational Question Answering Systems", SIGdial 2017):
@@ -30,6 +30,10 @@
 //! of each corpus for the candidate settings; the defaults in `nlu::classify::Config` were
 //! chosen from that table (test sentences are never used for choosing). With `--nested` as
 //! well, then scores by nested CV the alternative of choosing a setting per training set.
+//!
+//! With `--clinc FILE` (CLINC150's `data_small.json`, not part of this repository), prints
+//! instead the feature rows' top-1 on CLINC150's validation sentences (150 intents, trained
+//! on 10 and 50 sentences per intent): many labels on real sentences.
 //!
 //! Environment: `NLU_ROWS=default,idf,…` keeps only those rows of the CV table (faster);
 //! `NLU_CV_REPEATS` sets its number of repeats (10).
@@ -477,7 +481,6 @@ fn nested_cv(corpora: &[(&str, Vec<Sentence>)], candidates: &[(&str, Config)]) {
     println!();
 }
 
-/// 5-fold CV accuracy on the training sentences of each corpus, per candidate setting.
 /// The candidate settings of the CV table (without calibration, which CV does not score),
 /// filtered by `NLU_ROWS`.
 fn candidates() -> Vec<(&'static str, Config)> {
@@ -619,25 +622,39 @@ fn clinc(path: &str) -> anyhow::Result<()> {
         out
     };
     let (small, full) = (first(10), first(50));
-    println!("== Feature settings on CLINC150 (150 intents; top-1 on the 3,000 validation sentences)");
-    println!(
-        "{:<32} {:>10} {:>10}",
-        "setting", "10/intent", "50/intent"
+    feature_rows(
+        "CLINC150 (150 intents; top-1 on the 3,000 validation sentences)",
+        ["10/intent", "50/intent"],
+        [&small, &full],
+        &val,
     );
+    Ok(())
+}
+
+/// Prints each feature row's top-1 on `test` when trained (with calibration) on each of
+/// `train`.
+fn feature_rows(
+    title: &str,
+    cols: [&str; 2],
+    train: [&[(String, Option<String>)]; 2],
+    test: &[(String, Option<String>)],
+) {
+    println!("== Feature settings on {title}");
+    println!("{:<32} {:>10} {:>10}", "setting", cols[0], cols[1]);
     for (name, cfg) in candidates().into_iter().filter(|(n, _)| is_feature_row(n)) {
         let cfg = Config {
             calibrate: true,
             ..cfg
         };
+        let score = |data| top1(&train_synth(data, &cfg).0, test);
         println!(
             "{:<32} {:>10.3} {:>10.3}",
             name,
-            top1(&train_synth(&small, &cfg).0, &val),
-            top1(&train_synth(&full, &cfg).0, &val)
+            score(train[0]),
+            score(train[1])
         );
     }
     println!();
-    Ok(())
 }
 
 /// 5-fold CV accuracy on the training sentences of each corpus, per candidate setting.
@@ -698,26 +715,17 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
     }
 
     // The feature rows on the synthetic 150-label set: many labels told apart by their own
-    // words, where whole-word features matter more than in the three corpora.
-    println!("== Feature settings on the synthetic 150-label set (held-out top-1)");
-    println!("{:<32} {:>8} {:>8}", "setting", "1,000", "3,000");
+    // (pseudo-)words.
     let synth = Synth::new(150);
     let test = synth.data(1000, 7);
     let small = synth.data(1000, 1042);
     let large = synth.data(3000, 3042);
-    for (name, cfg) in candidates.iter().filter(|(n, _)| is_feature_row(n)) {
-        let cfg = Config {
-            calibrate: true,
-            ..cfg.clone()
-        };
-        println!(
-            "{:<32} {:>8.3} {:>8.3}",
-            name,
-            top1(&train_synth(&small, &cfg).0, &test),
-            top1(&train_synth(&large, &cfg).0, &test)
-        );
-    }
-    println!();
+    feature_rows(
+        "the synthetic 150-label set (held-out top-1)",
+        ["1,000", "3,000"],
+        [&small, &large],
+        &test,
+    );
 
     // Size against accuracy on the synthetic 150-label set (held-out sentences of the same
     // generator, never the benchmark corpora).
