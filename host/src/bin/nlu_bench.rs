@@ -62,13 +62,18 @@ const CORPORA: [&str; 3] = ["ChatbotCorpus", "AskUbuntuCorpus", "WebApplications
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // `--clinc FILE` is a mode of its own: it reads only that file.
+    if let Some(i) = args.iter().position(|a| a == "--clinc") {
+        let path = args
+            .get(i + 1)
+            .ok_or_else(|| anyhow::anyhow!("--clinc needs the path of data_small.json"))?;
+        return clinc(path);
+    }
     let cv = args.iter().any(|a| a == "--cv");
     let nested = args.iter().any(|a| a == "--nested");
     let dir = args
         .iter()
-        .enumerate()
-        .find(|(i, a)| !a.starts_with("--") && (*i == 0 || args[i - 1] != "--clinc"))
-        .map(|(_, a)| a)
+        .find(|a| !a.starts_with("--"))
         .cloned()
         .unwrap_or_else(|| "../shared/nlu-bench/braun2017".into());
     let mut corpora = Vec::new();
@@ -80,12 +85,6 @@ fn main() -> anyhow::Result<()> {
         corpora.push((name, load(&v)?));
     }
 
-    if let Some(i) = args.iter().position(|a| a == "--clinc") {
-        let path = args
-            .get(i + 1)
-            .ok_or_else(|| anyhow::anyhow!("--clinc needs the path of data_small.json"))?;
-        return clinc(path);
-    }
     if cv {
         cross_validate(&corpora, nested);
     }
@@ -574,7 +573,8 @@ fn candidates() -> Vec<(&'static str, Config)> {
         .collect()
 }
 
-/// The rows about which features are extracted (for the many-label tables).
+/// The rows of the many-label tables: which features are extracted, and how many updates
+/// training makes.
 fn is_feature_row(name: &str) -> bool {
     name == "default"
         || name.starts_with("no ")
@@ -734,7 +734,6 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
         "{:<26} {:>10} {:>14} {:>8}",
         "setting", "train s", "bytes per 1k", "top-1"
     );
-    let data = large;
     for (min_grad, prune) in [
         (0.01, 0.1),
         (0.01, 0.2),
@@ -747,13 +746,13 @@ fn cross_validate(corpora: &[(&str, Vec<Sentence>)], nested: bool) {
             prune,
             ..Config::default()
         };
-        let (model, secs) = train_synth(&data, &cfg);
+        let (model, secs) = train_synth(&large, &cfg);
         let bytes = serde_json::to_vec(&model).unwrap().len();
         println!(
             "{:<26} {:>10.2} {:>14.0} {:>8.3}",
             format!("min_grad {min_grad}, prune {prune}"),
             secs,
-            bytes as f64 * 1000.0 / data.len() as f64,
+            bytes as f64 * 1000.0 / large.len() as f64,
             top1(&model, &test)
         );
     }

@@ -39,9 +39,10 @@
 //! repeated 5-fold cross-validation on the training sentences (only) of the Braun et al.
 //! 2017 corpora, with the feature rows also scored on many labels (CLINC150's validation
 //! sentences, `nlu-bench --clinc`), and the sparsity settings on a synthetic 150-label set
-//! (`nlu-bench --cv` prints those tables; the README tells how the current ones were chosen). Scores are calibrated on data like the training data; sentences
-//! unlike all of it get whatever the bias and shared n-grams give them, so counter-examples
-//! in training are what teaches a trait to say "none of these".
+//! (`nlu-bench --cv` prints those tables; the README tells how the current ones were
+//! chosen). Scores are calibrated on data like the training data; sentences unlike all of
+//! it get whatever the bias and shared n-grams give them, so counter-examples in training
+//! are what teaches a trait to say "none of these".
 
 use super::Lang;
 use super::SplitMix;
