@@ -1319,6 +1319,7 @@ async fn first_start_prints_the_admin_password_once() {
             .env_remove("BOTBOX_ADMIN_PASSWORD")
             .env_remove("DATABASE_URL")
             .env("BOTBOX_LOG", "warn")
+            .env("BOTBOX_CACHE", common::GUEST_CACHE)
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
@@ -1357,4 +1358,61 @@ async fn first_start_prints_the_admin_password_once() {
     assert_eq!(api.login("admin", &password).await["roleId"], "admin");
     second.kill().unwrap();
     second.wait().unwrap();
+}
+
+/// `GET /ready` answers until the server's sandbox is up (no token needed), and says `failed`
+/// when it cannot start; the server still serves the rest of the API meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_says_when_the_sandbox_can_run_bots() {
+    let server = Server::start(Backend::Sqlite, &[]).await;
+    let r = server.api().call("GET", "/ready", None, None).await;
+    assert_eq!((r.status, r.json()), (200, json!({"status": "ready"})));
+
+    // A cache folder that is a file: the guest can be neither loaded nor stored.
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("cache-file");
+    std::fs::write(&not_a_dir, b"x").unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--data"])
+        .arg(dir.path())
+        .env("BOTBOX_ADMIN_PASSWORD", common::ADMIN_PASSWORD)
+        .env_remove("DATABASE_URL")
+        .env("BOTBOX_LOG", "off")
+        .env("BOTBOX_CACHE", &not_a_dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let base = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .find_map(|l| {
+            l.ok()?
+                .strip_prefix("botbox listening on ")
+                .map(str::to_owned)
+        })
+        .expect("the server listens");
+    let api = Api {
+        http: reqwest::Client::new(),
+        base,
+    };
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        loop {
+            let r = api.call("GET", "/ready", None, None).await;
+            if r.json()["status"] != "starting" {
+                return r;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("/ready still said starting after 60 s");
+    assert_eq!(
+        (answer.status, answer.json()),
+        (503, json!({"status": "failed"}))
+    );
+    // The rest of the API works.
+    let token = api.admin_token().await;
+    assert_eq!(api.get("/me", &token).await.ok()["username"], "admin");
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

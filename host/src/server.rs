@@ -93,6 +93,8 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     live_cfg.egress.own.push(addr.ip());
     let live = Live::new(db.clone(), live_cfg)?;
     live.spawn_workers();
+    // The guest is loaded (or compiled, with a cold cache) while the server already listens.
+    live.warm_sandbox();
     // A training that was running when the last process stopped will not finish.
     let interrupted = db.fail_interrupted_trainings().await?;
     if interrupted > 0 {

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const ADMIN_PASSWORD: &str = "admin-password-for-tests";
+/// One compiled sandbox guest for all test servers (`BOTBOX_CACHE`).
+pub const GUEST_CACHE: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/botbox-cache");
 /// The PostgreSQL server of the development machine and CI (trust auth).
 pub const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
@@ -163,8 +165,8 @@ impl Server {
     }
 }
 
-/// How long a server may take to start listening (the first start of a cold cache compiles the
-/// sandbox guest).
+/// How long a server may take to start listening and be ready (the first start of a cold cache
+/// compiles the sandbox guest: a minute or more of both cores in a loaded debug build).
 const START_TIMEOUT_S: u64 = 240;
 
 async fn spawn(
@@ -180,11 +182,7 @@ async fn spawn(
         .args(extra)
         .env("BOTBOX_ADMIN_PASSWORD", ADMIN_PASSWORD)
         .env("BOTBOX_LOG", if log.is_some() { "info" } else { "warn" })
-        // One compiled sandbox guest for all test servers.
-        .env(
-            "BOTBOX_CACHE",
-            concat!(env!("CARGO_TARGET_TMPDIR"), "/botbox-cache"),
-        )
+        .env("BOTBOX_CACHE", GUEST_CACHE)
         .env_remove("BOTBOX_RATE_LIMIT")
         .stdout(Stdio::piped())
         .stderr(match log {
@@ -213,16 +211,45 @@ async fn spawn(
         }
         let _ = tx.send(None);
     });
-    let base = match tokio::time::timeout(Duration::from_secs(START_TIMEOUT_S), rx).await {
-        Ok(Ok(Some(url))) => url,
-        Ok(_) => panic!("botbox serve exited before listening"),
+    let started = tokio::time::timeout(Duration::from_secs(START_TIMEOUT_S), async {
+        let base = rx.await.ok().flatten()?;
+        wait_ready(&base).await;
+        Some(base)
+    })
+    .await;
+    let base = match started {
+        Ok(Some(url)) => url,
+        Ok(None) => panic!("botbox serve exited before listening"),
         Err(_) => {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("botbox serve did not listen within {START_TIMEOUT_S} s");
+            panic!("botbox serve was not listening and ready within {START_TIMEOUT_S} s");
         }
     };
     (child, base)
+}
+
+/// Waits until the server answers `GET /ready` with 200: its sandbox is loaded (or, with a cold
+/// cache, compiled), so no test times a guest compilation as if it were a step. (CI once
+/// compiled the guest inside a test's 30-second wait for a bot's api call.)
+async fn wait_ready(base: &str) {
+    let http = reqwest::Client::new();
+    loop {
+        if let Ok(r) = http.get(format!("{base}/ready")).send().await {
+            match r.status().as_u16() {
+                200 => return,
+                503 => {
+                    let body: Value = r.json().await.unwrap_or_default();
+                    assert_ne!(
+                        body["status"], "failed",
+                        "the server's sandbox did not start"
+                    );
+                }
+                other => panic!("GET /ready answered {other}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn pg_admin() -> sqlx::AnyPool {

@@ -253,6 +253,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The whole HTTP surface: the API under the rate limit, `/openapi.json` and `/docs`.
 pub fn router(app: App) -> Router {
+    let live = app.live.clone();
     let (api, mut doc) = api_routes().split_for_parts();
     let (v1, v1_doc) = v1_routes().split_for_parts();
     doc.merge(v1_doc);
@@ -285,11 +286,29 @@ pub fn router(app: App) -> Router {
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .with_state(app);
     Router::new()
+        .route(
+            "/ready",
+            axum::routing::get(move || std::future::ready(ready(&live))),
+        )
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(hooks)
         .merge(v1)
         .merge(limited)
         .layer(axum::middleware::from_fn(trace_request))
+}
+
+/// `GET /ready`: 200 `{"status": "ready"}` once this process can run bots (its sandbox is
+/// created), else 503 with `starting` or `failed` (the cause is in the log). No
+/// authentication and no rate limit: it tells nothing about any tenant. For load balancers'
+/// readiness checks, and for tests that must not time a guest compilation.
+fn ready(live: &Live) -> Response {
+    use crate::live::Readiness;
+    let (status, word) = match live.sandbox_readiness() {
+        Readiness::Ready => (StatusCode::OK, "ready"),
+        Readiness::Starting => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
+        Readiness::Failed(_) => (StatusCode::SERVICE_UNAVAILABLE, "failed"),
+    };
+    (status, axum::Json(serde_json::json!({"status": word}))).into_response()
 }
 
 /// The seed writes some paths with a trailing slash (`/projects/`) and some without; both

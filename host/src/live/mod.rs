@@ -223,6 +223,16 @@ pub enum Handled {
     Duplicate,
 }
 
+/// Whether the sandbox can run steps: see [`Live::sandbox_readiness`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    /// Being created (the first creation of a cold cache compiles the guest).
+    Starting,
+    /// The last attempt failed (the next message tries again).
+    Failed(String),
+}
+
 pub struct Live {
     pub db: Db,
     routes: moka::sync::Cache<String, Route>,
@@ -234,6 +244,8 @@ pub struct Live {
     sessions: moka::sync::Cache<String, (SessionJson, i64)>,
     pub cfg: LiveConfig,
     sandbox: tokio::sync::OnceCell<Arc<Sandbox>>,
+    /// Why the last attempt to create the sandbox failed (for `GET /ready`).
+    sandbox_error: Mutex<Option<String>>,
     /// Ready revisions by `project/revision`, with the size of their compiled bot.
     revisions: moka::sync::Cache<String, (Arc<Revision>, usize)>,
     effects: Arc<dyn Effects>,
@@ -291,6 +303,7 @@ impl Live {
             db,
             nlu,
             sandbox: tokio::sync::OnceCell::new(),
+            sandbox_error: Mutex::new(None),
             revisions: moka::sync::Cache::builder()
                 .max_capacity(REVISION_CACHE_BYTES)
                 .weigher(|k: &String, (_, bytes): &(Arc<Revision>, usize)| weight(k, *bytes))
@@ -337,9 +350,11 @@ impl Live {
         });
     }
 
-    /// The sandbox, created on first use (compiling the guest once per cache folder).
+    /// The sandbox, created on first use (compiling the guest once per cache folder) unless
+    /// [`Live::warm_sandbox`] created it already.
     pub async fn sandbox(&self) -> anyhow::Result<Arc<Sandbox>> {
-        self.sandbox
+        let made = self
+            .sandbox
             .get_or_try_init(|| async {
                 let cfg = self.cfg.sandbox.clone();
                 tokio::task::spawn_blocking(move || Sandbox::new(cfg).map(Arc::new))
@@ -347,7 +362,32 @@ impl Live {
                     .context("starting the sandbox")?
             })
             .await
-            .cloned()
+            .cloned();
+        *self.sandbox_error.lock().unwrap() = made.as_ref().err().map(|e| format!("{e:#}"));
+        made
+    }
+
+    /// Creates the sandbox in the background, so that the first message does not wait for
+    /// it. With a cold cache that compiles the guest: seconds of both cores (more in a debug
+    /// build), which a message arriving meanwhile waits for. `GET /ready` says when it is done.
+    pub fn warm_sandbox(self: &Arc<Self>) {
+        let live = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = live.sandbox().await {
+                tracing::error!(error = %format!("{e:#}"), "the sandbox could not be started");
+            }
+        });
+    }
+
+    /// Whether the sandbox is ready (`GET /ready`).
+    pub fn sandbox_readiness(&self) -> Readiness {
+        if self.sandbox.initialized() {
+            return Readiness::Ready;
+        }
+        match self.sandbox_error.lock().unwrap().clone() {
+            Some(e) => Readiness::Failed(e),
+            None => Readiness::Starting,
+        }
     }
 
     /// A stored revision of a project, ready to run (cached: revisions are immutable). The

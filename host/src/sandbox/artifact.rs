@@ -94,7 +94,12 @@ fn make_private_dir(dir: &Path) -> Result<()> {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         }
     }
-    check_private(dir)
+    check_private(dir)?;
+    if !std::fs::metadata(dir)?.is_dir() {
+        // Found before compiling: the artifact could never be stored there.
+        bail!("{} is not a folder", dir.display());
+    }
+    Ok(())
 }
 
 /// Fails unless `path` belongs to this process's user and no one else may write it.
@@ -172,6 +177,15 @@ mod tests {
         // No digest at all.
         std::fs::remove_file(digest_path(&path)).unwrap();
         assert!(read_verified(&path).is_err());
+    }
+
+    #[test]
+    fn a_cache_that_is_not_a_folder_is_refused_before_compiling() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cache");
+        std::fs::write(&file, b"x").unwrap();
+        let e = format!("{:#}", make_private_dir(&file).unwrap_err());
+        assert!(e.contains("is not a folder"), "{e}");
     }
 
     #[cfg(unix)]

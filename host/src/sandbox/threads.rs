@@ -255,6 +255,52 @@ mod tests {
         assert_eq!(policy, libc::SCHED_IDLE);
     }
 
+    /// A moved step gets CPU while every core is kept busy by threads at normal priority
+    /// (another process, an NLU training, argon2). Under `SCHED_IDLE` it got none for as
+    /// long as they ran: a burning step holds its CPU slot, so every step waiting for that
+    /// slot waited with it, and a step's api call was not even sent (CI, 2026-11-26: the
+    /// first steps of a test server stalled while another server compiled the guest).
+    #[test]
+    fn a_moved_step_runs_while_every_core_is_busy() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinners: Vec<_> = (0..super::super::cores())
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let _handle = spawn(async move {
+            std::future::poll_fn(|_| {
+                if ask_to_move() {
+                    Poll::Pending
+                } else {
+                    Poll::Ready(())
+                }
+            })
+            .await;
+            // Some guest-like work on the burn thread, then the answer.
+            let mut x = 0u64;
+            for i in 0..1_000_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
+            tx.send((thread_name(), x)).unwrap();
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(30));
+        stop.store(true, Ordering::Relaxed);
+        for s in spinners {
+            s.join().unwrap();
+        }
+        let (at, _) = got.expect("the moved step got no CPU in 30 s while the cores were busy");
+        assert_eq!(at, "botbox-burn");
+    }
+
     /// Says where it was dropped.
     struct DropFlag(std::sync::mpsc::Sender<String>);
     impl Drop for DropFlag {
