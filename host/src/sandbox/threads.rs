@@ -255,11 +255,11 @@ mod tests {
         assert_eq!(policy, libc::SCHED_IDLE);
     }
 
-    /// A moved step gets CPU while every core is kept busy by threads at normal priority
-    /// (another process, an NLU training, argon2). Under `SCHED_IDLE` it got none for as
-    /// long as they ran: a burning step holds its CPU slot, so every step waiting for that
-    /// slot waited with it, and a step's api call was not even sent (CI, 2026-11-26: the
-    /// first steps of a test server stalled while another server compiled the guest).
+    /// A moved step still gets CPU while every core is kept busy by threads at normal
+    /// priority (another process, an NLU training, argon2): on Linux `SCHED_IDLE` is the
+    /// lowest weight of the fair class (about 0.3% of a core against each busy thread), not
+    /// a class that waits for idle cores, so a burning step, which holds its CPU slot, always
+    /// ends. A policy that starved it would stall every step waiting for that slot.
     #[test]
     fn a_moved_step_runs_while_every_core_is_busy() {
         use std::sync::Arc;
