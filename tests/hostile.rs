@@ -645,6 +645,61 @@ async fn memory_stays_bounded_under_attack() {
     );
 }
 
+/// (e) A hanging reply endpoint while its tenant keeps sending: every reply waits for a
+/// delivery that never ends (four at a time, 5 s each), so replies pile up. Only
+/// `botbox::live::DIRECT_ROWS_PER_CHANNEL` of them are held in memory; the rest wait in
+/// the database. Without that cap, the 2,400 replies of 64 KB below (150 MiB) stayed in
+/// memory. Stated bound: under 64 MiB of growth (the cap's 256 replies are 16 MiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_endpoint_holds_bounded_memory() {
+    let server = Server::start(Backend::Sqlite, FLAGS).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let mut bot = one_state_bot(json!({"end": true,
+        "action": {"name": "text", "options": {"text": "$(config.big)"}}}));
+    bot["config"] = json!({"big": "y".repeat(64 * 1024)});
+    let (pid, env) = deploy(&api, &admin, bot).await;
+    let (hang_url, held) = hanging_server().await;
+    let webhook = s(&channel(
+        &api,
+        &admin,
+        &pid,
+        &env,
+        json!({"name": "w", "type": "generic", "url": hang_url}),
+    )
+    .await["webhook"]);
+    let send = |request: usize, n: usize| {
+        let (api, webhook) = (api.clone(), webhook.clone());
+        async move {
+            let messages: Vec<Value> = (0..n).map(|_| msg("hi")).collect();
+            let body = json!({"userId": format!("u{request}"), "messages": messages});
+            let r = hook(&api, &webhook, &[], &body).await;
+            assert_eq!(r.status, 200, "{}", short(&r.text));
+        }
+    };
+    // Warm-up: instances grown for 64 KB replies, caches and pools in use.
+    for r in 0..4 {
+        send(r, 50).await;
+    }
+    let before = rss_mib(server.pid());
+    let mut peak = before;
+    for wave in 0..24 {
+        futures::future::join_all((0..2).map(|i| send(100 + wave * 2 + i, 50))).await;
+        peak = peak.max(rss_mib(server.pid()));
+    }
+    assert!(
+        held.load(Ordering::SeqCst) >= 1,
+        "no delivery reached the endpoint"
+    );
+    eprintln!(
+        "RSS with a hanging endpoint: {before} MiB before 2,400 replies of 64 KB, peak {peak} MiB"
+    );
+    assert!(
+        peak < before + 64,
+        "RSS {before} MiB → {peak} MiB while 2,400 replies of 64 KB waited for a hanging endpoint"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 6. Another tenant's ids
 
