@@ -287,7 +287,7 @@ mod tests {
             .await;
             // Some guest-like work on the burn thread, then the answer.
             let mut x = 0u64;
-            for i in 0..1_000_000u64 {
+            for i in 0..100_000u64 {
                 x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
             }
             tx.send((thread_name(), x)).unwrap();
