@@ -66,7 +66,8 @@ async fn walkthrough() {
     let url = server.base.clone();
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    // The sandbox guest compiled by the other tests' servers is reused.
+    // `botbox test` runs the bot locally in a sandbox of its own, cached in this home: the
+    // first run compiles the guest (its engine settings differ from the server's).
     std::fs::create_dir_all(home.path()).unwrap();
     let run = |args: &[&str], stdin: &str| bb(home.path(), work.path(), &url, args, stdin);
 

@@ -10,6 +10,7 @@
 //! | 3 | a webhook flood of slow steps | `a_tenants_waiting_messages_are_bounded` |
 //! | 4 | a reply endpoint that never answers | `a_hanging_endpoint_delays_only_its_own_channel` |
 //! | 5 | big sessions, huge provider answers, login floods | `memory_stays_bounded_under_attack` |
+//! | 5 | a hanging reply endpoint while its tenant keeps sending | `a_hanging_endpoint_holds_bounded_memory` |
 //! | 6 | another tenant's revision id, warm cache | `another_tenants_ids_reach_nothing` |
 //! | 7 | a viewer creating a team to become teamAdmin | `no_role_raises_its_own_rights` |
 //! | 8 | random bearer strings, password guessing | `made_up_tokens_and_guessed_passwords_are_throttled` |
@@ -660,15 +661,20 @@ async fn a_hanging_endpoint_holds_bounded_memory() {
     bot["config"] = json!({"big": "y".repeat(64 * 1024)});
     let (pid, env) = deploy(&api, &admin, bot).await;
     let (hang_url, held) = hanging_server().await;
-    let webhook = s(&channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "w", "type": "generic", "url": hang_url}),
-    )
-    .await["webhook"]);
-    let send = |request: usize, n: usize| {
+    let (_rx, rx_url) = Receiver::start().await;
+    let mut hooks = vec![];
+    for (name, url) in [("ok", rx_url), ("hanging", hang_url)] {
+        let ch = channel(
+            &api,
+            &admin,
+            &pid,
+            &env,
+            json!({"name": name, "type": "generic", "url": url}),
+        )
+        .await;
+        hooks.push(s(&ch["webhook"]));
+    }
+    let send = |webhook: &String, request: usize, n: usize| {
         let (api, webhook) = (api.clone(), webhook.clone());
         async move {
             let messages: Vec<Value> = (0..n).map(|_| msg("hi")).collect();
@@ -677,14 +683,15 @@ async fn a_hanging_endpoint_holds_bounded_memory() {
             assert_eq!(r.status, 200, "{}", short(&r.text));
         }
     };
-    // Warm-up: instances grown for 64 KB replies, caches and pools in use.
+    // Warm-up through a channel whose endpoint answers: instances grown for 64 KB replies,
+    // caches and pools in use, nothing left waiting.
     for r in 0..4 {
-        send(r, 50).await;
+        send(&hooks[0], r, 50).await;
     }
     let before = rss_mib(server.pid());
     let mut peak = before;
     for wave in 0..24 {
-        futures::future::join_all((0..2).map(|i| send(100 + wave * 2 + i, 50))).await;
+        futures::future::join_all((0..2).map(|i| send(&hooks[1], 100 + wave * 2 + i, 50))).await;
         peak = peak.max(rss_mib(server.pid()));
     }
     assert!(

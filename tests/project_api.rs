@@ -1360,8 +1360,9 @@ async fn first_start_prints_the_admin_password_once() {
     second.wait().unwrap();
 }
 
-/// `GET /ready` answers until the server's sandbox is up (no token needed), and says `failed`
-/// when it cannot start; the server still serves the rest of the API meanwhile.
+/// `GET /ready` answers 200 once the server's sandbox is up (no token needed; `Server::start`
+/// itself waits for it), and 503 `failed` when it cannot start, while the server still serves
+/// the rest of the API.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_says_when_the_sandbox_can_run_bots() {
     let server = Server::start(Backend::Sqlite, &[]).await;
@@ -1373,17 +1374,27 @@ async fn ready_says_when_the_sandbox_can_run_bots() {
     let dir = tempfile::tempdir().unwrap();
     let not_a_dir = dir.path().join("cache-file");
     std::fs::write(&not_a_dir, b"x").unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--data"])
-        .arg(dir.path())
-        .env("BOTBOX_ADMIN_PASSWORD", common::ADMIN_PASSWORD)
-        .env_remove("DATABASE_URL")
-        .env("BOTBOX_LOG", "off")
-        .env("BOTBOX_CACHE", &not_a_dir)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let base = BufReader::new(child.stdout.take().unwrap())
+    /// Killed when the test ends, passed or not.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--data"])
+            .arg(dir.path())
+            .env("BOTBOX_ADMIN_PASSWORD", common::ADMIN_PASSWORD)
+            .env_remove("DATABASE_URL")
+            .env("BOTBOX_LOG", "off")
+            .env("BOTBOX_CACHE", &not_a_dir)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let base = BufReader::new(child.0.stdout.take().unwrap())
         .lines()
         .find_map(|l| {
             l.ok()?
@@ -1413,6 +1424,4 @@ async fn ready_says_when_the_sandbox_can_run_bots() {
     // The rest of the API works.
     let token = api.admin_token().await;
     assert_eq!(api.get("/me", &token).await.ok()["username"], "admin");
-    child.kill().unwrap();
-    child.wait().unwrap();
 }

@@ -60,11 +60,37 @@ impl BenchServer {
             }
         };
         std::thread::spawn(move || for _ in lines {});
+        wait_ready(&base)?;
         Ok(BenchServer {
             child,
             base,
             _data: data,
         })
+    }
+}
+
+/// Waits until `GET /ready` answers 200: the server's sandbox is up (with this fresh data
+/// folder's empty cache, the guest compiles first: seconds), so no bench times it.
+fn wait_ready(base: &str) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let started = std::time::Instant::now();
+    loop {
+        let mut answer = String::new();
+        if let Ok(mut c) = std::net::TcpStream::connect(addr) {
+            let _ = write!(c, "GET /ready HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+            let _ = c.read_to_string(&mut answer);
+        }
+        if answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200") {
+            return Ok(());
+        }
+        if answer.contains("\"failed\"") {
+            anyhow::bail!("the server's sandbox did not start (see its log)");
+        }
+        if started.elapsed() > std::time::Duration::from_secs(300) {
+            anyhow::bail!("the server was not ready within 300 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

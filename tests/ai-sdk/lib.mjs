@@ -26,6 +26,12 @@ export async function startServer(extra = []) {
     });
     child.on('exit', (code) => reject(new Error(`botbox serve exited (${code})`)));
   });
+  // Ready once its sandbox is up (a cold cache compiles the guest first): no test times that.
+  for (const t0 = Date.now(); ; await new Promise((r) => setTimeout(r, 20))) {
+    const res = await fetch(`${base}/ready`).catch(() => null);
+    if (res?.status === 200) break;
+    if (Date.now() - t0 > 240_000) { child.kill('SIGKILL'); throw new Error('botbox serve not ready within 240 s'); }
+  }
   return { base, pid: child.pid, stop: () => { child.kill('SIGKILL'); rmSync(data, { recursive: true, force: true }); } };
 }
 

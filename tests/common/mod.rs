@@ -212,40 +212,49 @@ async fn spawn(
         let _ = tx.send(None);
     });
     let started = tokio::time::timeout(Duration::from_secs(START_TIMEOUT_S), async {
-        let base = rx.await.ok().flatten()?;
-        wait_ready(&base).await;
-        Some(base)
+        let Some(base) = rx.await.ok().flatten() else {
+            return Err("botbox serve exited before listening".to_owned());
+        };
+        wait_ready(&base, &mut child).await.map(|()| base)
     })
-    .await;
-    let base = match started {
-        Ok(Some(url)) => url,
-        Ok(None) => panic!("botbox serve exited before listening"),
-        Err(_) => {
+    .await
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "botbox serve was not listening and ready within {START_TIMEOUT_S} s"
+        ))
+    });
+    match started {
+        Ok(base) => (child, base),
+        Err(why) => {
+            // Never leave a server behind a failed start (it would hold the test's output).
             let _ = child.kill();
             let _ = child.wait();
-            panic!("botbox serve was not listening and ready within {START_TIMEOUT_S} s");
+            panic!("{why}");
         }
-    };
-    (child, base)
+    }
 }
 
 /// Waits until the server answers `GET /ready` with 200: its sandbox is loaded (or, with a cold
 /// cache, compiled), so no test times a guest compilation as if it were a step. (CI once
 /// compiled the guest inside a test's 30-second wait for a bot's api call.)
-async fn wait_ready(base: &str) {
+async fn wait_ready(base: &str, child: &mut Child) -> Result<(), String> {
     let http = reqwest::Client::new();
     loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "botbox serve exited ({status}) before it was ready"
+            ));
+        }
         if let Ok(r) = http.get(format!("{base}/ready")).send().await {
             match r.status().as_u16() {
-                200 => return,
+                200 => return Ok(()),
                 503 => {
                     let body: Value = r.json().await.unwrap_or_default();
-                    assert_ne!(
-                        body["status"], "failed",
-                        "the server's sandbox did not start"
-                    );
+                    if body["status"] == "failed" {
+                        return Err("the server's sandbox did not start".into());
+                    }
                 }
-                other => panic!("GET /ready answered {other}"),
+                other => return Err(format!("GET /ready answered {other}")),
             }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

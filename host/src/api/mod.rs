@@ -251,7 +251,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     doc
 }
 
-/// The whole HTTP surface: the API under the rate limit, `/openapi.json` and `/docs`.
+/// The whole HTTP surface: the API under the rate limit, `/openapi.json`, `/docs` and `/ready`.
 pub fn router(app: App) -> Router {
     let live = app.live.clone();
     let (api, mut doc) = api_routes().split_for_parts();

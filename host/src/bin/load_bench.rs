@@ -65,7 +65,7 @@ async fn main() -> anyhow::Result<()> {
         json!({"type": "text", "content": "2"}),
         json!({"type": "data", "payload": {"type": "confirm", "confirm": "yes"}}),
     ];
-    // Warm-up: the sandbox starts and the revision gets its warm instances.
+    // Warm-up: the revision gets its warm instances (the server waited for its sandbox).
     for i in 0..users.min(16) {
         let body = json!({"userId": format!("warm-{i}"), "messages": [order[0]]});
         http.post(&webhook)

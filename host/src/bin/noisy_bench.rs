@@ -150,7 +150,7 @@ async fn main() -> anyhow::Result<()> {
     let sink = Sink::default();
     let sink_url = sink.start().await?;
     let b_hook = tenant(&c, &admin, "tenant-b", counter_bot(), &sink_url).await?;
-    // Warm-up: the sandbox compiles its guest on first use (seconds), which is not B's latency.
+    // Warm-up: B's revision gets its warm instance (the server waited for its sandbox).
     c.http
         .post(&b_hook)
         .json(&json!({"userId": "warm", "messages": [{"type": "text", "content": "hi"}]}))

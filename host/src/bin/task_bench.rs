@@ -177,7 +177,7 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
 
-    // Warm-up: the sandbox compiles its guest and loads the bot on first use.
+    // Warm-up: the server loads the bot on first use (it waited for its sandbox at start).
     let warm = s(&api
         .post(
             &format!("/v1/cases/{case}/tasks"),

@@ -229,7 +229,8 @@ pub enum Readiness {
     Ready,
     /// Being created (the first creation of a cold cache compiles the guest).
     Starting,
-    /// The last attempt failed (the next message tries again).
+    /// The last attempt failed (the next message, or the background retry of
+    /// [`Live::warm_sandbox`], tries again).
     Failed(String),
 }
 
@@ -353,28 +354,42 @@ impl Live {
     /// The sandbox, created on first use (compiling the guest once per cache folder) unless
     /// [`Live::warm_sandbox`] created it already.
     pub async fn sandbox(&self) -> anyhow::Result<Arc<Sandbox>> {
-        let made = self
-            .sandbox
+        if let Some(s) = self.sandbox.get() {
+            // Every step comes here: no lock once the sandbox exists.
+            return Ok(s.clone());
+        }
+        self.sandbox
             .get_or_try_init(|| async {
+                // One attempt at a time (the cell's own lock): "starting" while it runs.
+                *self.sandbox_error.lock().unwrap() = None;
                 let cfg = self.cfg.sandbox.clone();
-                tokio::task::spawn_blocking(move || Sandbox::new(cfg).map(Arc::new))
+                let made = tokio::task::spawn_blocking(move || Sandbox::new(cfg).map(Arc::new))
                     .await
-                    .context("starting the sandbox")?
+                    .context("starting the sandbox")
+                    .and_then(|r| r);
+                if let Err(e) = &made {
+                    *self.sandbox_error.lock().unwrap() = Some(format!("{e:#}"));
+                }
+                made
             })
             .await
-            .cloned();
-        *self.sandbox_error.lock().unwrap() = made.as_ref().err().map(|e| format!("{e:#}"));
-        made
+            .cloned()
     }
 
-    /// Creates the sandbox in the background, so that the first message does not wait for
-    /// it. With a cold cache that compiles the guest: seconds of both cores (more in a debug
-    /// build), which a message arriving meanwhile waits for. `GET /ready` says when it is done.
+    /// Creates the sandbox in the background, so that messages need not wait for it (those
+    /// that arrive before it is up do wait). With a cold cache that compiles the guest:
+    /// seconds of both cores, more in a debug build. `GET /ready` says when it is done. A
+    /// failed attempt is tried again after 1 s, then after twice as long each time, up to a
+    /// minute between attempts (a failure after compiling, such as a full disk, costs a
+    /// compilation per attempt), so a passing fault does not leave the process unready.
     pub fn warm_sandbox(self: &Arc<Self>) {
         let live = self.clone();
         tokio::spawn(async move {
-            if let Err(e) = live.sandbox().await {
-                tracing::error!(error = %format!("{e:#}"), "the sandbox could not be started");
+            let mut pause = Duration::from_secs(1);
+            while let Err(e) = live.sandbox().await {
+                tracing::error!(error = %format!("{e:#}"), retry_in_s = pause.as_secs(), "the sandbox could not be started");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(60));
             }
         });
     }

@@ -94,12 +94,11 @@ fn make_private_dir(dir: &Path) -> Result<()> {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         }
     }
-    check_private(dir)?;
     if !std::fs::metadata(dir)?.is_dir() {
         // Found before compiling: the artifact could never be stored there.
         bail!("{} is not a folder", dir.display());
     }
-    Ok(())
+    check_private(dir)
 }
 
 /// Fails unless `path` belongs to this process's user and no one else may write it.
