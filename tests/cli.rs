@@ -21,6 +21,7 @@ fn bb(home: &Path, cwd: &Path, server: &str, args: &[&str], stdin: &str) -> Out 
         .args(args)
         .current_dir(cwd)
         .env("BOTBOX_HOME", home)
+        .env("BOTBOX_CACHE", common::GUEST_CACHE)
         .env("BOTBOX_SERVER", server)
         .env_remove("BOTBOX_PASSWORD")
         .stdin(Stdio::piped())
@@ -66,8 +67,8 @@ async fn walkthrough() {
     let url = server.base.clone();
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    // `botbox test` runs the bot locally in a sandbox of its own, cached in this home: the
-    // first run compiles the guest (its engine settings differ from the server's).
+    // `botbox test` runs the bot locally in a sandbox of its own, its guest cached where the
+    // test servers cache theirs (BOTBOX_CACHE).
     std::fs::create_dir_all(home.path()).unwrap();
     let run = |args: &[&str], stdin: &str| bb(home.path(), work.path(), &url, args, stdin);
 

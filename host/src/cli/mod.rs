@@ -799,14 +799,19 @@ pub fn test(ctx: &Ctx, dir: &Path, remote: bool) -> Result<bool> {
         let (pid, _) = project_id_of(ctx, dir)?;
         Box::new(RemoteStepper { ctx, pid })
     } else {
+        // The server's cache variable, when set, serves the CLI too (one compiled guest for
+        // both on a machine that runs both).
+        let cache_dir = std::env::var_os("BOTBOX_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home().join("cache"));
         if !ctx.json {
             eprintln!(
                 "starting the sandbox (the first run compiles it; later runs load it from {}) …",
-                home().join("cache").display()
+                cache_dir.display()
             );
         }
         let sandbox = crate::sandbox::Sandbox::new(crate::sandbox::SandboxConfig {
-            cache_dir: home().join("cache"),
+            cache_dir,
             slots: 4,
             warm_per_revision: 1,
             ..Default::default()
