@@ -1369,43 +1369,17 @@ async fn ready_says_when_the_sandbox_can_run_bots() {
     let r = server.api().call("GET", "/ready", None, None).await;
     assert_eq!((r.status, r.json()), (200, json!({"status": "ready"})));
 
-    // A cache folder that is a file: the guest can be neither loaded nor stored.
-    use std::io::{BufRead, BufReader};
+    // A cache folder that is a file: the guest can be neither loaded nor stored (the flag
+    // wins over the tests' BOTBOX_CACHE).
     let dir = tempfile::tempdir().unwrap();
     let not_a_dir = dir.path().join("cache-file");
     std::fs::write(&not_a_dir, b"x").unwrap();
-    /// Killed when the test ends, passed or not.
-    struct Killed(std::process::Child);
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = Killed(
-        std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--data"])
-            .arg(dir.path())
-            .env("BOTBOX_ADMIN_PASSWORD", common::ADMIN_PASSWORD)
-            .env_remove("DATABASE_URL")
-            .env("BOTBOX_LOG", "off")
-            .env("BOTBOX_CACHE", &not_a_dir)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let base = BufReader::new(child.0.stdout.take().unwrap())
-        .lines()
-        .find_map(|l| {
-            l.ok()?
-                .strip_prefix("botbox listening on ")
-                .map(str::to_owned)
-        })
-        .expect("the server listens");
-    let api = Api {
-        http: reqwest::Client::new(),
-        base,
-    };
+    let broken = Server::start_unready(
+        Backend::Sqlite,
+        &["--cache-dir", not_a_dir.to_str().unwrap()],
+    )
+    .await;
+    let api = broken.api();
     let answer = tokio::time::timeout(std::time::Duration::from_secs(60), async {
         loop {
             let r = api.call("GET", "/ready", None, None).await;

@@ -76,7 +76,17 @@ impl Server {
         std::fs::read_to_string(self._dir.path().join("server.log")).unwrap_or_default()
     }
 
+    /// Like [`Server::start`], returning as soon as the server listens, ready or not (for the
+    /// test of `GET /ready` itself).
+    pub async fn start_unready(backend: Backend, extra: &[&str]) -> Server {
+        Self::start_with(backend, extra, false, false).await
+    }
+
     async fn start_logging(backend: Backend, extra: &[&str], logged: bool) -> Server {
+        Self::start_with(backend, extra, logged, true).await
+    }
+
+    async fn start_with(backend: Backend, extra: &[&str], logged: bool, ready: bool) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let (db_url, pg_db) = match backend {
             Backend::Sqlite => (botbox::db::sqlite_url(dir.path()), None),
@@ -94,7 +104,7 @@ impl Server {
             }
         };
         let log = logged.then(|| dir.path().join("server.log"));
-        let (child, base) = spawn(dir.path(), backend, &db_url, extra, log.as_deref()).await;
+        let (child, base) = spawn(dir.path(), backend, &db_url, extra, log.as_deref(), ready).await;
         Server {
             child,
             base,
@@ -116,7 +126,7 @@ impl Server {
         );
         let dir = tempfile::tempdir().unwrap();
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        let (child, base) = spawn(dir.path(), self.backend, &self.db_url, &extra, None).await;
+        let (child, base) = spawn(dir.path(), self.backend, &self.db_url, &extra, None, true).await;
         Server {
             child,
             base,
@@ -133,7 +143,15 @@ impl Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        let (child, base) = spawn(self._dir.path(), self.backend, &self.db_url, &extra, None).await;
+        let (child, base) = spawn(
+            self._dir.path(),
+            self.backend,
+            &self.db_url,
+            &extra,
+            None,
+            true,
+        )
+        .await;
         self.child = child;
         self.base = base;
     }
@@ -175,6 +193,7 @@ async fn spawn(
     db_url: &str,
     extra: &[&str],
     log: Option<&std::path::Path>,
+    ready: bool,
 ) -> (Child, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_botbox"));
     cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
@@ -215,7 +234,10 @@ async fn spawn(
         let Some(base) = rx.await.ok().flatten() else {
             return Err("botbox serve exited before listening".to_owned());
         };
-        wait_ready(&base, &mut child).await.map(|()| base)
+        if ready {
+            wait_ready(&base, &mut child).await?;
+        }
+        Ok(base)
     })
     .await
     .unwrap_or_else(|_| {

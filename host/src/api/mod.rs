@@ -306,7 +306,7 @@ fn ready(live: &Live) -> Response {
     let (status, word) = match live.sandbox_readiness() {
         Readiness::Ready => (StatusCode::OK, "ready"),
         Readiness::Starting => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
-        Readiness::Failed(_) => (StatusCode::SERVICE_UNAVAILABLE, "failed"),
+        Readiness::Failed => (StatusCode::SERVICE_UNAVAILABLE, "failed"),
     };
     (status, axum::Json(serde_json::json!({"status": word}))).into_response()
 }

@@ -230,8 +230,8 @@ pub enum Readiness {
     /// Being created (the first creation of a cold cache compiles the guest).
     Starting,
     /// The last attempt failed (the next message, or the background retry of
-    /// [`Live::warm_sandbox`], tries again).
-    Failed(String),
+    /// [`Live::warm_sandbox`], tries again; the error went to its caller and the log).
+    Failed,
 }
 
 pub struct Live {
@@ -245,8 +245,8 @@ pub struct Live {
     sessions: moka::sync::Cache<String, (SessionJson, i64)>,
     pub cfg: LiveConfig,
     sandbox: tokio::sync::OnceCell<Arc<Sandbox>>,
-    /// Why the last attempt to create the sandbox failed (for `GET /ready`).
-    sandbox_error: Mutex<Option<String>>,
+    /// The last attempt to create the sandbox failed (for `GET /ready`).
+    sandbox_failed: std::sync::atomic::AtomicBool,
     /// Ready revisions by `project/revision`, with the size of their compiled bot.
     revisions: moka::sync::Cache<String, (Arc<Revision>, usize)>,
     effects: Arc<dyn Effects>,
@@ -304,7 +304,7 @@ impl Live {
             db,
             nlu,
             sandbox: tokio::sync::OnceCell::new(),
-            sandbox_error: Mutex::new(None),
+            sandbox_failed: Default::default(),
             revisions: moka::sync::Cache::builder()
                 .max_capacity(REVISION_CACHE_BYTES)
                 .weigher(|k: &String, (_, bytes): &(Arc<Revision>, usize)| weight(k, *bytes))
@@ -361,15 +361,14 @@ impl Live {
         self.sandbox
             .get_or_try_init(|| async {
                 // One attempt at a time (the cell's own lock): "starting" while it runs.
-                *self.sandbox_error.lock().unwrap() = None;
+                use std::sync::atomic::Ordering::Relaxed;
+                self.sandbox_failed.store(false, Relaxed);
                 let cfg = self.cfg.sandbox.clone();
                 let made = tokio::task::spawn_blocking(move || Sandbox::new(cfg).map(Arc::new))
                     .await
                     .context("starting the sandbox")
                     .and_then(|r| r);
-                if let Err(e) = &made {
-                    *self.sandbox_error.lock().unwrap() = Some(format!("{e:#}"));
-                }
+                self.sandbox_failed.store(made.is_err(), Relaxed);
                 made
             })
             .await
@@ -399,9 +398,13 @@ impl Live {
         if self.sandbox.initialized() {
             return Readiness::Ready;
         }
-        match self.sandbox_error.lock().unwrap().clone() {
-            Some(e) => Readiness::Failed(e),
-            None => Readiness::Starting,
+        if self
+            .sandbox_failed
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            Readiness::Failed
+        } else {
+            Readiness::Starting
         }
     }
 

@@ -277,14 +277,7 @@ mod tests {
             .collect();
         let (tx, rx) = std::sync::mpsc::channel();
         let _handle = spawn(async move {
-            std::future::poll_fn(|_| {
-                if ask_to_move() {
-                    Poll::Pending
-                } else {
-                    Poll::Ready(())
-                }
-            })
-            .await;
+            move_to_burn_threads().await;
             // Some guest-like work on the burn thread, then the answer.
             let mut x = 0u64;
             for i in 0..100_000u64 {
@@ -299,6 +292,18 @@ mod tests {
         }
         let (at, _) = got.expect("the moved step got no CPU in 30 s while the cores were busy");
         assert_eq!(at, "botbox-burn");
+    }
+
+    /// Asks to move, and goes on from its next poll (on a burn thread, under [`spawn`]).
+    async fn move_to_burn_threads() {
+        std::future::poll_fn(|_| {
+            if ask_to_move() {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await
     }
 
     /// Says where it was dropped.
@@ -316,14 +321,7 @@ mod tests {
         let flag = DropFlag(dropped_tx);
         let handle = spawn(async move {
             let _flag = flag;
-            std::future::poll_fn(|_| {
-                if ask_to_move() {
-                    Poll::Pending
-                } else {
-                    Poll::Ready(())
-                }
-            })
-            .await;
+            move_to_burn_threads().await;
             tx.send(thread_name()).unwrap();
             std::future::pending::<()>().await
         });
