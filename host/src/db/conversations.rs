@@ -143,6 +143,8 @@ pub(crate) struct CommitQueue {
 #[derive(Default)]
 struct QueueState {
     jobs: Vec<(StepWrite, tokio::sync::oneshot::Sender<Committed>)>,
+    /// Outbox rows delivered and not yet recorded as sent ([`Db::outbox_sent_soon`]).
+    sent: Vec<String>,
     committer: bool,
 }
 
@@ -164,6 +166,9 @@ pub const SCHEDULE_FORMAT: i64 = 1;
 
 /// Steps committed together at most.
 const GROUP_MAX: usize = 64;
+
+/// Delivered outbox rows recorded as sent in one statement at most (256).
+const SENT_MAX: usize = 256;
 
 /// Rows per multi-row INSERT: 12 parameters each at most, 4,800 in all, well under SQLite's
 /// 32,766 and PostgreSQL's 65,535. Larger sets are inserted in chunks.
@@ -248,29 +253,61 @@ impl Db {
             .unwrap_or_else(|_| Err(DbError::Sqlx(sqlx::Error::WorkerCrashed)))
     }
 
+    /// Records delivered outbox rows as sent, soon. On SQLite the ids ride in the next group
+    /// commit's transaction (or one of their own when no step is queued), so that recording
+    /// deliveries does not take the single write turn between two groups of steps: under a
+    /// tenant's flood it had taken it as often as the steps did, and every tenant's commit
+    /// waited behind it. Returns once the ids are queued; a failure is logged, and the rows
+    /// stay pending, to be sent again after their lease (as when a process stops between a
+    /// delivery and its record). On PostgreSQL, recorded at once.
+    pub async fn outbox_sent_soon(&self, ids: Vec<String>) -> DbResult<()> {
+        let Some(queue) = &self.commits else {
+            return self.outbox_sent(&ids).await;
+        };
+        let start = {
+            let mut q = queue.state.lock().unwrap();
+            q.sent.extend(ids);
+            !std::mem::replace(&mut q.committer, true)
+        };
+        if start {
+            tokio::spawn(self.clone().commit_queued(queue.clone()));
+        }
+        Ok(())
+    }
+
     /// Commits queued steps, a group of up to [`GROUP_MAX`] per transaction, in arrival
     /// order, until the queue is empty.
     async fn commit_queued(self, queue: std::sync::Arc<CommitQueue>) {
         loop {
             let _turn = self.write_turn().await;
-            let jobs: Vec<_> = {
+            let (jobs, sent): (Vec<_>, Vec<_>) = {
                 let mut q = queue.state.lock().unwrap();
-                if q.jobs.is_empty() {
+                if q.jobs.is_empty() && q.sent.is_empty() {
                     // Under the lock: a step queued after this sees no committer and starts one.
                     q.committer = false;
                     return;
                 }
                 let n = q.jobs.len().min(GROUP_MAX);
-                q.jobs.drain(..n).collect()
+                // All of them: ids queued before a step are recorded by the time it commits.
+                (q.jobs.drain(..n).collect(), std::mem::take(&mut q.sent))
             };
             let (writes, replies): (Vec<_>, Vec<_>) = jobs.into_iter().unzip();
-            let results = match self.commit_together(&writes).await {
+            let results = match self.commit_group(&writes, &sent).await {
                 Ok(r) => r,
                 Err(e) => {
-                    tracing::warn!(error = %e, steps = writes.len(), "group commit failed; committing its steps one by one");
+                    tracing::warn!(error = %e, steps = writes.len(), sent = sent.len(), "group commit failed; committing its steps one by one");
                     let mut r = Vec::with_capacity(writes.len());
                     for w in &writes {
                         r.push(self.commit_alone(w).await);
+                    }
+                    // The write turn is held already.
+                    let marked = match self.pool.acquire().await {
+                        Ok(mut c) => Self::mark_sent(&mut c, &sent).await,
+                        Err(e) => Err(e.into()),
+                    };
+                    if let Err(e) = marked {
+                        // The rows stay pending: sent again after their lease.
+                        tracing::error!(error = %format!("{e:#}"), rows = sent.len(), "outbox: recording deliveries");
                     }
                     r
                 }
@@ -293,8 +330,18 @@ impl Db {
     /// session was written, one statement each for the whole group; then schedules. Public
     /// so that tests can form a group of their choosing.
     pub async fn commit_together(&self, writes: &[StepWrite]) -> DbResult<Vec<Committed>> {
+        self.commit_group(writes, &[]).await
+    }
+
+    /// [`Self::commit_together`], also recording the outbox rows `sent` as sent.
+    async fn commit_group(
+        &self,
+        writes: &[StepWrite],
+        sent: &[String],
+    ) -> DbResult<Vec<Committed>> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
+        Self::mark_sent(&mut tx, sent).await?;
         let mut stored = Vec::with_capacity(writes.len());
         for w in writes {
             let seen = w.provider_id.as_ref().map(|(user, id)| seen_key(user, id));
@@ -570,13 +617,23 @@ impl Db {
         if ids.is_empty() {
             return Ok(());
         }
-        let sql = outbox_sent_sql(ids.len());
         let _turn = self.write_turn().await;
-        let mut q = sqlx::query(&sql).bind(now_ms());
-        for id in ids {
-            q = q.bind(id);
+        Self::mark_sent(&mut *self.pool.acquire().await?, ids).await?;
+        Ok(())
+    }
+
+    /// The statement(s) of [`Self::outbox_sent`] on `c` (in a transaction or not), at most
+    /// [`SENT_MAX`] ids each; the caller holds the write turn.
+    async fn mark_sent(c: &mut sqlx::AnyConnection, ids: &[String]) -> DbResult<()> {
+        let now = now_ms();
+        for chunk in ids.chunks(SENT_MAX) {
+            let sql = outbox_sent_sql(chunk.len());
+            let mut q = sqlx::query(&sql).bind(now);
+            for id in chunk {
+                q = q.bind(id);
+            }
+            q.execute(&mut *c).await?;
         }
-        q.execute(&self.pool).await?;
         Ok(())
     }
 
@@ -734,6 +791,32 @@ mod tests {
             status,
             ["pending", "sent", "sent", "sent", "sent", "failed"]
         );
+    }
+
+    /// Deliveries recorded with [`Db::outbox_sent_soon`] are written by the committer, in
+    /// the next group's transaction or one of their own, and no later than a step queued
+    /// after them; more than one statement's worth of ids included.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deliveries_recorded_soon_are_written_no_later_than_the_next_step() {
+        let (_dir, db) = super::super::test_sqlite().await;
+        let mut w = write(1);
+        for i in 0..(SENT_MAX + 44) {
+            w.outbox
+                .push((format!("https://example.com/{i}"), "[]".into(), "{}".into()));
+        }
+        let rows = db.commit_step(w).await.unwrap().unwrap();
+        let ids = |r: &[OutboxRow]| r.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+        // In two calls, as the delivery task sends them; the last row stays pending.
+        db.outbox_sent_soon(ids(&rows[..10])).await.unwrap();
+        db.outbox_sent_soon(ids(&rows[10..rows.len() - 1]))
+            .await
+            .unwrap();
+        db.commit_step(write(2)).await.unwrap().unwrap();
+        let stored = db.outbox_rows("c").await.unwrap();
+        let sent = stored.iter().filter(|r| r.status == "sent").count();
+        assert_eq!(sent, rows.len() - 1, "every id queued before the step");
+        let last = stored.iter().find(|r| r.id == rows[rows.len() - 1].id);
+        assert_eq!(last.map(|r| r.status.as_str()), Some("pending"));
     }
 
     /// Bot errors are written with their step, listed by project, and pruned by age.

@@ -127,11 +127,10 @@ pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Bat
         tokio::spawn(async move {
             let mut ids = Vec::with_capacity(SENT_BATCH);
             while sent_rx.recv_many(&mut ids, SENT_BATCH).await > 0 {
-                if let Err(e) = live.db.outbox_sent(&ids).await {
+                if let Err(e) = live.db.outbox_sent_soon(std::mem::take(&mut ids)).await {
                     // The rows stay pending: the worker sends them again after their lease.
                     tracing::error!(error = %format!("{e:#}"), "outbox: recording deliveries");
                 }
-                ids.clear();
             }
         });
     }
