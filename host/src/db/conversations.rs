@@ -276,7 +276,9 @@ impl Db {
     }
 
     /// Commits queued steps, a group of up to [`GROUP_MAX`] per transaction, in arrival
-    /// order, until the queue is empty.
+    /// order, until the queue is empty; each group's transaction also records every
+    /// delivery queued by [`Self::outbox_sent_soon`] so far (in [`SENT_MAX`] chunks; after a
+    /// stall that may be thousands of ids, the same work that separate transactions did).
     async fn commit_queued(self, queue: std::sync::Arc<CommitQueue>) {
         loop {
             let _turn = self.write_turn().await;
@@ -295,12 +297,9 @@ impl Db {
             let results = match self.commit_group(&writes, &sent).await {
                 Ok(r) => r,
                 Err(e) => {
-                    tracing::warn!(error = %e, steps = writes.len(), sent = sent.len(), "group commit failed; committing its steps one by one");
-                    let mut r = Vec::with_capacity(writes.len());
-                    for w in &writes {
-                        r.push(self.commit_alone(w).await);
-                    }
-                    // The write turn is held already.
+                    tracing::warn!(error = %e, steps = writes.len(), sent = sent.len(), "group commit failed; committing its parts one by one");
+                    // The delivery records first, as in the group (the write turn is held
+                    // already, so not through `outbox_sent`).
                     let marked = match self.pool.acquire().await {
                         Ok(mut c) => Self::mark_sent(&mut c, &sent).await,
                         Err(e) => Err(e.into()),
@@ -308,6 +307,10 @@ impl Db {
                     if let Err(e) = marked {
                         // The rows stay pending: sent again after their lease.
                         tracing::error!(error = %format!("{e:#}"), rows = sent.len(), "outbox: recording deliveries");
+                    }
+                    let mut r = Vec::with_capacity(writes.len());
+                    for w in &writes {
+                        r.push(self.commit_alone(w).await);
                     }
                     r
                 }
@@ -325,7 +328,7 @@ impl Db {
             .and_then(|mut v| v.pop().expect("one result"))
     }
 
-    /// One transaction for `writes` (what a group commit runs): each session written if
+    /// One transaction for `writes` (a group commit, without delivery records): each session written if
     /// still at its read version; then the transcripts and outbox rows of the steps whose
     /// session was written, one statement each for the whole group; then schedules. Public
     /// so that tests can form a group of their choosing.
@@ -612,7 +615,7 @@ impl Db {
         Ok(())
     }
 
-    /// Records first attempts that succeeded, many rows in one statement.
+    /// Records first attempts that succeeded, up to [`SENT_MAX`] rows per statement, now.
     pub async fn outbox_sent(&self, ids: &[String]) -> DbResult<()> {
         if ids.is_empty() {
             return Ok(());
@@ -793,9 +796,9 @@ mod tests {
         );
     }
 
-    /// Deliveries recorded with [`Db::outbox_sent_soon`] are written by the committer, in
-    /// the next group's transaction or one of their own, and no later than a step queued
-    /// after them; more than one statement's worth of ids included.
+    /// Deliveries recorded with [`Db::outbox_sent_soon`] are written with the next group of
+    /// steps (queued while the write turn was busy, both land in one group), and no later
+    /// than that group's steps; more than one statement's worth of ids included.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn deliveries_recorded_soon_are_written_no_later_than_the_next_step() {
         let (_dir, db) = super::super::test_sqlite().await;
@@ -806,17 +809,53 @@ mod tests {
         }
         let rows = db.commit_step(w).await.unwrap().unwrap();
         let ids = |r: &[OutboxRow]| r.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+        let queued = |db: &Db| {
+            let q = db.commits.as_ref().unwrap().state.lock().unwrap();
+            (q.jobs.len(), q.sent.len())
+        };
+        // Another write holds the turn while the ids and a step queue up behind it.
+        let turn = db.write_turn().await;
         // In two calls, as the delivery task sends them; the last row stays pending.
         db.outbox_sent_soon(ids(&rows[..10])).await.unwrap();
         db.outbox_sent_soon(ids(&rows[10..rows.len() - 1]))
             .await
             .unwrap();
-        db.commit_step(write(2)).await.unwrap().unwrap();
+        let step = tokio::spawn({
+            let db = db.clone();
+            async move { db.commit_step(write(2)).await }
+        });
+        while queued(&db).0 == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(queued(&db), (1, rows.len() - 1), "one group takes both");
+        drop(turn);
+        step.await.unwrap().unwrap().unwrap();
+        assert_eq!(queued(&db), (0, 0));
         let stored = db.outbox_rows("c").await.unwrap();
         let sent = stored.iter().filter(|r| r.status == "sent").count();
         assert_eq!(sent, rows.len() - 1, "every id queued before the step");
         let last = stored.iter().find(|r| r.id == rows[rows.len() - 1].id);
         assert_eq!(last.map(|r| r.status.as_str()), Some("pending"));
+    }
+
+    /// With no step to ride with, delivery records get a transaction of their own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deliveries_recorded_soon_are_written_without_a_step() {
+        let (_dir, db) = super::super::test_sqlite().await;
+        let mut w = write(1);
+        w.outbox
+            .push(("https://example.com/0".into(), "[]".into(), "{}".into()));
+        let rows = db.commit_step(w).await.unwrap().unwrap();
+        db.outbox_sent_soon(vec![rows[0].id.clone()]).await.unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let stored = db.outbox_rows("c").await.unwrap();
+            if stored[0].status == "sent" {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "never recorded");
+            tokio::task::yield_now().await;
+        }
     }
 
     /// Bot errors are written with their step, listed by project, and pruned by age.

@@ -35,7 +35,7 @@ const DUE_PER_CHANNEL: i64 = 8;
 /// Lease time a row must still have, beyond the delivery time-out, to be sent without a claim.
 const OWN_LEASE_MARGIN_MS: i64 = 3_000;
 
-/// Successful first deliveries recorded in one statement at most.
+/// Successful first deliveries handed to the database in one call at most.
 const SENT_BATCH: usize = 256;
 
 /// Rows one channel may have queued in memory on the direct path (256). Past it, a step's
@@ -127,7 +127,7 @@ pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Bat
         tokio::spawn(async move {
             let mut ids = Vec::with_capacity(SENT_BATCH);
             while sent_rx.recv_many(&mut ids, SENT_BATCH).await > 0 {
-                if let Err(e) = live.db.outbox_sent_soon(std::mem::take(&mut ids)).await {
+                if let Err(e) = live.db.outbox_sent_soon(ids.split_off(0)).await {
                     // The rows stay pending: the worker sends them again after their lease.
                     tracing::error!(error = %format!("{e:#}"), "outbox: recording deliveries");
                 }
