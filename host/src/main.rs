@@ -184,6 +184,10 @@ enum Command {
         /// Run them on the server (the latest pushed revision) instead.
         #[arg(long)]
         remote: bool,
+        /// Where the precompiled sandbox guest is cached, as for `serve` (default:
+        /// $BOTBOX_HOME/cache). Not used with --remote.
+        #[arg(long, env = "BOTBOX_CACHE")]
+        cache_dir: Option<PathBuf>,
     },
 }
 
@@ -427,7 +431,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Console { dir, env, debug } => {
             cli::console::console(&ctx()?, &dir.dir, env.as_deref(), debug).map(ok)
         }
-        Command::Test { dir, remote } => Ok(if cli::test(&ctx()?, &dir.dir, remote)? {
+        Command::Test {
+            dir,
+            remote,
+            cache_dir,
+        } => Ok(if cli::test(&ctx()?, &dir.dir, remote, cache_dir)? {
             ExitCode::SUCCESS
         } else {
             ExitCode::from(1)

@@ -785,7 +785,11 @@ pub fn channel_cmd(
 
 /// Runs the bot's conversation tests in the local sandbox (or on the server with `remote`).
 /// Returns whether all passed.
-pub fn test(ctx: &Ctx, dir: &Path, remote: bool) -> Result<bool> {
+///
+/// `cache_dir`: where the local sandbox's compiled guest is kept (`--cache-dir` or
+/// `BOTBOX_CACHE`, as for the server, so one compiled guest serves both); default
+/// `$BOTBOX_HOME/cache`.
+pub fn test(ctx: &Ctx, dir: &Path, remote: bool, cache_dir: Option<PathBuf>) -> Result<bool> {
     use runtime_core::testing::{Stepper, parse_suite, run_case};
     let (loaded, compiled) = load_valid(dir)?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("tests"))
@@ -799,11 +803,7 @@ pub fn test(ctx: &Ctx, dir: &Path, remote: bool) -> Result<bool> {
         let (pid, _) = project_id_of(ctx, dir)?;
         Box::new(RemoteStepper { ctx, pid })
     } else {
-        // The server's cache variable, when set, serves the CLI too (one compiled guest for
-        // both on a machine that runs both).
-        let cache_dir = std::env::var_os("BOTBOX_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home().join("cache"));
+        let cache_dir = cache_dir.unwrap_or_else(|| home().join("cache"));
         if !ctx.json {
             eprintln!(
                 "starting the sandbox (the first run compiles it; later runs load it from {}) …",
