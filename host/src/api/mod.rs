@@ -457,6 +457,7 @@ impl From<DbError> for ApiError {
                 ApiError::Conflict("a resource with that name already exists".into())
             }
             DbError::Sqlx(e) => ApiError::Internal(e.into()),
+            DbError::Sqlite(e) => ApiError::Internal(e.into()),
         }
     }
 }

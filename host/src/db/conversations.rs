@@ -134,10 +134,20 @@ pub struct StepWrite {
 /// (nothing of it was written; the caller reads again and decides).
 pub type Committed = DbResult<Option<Vec<OutboxRow>>>;
 
-/// Steps waiting for a group commit (SQLite), and whether a committer task is running.
-#[derive(Default)]
+/// Steps waiting for a group commit (SQLite), whether a committer task is running, and the
+/// writer thread that runs the groups' transactions.
 pub(crate) struct CommitQueue {
     state: std::sync::Mutex<QueueState>,
+    writer: super::writer::Writer,
+}
+
+impl CommitQueue {
+    pub(crate) fn new(writer: super::writer::Writer) -> CommitQueue {
+        CommitQueue {
+            state: Default::default(),
+            writer,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -215,6 +225,287 @@ fn placeholders(rows: usize, cols: usize) -> String {
     out
 }
 
+/// One argument of a statement run through [`Exec`]: text or a 64-bit integer, either
+/// possibly NULL.
+#[derive(Debug)]
+pub(crate) enum Arg<'a> {
+    Text(Option<std::borrow::Cow<'a, str>>),
+    Int(Option<i64>),
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Arg::Text(Some(v.into()))
+    }
+}
+
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(v: &'a String) -> Self {
+        Arg::Text(Some(v.as_str().into()))
+    }
+}
+
+impl From<String> for Arg<'_> {
+    fn from(v: String) -> Self {
+        Arg::Text(Some(v.into()))
+    }
+}
+
+impl<'a> From<&'a Option<String>> for Arg<'a> {
+    fn from(v: &'a Option<String>) -> Self {
+        Arg::Text(v.as_deref().map(Into::into))
+    }
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(v: i64) -> Self {
+        Arg::Int(Some(v))
+    }
+}
+
+impl From<Option<i64>> for Arg<'_> {
+    fn from(v: Option<i64>) -> Self {
+        Arg::Int(v)
+    }
+}
+
+/// Runs one write statement (`$n` placeholders, `args[n - 1]` each) and says how many rows it
+/// changed. The group commit's statements are written once, over this, and run by two
+/// runners: sqlx on a pool connection (PostgreSQL, and tests), and the SQLite writer
+/// thread's own connection ([`super::writer`]), which runs them back to back without a
+/// hand-off between threads per statement.
+pub(crate) trait Exec {
+    async fn exec(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64>;
+}
+
+impl Exec for sqlx::AnyConnection {
+    async fn exec(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
+        let mut q = sqlx::query(sql);
+        for a in args {
+            q = match a {
+                Arg::Text(v) => q.bind(v.as_deref()),
+                Arg::Int(v) => q.bind(*v),
+            };
+        }
+        Ok(q.execute(self).await?.rows_affected())
+    }
+}
+
+/// Records delivered outbox rows as sent, [`SENT_MAX`] ids per statement; the caller holds
+/// the write turn.
+pub(crate) async fn mark_sent<E: Exec>(e: &mut E, ids: &[String], now: i64) -> DbResult<()> {
+    for chunk in ids.chunks(SENT_MAX) {
+        let mut args: Vec<Arg> = Vec::with_capacity(chunk.len() + 1);
+        args.push(now.into());
+        args.extend(chunk.iter().map(Arg::from));
+        e.exec(&outbox_sent_sql(chunk.len()), &args).await?;
+    }
+    Ok(())
+}
+
+/// The statements of a group commit, inside the caller's transaction: the deliveries `sent`
+/// recorded as sent; each session written if still at its read version (and its provider
+/// id recorded first, so that a message another step already stored writes nothing); then
+/// the transcripts and outbox rows of the steps whose session was written, one statement
+/// each for the whole group (in chunks); then schedules. Returns, per step, its outbox
+/// rows, or `None` when it wrote nothing.
+pub(crate) async fn group_statements<E: Exec>(
+    e: &mut E,
+    writes: &[StepWrite],
+    sent: &[String],
+    now: i64,
+) -> DbResult<Vec<Option<Vec<OutboxRow>>>> {
+    mark_sent(e, sent, now).await?;
+    let mut stored = Vec::with_capacity(writes.len());
+    for w in writes {
+        let seen = w.provider_id.as_ref().map(|(user, id)| seen_key(user, id));
+        if let Some(seen) = &seen {
+            // First, so that a message another step already stored writes nothing.
+            let fresh = e
+                .exec(
+                    "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (channel_id, provider_id) DO NOTHING",
+                    &[(&w.channel_id).into(), seen.into(), now.into()],
+                )
+                .await?;
+            if fresh == 0 {
+                stored.push(false);
+                continue;
+            }
+        }
+        let done = match w.read_version {
+            None => {
+                e.exec(
+                    "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, 1, $6) ON CONFLICT (id) DO NOTHING",
+                    &[
+                        (&w.session_id).into(),
+                        (&w.environment_id).into(),
+                        (&w.channel_id).into(),
+                        (&w.user_id).into(),
+                        (&*w.body).into(),
+                        now.into(),
+                    ],
+                )
+                .await?
+            }
+            Some(v) => {
+                e.exec(
+                    "UPDATE sessions SET body = $1, version = $2, updated_at = $3 WHERE id = $4 AND version = $5",
+                    &[
+                        (&*w.body).into(),
+                        (v + 1).into(),
+                        now.into(),
+                        (&w.session_id).into(),
+                        v.into(),
+                    ],
+                )
+                .await?
+            }
+        };
+        if done != 1
+            && let Some(seen) = &seen
+        {
+            // The session changed under the step: it writes nothing and runs again on
+            // the newer session, so its message must stay unseen (or the rerun would be
+            // dropped as a duplicate of itself, and the message lost).
+            e.exec(
+                "DELETE FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2",
+                &[(&w.channel_id).into(), seen.into()],
+            )
+            .await?;
+        }
+        stored.push(done == 1);
+    }
+    let kept: Vec<&StepWrite> = writes
+        .iter()
+        .zip(&stored)
+        .filter(|(_, ok)| **ok)
+        .map(|(w, _)| w)
+        .collect();
+    let lines: Vec<&NewTranscript> = kept.iter().flat_map(|w| &w.transcripts).collect();
+    // In chunks: one statement per chunk keeps under the databases' caps on parameters
+    // (SQLite 32,766, PostgreSQL 65,535) however many lines a group of steps has.
+    for (c, chunk) in lines.chunks(ROWS_PER_INSERT).enumerate() {
+        let sql = format!(
+            "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
+             direction, message, flow, intent, state, created_at) VALUES {}",
+            placeholders(chunk.len(), 12)
+        );
+        let mut args: Vec<Arg> = Vec::with_capacity(chunk.len() * 12);
+        for (n, t) in chunk.iter().enumerate() {
+            args.extend([
+                new_row_id().into(),
+                (&t.project_id).into(),
+                (&t.environment_id).into(),
+                (&t.environment_name).into(),
+                (&t.channel_id).into(),
+                (&t.user_id).into(),
+                t.direction.into(),
+                (&t.message).into(),
+                (&t.flow).into(),
+                (&t.intent).into(),
+                (&t.state).into(),
+                // Keeps the order of lines when listed by time.
+                (now + (c * ROWS_PER_INSERT + n) as i64).into(),
+            ]);
+        }
+        e.exec(&sql, &args).await?;
+    }
+    // Bot errors are rare: one statement each.
+    for b in kept.iter().flat_map(|w| &w.errors) {
+        e.exec(
+            "INSERT INTO bot_errors (id, project_id, environment_id, channel_id, created_at, error_group, error_code, message) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                new_row_id().into(),
+                (&b.project_id).into(),
+                (&b.environment_id).into(),
+                (&b.channel_id).into(),
+                now.into(),
+                b.group.into(),
+                (&b.code).into(),
+                (&b.message).into(),
+            ],
+        )
+        .await?;
+    }
+    let mut created: Vec<Vec<OutboxRow>> = Vec::with_capacity(kept.len());
+    for w in &kept {
+        created.push(
+            w.outbox
+                .iter()
+                .map(|(url, headers, body)| OutboxRow {
+                    id: new_row_id(),
+                    channel_id: w.channel_id.clone(),
+                    url: url.clone(),
+                    headers: headers.clone(),
+                    body: body.clone(),
+                    status: "pending".into(),
+                    attempts: 0,
+                    next_at: now + w.outbox_lease_ms,
+                    last_error: None,
+                })
+                .collect(),
+        );
+    }
+    let rows: Vec<&OutboxRow> = created.iter().flatten().collect();
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let sql = format!(
+            "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at, format) VALUES {}",
+            placeholders(chunk.len(), 10)
+        );
+        let mut args: Vec<Arg> = Vec::with_capacity(chunk.len() * 10);
+        for r in chunk {
+            args.extend([
+                (&r.id).into(),
+                (&r.channel_id).into(),
+                (&r.url).into(),
+                (&r.headers).into(),
+                (&r.body).into(),
+                "pending".into(),
+                0i64.into(),
+                r.next_at.into(),
+                now.into(),
+                OUTBOX_FORMAT.into(),
+            ]);
+        }
+        e.exec(&sql, &args).await?;
+    }
+    for w in &kept {
+        for id in &w.schedules_remove {
+            e.exec("DELETE FROM schedules WHERE id = $1", &[id.into()])
+                .await?;
+        }
+        for s in &w.schedules_add {
+            e.exec("DELETE FROM schedules WHERE id = $1", &[(&s.id).into()])
+                .await?;
+            e.exec(
+                "INSERT INTO schedules (id, session_id, channel_id, user_id, message, next_at, end_at, every_ms, created_at, format) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                &[
+                    (&s.id).into(),
+                    (&s.session_id).into(),
+                    (&s.channel_id).into(),
+                    (&s.user_id).into(),
+                    (&s.message).into(),
+                    s.next_at.into(),
+                    s.end_at.into(),
+                    s.every_ms.into(),
+                    now.into(),
+                    SCHEDULE_FORMAT.into(),
+                ],
+            )
+            .await?;
+        }
+    }
+    let mut created = created.into_iter();
+    Ok(stored
+        .into_iter()
+        .map(|ok| ok.then(|| created.next().expect("rows of a stored step")))
+        .collect())
+}
+
 impl Db {
     pub async fn session(&self, id: &str) -> DbResult<Option<SessionRow>> {
         Ok(
@@ -279,6 +570,8 @@ impl Db {
     /// order, until the queue is empty; each group's transaction also records every
     /// delivery queued by [`Self::outbox_sent_soon`] so far (in [`SENT_MAX`] chunks; after a
     /// stall that may be thousands of ids, the same work that separate transactions did).
+    /// The transactions run on the SQLite writer thread ([`super::writer`]); this task
+    /// holds the write turn meanwhile.
     async fn commit_queued(self, queue: std::sync::Arc<CommitQueue>) {
         loop {
             let _turn = self.write_turn().await;
@@ -294,31 +587,19 @@ impl Db {
                 (q.jobs.drain(..n).collect(), std::mem::take(&mut q.sent))
             };
             let (writes, replies): (Vec<_>, Vec<_>) = jobs.into_iter().unzip();
-            let results = match self.commit_group(&writes, &sent).await {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(error = %e, steps = writes.len(), sent = sent.len(), "group commit failed; committing its parts one by one");
-                    // The delivery records first, as in the group (the write turn is held
-                    // already, so not through `outbox_sent`).
-                    let marked = match self.pool.acquire().await {
-                        Ok(mut c) => Self::mark_sent(&mut c, &sent).await,
-                        Err(e) => Err(e.into()),
-                    };
-                    if let Err(e) = marked {
-                        // The rows stay pending: sent again after their lease.
-                        tracing::error!(error = %format!("{e:#}"), rows = sent.len(), "outbox: recording deliveries");
-                    }
-                    let mut r = Vec::with_capacity(writes.len());
-                    for w in &writes {
-                        r.push(self.commit_alone(w).await);
-                    }
-                    r
-                }
-            };
+            let results = queue.writer.commit(writes, sent).await;
             for (reply, result) in replies.into_iter().zip(results) {
                 let _ = reply.send(result);
             }
         }
+    }
+
+    /// Steps queued for the next group commit (tests form groups with it).
+    #[cfg(test)]
+    pub(crate) fn queued_steps(&self) -> usize {
+        self.commits
+            .as_ref()
+            .map_or(0, |q| q.state.lock().unwrap().jobs.len())
     }
 
     /// Commits one step in its own transaction.
@@ -328,211 +609,15 @@ impl Db {
             .and_then(|mut v| v.pop().expect("one result"))
     }
 
-    /// One transaction for `writes` (a group commit, without delivery records): each session written if
-    /// still at its read version; then the transcripts and outbox rows of the steps whose
-    /// session was written, one statement each for the whole group; then schedules. Public
-    /// so that tests can form a group of their choosing.
+    /// One transaction for `writes` on the pool (a group commit, without delivery records;
+    /// see [`group_statements`]). PostgreSQL commits each step this way; SQLite's queued
+    /// groups run the same statements on the writer thread. Public so that tests can form a
+    /// group of their choosing.
     pub async fn commit_together(&self, writes: &[StepWrite]) -> DbResult<Vec<Committed>> {
-        self.commit_group(writes, &[]).await
-    }
-
-    /// [`Self::commit_together`], also recording the outbox rows `sent` as sent.
-    async fn commit_group(
-        &self,
-        writes: &[StepWrite],
-        sent: &[String],
-    ) -> DbResult<Vec<Committed>> {
-        let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        Self::mark_sent(&mut tx, sent).await?;
-        let mut stored = Vec::with_capacity(writes.len());
-        for w in writes {
-            let seen = w.provider_id.as_ref().map(|(user, id)| seen_key(user, id));
-            if let Some(seen) = &seen {
-                // First, so that a message another step already stored writes nothing.
-                let fresh = sqlx::query(
-                    "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3) \
-                     ON CONFLICT (channel_id, provider_id) DO NOTHING",
-                )
-                .bind(&w.channel_id)
-                .bind(seen)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if fresh == 0 {
-                    stored.push(false);
-                    continue;
-                }
-            }
-            let done = match w.read_version {
-                None => sqlx::query(
-                    "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, 1, $6) ON CONFLICT (id) DO NOTHING",
-                )
-                .bind(&w.session_id)
-                .bind(&w.environment_id)
-                .bind(&w.channel_id)
-                .bind(&w.user_id)
-                .bind(&*w.body)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected(),
-                Some(v) => sqlx::query(
-                    "UPDATE sessions SET body = $1, version = $2, updated_at = $3 WHERE id = $4 AND version = $5",
-                )
-                .bind(&*w.body)
-                .bind(v + 1)
-                .bind(now)
-                .bind(&w.session_id)
-                .bind(v)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected(),
-            };
-            if done != 1
-                && let Some(seen) = &seen
-            {
-                // The session changed under the step: it writes nothing and runs again on
-                // the newer session, so its message must stay unseen (or the rerun would be
-                // dropped as a duplicate of itself, and the message lost).
-                sqlx::query("DELETE FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2")
-                    .bind(&w.channel_id)
-                    .bind(seen)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            stored.push(done == 1);
-        }
-        let kept: Vec<&StepWrite> = writes
-            .iter()
-            .zip(&stored)
-            .filter(|(_, ok)| **ok)
-            .map(|(w, _)| w)
-            .collect();
-        let lines: Vec<&NewTranscript> = kept.iter().flat_map(|w| &w.transcripts).collect();
-        // In chunks: one statement per chunk keeps under the databases' caps on parameters
-        // (SQLite 32,766, PostgreSQL 65,535) however many lines a group of steps has.
-        for (c, chunk) in lines.chunks(ROWS_PER_INSERT).enumerate() {
-            let sql = format!(
-                "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
-                 direction, message, flow, intent, state, created_at) VALUES {}",
-                placeholders(chunk.len(), 12)
-            );
-            let mut q = sqlx::query(&sql);
-            for (n, t) in chunk.iter().enumerate() {
-                q = q
-                    .bind(new_row_id())
-                    .bind(&t.project_id)
-                    .bind(&t.environment_id)
-                    .bind(&t.environment_name)
-                    .bind(&t.channel_id)
-                    .bind(&t.user_id)
-                    .bind(t.direction)
-                    .bind(&t.message)
-                    .bind(&t.flow)
-                    .bind(&t.intent)
-                    .bind(&t.state)
-                    // Keeps the order of lines when listed by time.
-                    .bind(now + (c * ROWS_PER_INSERT + n) as i64);
-            }
-            q.execute(&mut *tx).await?;
-        }
-        // Bot errors are rare: one statement each.
-        for e in kept.iter().flat_map(|w| &w.errors) {
-            sqlx::query(
-                "INSERT INTO bot_errors (id, project_id, environment_id, channel_id, created_at, error_group, error_code, message) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .bind(new_row_id())
-            .bind(&e.project_id)
-            .bind(&e.environment_id)
-            .bind(&e.channel_id)
-            .bind(now)
-            .bind(e.group)
-            .bind(&e.code)
-            .bind(&e.message)
-            .execute(&mut *tx)
-            .await?;
-        }
-        let mut created: Vec<Vec<OutboxRow>> = Vec::with_capacity(kept.len());
-        for w in &kept {
-            created.push(
-                w.outbox
-                    .iter()
-                    .map(|(url, headers, body)| OutboxRow {
-                        id: new_row_id(),
-                        channel_id: w.channel_id.clone(),
-                        url: url.clone(),
-                        headers: headers.clone(),
-                        body: body.clone(),
-                        status: "pending".into(),
-                        attempts: 0,
-                        next_at: now + w.outbox_lease_ms,
-                        last_error: None,
-                    })
-                    .collect(),
-            );
-        }
-        let rows: Vec<&OutboxRow> = created.iter().flatten().collect();
-        for chunk in rows.chunks(ROWS_PER_INSERT) {
-            let sql = format!(
-                "INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at, format) VALUES {}",
-                placeholders(chunk.len(), 10)
-            );
-            let mut q = sqlx::query(&sql);
-            for r in chunk {
-                q = q
-                    .bind(&r.id)
-                    .bind(&r.channel_id)
-                    .bind(&r.url)
-                    .bind(&r.headers)
-                    .bind(&r.body)
-                    .bind("pending")
-                    .bind(0i64)
-                    .bind(r.next_at)
-                    .bind(now)
-                    .bind(OUTBOX_FORMAT);
-            }
-            q.execute(&mut *tx).await?;
-        }
-        for w in &kept {
-            for id in &w.schedules_remove {
-                sqlx::query("DELETE FROM schedules WHERE id = $1")
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            for s in &w.schedules_add {
-                sqlx::query("DELETE FROM schedules WHERE id = $1")
-                    .bind(&s.id)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::query(
-                    "INSERT INTO schedules (id, session_id, channel_id, user_id, message, next_at, end_at, every_ms, created_at, format) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                )
-                .bind(&s.id)
-                .bind(&s.session_id)
-                .bind(&s.channel_id)
-                .bind(&s.user_id)
-                .bind(&s.message)
-                .bind(s.next_at)
-                .bind(s.end_at)
-                .bind(s.every_ms)
-                .bind(now)
-                .bind(SCHEDULE_FORMAT)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
+        let stored = group_statements(&mut *tx, writes, &[], now_ms()).await?;
         tx.commit().await?;
-        let mut created = created.into_iter();
-        Ok(stored
-            .into_iter()
-            .map(|ok| Ok(ok.then(|| created.next().expect("rows of a stored step"))))
-            .collect())
+        Ok(stored.into_iter().map(Ok).collect())
     }
 
     /// Whether a step already ran and stored the message `provider_id` of a channel user.
@@ -621,23 +706,7 @@ impl Db {
             return Ok(());
         }
         let _turn = self.write_turn().await;
-        Self::mark_sent(&mut *self.pool.acquire().await?, ids).await?;
-        Ok(())
-    }
-
-    /// The statement(s) of [`Self::outbox_sent`] on `c` (in a transaction or not), at most
-    /// [`SENT_MAX`] ids each; the caller holds the write turn.
-    async fn mark_sent(c: &mut sqlx::AnyConnection, ids: &[String]) -> DbResult<()> {
-        let now = now_ms();
-        for chunk in ids.chunks(SENT_MAX) {
-            let sql = outbox_sent_sql(chunk.len());
-            let mut q = sqlx::query(&sql).bind(now);
-            for id in chunk {
-                q = q.bind(id);
-            }
-            q.execute(&mut *c).await?;
-        }
-        Ok(())
+        mark_sent(&mut *self.pool.acquire().await?, ids, now_ms()).await
     }
 
     pub async fn outbox_rows(&self, channel_id: &str) -> DbResult<Vec<OutboxRow>> {
