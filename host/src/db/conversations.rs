@@ -521,9 +521,10 @@ impl Db {
     /// step again on the newer session.
     ///
     /// On SQLite (one writer at a time) steps are committed in groups: a step queues its
-    /// writes, and a committer task, taking the write turn, commits everything queued in one
-    /// transaction, a few statements for the whole group. A group that fails is retried
-    /// step by step, so one bad step cannot fail the others.
+    /// writes, and a committer task, taking the write turn, has the writer thread
+    /// ([`super::writer`]) commit everything queued in one transaction, a few statements for
+    /// the whole group. A group that fails is retried step by step, so one bad step cannot
+    /// fail the others.
     pub async fn commit_step(&self, w: StepWrite) -> Committed {
         let Some(queue) = &self.commits else {
             return self.commit_alone(&w).await;
