@@ -709,7 +709,7 @@ async fn steps_committed_together_keep_their_own_outcomes(backend: Backend) {
     assert_eq!(before.version, 1);
 
     let out = db
-        .commit_together(&[
+        .commit_together(vec![
             write("a", None, 2, 1),
             write("old", Some(7), 3, 2), // stale: the session is at version 1
             write("b", None, 1, 0),
@@ -791,7 +791,7 @@ async fn a_step_that_lost_its_session_race_leaves_its_message_unseen(backend: Ba
             .is_none()
     );
     let out = db
-        .commit_together(&[write(Some(7), "{\"n\": 2}")])
+        .commit_together(vec![write(Some(7), "{\"n\": 2}")])
         .await
         .unwrap();
     assert!(out[0].as_ref().unwrap().is_none());

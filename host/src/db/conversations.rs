@@ -603,18 +603,30 @@ impl Db {
             .map_or(0, |q| q.state.lock().unwrap().jobs.len())
     }
 
-    /// Commits one step in its own transaction.
+    /// Commits one step in its own transaction on the pool (PostgreSQL's path).
     async fn commit_alone(&self, w: &StepWrite) -> Committed {
-        self.commit_together(std::slice::from_ref(w))
+        self.commit_on_pool(std::slice::from_ref(w))
             .await
             .and_then(|mut v| v.pop().expect("one result"))
     }
 
-    /// One transaction for `writes` on the pool (a group commit, without delivery records;
-    /// see [`group_statements`]). PostgreSQL commits each step this way; SQLite's queued
-    /// groups run the same statements on the writer thread. Public so that tests can form a
-    /// group of their choosing.
-    pub async fn commit_together(&self, writes: &[StepWrite]) -> DbResult<Vec<Committed>> {
+    /// One transaction for `writes` (a group commit, without delivery records; see
+    /// [`group_statements`]), on the path the backend's live commits take: on SQLite the
+    /// writer thread, under the write turn (a group that fails is retried step by step
+    /// there); on PostgreSQL the pool. Public so that tests can form a group of their
+    /// choosing.
+    pub async fn commit_together(&self, writes: Vec<StepWrite>) -> DbResult<Vec<Committed>> {
+        match &self.commits {
+            Some(queue) => {
+                let _turn = self.write_turn().await;
+                Ok(queue.writer.commit(writes, Vec::new()).await)
+            }
+            None => self.commit_on_pool(&writes).await,
+        }
+    }
+
+    /// One transaction for `writes` on the pool, through sqlx.
+    async fn commit_on_pool(&self, writes: &[StepWrite]) -> DbResult<Vec<Committed>> {
         let mut tx = self.pool.begin().await?;
         let stored = group_statements(&mut *tx, writes, &[], now_ms()).await?;
         tx.commit().await?;

@@ -2,8 +2,10 @@
 //!
 //! One set of portable SQL runs on both through sqlx's `Any` driver: `$n` placeholders, TEXT,
 //! BIGINT, no backend-specific types. Times are Unix milliseconds; JSON is stored as text.
-//! Functions here know nothing about HTTP or permissions: the API layer decides who may call
-//! them, with which owner.
+//! On SQLite the group commits' statements (the same SQL) run on a writer thread with a
+//! connection of its own (`writer.rs`, rusqlite on the same libsqlite3). Functions here know
+//! nothing about HTTP or permissions: the API layer decides who may call them, with which
+//! owner.
 
 mod accounts;
 mod agent;
@@ -84,7 +86,7 @@ const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(2
 /// [`checkpointer`] falls behind. SQLite's default is 1,000 pages.
 const WAL_BACKSTOP_PAGES: u32 = 8192;
 
-/// Log pages left after a round's PASSIVE checkpoints past which the next round comes after
+/// Growth of the log between two rounds from which the next round comes after
 /// [`CHECKPOINT_BUSY_EVERY`] instead of [`CHECKPOINT_EVERY`] (512 pages, 2 MiB).
 const WAL_BUSY_PAGES: i64 = 512;
 
@@ -143,6 +145,8 @@ async fn checkpointer(
     // The log's length at the last restart: while it is the same, nothing was committed
     // since, and the restart has nothing to do.
     let mut restarted_at = None;
+    // The log's length after the round before ([`round_pause`]).
+    let mut last_log = 0;
     loop {
         tokio::time::sleep(pause).await;
         pause = CHECKPOINT_EVERY;
@@ -164,7 +168,8 @@ async fn checkpointer(
                 continue;
             }
         };
-        pause = round_pause(log);
+        pause = round_pause(last_log, log);
+        last_log = log;
         if log < WAL_RESTART_PAGES || restarted_at == Some(log) {
             continue;
         }
@@ -185,13 +190,15 @@ async fn checkpointer(
     }
 }
 
-/// The pause before the checkpointer's next round, given the log's length after this round's
-/// PASSIVE checkpoints: [`CHECKPOINT_BUSY_EVERY`] while writes are heavy (the log is past
-/// [`WAL_BUSY_PAGES`]), so that it is restarted long before the commits' backstop; else
-/// [`CHECKPOINT_EVERY`]. (A restart that finds readers on the old log retries sooner still,
-/// after [`WAL_RESTART_RETRY`].)
-fn round_pause(log: i64) -> std::time::Duration {
-    if log >= WAL_BUSY_PAGES {
+/// The pause before the checkpointer's next round, given the log's length after the round
+/// before and after this one's PASSIVE checkpoints: [`CHECKPOINT_BUSY_EVERY`] while writes
+/// are heavy (the log grew by [`WAL_BUSY_PAGES`] or more since the round before, or started
+/// over and is already that long), so that it is restarted long before the commits'
+/// backstop; else [`CHECKPOINT_EVERY`], also while a long log stands still. (A restart that
+/// finds readers on the old log retries sooner still, after [`WAL_RESTART_RETRY`].)
+fn round_pause(before: i64, log: i64) -> std::time::Duration {
+    let grown = if log >= before { log - before } else { log };
+    if grown >= WAL_BUSY_PAGES {
         CHECKPOINT_BUSY_EVERY
     } else {
         CHECKPOINT_EVERY
@@ -208,8 +215,8 @@ async fn wal_checkpoint(c: &mut sqlx::AnyConnection, mode: &str) -> sqlx::Result
     Ok((col(0), col(1), col(2)))
 }
 
-/// PASSIVE checkpoints of the [`checkpointer`]'s round: the first copies what the last
-/// 250 ms committed; while the log is long, each next one (up to four in all) copies what
+/// PASSIVE checkpoints of the [`checkpointer`]'s round: the first copies what was committed
+/// since the round before; while the log is long, each next one (up to four in all) copies what
 /// was committed while the one before ran, until that is at most
 /// [`WAL_RESTART_REST_PAGES`]. Returns the pages in the log.
 async fn passive_rounds(c: &mut sqlx::AnyConnection) -> sqlx::Result<i64> {
@@ -386,10 +393,16 @@ mod tests {
     /// backstop between two restarts.
     #[test]
     fn the_checkpointer_comes_back_sooner_while_the_log_fills_fast() {
-        assert_eq!(round_pause(0), CHECKPOINT_EVERY);
-        assert_eq!(round_pause(WAL_BUSY_PAGES - 1), CHECKPOINT_EVERY);
-        assert_eq!(round_pause(WAL_BUSY_PAGES), CHECKPOINT_BUSY_EVERY);
-        assert_eq!(round_pause(WAL_RESTART_PAGES), CHECKPOINT_BUSY_EVERY);
+        assert_eq!(round_pause(0, 0), CHECKPOINT_EVERY);
+        assert_eq!(round_pause(0, WAL_BUSY_PAGES - 1), CHECKPOINT_EVERY);
+        assert_eq!(round_pause(0, WAL_BUSY_PAGES), CHECKPOINT_BUSY_EVERY);
+        assert_eq!(round_pause(100, WAL_RESTART_PAGES), CHECKPOINT_BUSY_EVERY);
+        // Started over since (a restart) and already long: still heavy.
+        assert_eq!(round_pause(3_000, 600), CHECKPOINT_BUSY_EVERY);
+        assert_eq!(round_pause(3_000, 100), CHECKPOINT_EVERY);
+        // A long log that stands still (writes stopped): back to the slow pace.
+        assert_eq!(round_pause(3_000, 3_000), CHECKPOINT_EVERY);
+        assert_eq!(round_pause(3_000, 3_100), CHECKPOINT_EVERY);
         // Often enough that a flood's writes between two rounds stay far below the backstop.
         let pages_per_second = 30_000.0;
         assert!(

@@ -45,12 +45,24 @@ impl Writer {
     /// starts its thread.
     pub(crate) fn start(url: &str) -> anyhow::Result<Writer> {
         use std::str::FromStr;
+        // The writer opens the pool's file by its name, so the URL may carry nothing that
+        // would make the pool's database another one (in memory, read-only, another VFS).
+        let query = url.split_once('?').map_or("", |(_, q)| q);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            anyhow::ensure!(
+                matches!(pair, "mode=rw" | "mode=rwc"),
+                "the SQLite URL {url:?} cannot be used: its option {pair:?} would give the \
+                 writer thread's connection another database than the pool's; a file \
+                 (sqlite://<path>, optionally ?mode=rwc) can"
+            );
+        }
         let options = sqlx::sqlite::SqliteConnectOptions::from_str(url)?;
         let path = options.get_filename().to_owned();
+        let name = path.to_string_lossy();
         anyhow::ensure!(
-            !path.as_os_str().is_empty() && path.as_os_str() != ":memory:",
-            "an in-memory SQLite database cannot be used: the writer's connection would see \
-             a database of its own; give a file (sqlite://<path>)"
+            !name.is_empty() && !name.contains(":memory:") && !name.starts_with("file:"),
+            "the SQLite URL {url:?} cannot be used: an in-memory database would be another \
+             one for the writer thread's connection; give a file (sqlite://<path>)"
         );
         let conn = open(&path)?;
         let (jobs, queue) = mpsc::channel();
@@ -63,7 +75,7 @@ impl Writer {
     /// Commits `writes` in one transaction, with `sent` recorded as sent (a group that fails
     /// is retried step by step, after its delivery records); one outcome per step, in order.
     pub(crate) async fn commit(&self, writes: Vec<StepWrite>, sent: Vec<String>) -> Vec<Committed> {
-        let n = writes.len();
+        let (n, s) = (writes.len(), sent.len());
         let (reply, outcome) = tokio::sync::oneshot::channel();
         if self
             .jobs
@@ -74,16 +86,21 @@ impl Writer {
             })
             .is_err()
         {
-            return crashed(n);
+            return crashed(n, s);
         }
-        outcome.await.unwrap_or_else(|_| crashed(n))
+        outcome.await.unwrap_or_else(|_| crashed(n, s))
     }
 }
 
-fn crashed(n: usize) -> Vec<Committed> {
-    (0..n)
-        .map(|_| Err(DbError::Sqlx(sqlx::Error::WorkerCrashed)))
-        .collect()
+/// Every step of a group that could not reach the writer thread fails; its delivery records
+/// are lost (the rows stay pending and are sent again after their lease).
+fn crashed(n: usize, sent: usize) -> Vec<Committed> {
+    tracing::error!(steps = n, sent, "the SQLite writer thread is gone");
+    (0..n).map(|_| Err(gone())).collect()
+}
+
+fn gone() -> DbError {
+    DbError::Sqlx(sqlx::Error::WorkerCrashed)
 }
 
 fn open(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
@@ -109,13 +126,7 @@ fn run(mut conn: rusqlite::Connection, jobs: mpsc::Receiver<Job>) {
         reply,
     }) = jobs.recv()
     {
-        // A panic (a bug) fails this group's steps, not every later one: the open
-        // transaction is rolled back as it unwinds, and the thread goes on.
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            commit(&mut conn, &writes, &sent)
-        }))
-        .unwrap_or_else(|_| crashed(writes.len()));
-        let _ = reply.send(outcome);
+        let _ = reply.send(commit(&mut conn, &writes, &sent));
     }
 }
 
@@ -130,7 +141,9 @@ fn commit(
         Ok(stored) => stored.into_iter().map(Ok).collect(),
         Err(e) => {
             tracing::warn!(error = %e, steps = writes.len(), sent = sent.len(), "group commit failed; committing its parts one by one");
-            if let Err(e) = transaction(conn, &[], sent) {
+            if !sent.is_empty()
+                && let Err(e) = transaction(conn, &[], sent)
+            {
                 // The rows stay pending: sent again after their lease.
                 tracing::error!(error = %format!("{e:#}"), rows = sent.len(), "outbox: recording deliveries");
             }
@@ -145,17 +158,28 @@ fn commit(
     }
 }
 
+/// One IMMEDIATE transaction (the write lock is taken at once, so no statement meets a lock
+/// upgrade that fails halfway). A panic inside it (a bug) fails this transaction only: it is
+/// rolled back as it unwinds, and the thread goes on.
 fn transaction(
     conn: &mut rusqlite::Connection,
     writes: &[StepWrite],
     sent: &[String],
 ) -> DbResult<Vec<Option<Vec<OutboxRow>>>> {
-    // IMMEDIATE: the write lock is taken at once, so the statements never meet a lock
-    // upgrade that fails halfway.
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let stored = ready(group_statements(&mut Runner(&tx), writes, sent, now_ms()))?;
-    tx.commit()?;
-    Ok(stored)
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let stored = ready(group_statements(&mut Runner(&tx), writes, sent, now_ms()))?;
+        tx.commit()?;
+        Ok(stored)
+    }))
+    .unwrap_or_else(|_| {
+        tracing::error!(
+            steps = writes.len(),
+            sent = sent.len(),
+            "the SQLite writer panicked in a transaction"
+        );
+        Err(gone())
+    })
 }
 
 /// Polls a future that never waits: [`Runner`]'s statements run synchronously, so
@@ -308,14 +332,28 @@ mod tests {
         assert_eq!(sent, [first[0].id.as_str()]);
     }
 
-    /// An in-memory database is refused with a reason: the writer's connection would not see
-    /// the pool's database.
+    /// A URL whose database would not be the same file for the pool and the writer (in
+    /// memory, read-only, another VFS) is refused with a reason; a file is taken.
     #[test]
-    fn an_in_memory_database_is_refused() {
-        let err = Writer::start("sqlite::memory:")
-            .err()
-            .expect("refused")
-            .to_string();
-        assert!(err.contains("in-memory"), "{err}");
+    fn only_a_file_database_is_taken() {
+        for url in [
+            "sqlite::memory:",
+            "sqlite://file::memory:?cache=shared",
+            "sqlite://x.db?mode=memory",
+            "sqlite://x.db?mode=ro",
+            "sqlite://x.db?mode=rwc&vfs=unix-none",
+        ] {
+            let err = Writer::start(url).err().expect(url).to_string();
+            assert!(err.contains("cannot be used"), "{url}: {err}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("w.db");
+        rusqlite::Connection::open(&file).unwrap();
+        for url in [
+            format!("sqlite://{}", file.display()),
+            format!("sqlite://{}?mode=rwc", file.display()),
+        ] {
+            Writer::start(&url).expect(&url);
+        }
     }
 }
