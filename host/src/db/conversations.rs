@@ -541,8 +541,7 @@ impl Db {
             // abandon the other steps of its group halfway through their transaction.
             tokio::spawn(self.clone().commit_queued(queue.clone()));
         }
-        rx.await
-            .unwrap_or_else(|_| Err(DbError::Sqlx(sqlx::Error::WorkerCrashed)))
+        rx.await.unwrap_or_else(|_| Err(DbError::worker_gone()))
     }
 
     /// Records delivered outbox rows as sent, soon. On SQLite the ids ride in the next group

@@ -44,6 +44,11 @@ pub enum DbError {
 }
 
 impl DbError {
+    /// A committer or the SQLite writer thread went away before answering.
+    fn worker_gone() -> DbError {
+        DbError::Sqlx(sqlx::Error::WorkerCrashed)
+    }
+
     fn from_sqlx(e: sqlx::Error) -> DbError {
         match &e {
             sqlx::Error::Database(d) if d.is_unique_violation() => DbError::Conflict,
@@ -235,6 +240,19 @@ async fn passive_rounds(c: &mut sqlx::AnyConnection) -> sqlx::Result<i64> {
     Ok(log)
 }
 
+/// The settings of every SQLite connection that writes: the pool's and the writer thread's
+/// (`writer.rs`). Foreign keys on, as sqlx's default; in WAL mode `synchronous = NORMAL` keeps
+/// the database consistent through crashes of the process (only a power loss can drop the
+/// last commits); checkpoints run in a task of their own ([`checkpointer`]), a commit runs
+/// one only past [`WAL_BACKSTOP_PAGES`].
+fn sqlite_pragmas() -> [String; 3] {
+    [
+        "PRAGMA foreign_keys = ON".into(),
+        "PRAGMA synchronous = NORMAL".into(),
+        format!("PRAGMA wal_autocheckpoint = {WAL_BACKSTOP_PAGES}"),
+    ]
+}
+
 /// The database URL for a data folder: `<data>/botbox.db`, created when missing.
 pub fn sqlite_url(data_dir: &Path) -> String {
     format!("sqlite://{}?mode=rwc", data_dir.join("botbox.db").display())
@@ -261,15 +279,9 @@ impl Db {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if sqlite {
-                        // In WAL mode NORMAL keeps the database consistent through crashes of
-                        // the process; only a power loss can drop the last commits.
-                        conn.execute("PRAGMA synchronous = NORMAL").await?;
-                        // Checkpoints run in a task of their own ([`checkpointer`]); a commit
-                        // runs one only past this backstop.
-                        conn.execute(
-                            format!("PRAGMA wal_autocheckpoint = {WAL_BACKSTOP_PAGES}").as_str(),
-                        )
-                        .await?;
+                        for pragma in sqlite_pragmas() {
+                            conn.execute(pragma.as_str()).await?;
+                        }
                     }
                     Ok(())
                 })

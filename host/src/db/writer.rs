@@ -13,8 +13,8 @@
 //! only the runner differs. The committer task holds the write turn while this thread works,
 //! so other writers of this process still take turns with it; writers that do not take the
 //! turn meet SQLite's busy handler, as with any connection (5 s, like sqlx's). The
-//! connection is opened once, at [`Writer::start`], with the pool's settings (WAL, synchronous
-//! NORMAL, the same checkpoint backstop, foreign keys on).
+//! connection is opened once, at [`Writer::start`], with the pool's settings
+//! ([`super::sqlite_pragmas`]; WAL is the file's own).
 
 use super::conversations::{Arg, Committed, Exec, OutboxRow, StepWrite, group_statements};
 use super::{DbError, DbResult, now_ms};
@@ -96,11 +96,7 @@ impl Writer {
 /// are lost (the rows stay pending and are sent again after their lease).
 fn crashed(n: usize, sent: usize) -> Vec<Committed> {
     tracing::error!(steps = n, sent, "the SQLite writer thread is gone");
-    (0..n).map(|_| Err(gone())).collect()
-}
-
-fn gone() -> DbError {
-    DbError::Sqlx(sqlx::Error::WorkerCrashed)
+    (0..n).map(|_| Err(DbError::worker_gone())).collect()
 }
 
 fn open(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
@@ -111,10 +107,7 @@ fn open(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
     )
     .map_err(|e| anyhow::anyhow!("opening {} for the writer: {e}", path.display()))?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.execute_batch(&format!(
-        "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = {};",
-        super::WAL_BACKSTOP_PAGES
-    ))?;
+    conn.execute_batch(&super::sqlite_pragmas().join(";"))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
 }
@@ -178,7 +171,7 @@ fn transaction(
             sent = sent.len(),
             "the SQLite writer panicked in a transaction"
         );
-        Err(gone())
+        Err(DbError::worker_gone())
     })
 }
 
