@@ -10,6 +10,15 @@ pub mod db;
 pub mod egress;
 pub mod live;
 pub mod nlu;
+pub mod priority;
 pub mod rate;
 pub mod sandbox;
 pub mod server;
+
+/// The cores this process may use (2 when the OS does not say): what thread pools, CPU
+/// slots and per-tenant shares are sized by.
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+}

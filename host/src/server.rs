@@ -126,12 +126,66 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     println!("botbox listening on http://{addr}");
     use std::io::Write;
     std::io::stdout().flush().ok();
-    axum::serve(
-        listener,
-        axum::ServiceExt::<axum::extract::Request>::into_make_service_with_connect_info::<SocketAddr>(
-            service,
-        ),
+    serve_connections(listener, service).await
+}
+
+/// Accepts connections and serves each in a task of its own, on the lane its requests ask
+/// for ([`crate::priority::hopping`]): the project API on the main runtime, a webhook of a
+/// tenant over its share on the background runtime ([`crate::live::Live::over_share`]).
+/// Requests carry their peer's address (`ConnectInfo<SocketAddr>`), as `axum::serve` gives.
+async fn serve_connections<S>(listener: tokio::net::TcpListener, service: S) -> Result<()>
+where
+    S: tower::Service<
+            axum::extract::Request,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    use crate::priority::{Lane, hopping, prefer};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            // The peer went away before we took it: nothing to serve.
+            Err(e) if is_connection_error(&e) => continue,
+            // Out of file descriptors and the like: wait for some to free up (as hyper and
+            // axum do) instead of spinning.
+            Err(e) => {
+                tracing::error!(error = %e, "accepting a connection");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let service = service.clone();
+        let hyper_service =
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut req = req.map(axum::body::Body::new);
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                // Every request runs on the main runtime unless its handler asks otherwise.
+                prefer(Lane::Main);
+                service.clone().oneshot(req)
+            });
+        tokio::spawn(hopping(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            if let Err(e) = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), hyper_service)
+                .await
+            {
+                tracing::trace!(error = %e, "connection ended");
+            }
+        }));
+    }
+}
+
+/// An accept error about that one connection (the listener itself is fine).
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
     )
-    .await?;
-    Ok(())
 }

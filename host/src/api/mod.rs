@@ -99,11 +99,7 @@ impl Default for ApiConfig {
     }
 }
 
-fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-}
+use crate::cores;
 
 /// What every handler can reach.
 #[derive(Clone)]

@@ -74,11 +74,7 @@ pub struct LiveConfig {
     pub nlu: crate::nlu::service::NluConfig,
 }
 
-fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-}
+use crate::cores;
 
 impl Default for LiveConfig {
     fn default() -> Self {
@@ -162,6 +158,15 @@ struct TenantTurns {
     in_flight: std::sync::atomic::AtomicUsize,
 }
 
+impl TenantTurns {
+    /// Messages waiting for a turn of the share `base` (roughly: messages on extra turns
+    /// are not counted). References to `base`: the struct's, one per running message on a
+    /// base turn and one per waiter.
+    fn waiting(&self, base: usize) -> usize {
+        Arc::strong_count(&self.base).saturating_sub(1 + base)
+    }
+}
+
 /// One message's turn; counts the tenant out of the busy tenants when its last one ends.
 struct TenantTurn {
     _permit: tokio::sync::OwnedSemaphorePermit,
@@ -177,6 +182,12 @@ impl Drop for TenantTurn {
         }
     }
 }
+
+/// How long the machine counts as shared after two tenants last had messages in flight
+/// together (1 s; see [`Live::over_share`]): a tenant that sends now and then (a message
+/// every few hundred milliseconds per user) keeps the pushing one in the background between
+/// its messages, so its next one does not meet that tenant's work at the same priority.
+const SHARED_FOR_MS: i64 = 1_000;
 
 /// How long bot errors (`GET /projects/{id}/errors`) are kept.
 pub const BOT_ERROR_DAYS: i64 = 30;
@@ -258,6 +269,9 @@ pub struct Live {
     /// Tenants with channel messages in flight: while there is one, it may use
     /// `messages_per_tenant_alone`.
     busy_tenants: Arc<std::sync::atomic::AtomicUsize>,
+    /// When (Unix ms) a turn was last given while two tenants or more had messages in
+    /// flight: the machine is shared for [`SHARED_FOR_MS`] after it.
+    shared_at: std::sync::atomic::AtomicI64,
     /// Channels' `rpmLimit`, counted in messages.
     rpm: crate::rate::RateLimiter,
     /// Deliveries and provider reads (api actions reach it through `effects`).
@@ -265,6 +279,9 @@ pub struct Live {
     /// Outbox rows just committed by this process, for immediate delivery.
     direct: tokio::sync::mpsc::UnboundedSender<outbox::Batch>,
     direct_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<outbox::Batch>>>,
+    /// The runtime `Live` was made on: where live work within a tenant's share runs (a
+    /// task of a connection served on the background runtime may spawn from there).
+    main: tokio::runtime::Handle,
 }
 
 /// What a step ran on, for the result's consumers.
@@ -274,6 +291,8 @@ pub struct StepDone {
 }
 
 impl Live {
+    /// Call it on the server's main runtime (it panics outside one): live work within a
+    /// tenant's share is spawned there.
     pub fn new(db: Db, cfg: LiveConfig) -> anyhow::Result<Arc<Live>> {
         let egress = Arc::new(Egress::new(&cfg.egress)?);
         let nlu = NluService::new(db.clone(), cfg.nlu.clone());
@@ -322,10 +341,12 @@ impl Live {
             locks: Mutex::new(HashMap::new()),
             tenant_turns: Mutex::new(HashMap::new()),
             busy_tenants: Default::default(),
+            shared_at: std::sync::atomic::AtomicI64::new(i64::MIN / 2),
             rpm: crate::rate::RateLimiter::new(60),
             egress,
             direct,
             direct_rx: Mutex::new(Some(direct_rx)),
+            main: tokio::runtime::Handle::current(),
             cfg,
         })
     }
@@ -665,11 +686,7 @@ impl Live {
                 match turns.extra.clone().try_acquire_owned() {
                     Ok(p) if alone => p,
                     _ => {
-                        // References to `base`: the struct's, one per running message on a
-                        // base turn and one per waiter; this counts the waiters (roughly:
-                        // messages on extra turns are not among them).
-                        let waiting = Arc::strong_count(&turns.base).saturating_sub(1 + base);
-                        if waiting >= self.cfg.waiting_per_tenant {
+                        if turns.waiting(base) >= self.cfg.waiting_per_tenant {
                             return Err(LiveError::Busy(format!(
                                 "this tenant already has {} messages waiting; try again later",
                                 self.cfg.waiting_per_tenant
@@ -690,19 +707,54 @@ impl Live {
                 }
             }
         };
-        if turns
-            .in_flight
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
-            == 0
-        {
-            self.busy_tenants
-                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        use std::sync::atomic::Ordering;
+        let busy = if turns.in_flight.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.busy_tenants.fetch_add(1, Ordering::AcqRel) + 1
+        } else {
+            self.busy_tenants.load(Ordering::Acquire)
+        };
+        if busy > 1 {
+            self.shared_at.store(now_ms(), Ordering::Relaxed);
         }
         Ok(TenantTurn {
             _permit: permit,
             turns,
             busy: self.busy_tenants.clone(),
         })
+    }
+
+    /// Whether `tenant` sends more than its share of turns runs while the machine is
+    /// shared: messages of its own wait for a turn, and another tenant had a message in
+    /// flight within the last [`SHARED_FOR_MS`]. Its live work then runs on the background
+    /// runtime ([`crate::priority::background`]), after every other tenant's whenever the
+    /// cores are busy: a tenant within its share keeps its latency however hard another one
+    /// pushes, and the one pushing still gets every core nobody else wants. A tenant alone
+    /// stays on the main runtime (at nice 10 it lost a tenth of its throughput to its own
+    /// load generator in `load-bench`).
+    pub fn over_share(&self, tenant: &str) -> bool {
+        let shared = now_ms()
+            .saturating_sub(self.shared_at.load(std::sync::atomic::Ordering::Relaxed))
+            < SHARED_FOR_MS;
+        if !shared {
+            return false;
+        }
+        let base = self.cfg.messages_per_tenant.max(1);
+        let turns = self.tenant_turns.lock().unwrap();
+        turns.get(tenant).is_some_and(|t| t.waiting(base) > 0)
+    }
+
+    /// Where `tenant`'s live work runs now (see [`Live::over_share`]).
+    pub(crate) fn runtime_for(&self, tenant: &str) -> tokio::runtime::Handle {
+        self.runtime(self.over_share(tenant))
+    }
+
+    /// The background runtime for work over a tenant's share, else the main one.
+    pub(crate) fn runtime(&self, over_share: bool) -> tokio::runtime::Handle {
+        if over_share {
+            crate::priority::background().clone()
+        } else {
+            self.main.clone()
+        }
     }
 
     pub(crate) fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
@@ -910,7 +962,11 @@ impl Live {
             if let Some(rows) = self.db.commit_step(w).await? {
                 if !rows.is_empty() {
                     // Sent now by this process; the worker picks them up after the lease if not.
-                    let _ = self.direct.send((key.clone(), rows));
+                    let _ = self.direct.send(outbox::Batch {
+                        key: key.clone(),
+                        rows,
+                        tenant: route.owner.clone(),
+                    });
                 }
                 let kept = match &step {
                     Ok((_, new_session)) => new_session.clone(),
@@ -983,7 +1039,7 @@ impl Live {
     /// made through this process's API drops the cache at once ([`Live::routes_changed`]),
     /// so only other replicas' changes can take up to the TTL to be seen.
     pub async fn route(&self, channel_id: &str) -> Result<Option<Route>, LiveError> {
-        if let Some(r) = self.routes.get(channel_id) {
+        if let Some(r) = self.cached_route(channel_id) {
             return Ok(Some(r));
         }
         let Some(channel) = self.db.channel_by_id(channel_id).await? else {
@@ -1006,6 +1062,11 @@ impl Live {
         };
         self.routes.insert(channel_id.to_owned(), route.clone());
         Ok(Some(route))
+    }
+
+    /// [`Live::route`] if it is cached, without reading anything.
+    pub fn cached_route(&self, channel_id: &str) -> Option<Route> {
+        self.routes.get(channel_id)
     }
 
     /// Reads a message's text from the provider's API (Webex sends only the id), through the
@@ -1135,20 +1196,26 @@ mod turn_tests {
     use super::*;
     use futures_util::FutureExt;
 
-    /// A tenant alone uses `messages_per_tenant_alone` turns; once another tenant has a
-    /// message in flight, its new messages wait for a turn of its share.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_tenant_alone_may_go_beyond_its_share_and_not_while_another_is_busy() {
+    /// A `Live` on a fresh SQLite folder (kept while the first value lives) with these
+    /// turns per tenant: its share, and while alone.
+    async fn live_with_turns(share: usize, alone: usize) -> (tempfile::TempDir, Arc<Live>) {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::connect(&crate::db::sqlite_url(dir.path()))
             .await
             .unwrap();
         let cfg = LiveConfig {
-            messages_per_tenant: 2,
-            messages_per_tenant_alone: 4,
+            messages_per_tenant: share,
+            messages_per_tenant_alone: alone,
             ..LiveConfig::default()
         };
-        let live = Live::new(db, cfg).unwrap();
+        (dir, Live::new(db, cfg).unwrap())
+    }
+
+    /// A tenant alone uses `messages_per_tenant_alone` turns; once another tenant has a
+    /// message in flight, its new messages wait for a turn of its share.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tenant_alone_may_go_beyond_its_share_and_not_while_another_is_busy() {
+        let (_dir, live) = live_with_turns(2, 4).await;
         // Alone: four turns at once (two of its share, two beyond); a fifth waits.
         let mut a = Vec::new();
         for _ in 0..4 {
@@ -1168,5 +1235,41 @@ mod turn_tests {
         drop(a.pop());
         let again = live.tenant_turn("a").now_or_never().unwrap().unwrap();
         drop((more, again, b));
+    }
+
+    /// A tenant is over its share while messages of its own wait for a turn and another
+    /// tenant is busy; only then does its live work go to the background runtime.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tenant_whose_messages_wait_for_turns_runs_in_the_background() {
+        let (_dir, live) = live_with_turns(2, 2).await;
+        let nice = |h: tokio::runtime::Handle| async move {
+            h.spawn(async { crate::priority::this_thread_nice() })
+                .await
+                .unwrap()
+        };
+        let main_nice = nice(live.runtime_for("a")).await;
+        // Its whole share in use, nothing waiting: not over it.
+        let held: Vec<_> = (0..2)
+            .map(|_| live.tenant_turn("a").now_or_never().unwrap().unwrap())
+            .collect();
+        assert!(!live.over_share("a"));
+        // A third message waits for a turn, but A is alone: it keeps the main runtime.
+        let mut waiting = Box::pin(live.tenant_turn("a"));
+        assert!(futures_util::poll!(waiting.as_mut()).is_pending());
+        assert!(!live.over_share("a"));
+        // B has a message in flight: A, with a message waiting, is over its share.
+        let b = live.tenant_turn("b").now_or_never().unwrap().unwrap();
+        assert!(live.over_share("a"));
+        assert!(!live.over_share("b"), "another tenant is not");
+        assert_eq!(
+            nice(live.runtime_for("a")).await,
+            crate::priority::BACKGROUND_NICE
+        );
+        assert_eq!(nice(live.runtime_for("b")).await, main_nice);
+        // The waiting message gets its turn: no longer over.
+        drop(held);
+        let turn = waiting.await.unwrap();
+        assert!(!live.over_share("a"));
+        drop((turn, b));
     }
 }

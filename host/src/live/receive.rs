@@ -14,6 +14,7 @@
 
 use super::{Handled, Live, LiveError};
 use crate::channels::{self, ChannelError, Inbound};
+use crate::priority::Lane;
 use std::sync::Arc;
 use tracing::Instrument as _;
 
@@ -57,13 +58,20 @@ impl Live {
     ) -> Receipt {
         let live = self.clone();
         let span = tracing::info_span!("receive", channel = %channel_id);
-        let task = tokio::spawn(
+        // A known channel's tenant over its share runs on the background runtime, and so
+        // does the connection that brought the call (see `Live::over_share`); an unknown
+        // channel's first call runs on the main one.
+        let over = self
+            .cached_route(&channel_id)
+            .is_some_and(|route| self.over_share(&route.owner));
+        let task = self.runtime(over).spawn(
             async move {
                 live.receive(&channel_id, query.as_deref(), &headers, &body)
                     .await
             }
             .instrument(span),
         );
+        crate::priority::prefer(if over { Lane::Background } else { Lane::Main });
         task.await
             .unwrap_or_else(|e| Receipt::Failed(anyhow::anyhow!("receive task: {e}")))
     }

@@ -141,11 +141,7 @@ pub struct SandboxConfig {
     pub perfmap: bool,
 }
 
-fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-}
+use crate::cores;
 
 impl Default for SandboxConfig {
     fn default() -> Self {

@@ -18,6 +18,7 @@
 //! per burning step. A malicious guest gains nothing by moving: it keeps its fuel, deadline
 //! and turn in the CPU ring, on a thread the OS serves last.
 
+use crate::priority::{idle_this_thread, nice_this_thread, runtime};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
@@ -30,59 +31,21 @@ use tokio::task::JoinHandle;
 /// tenant runs first and guests get the rest, so tenants' JavaScript cannot starve the
 /// shared path through the OS scheduler (a guest alone still gets a whole core). Cost: a
 /// step's own guest work also yields to that shared work while the cores are saturated.
-const STEP_THREAD_NICE: i32 = 10;
-
-/// Lowers the calling thread's priority to [`STEP_THREAD_NICE`] (Linux: per thread).
-fn lower_this_thread() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: setpriority on this thread's own id; no memory is touched.
-    unsafe {
-        let tid = libc::gettid() as libc::id_t;
-        if libc::setpriority(libc::PRIO_PROCESS, tid, STEP_THREAD_NICE) != 0 {
-            tracing::debug!("could not lower the step thread's priority");
-        }
-    }
-}
-
-/// Puts the calling thread under `SCHED_IDLE` (Linux: per thread; allowed unprivileged, as
-/// it only lowers the priority), or nice 19 where that fails.
-fn idle_this_thread() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: sched_setscheduler and setpriority on this thread's own id, with a parameter
-    // that lives on the stack for the call; no other memory is touched.
-    unsafe {
-        let tid = libc::gettid();
-        let param = libc::sched_param { sched_priority: 0 };
-        if libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) != 0
-            && libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) != 0
-        {
-            tracing::debug!("could not lower the burn thread's priority");
-        }
-    }
-}
+/// The same as [`crate::priority::BACKGROUND_NICE`], the live work of a tenant over its share.
+const STEP_THREAD_NICE: i32 = crate::priority::BACKGROUND_NICE;
 
 /// The threads fresh steps run on, one per core, shared by every sandbox of the process
 /// (guests run under CPU slots, so more threads would only wait). Their timers serve the
 /// deadline of host calls. They run at [`STEP_THREAD_NICE`].
 fn step_threads() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| runtime("botbox-step", lower_this_thread))
+    RT.get_or_init(|| runtime("botbox-step", || nice_this_thread(STEP_THREAD_NICE)))
 }
 
 /// The threads burning steps run on, one per core, under `SCHED_IDLE`.
 fn burn_threads() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| runtime("botbox-burn", idle_this_thread))
-}
-
-fn runtime(name: &str, on_start: fn()) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(super::cores())
-        .thread_name(name)
-        .on_thread_start(on_start)
-        .enable_all()
-        .build()
-        .expect("the step threads")
 }
 
 thread_local! {
@@ -265,7 +228,7 @@ mod tests {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicBool, Ordering};
         let stop = Arc::new(AtomicBool::new(false));
-        let spinners: Vec<_> = (0..super::super::cores())
+        let spinners: Vec<_> = (0..crate::cores())
             .map(|_| {
                 let stop = stop.clone();
                 std::thread::spawn(move || {

@@ -1,0 +1,283 @@
+//! OS priorities for the server's threads, and the background runtime.
+//!
+//! The OS divides the cores between runnable threads, not between tenants, and tokio's
+//! scheduler has no priorities: a task waits behind every task queued before it. So where
+//! one tenant's work must not delay another's, the work runs on threads of lower OS
+//! priority, and the OS runs the other threads first whenever both want a core:
+//!
+//! - guests' steps on step threads at nice 10, and burning steps under `SCHED_IDLE`
+//!   ([`crate::sandbox`]'s `threads`);
+//! - the live path's async work for a tenant that sends more than its share of turns runs
+//!   (its messages wait for turns: [`crate::live`]) on the [`background`] runtime at
+//!   [`BACKGROUND_NICE`]: its receive pipeline (route, parse, step, commit) and its
+//!   replies' deliveries.
+//!
+//! Everything else (HTTP connections, the project API, storage, the committer and the
+//! SQLite writer thread) runs at nice 0. Lowering a thread's priority is allowed
+//! unprivileged; raising it back is not, so each runtime's threads keep theirs for life.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::Poll;
+
+/// The OS priority of the step threads and of the [`background`] runtime (nice 10, the
+/// server's other threads run at 0). CFS weighs nice 10 at about a tenth of nice 0: when
+/// the cores are busy, a thread at 0 that wakes gets the core first and most of its time.
+/// A thread at nice 10 still gets a whole core when nothing else wants it: nothing is lost
+/// while the machine has room.
+pub const BACKGROUND_NICE: i32 = 10;
+
+/// Sets the calling thread's nice value (Linux: per thread; elsewhere nothing).
+pub fn nice_this_thread(nice: i32) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on this thread's own id; no memory is touched.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        if libc::setpriority(libc::PRIO_PROCESS, tid, nice) != 0 {
+            tracing::debug!(nice, "could not lower the thread's priority");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
+
+/// Puts the calling thread under `SCHED_IDLE` (Linux: per thread; allowed unprivileged, as
+/// it only lowers the priority), or nice 19 where that fails.
+pub fn idle_this_thread() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: sched_setscheduler on this thread's own id, with a parameter that lives on
+    // the stack for the call; no other memory is touched.
+    unsafe {
+        let tid = libc::gettid();
+        let param = libc::sched_param { sched_priority: 0 };
+        if libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) != 0 {
+            nice_this_thread(19);
+        }
+    }
+}
+
+/// The calling thread's nice value (Linux; 0 elsewhere).
+pub fn this_thread_nice() -> i32 {
+    #[cfg(target_os = "linux")]
+    // SAFETY: getpriority on this thread's own id; errno is cleared first because -1 is
+    // also a valid answer.
+    unsafe {
+        *libc::__errno_location() = 0;
+        libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t)
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
+/// A multi-thread runtime of one thread per core named `name`, each thread set up by
+/// `on_start` (its priority) before it runs a task.
+pub fn runtime(name: &str, on_start: fn()) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(crate::cores())
+        .thread_name(name)
+        .on_thread_start(on_start)
+        .enable_all()
+        .build()
+        .expect("a runtime's threads")
+}
+
+/// The background runtime: one thread per core at [`BACKGROUND_NICE`], for the live work of
+/// a tenant over its share (see the module's comment). Tasks on it may use everything the
+/// main runtime made (database pools, HTTP clients): tokio's I/O and timers are driven by
+/// the runtime that registered them, and a waker wakes a task wherever it runs. It lives
+/// as long as the process.
+///
+/// Cost: one idle thread per core; a task spawned here from the main runtime is one
+/// cross-thread wake-up, as `tokio::spawn` often is. What a malicious tenant can do with
+/// it: nothing more than on the main runtime; its work runs later, never sooner.
+pub fn background() -> &'static tokio::runtime::Handle {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| runtime("botbox-bg", || nice_this_thread(BACKGROUND_NICE)))
+        .handle()
+}
+
+/// Where a connection's work runs: the main runtime, or [`background`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    Main,
+    Background,
+}
+
+thread_local! {
+    /// The lane of the connection [`hopping`] polls on this thread, while it polls it.
+    static POLLING: Cell<Option<Lane>> = const { Cell::new(None) };
+    /// The lane the request being handled asked for ([`prefer`]).
+    static WANTED: Cell<Option<Lane>> = const { Cell::new(None) };
+}
+
+/// Asks that the connection whose request is being handled on this thread go on in `lane`:
+/// once its poll returns (the handler waits for something), [`hopping`] moves it there, so
+/// that the rest of this request and the reading of the next one run on that lane's
+/// threads. The last call of a poll wins. Outside a connection's poll (a task of its own,
+/// an HTTP/2 stream) it does nothing.
+pub fn prefer(lane: Lane) {
+    if POLLING.get().is_some() {
+        WANTED.set(Some(lane));
+    }
+}
+
+type BoxedConnection = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Serves a connection (`conn`: hyper's future for it) on the lane its requests ask for
+/// ([`prefer`]), starting on the main runtime, the one this is awaited on.
+///
+/// HTTP parsing and answering are the bulk of a webhook's work outside the step: a tenant
+/// flooding its webhooks over its share otherwise keeps the main runtime's workers busy
+/// with its connections, and every other tenant's requests queue behind them (tokio runs
+/// tasks in order, without priorities). Cost: a move is one task spawned on the other
+/// runtime (a cross-thread wake-up); a connection that keeps to one lane never moves.
+/// Cancelling the returned future (dropping its task) cancels the connection wherever it
+/// runs.
+pub async fn hopping<F>(conn: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let mut conn: BoxedConnection = Box::pin(conn);
+    let mut lane = Lane::Main;
+    loop {
+        let run = until_moved(conn, lane);
+        let moved = match lane {
+            Lane::Main => run.await,
+            Lane::Background => {
+                let mut task = AbortOnDrop(background().spawn(run));
+                match (&mut task.0).await {
+                    Ok(m) => m,
+                    Err(_) => return,
+                }
+            }
+        };
+        match moved {
+            None => return,
+            Some((c, to)) => (conn, lane) = (c, to),
+        }
+    }
+}
+
+/// Polls `conn` as a connection of `lane` until it ends (`None`) or, returning pending,
+/// asks for the other lane (`Some`: the connection, and where it goes).
+fn until_moved(
+    conn: BoxedConnection,
+    lane: Lane,
+) -> impl Future<Output = Option<(BoxedConnection, Lane)>> + Send {
+    /// Clears this thread's marks however the poll ends (a panic included).
+    struct Polling;
+    impl Drop for Polling {
+        fn drop(&mut self) {
+            POLLING.set(None);
+            WANTED.set(None);
+        }
+    }
+    let mut slot = Some(conn);
+    std::future::poll_fn(move |cx| {
+        let conn = slot.as_mut().expect("polled after it ended");
+        let wanted = {
+            let _marks = Polling;
+            WANTED.set(None);
+            POLLING.set(Some(lane));
+            match conn.as_mut().poll(cx) {
+                Poll::Ready(()) => return Poll::Ready(None),
+                Poll::Pending => WANTED.get(),
+            }
+        };
+        match wanted {
+            Some(to) if to != lane => Poll::Ready(slot.take().map(|c| (c, to))),
+            _ => Poll::Pending,
+        }
+    })
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn background_tasks_run_at_the_background_priority_and_others_do_not() {
+        let base = this_thread_nice();
+        assert!(
+            base < BACKGROUND_NICE,
+            "the test runs at the usual priority"
+        );
+        let there = background()
+            .spawn(async { this_thread_nice() })
+            .await
+            .unwrap();
+        assert_eq!(there, BACKGROUND_NICE);
+        let here = tokio::spawn(async { this_thread_nice() }).await.unwrap();
+        assert_eq!(here, base, "the main runtime keeps the process's priority");
+    }
+
+    fn lane_of_this_thread() -> Lane {
+        let name = std::thread::current().name().unwrap_or_default().to_owned();
+        if name == "botbox-bg" {
+            assert_eq!(this_thread_nice(), BACKGROUND_NICE);
+            Lane::Background
+        } else {
+            Lane::Main
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_connection_goes_where_its_requests_ask_and_comes_back() {
+        let seen = tokio::spawn(hopping_probe(vec![
+            None,
+            Some(Lane::Background),
+            None,
+            Some(Lane::Main),
+            Some(Lane::Main),
+            Some(Lane::Background),
+        ]))
+        .await
+        .unwrap();
+        // Each poll runs where the previous one asked for.
+        use Lane::*;
+        assert_eq!(seen, vec![Main, Main, Background, Background, Main, Main]);
+    }
+
+    /// A connection whose polls ask for `asks` in turn (`None`: nothing) and yield between
+    /// them; where each poll ran.
+    async fn hopping_probe(asks: Vec<Option<Lane>>) -> Vec<Lane> {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        hopping(async move {
+            for ask in asks {
+                log.lock().unwrap().push(lane_of_this_thread());
+                if let Some(lane) = ask {
+                    prefer(lane);
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+        std::mem::take(&mut *seen.lock().unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_wish_made_outside_a_connection_moves_nothing() {
+        // Asked by a task that is no connection: no effect, now or on a later poll.
+        tokio::spawn(async { prefer(Lane::Background) })
+            .await
+            .unwrap();
+        prefer(Lane::Background);
+        let seen = tokio::spawn(hopping_probe(vec![None, None, None]))
+            .await
+            .unwrap();
+        assert_eq!(seen, vec![Lane::Main; 3]);
+    }
+}
