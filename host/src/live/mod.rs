@@ -732,20 +732,18 @@ impl Live {
     /// stays on the main runtime (at nice 10 it lost a tenth of its throughput to its own
     /// load generator in `load-bench`).
     pub fn over_share(&self, tenant: &str) -> bool {
-        let shared = now_ms()
-            .saturating_sub(self.shared_at.load(std::sync::atomic::Ordering::Relaxed))
-            < SHARED_FOR_MS;
+        use std::sync::atomic::Ordering;
+        // Shared now, or within the last second: a turn given then saw another tenant busy
+        // (with no turn given for a while, as when every turn is held by a hanging step,
+        // the count of busy tenants still says so).
+        let shared = self.busy_tenants.load(Ordering::Acquire) > 1
+            || now_ms().saturating_sub(self.shared_at.load(Ordering::Relaxed)) < SHARED_FOR_MS;
         if !shared {
             return false;
         }
         let base = self.cfg.messages_per_tenant.max(1);
         let turns = self.tenant_turns.lock().unwrap();
         turns.get(tenant).is_some_and(|t| t.waiting(base) > 0)
-    }
-
-    /// Where `tenant`'s live work runs now (see [`Live::over_share`]).
-    pub(crate) fn runtime_for(&self, tenant: &str) -> tokio::runtime::Handle {
-        self.runtime(self.over_share(tenant))
     }
 
     /// The background runtime for work over a tenant's share, else the main one.
@@ -962,11 +960,7 @@ impl Live {
             if let Some(rows) = self.db.commit_step(w).await? {
                 if !rows.is_empty() {
                     // Sent now by this process; the worker picks them up after the lease if not.
-                    let _ = self.direct.send(outbox::Batch {
-                        key: key.clone(),
-                        rows,
-                        tenant: route.owner.clone(),
-                    });
+                    let _ = self.direct.send((key.clone(), rows));
                 }
                 let kept = match &step {
                     Ok((_, new_session)) => new_session.clone(),
@@ -1247,7 +1241,7 @@ mod turn_tests {
                 .await
                 .unwrap()
         };
-        let main_nice = nice(live.runtime_for("a")).await;
+        let main_nice = nice(live.runtime(live.over_share("a"))).await;
         // Its whole share in use, nothing waiting: not over it.
         let held: Vec<_> = (0..2)
             .map(|_| live.tenant_turn("a").now_or_never().unwrap().unwrap())
@@ -1262,10 +1256,10 @@ mod turn_tests {
         assert!(live.over_share("a"));
         assert!(!live.over_share("b"), "another tenant is not");
         assert_eq!(
-            nice(live.runtime_for("a")).await,
+            nice(live.runtime(live.over_share("a"))).await,
             crate::priority::BACKGROUND_NICE
         );
-        assert_eq!(nice(live.runtime_for("b")).await, main_nice);
+        assert_eq!(nice(live.runtime(live.over_share("b"))).await, main_nice);
         // The waiting message gets its turn: no longer over.
         drop(held);
         let turn = waiting.await.unwrap();

@@ -17,14 +17,11 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc};
 
 /// Rows of one step, for one conversation: delivered in order.
-pub(super) struct Batch {
-    /// The conversation (its session's key).
-    pub key: String,
-    pub rows: Vec<OutboxRow>,
-    /// The channel's tenant: a conversation lane it starts runs where the tenant's live
-    /// work runs then ([`Live::runtime_for`]).
-    pub tenant: String,
-}
+///
+/// Deliveries run on the main runtime whoever's they are: they share the egress client's
+/// connection pools, and a pooled connection is driven by the runtime that opened it, so a
+/// connection opened in the background would serve other tenants' deliveries from there.
+pub(super) type Batch = (String, Vec<OutboxRow>);
 
 /// Deliveries in flight at once to one channel's endpoint (4). A channel whose endpoint
 /// hangs holds at most this many deliveries, each until the delivery time-out; every other
@@ -145,8 +142,8 @@ pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Bat
     let mut poll = tokio::time::interval(live.cfg.poll_interval);
     loop {
         tokio::select! {
-            Some(batch) = direct.recv() => {
-                direct_send(&live, &lanes, &sent_tx, batch);
+            Some((key, rows)) = direct.recv() => {
+                direct_send(&live, &lanes, &sent_tx, key, rows);
             }
             _ = poll.tick() => {
                 if let Err(e) = poll_due(&live, &lanes).await {
@@ -162,7 +159,8 @@ fn direct_send(
     live: &Arc<Live>,
     lanes: &Arc<Lanes>,
     sent_tx: &mpsc::UnboundedSender<String>,
-    Batch { key, rows, tenant }: Batch,
+    key: String,
+    rows: Vec<OutboxRow>,
 ) {
     // Past the channel's cap: left to the poller.
     let Some(held) = rows
@@ -183,7 +181,7 @@ fn direct_send(
     let (tx, rx) = mpsc::unbounded_channel();
     let _ = tx.send(rows);
     map.insert(key.clone(), tx.clone());
-    live.runtime_for(&tenant).spawn(conversation_lane(
+    tokio::spawn(conversation_lane(
         live.clone(),
         lanes.clone(),
         sent_tx.clone(),
