@@ -724,8 +724,8 @@ impl Live {
     }
 
     /// Whether `tenant` sends more than its share of turns runs while the machine is
-    /// shared: messages of its own wait for a turn, and another tenant had a message in
-    /// flight within the last [`SHARED_FOR_MS`]. Its live work then runs on the background
+    /// shared: messages of its own wait for a turn, and another tenant has a message in
+    /// flight or had one within the last [`SHARED_FOR_MS`]. Its live work then runs on the background
     /// runtime ([`crate::priority::background`]), after every other tenant's whenever the
     /// cores are busy: a tenant within its share keeps its latency however hard another one
     /// pushes, and the one pushing still gets every core nobody else wants. A tenant alone

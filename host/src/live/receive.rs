@@ -61,12 +61,13 @@ impl Live {
         // A known channel's tenant over its share runs on the background runtime, and so
         // does the connection that brought the call (see `Live::over_share`); an unknown
         // channel's first call runs on the main one.
-        let over = self
-            .cached_route(&channel_id)
+        let cached = self.cached_route(&channel_id);
+        let over = cached
+            .as_ref()
             .is_some_and(|route| self.over_share(&route.owner));
         let task = self.runtime(over).spawn(
             async move {
-                live.receive(&channel_id, query.as_deref(), &headers, &body)
+                live.receive(cached, &channel_id, query.as_deref(), &headers, &body)
                     .await
             }
             .instrument(span),
@@ -76,15 +77,21 @@ impl Live {
             .unwrap_or_else(|e| Receipt::Failed(anyhow::anyhow!("receive task: {e}")))
     }
 
-    /// The whole receive pipeline for one webhook call (see the module's comment).
+    /// The whole receive pipeline for one webhook call (see the module's comment), on the
+    /// channel's route if the caller already has it (`cached`), else read here.
     pub async fn receive(
         &self,
+        cached: Option<super::Route>,
         channel_id: &str,
         query: Option<&str>,
         headers: &http::HeaderMap,
         body: &[u8],
     ) -> Receipt {
-        let route = match self.route(channel_id).await {
+        let found = match cached {
+            Some(r) => Ok(Some(r)),
+            None => self.route(channel_id).await,
+        };
+        let route = match found {
             Ok(Some(r)) => r,
             Ok(None) => return Receipt::NotFound(format!("channel {channel_id}")),
             Err(LiveError::NotDeployed(m)) => return Receipt::NotFound(m),
