@@ -9,11 +9,14 @@
 //!   ([`crate::sandbox`]'s `threads`);
 //! - the live path's async work for a tenant that sends more than its share of turns runs
 //!   (its messages wait for turns: [`crate::live`]) on the [`background`] runtime at
-//!   [`BACKGROUND_NICE`]: its receive pipeline (route, parse, step, commit) and its
-//!   replies' deliveries.
+//!   [`BACKGROUND_NICE`]: its receive pipeline (parse, dedupe, step; its storage and
+//!   provider calls go back to the main runtime: `Live::io_on_main`) and the connections
+//!   that bring its webhooks, while they bring no other tenant's.
 //!
-//! Everything else (HTTP connections, the project API, storage, the committer and the
-//! SQLite writer thread) runs at nice 0. Lowering a thread's priority is allowed
+//! Everything else (other connections, the project API, deliveries, storage I/O, the
+//! committer and the SQLite writer thread) runs at nice 0. Threads inherit their creator's
+//! nice value, and sockets belong to the runtime that opened them: work on the background
+//! runtime must not open what shared pools hand to other tenants ([`in_background`]). Lowering a thread's priority is allowed
 //! unprivileged; raising it back is not, so each runtime's threads keep theirs for life.
 
 use std::cell::Cell;
@@ -94,8 +97,23 @@ pub fn runtime(name: &str, on_start: fn()) -> tokio::runtime::Runtime {
 /// it: nothing more than on the main runtime; its work runs later, never sooner.
 pub fn background() -> &'static tokio::runtime::Handle {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| runtime("botbox-bg", || nice_this_thread(BACKGROUND_NICE)))
-        .handle()
+    RT.get_or_init(|| {
+        runtime("botbox-bg", || {
+            nice_this_thread(BACKGROUND_NICE);
+            IN_BACKGROUND.set(true);
+        })
+    })
+    .handle()
+}
+
+thread_local! {
+    /// Set on the [`background`] runtime's threads.
+    static IN_BACKGROUND: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread is one of the [`background`] runtime's.
+pub fn in_background() -> bool {
+    IN_BACKGROUND.get()
 }
 
 /// Where a connection's work runs: the main runtime, or [`background`].
@@ -110,6 +128,28 @@ thread_local! {
     static POLLING: Cell<Option<Lane>> = const { Cell::new(None) };
     /// The lane the request being handled asked for ([`prefer`]).
     static WANTED: Cell<Option<Lane>> = const { Cell::new(None) };
+    /// The tenants whose requests the connection carried during this poll ([`prefer_for`]).
+    static CLAIMED: Cell<Claim> = const { Cell::new(Claim::Nobody) };
+}
+
+/// Tenants named by the requests of one poll of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    Nobody,
+    /// One tenant (a hash of its id: two tenants whose ids collide look like one, and their
+    /// shared connection may then stay in the background, as it did before this rule).
+    One(u64),
+    Several,
+}
+
+impl Claim {
+    fn and(self, tenant: u64) -> Claim {
+        match self {
+            Claim::Nobody => Claim::One(tenant),
+            Claim::One(t) if t == tenant => self,
+            _ => Claim::Several,
+        }
+    }
 }
 
 /// Asks that the connection whose request is being handled on this thread go on in `lane`:
@@ -123,26 +163,47 @@ pub fn prefer(lane: Lane) {
     }
 }
 
+/// [`prefer`], for a request that belongs to `tenant` (a webhook of one of its channels).
+/// A connection that has carried requests of two tenants stays on the main runtime for the
+/// rest of its life, whatever its requests ask: a provider's connection brings many
+/// tenants' webhooks, and one parked in the background after a tenant over its share would
+/// read the next tenant's request there, behind the first one's work.
+pub fn prefer_for(tenant: &str, lane: Lane) {
+    if POLLING.get().is_some() {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        tenant.hash(&mut h);
+        CLAIMED.set(CLAIMED.get().and(h.finish()));
+        WANTED.set(Some(lane));
+    }
+}
+
 type BoxedConnection = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Serves a connection (`conn`: hyper's future for it) on the lane its requests ask for
-/// ([`prefer`]), starting on the main runtime, the one this is awaited on.
+/// ([`prefer`], [`prefer_for`]), starting on the main runtime, the one this is awaited on.
 ///
 /// HTTP parsing and answering are the bulk of a webhook's work outside the step: a tenant
 /// flooding its webhooks over its share otherwise keeps the main runtime's workers busy
 /// with its connections, and every other tenant's requests queue behind them (tokio runs
 /// tasks in order, without priorities). Cost: a move is one task spawned on the other
 /// runtime (a cross-thread wake-up); a connection that keeps to one lane never moves.
+/// A connection that carried two tenants' requests stays on the main runtime.
 /// Cancelling the returned future (dropping its task) cancels the connection wherever it
 /// runs.
 pub async fn hopping<F>(conn: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let mut conn: BoxedConnection = Box::pin(conn);
-    let mut lane = Lane::Main;
+    let mut conn = Connection {
+        future: Box::pin(conn),
+        lane: Lane::Main,
+        owner: None,
+        shared: false,
+    };
     loop {
-        let run = until_moved(conn, lane);
+        let lane = conn.lane;
+        let run = until_moved(conn);
         let moved = match lane {
             Lane::Main => run.await,
             Lane::Background => {
@@ -155,41 +216,71 @@ where
         };
         match moved {
             None => return,
-            Some((c, to)) => (conn, lane) = (c, to),
+            Some(c) => conn = c,
         }
     }
 }
 
-/// Polls `conn` as a connection of `lane` until it ends (`None`) or, returning pending,
-/// asks for the other lane (`Some`: the connection, and where it goes).
-fn until_moved(
-    conn: BoxedConnection,
+/// A connection served by [`hopping`], and what it knows of its requests so far.
+struct Connection {
+    future: BoxedConnection,
+    /// Where it runs.
     lane: Lane,
-) -> impl Future<Output = Option<(BoxedConnection, Lane)>> + Send {
+    /// The tenant its requests named ([`prefer_for`]), while only one did.
+    owner: Option<u64>,
+    /// Its requests named two tenants: it stays on the main runtime.
+    shared: bool,
+}
+
+impl Connection {
+    /// Takes in what the requests of the poll just made said; the lane it should be on.
+    fn heard(&mut self, wanted: Option<Lane>, claimed: Claim) -> Lane {
+        match (claimed, self.owner) {
+            (Claim::Nobody, _) => {}
+            (Claim::One(t), None) => self.owner = Some(t),
+            (Claim::One(t), Some(o)) if t == o => {}
+            _ => self.shared = true,
+        }
+        if self.shared {
+            Lane::Main
+        } else {
+            wanted.unwrap_or(self.lane)
+        }
+    }
+}
+
+/// Polls the connection on its lane until it ends (`None`) or, returning pending, should
+/// go to the other lane (`Some`: the connection, its lane set to where it goes).
+fn until_moved(conn: Connection) -> impl Future<Output = Option<Connection>> + Send {
     /// Clears this thread's marks however the poll ends (a panic included).
     struct Polling;
     impl Drop for Polling {
         fn drop(&mut self) {
             POLLING.set(None);
             WANTED.set(None);
+            CLAIMED.set(Claim::Nobody);
         }
     }
     let mut slot = Some(conn);
     std::future::poll_fn(move |cx| {
         let conn = slot.as_mut().expect("polled after it ended");
-        let wanted = {
+        let (wanted, claimed) = {
             let _marks = Polling;
             WANTED.set(None);
-            POLLING.set(Some(lane));
-            match conn.as_mut().poll(cx) {
+            CLAIMED.set(Claim::Nobody);
+            POLLING.set(Some(conn.lane));
+            match conn.future.as_mut().poll(cx) {
                 Poll::Ready(()) => return Poll::Ready(None),
-                Poll::Pending => WANTED.get(),
+                Poll::Pending => (WANTED.get(), CLAIMED.get()),
             }
         };
-        match wanted {
-            Some(to) if to != lane => Poll::Ready(slot.take().map(|c| (c, to))),
-            _ => Poll::Pending,
+        let to = conn.heard(wanted, claimed);
+        if to == conn.lane {
+            return Poll::Pending;
         }
+        let mut moving = slot.take().expect("checked above");
+        moving.lane = to;
+        Poll::Ready(Some(moving))
     })
 }
 
@@ -215,12 +306,18 @@ mod tests {
             "the test runs at the usual priority"
         );
         let there = background()
-            .spawn(async { this_thread_nice() })
+            .spawn(async { (this_thread_nice(), in_background()) })
             .await
             .unwrap();
-        assert_eq!(there, BACKGROUND_NICE);
-        let here = tokio::spawn(async { this_thread_nice() }).await.unwrap();
-        assert_eq!(here, base, "the main runtime keeps the process's priority");
+        assert_eq!(there, (BACKGROUND_NICE, true));
+        let here = tokio::spawn(async { (this_thread_nice(), in_background()) })
+            .await
+            .unwrap();
+        assert_eq!(
+            here,
+            (base, false),
+            "the main runtime keeps the process's priority"
+        );
     }
 
     fn lane_of_this_thread() -> Lane {
@@ -253,19 +350,78 @@ mod tests {
     /// A connection whose polls ask for `asks` in turn (`None`: nothing) and yield between
     /// them; where each poll ran.
     async fn hopping_probe(asks: Vec<Option<Lane>>) -> Vec<Lane> {
+        let asks = asks
+            .into_iter()
+            .map(|a| a.map(|lane| (None, lane)).into_iter().collect())
+            .collect();
+        tenants_probe(asks).await
+    }
+
+    /// A connection whose polls make the wishes of `polls` in turn (each `(tenant, lane)`:
+    /// [`prefer_for`] with a tenant, [`prefer`] without) and yield between them; where each
+    /// poll ran.
+    async fn tenants_probe(polls: Vec<Vec<(Option<&'static str>, Lane)>>) -> Vec<Lane> {
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let log = seen.clone();
         hopping(async move {
-            for ask in asks {
+            for wishes in polls {
                 log.lock().unwrap().push(lane_of_this_thread());
-                if let Some(lane) = ask {
-                    prefer(lane);
+                for (tenant, lane) in wishes {
+                    match tenant {
+                        Some(t) => prefer_for(t, lane),
+                        None => prefer(lane),
+                    }
                 }
                 tokio::task::yield_now().await;
             }
         })
         .await;
         std::mem::take(&mut *seen.lock().unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_connection_that_carried_two_tenants_stays_on_the_main_runtime() {
+        use Lane::*;
+        let a = |lane| vec![(Some("tenant-a"), lane)];
+        // One tenant's connection follows its wishes, whatever it asks; a request that names
+        // no tenant (the project API) moves it too, and shares nothing.
+        let seen = tokio::spawn(tenants_probe(vec![
+            a(Background),
+            vec![],
+            a(Main),
+            vec![(None, Background)],
+            a(Background),
+            vec![],
+        ]))
+        .await
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![Main, Background, Background, Main, Background, Background]
+        );
+        // Another tenant's request on it: back to the main runtime, and there for good.
+        let seen = tokio::spawn(tenants_probe(vec![
+            a(Background),
+            vec![(Some("tenant-b"), Main)],
+            a(Background),
+            vec![(None, Background)],
+            vec![],
+        ]))
+        .await
+        .unwrap();
+        assert_eq!(seen, vec![Main, Background, Main, Main, Main]);
+        // Two tenants' requests in one poll (pipelined): the same.
+        let seen = tokio::spawn(tenants_probe(vec![
+            vec![
+                (Some("tenant-a"), Background),
+                (Some("tenant-b"), Background),
+            ],
+            a(Background),
+            vec![],
+        ]))
+        .await
+        .unwrap();
+        assert_eq!(seen, vec![Main, Main, Main]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]

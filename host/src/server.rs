@@ -131,8 +131,9 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
 
 /// Accepts connections and serves each in a task of its own, on the lane its requests ask
 /// for ([`crate::priority::hopping`]): the project API on the main runtime, a webhook of a
-/// tenant over its share on the background runtime ([`crate::live::Live::over_share`]).
-/// Requests carry their peer's address (`ConnectInfo<SocketAddr>`), as `axum::serve` gives.
+/// tenant over its share on the background runtime ([`crate::live::Live::over_share`]),
+/// unless the connection has carried another tenant's webhooks too (then it stays on the
+/// main runtime once it has read that one). Requests carry their peer's address (`ConnectInfo<SocketAddr>`), as `axum::serve` gives.
 async fn serve_connections<S>(listener: tokio::net::TcpListener, service: S) -> Result<()>
 where
     S: tower::Service<

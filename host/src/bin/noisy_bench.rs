@@ -17,7 +17,10 @@
 //! NOISY_A_USERS (16), NOISY_B_PACE_MS (0: each B user sends its next message as soon as
 //! the reply arrives, so B alone keeps the server busy; n: at most one message per n ms per
 //! user, a tenant that uses a fraction of the machine), NOISY_PHASES (attacks to run, comma
-//! separated, e.g. `flood,cpu-burn`; default all; B alone always runs first).
+//! separated, e.g. `flood,cpu-burn`; default all; B alone always runs first),
+//! NOISY_A_OWN_CLIENT (0: A's and B's requests share one HTTP client, so one pool of
+//! connections carries both tenants' webhooks, as a provider's does; 1: A has a client of
+//! its own, as an attacker sending from its own machines).
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -146,6 +149,13 @@ async fn main() -> anyhow::Result<()> {
         base,
     });
     let admin = c.login("admin", PASSWORD).await?;
+    let a_client = if env_num("NOISY_A_OWN_CLIENT", 0) > 0 {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()?
+    } else {
+        c.http.clone()
+    };
 
     let sink = Sink::default();
     let sink_url = sink.start().await?;
@@ -212,16 +222,17 @@ async fn main() -> anyhow::Result<()> {
         let c = c.clone();
         let sink = sink.clone();
         let b_hook = b_hook.clone();
+        let a_client = a_client.clone();
         async move {
             let stop = Arc::new(AtomicBool::new(false));
             let mut attackers = Vec::new();
             if let Some(hook) = attack {
                 for u in 0..a_users {
-                    let (c, hook, stop) = (c.clone(), hook.clone(), stop.clone());
+                    let (http, hook, stop) = (a_client.clone(), hook.clone(), stop.clone());
                     attackers.push(tokio::spawn(async move {
                         while !stop.load(Ordering::Relaxed) {
                             let body = json!({"userId": format!("a{phase_no}-{u}"), "messages": [{"type": "text", "content": "hi"}]});
-                            let _ = c.http.post(&hook).json(&body).send().await;
+                            let _ = http.post(&hook).json(&body).send().await;
                         }
                     }));
                 }

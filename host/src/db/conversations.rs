@@ -139,14 +139,32 @@ pub type Committed = DbResult<Option<Vec<OutboxRow>>>;
 pub(crate) struct CommitQueue {
     state: std::sync::Mutex<QueueState>,
     writer: super::writer::Writer,
+    /// Where the committer task runs: the runtime that opened the database (the main one),
+    /// whoever queues the first step. It holds the write turn while it works, for every
+    /// tenant's steps; started from a task on the background runtime
+    /// ([`crate::priority::background`]), it would run there at nice 10, and every tenant's
+    /// commits would wait for the CPU that the tenant over its share leaves.
+    runtime: tokio::runtime::Handle,
+    /// Per committer task started, whether it ran on the background runtime (for tests).
+    #[cfg(test)]
+    ran_in_background: std::sync::Mutex<Vec<bool>>,
 }
 
 impl CommitQueue {
+    /// Called on the runtime that is to run the committer.
     pub(crate) fn new(writer: super::writer::Writer) -> CommitQueue {
         CommitQueue {
             state: Default::default(),
             writer,
+            runtime: tokio::runtime::Handle::current(),
+            #[cfg(test)]
+            ran_in_background: Default::default(),
         }
+    }
+
+    /// Starts the committer task ([`Db::commit_queued`]) on [`CommitQueue::runtime`].
+    fn start(self: &std::sync::Arc<Self>, db: &Db) {
+        self.runtime.spawn(db.clone().commit_queued(self.clone()));
     }
 }
 
@@ -539,7 +557,7 @@ impl Db {
             // The groups are committed by a task of their own, not by one of the waiting
             // callers: a caller that is cancelled (its HTTP client went away) then cannot
             // abandon the other steps of its group halfway through their transaction.
-            tokio::spawn(self.clone().commit_queued(queue.clone()));
+            queue.start(self);
         }
         rx.await.unwrap_or_else(|_| Err(DbError::worker_gone()))
     }
@@ -561,7 +579,7 @@ impl Db {
             !std::mem::replace(&mut q.committer, true)
         };
         if start {
-            tokio::spawn(self.clone().commit_queued(queue.clone()));
+            queue.start(self);
         }
         Ok(())
     }
@@ -573,6 +591,12 @@ impl Db {
     /// The transactions run on the SQLite writer thread ([`super::writer`]); this task
     /// holds the write turn meanwhile.
     async fn commit_queued(self, queue: std::sync::Arc<CommitQueue>) {
+        #[cfg(test)]
+        queue
+            .ran_in_background
+            .lock()
+            .unwrap()
+            .push(crate::priority::in_background());
         loop {
             let _turn = self.write_turn().await;
             let (jobs, sent): (Vec<_>, Vec<_>) = {
@@ -818,6 +842,33 @@ mod tests {
             body: "{}".into(),
             ..StepWrite::default()
         }
+    }
+
+    /// The group committer holds the write turn for every tenant's steps: it runs on the
+    /// runtime that opened the database even when the step that starts it comes from the
+    /// background runtime (a tenant over its share), not at that runtime's nice 10.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn the_committer_runs_on_the_runtime_that_opened_the_database() {
+        let (_dir, db) = super::super::test_sqlite().await;
+        let d = db.clone();
+        let stored = crate::priority::background()
+            .spawn(async move {
+                assert!(crate::priority::in_background());
+                d.commit_step(write(1)).await
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(stored.is_some(), "the step was committed");
+        let ran = db
+            .commits
+            .as_ref()
+            .unwrap()
+            .ran_in_background
+            .lock()
+            .unwrap()
+            .clone();
+        assert_eq!(ran, vec![false]);
     }
 
     /// Marking deliveries sent looks rows up by id, however many ids and however many

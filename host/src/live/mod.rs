@@ -280,7 +280,8 @@ pub struct Live {
     direct: tokio::sync::mpsc::UnboundedSender<outbox::Batch>,
     direct_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<outbox::Batch>>>,
     /// The runtime `Live` was made on: where live work within a tenant's share runs (a
-    /// task of a connection served on the background runtime may spawn from there).
+    /// task of a connection served on the background runtime may spawn from there), and
+    /// pooled I/O made from the background ([`Live::io_on_main`]).
     main: tokio::runtime::Handle,
 }
 
@@ -795,7 +796,17 @@ impl Live {
             // Read under the session's lock, so a retry waits for the first delivery's step
             // and then finds its id; another replica's is caught by the commit.
             if let Some(pid) = &item.provider_id
-                && self.db.seen(&channel.id, &item.user_id, pid).await?
+                && self
+                    .stored({
+                        let (db, c, u, p) = (
+                            self.db.clone(),
+                            channel.id.clone(),
+                            item.user_id.clone(),
+                            pid.clone(),
+                        );
+                        async move { db.seen(&c, &u, &p).await }
+                    })
+                    .await?
             {
                 tracing::info!(channel = %channel.id, provider_id = %pid, "duplicate delivery ignored");
                 return Ok(Handled::Duplicate);
@@ -805,7 +816,13 @@ impl Live {
             let cached = (attempt == 0).then(|| self.sessions.get(&key)).flatten();
             let (session, version) = match cached {
                 Some((s, v)) => (s, Some(v)),
-                None => match self.db.session(&key).await? {
+                None => match self
+                    .stored({
+                        let (db, key) = (self.db.clone(), key.clone());
+                        async move { db.session(&key).await }
+                    })
+                    .await?
+                {
                     Some(r) => (SessionJson::new(r.body), Some(r.version)),
                     None => {
                         let mut s = Session::new(&key);
@@ -957,7 +974,8 @@ impl Live {
                 .provider_id
                 .as_ref()
                 .map(|id| (item.user_id.clone(), id.clone()));
-            if let Some(rows) = self.db.commit_step(w).await? {
+            let db = self.db.clone();
+            if let Some(rows) = self.stored(async move { db.commit_step(w).await }).await? {
                 if !rows.is_empty() {
                     // Sent now by this process; the worker picks them up after the lease if not.
                     let _ = self.direct.send((key.clone(), rows));
@@ -1067,22 +1085,29 @@ impl Live {
     /// egress module: its policy, no redirects, the delivery time-out and a body cap (the
     /// answer is attacker-controlled: the channel's url is the tenant's; a message is a few
     /// KB). Errors show the URL redacted.
+    /// Runs on the main runtime (see [`Live::io_on_main`]): the egress pool's connections
+    /// are shared with every tenant's deliveries.
     pub async fn fetch_text(&self, fetch: &channels::FetchText) -> Result<String, String> {
-        let req = Outbound {
-            method: "GET",
-            url: &fetch.url,
-            headers: &fetch.headers,
-            body: None,
+        let (egress, fetch, timeout) = (
+            self.egress.clone(),
+            fetch.clone(),
+            self.cfg.delivery_timeout,
+        );
+        let call = async move {
+            let req = Outbound {
+                method: "GET",
+                url: &fetch.url,
+                headers: &fetch.headers,
+                body: None,
+            };
+            egress
+                .call(Use::ProviderRead, req, timeout, FETCH_BODY_MAX)
+                .await
         };
         let a = self
-            .egress
-            .call(
-                Use::ProviderRead,
-                req,
-                self.cfg.delivery_timeout,
-                FETCH_BODY_MAX,
-            )
+            .io_on_main(call)
             .await
+            .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
         if !(200..300).contains(&a.status) {
             return Err(format!("{} answered {}", a.url, a.status));
@@ -1092,6 +1117,38 @@ impl Live {
             .and_then(Json::as_str)
             .map(str::to_owned)
             .ok_or_else(|| format!("{} gave no text", a.url))
+    }
+
+    /// Runs `io` on the main runtime when called from the background one
+    /// ([`crate::priority::background`]), else here. What a pool opens belongs to the
+    /// runtime or thread that opened it, and the pools are shared by every tenant: tokio
+    /// registers a socket with its runtime's I/O driver (PostgreSQL's connections), hyper's
+    /// client runs each pooled connection in a task there (the egress client), and a thread
+    /// started by sqlx for a new SQLite connection inherits its creator's nice value. Opened
+    /// from the background, any of them would go on serving other tenants' calls at nice 10,
+    /// after the work of the tenant over its share. Cost: one task spawned per call made
+    /// from the background. A panic or shutdown of the spawned task comes back as
+    /// [`LiveError::Internal`]; the call runs to its end even if the caller goes away (as
+    /// the receive pipeline, detached from its connection, does anyway).
+    pub(crate) async fn io_on_main<T: Send + 'static>(
+        &self,
+        io: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Result<T, LiveError> {
+        if !crate::priority::in_background() {
+            return Ok(io.await);
+        }
+        self.main
+            .spawn(io.in_current_span())
+            .await
+            .map_err(|e| LiveError::Internal(anyhow!("an I/O task on the main runtime: {e}")))
+    }
+
+    /// A storage call through [`Live::io_on_main`].
+    async fn stored<T: Send + 'static>(
+        &self,
+        io: impl std::future::Future<Output = Result<T, crate::db::DbError>> + Send + 'static,
+    ) -> Result<T, LiveError> {
+        Ok(self.io_on_main(io).await??)
     }
 
     /// Forgets cached routes: called after any change to projects, deployments,
@@ -1229,6 +1286,29 @@ mod turn_tests {
         drop(a.pop());
         let again = live.tenant_turn("a").now_or_never().unwrap().unwrap();
         drop((more, again, b));
+    }
+
+    /// I/O made from the background runtime (a provider read, storage) runs on the main
+    /// one, where the shared pools' connections belong; from the main runtime it runs where
+    /// it was called.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shared_connections_are_used_from_the_main_runtime_only() {
+        use crate::priority::{background, in_background};
+        let (_dir, live) = live_with_turns(2, 2).await;
+        let where_io = |live: Arc<Live>, on_bg: bool| async move {
+            let run = async move {
+                let io = live.io_on_main(async { in_background() }).await.unwrap();
+                let stored = live.stored(async { Ok(in_background()) }).await.unwrap();
+                (in_background(), io, stored)
+            };
+            if on_bg {
+                background().spawn(run).await.unwrap()
+            } else {
+                tokio::spawn(run).await.unwrap()
+            }
+        };
+        assert_eq!(where_io(live.clone(), false).await, (false, false, false));
+        assert_eq!(where_io(live, true).await, (true, false, false));
     }
 
     /// A tenant is over its share while messages of its own wait for a turn and another

@@ -59,12 +59,18 @@ impl Live {
         let live = self.clone();
         let span = tracing::info_span!("receive", channel = %channel_id);
         // A known channel's tenant over its share runs on the background runtime, and so
-        // does the connection that brought the call (see `Live::over_share`); an unknown
-        // channel's first call runs on the main one.
+        // does the connection that brought the call unless it has carried another tenant's
+        // calls (see `Live::over_share`, `priority::prefer_for`); an unknown channel's first
+        // call runs on the main one.
         let cached = self.cached_route(&channel_id);
         let over = cached
             .as_ref()
             .is_some_and(|route| self.over_share(&route.owner));
+        let lane = if over { Lane::Background } else { Lane::Main };
+        match &cached {
+            Some(route) => crate::priority::prefer_for(&route.owner, lane),
+            None => crate::priority::prefer(lane),
+        }
         let task = self.runtime(over).spawn(
             async move {
                 live.receive(cached, &channel_id, query.as_deref(), &headers, &body)
@@ -72,7 +78,6 @@ impl Live {
             }
             .instrument(span),
         );
-        crate::priority::prefer(if over { Lane::Background } else { Lane::Main });
         task.await
             .unwrap_or_else(|e| Receipt::Failed(anyhow::anyhow!("receive task: {e}")))
     }
