@@ -974,8 +974,7 @@ impl Live {
                 .provider_id
                 .as_ref()
                 .map(|id| (item.user_id.clone(), id.clone()));
-            let db = self.db.clone();
-            if let Some(rows) = self.stored(async move { db.commit_step(w).await }).await? {
+            if let Some(rows) = self.commit(w).await? {
                 if !rows.is_empty() {
                     // Sent now by this process; the worker picks them up after the lease if not.
                     let _ = self.direct.send((key.clone(), rows));
@@ -1149,6 +1148,24 @@ impl Live {
         io: impl std::future::Future<Output = Result<T, crate::db::DbError>> + Send + 'static,
     ) -> Result<T, LiveError> {
         Ok(self.io_on_main(io).await??)
+    }
+
+    /// A step's commit. On SQLite it only queues the step for the group committer, which
+    /// runs on the runtime that opened the database whoever starts it (`db::CommitQueue`),
+    /// and the writer thread: nothing is opened here, so it runs where it is called (a task
+    /// spawned per commit of a tenant over its share would be work on the main runtime for
+    /// nothing). On PostgreSQL it uses the pool: [`Live::stored`].
+    async fn commit(
+        &self,
+        w: crate::db::StepWrite,
+    ) -> Result<Option<Vec<crate::db::OutboxRow>>, LiveError> {
+        match self.db.backend {
+            crate::db::Backend::Sqlite => Ok(self.db.commit_step(w).await?),
+            crate::db::Backend::Postgres => {
+                let db = self.db.clone();
+                self.stored(async move { db.commit_step(w).await }).await
+            }
+        }
     }
 
     /// Forgets cached routes: called after any change to projects, deployments,
