@@ -150,6 +150,15 @@ impl Claim {
             _ => Claim::Several,
         }
     }
+
+    /// The tenants of both.
+    fn with(self, other: Claim) -> Claim {
+        match other {
+            Claim::Nobody => self,
+            Claim::One(t) => self.and(t),
+            Claim::Several => Claim::Several,
+        }
+    }
 }
 
 /// Asks that the connection whose request is being handled on this thread go on in `lane`:
@@ -174,8 +183,8 @@ pub fn prefer_for(tenant: &str, lane: Lane) {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         tenant.hash(&mut h);
         CLAIMED.set(CLAIMED.get().and(h.finish()));
-        WANTED.set(Some(lane));
     }
+    prefer(lane);
 }
 
 type BoxedConnection = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -198,8 +207,7 @@ where
     let mut conn = Connection {
         future: Box::pin(conn),
         lane: Lane::Main,
-        owner: None,
-        shared: false,
+        tenants: Claim::Nobody,
     };
     loop {
         let lane = conn.lane;
@@ -226,22 +234,16 @@ struct Connection {
     future: BoxedConnection,
     /// Where it runs.
     lane: Lane,
-    /// The tenant its requests named ([`prefer_for`]), while only one did.
-    owner: Option<u64>,
-    /// Its requests named two tenants: it stays on the main runtime.
-    shared: bool,
+    /// The tenants its requests named so far ([`prefer_for`]); once several, it stays on
+    /// the main runtime.
+    tenants: Claim,
 }
 
 impl Connection {
     /// Takes in what the requests of the poll just made said; the lane it should be on.
     fn heard(&mut self, wanted: Option<Lane>, claimed: Claim) -> Lane {
-        match (claimed, self.owner) {
-            (Claim::Nobody, _) => {}
-            (Claim::One(t), None) => self.owner = Some(t),
-            (Claim::One(t), Some(o)) if t == o => {}
-            _ => self.shared = true,
-        }
-        if self.shared {
+        self.tenants = self.tenants.with(claimed);
+        if self.tenants == Claim::Several {
             Lane::Main
         } else {
             wanted.unwrap_or(self.lane)

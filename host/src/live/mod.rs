@@ -1084,6 +1084,7 @@ impl Live {
     /// egress module: its policy, no redirects, the delivery time-out and a body cap (the
     /// answer is attacker-controlled: the channel's url is the tenant's; a message is a few
     /// KB). Errors show the URL redacted.
+    ///
     /// Runs on the main runtime (see [`Live::io_on_main`]): the egress pool's connections
     /// are shared with every tenant's deliveries.
     pub async fn fetch_text(&self, fetch: &channels::FetchText) -> Result<String, String> {
