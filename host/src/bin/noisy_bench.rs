@@ -10,9 +10,15 @@
 //! - `slow-api`: A's steps each make two api calls to a server that never answers (5 s each);
 //! - `hanging-endpoint`: A's replies go to an endpoint that accepts and never answers;
 //! - `cpu-burn`: A's steps run a JavaScript method that loops until its fuel budget;
-//! - `flood`: A's users send as fast as the server takes them.
+//! - `flood`: A's users send as fast as the server takes them;
 //!
-//! Prints B's p50/p99 per phase and the ratio to its baseline (goal: p99 within 2×).
+//! and one phase that is not an attack, the machine's floor: `idle-spin`, no tenant A, but
+//! one thread per core in the bench spinning under `SCHED_IDLE` (it gets only the time
+//! nothing else wants, so B's figure is what busy cores alone cost B on this machine).
+//!
+//! Prints B's p50/p99 per phase and the ratio to its baseline (goal: p99 within 2×): by
+//! default B alone runs first and again after each attack, and an attack's baseline is the
+//! mean of the alone phases on either side of it (`NOISY_INTERLEAVE`).
 //! Options (environment): NOISY_SECONDS (per phase, default 8), NOISY_B_USERS (4),
 //! NOISY_A_USERS (16), NOISY_B_PACE_MS (0: each B user sends its next message as soon as
 //! the reply arrives, so B alone keeps the server busy; n: at most one message per n ms per
@@ -20,11 +26,21 @@
 //! separated, e.g. `flood,cpu-burn`; default all; B alone always runs first),
 //! NOISY_A_OWN_CLIENT (0: A's and B's requests share one HTTP client, so one pool of
 //! connections carries both tenants' webhooks, as a provider's does; 1: A has a client of
-//! its own, as an attacker sending from its own machines).
+//! its own, as an attacker sending from its own machines), NOISY_A_IDLE (0; 1: A's load
+//! generator, with a client of its own, runs on threads under `SCHED_IDLE`, so that it
+//! takes only the CPU that the server and B's side leave: the closest this one machine
+//! comes to an attacker whose machines are elsewhere; A's answered messages per second
+//! show how hard it still pushes), NOISY_INTERLEAVE (1: B alone runs again after each
+//! attack, and each attack's ratio is to the mean of the two alone phases around it, so
+//! that the machine's drift during a run, which moves B alone's p99 by a quarter within
+//! minutes on this VM, moves both sides of the ratio; 0: one alone phase first, the ratio
+//! to it, as before 2026-11-26's twelfth session).
+//!
+//! For each attack it also prints A's messages answered with a 2xx per second.
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -149,7 +165,16 @@ async fn main() -> anyhow::Result<()> {
         base,
     });
     let admin = c.login("admin", PASSWORD).await?;
-    let a_client = if env_num("NOISY_A_OWN_CLIENT", 0) > 0 {
+    let a_idle = env_num("NOISY_A_IDLE", 0) > 0;
+    let interleave = env_num("NOISY_INTERLEAVE", 1) > 0;
+    // A's generator's runtime: this one, or threads under SCHED_IDLE (NOISY_A_IDLE).
+    let a_rt =
+        a_idle.then(|| botbox::priority::runtime("a-idle", botbox::priority::idle_this_thread));
+    let a_spawn = a_rt
+        .as_ref()
+        .map(|rt| rt.handle().clone())
+        .unwrap_or_else(tokio::runtime::Handle::current);
+    let a_client = if a_idle || env_num("NOISY_A_OWN_CLIENT", 0) > 0 {
         reqwest::Client::builder()
             .pool_max_idle_per_host(64)
             .build()?
@@ -169,10 +194,11 @@ async fn main() -> anyhow::Result<()> {
     sink.wait("warm", 1).await;
     let hang = hanging().await?;
     let null_sink = Sink::default().start().await?;
-    let attacks: Vec<(&str, String)> = vec![
+    let attacks: Vec<(&str, Load)> = vec![
+        ("idle-spin", Load::Spin),
         (
             "slow-api",
-            tenant(
+            Load::Hook(tenant(
                 &c,
                 &admin,
                 "a-slow",
@@ -186,15 +212,15 @@ async fn main() -> anyhow::Result<()> {
                 ),
                 &null_sink,
             )
-            .await?,
+            .await?),
         ),
         (
             "hanging-endpoint",
-            tenant(&c, &admin, "a-hang", counter_bot(), &hang).await?,
+            Load::Hook(tenant(&c, &admin, "a-hang", counter_bot(), &hang).await?),
         ),
         (
             "cpu-burn",
-            tenant(
+            Load::Hook(tenant(
                 &c,
                 &admin,
                 "a-burn",
@@ -204,11 +230,11 @@ async fn main() -> anyhow::Result<()> {
                 ),
                 &null_sink,
             )
-            .await?,
+            .await?),
         ),
         (
             "flood",
-            tenant(&c, &admin, "a-flood", counter_bot(), &null_sink).await?,
+            Load::Hook(tenant(&c, &admin, "a-flood", counter_bot(), &null_sink).await?),
         ),
     ];
 
@@ -216,30 +242,51 @@ async fn main() -> anyhow::Result<()> {
         "noisy neighbours: tenant B = {b_users} users on the counter bot (end to end: webhook → step → delivery); tenant A = {a_users} users attacking; {seconds} s per phase"
     );
     let mut phase_no = 0u64;
-    let mut baseline_p99 = None;
-    let mut run_phase = |name: &'static str, attack: Option<String>| {
+    let mut run_phase = |name: &'static str, load: Load| {
         phase_no += 1;
         let c = c.clone();
         let sink = sink.clone();
         let b_hook = b_hook.clone();
         let a_client = a_client.clone();
+        let a_spawn = a_spawn.clone();
         async move {
             let stop = Arc::new(AtomicBool::new(false));
+            let a_answered = Arc::new(AtomicU64::new(0));
             let mut attackers = Vec::new();
-            if let Some(hook) = attack {
+            let mut spinners = Vec::new();
+            if let Load::Spin = load {
+                // One thread per core that takes only the time nobody else wants.
+                for _ in 0..std::thread::available_parallelism().map_or(2, |n| n.get()) {
+                    let stop = stop.clone();
+                    spinners.push(std::thread::spawn(move || {
+                        botbox::priority::idle_this_thread();
+                        while !stop.load(Ordering::Relaxed) {
+                            std::hint::spin_loop();
+                        }
+                    }));
+                }
+            }
+            if let Load::Hook(hook) = load {
                 for u in 0..a_users {
                     let (http, hook, stop) = (a_client.clone(), hook.clone(), stop.clone());
-                    attackers.push(tokio::spawn(async move {
+                    let answered = a_answered.clone();
+                    attackers.push(a_spawn.spawn(async move {
                         while !stop.load(Ordering::Relaxed) {
                             let body = json!({"userId": format!("a{phase_no}-{u}"), "messages": [{"type": "text", "content": "hi"}]});
-                            let _ = http.post(&hook).json(&body).send().await;
+                            if let Ok(r) = http.post(&hook).json(&body).send().await
+                                && r.status().is_success()
+                            {
+                                answered.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
                     }));
                 }
                 // Let the attack take hold first.
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-            let until = Instant::now() + Duration::from_secs(seconds);
+            let a_before = a_answered.load(Ordering::Relaxed);
+            let started = Instant::now();
+            let until = started + Duration::from_secs(seconds);
             let mut users = Vec::new();
             for u in 0..b_users {
                 let (c, sink, b_hook) = (c.clone(), sink.clone(), b_hook.clone());
@@ -276,48 +323,95 @@ async fn main() -> anyhow::Result<()> {
                 lat.extend(l);
                 acked.extend(a);
             }
+            let a_rate = (a_answered.load(Ordering::Relaxed) - a_before) as f64
+                / started.elapsed().as_secs_f64();
             stop.store(true, Ordering::Relaxed);
             for a in attackers {
                 a.abort();
             }
+            // Gone before the next phase starts (they see `stop` within a spin).
+            for t in spinners {
+                let _ = t.join();
+            }
             lat.sort();
             acked.sort();
-            (
+            Phase {
                 name,
-                lat.len(),
-                percentile(&lat, 0.5),
-                percentile(&lat, 0.99),
-                percentile(&acked, 0.5),
-                percentile(&acked, 0.99),
-            )
+                replies: lat.len(),
+                p50: percentile(&lat, 0.5),
+                p99: percentile(&lat, 0.99),
+                acked_p50: percentile(&acked, 0.5),
+                acked_p99: percentile(&acked, 0.99),
+                a_rate,
+            }
         }
     };
     let only = std::env::var("NOISY_PHASES").unwrap_or_default();
     let mut rows = Vec::new();
-    rows.push(run_phase("alone", None).await);
-    for (name, hook) in attacks {
+    rows.push(run_phase("alone", Load::Alone).await);
+    for (name, load) in attacks {
         if !only.is_empty() && !only.split(',').any(|p| p.trim() == name) {
             continue;
         }
-        rows.push(run_phase(name, Some(hook)).await);
+        rows.push(run_phase(name, load).await);
+        if interleave {
+            rows.push(run_phase("alone", Load::Alone).await);
+        }
     }
-    for (name, n, p50, p99, a50, a99) in rows {
-        let base: &mut Option<Duration> = &mut baseline_p99;
-        let ratio = match base {
-            None => {
-                *base = Some(p99);
-                1.0
-            }
-            Some(b) => p99.as_secs_f64() / b.as_secs_f64(),
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    for (i, r) in rows.iter().enumerate() {
+        // The baseline: the first alone phase, or (interleaved) the mean of the alone
+        // phases just before and after this attack.
+        let base = if r.name == "alone" {
+            r.p99
+        } else if interleave {
+            (rows[i - 1].p99 + rows[i + 1].p99) / 2
+        } else {
+            rows[0].p99
+        };
+        let ratio = r.p99.as_secs_f64() / base.as_secs_f64();
+        let a = if matches!(r.name, "alone" | "idle-spin") {
+            String::new()
+        } else {
+            format!("   A answered {:>5.0}/s", r.a_rate)
         };
         println!(
-            "  {name:<17} B replies {n:>5}   p50 {:>7.1} ms   p99 {:>7.1} ms   p99 × {ratio:.2} of alone   (webhook answered: p50 {:>5.1} ms, p99 {:>5.1} ms)",
-            p50.as_secs_f64() * 1e3,
-            p99.as_secs_f64() * 1e3,
-            a50.as_secs_f64() * 1e3,
-            a99.as_secs_f64() * 1e3
+            "  {:<17} B replies {:>5}   p50 {:>7.1} ms   p99 {:>7.1} ms   p99 × {ratio:.2} of alone   (webhook answered: p50 {:>5.1} ms, p99 {:>5.1} ms){a}",
+            r.name,
+            r.replies,
+            ms(r.p50),
+            ms(r.p99),
+            ms(r.acked_p50),
+            ms(r.acked_p99),
         );
     }
     drop(server);
+    if let Some(rt) = a_rt {
+        // Dropping a runtime inside this one's context would block: let it go.
+        rt.shutdown_background();
+    }
     Ok(())
+}
+
+/// What runs beside B in a phase.
+enum Load {
+    Alone,
+    /// No tenant A: one thread per core in this process under `SCHED_IDLE`, spinning. It
+    /// takes only CPU time that nothing else wants, so what it costs B is what busy cores
+    /// cost on this machine whoever keeps them busy (wake-ups from idle, the hypervisor):
+    /// the floor under every attack's figure.
+    Spin,
+    /// Tenant A's users posting to this webhook.
+    Hook(String),
+}
+
+/// One phase's figures: B's latencies, and A's answered messages per second.
+struct Phase {
+    name: &'static str,
+    replies: usize,
+    p50: Duration,
+    p99: Duration,
+    acked_p50: Duration,
+    acked_p99: Duration,
+    a_rate: f64,
 }
