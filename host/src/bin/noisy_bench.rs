@@ -158,10 +158,13 @@ async fn main() -> anyhow::Result<()> {
     let pace = env_num("NOISY_B_PACE_MS", 0) as u64;
     let server = BenchServer::start(&[])?;
     let base = server.base.clone();
-    let c = Arc::new(Api {
-        http: reqwest::Client::builder()
+    let client = || {
+        reqwest::Client::builder()
             .pool_max_idle_per_host(64)
-            .build()?,
+            .build()
+    };
+    let c = Arc::new(Api {
+        http: client()?,
         base,
     });
     let admin = c.login("admin", PASSWORD).await?;
@@ -175,9 +178,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|rt| rt.handle().clone())
         .unwrap_or_else(tokio::runtime::Handle::current);
     let a_client = if a_idle || env_num("NOISY_A_OWN_CLIENT", 0) > 0 {
-        reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .build()?
+        client()?
     } else {
         c.http.clone()
     };
@@ -254,6 +255,7 @@ async fn main() -> anyhow::Result<()> {
             let a_answered = Arc::new(AtomicU64::new(0));
             let mut attackers = Vec::new();
             let mut spinners = Vec::new();
+            let attack = matches!(load, Load::Hook(_));
             if let Load::Spin = load {
                 // One thread per core that takes only the time nobody else wants.
                 for _ in 0..std::thread::available_parallelism().map_or(2, |n| n.get()) {
@@ -323,8 +325,10 @@ async fn main() -> anyhow::Result<()> {
                 lat.extend(l);
                 acked.extend(a);
             }
-            let a_rate = (a_answered.load(Ordering::Relaxed) - a_before) as f64
-                / started.elapsed().as_secs_f64();
+            let a_rate = attack.then(|| {
+                (a_answered.load(Ordering::Relaxed) - a_before) as f64
+                    / started.elapsed().as_secs_f64()
+            });
             stop.store(true, Ordering::Relaxed);
             for a in attackers {
                 a.abort();
@@ -370,11 +374,10 @@ async fn main() -> anyhow::Result<()> {
             rows[0].p99
         };
         let ratio = r.p99.as_secs_f64() / base.as_secs_f64();
-        let a = if matches!(r.name, "alone" | "idle-spin") {
-            String::new()
-        } else {
-            format!("   A answered {:>5.0}/s", r.a_rate)
-        };
+        let a = r
+            .a_rate
+            .map(|rate| format!("   A answered {rate:>5.0}/s"))
+            .unwrap_or_default();
         println!(
             "  {:<17} B replies {:>5}   p50 {:>7.1} ms   p99 {:>7.1} ms   p99 × {ratio:.2} of alone   (webhook answered: p50 {:>5.1} ms, p99 {:>5.1} ms){a}",
             r.name,
@@ -405,7 +408,7 @@ enum Load {
     Hook(String),
 }
 
-/// One phase's figures: B's latencies, and A's answered messages per second.
+/// One phase's figures: B's latencies, and (in an attack) A's answered messages per second.
 struct Phase {
     name: &'static str,
     replies: usize,
@@ -413,5 +416,5 @@ struct Phase {
     p99: Duration,
     acked_p50: Duration,
     acked_p99: Duration,
-    a_rate: f64,
+    a_rate: Option<f64>,
 }
