@@ -34,7 +34,8 @@
 //! attack, and each attack's ratio is to the mean of the two alone phases around it, so
 //! that the machine's drift during a run, which moves B alone's p99 by a quarter within
 //! minutes on this VM, moves both sides of the ratio; 0: one alone phase first, the ratio
-//! to it, as before 2026-11-26's twelfth session).
+//! to it, as before 2026-11-26's twelfth session), NOISY_SPINNERS (the idle-spin phase's
+//! spinning threads; default one per core: with fewer, some core stays idle).
 //!
 //! For each attack it also prints A's messages answered with a 2xx per second.
 
@@ -170,6 +171,10 @@ async fn main() -> anyhow::Result<()> {
     let admin = c.login("admin", PASSWORD).await?;
     let a_idle = env_num("NOISY_A_IDLE", 0) > 0;
     let interleave = env_num("NOISY_INTERLEAVE", 1) > 0;
+    let spinners_n = env_num(
+        "NOISY_SPINNERS",
+        std::thread::available_parallelism().map_or(2, |n| n.get()),
+    );
     // A's generator's runtime: this one, or threads under SCHED_IDLE (NOISY_A_IDLE).
     let a_rt =
         a_idle.then(|| botbox::priority::runtime("a-idle", botbox::priority::idle_this_thread));
@@ -258,7 +263,7 @@ async fn main() -> anyhow::Result<()> {
             let attack = matches!(load, Load::Hook(_));
             if let Load::Spin = load {
                 // One thread per core that takes only the time nobody else wants.
-                for _ in 0..std::thread::available_parallelism().map_or(2, |n| n.get()) {
+                for _ in 0..spinners_n {
                     let stop = stop.clone();
                     spinners.push(std::thread::spawn(move || {
                         botbox::priority::idle_this_thread();
