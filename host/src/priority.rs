@@ -5,8 +5,8 @@
 //! one tenant's work must not delay another's, the work runs on threads of lower OS
 //! priority, and the OS runs the other threads first whenever both want a core:
 //!
-//! - guests' steps on step threads at nice 10, and burning steps under `SCHED_IDLE`
-//!   ([`crate::sandbox`]'s `threads`);
+//! - guests' steps on step threads at nice 10, a tenant over its share's at nice 19, and
+//!   burning steps of every tenant under `SCHED_IDLE` ([`crate::sandbox`]'s `threads`);
 //! - the live path's async work for a tenant that sends more than its share of turns runs
 //!   (its messages wait for turns: [`crate::live`]) on the [`background`] runtime at
 //!   [`BACKGROUND_NICE`]: its receive pipeline (parse, dedupe, step; its storage and

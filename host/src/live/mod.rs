@@ -647,11 +647,17 @@ impl Live {
         T: Send + 'static,
     {
         let sandbox = self.sandbox().await?;
-        let span = tracing::info_span!("live_step", tenant = %tenant, revision = %rev.id);
-        let out =
-            crate::sandbox::spawn(call(sandbox, tenant.to_owned(), rev, effects).instrument(span))
-                .await
-                .map_err(|e| anyhow!("step task: {e}"))?;
+        // A tenant over its share starts its steps on the background lane's step threads
+        // (nice 19, no express slot), the others on the main lane's (`sandbox::threads`).
+        let lane = self.lane(tenant);
+        let span =
+            tracing::info_span!("live_step", tenant = %tenant, revision = %rev.id, lane = ?lane);
+        let out = crate::sandbox::spawn(
+            lane,
+            call(sandbox, tenant.to_owned(), rev, effects).instrument(span),
+        )
+        .await
+        .map_err(|e| anyhow!("step task: {e}"))?;
         out.map_err(|e| match e {
             SandboxError::Step(e) => LiveError::Step(e.to_string()),
             SandboxError::Internal(e) => LiveError::Internal(e),
@@ -747,12 +753,23 @@ impl Live {
         turns.get(tenant).is_some_and(|t| t.waiting(base) > 0)
     }
 
-    /// The background runtime for work over a tenant's share, else the main one.
-    pub(crate) fn runtime(&self, over_share: bool) -> tokio::runtime::Handle {
-        if over_share {
-            crate::priority::background().clone()
+    /// Where `tenant`'s live work runs now: the background lane while it is over its share
+    /// ([`Live::over_share`]), else the main one. Its steps start on that lane's step
+    /// threads (`sandbox::threads`).
+    pub(crate) fn lane(&self, tenant: &str) -> crate::priority::Lane {
+        if self.over_share(tenant) {
+            crate::priority::Lane::Background
         } else {
-            self.main.clone()
+            crate::priority::Lane::Main
+        }
+    }
+
+    /// The runtime of `lane`: the background one for work over a tenant's share, else the
+    /// main one.
+    pub(crate) fn runtime(&self, lane: crate::priority::Lane) -> tokio::runtime::Handle {
+        match lane {
+            crate::priority::Lane::Background => crate::priority::background().clone(),
+            crate::priority::Lane::Main => self.main.clone(),
         }
     }
 
@@ -1339,7 +1356,7 @@ mod turn_tests {
                 .await
                 .unwrap()
         };
-        let main_nice = nice(live.runtime(live.over_share("a"))).await;
+        let main_nice = nice(live.runtime(live.lane("a"))).await;
         // Its whole share in use, nothing waiting: not over it.
         let held: Vec<_> = (0..2)
             .map(|_| live.tenant_turn("a").now_or_never().unwrap().unwrap())
@@ -1354,14 +1371,25 @@ mod turn_tests {
         assert!(live.over_share("a"));
         assert!(!live.over_share("b"), "another tenant is not");
         assert_eq!(
-            nice(live.runtime(live.over_share("a"))).await,
+            nice(live.runtime(live.lane("a"))).await,
             crate::priority::BACKGROUND_NICE
         );
-        assert_eq!(nice(live.runtime(live.over_share("b"))).await, main_nice);
+        assert_eq!(nice(live.runtime(live.lane("b"))).await, main_nice);
+        // Its steps start on the background lane's step threads, B's on the main lane's.
+        let step_thread = |lane| async move {
+            crate::sandbox::spawn(lane, async {
+                std::thread::current().name().unwrap_or("").to_owned()
+            })
+            .await
+            .unwrap()
+        };
+        assert_eq!(step_thread(live.lane("a")).await, "botbox-step-bg");
+        assert_eq!(step_thread(live.lane("b")).await, "botbox-step");
         // The waiting message gets its turn: no longer over.
         drop(held);
         let turn = waiting.await.unwrap();
         assert!(!live.over_share("a"));
+        assert_eq!(live.lane("a"), crate::priority::Lane::Main);
         drop((turn, b));
     }
 }

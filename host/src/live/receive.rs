@@ -63,15 +63,14 @@ impl Live {
         // calls (see `Live::over_share`, `priority::prefer_for`); an unknown channel's first
         // call runs on the main one.
         let cached = self.cached_route(&channel_id);
-        let over = cached
+        let lane = cached
             .as_ref()
-            .is_some_and(|route| self.over_share(&route.owner));
-        let lane = if over { Lane::Background } else { Lane::Main };
+            .map_or(Lane::Main, |route| self.lane(&route.owner));
         match &cached {
             Some(route) => crate::priority::prefer_for(&route.owner, lane),
             None => crate::priority::prefer(lane),
         }
-        let task = self.runtime(over).spawn(
+        let task = self.runtime(lane).spawn(
             async move {
                 live.receive(cached, &channel_id, query.as_deref(), &headers, &body)
                     .await

@@ -106,8 +106,9 @@ pub struct SandboxConfig {
     /// behind every other waiting tenant; its CPU per step is bounded by its fuel.
     pub cpu_slots: usize,
     /// Slots beyond `cpu_slots` that only a fresh step may hold: one that has held slots for
-    /// less than 2 ms of wall time so far (`sched::EXPRESS_BUDGET`) (default 0; the server's
-    /// `LiveConfig` uses 1).
+    /// less than 2 ms of wall time so far (`sched::EXPRESS_BUDGET`), started on the main
+    /// lane's step threads ([`spawn`]: not a tenant over its share) (default 0; the
+    /// server's `LiveConfig` uses 1).
     ///
     /// Why: a guest yields its slot only when its thread runs, and on saturated cores a
     /// step thread (at nice 10) can wait milliseconds for a core; every other tenant's step
@@ -118,7 +119,10 @@ pub struct SandboxConfig {
     /// guest leaves the express lane after its budget, so its share of the express slots is
     /// its first 2 ms per step. Interaction: served round-robin between tenants like the
     /// regular slots; a fresh step takes an express slot first and a regular one when none
-    /// is free. A malicious tenant gets at most its round-robin turns of the express slots,
+    /// is free. A tenant over its share (its steps on the background lane) takes none: its
+    /// fresh steps, on threads at nice 19, would otherwise hold the express slot too, and
+    /// the short step of a tenant within its share waited for a guest that the OS left off
+    /// the cores. A malicious tenant gets at most its round-robin turns of the express slots,
     /// for at most 2 ms of each step, yielding every quantum while others wait; then its step
     /// moves to the burn threads (`threads.rs`, `SCHED_IDLE`), and while it has such a step
     /// in flight its new steps take no express slot at all (they queue for the regular

@@ -414,7 +414,11 @@ impl<F: Future> Future for OnCpu<'_, F> {
                         return Poll::Pending;
                     }
                 }
-                let mut acquire = this.cpu.acquire(this.tenant, fresh);
+                // A step of a tenant over its share (polled on the background lane's
+                // step threads) takes no express slot: those are for the short steps of
+                // tenants within their share, which then never wait for the flood's.
+                let express = fresh && !super::threads::in_background_lane();
+                let mut acquire = this.cpu.acquire(this.tenant, express);
                 match Pin::new(&mut acquire).poll(cx) {
                     Poll::Ready(slot) => slot,
                     Poll::Pending => {

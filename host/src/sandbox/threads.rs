@@ -1,24 +1,32 @@
-//! The threads steps run on: step threads for fresh steps, and burn threads, at the OS's
-//! lowest priority, for steps that have used their express budget.
+//! The threads steps run on: step threads for fresh steps, in two lanes, and burn threads,
+//! at the OS's lowest priority, for steps that have used their express budget.
 //!
-//! A step starts on a step thread (nice 10: the HTTP, storage and delivery work of every
-//! tenant runs first when the cores are busy). Once it has held CPU slots for
+//! A step starts on a step thread of its lane ([`spawn`]): the main lane's (nice 10,
+//! [`STEP_THREAD_NICE`]) for a tenant within its share, the background lane's (nice 19,
+//! [`OVER_SHARE_STEP_NICE`]) for a tenant over its share (`Live::over_share`: its messages
+//! wait for turns while another tenant has some in flight). Once it has held CPU slots for
 //! [`super::sched::EXPRESS_BUDGET`] (2 ms) it is *burning*, and before its next poll it
 //! moves, for good, to a burn thread (`SCHED_IDLE` on Linux: any other thread that wakes
 //! takes the core from it at once). Why: the OS divides the cores between runnable threads,
 //! not between tenants. A guest burning its fuel on a thread at nice 10 kept a core from
 //! the other tenants' short steps (same nice) and from their HTTP and storage work for the
 //! length of an OS time slice, at every wake-up; under tenant A's CPU burn, tenant B's p99
-//! was 2.1–2.6× its p99 alone. On a burn thread it only takes what nobody else wants.
+//! was 2.1–2.6× its p99 alone. On a burn thread it only takes what nobody else wants. The
+//! first 2 ms of each of A's steps still ran beside B's short steps at the same nice 10;
+//! on the background lane B's step thread is served first (B's p99 under A's CPU burn
+//! 3.3–4.7 ms against 4.2–6.7 ms with one lane, 6 runs each, README).
 //!
 //! Cost: a step that computes for more than 2 ms gets only idle CPU while the cores are
 //! saturated; its wall-clock deadline (12 s by default) still runs meanwhile, so on a
 //! server overloaded for seconds such a step can hit its deadline (its fuel, 13 ms of CPU
 //! by default, is the budget that matters on a healthy one). Moving costs one task spawn
 //! per burning step. A malicious guest gains nothing by moving: it keeps its fuel, deadline
-//! and turn in the CPU ring, on a thread the OS serves last.
+//! and turn in the CPU ring, on a thread the OS serves last. A tenant over its share gets
+//! its steps' CPU after everyone else's while the cores are busy (and all of it while they
+//! are not). Two lanes are one more idle thread per core. A single tenant's steps (never
+//! over its share: no other tenant is busy) run on the main lane, as before the lanes.
 
-use crate::priority::{idle_this_thread, nice_this_thread, runtime};
+use crate::priority::{Lane, idle_this_thread, nice_this_thread, runtime};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
@@ -26,20 +34,44 @@ use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use tokio::task::JoinHandle;
 
-/// The OS priority of the step threads against the server's other threads (nice 10, the
-/// others run at 0): when the cores are busy, the HTTP, storage and delivery work of every
-/// tenant runs first and guests get the rest, so tenants' JavaScript cannot starve the
-/// shared path through the OS scheduler (a guest alone still gets a whole core). Cost: a
-/// step's own guest work also yields to that shared work while the cores are saturated.
-/// The same as [`crate::priority::BACKGROUND_NICE`], the live work of a tenant over its share.
+/// The OS priority of the main lane's step threads against the server's other threads
+/// (nice 10, the others run at 0): when the cores are busy, the HTTP, storage and delivery
+/// work of every tenant runs first and guests get the rest, so tenants' JavaScript cannot
+/// starve the shared path through the OS scheduler (a guest alone still gets a whole core).
+/// Cost: a step's own guest work also yields to that shared work while the cores are
+/// saturated. The same as [`crate::priority::BACKGROUND_NICE`], the live work of a tenant
+/// over its share.
 const STEP_THREAD_NICE: i32 = crate::priority::BACKGROUND_NICE;
 
-/// The threads fresh steps run on, one per core, shared by every sandbox of the process
-/// (guests run under CPU slots, so more threads would only wait). Their timers serve the
-/// deadline of host calls. They run at [`STEP_THREAD_NICE`].
-fn step_threads() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| runtime("botbox-step", || nice_this_thread(STEP_THREAD_NICE)))
+/// The OS priority of the background lane's step threads (nice 19, the lowest nice value;
+/// CFS weighs it at about a seventh of nice 10): the steps of a tenant over its share run
+/// after the short steps of tenants within theirs whenever both want a core.
+const OVER_SHARE_STEP_NICE: i32 = 19;
+
+/// A lane's step threads, one per core, shared by every sandbox of the process (guests run
+/// under CPU slots, so more threads would only wait). Their timers serve the deadline of
+/// host calls. The main lane's run at [`STEP_THREAD_NICE`], the background lane's at
+/// [`OVER_SHARE_STEP_NICE`].
+fn step_threads(lane: Lane) -> &'static tokio::runtime::Runtime {
+    static MAIN: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    static BACKGROUND: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    match lane {
+        Lane::Main => {
+            MAIN.get_or_init(|| runtime("botbox-step", || nice_this_thread(STEP_THREAD_NICE)))
+        }
+        Lane::Background => BACKGROUND.get_or_init(|| {
+            runtime("botbox-step-bg", || {
+                nice_this_thread(OVER_SHARE_STEP_NICE);
+                IN_BACKGROUND_LANE.set(true);
+            })
+        }),
+    }
+}
+
+/// Whether the calling thread is one of the background lane's step threads: a step polled
+/// there is of a tenant over its share, and takes no express slot (`sched::OnCpu`).
+pub(crate) fn in_background_lane() -> bool {
+    IN_BACKGROUND_LANE.get()
 }
 
 /// The threads burning steps run on, one per core, under `SCHED_IDLE`.
@@ -49,6 +81,8 @@ fn burn_threads() -> &'static tokio::runtime::Runtime {
 }
 
 thread_local! {
+    /// Set on the background lane's step threads.
+    static IN_BACKGROUND_LANE: Cell<bool> = const { Cell::new(false) };
     /// Set while a [`Movable`] polls its step on this thread: the step may ask to move.
     static MAY_MOVE: Cell<bool> = const { Cell::new(false) };
     /// Set by a step (through [`ask_to_move`]) that wants to go to the burn threads.
@@ -68,20 +102,21 @@ pub(crate) fn ask_to_move() -> bool {
     }
 }
 
-/// Runs a sandbox future (a step) on the step threads; it moves to the burn threads when it
-/// asks to ([`ask_to_move`]). Aborting the returned handle aborts the step wherever it runs.
-pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+/// Runs a sandbox future (a step) on `lane`'s step threads; it moves to the burn threads
+/// when it asks to ([`ask_to_move`]). Aborting the returned handle aborts the step wherever
+/// it runs.
+pub fn spawn<F>(lane: Lane, future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    step_threads().spawn(Movable::Here(Box::pin(future)))
+    step_threads(lane).spawn(Movable::Here(Box::pin(future)))
 }
 
 /// Runs a sandbox future on this thread, for synchronous callers (the CLI, tests, benches).
 /// It does not move. Panics inside an async context: there, use [`spawn`].
 pub fn block_on<F: Future>(future: F) -> F::Output {
-    step_threads().block_on(future)
+    step_threads(Lane::Main).block_on(future)
 }
 
 /// A step that is polled on a step thread until it asks to move, then on a burn thread.
@@ -182,12 +217,15 @@ mod tests {
 
     #[test]
     fn a_step_that_asks_runs_on_the_burn_threads_from_then_on() {
-        let seen = block_on(spawn(Probe {
-            polls: 0,
-            ask_at: 3,
-            seen: vec![],
-            moved: false,
-        }))
+        let seen = block_on(spawn(
+            Lane::Main,
+            Probe {
+                polls: 0,
+                ask_at: 3,
+                seen: vec![],
+                moved: false,
+            },
+        ))
         .unwrap();
         assert_eq!(
             seen,
@@ -218,6 +256,30 @@ mod tests {
         assert_eq!(policy, libc::SCHED_IDLE);
     }
 
+    #[test]
+    fn a_step_starts_on_its_lanes_threads_at_its_lanes_priority() {
+        let on = |lane| {
+            block_on(spawn(lane, async {
+                (
+                    thread_name(),
+                    crate::priority::this_thread_nice(),
+                    in_background_lane(),
+                )
+            }))
+            .unwrap()
+        };
+        let main = on(Lane::Main);
+        let background = on(Lane::Background);
+        assert_eq!(main.0, "botbox-step");
+        assert_eq!(background.0, "botbox-step-bg");
+        assert!(!main.2 && background.2);
+        #[cfg(target_os = "linux")]
+        assert_eq!(
+            (main.1, background.1),
+            (STEP_THREAD_NICE, OVER_SHARE_STEP_NICE)
+        );
+    }
+
     /// A moved step still gets CPU while every core is kept busy by threads at normal
     /// priority (another process, an NLU training, argon2): on Linux `SCHED_IDLE` is the
     /// lowest weight of the fair class (about 0.3% of a core against each busy thread), not
@@ -239,7 +301,7 @@ mod tests {
             })
             .collect();
         let (tx, rx) = std::sync::mpsc::channel();
-        let _handle = spawn(async move {
+        let _handle = spawn(Lane::Background, async move {
             move_to_burn_threads().await;
             // Some guest-like work on the burn thread, then the answer.
             let mut x = 0u64;
@@ -282,7 +344,7 @@ mod tests {
         let (dropped_tx, dropped) = std::sync::mpsc::channel();
         let (tx, rx) = std::sync::mpsc::channel();
         let flag = DropFlag(dropped_tx);
-        let handle = spawn(async move {
+        let handle = spawn(Lane::Main, async move {
             let _flag = flag;
             move_to_burn_threads().await;
             tx.send(thread_name()).unwrap();
