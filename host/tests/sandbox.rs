@@ -1,5 +1,6 @@
 //! The sandbox: the same answers as the native engine, and every limit contained.
 
+use botbox::priority::Lane;
 use botbox::sandbox::effects::{EffectFuture, Effects};
 use botbox::sandbox::limits::Limits;
 use botbox::sandbox::testing::SandboxStepper;
@@ -737,9 +738,12 @@ fn a_step_waiting_on_an_api_call_holds_no_cpu_slot() {
     );
     let (fx, mut entered) = Gated::new();
     block_on(async {
-        let a = spawn(step(&sb, "a", &abuse_revision(), "api http://a/", &fx));
+        let a = spawn(
+            Lane::Main,
+            step(&sb, "a", &abuse_revision(), "api http://a/", &fx),
+        );
         assert_eq!(entered.recv().await.unwrap(), "http://a/");
-        let b = spawn(step(&sb, "b", &hello_revision(), "hi", &fx));
+        let b = spawn(Lane::Main, step(&sb, "b", &hello_revision(), "hi", &fx));
         let b = watchdog("B's step while A waits", b).await;
         assert_eq!(texts(&b.unwrap().unwrap()), vec!["hi!"]);
         assert!(!a.is_finished(), "A still waits for its api call");
@@ -763,12 +767,12 @@ fn a_tenant_over_its_step_cap_waits_and_other_tenants_do_not() {
     let (fx, mut entered) = Gated::new();
     let abuse = abuse_revision();
     block_on(async {
-        let a1 = spawn(step(&sb, "a", &abuse, "api http://a1/", &fx));
-        let a2 = spawn(step(&sb, "a", &abuse, "api http://a2/", &fx));
+        let a1 = spawn(Lane::Main, step(&sb, "a", &abuse, "api http://a1/", &fx));
+        let a2 = spawn(Lane::Main, step(&sb, "a", &abuse, "api http://a2/", &fx));
         let mut first = vec![entered.recv().await.unwrap(), entered.recv().await.unwrap()];
         first.sort();
         assert_eq!(first, ["http://a1/", "http://a2/"]);
-        let a3 = spawn(step(&sb, "a", &abuse, "api http://a3/", &fx));
+        let a3 = spawn(Lane::Main, step(&sb, "a", &abuse, "api http://a3/", &fx));
         watchdog("A's third step waiting", async {
             while sb.tenant_steps("a").waiting == 0 {
                 tokio::task::yield_now().await;
@@ -782,7 +786,7 @@ fn a_tenant_over_its_step_cap_waits_and_other_tenants_do_not() {
                 waiting: 1
             }
         );
-        let b = spawn(step(&sb, "b", &hello_revision(), "hi", &fx));
+        let b = spawn(Lane::Main, step(&sb, "b", &hello_revision(), "hi", &fx));
         let b = watchdog("B's step while A is at its cap", b).await;
         assert_eq!(texts(&b.unwrap().unwrap()), vec!["hi!"]);
         // A's third step is still waiting: it has not reached its api call.
@@ -850,10 +854,10 @@ fn a_guest_burning_cpu_yields_its_slot_to_other_tenants() {
     let (fx, mut entered) = Gated::new();
     fx.open("http://burner/");
     block_on(async {
-        let a = spawn(step(&sb, "a", &burner, "go", &fx));
+        let a = spawn(Lane::Main, step(&sb, "a", &burner, "go", &fx));
         // Past its api call, A only burns CPU.
         assert_eq!(entered.recv().await.unwrap(), "http://burner/");
-        let b = spawn(step(&sb, "b", &hello_revision(), "hi", &fx));
+        let b = spawn(Lane::Main, step(&sb, "b", &hello_revision(), "hi", &fx));
         let b = watchdog("B's step while A burns", b).await;
         assert_eq!(texts(&b.unwrap().unwrap()), vec!["hi!"]);
         assert!(!a.is_finished(), "B finished while A still burns");
