@@ -262,7 +262,8 @@ async fn main() -> anyhow::Result<()> {
             let mut spinners = Vec::new();
             let attack = matches!(load, Load::Hook(_));
             if let Load::Spin = load {
-                // One thread per core that takes only the time nobody else wants.
+                // Threads (one per core unless NOISY_SPINNERS says otherwise) that take
+                // only the time nobody else wants.
                 for _ in 0..spinners_n {
                     let stop = stop.clone();
                     spinners.push(std::thread::spawn(move || {
@@ -404,7 +405,8 @@ async fn main() -> anyhow::Result<()> {
 /// What runs beside B in a phase.
 enum Load {
     Alone,
-    /// No tenant A: one thread per core in this process under `SCHED_IDLE`, spinning. It
+    /// No tenant A: `NOISY_SPINNERS` threads (one per core by default) in this process under
+    /// `SCHED_IDLE`, spinning. It
     /// takes only CPU time that nothing else wants, so what it costs B is what busy cores
     /// cost on this machine whoever keeps them busy (wake-ups from idle, the hypervisor):
     /// the floor under every attack's figure.

@@ -541,6 +541,34 @@ mod tests {
         order
     }
 
+    /// A fresh step polled on the background lane's step threads (its tenant is over its
+    /// share) takes no express slot: with the regular slot held it waits, where the same
+    /// step on the main lane runs at once in the express slot.
+    #[test]
+    fn a_fresh_step_on_the_background_lane_takes_no_express_slot() {
+        use crate::priority::Lane;
+        use crate::sandbox::threads::{block_on, spawn};
+        let runs_at_once = |lane| {
+            block_on(spawn(lane, async {
+                let cpu = Cpu::new(1, 1);
+                let (holder, a) = (tenant("holder"), tenant("a"));
+                let _regular = taken(&cpu, &holder, false, "the regular slot is free");
+                let clock = StepClock::start();
+                let step = std::pin::pin!(async {});
+                poll(&mut OnCpu::new(&cpu, &a, &clock, step)).is_ready()
+            }))
+            .unwrap()
+        };
+        assert!(
+            runs_at_once(Lane::Main),
+            "the main lane's step took no express slot"
+        );
+        assert!(
+            !runs_at_once(Lane::Background),
+            "the background lane's step took the express slot"
+        );
+    }
+
     #[test]
     fn a_tenant_that_arrives_while_a_busy_tenant_runs_is_served_before_its_next_step() {
         let cpu = Cpu::new(1, 0);

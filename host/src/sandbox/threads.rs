@@ -301,7 +301,7 @@ mod tests {
             })
             .collect();
         let (tx, rx) = std::sync::mpsc::channel();
-        let _handle = spawn(Lane::Background, async move {
+        let _handle = spawn(Lane::Main, async move {
             move_to_burn_threads().await;
             // Some guest-like work on the burn thread, then the answer.
             let mut x = 0u64;
