@@ -11,7 +11,8 @@
 //!   (its messages wait for turns: [`crate::live`]) on the [`background`] runtime at
 //!   [`BACKGROUND_NICE`]: its receive pipeline (parse, dedupe, step; its storage and
 //!   provider calls go back to the main runtime: `Live::io_on_main`) and the connections
-//!   that bring its webhooks, while they bring no other tenant's.
+//!   that bring its webhooks (a connection that also brings other tenants' only from the
+//!   moment its webhook is routed until it is answered).
 //!
 //! Everything else (other connections, the project API, deliveries, storage I/O, the
 //! committer and the SQLite writer thread) runs at nice 0. Threads inherit their creator's
@@ -173,10 +174,11 @@ pub fn prefer(lane: Lane) {
 }
 
 /// [`prefer`], for a request that belongs to `tenant` (a webhook of one of its channels).
-/// A connection that has carried requests of two tenants stays on the main runtime for the
-/// rest of its life, whatever its requests ask: a provider's connection brings many
-/// tenants' webhooks, and one parked in the background after a tenant over its share would
-/// read the next tenant's request there, behind the first one's work.
+/// A connection that has carried requests of two tenants is shared (a provider's
+/// connection brings many tenants' webhooks): it follows each request's wish only while
+/// that request is being handled, and goes back to the main runtime as soon as it has none
+/// in hand ([`hopping`]), so that the next tenant's request is read there, not behind the
+/// first one's work.
 pub fn prefer_for(tenant: &str, lane: Lane) {
     if POLLING.get().is_some() {
         use std::hash::{Hash, Hasher};
@@ -185,6 +187,50 @@ pub fn prefer_for(tenant: &str, lane: Lane) {
         CLAIMED.set(CLAIMED.get().and(h.finish()));
     }
     prefer(lane);
+}
+
+/// [`prefer_for`] (or [`prefer`] without a tenant), then, if that moves the connection
+/// being polled, lets it move before going on: what the request does next (reading its
+/// body, parsing it, answering) runs on `lane`'s threads. Costs one yield when it moves,
+/// nothing otherwise; outside a connection's poll it is [`prefer`]'s no-op.
+pub async fn go_to(tenant: Option<&str>, lane: Lane) {
+    match tenant {
+        Some(t) => prefer_for(t, lane),
+        None => prefer(lane),
+    }
+    if POLLING.get().is_some_and(|on| on != lane) {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The requests a connection has in hand: [`hopping`] sends a shared connection back to
+/// the main runtime when there are none. Each request's future is wrapped in [`track`]
+/// (`InFlight::track`) by whoever creates it.
+#[derive(Clone, Default)]
+pub struct InFlight(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    /// `request`, counted in from now until it ends or is dropped.
+    pub fn track<F: Future>(&self, request: F) -> impl Future<Output = F::Output> + use<F> {
+        use std::sync::atomic::Ordering;
+        struct Counted(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        self.0.fetch_add(1, Ordering::AcqRel);
+        let counted = Counted(self.0.clone());
+        async move {
+            let out = request.await;
+            drop(counted);
+            out
+        }
+    }
+
+    fn busy(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire) > 0
+    }
 }
 
 type BoxedConnection = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -197,10 +243,11 @@ type BoxedConnection = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// with its connections, and every other tenant's requests queue behind them (tokio runs
 /// tasks in order, without priorities). Cost: a move is one task spawned on the other
 /// runtime (a cross-thread wake-up); a connection that keeps to one lane never moves.
-/// A connection that carried two tenants' requests stays on the main runtime.
-/// Cancelling the returned future (dropping its task) cancels the connection wherever it
-/// runs.
-pub async fn hopping<F>(conn: F)
+/// A connection that carried two tenants' requests is shared: it follows a request's wish
+/// only while `requests` counts some request in hand, and otherwise waits on the main
+/// runtime (two moves per request that asks for the background). Cancelling the returned
+/// future (dropping its task) cancels the connection wherever it runs.
+pub async fn hopping<F>(conn: F, requests: InFlight)
 where
     F: Future<Output = ()> + Send + 'static,
 {
@@ -208,6 +255,7 @@ where
         future: Box::pin(conn),
         lane: Lane::Main,
         tenants: Claim::Nobody,
+        requests,
     };
     loop {
         let lane = conn.lane;
@@ -234,16 +282,18 @@ struct Connection {
     future: BoxedConnection,
     /// Where it runs.
     lane: Lane,
-    /// The tenants its requests named so far ([`prefer_for`]); once several, it stays on
-    /// the main runtime.
+    /// The tenants its requests named so far ([`prefer_for`]); once several, it is shared.
     tenants: Claim,
+    /// Its requests in hand.
+    requests: InFlight,
 }
 
 impl Connection {
     /// Takes in what the requests of the poll just made said; the lane it should be on.
+    /// A shared connection with no request in hand goes back to the main runtime.
     fn heard(&mut self, wanted: Option<Lane>, claimed: Claim) -> Lane {
         self.tenants = self.tenants.with(claimed);
-        if self.tenants == Claim::Several {
+        if self.tenants == Claim::Several && !self.requests.busy() {
             Lane::Main
         } else {
             wanted.unwrap_or(self.lane)
@@ -365,24 +415,27 @@ mod tests {
     async fn tenants_probe(polls: Vec<Vec<(Option<&'static str>, Lane)>>) -> Vec<Lane> {
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let log = seen.clone();
-        hopping(async move {
-            for wishes in polls {
-                log.lock().unwrap().push(lane_of_this_thread());
-                for (tenant, lane) in wishes {
-                    match tenant {
-                        Some(t) => prefer_for(t, lane),
-                        None => prefer(lane),
+        hopping(
+            async move {
+                for wishes in polls {
+                    log.lock().unwrap().push(lane_of_this_thread());
+                    for (tenant, lane) in wishes {
+                        match tenant {
+                            Some(t) => prefer_for(t, lane),
+                            None => prefer(lane),
+                        }
                     }
+                    tokio::task::yield_now().await;
                 }
-                tokio::task::yield_now().await;
-            }
-        })
+            },
+            InFlight::default(),
+        )
         .await;
         std::mem::take(&mut *seen.lock().unwrap())
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn a_connection_that_carried_two_tenants_stays_on_the_main_runtime() {
+    async fn a_connection_that_carried_two_tenants_waits_on_the_main_runtime() {
         use Lane::*;
         let a = |lane| vec![(Some("tenant-a"), lane)];
         // One tenant's connection follows its wishes, whatever it asks; a request that names
@@ -401,7 +454,8 @@ mod tests {
             seen,
             vec![Main, Background, Background, Main, Background, Background]
         );
-        // Another tenant's request on it: back to the main runtime, and there for good.
+        // Another tenant's request on it: back to the main runtime, and there while it has
+        // no request in hand (these polls have none; see the next test for those).
         let seen = tokio::spawn(tenants_probe(vec![
             a(Background),
             vec![(Some("tenant-b"), Main)],
@@ -424,6 +478,51 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(seen, vec![Main, Main, Main]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_shared_connection_follows_the_request_in_hand_and_waits_on_the_main_runtime() {
+        use Lane::*;
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let note = move || log.lock().unwrap().push(lane_of_this_thread());
+        let requests = InFlight::default();
+        let in_hand = requests.clone();
+        tokio::spawn(hopping(
+            async move {
+                // Tenant a's request, then tenant b's: the connection is shared.
+                in_hand
+                    .track(async {
+                        prefer_for("tenant-a", Main);
+                        tokio::task::yield_now().await;
+                    })
+                    .await;
+                in_hand
+                    .track(async {
+                        note();
+                        // b is over its share: the rest of its request runs there...
+                        go_to(Some("tenant-b"), Background).await;
+                        note();
+                        tokio::task::yield_now().await;
+                        note();
+                    })
+                    .await;
+                // ...and once it has been answered, the connection waits on main.
+                tokio::task::yield_now().await;
+                note();
+                // A wish made with no request in hand moves nothing.
+                go_to(Some("tenant-b"), Background).await;
+                tokio::task::yield_now().await;
+                note();
+            },
+            requests,
+        ))
+        .await
+        .unwrap();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![Main, Background, Background, Main, Main]
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]

@@ -131,9 +131,9 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
 
 /// Accepts connections and serves each in a task of its own, on the lane its requests ask
 /// for ([`crate::priority::hopping`]): the project API on the main runtime, a webhook of a
-/// tenant over its share on the background runtime ([`crate::live::Live::over_share`]),
-/// unless the connection has carried another tenant's webhooks too (then it stays on the
-/// main runtime once it has read that one). Requests carry their peer's address (`ConnectInfo<SocketAddr>`), as `axum::serve` gives.
+/// tenant over its share on the background runtime ([`crate::live::Live::over_share`]);
+/// a connection that has carried several tenants' webhooks goes there only while it
+/// handles such a webhook, and waits for the next request on the main runtime. Requests carry their peer's address (`ConnectInfo<SocketAddr>`), as `axum::serve` gives.
 async fn serve_connections<S>(listener: tokio::net::TcpListener, service: S) -> Result<()>
 where
     S: tower::Service<
@@ -145,7 +145,7 @@ where
         + 'static,
     S::Future: Send,
 {
-    use crate::priority::{Lane, hopping, prefer};
+    use crate::priority::{InFlight, Lane, hopping, prefer};
     use hyper_util::rt::{TokioExecutor, TokioIo};
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -161,6 +161,8 @@ where
             }
         };
         let service = service.clone();
+        let requests = InFlight::default();
+        let in_hand = requests.clone();
         let hyper_service =
             hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let mut req = req.map(axum::body::Body::new);
@@ -168,17 +170,20 @@ where
                     .insert(axum::extract::ConnectInfo(peer));
                 // Every request runs on the main runtime unless its handler asks otherwise.
                 prefer(Lane::Main);
-                service.clone().oneshot(req)
+                in_hand.track(service.clone().oneshot(req))
             });
-        tokio::spawn(hopping(async move {
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if let Err(e) = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), hyper_service)
-                .await
-            {
-                tracing::trace!(error = %e, "connection ended");
-            }
-        }));
+        tokio::spawn(hopping(
+            async move {
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                if let Err(e) = builder
+                    .serve_connection_with_upgrades(TokioIo::new(stream), hyper_service)
+                    .await
+                {
+                    tracing::trace!(error = %e, "connection ended");
+                }
+            },
+            requests,
+        ));
     }
 }
 

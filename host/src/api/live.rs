@@ -6,7 +6,7 @@ use crate::live::{LiveError, Receipt, console_session};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use runtime_core::session::{Message, Session};
 use serde::{Deserialize, Serialize};
@@ -43,18 +43,27 @@ impl From<LiveError> for ApiError {
 }
 
 /// A provider's call: the receive pipeline runs it, detached from this connection
-/// ([`crate::live::Live::receive`]); this only turns its receipt into a response.
+/// ([`crate::live::Live::receive`]); this only turns its receipt into a response. The body
+/// is read after the call has gone to its lane ([`crate::live::Live::arrival`]).
 async fn webhook(
     State(app): State<App>,
     Path(channel_id): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    request: axum::extract::Request,
 ) -> ApiResult<Response> {
-    let query = uri.query().map(str::to_owned);
+    use axum::extract::FromRequest;
+    let lane = app.live.arrival(&channel_id).await;
+    let (parts, body) = request.into_parts();
+    let query = parts.uri.query().map(str::to_owned);
+    let headers = parts.headers.clone();
+    // A body over the limit gets the extractor's own answer (413), as before.
+    let body =
+        match Bytes::from_request(axum::extract::Request::from_parts(parts, body), &app).await {
+            Ok(body) => body,
+            Err(rejection) => return Ok(rejection.into_response()),
+        };
     match app
         .live
-        .receive_detached(channel_id, query, headers, body)
+        .receive_detached(lane, channel_id, query, headers, body)
         .await
     {
         Receipt::Done { .. } => Ok(Json(json!({"status": "ok"})).into_response()),

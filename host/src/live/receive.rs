@@ -47,10 +47,26 @@ pub enum Receipt {
 }
 
 impl Live {
-    /// Runs [`Live::receive`] in a task of its own and waits for its receipt: dropping the
-    /// returned future (the client went away) leaves the task running to the end.
+    /// Where a webhook call for `channel_id` runs, and the channel's route if it is known:
+    /// a known channel's tenant over its share on the background runtime, and so does the
+    /// connection that brings the call, from here to its answer (see `Live::over_share`,
+    /// `priority::go_to`); an unknown channel's first call on the main one. Call it before
+    /// reading the call's body, so that the reading moves too.
+    pub async fn arrival(&self, channel_id: &str) -> (Option<super::Route>, Lane) {
+        let cached = self.cached_route(channel_id);
+        let lane = cached
+            .as_ref()
+            .map_or(Lane::Main, |route| self.lane(&route.owner));
+        crate::priority::go_to(cached.as_ref().map(|r| r.owner.as_str()), lane).await;
+        (cached, lane)
+    }
+
+    /// Runs [`Live::receive`] in a task of its own on `lane` (from [`Live::arrival`], with
+    /// the route it gave) and waits for its receipt: dropping the returned future (the
+    /// client went away) leaves the task running to the end.
     pub async fn receive_detached(
         self: &Arc<Self>,
+        (cached, lane): (Option<super::Route>, Lane),
         channel_id: String,
         query: Option<String>,
         headers: http::HeaderMap,
@@ -58,18 +74,6 @@ impl Live {
     ) -> Receipt {
         let live = self.clone();
         let span = tracing::info_span!("receive", channel = %channel_id);
-        // A known channel's tenant over its share runs on the background runtime, and so
-        // does the connection that brought the call unless it has carried another tenant's
-        // calls (see `Live::over_share`, `priority::prefer_for`); an unknown channel's first
-        // call runs on the main one.
-        let cached = self.cached_route(&channel_id);
-        let lane = cached
-            .as_ref()
-            .map_or(Lane::Main, |route| self.lane(&route.owner));
-        match &cached {
-            Some(route) => crate::priority::prefer_for(&route.owner, lane),
-            None => crate::priority::prefer(lane),
-        }
         let task = self.runtime(lane).spawn(
             async move {
                 live.receive(cached, &channel_id, query.as_deref(), &headers, &body)
