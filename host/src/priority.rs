@@ -165,7 +165,8 @@ impl Claim {
 /// Asks that the connection whose request is being handled on this thread go on in `lane`:
 /// once its poll returns (the handler waits for something), [`hopping`] moves it there, so
 /// that the rest of this request and the reading of the next one run on that lane's
-/// threads. The last call of a poll wins. Outside a connection's poll (a task of its own,
+/// threads (a shared connection reads the next one on the main runtime: [`prefer_for`]).
+/// The last call of a poll wins. Outside a connection's poll (a task of its own,
 /// an HTTP/2 stream) it does nothing.
 pub fn prefer(lane: Lane) {
     if POLLING.get().is_some() {
@@ -190,9 +191,11 @@ pub fn prefer_for(tenant: &str, lane: Lane) {
 }
 
 /// [`prefer_for`] (or [`prefer`] without a tenant), then, if that moves the connection
-/// being polled, lets it move before going on: what the request does next (reading its
-/// body, parsing it, answering) runs on `lane`'s threads. Costs one yield when it moves,
-/// nothing otherwise; outside a connection's poll it is [`prefer`]'s no-op.
+/// being polled, lets it move before going on: what the request does next (taking its
+/// body, parsing it, answering) runs on `lane`'s threads. Costs one yield whenever the
+/// connection is polled on another lane than `lane` (also when it then stays, as a shared
+/// connection with no request in hand does), nothing otherwise; outside a connection's
+/// poll it is [`prefer`]'s no-op.
 pub async fn go_to(tenant: Option<&str>, lane: Lane) {
     match tenant {
         Some(t) => prefer_for(t, lane),

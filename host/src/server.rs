@@ -195,3 +195,51 @@ fn is_connection_error(e: &std::io::Error) -> bool {
         ConnectionRefused | ConnectionAborted | ConnectionReset
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::priority::{Lane, go_to, in_background};
+
+    /// Through the real accept loop: one keep-alive connection carries tenant a's request,
+    /// then tenant b's, which asks for the background (b over its share), then a request
+    /// that asks for nothing. The connection is shared from b's request on: b's request
+    /// goes on in the background once it asks, and the next request is read on the main
+    /// runtime again. Fails if the accept loop stops counting requests in hand (the shared
+    /// connection then never leaves the main runtime).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_shared_connection_follows_each_request_through_the_accept_loop() {
+        let service = tower::service_fn(|req: axum::extract::Request| async move {
+            let read_in_background = in_background();
+            let path = req.uri().path().to_owned();
+            match path.as_str() {
+                "/a" => go_to(Some("tenant-a"), Lane::Main).await,
+                "/b" => go_to(Some("tenant-b"), Lane::Background).await,
+                _ => {}
+            }
+            let body = format!("{read_in_background} {}", in_background());
+            Ok::<_, std::convert::Infallible>(axum::response::Response::new(body.into()))
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(super::serve_connections(listener, service));
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .build()
+            .unwrap();
+        let mut seen = Vec::new();
+        for path in ["/a", "/b", "/c", "/b"] {
+            let answer = client
+                .get(format!("http://{addr}{path}"))
+                .send()
+                .await
+                .unwrap();
+            seen.push(answer.text().await.unwrap());
+        }
+        server.abort();
+        // (read in the background, handled in the background after its wish)
+        assert_eq!(
+            seen,
+            vec!["false false", "false true", "false false", "false true"]
+        );
+    }
+}

@@ -44,7 +44,7 @@ impl From<LiveError> for ApiError {
 
 /// A provider's call: the receive pipeline runs it, detached from this connection
 /// ([`crate::live::Live::receive`]); this only turns its receipt into a response. The body
-/// is read after the call has gone to its lane ([`crate::live::Live::arrival`]).
+/// is taken after the call has gone to its lane ([`crate::live::Live::arrival`]).
 async fn webhook(
     State(app): State<App>,
     Path(channel_id): Path<String>,

@@ -51,7 +51,9 @@ impl Live {
     /// a known channel's tenant over its share on the background runtime, and so does the
     /// connection that brings the call, from here to its answer (see `Live::over_share`,
     /// `priority::go_to`); an unknown channel's first call on the main one. Call it before
-    /// reading the call's body, so that the reading moves too.
+    /// taking the call's body: taking it, whatever hyper has not read yet (a body longer
+    /// than what came with the headers), the rest of the handler and the answer then run
+    /// on that lane. What came with the headers was read where the connection was.
     pub async fn arrival(&self, channel_id: &str) -> (Option<super::Route>, Lane) {
         let cached = self.cached_route(channel_id);
         let lane = cached
