@@ -133,7 +133,8 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
 /// for ([`crate::priority::hopping`]): the project API on the main runtime, a webhook of a
 /// tenant over its share on the background runtime ([`crate::live::Live::over_share`]);
 /// a connection that has carried several tenants' webhooks goes there only while it
-/// handles such a webhook, and waits for the next request on the main runtime. Requests carry their peer's address (`ConnectInfo<SocketAddr>`), as `axum::serve` gives.
+/// handles such a webhook, and waits for the next request on the main runtime. Requests
+/// carry their peer's address (`ConnectInfo<SocketAddr>`), as `axum::serve` gives.
 async fn serve_connections<S>(listener: tokio::net::TcpListener, service: S) -> Result<()>
 where
     S: tower::Service<
@@ -202,9 +203,9 @@ mod tests {
 
     /// Through the real accept loop: one keep-alive connection carries tenant a's request,
     /// then tenant b's, which asks for the background (b over its share), then a request
-    /// that asks for nothing. The connection is shared from b's request on: b's request
-    /// goes on in the background once it asks, and the next request is read on the main
-    /// runtime again. Fails if the accept loop stops counting requests in hand (the shared
+    /// that asks for nothing, then b's again. The connection is shared from b's request
+    /// on: each of b's requests goes on in the background once it asks, and each request
+    /// is read on the main runtime. Fails if the accept loop stops counting requests in hand (the shared
     /// connection then never leaves the main runtime).
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_shared_connection_follows_each_request_through_the_accept_loop() {
