@@ -5,7 +5,7 @@
 //! one tenant's work must not delay another's, the work runs on threads of lower OS
 //! priority, and the OS runs the other threads first whenever both want a core:
 //!
-//! - guests' steps on step threads at nice 10, a tenant over its share's at nice 19, and
+//! - guests' steps on step threads at nice 10, and a tenant over its share's steps and the
 //!   burning steps of every tenant under `SCHED_IDLE` ([`crate::sandbox`]'s `threads`);
 //! - the live path's async work for a tenant that sends more than its share of turns runs
 //!   (its messages wait for turns: [`crate::live`]) on the [`background`] runtime at

@@ -648,7 +648,7 @@ impl Live {
     {
         let sandbox = self.sandbox().await?;
         // A tenant over its share starts its steps on the background lane's step threads
-        // (nice 19, no express slot), the others on the main lane's (`sandbox::threads`).
+        // (`SCHED_IDLE`, no express slot), the others on the main lane's (`sandbox::threads`).
         let lane = self.lane(tenant);
         let span =
             tracing::info_span!("live_step", tenant = %tenant, revision = %rev.id, lane = ?lane);

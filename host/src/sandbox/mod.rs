@@ -120,7 +120,7 @@ pub struct SandboxConfig {
     /// its first 2 ms per step. Interaction: served round-robin between tenants like the
     /// regular slots; a fresh step takes an express slot first and a regular one when none
     /// is free. A tenant over its share (its steps on the background lane) takes none: its
-    /// fresh steps, on threads at nice 19, would otherwise hold the express slot too, and
+    /// fresh steps, on threads under `SCHED_IDLE`, would otherwise hold the express slot too, and
     /// the short step of a tenant within its share waited for a guest that the OS left off
     /// the cores. A malicious tenant gets at most its round-robin turns of the express slots,
     /// for at most 2 ms of each step, yielding every quantum while others wait; then its step

@@ -2,19 +2,23 @@
 //! at the OS's lowest priority, for steps that have used their express budget.
 //!
 //! A step starts on a step thread of its lane ([`spawn`]): the main lane's (nice 10,
-//! [`STEP_THREAD_NICE`]) for a tenant within its share, the background lane's (nice 19,
-//! [`OVER_SHARE_STEP_NICE`]) for a tenant over its share (`Live::over_share`: its messages
-//! wait for turns while another tenant has some in flight). Once it has held CPU slots for
-//! [`super::sched::EXPRESS_BUDGET`] (2 ms) it is *burning*, and before its next poll it
-//! moves, for good, to a burn thread (`SCHED_IDLE` on Linux: any other thread that wakes
-//! takes the core from it at once). Why: the OS divides the cores between runnable threads,
-//! not between tenants. A guest burning its fuel on a thread at nice 10 kept a core from
-//! the other tenants' short steps (same nice) and from their HTTP and storage work for the
-//! length of an OS time slice, at every wake-up; under tenant A's CPU burn, tenant B's p99
-//! was 2.1–2.6× its p99 alone. On a burn thread it only takes what nobody else wants. The
-//! first 2 ms of each of A's steps still ran beside B's short steps at the same nice 10;
-//! on the background lane B's step thread is served first (B's p99 under A's CPU burn
-//! 3.3–4.7 ms against 4.2–6.7 ms with one lane, 6 runs each, README).
+//! [`STEP_THREAD_NICE`]) for a tenant within its share, the background lane's
+//! (`SCHED_IDLE`, like the burn threads) for a tenant over its share (`Live::over_share`:
+//! its messages wait for turns while another tenant has some in flight). Once it has held
+//! CPU slots for [`super::sched::EXPRESS_BUDGET`] (2 ms) it is *burning*, and before its
+//! next poll it moves, for good, to a burn thread (`SCHED_IDLE` on Linux: any other thread
+//! that wakes takes the core from it at once). Why: the OS divides the cores between
+//! runnable threads, not between tenants. A guest burning its fuel on a thread at nice 10
+//! kept a core from the other tenants' short steps (same nice) and from their HTTP and
+//! storage work for the length of an OS time slice, at every wake-up; under tenant A's CPU
+//! burn, tenant B's p99 was 2.1–2.6× its p99 alone. On a burn thread it only takes what
+//! nobody else wants. The first 2 ms of each of A's steps still ran beside B's short steps
+//! at the same nice 10; with the background lane at nice 19, B's step thread was served
+//! first but A's still took its weight's share of the cores (B's p99 under A's CPU burn
+//! 3.3–4.7 ms against 4.2–6.7 ms with one lane, 6 runs each, README), and under
+//! `SCHED_IDLE` A's over-share steps take only what nobody else wants from their first
+//! instruction (2.0–2.8 ms against 3.7–4.4 ms at nice 19, 4 runs each, the fifteenth
+//! session in the README).
 //!
 //! Cost: a step that computes for more than 2 ms gets only idle CPU while the cores are
 //! saturated; its wall-clock deadline (12 s by default) still runs meanwhile, so on a
@@ -23,7 +27,11 @@
 //! per burning step. A malicious guest gains nothing by moving: it keeps its fuel, deadline
 //! and turn in the CPU ring, on a thread the OS serves last. A tenant over its share gets
 //! its steps' CPU after everyone else's while the cores are busy (and all of it while they
-//! are not). Two lanes are one more idle thread per core. A single tenant's steps (never
+//! are not); while the cores are saturated by other tenants' work for longer than its
+//! deadline, its steps fail with a time-out instead of running slowly (`SCHED_IDLE` is
+//! still the lowest weight of the fair class, not a class that waits for idle cores: see
+//! the test `a_background_lane_step_runs_while_every_core_is_busy`). Two lanes are one
+//! more idle thread per core. A single tenant's steps (never
 //! over its share: no other tenant is busy) run on the main lane, as before the lanes.
 
 use crate::priority::{Lane, idle_this_thread, nice_this_thread, runtime};
@@ -40,18 +48,13 @@ use tokio::task::JoinHandle;
 /// starve the shared path through the OS scheduler (a guest alone still gets a whole core).
 /// Cost: a step's own guest work also yields to that shared work while the cores are
 /// saturated. The same as [`crate::priority::BACKGROUND_NICE`], the live work of a tenant
-/// over its share.
+/// over its share; that tenant's own steps run under `SCHED_IDLE` (the background lane).
 const STEP_THREAD_NICE: i32 = crate::priority::BACKGROUND_NICE;
-
-/// The OS priority of the background lane's step threads (nice 19, the lowest nice value;
-/// CFS weighs it at about a seventh of nice 10): the steps of a tenant over its share run
-/// after the short steps of tenants within theirs whenever both want a core.
-const OVER_SHARE_STEP_NICE: i32 = 19;
 
 /// A lane's step threads, one per core, shared by every sandbox of the process (guests run
 /// under CPU slots, so more threads would only wait). Their timers serve the deadline of
-/// host calls. The main lane's run at [`STEP_THREAD_NICE`], the background lane's at
-/// [`OVER_SHARE_STEP_NICE`].
+/// host calls. The main lane's run at [`STEP_THREAD_NICE`], the background lane's under
+/// `SCHED_IDLE` (nice 19 where that fails).
 fn step_threads(lane: Lane) -> &'static tokio::runtime::Runtime {
     static MAIN: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     static BACKGROUND: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
@@ -61,7 +64,7 @@ fn step_threads(lane: Lane) -> &'static tokio::runtime::Runtime {
         }
         Lane::Background => BACKGROUND.get_or_init(|| {
             runtime("botbox-step-bg", || {
-                nice_this_thread(OVER_SHARE_STEP_NICE);
+                idle_this_thread();
                 IN_BACKGROUND_LANE.set(true);
             })
         }),
@@ -245,14 +248,17 @@ mod tests {
         assert!(seen.iter().all(|t| !t.starts_with("botbox-burn")));
     }
 
+    /// The calling thread's scheduling policy (Linux).
+    #[cfg(target_os = "linux")]
+    fn policy() -> i32 {
+        // SAFETY: reads this thread's own policy.
+        unsafe { libc::sched_getscheduler(0) }
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn burn_threads_run_under_sched_idle() {
-        let policy = block_on(burn_threads().spawn(async {
-            // SAFETY: reads this thread's own policy.
-            unsafe { libc::sched_getscheduler(0) }
-        }))
-        .unwrap();
+        let policy = block_on(burn_threads().spawn(async { policy() })).unwrap();
         assert_eq!(policy, libc::SCHED_IDLE);
     }
 
@@ -264,6 +270,8 @@ mod tests {
                     thread_name(),
                     crate::priority::this_thread_nice(),
                     in_background_lane(),
+                    #[cfg(target_os = "linux")]
+                    policy(),
                 )
             }))
             .unwrap()
@@ -274,19 +282,15 @@ mod tests {
         assert_eq!(background.0, "botbox-step-bg");
         assert!(!main.2 && background.2);
         #[cfg(target_os = "linux")]
-        assert_eq!(
-            (main.1, background.1),
-            (STEP_THREAD_NICE, OVER_SHARE_STEP_NICE)
-        );
+        {
+            assert_eq!((main.1, main.3), (STEP_THREAD_NICE, libc::SCHED_OTHER));
+            assert_eq!(background.3, libc::SCHED_IDLE);
+        }
     }
 
-    /// A moved step still gets CPU while every core is kept busy by threads at normal
-    /// priority (another process, an NLU training, argon2): on Linux `SCHED_IDLE` is the
-    /// lowest weight of the fair class (about 0.3% of a core against each busy thread), not
-    /// a class that waits for idle cores, so a burning step, which holds its CPU slot, always
-    /// ends. A policy that starved it would stall every step waiting for that slot.
-    #[test]
-    fn a_moved_step_runs_while_every_core_is_busy() {
+    /// Runs `step` (which sends where it ran) while one thread per core spins at normal
+    /// priority, and returns where it ran; panics if it got no CPU in 30 s.
+    fn runs_while_every_core_is_busy(step: impl FnOnce(std::sync::mpsc::Sender<String>)) -> String {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicBool, Ordering};
         let stop = Arc::new(AtomicBool::new(false));
@@ -301,22 +305,52 @@ mod tests {
             })
             .collect();
         let (tx, rx) = std::sync::mpsc::channel();
-        let _handle = spawn(Lane::Main, async move {
-            move_to_burn_threads().await;
-            // Some guest-like work on the burn thread, then the answer.
-            let mut x = 0u64;
-            for i in 0..100_000u64 {
-                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
-            }
-            tx.send((thread_name(), x)).unwrap();
-        });
+        step(tx);
         let got = rx.recv_timeout(std::time::Duration::from_secs(30));
         stop.store(true, Ordering::Relaxed);
         for s in spinners {
             s.join().unwrap();
         }
-        let (at, _) = got.expect("the moved step got no CPU in 30 s while the cores were busy");
+        got.expect("the step got no CPU in 30 s while the cores were busy")
+    }
+
+    /// Some guest-like work.
+    fn guest_like_work() -> u64 {
+        let mut x = 0u64;
+        for i in 0..100_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        x
+    }
+
+    /// A moved step still gets CPU while every core is kept busy by threads at normal
+    /// priority (another process, an NLU training, argon2): on Linux `SCHED_IDLE` is the
+    /// lowest weight of the fair class (about 0.3% of a core against each busy thread), not
+    /// a class that waits for idle cores, so a burning step, which holds its CPU slot, always
+    /// ends. A policy that starved it would stall every step waiting for that slot.
+    #[test]
+    fn a_moved_step_runs_while_every_core_is_busy() {
+        let at = runs_while_every_core_is_busy(|tx| {
+            spawn(Lane::Main, async move {
+                move_to_burn_threads().await;
+                guest_like_work();
+                tx.send(thread_name()).unwrap();
+            });
+        });
         assert_eq!(at, "botbox-burn");
+    }
+
+    /// The same for a step of a tenant over its share, which runs under `SCHED_IDLE` from
+    /// its first poll: it holds a regular CPU slot while it runs, so it must end too.
+    #[test]
+    fn a_background_lane_step_runs_while_every_core_is_busy() {
+        let at = runs_while_every_core_is_busy(|tx| {
+            spawn(Lane::Background, async move {
+                guest_like_work();
+                tx.send(thread_name()).unwrap();
+            });
+        });
+        assert_eq!(at, "botbox-step-bg");
     }
 
     /// Asks to move, and goes on from its next poll (on a burn thread, under [`spawn`]).
