@@ -205,8 +205,8 @@ mod tests {
     /// then tenant b's, which asks for the background (b over its share), then a request
     /// that asks for nothing, then b's again. The connection is shared from b's request
     /// on: each of b's requests goes on in the background once it asks, and each request
-    /// is read on the main runtime. Fails if the accept loop stops counting requests in hand (the shared
-    /// connection then never leaves the main runtime).
+    /// is read on the main runtime. Fails if the accept loop stops counting requests in
+    /// hand (the shared connection then never leaves the main runtime).
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_shared_connection_follows_each_request_through_the_accept_loop() {
         let service = tower::service_fn(|req: axum::extract::Request| async move {

@@ -31,8 +31,8 @@
 //! deadline, its steps fail with a time-out instead of running slowly (`SCHED_IDLE` is
 //! still the lowest weight of the fair class, not a class that waits for idle cores: see
 //! the test `a_background_lane_step_runs_while_every_core_is_busy`). Two lanes are one
-//! more idle thread per core. A single tenant's steps (never
-//! over its share: no other tenant is busy) run on the main lane, as before the lanes.
+//! more idle thread per core. A single tenant's steps (never over its share: no other
+//! tenant is busy) run on the main lane, as before the lanes.
 
 use crate::priority::{Lane, idle_this_thread, nice_this_thread, runtime};
 use std::cell::Cell;
