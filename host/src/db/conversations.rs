@@ -170,10 +170,60 @@ impl CommitQueue {
 
 #[derive(Default)]
 struct QueueState {
-    jobs: Vec<(StepWrite, tokio::sync::oneshot::Sender<Committed>)>,
+    jobs: Vec<Job>,
+    /// Groups formed of main-lane steps alone while background steps waited, since the
+    /// last group that took background steps ([`next_group`]).
+    passed_over: usize,
     /// Outbox rows delivered and not yet recorded as sent ([`Db::outbox_sent_soon`]).
     sent: Vec<String>,
+    /// A timer will ask for the `sent` ids to be recorded ([`SENT_DELAY`]).
+    sent_timer: bool,
+    /// The timer fired: the committer records the `sent` ids even with no step to ride with.
+    sent_due: bool,
     committer: bool,
+    /// Per group committed, its steps' lanes (true: background), for tests.
+    #[cfg(test)]
+    groups: Vec<Vec<bool>>,
+}
+
+/// A step queued for a group commit: its writes, who waits for the outcome, and whether it
+/// was queued from the background runtime (a tenant over its share: [`crate::priority`]).
+struct Job {
+    write: StepWrite,
+    reply: tokio::sync::oneshot::Sender<Committed>,
+    background: bool,
+}
+
+/// The steps of the next group commit, taken out of `jobs` (in arrival order within a lane).
+/// While a main-lane step waits, the group is main-lane steps alone: a tenant within its
+/// share commits in a small group of its own, not in one with the many steps of a tenant
+/// over its share, and a step never waits for more than the group being written when it
+/// came and its own. Background steps go into the groups that follow, up to [`GROUP_MAX`]
+/// in arrival order. So that a steady stream of main-lane steps cannot hold them back for
+/// ever, after [`PASSED_OVER_MAX`] main-only groups in a row the next group is formed in
+/// arrival order whatever the lanes. `passed_over` counts those groups.
+fn next_group(jobs: &mut Vec<Job>, passed_over: &mut usize) -> Vec<Job> {
+    let any_main = jobs.iter().any(|j| !j.background);
+    let any_background = jobs.iter().any(|j| j.background);
+    if any_main && any_background && *passed_over < PASSED_OVER_MAX {
+        *passed_over += 1;
+        let mut group = Vec::new();
+        let mut rest = Vec::with_capacity(jobs.len());
+        for j in jobs.drain(..) {
+            if !j.background && group.len() < GROUP_MAX {
+                group.push(j);
+            } else {
+                rest.push(j);
+            }
+        }
+        *jobs = rest;
+        return group;
+    }
+    let group: Vec<Job> = jobs.drain(..jobs.len().min(GROUP_MAX)).collect();
+    if group.iter().any(|j| j.background) {
+        *passed_over = 0;
+    }
+    group
 }
 
 impl std::fmt::Debug for CommitQueue {
@@ -194,6 +244,25 @@ pub const SCHEDULE_FORMAT: i64 = 1;
 
 /// Steps committed together at most.
 const GROUP_MAX: usize = 64;
+
+/// Main-lane groups that may go before waiting background steps in a row (8; see
+/// [`next_group`]). Default cost: a background step waits for at most 8 more transactions
+/// than it would in arrival order (on SQLite, a few milliseconds). Lower, a tenant within
+/// its share more often finds its step in a group with the steps of one over its share;
+/// higher, the one over its share waits longer when others commit without a pause. What
+/// a malicious tenant can do with it: nothing; being within its share only ever puts its
+/// steps first, and its share is bounded (`LiveConfig::messages_per_tenant`).
+const PASSED_OVER_MAX: usize = 8;
+
+/// How long delivered rows may wait to be recorded as sent (50 ms) when no step comes to
+/// take them into its group commit ([`Db::outbox_sent_soon`]); past [`SENT_MAX`] ids they
+/// are recorded at once. Under a tenant's flood, recording each delivery as soon as it was
+/// made had been half of the SQLite writer's transactions, and every tenant's commit had
+/// waited behind them. Cost: a row stays `pending` in the database up to this long after
+/// its delivery; a process that stops in that time sends it again after its lease (as it
+/// already did for a stop between a delivery and its record). Nothing a tenant does
+/// changes it.
+const SENT_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Delivered outbox rows recorded as sent in one statement at most (256).
 const SENT_MAX: usize = 256;
@@ -550,7 +619,11 @@ impl Db {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let start = {
             let mut q = queue.state.lock().unwrap();
-            q.jobs.push((w, tx));
+            q.jobs.push(Job {
+                write: w,
+                reply: tx,
+                background: crate::priority::in_background(),
+            });
             !std::mem::replace(&mut q.committer, true)
         };
         if start {
@@ -563,33 +636,53 @@ impl Db {
     }
 
     /// Records delivered outbox rows as sent, soon. On SQLite the ids ride in the next group
-    /// commit's transaction (or one of their own when no step is queued), so that recording
-    /// deliveries does not take the single write turn between two groups of steps: under a
-    /// tenant's flood it had taken it as often as the steps did, and every tenant's commit
-    /// waited behind it. Returns once the ids are queued; a failure is logged, and the rows
-    /// stay pending, to be sent again after their lease (as when a process stops between a
-    /// delivery and its record). On PostgreSQL, recorded at once.
+    /// commit's transaction, or get one of their own when no step comes within
+    /// [`SENT_DELAY`] or [`SENT_MAX`] ids are waiting, so that recording deliveries does not
+    /// take the single write turn between two groups of steps: under a tenant's flood it had
+    /// taken it as often as the steps did, and every tenant's commit waited behind it.
+    /// Returns once the ids are queued; a failure is logged, and the rows stay pending, to
+    /// be sent again after their lease (as when a process stops between a delivery and its
+    /// record). On PostgreSQL, recorded at once.
     pub async fn outbox_sent_soon(&self, ids: Vec<String>) -> DbResult<()> {
         let Some(queue) = &self.commits else {
             return self.outbox_sent(&ids).await;
         };
-        let start = {
+        let (start, timer) = {
             let mut q = queue.state.lock().unwrap();
             q.sent.extend(ids);
-            !std::mem::replace(&mut q.committer, true)
+            let timer = !std::mem::replace(&mut q.sent_timer, true);
+            let start = q.sent.len() >= SENT_MAX && !std::mem::replace(&mut q.committer, true);
+            (start, timer)
         };
         if start {
             queue.start(self);
         }
+        if timer {
+            let (db, queue) = (self.clone(), queue.clone());
+            queue.runtime.clone().spawn(async move {
+                tokio::time::sleep(SENT_DELAY).await;
+                let start = {
+                    let mut q = queue.state.lock().unwrap();
+                    q.sent_timer = false;
+                    // Taken by a group meanwhile, or due now.
+                    q.sent_due = !q.sent.is_empty();
+                    q.sent_due && !std::mem::replace(&mut q.committer, true)
+                };
+                if start {
+                    queue.start(&db);
+                }
+            });
+        }
         Ok(())
     }
 
-    /// Commits queued steps, a group of up to [`GROUP_MAX`] per transaction, in arrival
-    /// order, until the queue is empty; each group's transaction also records every
-    /// delivery queued by [`Self::outbox_sent_soon`] so far (in [`SENT_MAX`] chunks; after a
-    /// stall that may be thousands of ids, the same work that separate transactions did).
-    /// The transactions run on the SQLite writer thread ([`super::writer`]); this task
-    /// holds the write turn meanwhile.
+    /// Commits queued steps, a group of up to [`GROUP_MAX`] per transaction, main-lane steps
+    /// first ([`next_group`]), until no step is queued; each group's transaction also
+    /// records every delivery queued by [`Self::outbox_sent_soon`] so far (in [`SENT_MAX`]
+    /// chunks; after a stall that may be thousands of ids, the same work that separate
+    /// transactions did). Deliveries with no step to ride with get a transaction of their
+    /// own once due ([`SENT_DELAY`], [`SENT_MAX`]). The transactions run on the SQLite writer
+    /// thread ([`super::writer`]); this task holds the write turn meanwhile.
     async fn commit_queued(self, queue: std::sync::Arc<CommitQueue>) {
         #[cfg(test)]
         queue
@@ -601,16 +694,23 @@ impl Db {
             let _turn = self.write_turn().await;
             let (jobs, sent): (Vec<_>, Vec<_>) = {
                 let mut q = queue.state.lock().unwrap();
-                if q.jobs.is_empty() && q.sent.is_empty() {
-                    // Under the lock: a step queued after this sees no committer and starts one.
+                let sent_due = !q.sent.is_empty() && (q.sent_due || q.sent.len() >= SENT_MAX);
+                if q.jobs.is_empty() && !sent_due {
+                    // Under the lock: a step queued after this sees no committer and starts
+                    // one, and ids left here have a timer that does.
                     q.committer = false;
                     return;
                 }
-                let n = q.jobs.len().min(GROUP_MAX);
+                q.sent_due = false;
+                let st = &mut *q;
+                let jobs = next_group(&mut st.jobs, &mut st.passed_over);
+                #[cfg(test)]
+                q.groups.push(jobs.iter().map(|j| j.background).collect());
                 // All of them: ids queued before a step are recorded by the time it commits.
-                (q.jobs.drain(..n).collect(), std::mem::take(&mut q.sent))
+                (jobs, std::mem::take(&mut q.sent))
             };
-            let (writes, replies): (Vec<_>, Vec<_>) = jobs.into_iter().unzip();
+            let (writes, replies): (Vec<_>, Vec<_>) =
+                jobs.into_iter().map(|j| (j.write, j.reply)).unzip();
             let results = queue.writer.commit(writes, sent).await;
             for (reply, result) in replies.into_iter().zip(results) {
                 let _ = reply.send(result);
@@ -1047,6 +1147,130 @@ mod tests {
 
     /// A caller whose HTTP client went away is dropped while its group's transaction runs:
     /// the other steps of the group still get their outcome, and its own is committed too.
+    fn job(i: usize, background: bool) -> Job {
+        Job {
+            write: write(i),
+            reply: tokio::sync::oneshot::channel().0,
+            background,
+        }
+    }
+
+    fn sessions(group: &[Job]) -> Vec<String> {
+        group.iter().map(|j| j.write.session_id.clone()).collect()
+    }
+
+    /// While a main-lane step waits, the next group is main-lane steps alone, in arrival
+    /// order; the background steps, still in theirs, form the group after.
+    #[test]
+    fn main_lane_steps_form_a_group_of_their_own_first() {
+        let mut jobs: Vec<Job> = [true, true, false, true, false]
+            .into_iter()
+            .enumerate()
+            .map(|(i, bg)| job(i, bg))
+            .collect();
+        let mut passed_over = 0;
+        let first = next_group(&mut jobs, &mut passed_over);
+        assert_eq!(sessions(&first), ["s2", "s4"]);
+        assert_eq!(passed_over, 1);
+        let second = next_group(&mut jobs, &mut passed_over);
+        assert_eq!(sessions(&second), ["s0", "s1", "s3"]);
+        assert_eq!(passed_over, 0, "background steps were committed");
+        assert!(jobs.is_empty());
+    }
+
+    /// A steady stream of main-lane steps passes a waiting background step over at most
+    /// PASSED_OVER_MAX times in a row; then a group in arrival order takes it.
+    #[test]
+    fn background_steps_are_passed_over_a_bounded_number_of_times() {
+        let mut jobs = vec![job(0, true)];
+        let mut passed_over = 0;
+        let mut groups = 0;
+        loop {
+            jobs.push(job(groups + 1, false));
+            let group = next_group(&mut jobs, &mut passed_over);
+            groups += 1;
+            if group.iter().any(|j| j.background) {
+                assert_eq!(sessions(&group)[0], "s0", "arrival order");
+                break;
+            }
+            assert!(groups <= PASSED_OVER_MAX, "passed over {groups} times");
+        }
+        assert_eq!(groups, PASSED_OVER_MAX + 1);
+    }
+
+    /// Either way a group holds at most GROUP_MAX steps.
+    #[test]
+    fn a_group_holds_at_most_group_max_steps() {
+        let mut jobs: Vec<Job> = (0..GROUP_MAX + 5).map(|i| job(i, i == 0)).collect();
+        let mut passed_over = 0;
+        assert_eq!(next_group(&mut jobs, &mut passed_over).len(), GROUP_MAX);
+        assert_eq!(jobs.len(), 5, "the rest wait");
+        assert!(jobs[0].background, "the background step, first of the rest");
+        let mut jobs: Vec<Job> = (0..GROUP_MAX + 5).map(|i| job(i, true)).collect();
+        assert_eq!(next_group(&mut jobs, &mut passed_over).len(), GROUP_MAX);
+        assert_eq!(jobs.len(), 5);
+    }
+
+    /// Through the committer: background steps queued first (a tenant over its share) and a
+    /// main-lane step queued after them while the write turn was busy; the main-lane step
+    /// is committed first, in a group of its own, and every step is stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_main_lane_step_is_committed_before_background_steps_queued_earlier() {
+        let (_dir, db) = super::super::test_sqlite().await;
+        let queue = db.commits.clone().expect("SQLite commits in groups");
+        let turn = db.write_turn().await;
+        let mut waiting = Vec::new();
+        for i in 0..3 {
+            let d = db.clone();
+            waiting.push(
+                crate::priority::background().spawn(async move { d.commit_step(write(i)).await }),
+            );
+            while queue.state.lock().unwrap().jobs.len() < i + 1 {
+                tokio::task::yield_now().await;
+            }
+        }
+        let d = db.clone();
+        waiting.push(tokio::spawn(async move { d.commit_step(write(3)).await }));
+        while queue.state.lock().unwrap().jobs.len() < 4 {
+            tokio::task::yield_now().await;
+        }
+        drop(turn);
+        for w in waiting {
+            assert!(w.await.unwrap().unwrap().is_some(), "stored");
+        }
+        let groups = queue.state.lock().unwrap().groups.clone();
+        assert_eq!(groups, [vec![false], vec![true, true, true]]);
+    }
+
+    /// Delivery records with no step to ride with wait (SENT_DELAY) rather than take the
+    /// write turn at once, unless SENT_MAX of them are waiting; either way they are written.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn delivery_records_alone_wait_unless_many() {
+        let (_dir, db) = super::super::test_sqlite().await;
+        let queue = db.commits.clone().expect("SQLite commits in groups");
+        let mut w = write(1);
+        w.outbox
+            .push(("https://example.com/0".into(), "[]".into(), "{}".into()));
+        let rows = db.commit_step(w).await.unwrap().unwrap();
+        // The turn held, a committer that started would stay (waiting for it).
+        let turn = db.write_turn().await;
+        db.outbox_sent_soon(vec![rows[0].id.clone()]).await.unwrap();
+        let committer = |q: &CommitQueue| q.state.lock().unwrap().committer;
+        assert!(
+            !committer(&queue),
+            "one record started a transaction at once"
+        );
+        let many: Vec<String> = (0..SENT_MAX).map(|i| format!("none-{i}")).collect();
+        db.outbox_sent_soon(many).await.unwrap();
+        assert!(committer(&queue), "SENT_MAX records waited");
+        drop(turn);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while db.outbox_rows("c").await.unwrap()[0].status != "sent" {
+            assert!(std::time::Instant::now() < deadline, "never recorded");
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// (When the first caller led the group itself, dropping it rolled the group back and
     /// the others failed with "worker crashed".)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
