@@ -1145,8 +1145,6 @@ mod tests {
         assert_eq!(ids(db.due_outbox(100, 8, 2, &busy).await.unwrap()), ["r3"]);
     }
 
-    /// A caller whose HTTP client went away is dropped while its group's transaction runs:
-    /// the other steps of the group still get their outcome, and its own is committed too.
     fn job(i: usize, background: bool) -> Job {
         Job {
             write: write(i),
@@ -1271,6 +1269,8 @@ mod tests {
         }
     }
 
+    /// A caller whose HTTP client went away is dropped while its group's transaction runs:
+    /// the other steps of the group still get their outcome, and its own is committed too.
     /// (When the first caller led the group itself, dropping it rolled the group back and
     /// the others failed with "worker crashed".)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
