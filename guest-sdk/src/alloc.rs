@@ -1,7 +1,7 @@
 //! The guest's allocator: free lists of small blocks in front of a general allocator.
 //!
-//! A profile of the pizza bot in the sandbox showed a quarter of the guest's time in
-//! allocation: the engine, serde_json and boa make many small, short-lived allocations, and a
+//! With a general allocator alone, the pizza bot in the sandbox spends a quarter of the
+//! guest's time in allocation: the engine, serde_json and boa make many small, short-lived allocations, and a
 //! general allocator (dlmalloc, or talc) spends tens of wasm instructions on each. Blocks of
 //! up to [`MAX_SMALL`] bytes are therefore served from per-size-class free lists (a push or a
 //! pop: a handful of instructions); bigger blocks go to the inner allocator.

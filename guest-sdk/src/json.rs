@@ -1,7 +1,7 @@
 //! A JSON writer for serde, for the guest's output (a step's report and session).
 //!
-//! serde_json escapes strings one byte at a time; in wasm under fuel metering that loop was
-//! the largest single item of a step's profile (about a seventh of the guest's time). This
+//! serde_json escapes strings one byte at a time; in wasm under fuel metering that loop would
+//! be the largest single item of a step's profile (about a seventh of the guest's time). This
 //! writer checks eight bytes at a time for anything to escape and copies clean runs whole.
 //! Its output is the JSON serde_json writes (same escapes, `itoa` integers, `zmij` floats,
 //! `null` for non-finite floats); `tests` compare the two.

@@ -10,7 +10,7 @@ fn examples_dir() -> PathBuf {
 }
 
 /// A bot file with its `$include(…)`s expanded, as the CLI pushes it (reference §1.2; the
-/// CLI's own reader, with positions for its messages, is host/src/cli/bot.rs, which this
+/// CLI's own reader, with positions for its messages, is host/cli/src/bot.rs, which this
 /// crate cannot use).
 fn read_bot(path: &Path, depth: usize) -> Json {
     assert!(depth < 8, "{}: includes nested too deep", path.display());

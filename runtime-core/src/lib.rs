@@ -11,6 +11,7 @@ pub mod expr;
 pub mod host;
 pub mod interp;
 pub mod model;
+pub mod regex;
 pub mod session;
 pub mod source;
 pub mod value;

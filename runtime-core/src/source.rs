@@ -124,7 +124,7 @@ pub fn read_yaml_bounded(text: &str) -> Result<Json, String> {
 /// Reads YAML in two passes. yaml-rust2's events first, without recursion: they give the
 /// positions, and the nesting is checked there, because libyaml (under serde_yaml) spends
 /// time proportional to the depth on every token of a flow collection: `[[[[…` 100,000
-/// deep took it a minute. serde_yaml then builds the value (its scalars are the ones bots
+/// deep takes it a minute. serde_yaml then builds the value (its scalars are the ones bots
 /// were written for) within the depth and value budget.
 fn read_yaml(text: &str) -> Result<(Json, PositionMap), Problem> {
     let problem =

@@ -9,7 +9,7 @@ use serde_json::{Map, Value as Json};
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
-use crate::expr::RegexLit;
+use crate::regex::RegexLit;
 
 /// A JavaScript value as the fast evaluator sees it.
 #[derive(Debug, Clone)]

@@ -346,7 +346,7 @@ fn no_matching_flow_changes_only_the_timestamp() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Issue 14: real Kata bots run unmodified.
+// Real Kata bots run unmodified.
 
 /// The fallback flow of the official samples: one state that is both initial and end, with an
 /// action and a fallback self-transition; and a small one-shot flow opened by a command.

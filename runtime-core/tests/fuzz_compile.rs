@@ -1,11 +1,11 @@
-//! Fuzzing the bot pipeline (issue 12): generated bot documents — valid-looking ones built
+//! Fuzzing the bot pipeline: generated bot documents — valid-looking ones built
 //! from the language's own keys and expression pieces, and arbitrary YAML text — go through
 //! parse, validate and compile; what compiles is serialised, read back and run for a few
 //! messages. No input may panic, and a compiled bot survives its round trip unchanged.
 //!
 //! `cargo test -p runtime-core --test fuzz_compile` runs a bounded number of cases (seconds);
 //! `BOTBOX_FUZZ_CASES=50000 cargo test --release -p runtime-core --test fuzz_compile` runs a
-//! long campaign (README, "Security model", has the last figures).
+//! long campaign (docs/performance.md has the figures).
 
 use proptest::prelude::*;
 use runtime_core::session::{Message, Session};

@@ -1,4 +1,4 @@
-//! Hostile bots (issue 12): inputs of any size or shape are refused with a problem that
+//! Hostile bots: inputs of any size or shape are refused with a problem that
 //! names the limit and the place, or accepted; they never overflow a stack or take
 //! quadratic time.
 //!

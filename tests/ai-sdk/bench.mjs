@@ -1,4 +1,4 @@
-// The agent API's benchmark (issue 15): on the pizza bot, time to first chunk (p50/p99; the
+// The agent API's benchmark: on the pizza bot, time to first chunk (p50/p99; the
 // `start` chunk, and the first reply chunk) and runs per second with 16 and 64 concurrent
 // conversations; then the server's memory per idle open stream with 2,000 streams open on
 // one run held in flight by an api call that never answers.

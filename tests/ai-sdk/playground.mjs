@@ -1,4 +1,4 @@
-// The playground page in a real browser (issue 15): headless Chromium (Debian's `chromium`,
+// The playground page in a real browser: headless Chromium (Debian's `chromium`,
 // CHROMIUM_BIN to override) driven by playwright-core. Paste the agent key, type "menu", see
 // the bot's reply and its buttons, click "Tea", see the next reply. A screenshot is saved as
 // artifacts/playground.png.

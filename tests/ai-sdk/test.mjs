@@ -1,4 +1,4 @@
-// A real client against a real server (issue 15): the published AI SDK, ai 5.0.0 and the
+// A real client against a real server: the published AI SDK, ai 5.0.0 and the
 // latest 6.x, drives botbox's /v1 agent API. Starts `botbox serve` (BOTBOX_BIN, default
 // ../../target/debug/botbox) on a fresh data folder, deploys the buttons example
 // (bot.json, converted from examples/buttons/bot.yml), creates an agent key, then:

@@ -154,8 +154,8 @@ pub(crate) struct Selected {
 }
 
 impl Step<'_, '_> {
-    /// A random (version 4) UUID, written out directly: `format!` with five hex fields was a
-    /// visible share of a step in the sandbox. One host call seeds the step's ids; each id is
+    /// A random (version 4) UUID, written out directly: `format!` with five hex fields would be
+    /// a visible share of a step in the sandbox. One host call seeds the step's ids; each id is
     /// then two SplitMix64 outputs (ids need to be unique, not secret).
     pub fn uuid(&mut self) -> String {
         let state = match self.ids {

@@ -480,7 +480,8 @@ impl Parser<'_> {
     /// The operator next and its right operand, whose operators bind at least `r`.
     #[inline(never)]
     fn binary(&mut self, (lhs, lh): (Expr, u32), r: u8) -> Result<(Expr, u32), ParseError> {
-        // Noted before the next token is read: the old parser stopped at this one.
+        // Noted before the next token is read: parsing stopped at the first construct
+        // outside the subset would stop at this one.
         if let Tok::Foreign(f) = self.tok {
             self.outside(format!("'{f}'"));
         }
@@ -530,7 +531,8 @@ impl Parser<'_> {
     fn prefixed(&mut self, op: UnOp, js: bool) -> Result<(Expr, u32), ParseError> {
         let tok = self.bump()?;
         if let (true, Tok::Foreign(f)) = (js, tok) {
-            // Noted after the next token is read, as the old parser read it.
+            // Noted after the next token is read, as parsing stopped at the first construct
+            // outside the subset would read it.
             self.outside(format!("'{f}'"));
         }
         self.depth += 1;

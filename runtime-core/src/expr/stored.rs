@@ -277,7 +277,8 @@ impl<'de> Visitor<'de> for ExprVisitor {
 }
 
 /// The nested form, as `#[derive(Deserialize)]` on [`Expr`] read it. Its depth is bounded by
-/// the reader's own recursion limit (128 for serde_json), which the old form hit first.
+/// the reader's own recursion limit (128 for serde_json), which it reaches before
+/// [`MAX_DEPTH`].
 #[derive(Deserialize)]
 enum Legacy {
     Undefined,

@@ -1,0 +1,1210 @@
+//! Cases and tasks over HTTP: thin handlers over [`botbox_service::cases`].
+//!
+//! - `/v1` with a workspace key (`sk-ws-`): Cases, tasks, review, outputs, callback
+//!   endpoints and inbound hooks of the key's workspace; every id of another workspace
+//!   answers 404. Two `/v1` routes take no key: `POST /v1/hooks/{hookId}` (authenticated
+//!   by its Standard Webhooks signature) and `GET /v1/artifacts/{id}` (by its URL's
+//!   signature and expiry).
+//! - the project API with a user's token (the CLI): a project's Cases and their tasks,
+//!   under the project's permissions.
+
+use super::v1::KeyCtx;
+use super::{ApiError, ApiResult, App, Body, Caller, project_for, query_pairs};
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use botbox_service::agent::keys::KeyKind;
+use botbox_service::agent::{Problem, V1Result};
+use botbox_service::auth::{Action, Resource};
+use botbox_service::cases::webhooks::{self, EVENT_TYPES, VerifyError, show_secret};
+use botbox_service::cases::worker::CaseError;
+use botbox_service::cases::{self, CaseSpec, Decision};
+use botbox_store::{CaseRow, EndpointRow, EnvironmentRow, HookRow, TaskRow, now_ms};
+use serde_json::{Map, Value as Json, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn v1_routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(v1_create_case, v1_list_cases))
+        .routes(routes!(v1_get_case, v1_put_case, v1_delete_case))
+        .routes(routes!(v1_create_task, v1_list_tasks))
+        .routes(routes!(v1_get_task))
+        .routes(routes!(v1_task_outputs))
+        .routes(routes!(v1_review_task))
+        .routes(routes!(v1_create_endpoint, v1_list_endpoints))
+        .routes(routes!(v1_get_endpoint, v1_delete_endpoint))
+        .routes(routes!(v1_rotate_endpoint))
+        .routes(routes!(v1_enable_endpoint))
+        .routes(routes!(v1_endpoint_messages))
+        .routes(routes!(v1_create_hook, v1_list_hooks))
+        .routes(routes!(receive_hook, v1_delete_hook))
+        .routes(routes!(get_artifact))
+}
+
+pub fn project_routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(create_case, list_cases))
+        .routes(routes!(get_case, delete_case))
+        .routes(routes!(create_task, list_project_tasks))
+        .routes(routes!(get_task))
+        .routes(routes!(task_outputs))
+        .routes(routes!(review_task))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+impl From<CaseError> for ApiError {
+    fn from(e: CaseError) -> Self {
+        match e {
+            CaseError::Invalid(p) => ApiError::bad(botbox_service::cases::worker::summary(&p)),
+            CaseError::NotFound(m) => ApiError::NotFound(m),
+            CaseError::InvalidTransition { current, detail } => {
+                ApiError::Conflict(format!("{detail} (current status: {current})"))
+            }
+            CaseError::Conflict(m) => ApiError::Conflict(m),
+            CaseError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared logic: Case documents and views
+
+/// A Case document: `name`, the environment (`environmentId`, or for the project API
+/// `environment` by name), the rest is the [`CaseSpec`].
+fn split_case(doc: &Json) -> Result<(String, Option<String>, Option<String>, CaseSpec), CaseError> {
+    let Some(obj) = doc.as_object() else {
+        return Err(CaseError::Invalid(vec![(
+            String::new(),
+            "the Case must be a JSON object".into(),
+        )]));
+    };
+    let mut rest: Map<String, Json> = obj.clone();
+    let mut problems = Vec::new();
+    let name = match rest.remove("name") {
+        Some(Json::String(n)) => {
+            if let Err(e) = cases::check_case_name(&n) {
+                problems.push(("/name".to_owned(), e));
+            }
+            n
+        }
+        _ => {
+            problems.push(("/name".to_owned(), "a Case needs a name (a string)".into()));
+            String::new()
+        }
+    };
+    let env_id = rest
+        .remove("environmentId")
+        .and_then(|v| v.as_str().map(str::to_owned));
+    let env_name = rest
+        .remove("environment")
+        .and_then(|v| v.as_str().map(str::to_owned));
+    for k in ["id", "createdAt", "updatedAt", "projectId"] {
+        rest.remove(k);
+    }
+    match CaseSpec::from_json(&Json::Object(rest)) {
+        Ok(spec) if problems.is_empty() => Ok((name, env_id, env_name, spec)),
+        Ok(_) => Err(CaseError::Invalid(problems)),
+        Err(mut p) => {
+            problems.append(&mut p);
+            Err(CaseError::Invalid(problems))
+        }
+    }
+}
+
+fn case_view(c: &CaseRow) -> Json {
+    let mut v = serde_json::from_str::<Json>(&c.spec).unwrap_or_else(|_| json!({}));
+    let o = v.as_object_mut().expect("a stored spec is an object");
+    o.insert("id".into(), json!(c.id));
+    o.insert("name".into(), json!(c.name));
+    o.insert("projectId".into(), json!(c.project_id));
+    o.insert("environmentId".into(), json!(c.environment_id));
+    o.insert(
+        "createdAt".into(),
+        json!(botbox_service::agent::iso_ms(c.created_at)),
+    );
+    o.insert(
+        "updatedAt".into(),
+        json!(botbox_service::agent::iso_ms(c.updated_at)),
+    );
+    v
+}
+
+/// Stores a new Case (or replaces `existing`) of `workspace` bound to `env`.
+async fn save_case(
+    app: &App,
+    workspace: &str,
+    env: &EnvironmentRow,
+    name: String,
+    spec: &CaseSpec,
+    by: &str,
+    existing: Option<&CaseRow>,
+) -> Result<CaseRow, CaseError> {
+    let now = now_ms();
+    let row = CaseRow {
+        id: existing.map_or_else(
+            || botbox_service::agent::new_prefixed(cases::CASE_PREFIX),
+            |c| c.id.clone(),
+        ),
+        workspace_id: workspace.to_owned(),
+        project_id: env.project_id.clone(),
+        environment_id: env.id.clone(),
+        name,
+        spec: serde_json::to_string(spec).map_err(|e| CaseError::Internal(e.into()))?,
+        created_by: existing.map_or_else(|| by.to_owned(), |c| c.created_by.clone()),
+        created_at: existing.map_or(now, |c| c.created_at),
+        updated_at: now,
+    };
+    let r = match existing {
+        None => app.db.insert_case(&row).await,
+        Some(_) => app.db.update_case(&row).await.map(|_| ()),
+    };
+    match r {
+        Ok(()) => Ok(row),
+        Err(botbox_store::DbError::Conflict) => Err(CaseError::Invalid(vec![(
+            "/name".into(),
+            format!("this workspace already has a Case named \"{}\"", row.name),
+        )])),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The body's `inputs` for a new task.
+fn inputs_of(body: &Json) -> Result<Json, CaseError> {
+    match body.get("inputs") {
+        Some(i) => Ok(i.clone()),
+        None if body.is_object() => Ok(json!({})),
+        None => Err(CaseError::Invalid(vec![(
+            String::new(),
+            "the body must be {\"inputs\": {...}}".into(),
+        )])),
+    }
+}
+
+/// A review body: `{decision, comment?, outputs?}`.
+fn review_of(body: &Json) -> Result<(Decision, Option<String>, Option<Json>), CaseError> {
+    let decision = body
+        .get("decision")
+        .and_then(Json::as_str)
+        .and_then(Decision::parse)
+        .ok_or_else(|| {
+            CaseError::Invalid(vec![(
+                "/decision".into(),
+                "must be \"approve\", \"reject\" or \"changes\"".into(),
+            )])
+        })?;
+    let comment = match body.get("comment") {
+        None | Some(Json::Null) => None,
+        Some(Json::String(s)) if s.len() <= 16 << 10 => Some(s.clone()),
+        Some(_) => {
+            return Err(CaseError::Invalid(vec![(
+                "/comment".into(),
+                "must be a string of at most 16 KiB".into(),
+            )]));
+        }
+    };
+    Ok((decision, comment, body.get("outputs").cloned()))
+}
+
+fn outputs_view(t: &TaskRow) -> Json {
+    t.outputs
+        .as_deref()
+        .and_then(|o| serde_json::from_str(o).ok())
+        .unwrap_or_else(|| json!({}))
+}
+
+// ---------------------------------------------------------------------------------------------
+// /v1: Cases and tasks (workspace key)
+
+fn workspace(key: &KeyCtx) -> V1Result<&str> {
+    match key.kind {
+        KeyKind::Workspace => Ok(&key.key.scope),
+        KeyKind::Agent => Err(Problem::forbidden(
+            "Cases, tasks and webhooks need a workspace key (sk-ws-…); an agent key only chats.",
+        )),
+    }
+}
+
+fn key_name(key: &KeyCtx) -> String {
+    format!("key {} ({})", key.key.name, key.key.hint)
+}
+
+fn json_body(bytes: &[u8]) -> V1Result<Json> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| Problem::invalid(format!("The body is not valid JSON: {e}")))
+}
+
+fn base(app: &App) -> &str {
+    &app.config.public_url
+}
+
+/// The environment `id` if its project belongs to `workspace` (404 otherwise, also for a
+/// missing or malformed id).
+async fn env_of_workspace(
+    app: &App,
+    workspace: &str,
+    id: &str,
+) -> Result<EnvironmentRow, CaseError> {
+    let none = || {
+        CaseError::Invalid(vec![(
+            "/environmentId".into(),
+            format!("no environment \"{id}\" in this workspace"),
+        )])
+    };
+    let env = app.db.environment_by_id(id).await?.ok_or_else(none)?;
+    let project = app.db.project(&env.project_id).await?.ok_or_else(none)?;
+    if project.owner_id != workspace {
+        return Err(none());
+    }
+    Ok(env)
+}
+
+async fn v1_case(app: &App, key: &KeyCtx, id: &str) -> V1Result<CaseRow> {
+    let ws = workspace(key)?;
+    app.db
+        .case_in(ws, id)
+        .await?
+        .ok_or_else(|| Problem::not_found(format!("no Case {id}")))
+}
+
+async fn v1_task(app: &App, key: &KeyCtx, id: &str) -> V1Result<TaskRow> {
+    let ws = workspace(key)?;
+    app.db
+        .task_in(ws, id)
+        .await?
+        .ok_or_else(|| Problem::not_found(format!("no task {id}")))
+}
+
+fn created(v: Json) -> Response {
+    (StatusCode::CREATED, axum::Json(v)).into_response()
+}
+
+/// Creates a Case bound to an environment of the workspace.
+#[utoipa::path(post, path = "/v1/cases", tag = "cases", security(("bearer" = [])),
+    request_body = Object, responses((status = 201, body = Object), (status = 400), (status = 403)))]
+async fn v1_create_case(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    body: Bytes,
+) -> V1Result<Response> {
+    let ws = workspace(&key)?.to_owned();
+    let (name, env_id, _, spec) = split_case(&json_body(&body)?)?;
+    let env_id = env_id.ok_or_else(|| {
+        Problem::invalid_at("/environmentId", "a Case needs environmentId (its agent)")
+    })?;
+    let env = env_of_workspace(&app, &ws, &env_id).await?;
+    let c = save_case(&app, &ws, &env, name, &spec, &key_name(&key), None).await?;
+    Ok(created(case_view(&c)))
+}
+
+/// The workspace's Cases.
+#[utoipa::path(get, path = "/v1/cases", tag = "cases", security(("bearer" = [])),
+    responses((status = 200, body = Object)))]
+async fn v1_list_cases(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+) -> V1Result<axum::Json<Json>> {
+    let ws = workspace(&key)?;
+    let list: Vec<Json> = app.db.list_cases(ws).await?.iter().map(case_view).collect();
+    Ok(axum::Json(json!({"data": list})))
+}
+
+#[utoipa::path(get, path = "/v1/cases/{caseId}", tag = "cases", security(("bearer" = [])),
+    params(("caseId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
+async fn v1_get_case(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+) -> V1Result<axum::Json<Json>> {
+    Ok(axum::Json(case_view(&v1_case(&app, &key, &id).await?)))
+}
+
+/// Replaces a Case (its tasks keep running with the Case as it is when each run ends).
+#[utoipa::path(put, path = "/v1/cases/{caseId}", tag = "cases", security(("bearer" = [])),
+    params(("caseId" = String, Path)), request_body = Object,
+    responses((status = 200, body = Object), (status = 400), (status = 404)))]
+async fn v1_put_case(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> V1Result<axum::Json<Json>> {
+    let old = v1_case(&app, &key, &id).await?;
+    let (name, env_id, _, spec) = split_case(&json_body(&body)?)?;
+    let env_id = env_id.unwrap_or_else(|| old.environment_id.clone());
+    let env = env_of_workspace(&app, &old.workspace_id, &env_id).await?;
+    let c = save_case(
+        &app,
+        &old.workspace_id,
+        &env,
+        name,
+        &spec,
+        &key_name(&key),
+        Some(&old),
+    )
+    .await?;
+    Ok(axum::Json(case_view(&c)))
+}
+
+#[utoipa::path(delete, path = "/v1/cases/{caseId}", tag = "cases", security(("bearer" = [])),
+    params(("caseId" = String, Path)), responses((status = 204), (status = 404)))]
+async fn v1_delete_case(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+) -> V1Result<StatusCode> {
+    let ws = workspace(&key)?;
+    if !app.db.delete_case(ws, &id).await? {
+        return Err(Problem::not_found(format!("no Case {id}")));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Creates a task: `{"inputs": {...}}`, checked against the Case's input fields (400 with a
+/// pointer per bad field). 201 with the task (`pending`).
+#[utoipa::path(post, path = "/v1/cases/{caseId}/tasks", tag = "cases", security(("bearer" = [])),
+    params(("caseId" = String, Path)), request_body = Object,
+    responses((status = 201, body = Object), (status = 400), (status = 404)))]
+async fn v1_create_task(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> V1Result<Response> {
+    let c = v1_case(&app, &key, &id).await?;
+    let inputs = inputs_of(&json_body(&body)?)?;
+    let t = app
+        .tasks
+        .create(&c, &inputs, &key_name(&key), None)
+        .await?
+        .map_err(|_| Problem::internal("a task without a receipt was deduplicated"))?;
+    let mut r = created(app.tasks.view(&t, base(&app)).await?);
+    r.headers_mut().insert(
+        header::LOCATION,
+        HeaderValue::from_str(&format!("/v1/tasks/{}", t.id)).unwrap(),
+    );
+    Ok(r)
+}
+
+/// The Case's latest 100 tasks, newest first.
+#[utoipa::path(get, path = "/v1/cases/{caseId}/tasks", tag = "cases", security(("bearer" = [])),
+    params(("caseId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
+async fn v1_list_tasks(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+) -> V1Result<axum::Json<Json>> {
+    let c = v1_case(&app, &key, &id).await?;
+    Ok(axum::Json(tasks_view(&app, &c).await?))
+}
+
+/// A Case's tasks as both APIs list them: `{"data": [task, …]}`.
+async fn tasks_view(app: &App, c: &CaseRow) -> Result<Json, CaseError> {
+    let mut out = Vec::new();
+    for t in app.db.list_tasks(&c.workspace_id, &c.id).await? {
+        out.push(app.tasks.view(&t, base(app)).await?);
+    }
+    Ok(json!({"data": out}))
+}
+
+/// A done task's `{outputs, artifacts}` as both APIs answer it; None until it is done
+/// (each API says so in its own error shape).
+async fn done_outputs(app: &App, t: &TaskRow) -> Result<Option<Json>, CaseError> {
+    if t.status != cases::status::DONE {
+        return Ok(None);
+    }
+    Ok(Some(json!({
+        "outputs": outputs_view(t),
+        "artifacts": app.tasks.artifacts(&t.id, base(app)).await?,
+    })))
+}
+
+/// A task. While it is not finished, `Retry-After` says when to poll again (a task in
+/// review may wait for a person for a long time: prefer callbacks).
+#[utoipa::path(get, path = "/v1/tasks/{taskId}", tag = "cases", security(("bearer" = [])),
+    params(("taskId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
+async fn v1_get_task(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+) -> V1Result<Response> {
+    let t = v1_task(&app, &key, &id).await?;
+    Ok(with_retry_after(&t, app.tasks.view(&t, base(&app)).await?))
+}
+
+fn with_retry_after(t: &TaskRow, v: Json) -> Response {
+    let mut r = axum::Json(v).into_response();
+    let after = match t.status.as_str() {
+        cases::status::PENDING | cases::status::IN_PROGRESS => Some("1"),
+        cases::status::REVIEW => Some("60"),
+        _ => None,
+    };
+    if let Some(a) = after {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static(a));
+    }
+    r
+}
+
+/// The outputs and artifacts of a `done` task; 409 `task-not-done` before.
+#[utoipa::path(get, path = "/v1/tasks/{taskId}/outputs", tag = "cases", security(("bearer" = [])),
+    params(("taskId" = String, Path)), responses((status = 200, body = Object), (status = 404), (status = 409)))]
+async fn v1_task_outputs(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+) -> V1Result<axum::Json<Json>> {
+    let t = v1_task(&app, &key, &id).await?;
+    match done_outputs(&app, &t).await? {
+        Some(v) => Ok(axum::Json(v)),
+        None => Err(Problem::conflict(
+            "task-not-done",
+            "Task not done",
+            format!(
+                "The task is {}; outputs are read when it is done.",
+                t.status
+            ),
+        )
+        .with("currentStatus", json!(t.status))),
+    }
+}
+
+/// A reviewer's decision: `{decision: approve|reject|changes, comment?, outputs?}`.
+/// 409 `invalid-transition` (with `currentStatus`) unless the task is in review.
+#[utoipa::path(post, path = "/v1/tasks/{taskId}/review", tag = "cases", security(("bearer" = [])),
+    params(("taskId" = String, Path)), request_body = Object,
+    responses((status = 200, body = Object), (status = 400), (status = 404), (status = 409)))]
+async fn v1_review_task(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> V1Result<axum::Json<Json>> {
+    let t = v1_task(&app, &key, &id).await?;
+    let (d, comment, edits) = review_of(&json_body(&body)?)?;
+    app.tasks
+        .review(&t, d, comment.as_deref(), edits.as_ref(), &key_name(&key))
+        .await?;
+    let t = v1_task(&app, &key, &id).await?;
+    Ok(axum::Json(app.tasks.view(&t, base(&app)).await?))
+}
+
+// ---------------------------------------------------------------------------------------------
+// /v1: callback endpoints
+
+fn endpoint_view(e: &EndpointRow) -> Json {
+    json!({"id": e.id, "url": e.url,
+        "eventTypes": serde_json::from_str::<Json>(&e.event_types).unwrap_or(json!([])),
+        "enabled": e.enabled == 1, "disabledReason": e.disabled_reason,
+        "failing": e.failing_since.is_some(),
+        "failingSince": e.failing_since.map(botbox_service::agent::iso_ms),
+        "createdAt": botbox_service::agent::iso_ms(e.created_at)})
+}
+
+/// An endpoint's URL: HTTPS (http too when the deployment allows it, see
+/// [`webhooks::CallbackConfig::allow_http`]), with a host, at most 2048 characters.
+fn check_url(u: &str, allow_http: bool) -> Result<(), Problem> {
+    match url::Url::parse(u) {
+        Ok(p) if p.scheme() == "http" && !allow_http => Err(Problem::invalid_at(
+            "/url",
+            "must be an https URL (this server does not send callbacks over plain http)",
+        )),
+        Ok(p)
+            if matches!(p.scheme(), "http" | "https") && p.host().is_some() && u.len() <= 2048 =>
+        {
+            Ok(())
+        }
+        _ => Err(Problem::invalid_at(
+            "/url",
+            "must be an https URL of at most 2048 characters",
+        )),
+    }
+}
+
+/// Registers a callback endpoint: `{url, eventTypes?}` (default: every task event). The
+/// answer shows its signing `secret` (`whsec_…`) once.
+#[utoipa::path(post, path = "/v1/webhooks", tag = "cases", security(("bearer" = [])),
+    request_body = Object, responses((status = 201, body = Object), (status = 400)))]
+async fn v1_create_endpoint(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    body: Bytes,
+) -> V1Result<Response> {
+    let ws = workspace(&key)?.to_owned();
+    let b = json_body(&body)?;
+    let url = b["url"].as_str().unwrap_or_default().to_owned();
+    check_url(&url, app.config.callbacks.allow_http)?;
+    let types: Vec<String> = match b.get("eventTypes") {
+        None => vec![
+            "task.review_requested".into(),
+            "task.completed".into(),
+            "task.failed".into(),
+        ],
+        Some(Json::Array(a)) => {
+            let mut v = Vec::new();
+            for (i, t) in a.iter().enumerate() {
+                match t.as_str() {
+                    Some(t) if t == "*" || EVENT_TYPES.contains(&t) => v.push(t.to_owned()),
+                    _ => {
+                        return Err(Problem::invalid_at(
+                            &format!("/eventTypes/{i}"),
+                            format!(
+                                "unknown event type; one of {}, or *",
+                                EVENT_TYPES.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+            v
+        }
+        Some(_) => return Err(Problem::invalid_at("/eventTypes", "must be an array")),
+    };
+    let e = EndpointRow {
+        id: botbox_service::agent::new_prefixed(cases::ENDPOINT_PREFIX),
+        workspace_id: ws,
+        url,
+        event_types: json!(types).to_string(),
+        enabled: 1,
+        disabled_reason: None,
+        generation: 1,
+        previous_until: None,
+        created_by: key_name(&key),
+        created_at: now_ms(),
+        exhausted: 0,
+        failing_since: None,
+    };
+    app.db.insert_endpoint(&e).await?;
+    let mut v = endpoint_view(&e);
+    v["secret"] = json!(show_secret(&app.tasks.key.secret(&e.id, e.generation)));
+    Ok(created(v))
+}
+
+#[utoipa::path(get, path = "/v1/webhooks", tag = "cases", security(("bearer" = [])),
+    responses((status = 200, body = Object)))]
+async fn v1_list_endpoints(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+) -> V1Result<axum::Json<Json>> {
+    let ws = workspace(&key)?;
+    let v: Vec<Json> = app
+        .db
+        .list_endpoints(ws)
+        .await?
+        .iter()
+        .map(endpoint_view)
+        .collect();
+    Ok(axum::Json(json!({"data": v})))
+}
+
+async fn v1_endpoint(app: &App, key: &KeyCtx, id: &str) -> V1Result<EndpointRow> {
+    let ws = workspace(key)?;
+    app.db
+        .endpoint_in(ws, id)
+        .await?
+        .ok_or_else(|| Problem::not_found(format!("no webhook endpoint {id}")))
+}
+
+#[utoipa::path(get, path = "/v1/webhooks/{endpointId}", tag = "cases", security(("bearer" = [])),
+    params(("endpointId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
+async fn v1_get_endpoint(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+) -> V1Result<axum::Json<Json>> {
+    Ok(axum::Json(endpoint_view(
+        &v1_endpoint(&app, &key, &id).await?,
+    )))
+}
+
+#[utoipa::path(delete, path = "/v1/webhooks/{endpointId}", tag = "cases", security(("bearer" = [])),
+    params(("endpointId" = String, Path)), responses((status = 204), (status = 404)))]
+async fn v1_delete_endpoint(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+) -> V1Result<StatusCode> {
+    let ws = workspace(&key)?;
+    if !app.db.delete_endpoint(ws, &id).await? {
+        return Err(Problem::not_found(format!("no webhook endpoint {id}")));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A new signing secret (shown once); the previous one keeps signing for 24 h, so
+/// receivers can switch without losing a callback.
+#[utoipa::path(post, path = "/v1/webhooks/{endpointId}/rotate", tag = "cases", security(("bearer" = [])),
+    params(("endpointId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
+async fn v1_rotate_endpoint(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+) -> V1Result<axum::Json<Json>> {
+    let ws = workspace(&key)?;
+    let e = app
+        .db
+        .rotate_endpoint(ws, &id, now_ms() + webhooks::ROTATION_GRACE_MS)
+        .await?
+        .ok_or_else(|| Problem::not_found(format!("no webhook endpoint {id}")))?;
+    let mut v = endpoint_view(&e);
+    v["secret"] = json!(show_secret(&app.tasks.key.secret(&e.id, e.generation)));
+    Ok(axum::Json(v))
+}
+
+/// Turns a disabled endpoint (410 Gone) on again.
+#[utoipa::path(post, path = "/v1/webhooks/{endpointId}/enable", tag = "cases", security(("bearer" = [])),
+    params(("endpointId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
+async fn v1_enable_endpoint(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+) -> V1Result<axum::Json<Json>> {
+    let e = v1_endpoint(&app, &key, &id).await?;
+    app.db.set_endpoint_enabled(&e.id, None).await?;
+    Ok(axum::Json(endpoint_view(
+        &v1_endpoint(&app, &key, &id).await?,
+    )))
+}
+
+/// The endpoint's latest 100 messages with every delivery attempt.
+#[utoipa::path(get, path = "/v1/webhooks/{endpointId}/messages", tag = "cases", security(("bearer" = [])),
+    params(("endpointId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
+async fn v1_endpoint_messages(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+) -> V1Result<axum::Json<Json>> {
+    let e = v1_endpoint(&app, &key, &id).await?;
+    let mut out = Vec::new();
+    for m in app.db.endpoint_messages(&e.id).await? {
+        let attempts: Vec<Json> = app
+            .db
+            .webhook_attempts(&m.id)
+            .await?
+            .into_iter()
+            .map(|a| {
+                json!({"attempt": a.attempt, "at": botbox_service::agent::iso_ms(a.at),
+                "statusCode": a.status_code, "error": a.error, "durationMs": a.duration_ms})
+            })
+            .collect();
+        out.push(
+            json!({"id": m.id, "eventType": m.event_type, "status": m.status,
+            "payload": serde_json::from_str::<Json>(&m.body).unwrap_or(Json::Null),
+            "createdAt": botbox_service::agent::iso_ms(m.created_at),
+            "nextAttemptAt": (m.status == "pending").then(|| botbox_service::agent::iso_ms(m.next_at)),
+            "attempts": attempts}),
+        );
+    }
+    Ok(axum::Json(json!({"data": out})))
+}
+
+// ---------------------------------------------------------------------------------------------
+// /v1: inbound hooks
+
+fn hook_view(app: &App, h: &HookRow) -> Json {
+    json!({"id": h.id, "caseId": h.case_id,
+        "mapping": serde_json::from_str::<Json>(&h.mapping).unwrap_or(json!({})),
+        "url": format!("{}/v1/hooks/{}", base(app).trim_end_matches('/'), h.id),
+        "createdAt": botbox_service::agent::iso_ms(h.created_at)})
+}
+
+/// Creates an inbound hook on a Case: `{caseId, mapping?}` where `mapping` names, per input
+/// field, a JSON pointer into the caller's body (default: the body's member of the field's
+/// name). The answer shows the hook's `url` and signing `secret` once.
+#[utoipa::path(post, path = "/v1/hooks", tag = "cases", security(("bearer" = [])),
+    request_body = Object, responses((status = 201, body = Object), (status = 400), (status = 404)))]
+async fn v1_create_hook(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    body: Bytes,
+) -> V1Result<Response> {
+    let b = json_body(&body)?;
+    let case_id = b["caseId"].as_str().unwrap_or_default();
+    let c = v1_case(&app, &key, case_id).await?;
+    let spec: CaseSpec = serde_json::from_str(&c.spec).map_err(Problem::internal)?;
+    let mapping = match b.get("mapping") {
+        None | Some(Json::Null) => Map::new(),
+        Some(Json::Object(m)) => {
+            for (k, v) in m {
+                if !spec.inputs.iter().any(|f| &f.name == k) {
+                    return Err(Problem::invalid_at(
+                        &format!("/mapping/{k}"),
+                        format!("\"{k}\" is not an input field of the Case"),
+                    ));
+                }
+                if !v
+                    .as_str()
+                    .is_some_and(|p| p.is_empty() || p.starts_with('/'))
+                {
+                    return Err(Problem::invalid_at(
+                        &format!("/mapping/{k}"),
+                        "must be a JSON pointer into the body (\"/order/id\")",
+                    ));
+                }
+            }
+            m.clone()
+        }
+        Some(_) => return Err(Problem::invalid_at("/mapping", "must be an object")),
+    };
+    let h = HookRow {
+        id: botbox_service::agent::new_prefixed(cases::HOOK_PREFIX),
+        workspace_id: c.workspace_id.clone(),
+        case_id: c.id.clone(),
+        mapping: Json::Object(mapping).to_string(),
+        generation: 1,
+        created_by: key_name(&key),
+        created_at: now_ms(),
+    };
+    app.db.insert_hook(&h).await?;
+    let mut v = hook_view(&app, &h);
+    v["secret"] = json!(show_secret(&app.tasks.key.secret(&h.id, h.generation)));
+    Ok(created(v))
+}
+
+#[utoipa::path(get, path = "/v1/hooks", tag = "cases", security(("bearer" = [])),
+    responses((status = 200, body = Object)))]
+async fn v1_list_hooks(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+) -> V1Result<axum::Json<Json>> {
+    let ws = workspace(&key)?;
+    let v: Vec<Json> = app
+        .db
+        .list_hooks(ws)
+        .await?
+        .iter()
+        .map(|h| hook_view(&app, h))
+        .collect();
+    Ok(axum::Json(json!({"data": v})))
+}
+
+#[utoipa::path(delete, path = "/v1/hooks/{hookId}", tag = "cases", security(("bearer" = [])),
+    params(("hookId" = String, Path)), responses((status = 204), (status = 404)))]
+async fn v1_delete_hook(
+    State(app): State<App>,
+    Extension(key): Extension<KeyCtx>,
+    Path(id): Path<String>,
+) -> V1Result<StatusCode> {
+    let ws = workspace(&key)?;
+    if !app.db.delete_hook(ws, &id).await? {
+        return Err(Problem::not_found(format!("no hook {id}")));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// An inbound call (no API key): signed with the hook's secret per Standard Webhooks
+/// (`webhook-id`, `webhook-timestamp` within 5 minutes, `webhook-signature`). Creates a
+/// task from the body and answers 202 `{taskId}` at once; a repeated `webhook-id` answers
+/// the first task again and creates nothing. Bad or missing signature → 401; stale
+/// timestamp → 401 `timestamp-out-of-tolerance`; inputs that do not fit the Case → 400.
+#[utoipa::path(post, path = "/v1/hooks/{hookId}", tag = "cases",
+    params(("hookId" = String, Path)), request_body = Object,
+    responses((status = 202, body = Object), (status = 400), (status = 401), (status = 404)))]
+async fn receive_hook(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> V1Result<Response> {
+    let unauthorized = |code: &'static str, detail: String| {
+        Problem::new(StatusCode::UNAUTHORIZED, code, "Unauthorized", detail)
+    };
+    let hook = match app.db.hook(&id).await? {
+        Some(h) => h,
+        // The same answer as a bad signature: the hook's existence is not told.
+        None => {
+            return Err(unauthorized(
+                "bad-signature",
+                "the webhook signature does not verify".into(),
+            ));
+        }
+    };
+    let secrets = [app.tasks.key.secret(&hook.id, hook.generation)];
+    let webhook_id = match webhooks::verify(&headers, &body, &secrets, now_ms() / 1000) {
+        Ok(id) => id.to_owned(),
+        Err(VerifyError::Stale(which)) => {
+            return Err(unauthorized(
+                "timestamp-out-of-tolerance",
+                format!(
+                    "webhook-timestamp is {which}: it must be within 5 minutes of the server's clock"
+                ),
+            ));
+        }
+        Err(VerifyError::Missing(h)) => {
+            return Err(unauthorized(
+                "bad-signature",
+                format!("the {h} header is missing or malformed"),
+            ));
+        }
+        Err(VerifyError::BadSignature) => {
+            return Err(unauthorized(
+                "bad-signature",
+                "the webhook signature does not verify".into(),
+            ));
+        }
+    };
+    // Charged only once the signature verified: nobody else can use up a hook's quota.
+    if let Err(reset) = app.v1.hook_call(&hook.id, app.config.agent_chat_per_minute) {
+        return Err(Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "quota-exceeded",
+            "Quota exceeded",
+            format!(
+                "This hook may be called {} times per minute.",
+                app.config.agent_chat_per_minute
+            ),
+        )
+        .header(axum::http::header::RETRY_AFTER, HeaderValue::from(reset)));
+    }
+    let accepted =
+        |task: &str| (StatusCode::ACCEPTED, axum::Json(json!({"taskId": task}))).into_response();
+    let Some(case) = app.db.case_in(&hook.workspace_id, &hook.case_id).await? else {
+        return Err(Problem::not_found("the hook's Case was deleted"));
+    };
+    let payload = json_body(&body)?;
+    let mapping: Map<String, Json> = serde_json::from_str(&hook.mapping).unwrap_or_default();
+    let spec: CaseSpec = serde_json::from_str(&case.spec).map_err(Problem::internal)?;
+    let mut inputs = Map::new();
+    for f in &spec.inputs {
+        let v = match mapping.get(&f.name).and_then(Json::as_str) {
+            Some(ptr) => payload.pointer(ptr).cloned(),
+            None => payload.get(&f.name).cloned(),
+        };
+        if let Some(v) = v {
+            inputs.insert(f.name.clone(), v);
+        }
+    }
+    match app
+        .tasks
+        .create(
+            &case,
+            &Json::Object(inputs),
+            &format!("hook {}", hook.id),
+            Some((&hook.id, &webhook_id)),
+        )
+        .await?
+    {
+        Ok(t) => Ok(accepted(&t.id)),
+        Err(first) => {
+            let mut r = accepted(&first);
+            r.headers_mut()
+                .insert("idempotent-replayed", HeaderValue::from_static("true"));
+            Ok(r)
+        }
+    }
+}
+
+/// An artifact's content, by its signed URL (no key; the URL is the credential): 403 when
+/// the signature does not match, 410 once it expired.
+#[utoipa::path(get, path = "/v1/artifacts/{artifactId}", tag = "cases",
+    params(("artifactId" = String, Path), ("expires" = i64, Query), ("signature" = String, Query)),
+    responses((status = 200, description = "the artifact's bytes"), (status = 403), (status = 410)))]
+async fn get_artifact(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    uri: Uri,
+) -> V1Result<Response> {
+    let q = query_pairs(uri.query());
+    let get = |k: &str| q.get(k).map(String::as_str);
+    let expires: i64 = get("expires").and_then(|e| e.parse().ok()).unwrap_or(0);
+    let sig = get("signature").unwrap_or_default();
+    if !app.tasks.key.artifact_signature_ok(&id, expires, sig) {
+        return Err(Problem::forbidden(
+            "the artifact URL's signature does not match",
+        ));
+    }
+    if expires < now_ms() / 1000 {
+        return Err(Problem::new(
+            StatusCode::GONE,
+            "url-expired",
+            "URL expired",
+            "this artifact URL expired; read the task again for a fresh one",
+        ));
+    }
+    let a = app
+        .db
+        .artifact(&id)
+        .await?
+        .ok_or_else(|| Problem::not_found("no such artifact"))?;
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(&a.content)
+        .map_err(Problem::internal)?;
+    let mut r = bytes.into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(&a.media_type)
+            .unwrap_or(HeaderValue::from_static("application/octet-stream")),
+    );
+    // Never rendered inline by a browser on our origin (a tenant controls the bytes).
+    h.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_str(&format!(
+            "attachment; filename=\"{}\"",
+            a.name.replace('"', "")
+        ))
+        .unwrap_or(HeaderValue::from_static("attachment")),
+    );
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-store"),
+    );
+    Ok(r)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The project API (user tokens; the CLI)
+
+/// A Case of the project, by id or by name (names are unique in the workspace).
+async fn project_case(app: &App, pid: &str, id: &str, owner: &str) -> ApiResult<CaseRow> {
+    if let Some(c) = app.db.case_in(owner, id).await?
+        && c.project_id == pid
+    {
+        return Ok(c);
+    }
+    app.db
+        .list_cases(owner)
+        .await?
+        .into_iter()
+        .find(|c| c.name == id && c.project_id == pid)
+        .ok_or_else(|| ApiError::not_found(format!("case {id}")))
+}
+
+async fn project_task(app: &App, pid: &str, id: &str, owner: &str) -> ApiResult<TaskRow> {
+    let t = app
+        .db
+        .task_in(owner, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("task {id}")))?;
+    project_case_of(app, pid, &t, owner).await?;
+    Ok(t)
+}
+
+async fn project_case_of(app: &App, pid: &str, t: &TaskRow, owner: &str) -> ApiResult<()> {
+    match app.db.case_in(owner, &t.case_id).await? {
+        Some(c) if c.project_id == pid => Ok(()),
+        _ => Err(ApiError::not_found(format!("task {}", t.id))),
+    }
+}
+
+/// Creates or replaces (by name) a Case of the project, bound to one of its environments:
+/// `{name, environment: <name or id>, inputs, outputs, artifacts, review, timeoutSeconds}`.
+#[utoipa::path(post, path = "/projects/{projectId}/cases", tag = "cases",
+    params(("projectId" = String, Path)), request_body = Object,
+    responses((status = 200, body = Object), (status = 400), (status = 404)))]
+async fn create_case(
+    State(app): State<App>,
+    caller: Caller,
+    Path(pid): Path<String>,
+    Body(doc): Body<Json>,
+) -> ApiResult<axum::Json<Json>> {
+    let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
+    let (name, env_id, env_name, spec) = split_case(&doc)?;
+    let want = env_id.or(env_name).ok_or_else(|| {
+        ApiError::bad("/environment: a Case needs the environment it runs on (name or id)")
+    })?;
+    let env = match app.db.environment(&pid, &want).await? {
+        Some(e) => e,
+        None => app
+            .db
+            .environment_by_name(&pid, &want)
+            .await?
+            .ok_or_else(|| {
+                ApiError::bad(format!(
+                    "/environment: no environment \"{want}\" in this project"
+                ))
+            })?,
+    };
+    let existing = app
+        .db
+        .list_cases(&p.owner_id)
+        .await?
+        .into_iter()
+        .find(|c| c.name == name);
+    if let Some(c) = &existing
+        && c.project_id != pid
+    {
+        return Err(ApiError::Conflict(format!(
+            "the workspace's Case \"{name}\" belongs to another project"
+        )));
+    }
+    let c = save_case(
+        &app,
+        &p.owner_id,
+        &env,
+        name,
+        &spec,
+        &caller.username,
+        existing.as_ref(),
+    )
+    .await?;
+    Ok(axum::Json(case_view(&c)))
+}
+
+#[utoipa::path(get, path = "/projects/{projectId}/cases", tag = "cases",
+    params(("projectId" = String, Path)), responses((status = 200, body = Object)))]
+async fn list_cases(
+    State(app): State<App>,
+    caller: Caller,
+    Path(pid): Path<String>,
+) -> ApiResult<axum::Json<Json>> {
+    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let v: Vec<Json> = app
+        .db
+        .list_cases(&p.owner_id)
+        .await?
+        .iter()
+        .filter(|c| c.project_id == pid)
+        .map(case_view)
+        .collect();
+    Ok(axum::Json(json!({"data": v})))
+}
+
+/// A Case of the project, by id or name.
+#[utoipa::path(get, path = "/projects/{projectId}/cases/{caseId}", tag = "cases",
+    params(("projectId" = String, Path), ("caseId" = String, Path)),
+    responses((status = 200, body = Object), (status = 404)))]
+async fn get_case(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, case)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Json>> {
+    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    Ok(axum::Json(case_view(
+        &project_case(&app, &pid, &case, &p.owner_id).await?,
+    )))
+}
+
+/// Deletes a Case of the project (by id or name). Its tasks are no longer reached through
+/// the project (the workspace's key still reads them on `/v1`); one not yet run fails with
+/// `case-deleted` when a worker takes it.
+#[utoipa::path(delete, path = "/projects/{projectId}/cases/{caseId}", tag = "cases",
+    params(("projectId" = String, Path), ("caseId" = String, Path)),
+    responses((status = 204), (status = 404)))]
+async fn delete_case(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, case)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
+    let c = project_case(&app, &pid, &case, &p.owner_id).await?;
+    if !app.db.delete_case(&p.owner_id, &c.id).await? {
+        return Err(ApiError::not_found(format!("case {case}")));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The tasks of a Case of the project (newest first, 100 at most).
+#[utoipa::path(get, path = "/projects/{projectId}/cases/{caseId}/tasks", tag = "cases",
+    params(("projectId" = String, Path), ("caseId" = String, Path)),
+    responses((status = 200, body = Object), (status = 404)))]
+async fn list_project_tasks(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, case)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Json>> {
+    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let c = project_case(&app, &pid, &case, &p.owner_id).await?;
+    Ok(axum::Json(tasks_view(&app, &c).await?))
+}
+
+/// A done task's outputs and artifacts (409 until it is done).
+#[utoipa::path(get, path = "/projects/{projectId}/tasks/{taskId}/outputs", tag = "cases",
+    params(("projectId" = String, Path), ("taskId" = String, Path)),
+    responses((status = 200, body = Object), (status = 404), (status = 409)))]
+async fn task_outputs(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, id)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Json>> {
+    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let t = project_task(&app, &pid, &id, &p.owner_id).await?;
+    match done_outputs(&app, &t).await? {
+        Some(v) => Ok(axum::Json(v)),
+        None => Err(ApiError::Conflict(format!(
+            "the task is {}; outputs are read when it is done",
+            t.status
+        ))),
+    }
+}
+
+/// Creates a task on a Case of the project (`{"inputs": {...}}`); the Case by id or name.
+#[utoipa::path(post, path = "/projects/{projectId}/cases/{caseId}/tasks", tag = "cases",
+    params(("projectId" = String, Path), ("caseId" = String, Path)), request_body = Object,
+    responses((status = 200, body = Object), (status = 400), (status = 404)))]
+async fn create_task(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, case)): Path<(String, String)>,
+    Body(body): Body<Json>,
+) -> ApiResult<axum::Json<Json>> {
+    let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
+    let c = project_case(&app, &pid, &case, &p.owner_id).await?;
+    let t = app
+        .tasks
+        .create(&c, &inputs_of(&body)?, &caller.username, None)
+        .await?
+        .map_err(|_| ApiError::Internal(anyhow::anyhow!("deduplicated without a receipt")))?;
+    Ok(axum::Json(app.tasks.view(&t, base(&app)).await?))
+}
+
+#[utoipa::path(get, path = "/projects/{projectId}/tasks/{taskId}", tag = "cases",
+    params(("projectId" = String, Path), ("taskId" = String, Path)),
+    responses((status = 200, body = Object), (status = 404)))]
+async fn get_task(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, id)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Json>> {
+    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let t = project_task(&app, &pid, &id, &p.owner_id).await?;
+    Ok(axum::Json(app.tasks.view(&t, base(&app)).await?))
+}
+
+/// A reviewer's decision (update rights on the project).
+#[utoipa::path(post, path = "/projects/{projectId}/tasks/{taskId}/review", tag = "cases",
+    params(("projectId" = String, Path), ("taskId" = String, Path)), request_body = Object,
+    responses((status = 200, body = Object), (status = 400), (status = 404), (status = 409)))]
+async fn review_task(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, id)): Path<(String, String)>,
+    Body(body): Body<Json>,
+) -> ApiResult<axum::Json<Json>> {
+    let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
+    let t = project_task(&app, &pid, &id, &p.owner_id).await?;
+    let (d, comment, edits) = review_of(&body)?;
+    app.tasks
+        .review(&t, d, comment.as_deref(), edits.as_ref(), &caller.username)
+        .await?;
+    let t = project_task(&app, &pid, &id, &p.owner_id).await?;
+    Ok(axum::Json(app.tasks.view(&t, base(&app)).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_url;
+
+    #[test]
+    fn endpoint_urls_are_https_unless_the_deployment_allows_http() {
+        assert!(check_url("https://hooks.example/cb", false).is_ok());
+        assert!(check_url("http://hooks.example/cb", false).is_err());
+        assert!(check_url("http://127.0.0.1:9/cb", true).is_ok());
+        assert!(check_url("ftp://hooks.example/cb", true).is_err());
+        assert!(check_url("https://", false).is_err());
+        let long = format!("https://hooks.example/{}", "a".repeat(2048));
+        assert!(check_url(&long, false).is_err());
+    }
+}

@@ -1,0 +1,919 @@
+//! The bot project API of seed 001: routes, the caller's identity, errors, paging, rate limit.
+//!
+//! Handlers are thin: they check who is calling and what they may do, call [`botbox_store`],
+//! and shape the seed's JSON. Errors are the seed's plain-text bodies ([`ApiError`]).
+
+mod accounts;
+pub mod agent;
+mod cases;
+mod deploy;
+mod kata;
+mod keys;
+mod live;
+pub mod nlu;
+mod projects;
+pub mod v1;
+
+pub use accounts::check_new_user;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use botbox_service::auth::{Action, Reach, Resource, Role, token_hash};
+use botbox_service::live::Live;
+use botbox_store::{Db, DbError, ProjectRow};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
+/// Settings of the project API, in one typed place.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Base URL the outside world reaches this server at; channel webhooks are built from it.
+    pub public_url: String,
+    /// Requests per minute per token (per address without one).
+    pub rate_limit_per_minute: u32,
+    /// Lifetime of tokens from `POST /login` and `POST /tokens`, in seconds.
+    pub token_ttl_secs: i64,
+    /// Largest accepted request body, in bytes (4 MiB). Bodies are read whole before a
+    /// handler runs, so this bounds the memory one request can take.
+    pub body_limit: usize,
+    /// Largest bot document accepted as a revision, in bytes of its JSON (1 MiB). Compiling
+    /// is linear in the document, so this bounds the CPU one push can take; real bots are
+    /// a few tens of KB.
+    pub bot_limit: usize,
+    /// Bot compilations running at once (default: half the cores, at least one). They run on
+    /// blocking threads, never on the async workers, so a flood of pushes queues here
+    /// instead of delaying other requests.
+    pub compile_slots: usize,
+    /// Threads that hash passwords (argon2id: ~19 MiB and tens of ms each; default: the
+    /// cores). Excess requests wait; past `password_queue` waiting ones they get 503, so a
+    /// flood of logins cannot take the server's memory or CPU.
+    pub password_slots: usize,
+    pub password_queue: usize,
+    /// Failed logins allowed per account per 15 minutes (10); then 429 for that account
+    /// whatever the address. Logins per address share the per-minute rate limit.
+    pub login_failures_per_account: u32,
+    /// Agent API (`/v1`) quotas per key and minute: the `chat` policy (POST /v1/chat, steer,
+    /// cancel) and the `read` policy (GETs; opening a stream counts once).
+    pub agent_chat_per_minute: u32,
+    pub agent_read_per_minute: u32,
+    /// The server key every webhook secret and artifact URL signature derives from
+    /// (`--secret-key`/`BOTBOX_SECRET_KEY`, else `secret.key` in the data folder; random
+    /// for an in-process test). Replicas on one database must share it: a secret shown by
+    /// one must verify on the others.
+    pub server_key: botbox_service::cases::webhooks::ServerKey,
+    /// Cases and tasks: the worker's leases and slots ([`botbox_service::cases::worker::TaskConfig`]).
+    pub tasks: botbox_service::cases::worker::TaskConfig,
+    /// Callback sending: retry schedule and time-out ([`botbox_service::cases::webhooks::CallbackConfig`]).
+    pub callbacks: botbox_service::cases::webhooks::CallbackConfig,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            public_url: "http://127.0.0.1:8080".into(),
+            rate_limit_per_minute: 100,
+            token_ttl_secs: 7 * 24 * 3600,
+            body_limit: 4 << 20,
+            bot_limit: 1 << 20,
+            compile_slots: (cores() / 2).max(1),
+            password_slots: cores(),
+            password_queue: 64,
+            login_failures_per_account: 10,
+            agent_chat_per_minute: 60,
+            agent_read_per_minute: 600,
+            server_key: botbox_service::cases::webhooks::ServerKey::from_bytes(rand::random()),
+            tasks: Default::default(),
+            callbacks: Default::default(),
+        }
+    }
+}
+
+use botbox_lanes::cores;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct App {
+    pub db: Db,
+    pub config: Arc<ApiConfig>,
+    pub live: Arc<Live>,
+    limiter: Arc<RateLimiter>,
+    /// Failed logins per account (15-minute windows).
+    login_failures: Arc<RateLimiter>,
+    /// Token hashes known to authenticate, with their user: the rate limiter counts a real
+    /// token's requests against its user (however many tokens the user mints), and a
+    /// made-up token's against the caller's address.
+    valid_tokens: moka::sync::Cache<String, String>,
+    compile_slots: Arc<tokio::sync::Semaphore>,
+    passwords: Arc<botbox_service::auth::PasswordGate>,
+    /// The agent API's runs.
+    pub agents: Arc<botbox_service::agent::Agents>,
+    /// The agent API's per-key limits and idempotency store.
+    v1: Arc<v1::V1Limits>,
+    /// Cases and tasks: task creation, the worker, reviews, callbacks.
+    pub tasks: Arc<botbox_service::cases::worker::Tasks>,
+}
+
+impl App {
+    pub fn new(db: Db, config: ApiConfig, live: Arc<Live>) -> App {
+        let db_for_agents = db.clone();
+        let callbacks = botbox_service::cases::webhooks::Callbacks::new(
+            db.clone(),
+            live.egress(),
+            config.server_key.clone(),
+            config.callbacks.clone(),
+        );
+        let tasks = botbox_service::cases::worker::Tasks::new(
+            db.clone(),
+            live.clone(),
+            callbacks,
+            config.server_key.clone(),
+            config.tasks.clone(),
+        );
+        App {
+            tasks,
+            db,
+            limiter: Arc::new(RateLimiter::default()),
+            login_failures: Arc::new(RateLimiter::new(LOGIN_WINDOW_SECS)),
+            valid_tokens: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(std::time::Duration::from_secs(60))
+                .build(),
+            compile_slots: Arc::new(tokio::sync::Semaphore::new(config.compile_slots.max(1))),
+            passwords: Arc::new(botbox_service::auth::PasswordGate::new(
+                config.password_slots,
+                config.password_queue,
+            )),
+            config: Arc::new(config),
+            agents: botbox_service::agent::Agents::new(db_for_agents, live.clone()),
+            v1: Arc::new(v1::V1Limits::default()),
+            live,
+        }
+    }
+
+    /// Runs a CPU-heavy job (compiling a bot) on a blocking thread, at most
+    /// `compile_slots` at once, so the async workers keep serving other requests.
+    pub async fn cpu_job<T: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> ApiResult<T> {
+        let _slot = self
+            .compile_slots
+            .acquire()
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))?;
+        tokio::task::spawn_blocking(job)
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))
+    }
+
+    /// The URL that receives a channel's messages.
+    pub fn webhook_url(&self, channel_id: &str) -> String {
+        format!(
+            "{}/webhooks/{channel_id}",
+            self.config.public_url.trim_end_matches('/')
+        )
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "botbox project API",
+        description = "Projects, bot revisions, deployments, environments, channels, teams (seed 001). \
+            Errors are plain text: 400 `Wrong API usage. Please refer to the documentation!`, \
+            401, 403 `You're not authorized to view this page.`, 404, 409, \
+            429 `Ratelimit exceeded! 100 per minute`, 500."
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The routes with their OpenAPI description.
+fn api_routes() -> OpenApiRouter<App> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(accounts::routes())
+        .merge(projects::routes())
+        .merge(deploy::routes())
+        .merge(live::routes())
+        .merge(keys::routes())
+        .merge(nlu::routes())
+        .merge(kata::routes())
+        .merge(cases::project_routes())
+}
+
+#[derive(OpenApi)]
+#[openapi(info(
+    title = "botbox agent API (/v1)",
+    description = "Chat runs with an agent (an environment of a project) streamed as the AI SDK UI message stream; \
+        cancel and steer. Authorization: Bearer sak_… (agent key). Errors are problem+json (RFC 9457); every answer \
+        carries RateLimit and RateLimit-Policy; POSTs accept Idempotency-Key."
+))]
+struct V1Doc;
+
+/// The `/v1` routes with their OpenAPI description.
+fn v1_routes() -> OpenApiRouter<App> {
+    OpenApiRouter::with_openapi(V1Doc::openapi())
+        .merge(agent::routes())
+        .merge(cases::v1_routes())
+}
+
+/// The OpenAPI document, as served at `/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = api_routes().split_for_parts().1;
+    doc.merge(v1_routes().split_for_parts().1);
+    doc
+}
+
+/// The whole HTTP surface: the API under the rate limit, `/openapi.json`, `/docs` and `/ready`.
+pub fn router(app: App) -> Router {
+    let live = app.live.clone();
+    let (api, mut doc) = api_routes().split_for_parts();
+    let (v1, v1_doc) = v1_routes().split_for_parts();
+    doc.merge(v1_doc);
+    let v1 = v1
+        .route("/v1/playground", axum::routing::get(agent::playground))
+        // Any other /v1 path: a problem+json 404, like every /v1 error.
+        .route(
+            "/v1/{*rest}",
+            axum::routing::any(|| async {
+                botbox_service::agent::problem::Problem::not_found("no such /v1 route")
+            }),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            v1::v1_layer,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(v1::V1_BODY_LIMIT))
+        .layer(agent::cors())
+        .with_state(app.clone());
+    let hooks = live::webhook_routes()
+        .layer(axum::extract::DefaultBodyLimit::max(1 << 20))
+        .with_state(app.clone());
+    let limited = api
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            rate_limit,
+        ))
+        .layer(axum::middleware::from_fn(kata::layer))
+        .layer(axum::extract::DefaultBodyLimit::max(app.config.body_limit))
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .with_state(app);
+    Router::new()
+        .route(
+            "/ready",
+            axum::routing::get(move || std::future::ready(ready(&live))),
+        )
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
+        .merge(hooks)
+        .merge(v1)
+        .merge(limited)
+        .layer(axum::middleware::from_fn(trace_request))
+}
+
+/// `GET /ready`: 200 `{"status": "ready"}` once this process can run bots (its sandbox is
+/// created), else 503 with `starting` or `failed` (the cause is in the log). No
+/// authentication and no rate limit: it tells nothing about any tenant. For load balancers'
+/// readiness checks, and for tests that must not time a guest compilation.
+fn ready(live: &Live) -> Response {
+    use botbox_service::live::Readiness;
+    let (status, word) = match live.sandbox_readiness() {
+        Readiness::Ready => (StatusCode::OK, "ready"),
+        Readiness::Starting => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
+        Readiness::Failed => (StatusCode::SERVICE_UNAVAILABLE, "failed"),
+    };
+    (status, axum::Json(serde_json::json!({"status": word}))).into_response()
+}
+
+/// The seed writes some paths with a trailing slash (`/projects/`) and some without; both
+/// forms reach the same route.
+pub fn trim_trailing_slash<B>(mut req: axum::http::Request<B>) -> axum::http::Request<B> {
+    let path = req.uri().path();
+    if path.len() > 1 && path.ends_with('/') && !path.starts_with("/docs") {
+        let trimmed = path.trim_end_matches('/');
+        let pq = match req.uri().query() {
+            Some(q) => format!("{trimmed}?{q}"),
+            None => trimmed.to_owned(),
+        };
+        if let Ok(uri) = pq.parse() {
+            *req.uri_mut() = uri;
+        }
+    }
+    req
+}
+
+async fn trace_request(req: Request, next: Next) -> Response {
+    use tracing::Instrument;
+    let span = tracing::info_span!(
+        "request",
+        method = %req.method(),
+        path = %req.uri().path(),
+        tenant = tracing::field::Empty,
+        status = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let res = next.run(req).instrument(span.clone()).await;
+    span.record("status", res.status().as_u16());
+    tracing::debug!(parent: &span, elapsed_ms = started.elapsed().as_millis() as u64, "done");
+    res
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// An error answer, with the seed's plain-text bodies. Details, when there are any, follow the
+/// seed's sentence on the next lines.
+#[derive(Debug)]
+pub enum ApiError {
+    BadRequest(String),
+    /// Missing, unknown or expired token; or wrong credentials (with their own message).
+    Unauthorized(&'static str),
+    Forbidden,
+    NotFound(String),
+    Conflict(String),
+    RateLimited(u32),
+    /// 429 for logins: too many failed attempts for the account or from the address.
+    TooManyLogins,
+    /// 429 for a webhook: the tenant has too many messages waiting; nothing ran.
+    Busy(String),
+    /// 503: the server sheds load (too many password hashes waiting, say).
+    Unavailable(String),
+    /// A conversation step failed: 400 with the error text alone (reference §12.1).
+    StepFailed(String),
+    Internal(anyhow::Error),
+}
+
+pub const BAD_REQUEST: &str = "Wrong API usage. Please refer to the documentation!";
+pub const FORBIDDEN: &str = "You're not authorized to view this page.";
+pub const NOT_LOGGED_IN: &str = "You're not logged in, or your token has expired. Please log in!";
+pub const NOT_FOUND: &str = "Not found. The resource does not exist or is not yours!";
+pub const CONFLICT: &str = "Conflict with the current state of the resource!";
+pub const UNAVAILABLE: &str = "Server is not available at the moment. We are working on it.";
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn bad(detail: impl Into<String>) -> ApiError {
+        ApiError::BadRequest(detail.into())
+    }
+    pub fn not_found(what: impl Into<String>) -> ApiError {
+        ApiError::NotFound(what.into())
+    }
+}
+
+fn text(status: StatusCode, first: &str, detail: &str) -> Response {
+    let body = if detail.is_empty() {
+        first.to_owned()
+    } else {
+        format!("{first}\n{detail}")
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match self {
+            ApiError::BadRequest(d) => text(StatusCode::BAD_REQUEST, BAD_REQUEST, &d),
+            ApiError::Unauthorized(m) => {
+                let mut r = text(StatusCode::UNAUTHORIZED, m, "");
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                r
+            }
+            ApiError::Forbidden => text(StatusCode::FORBIDDEN, FORBIDDEN, ""),
+            ApiError::StepFailed(m) => text(StatusCode::BAD_REQUEST, &m, ""),
+            ApiError::NotFound(d) => text(StatusCode::NOT_FOUND, NOT_FOUND, &d),
+            ApiError::Conflict(d) => text(StatusCode::CONFLICT, CONFLICT, &d),
+            ApiError::RateLimited(n) => text(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!("Ratelimit exceeded! {n} per minute"),
+                "",
+            ),
+            ApiError::Busy(m) => {
+                let mut r = text(StatusCode::TOO_MANY_REQUESTS, &m, "");
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                r
+            }
+            ApiError::TooManyLogins => {
+                let mut r = text(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "Too many failed logins for this account or from this address. Try again in 15 minutes.",
+                    "",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(LOGIN_WINDOW_SECS));
+                r
+            }
+            ApiError::Unavailable(d) => {
+                let mut r = text(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, &d);
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            }
+            ApiError::Internal(e) => {
+                tracing::error!(error = %format!("{e:#}"), "internal error");
+                text(StatusCode::INTERNAL_SERVER_ERROR, UNAVAILABLE, "")
+            }
+        }
+    }
+}
+
+impl From<DbError> for ApiError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::Conflict => {
+                ApiError::Conflict("a resource with that name already exists".into())
+            }
+            DbError::Sqlx(e) => ApiError::Internal(e.into()),
+            DbError::Sqlite(e) => ApiError::Internal(e.into()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies
+
+/// A JSON body. Malformed JSON, wrong types and oversized bodies are a 400 that names the
+/// field and the problem.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::bad(format!("the request body could not be read: {e}")))?;
+        parse_json(&bytes).map(Body)
+    }
+}
+
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad("a JSON body is required"));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            ApiError::bad(format!("body: {}", e.inner()))
+        } else {
+            ApiError::bad(format!("{path}: {}", e.inner()))
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paging
+
+pub const DEFAULT_LIMIT: i64 = 20;
+pub const MAX_LIMIT: i64 = 100;
+
+/// `?limit=&page=`: `limit` 1 to 100 (default 20; a larger limit is cut to 100, as clients
+/// such as kata-cli ask for `limit=1000000` to mean "all"), `page` from 1 (default 1).
+#[derive(Debug, Clone, Copy)]
+pub struct Paging {
+    pub limit: i64,
+    pub page: i64,
+}
+
+impl Paging {
+    pub fn offset(&self) -> i64 {
+        (self.page - 1) * self.limit
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Paging {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let q = query_pairs(parts.uri.query());
+        let num = |name: &str, default: i64, min: i64, max: i64| -> ApiResult<i64> {
+            match q.get(name) {
+                None => Ok(default),
+                Some(v) => match v.parse::<i64>() {
+                    Ok(n) if (min..=max).contains(&n) => Ok(n),
+                    _ => Err(ApiError::bad(format!(
+                        "query parameter {name} must be a whole number from {min} to {max} (got {v:?})"
+                    ))),
+                },
+            }
+        };
+        let limit = match q.get("limit") {
+            None => DEFAULT_LIMIT,
+            Some(v) => match v.parse::<i64>() {
+                Ok(n) if n >= 1 => n.min(MAX_LIMIT),
+                _ => {
+                    return Err(ApiError::bad(format!(
+                        "query parameter limit must be a whole number from 1 (larger than {MAX_LIMIT} counts as {MAX_LIMIT}) (got {v:?})"
+                    )));
+                }
+            },
+        };
+        Ok(Paging {
+            limit,
+            page: num("page", 1, 1, 1_000_000)?,
+        })
+    }
+}
+
+/// The seed's page object.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PageOf<T> {
+    pub page: i64,
+    pub limit: i64,
+    pub total: i64,
+    pub data: Vec<T>,
+}
+
+impl<T> PageOf<T> {
+    pub fn new(p: Paging, total: i64, data: Vec<T>) -> Self {
+        PageOf {
+            page: p.page,
+            limit: p.limit,
+            total,
+            data,
+        }
+    }
+}
+
+/// The query's parameters, percent-decoded; the first of a repeated name wins.
+pub(crate) fn query_pairs(query: Option<&str>) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        out.entry(k.into_owned()).or_insert_with(|| v.into_owned());
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// The caller
+
+/// Who is calling: from the bearer token (header, or `?token=`).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub user_id: String,
+    pub username: String,
+    /// Set for a team token: the caller acts for this team.
+    pub team_id: Option<String>,
+    /// The live role: the user's platform role, or the role in the team for a team token.
+    pub role: Role,
+    /// The user's platform role, whatever the token: what the user may do outside a team
+    /// (create teams, for one).
+    pub platform_role: Role,
+    pub token_hash: String,
+}
+
+impl Caller {
+    /// The owner the caller acts for: the team of a team token, else the user.
+    pub fn owner(&self) -> &str {
+        self.team_id.as_deref().unwrap_or(&self.user_id)
+    }
+
+    /// The caller's reach for an action, or 403 when the role grants none.
+    pub fn require(&self, action: Action, resource: Resource) -> ApiResult<Reach> {
+        match self.role.reach(action, resource) {
+            Reach::None => Err(ApiError::Forbidden),
+            r => Ok(r),
+        }
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+}
+
+fn bearer(parts: &Parts) -> Option<String> {
+    if let Some(h) = parts.headers.get(header::AUTHORIZATION) {
+        let h = h.to_str().ok()?;
+        let t = h
+            .strip_prefix("Bearer ")
+            .or_else(|| h.strip_prefix("bearer "))?;
+        return Some(t.trim().to_owned());
+    }
+    query_pairs(parts.uri.query()).remove("token")
+}
+
+impl FromRequestParts<App> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, Self::Rejection> {
+        let token = bearer(parts).ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+        let hash = token_hash(&token);
+        let row = app
+            .db
+            .token_by_hash(&hash)
+            .await?
+            .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+        if row.expire <= unix_secs() {
+            return Err(ApiError::Unauthorized(NOT_LOGGED_IN));
+        }
+        let user = app
+            .db
+            .user_by_id(&row.user_id)
+            .await?
+            .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+        if user.disabled != 0 {
+            // Disabling deletes the tokens too; this covers a token issued in between.
+            return Err(ApiError::Unauthorized(NOT_LOGGED_IN));
+        }
+        let role_name = match &row.team_id {
+            // Membership is checked live: a removed member's team token stops working.
+            Some(team) => app
+                .db
+                .membership(team, &user.id)
+                .await?
+                .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?,
+            None => user.role_id.clone(),
+        };
+        let role = Role::parse(&role_name)
+            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown role {role_name}")))?;
+        let platform_role = Role::parse(&user.role_id)
+            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown role {}", user.role_id)))?;
+        app.valid_tokens.insert(hash.clone(), user.id.clone());
+        let span = tracing::Span::current();
+        span.record("tenant", row.team_id.as_deref().unwrap_or(&user.id));
+        Ok(Caller {
+            user_id: user.id,
+            username: user.username,
+            team_id: row.team_id,
+            role,
+            platform_role,
+            token_hash: hash,
+        })
+    }
+}
+
+pub fn unix_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Loads a project the caller may act on: 403 when the role does not allow the action at
+/// all, 404 when the project does not exist or belongs to another owner (its existence is
+/// not revealed).
+pub async fn project_for(
+    app: &App,
+    caller: &Caller,
+    project_id: &str,
+    action: Action,
+    resource: Resource,
+) -> ApiResult<ProjectRow> {
+    let reach = caller.require(action, resource)?;
+    let p = app
+        .db
+        .project(project_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("project {project_id}")))?;
+    if reach == Reach::Own && p.owner_id != caller.owner() {
+        return Err(ApiError::not_found(format!("project {project_id}")));
+    }
+    Ok(p)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rate limit
+
+pub(crate) use botbox_service::rate::RateLimiter;
+
+/// The caller's address as a rate-limit key: IPv6 by its /64 (one customer's block), so
+/// rotating addresses inside it does not escape the limit.
+fn address_key(parts: &Parts) -> String {
+    let ip = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    match ip {
+        Some(std::net::IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
+            let s = v6.segments();
+            format!("a:{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+        }
+        Some(std::net::IpAddr::V6(v6)) => format!("a:{}", v6.to_ipv4_mapped().unwrap()),
+        Some(ip) => format!("a:{ip}"),
+        None => "a:".into(),
+    }
+}
+
+async fn rate_limit(State(app): State<App>, req: Request, next: Next) -> Response {
+    let limit = app.config.rate_limit_per_minute;
+    let (parts, body) = req.into_parts();
+    // A token counts on its own only if it is real (a live token in the database; known
+    // ones are cached): a made-up token counts against the address it came from.
+    let client = address_key(&parts);
+    let key = match bearer(&parts).map(|t| token_hash(&t)) {
+        Some(h) => match app.valid_tokens.get(&h) {
+            Some(user) => format!("u:{user}"),
+            // An address already over its limit gets its 429 without a database read.
+            None if app.limiter.over(&client, limit, unix_secs()) => client.clone(),
+            None => match app.db.token_by_hash(&h).await {
+                Ok(Some(row)) if row.expire > unix_secs() => {
+                    app.valid_tokens.insert(h.clone(), row.user_id.clone());
+                    format!("u:{}", row.user_id)
+                }
+                _ => client.clone(),
+            },
+        },
+        None => client.clone(),
+    };
+    let (ok, remaining, reset) = app.limiter.hit(&key, limit, unix_secs());
+    let mut res = if ok {
+        let mut req = Request::from_parts(parts, body);
+        req.extensions_mut().insert(ClientKey(client));
+        next.run(req).await
+    } else {
+        let mut r = ApiError::RateLimited(limit).into_response();
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(reset));
+        r
+    };
+    let h = res.headers_mut();
+    h.insert("ratelimit-limit", HeaderValue::from(limit));
+    h.insert("ratelimit-remaining", HeaderValue::from(remaining));
+    h.insert("ratelimit-reset", HeaderValue::from(reset));
+    res
+}
+
+/// The caller's address key, for handlers that throttle on their own (login).
+#[derive(Debug, Clone)]
+pub struct ClientKey(pub String);
+
+/// Failed logins allowed per address per 15 minutes, whatever the accounts tried.
+const LOGIN_FAILURES_PER_ADDRESS: u32 = 50;
+const LOGIN_WINDOW_SECS: i64 = 15 * 60;
+
+impl App {
+    /// Refuses a login attempt (429) when the account or the address has failed too often
+    /// in the last window. Checked before the password is hashed, so a refused attempt costs
+    /// nothing.
+    ///
+    /// The attempt is counted here, before the password is checked, so that concurrent
+    /// attempts cannot all pass the check; a successful login gives it back
+    /// ([`App::login_succeeded`]).
+    pub(crate) fn login_allowed(&self, username: &str, client: &str) -> ApiResult<()> {
+        let now = unix_secs();
+        let per_account = self.config.login_failures_per_account;
+        let account = format!("u:{username}");
+        if !self
+            .login_failures
+            .hit(client, LOGIN_FAILURES_PER_ADDRESS, now)
+            .0
+        {
+            tracing::warn!(username = %username, client = %client, "login throttled (address)");
+            return Err(ApiError::TooManyLogins);
+        }
+        if !self.login_failures.hit(&account, per_account, now).0 {
+            self.login_failures.refund(client);
+            tracing::warn!(username = %username, client = %client, "login throttled (account)");
+            return Err(ApiError::TooManyLogins);
+        }
+        Ok(())
+    }
+
+    /// Gives back the attempt a successful login counted.
+    pub(crate) fn login_succeeded(&self, username: &str, client: &str) {
+        self.login_failures.refund(&format!("u:{username}"));
+        self.login_failures.refund(client);
+    }
+
+    /// Hashes or verifies a password under the cap on concurrent argon2 work.
+    pub(crate) async fn password_job<T: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> ApiResult<T> {
+        self.passwords.run(job).await.ok_or_else(|| {
+            ApiError::Unavailable("too many logins at once; try again in a moment".into())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use botbox_service::rate::RATE_KEYS_MAX;
+
+    #[test]
+    fn every_route_registers_and_is_documented() {
+        let doc = openapi();
+        for p in [
+            "/login",
+            "/teams/{team}",
+            "/projects/{projectId}/bot/converse",
+        ] {
+            assert!(doc.paths.paths.contains_key(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn keys_are_bounded_and_new_keys_past_the_bound_go_untracked() {
+        let l = RateLimiter::default();
+        for i in 0..RATE_KEYS_MAX {
+            l.hit(&format!("k{i}"), 1_000_000, 120);
+        }
+        assert_eq!(l.keys(), RATE_KEYS_MAX);
+        // New keys past the bound are neither tracked nor pooled with each other.
+        for _ in 0..5 {
+            assert!(l.hit("new-a", 2, 121).0);
+        }
+        assert_eq!(l.keys(), RATE_KEYS_MAX);
+        // Known keys are still counted.
+        assert!(l.hit("k1", 2, 121).0);
+        assert!(!l.hit("k1", 2, 121).0);
+        // A new window frees the old keys.
+        assert!(l.hit("fresh", 1, 200).0);
+        assert!(l.keys() < 10);
+    }
+
+    #[test]
+    fn over_reads_without_counting() {
+        let l = RateLimiter::new(900);
+        assert!(!l.over("u:x", 2, 0));
+        l.hit("u:x", u32::MAX, 0);
+        assert!(!l.over("u:x", 2, 1));
+        l.hit("u:x", u32::MAX, 2);
+        assert!(l.over("u:x", 2, 3));
+        assert!(!l.over("u:x", 2, 900));
+    }
+
+    #[test]
+    fn window_counts_and_resets() {
+        let l = RateLimiter::default();
+        assert_eq!(l.hit("k", 2, 120), (true, 1, 60));
+        assert_eq!(l.hit("k", 2, 130), (true, 0, 50));
+        assert_eq!(l.hit("k", 2, 179), (false, 0, 1));
+        assert_eq!(l.hit("other", 2, 179), (true, 1, 1));
+        assert_eq!(l.hit("k", 2, 180), (true, 1, 60));
+    }
+
+    #[test]
+    fn trailing_slashes_are_trimmed_except_for_docs() {
+        let r = trim_trailing_slash(
+            axum::http::Request::get("/projects/?page=2")
+                .body(())
+                .unwrap(),
+        );
+        assert_eq!(r.uri().to_string(), "/projects?page=2");
+        let r = trim_trailing_slash(axum::http::Request::get("/docs/").body(()).unwrap());
+        assert_eq!(r.uri().path(), "/docs/");
+    }
+
+    #[test]
+    fn json_errors_name_the_field() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct T {
+            name: String,
+            options: Opt,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Opt {
+            bot: bool,
+        }
+        let e = parse_json::<T>(br#"{"name": "x", "options": {"bot": 3}}"#).unwrap_err();
+        assert!(
+            matches!(&e, ApiError::BadRequest(d) if d.starts_with("options.bot: invalid type")),
+            "{e:?}"
+        );
+        let e = parse_json::<T>(b"{\"name\": ").unwrap_err();
+        assert!(
+            matches!(&e, ApiError::BadRequest(d) if d.contains("EOF")),
+            "{e:?}"
+        );
+        let e = parse_json::<T>(b"").unwrap_err();
+        assert!(
+            matches!(&e, ApiError::BadRequest(d) if d.contains("required")),
+            "{e:?}"
+        );
+    }
+}

@@ -1,0 +1,328 @@
+//! The live surface: channel webhooks, the converse endpoint, transcripts.
+
+use super::{ApiError, ApiResult, App, Body, Caller, project_for};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use botbox_service::auth::{Action, Resource};
+use botbox_service::live::{LiveError, Receipt, console_session};
+use runtime_core::session::{Message, Session};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json_, json};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(converse))
+        .routes(routes!(list_transcript))
+        .routes(routes!(list_errors))
+}
+
+/// Webhooks are called by providers: no token, no project-API rate limit (the channel's
+/// `rpmLimit` applies instead).
+pub fn webhook_routes() -> axum::Router<App> {
+    axum::Router::new().route(
+        "/webhooks/{channelId}",
+        axum::routing::post(webhook).get(webhook),
+    )
+}
+
+impl From<LiveError> for ApiError {
+    fn from(e: LiveError) -> Self {
+        match e {
+            LiveError::Step(m) => ApiError::StepFailed(m),
+            LiveError::NotDeployed(m) => ApiError::NotFound(m),
+            LiveError::Busy(m) => ApiError::Busy(m),
+            LiveError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
+/// A provider's call: the receive pipeline runs it, detached from this connection
+/// ([`botbox_service::live::Live::receive`]); this only turns its receipt into a response. The body
+/// is taken after the call has gone to its lane ([`botbox_service::live::Live::arrival`]).
+async fn webhook(
+    State(app): State<App>,
+    Path(channel_id): Path<String>,
+    request: axum::extract::Request,
+) -> ApiResult<Response> {
+    use axum::extract::FromRequest;
+    let lane = app.live.arrival(&channel_id).await;
+    let (parts, body) = request.into_parts();
+    let query = parts.uri.query().map(str::to_owned);
+    let headers = parts.headers.clone();
+    // A body over the limit gets the extractor's own answer (413).
+    let body =
+        match Bytes::from_request(axum::extract::Request::from_parts(parts, body), &app).await {
+            Ok(body) => body,
+            Err(rejection) => return Ok(rejection.into_response()),
+        };
+    match app
+        .live
+        .receive_detached(lane, channel_id, query, headers, body)
+        .await
+    {
+        Receipt::Done { .. } => Ok(Json(json!({"status": "ok"})).into_response()),
+        Receipt::Handshake { content_type, body } => {
+            Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+        }
+        Receipt::NotFound(m) => Err(ApiError::NotFound(m)),
+        Receipt::BadSignature(m) => Ok((
+            StatusCode::UNAUTHORIZED,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("Bad signature: {m}"),
+        )
+            .into_response()),
+        Receipt::BadPayload(m) => Err(ApiError::bad(m)),
+        Receipt::RateLimited(n) => Err(ApiError::RateLimited(n)),
+        Receipt::Busy(m) => Err(ApiError::Busy(m)),
+        Receipt::Failed(e) => Err(ApiError::Internal(e)),
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConverseRequest {
+    /// `{type, content?, payload?, metadata?}`.
+    #[schema(value_type = Object)]
+    pub message: Json_,
+    /// Stateless: the step runs on this session and returns the new one; nothing is stored.
+    #[schema(value_type = Option<Object>)]
+    pub session: Option<Json_>,
+    /// Stateful: the server keeps this session between calls.
+    pub session_id: Option<String>,
+    /// Run the environment's deployed revision (by name or slug).
+    pub environment_name: Option<String>,
+    /// Run this revision (default: the latest).
+    pub revision: Option<String>,
+}
+
+/// Runs one conversation step (the console's and tests' entry point). A failed step is a 400
+/// whose body is the error text.
+#[utoipa::path(post, path = "/projects/{projectId}/bot/converse", tag = "bot",
+    params(("projectId" = String, Path)), request_body = ConverseRequest,
+    responses((status = 200, description = "{messages, responses, session, duration}", body = Object),
+        (status = 400, description = "the step failed: its error text"), (status = 404)))]
+async fn converse(
+    State(app): State<App>,
+    caller: Caller,
+    Path(pid): Path<String>,
+    Body(req): Body<ConverseRequest>,
+) -> ApiResult<Json<Json_>> {
+    // A step performs the bot's api calls and may change stored sessions: update rights.
+    let project = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
+    let rev = match (&req.environment_name, &req.revision) {
+        (Some(name), _) => {
+            let env = app
+                .db
+                .environment_by_name(&pid, name)
+                .await?
+                .ok_or_else(|| ApiError::not_found(format!("environment {name}")))?;
+            app.live.environment_revision(&env).await?
+        }
+        (None, Some(r)) => app.live.revision(&pid, r).await?,
+        (None, None) => {
+            let r = project.bot_latest_revision.ok_or_else(|| {
+                ApiError::not_found(format!("project {pid} has no bot revision yet"))
+            })?;
+            app.live.revision(&pid, &r).await?
+        }
+    };
+    let message =
+        Message::from_json(&req.message).map_err(|e| ApiError::bad(format!("message: {e}")))?;
+    let result = match (&req.session, &req.session_id) {
+        (Some(s), _) => {
+            let session: Session = serde_json::from_value(s.clone())
+                .map_err(|e| ApiError::bad(format!("session: {e}")))?;
+            app.live
+                .run_step(&project.owner_id, rev, session, message)
+                .await?
+                .result
+        }
+        (None, Some(sid)) => {
+            let key = format!("console:{pid}:{sid}");
+            app.live
+                .converse_stored(&key, &project.owner_id, rev, message)
+                .await?
+        }
+        (None, None) => {
+            app.live
+                .run_step(&project.owner_id, rev, console_session(), message)
+                .await?
+                .result
+        }
+    };
+    app.live.check_responses(result.responses.len())?;
+    Ok(Json(
+        serde_json::to_value(result).map_err(|e| ApiError::Internal(e.into()))?,
+    ))
+}
+
+/// Transcripts of an environment between two times (Unix milliseconds, inclusive): every
+/// incoming and outgoing message, oldest first, as maps of strings.
+#[utoipa::path(get, path = "/analytics/{botId}/{environmentName}/list_transcript", tag = "analytics",
+    params(("botId" = String, Path, description = "the project id"), ("environmentName" = String, Path),
+        ("startTimeStamp" = Option<i64>, Query), ("endTimeStamp" = Option<i64>, Query)),
+    responses((status = 200, body = [Object])))]
+async fn list_transcript(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, env_name)): Path<(String, String)>,
+    uri: Uri,
+) -> ApiResult<Json<Vec<Map<String, Json_>>>> {
+    project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let q = super::query_pairs(uri.query());
+    let num = |name: &str, default: i64| -> ApiResult<i64> {
+        match q.get(name) {
+            None => Ok(default),
+            Some(v) => v.parse::<i64>().map_err(|_| {
+                ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))
+            }),
+        }
+    };
+    let start = num("startTimeStamp", 0)?;
+    let end = num("endTimeStamp", i64::MAX)?;
+    let env = app
+        .db
+        .environment_by_name(&pid, &env_name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("environment {env_name}")))?;
+    let rows = app.db.list_transcripts(&pid, &env.name, start, end).await?;
+    let s = |v: Option<String>| Json_::String(v.unwrap_or_default());
+    Ok(Json(
+        rows.into_iter()
+            .map(|r| {
+                let mut m = Map::new();
+                m.insert("id".into(), Json_::String(r.id));
+                m.insert("environment".into(), Json_::String(r.environment_name));
+                m.insert("channelId".into(), Json_::String(r.channel_id));
+                m.insert("userId".into(), Json_::String(r.user_id));
+                m.insert("direction".into(), Json_::String(r.direction));
+                m.insert("message".into(), Json_::String(r.message));
+                m.insert("flow".into(), s(r.flow));
+                m.insert("intent".into(), s(r.intent));
+                m.insert("state".into(), s(r.state));
+                m.insert("timestamp".into(), Json_::String(r.created_at.to_string()));
+                m
+            })
+            .collect(),
+    ))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BotError {
+    pub error_id: String,
+    /// Unix milliseconds.
+    pub timestamp: i64,
+    /// `step` (the step failed and the session was kept) or `bot` (a user error in a step
+    /// that went on).
+    pub error_group: String,
+    /// `cpu-limit`, `memory-limit`, `time-limit`, `too-many-responses`, `max-recursion`,
+    /// `timeout`, `api-error`, `method-error`, `nlu-error`, `expression-error`,
+    /// `host-call-limit` or `error`.
+    pub error_code: String,
+    pub error_message: String,
+    pub environment_id: String,
+    pub channel_id: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BotErrors {
+    pub page: i64,
+    pub limit: i64,
+    pub data: Vec<BotError>,
+}
+
+/// The bot's errors, newest first: steps that failed (a limit, a trap) and user errors of
+/// steps that went on (an expression, an api call, a method, an NLU), recorded with the step
+/// per environment and channel. Filters: `environmentId`, `channelId`, `errorGroup`,
+/// `errorCode`, `start`/`end` (Unix milliseconds, inclusive).
+#[utoipa::path(get, path = "/projects/{projectId}/errors", tag = "analytics",
+    params(("projectId" = String, Path), ("environmentId" = Option<String>, Query), ("channelId" = Option<String>, Query),
+        ("errorGroup" = Option<String>, Query), ("errorCode" = Option<String>, Query),
+        ("start" = Option<i64>, Query), ("end" = Option<i64>, Query), ("limit" = Option<i64>, Query), ("page" = Option<i64>, Query)),
+    responses((status = 200, body = BotErrors), (status = 404)))]
+async fn list_errors(
+    State(app): State<App>,
+    caller: Caller,
+    Path(pid): Path<String>,
+    paging: super::Paging,
+    uri: Uri,
+) -> ApiResult<Json<BotErrors>> {
+    project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let q = super::query_pairs(uri.query());
+    // Unix milliseconds, or an RFC 3339 time (kata-cli sends `2026-11-23T00:00:00.123Z`).
+    let time = |name: &str, default: i64| -> ApiResult<i64> {
+        match q.get(name).filter(|v| !v.is_empty()) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<i64>()
+                .ok()
+                .or_else(|| {
+                    time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339)
+                        .ok()
+                        .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+                })
+                .ok_or_else(|| {
+                    ApiError::bad(format!(
+                        "{name}: Unix time in milliseconds or an RFC 3339 time (got {v:?})"
+                    ))
+                }),
+        }
+    };
+    let text = |name: &str| q.get(name).filter(|v| !v.is_empty()).cloned();
+    // Groups and codes by name (`bot`, `cpu-limit`) or by Kata's numbers (1000, 4001), codes
+    // as a comma-separated list.
+    let group = text("errorGroup").map(|g| match g.as_str() {
+        "1000" => "bot".to_string(),
+        "4000" => "step".to_string(),
+        _ => g,
+    });
+    let codes: Vec<String> = text("errorCode")
+        .map(|c| {
+            c.split(',')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(|c| match c.parse::<u32>() {
+                    Ok(n) => botbox_service::live::ERROR_CODES
+                        .iter()
+                        .find(|e| e.2 == n)
+                        .map_or_else(|| c.to_string(), |e| e.1.to_string()),
+                    Err(_) => c.to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let query = botbox_store::BotErrorQuery {
+        environment_id: text("environmentId"),
+        channel_id: text("channelId"),
+        group,
+        codes,
+        start: time("start", 0)?,
+        end: time("end", i64::MAX)?,
+        limit: paging.limit,
+        offset: paging.offset(),
+    };
+    let rows = app.db.bot_errors(&pid, &query).await?;
+    Ok(Json(BotErrors {
+        page: paging.page,
+        limit: paging.limit,
+        data: rows
+            .into_iter()
+            .map(|r| BotError {
+                error_id: r.id,
+                timestamp: r.created_at,
+                error_group: r.error_group,
+                error_code: r.error_code,
+                error_message: r.message,
+                environment_id: r.environment_id,
+                channel_id: r.channel_id,
+            })
+            .collect(),
+    }))
+}

@@ -1,0 +1,736 @@
+//! Projects, bot revisions and drafts.
+
+use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, parse_json, project_for};
+use axum::Json;
+use axum::extract::{Path, State};
+use botbox_service::auth::{Action, Reach, Resource};
+use botbox_store::{DbError, NewProject, ProjectRow};
+use runtime_core::source::Severity;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json_, json};
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn routes() -> OpenApiRouter<App> {
+    OpenApiRouter::new()
+        .routes(routes!(create_project, list_projects))
+        .routes(routes!(get_project, put_project, delete_project))
+        .routes(routes!(project_by_name))
+        .routes(routes!(get_bot))
+        .routes(routes!(create_revision, list_revisions))
+        .routes(routes!(get_revision, push_revision))
+        .routes(routes!(nlu_revisions))
+        .routes(routes!(cms))
+        .routes(routes!(get_draft, put_draft, delete_draft))
+}
+
+/// Project.options of the seed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectOptions {
+    #[serde(default = "yes")]
+    pub bot: bool,
+    #[serde(default)]
+    pub cms: bool,
+    #[serde(default)]
+    pub nlu: bool,
+    #[serde(default)]
+    pub timezone: f64,
+    /// `private` or `public`.
+    #[serde(default = "private")]
+    pub nlu_visibility: String,
+    #[serde(default = "en")]
+    pub nlu_lang: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nlu_id: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn private() -> String {
+    "private".into()
+}
+fn en() -> String {
+    "en".into()
+}
+
+impl Default for ProjectOptions {
+    fn default() -> Self {
+        parse_json(b"{}").expect("defaults parse")
+    }
+}
+
+impl ProjectOptions {
+    fn check(&self) -> ApiResult<()> {
+        if !matches!(self.nlu_visibility.as_str(), "private" | "public") {
+            return Err(ApiError::bad(format!(
+                "options.nluVisibility: private or public (got {:?})",
+                self.nlu_visibility
+            )));
+        }
+        if !(-12.0..=14.0).contains(&self.timezone) {
+            return Err(ApiError::bad(format!(
+                "options.timezone: hours from UTC, -12 to 14 (got {})",
+                self.timezone
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The seed's Project.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Project {
+    pub id: String,
+    pub name: String,
+    pub label: Option<String>,
+    pub description: Option<String>,
+    pub bot_latest_revision: Option<String>,
+    pub nlu_latest_revision: Option<String>,
+    pub cms_latest_revision: Option<String>,
+    pub options: ProjectOptions,
+}
+
+fn project_json(p: ProjectRow) -> ApiResult<Project> {
+    let options: ProjectOptions =
+        serde_json::from_str(&p.options).map_err(|e| ApiError::Internal(e.into()))?;
+    Ok(Project {
+        id: p.id,
+        name: p.name,
+        label: p.label,
+        description: p.description,
+        bot_latest_revision: p.bot_latest_revision,
+        nlu_latest_revision: p.nlu_latest_revision,
+        cms_latest_revision: p.cms_latest_revision,
+        options,
+    })
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NewProjectRequest {
+    pub name: String,
+    pub label: Option<String>,
+    pub description: Option<String>,
+    #[serde(default)]
+    pub options: ProjectOptions,
+}
+
+fn check_name(field: &str, name: &str) -> ApiResult<()> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        return Err(ApiError::bad(format!(
+            "{field}: 1 to 64 letters, digits, '.', '_' or '-' (got {name:?})"
+        )));
+    }
+    Ok(())
+}
+
+fn taken(what: String) -> impl FnOnce(DbError) -> ApiError {
+    move |e| match e {
+        DbError::Conflict => ApiError::Conflict(what),
+        e => e.into(),
+    }
+}
+
+/// Creates a project owned by the caller's owner (the user, or the team of a team token).
+#[utoipa::path(post, path = "/projects", tag = "projects", request_body = NewProjectRequest,
+    responses((status = 200, body = Project), (status = 400), (status = 403), (status = 409)))]
+async fn create_project(
+    State(app): State<App>,
+    caller: Caller,
+    Body(req): Body<NewProjectRequest>,
+) -> ApiResult<Json<Project>> {
+    caller.require(Action::Create, Resource::Projects)?;
+    check_name("name", &req.name)?;
+    req.options.check()?;
+    let mut options = req.options;
+    if options.nlu && options.nlu_id.is_none() {
+        let owner_name = match &caller.team_id {
+            Some(t) => app.db.team_by_id(t).await?.map(|t| t.name),
+            None => Some(caller.username.clone()),
+        }
+        .unwrap_or_default();
+        options.nlu_id = Some(format!("{owner_name}:{}", req.name));
+    }
+    if options.nlu {
+        // The project's NLU is named after it; bots address it as <account>:<name>.
+        super::nlu::check_nlu_lang(&options.nlu_lang)?;
+        if app.db.owner_nlu(caller.owner(), &req.name).await?.is_some() {
+            return Err(ApiError::Conflict(format!(
+                "an NLU named {} already exists for this owner",
+                req.name
+            )));
+        }
+    }
+    let row = app
+        .db
+        .insert_project(&NewProject {
+            owner_id: caller.owner().into(),
+            name: req.name.clone(),
+            label: req.label,
+            description: req.description,
+            options: serde_json::to_string(&options).expect("options serialise"),
+        })
+        .await
+        .map_err(taken(format!("project {} already exists", req.name)))?;
+    if options.bot {
+        // The seed types botLatestRevision as a string, and kata-cli pushes on top of the
+        // latest revision: a bot project starts with an empty one (version 0.0.0, no
+        // compiled form: it cannot be deployed).
+        let source = serde_json::to_string(
+            &json!({"id": row.id, "name": req.name, "version": "0.0.0", "flows": {}}),
+        )
+        .expect("json serialises");
+        let revision =
+            hex::encode(&Sha256::digest(format!("{}\n{source}", row.id).as_bytes())[..20]);
+        app.db
+            .insert_revision(&row.id, &revision, "0.0.0", &source, "")
+            .await?;
+    }
+    let row = if options.bot {
+        app.db.project(&row.id).await?.unwrap_or(row)
+    } else {
+        row
+    };
+    if options.nlu {
+        super::nlu::create_for_project(
+            &app,
+            &row.id,
+            caller.owner(),
+            &req.name,
+            &options.nlu_lang,
+            &options.nlu_visibility,
+        )
+        .await?;
+    }
+    Ok(Json(project_json(row)?))
+}
+
+/// The caller's projects (everyone's with `list_any_projects`), newest first.
+#[utoipa::path(get, path = "/projects", tag = "projects",
+    params(("limit" = Option<i64>, Query, description = "1 to 100, default 20"), ("page" = Option<i64>, Query, description = "from 1")),
+    responses((status = 200, body = PageOf<Project>)))]
+async fn list_projects(
+    State(app): State<App>,
+    caller: Caller,
+    paging: Paging,
+) -> ApiResult<Json<PageOf<Project>>> {
+    let reach = caller.require(Action::List, Resource::Projects)?;
+    let owner = (reach == Reach::Own).then(|| caller.owner());
+    let page = app
+        .db
+        .list_projects(owner, paging.limit, paging.offset())
+        .await?;
+    let data = page
+        .items
+        .into_iter()
+        .map(project_json)
+        .collect::<ApiResult<_>>()?;
+    Ok(Json(PageOf::new(paging, page.total, data)))
+}
+
+#[utoipa::path(get, path = "/projects/{projectId}", tag = "projects",
+    params(("projectId" = String, Path)), responses((status = 200, body = Project), (status = 404)))]
+async fn get_project(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Project>> {
+    let p = project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    Ok(Json(project_json(p)?))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectUpdate {
+    pub name: Option<String>,
+    pub label: Option<String>,
+    pub description: Option<String>,
+    /// Merged into the current options.
+    #[schema(value_type = Object)]
+    pub options: Option<Map<String, Json_>>,
+    /// Ignored: the server keeps the latest revisions current.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub bot_latest_revision: Option<Json_>,
+    #[serde(default, flatten)]
+    #[schema(ignore)]
+    pub _rest: Map<String, Json_>,
+}
+
+/// Updates name, label, description and options. The latest revision ids are the server's.
+#[utoipa::path(put, path = "/projects/{projectId}", tag = "projects", request_body = ProjectUpdate,
+    params(("projectId" = String, Path)), responses((status = 200, body = Project), (status = 404), (status = 409)))]
+async fn put_project(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(req): Body<ProjectUpdate>,
+) -> ApiResult<Json<Project>> {
+    let p = project_for(&app, &caller, &id, Action::Update, Resource::Projects).await?;
+    let name = req.name.unwrap_or(p.name.clone());
+    check_name("name", &name)?;
+    let mut options: Map<String, Json_> =
+        serde_json::from_str(&p.options).map_err(|e| ApiError::Internal(e.into()))?;
+    for (k, v) in req.options.unwrap_or_default() {
+        options.insert(k, v);
+    }
+    let options: ProjectOptions = serde_json::from_value(Json_::Object(options))
+        .map_err(|e| ApiError::bad(format!("options: {e}")))?;
+    options.check()?;
+    let label = req.label.or(p.label);
+    let description = req.description.or(p.description);
+    app.db
+        .update_project(
+            &id,
+            &name,
+            label.as_deref(),
+            description.as_deref(),
+            &serde_json::to_string(&options).expect("options serialise"),
+        )
+        .await
+        .map_err(taken(format!("project {name} already exists")))?;
+    // Turning options.nlu on gives the project its NLU (named after the project) if it has
+    // none; turning it off keeps the NLU and its models (deployments may pin them).
+    if options.nlu && app.db.project_nlus(&id, 1, 0).await?.total == 0 {
+        super::nlu::create_for_project(
+            &app,
+            &id,
+            &p.owner_id,
+            &name,
+            &options.nlu_lang,
+            &options.nlu_visibility,
+        )
+        .await?;
+    }
+    let p = app
+        .db
+        .project(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("project {id}")))?;
+    Ok(Json(project_json(p)?))
+}
+
+/// Deletes a project and everything below it: revisions, deployments, environments, channels
+/// (their webhooks stop at once), sessions, transcripts, keys, NLUs and their models.
+#[utoipa::path(delete, path = "/projects/{projectId}", tag = "projects",
+    params(("projectId" = String, Path)), responses((status = 200, body = Project), (status = 404)))]
+async fn delete_project(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Project>> {
+    let p = project_for(&app, &caller, &id, Action::Delete, Resource::Projects).await?;
+    app.db.delete_project(&id).await?;
+    app.live.routes_changed();
+    Ok(Json(project_json(p)?))
+}
+
+/// The caller's project of that name (kata-cli's select-project).
+#[utoipa::path(get, path = "/projects/getProjectByName", tag = "projects",
+    params(("name" = String, Query)), responses((status = 200, body = Project), (status = 404)))]
+async fn project_by_name(
+    State(app): State<App>,
+    caller: Caller,
+    uri: axum::http::Uri,
+) -> ApiResult<Json<Project>> {
+    caller.require(Action::Read, Resource::Projects)?;
+    let name = super::query_pairs(uri.query())
+        .remove("name")
+        .ok_or_else(|| ApiError::bad("query parameter name is required"))?;
+    let p = app
+        .db
+        .project_by_name(caller.owner(), &name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("project {name}")))?;
+    Ok(Json(project_json(p)?))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionSummary {
+    pub revision: String,
+    pub version: String,
+    pub created_at: i64,
+}
+
+/// The project's bot revisions, newest first.
+#[utoipa::path(get, path = "/projects/{projectId}/bot/revisions", tag = "bot",
+    params(("projectId" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<i64>, Query)),
+    responses((status = 200, body = PageOf<RevisionSummary>), (status = 404)))]
+async fn list_revisions(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+    paging: super::Paging,
+) -> ApiResult<Json<PageOf<RevisionSummary>>> {
+    project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    let page = app
+        .db
+        .list_revisions(&id, paging.limit, paging.offset())
+        .await?;
+    let data = page
+        .items
+        .into_iter()
+        .map(|r| RevisionSummary {
+            revision: r.id,
+            version: r.version,
+            created_at: r.created_at,
+        })
+        .collect();
+    Ok(Json(PageOf::new(paging, page.total, data)))
+}
+
+/// One bot revision, as stored, with its `revision` (kata-cli's pull).
+#[utoipa::path(get, path = "/projects/{projectId}/bot/revisions/{revision}", tag = "bot",
+    params(("projectId" = String, Path), ("revision" = String, Path)),
+    responses((status = 200, description = "Bot (document 3) plus revision", body = Object), (status = 404)))]
+async fn get_revision(
+    State(app): State<App>,
+    caller: Caller,
+    Path((id, rev)): Path<(String, String)>,
+) -> ApiResult<Json<Json_>> {
+    project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    let r = app
+        .db
+        .revision(&id, &rev)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("bot revision {rev} of project {id}")))?;
+    Ok(Json(stored_bot(&r)?))
+}
+
+/// A stored revision's document with its `revision` id.
+fn stored_bot(r: &botbox_store::RevisionRow) -> ApiResult<Json_> {
+    let mut bot: Json_ =
+        serde_json::from_str(&r.source).map_err(|e| ApiError::Internal(e.into()))?;
+    if let Some(o) = bot.as_object_mut() {
+        o.insert("revision".into(), json!(r.id));
+    }
+    Ok(bot)
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NluRevision {
+    pub revision: String,
+    pub created_at: i64,
+}
+
+/// The project's NLU revisions (one per training), newest first.
+#[utoipa::path(get, path = "/projects/{projectId}/nlu/revisions", tag = "nlu",
+    params(("projectId" = String, Path)), responses((status = 200, body = PageOf<NluRevision>), (status = 404)))]
+async fn nlu_revisions(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+    paging: super::Paging,
+) -> ApiResult<Json<PageOf<NluRevision>>> {
+    project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    let all = app.db.nlu_revisions(&id).await?;
+    let total = all.len() as i64;
+    let data = all
+        .into_iter()
+        .skip(paging.offset() as usize)
+        .take(paging.limit as usize)
+        .map(|(revision, created_at)| NluRevision {
+            revision,
+            created_at,
+        })
+        .collect();
+    Ok(Json(PageOf::new(paging, total, data)))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CmsInfo {
+    /// botbox has no CMS: always the empty string (clients call string methods on it).
+    pub revision: String,
+}
+
+/// The project's CMS: botbox has none, so its revision is empty.
+#[utoipa::path(get, path = "/projects/{projectId}/cms", tag = "projects",
+    params(("projectId" = String, Path)), responses((status = 200, body = CmsInfo), (status = 404)))]
+async fn cms(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<CmsInfo>> {
+    let p = project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    Ok(Json(CmsInfo {
+        revision: p.cms_latest_revision.unwrap_or_default(),
+    }))
+}
+
+/// The latest bot revision, as stored: the pushed document with `id`, `version` and
+/// `revision` set by the server.
+#[utoipa::path(get, path = "/projects/{projectId}/bot", tag = "bot",
+    params(("projectId" = String, Path)),
+    responses((status = 200, description = "Bot (document 3)", body = Object), (status = 404, description = "no revision yet")))]
+async fn get_bot(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Json_>> {
+    project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    let r = app
+        .db
+        .latest_revision(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("project {id} has no bot revision yet")))?;
+    Ok(Json(stored_bot(&r)?))
+}
+
+/// The next patch version after the highest `a.b.c` version of `existing`.
+pub fn next_patch<'a>(existing: impl IntoIterator<Item = &'a str>) -> String {
+    let parse = |v: &str| -> Option<(u64, u64, u64)> {
+        let mut it = v.split('.').map(|p| p.parse::<u64>().ok());
+        let out = (it.next()??, it.next()??, it.next()??);
+        it.next().is_none().then_some(out)
+    };
+    match existing.into_iter().filter_map(parse).max() {
+        Some((a, b, c)) => format!("{a}.{b}.{}", c + 1),
+        None => "0.0.1".into(),
+    }
+}
+
+/// Creates a bot revision: validated and compiled with runtime-core; an invalid bot is a 400
+/// that lists every problem; a version that exists is a 409. The response is the stored bot
+/// plus `revision` and the validation `warnings`.
+#[utoipa::path(post, path = "/projects/{projectId}/bot/revisions", tag = "bot",
+    params(("projectId" = String, Path)), request_body(content = Object, description = "Bot (document 3)"),
+    responses((status = 200, description = "Bot plus revision and warnings", body = Object),
+        (status = 400, description = "every validation problem, one per line"), (status = 409, description = "version exists")))]
+async fn create_revision(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(bot): Body<Json_>,
+) -> ApiResult<Json<Json_>> {
+    let project = project_for(&app, &caller, &id, Action::Update, Resource::Projects).await?;
+    store_revision(&app, project, bot, false).await
+}
+
+/// kata-cli's push: a new revision on top of `revision`, which must be the latest (else 409:
+/// pull first). A `version` that exists (bot.yml keeps the pulled one) becomes the next patch
+/// version, said in `warnings`; `tag` is dropped.
+#[utoipa::path(put, path = "/projects/{projectId}/bot/revisions/{revision}", tag = "bot",
+    params(("projectId" = String, Path), ("revision" = String, Path)), request_body(content = Object, description = "Bot (document 3)"),
+    responses((status = 200, description = "Bot plus revision and warnings", body = Object),
+        (status = 400), (status = 409, description = "not the latest revision")))]
+async fn push_revision(
+    State(app): State<App>,
+    caller: Caller,
+    Path((id, rev)): Path<(String, String)>,
+    Body(mut bot): Body<Json_>,
+) -> ApiResult<Json<Json_>> {
+    let project = project_for(&app, &caller, &id, Action::Update, Resource::Projects).await?;
+    let latest = project.bot_latest_revision.clone().unwrap_or_default();
+    if rev != latest {
+        return Err(ApiError::Conflict(format!(
+            "revision {rev} is not the latest of project {id} ({latest}): pull, merge and push again"
+        )));
+    }
+    if let Some(doc) = bot.as_object_mut() {
+        doc.remove("tag");
+    }
+    store_revision(&app, project, bot, true).await
+}
+
+/// Validates, compiles and stores a new revision. `bump`: a version that exists becomes the
+/// next patch version (with a warning) instead of a 409.
+async fn store_revision(
+    app: &App,
+    project: ProjectRow,
+    mut bot: Json_,
+    bump: bool,
+) -> ApiResult<Json<Json_>> {
+    let id = project.id.clone();
+    let Some(doc) = bot.as_object_mut() else {
+        return Err(ApiError::bad("body: a Bot object is expected"));
+    };
+    for k in ["revision", "warnings"] {
+        doc.remove(k);
+    }
+    doc.insert("id".into(), json!(id));
+    let versions = app.db.revision_versions(&id).await?;
+    let next = next_patch(versions.iter().map(String::as_str));
+    let mut bumped = None;
+    let version = match doc.get("version") {
+        None | Some(Json_::Null) => next,
+        Some(Json_::String(v)) if !v.trim().is_empty() => {
+            if bump && versions.contains(v) {
+                bumped = Some(v.clone());
+                next
+            } else {
+                v.clone()
+            }
+        }
+        Some(other) => {
+            return Err(ApiError::bad(format!(
+                "version: a non-empty string is expected (got {other})"
+            )));
+        }
+    };
+    if versions.contains(&version) {
+        return Err(ApiError::Conflict(format!(
+            "bot version {version} already exists in project {id}"
+        )));
+    }
+    doc.insert("version".into(), json!(version));
+    let source = serde_json::to_string(&bot).expect("json serialises");
+    if source.len() > app.config.bot_limit {
+        return Err(ApiError::bad(format!(
+            "the bot is {} bytes of JSON; at most {} are accepted",
+            source.len(),
+            app.config.bot_limit
+        )));
+    }
+    // Compiling is CPU work proportional to the bot: off the async workers, a few at once.
+    let (bot, compiled) = app
+        .cpu_job(move || {
+            let compiled = runtime_core::compile(&bot);
+            let compiled = compiled.map(|c| {
+                let json = serde_json::to_string(&c.bot).expect("bots serialise");
+                (c, json)
+            });
+            (bot, compiled)
+        })
+        .await?;
+    let (compiled, compiled_json) = compiled.map_err(|rejected| {
+        ApiError::BadRequest(
+            rejected
+                .problems
+                .iter()
+                .map(|p| match p.severity {
+                    Severity::Error => format!("error: {p}"),
+                    Severity::Warning => format!("warning: {p}"),
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+    })?;
+    let mut bot = bot;
+    // `nl` NLUs whose model this bot may not use (missing, or another account's private
+    // one) cannot run: said at push time.
+    let mut warnings: Vec<String> = compiled.warnings.iter().map(|w| w.to_string()).collect();
+    if let Some(old) = bumped {
+        warnings.push(format!(
+            "version: {old} already exists; this revision is version {version}"
+        ));
+    }
+    let scope = botbox_sandbox::NlScope {
+        owner: project.owner_id.as_str().into(),
+        project: project.id.as_str().into(),
+        pin: None,
+    };
+    for (path, name, nlu_id) in runtime_core::compile::nl_references(&bot) {
+        if let Err(why) = app.live.nlu.resolve(&scope, &nlu_id).await {
+            warnings.push(
+                runtime_core::compile::nl_unavailable_warning(&path, &name, &nlu_id, &why)
+                    .to_string(),
+            );
+        }
+    }
+    let revision = hex::encode(&Sha256::digest(format!("{id}\n{source}").as_bytes())[..20]);
+    app.db
+        .insert_revision(&id, &revision, &version, &source, &compiled_json)
+        .await
+        .map_err(taken(format!(
+            "bot version {version} already exists in project {id}"
+        )))?;
+    let doc = bot.as_object_mut().expect("checked above");
+    doc.insert("revision".into(), json!(revision));
+    doc.insert("warnings".into(), json!(warnings));
+    Ok(Json(bot))
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DraftId {
+    pub draft_id: String,
+}
+
+/// The project's draft (any JSON object the editor keeps).
+#[utoipa::path(get, path = "/projects/{projectId}/bot/draft", tag = "bot",
+    params(("projectId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
+async fn get_draft(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Json_>> {
+    project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    let d = app
+        .db
+        .draft(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("project {id} has no draft")))?;
+    Ok(Json(
+        serde_json::from_str(&d.body).map_err(|e| ApiError::Internal(e.into()))?,
+    ))
+}
+
+/// Creates or replaces the draft.
+#[utoipa::path(put, path = "/projects/{projectId}/bot/draft", tag = "bot", request_body = Object,
+    params(("projectId" = String, Path)), responses((status = 200, body = DraftId)))]
+async fn put_draft(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(body): Body<Map<String, Json_>>,
+) -> ApiResult<Json<DraftId>> {
+    project_for(&app, &caller, &id, Action::Update, Resource::Projects).await?;
+    let draft_id = app
+        .db
+        .put_draft(&id, &serde_json::to_string(&body).expect("json serialises"))
+        .await?;
+    Ok(Json(DraftId { draft_id }))
+}
+
+#[utoipa::path(delete, path = "/projects/{projectId}/bot/draft", tag = "bot",
+    params(("projectId" = String, Path)), responses((status = 200, body = DraftId), (status = 404)))]
+async fn delete_draft(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<DraftId>> {
+    project_for(&app, &caller, &id, Action::Update, Resource::Projects).await?;
+    let d = app
+        .db
+        .draft(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("project {id} has no draft")))?;
+    app.db.delete_draft(&id).await?;
+    Ok(Json(DraftId {
+        draft_id: d.draft_id,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_patch_follows_the_highest_version() {
+        assert_eq!(next_patch([]), "0.0.1");
+        assert_eq!(next_patch(["1.0.0", "1.2.9", "1.10.0", "x"]), "1.10.1");
+        assert_eq!(next_patch(["draft"]), "0.0.1");
+    }
+
+    #[test]
+    fn options_default_as_the_seed_suggests() {
+        let o = ProjectOptions::default();
+        assert!(o.bot && !o.nlu && !o.cms);
+        assert_eq!(o.nlu_visibility, "private");
+        let bad: ProjectOptions = parse_json(br#"{"nluVisibility": "secret"}"#).unwrap();
+        assert!(bad.check().is_err());
+    }
+}

@@ -1,0 +1,561 @@
+//! `botbox`: the server and the command-line client.
+
+mod server;
+
+use crate::server::ServeConfig;
+use anyhow::Result;
+use botbox_api::ApiConfig;
+use botbox_service::live::LiveConfig;
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "botbox",
+    version,
+    about = "Run untrusted chatbots safely, many tenants on one server."
+)]
+struct Cli {
+    /// Print JSON instead of text (for scripts).
+    #[arg(long, global = true)]
+    json: bool,
+    /// The botbox server (default: the one of the last login, else http://127.0.0.1:8080).
+    #[arg(long, global = true, env = "BOTBOX_SERVER")]
+    server: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args)]
+struct BotDir {
+    /// The bot folder.
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the server (SQLite in the data folder unless DATABASE_URL is postgres://).
+    Serve(ServeArgs),
+    /// Validates a bot file and prints every problem with its path and position.
+    Validate {
+        /// bot.yml or bot.json
+        file: PathBuf,
+    },
+    /// Manages accounts directly in the database.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+    /// Logs in to a botbox server and keeps the token.
+    Login {
+        #[arg(short, long)]
+        username: Option<String>,
+        #[arg(short, long, env = "BOTBOX_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+        /// Log in with an existing token instead.
+        #[arg(short, long)]
+        token: Option<String>,
+    },
+    /// Forgets (and revokes) the stored tokens.
+    Logout {
+        /// Do not ask for confirmation.
+        #[arg(short, long)]
+        yes: bool,
+    },
+    /// Shows who the CLI acts as.
+    Whoami,
+    /// Acts for a team from now on (a team-bound token).
+    SwitchTeam { team: String },
+    /// `switch team <name>` or `switch user`.
+    Switch {
+        /// team or user
+        kind: String,
+        name: Option<String>,
+    },
+    /// Creates a bot skeleton that passes its tests.
+    Init { name: String },
+    /// Validates the bot locally and creates a revision on the server.
+    Push {
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// Creates the next deployment version of the latest revision and points an environment at it.
+    Deploy {
+        #[command(flatten)]
+        dir: BotDir,
+        #[arg(long, conflicts_with_all = ["minor", "patch"])]
+        major: bool,
+        #[arg(long, conflicts_with = "patch")]
+        minor: bool,
+        #[arg(long)]
+        patch: bool,
+        /// The environment (created when missing).
+        #[arg(long, default_value = "development")]
+        env: String,
+    },
+    /// Environments: list, create <name> [--version v], update <name> [--version v], delete <name>.
+    Env {
+        action: String,
+        name: Option<String>,
+        #[arg(long)]
+        version: Option<String>,
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// Agent API keys (sak_…) of an environment: create [--name n], list, revoke <id>.
+    Key {
+        action: String,
+        /// The key's id (revoke).
+        id: Option<String>,
+        #[arg(long, default_value = "production")]
+        env: String,
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// Channels of an environment: list, create, update, delete.
+    Channel {
+        action: String,
+        name: Option<String>,
+        #[arg(long, default_value = "development")]
+        env: String,
+        #[arg(long = "type")]
+        kind: Option<String>,
+        #[arg(long)]
+        url: Option<String>,
+        /// Provider option as key=value (repeatable).
+        #[arg(long = "option")]
+        options: Vec<String>,
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// Cases of the bot's project: `create --env <env> -f case.yml` (by name: creates or
+    /// replaces), `list`, `get <case>`, `delete <case>`.
+    Case {
+        action: String,
+        /// The Case (get, delete), by name or id.
+        name: Option<String>,
+        /// The environment the Case runs on.
+        #[arg(long, default_value = "production")]
+        env: String,
+        /// The Case document (YAML or JSON).
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// Tasks: `create <case> --input k=v [--input k:=<json>]`, `list <case>`, `get <id>`,
+    /// `outputs <id>`, `review <id> --decision approve|reject|changes [--comment text]
+    /// [--output k=v]`.
+    Task {
+        action: String,
+        /// The Case (create, list) or the task id (get, outputs, review).
+        target: Option<String>,
+        /// An input field: name=text, or name:=<json> for numbers, booleans, objects.
+        #[arg(long = "input")]
+        inputs: Vec<String>,
+        /// An edited output for `review --decision approve`: name=text or name:=<json>.
+        #[arg(long = "output")]
+        outputs: Vec<String>,
+        #[arg(long)]
+        decision: Option<String>,
+        #[arg(long)]
+        comment: Option<String>,
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// Talks to the bot: text lines, button({...}), command("x"), current(), clear(), exit.
+    Console {
+        #[command(flatten)]
+        dir: BotDir,
+        /// Run the environment's deployment (default: the latest revision).
+        #[arg(long)]
+        env: Option<String>,
+        /// Show each response's flow and intent, and the state.
+        #[arg(long)]
+        debug: bool,
+    },
+    /// Runs the bot's conversation tests (tests/*.yml) in the local sandbox.
+    Test {
+        #[command(flatten)]
+        dir: BotDir,
+        /// Run them on the server (the latest pushed revision) instead.
+        #[arg(long)]
+        remote: bool,
+        /// Where the precompiled sandbox guest is cached, as for `serve` (default:
+        /// $BOTBOX_HOME/cache). Not used with --remote.
+        #[arg(long, env = "BOTBOX_CACHE")]
+        cache_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct StorageArgs {
+    /// Folder for the embedded SQLite database.
+    #[arg(long, env = "BOTBOX_DATA", default_value = "data")]
+    data: PathBuf,
+    /// sqlite://… or postgres://…; SQLite in --data when absent.
+    #[arg(long, env = "DATABASE_URL")]
+    database_url: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on (port 0 picks a free one).
+    #[arg(long, env = "BOTBOX_ADDR", default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// Password of the first admin account (generated and printed once when absent).
+    #[arg(long, env = "BOTBOX_ADMIN_PASSWORD", hide_env_values = true)]
+    admin_password: Option<String>,
+    /// Base URL the outside world reaches this server at (for channel webhooks).
+    #[arg(long, env = "BOTBOX_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// Agent API (/v1) chat requests (POST /v1/chat, steer, cancel, and every other /v1 POST)
+    /// per key and minute; also the verified calls of each inbound hook (`POST /v1/hooks/{id}`)
+    /// per minute, each of which creates a task. Default 60.
+    #[arg(long, env = "BOTBOX_AGENT_CHAT_LIMIT", default_value_t = 60)]
+    agent_chat_limit: u32,
+    /// Agent API (/v1) reads (GETs) per key and minute.
+    #[arg(long, env = "BOTBOX_AGENT_READ_LIMIT", default_value_t = 600)]
+    agent_read_limit: u32,
+    /// Project API requests per minute per token (per address without one).
+    #[arg(long, env = "BOTBOX_RATE_LIMIT", default_value_t = 100)]
+    rate_limit: u32,
+    /// Token lifetime in seconds.
+    #[arg(long, env = "BOTBOX_TOKEN_TTL", default_value_t = 7 * 24 * 3600)]
+    token_ttl: i64,
+    /// Where the precompiled sandbox guest is cached (default: <data>/cache).
+    #[arg(long, env = "BOTBOX_CACHE")]
+    cache_dir: Option<PathBuf>,
+    /// Destinations outbound calls (api actions, deliveries, provider reads) may reach
+    /// although they are not public: address:port entries (127.0.0.1:9000, [::1]:9000; for
+    /// URLs that name the address) and networks (10.0.0.0/8, also for names resolving into
+    /// them), comma-separated. Default: none. Every tenant's bots and channels can reach
+    /// what is listed.
+    #[arg(
+        long,
+        env = "BOTBOX_EGRESS_ALLOW",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
+    egress_allow: Vec<botbox_egress::Allow>,
+    /// Shorthand for --egress-allow 0.0.0.0/0,::/0: outbound calls may reach every address,
+    /// loopback, private networks, cloud metadata and this server included (local
+    /// development and tests only).
+    #[arg(long, env = "BOTBOX_ALLOW_PRIVATE_EGRESS")]
+    allow_private_egress: bool,
+    /// First retry delay of a failed delivery, in milliseconds (doubles per attempt).
+    #[arg(long, env = "BOTBOX_OUTBOX_BACKOFF_MS", default_value_t = 1000)]
+    outbox_backoff_ms: u64,
+    /// Time-out of one reply delivery, in milliseconds. A reply not sent by the process that
+    /// stored it (it crashed) is sent by the outbox worker after twice this.
+    #[arg(long, env = "BOTBOX_DELIVERY_TIMEOUT_MS", default_value_t = 5000)]
+    delivery_timeout_ms: u64,
+    /// Memory for loaded NL Studio models, in MiB (weighed by their stored size). Models
+    /// not in it are read from storage and parsed again at their next use.
+    #[arg(long, env = "BOTBOX_NLU_CACHE_MB", default_value_t = 256)]
+    nlu_cache_mb: u64,
+    /// NLU trainings that run at once (each takes a core while it runs; more wait, showing
+    /// `training`).
+    #[arg(long, env = "BOTBOX_NLU_TRAINING_SLOTS", default_value_t = 1)]
+    nlu_training_slots: usize,
+    /// The server key that webhook secrets and artifact URL signatures derive from (32+
+    /// characters). Default: `secret.key` in the data folder, created on first start.
+    /// Replicas on one PostgreSQL database must all be given the same key.
+    #[arg(long, env = "BOTBOX_SECRET_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
+    /// Divides the callback retry schedule (5 s, 5 min, 30 min, … 24 h) by this (tests).
+    #[arg(long, env = "BOTBOX_CALLBACK_RETRY_SCALE", default_value_t = 1)]
+    callback_retry_scale: u32,
+    /// A running task's lease in seconds: a task whose worker died is taken over after it.
+    #[arg(long, env = "BOTBOX_TASK_LEASE_S", default_value_t = 30)]
+    task_lease_s: u64,
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Adds a user.
+    Add {
+        username: String,
+        /// The password (asked for when absent).
+        #[arg(long, env = "BOTBOX_NEW_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+        /// admin, developer or viewer.
+        #[arg(long, default_value = "developer")]
+        role: String,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    use botbox_cli as cli;
+    let ctx = || cli::Ctx::new(cli.server.clone(), cli.json);
+    let ok = |()| ExitCode::SUCCESS;
+    match cli.command {
+        Command::Login {
+            username,
+            password,
+            token,
+        } => cli::login(&mut ctx()?, username, password, token).map(ok),
+        Command::Logout { yes } => cli::logout(&mut ctx()?, yes).map(ok),
+        Command::Whoami => cli::whoami(&ctx()?).map(ok),
+        Command::SwitchTeam { team } => cli::switch_team(&mut ctx()?, &team).map(ok),
+        Command::Switch { kind, name } => match (kind.as_str(), name) {
+            ("team", Some(n)) => cli::switch_team(&mut ctx()?, &n).map(ok),
+            ("user", _) => cli::switch_user(&mut ctx()?).map(ok),
+            _ => anyhow::bail!("usage: botbox switch team <name> | botbox switch user"),
+        },
+        Command::Init { name } => cli::init(&ctx()?, &name).map(ok),
+        Command::Push { dir } => cli::push(&ctx()?, &dir.dir).map(ok),
+        Command::Deploy {
+            dir,
+            major,
+            minor,
+            patch: _,
+            env,
+        } => {
+            let part = if major {
+                "major"
+            } else if minor {
+                "minor"
+            } else {
+                "patch"
+            };
+            cli::deploy(&ctx()?, &dir.dir, part, &env).map(ok)
+        }
+        Command::Key {
+            action,
+            id,
+            env,
+            name,
+            dir,
+        } => cli::key_cmd(
+            &ctx()?,
+            &dir.dir,
+            &action,
+            &env,
+            name.as_deref(),
+            id.as_deref(),
+        )
+        .map(ok),
+        Command::Env {
+            action,
+            name,
+            version,
+            dir,
+        } => cli::env_cmd(
+            &ctx()?,
+            &dir.dir,
+            &action,
+            name.as_deref(),
+            version.as_deref(),
+        )
+        .map(ok),
+        Command::Channel {
+            action,
+            name,
+            env,
+            kind,
+            url,
+            options,
+            dir,
+        } => cli::channel_cmd(
+            &ctx()?,
+            &dir.dir,
+            &action,
+            &env,
+            name.as_deref(),
+            kind.as_deref(),
+            url.as_deref(),
+            &options,
+        )
+        .map(ok),
+        Command::Case {
+            action,
+            name,
+            env,
+            file,
+            dir,
+        } => cli::cases::case_cmd(
+            &ctx()?,
+            &dir.dir,
+            &action,
+            name.as_deref(),
+            &env,
+            file.as_deref(),
+        )
+        .map(ok),
+        Command::Task {
+            action,
+            target,
+            inputs,
+            outputs,
+            decision,
+            comment,
+            dir,
+        } => cli::cases::task_cmd(
+            &ctx()?,
+            &dir.dir,
+            &action,
+            target.as_deref(),
+            &cli::cases::TaskArgs {
+                inputs: &inputs,
+                outputs: &outputs,
+                decision: decision.as_deref(),
+                comment: comment.as_deref(),
+            },
+        )
+        .map(ok),
+        Command::Console { dir, env, debug } => {
+            cli::console::console(&ctx()?, &dir.dir, env.as_deref(), debug).map(ok)
+        }
+        Command::Test {
+            dir,
+            remote,
+            cache_dir,
+        } => Ok(if cli::test(&ctx()?, &dir.dir, remote, cache_dir)? {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        }),
+        Command::Validate { file } => validate(&file),
+        Command::Serve(a) => {
+            crate::server::return_big_blocks_to_the_os();
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_env("BOTBOX_LOG")
+                        .unwrap_or_else(|_| "info".into()),
+                )
+                .with_writer(std::io::stderr)
+                .init();
+            let mut live = LiveConfig::default();
+            live.sandbox.cache_dir = a.cache_dir.unwrap_or_else(|| a.storage.data.join("cache"));
+            if a.allow_private_egress {
+                live.egress = botbox_egress::EgressConfig::allow_all();
+            }
+            live.egress.allow.extend(a.egress_allow);
+            live.outbox_backoff = std::time::Duration::from_millis(a.outbox_backoff_ms);
+            live.delivery_timeout = std::time::Duration::from_millis(a.delivery_timeout_ms.max(1));
+            live.nlu = botbox_service::nlu::NluConfig {
+                cache_bytes: a.nlu_cache_mb << 20,
+                training_slots: a.nlu_training_slots.max(1),
+            };
+            let cfg = ServeConfig {
+                live,
+                addr: a.addr,
+                data_dir: a.storage.data,
+                database_url: a.storage.database_url,
+                admin_password: a.admin_password,
+                public_url: a.public_url,
+                api: ApiConfig {
+                    rate_limit_per_minute: a.rate_limit,
+                    token_ttl_secs: a.token_ttl,
+                    agent_chat_per_minute: a.agent_chat_limit,
+                    agent_read_per_minute: a.agent_read_limit,
+                    callbacks: botbox_service::cases::webhooks::CallbackConfig {
+                        allow_http: a.allow_private_egress,
+                        ..Default::default()
+                    }
+                    .scaled(a.callback_retry_scale),
+                    tasks: botbox_service::cases::worker::TaskConfig {
+                        lease: std::time::Duration::from_secs(a.task_lease_s.max(1)),
+                        ..Default::default()
+                    },
+                    ..ApiConfig::default()
+                },
+                secret_key: a.secret_key,
+            };
+            runtime()?.block_on(server::serve(cfg))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::User {
+            command:
+                UserCommand::Add {
+                    username,
+                    password,
+                    role,
+                    storage,
+                },
+        } => {
+            let password = match password {
+                Some(p) => p,
+                None => rpassword_prompt(&format!("password for {username}: "))?,
+            };
+            botbox_api::check_new_user(&username, &password, &role)
+                .map_err(|e| anyhow::anyhow!(e))?;
+            runtime()?.block_on(async {
+                let db = server::open_db(&storage.data, storage.database_url.as_deref()).await?;
+                let phc = botbox_service::auth::hash_password(&password);
+                match db.insert_user(&username, &phc, &role).await {
+                    Ok(u) => {
+                        println!("added user {} ({}), role {}", u.username, u.id, u.role_id);
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    Err(botbox_store::DbError::Conflict) => {
+                        eprintln!("error: user {username} already exists");
+                        Ok(ExitCode::from(1))
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            })
+        }
+    }
+}
+
+/// Reads a line from stdin after a prompt (the terminal echoes it; pipe it in scripts).
+fn rpassword_prompt(prompt: &str) -> Result<String> {
+    use std::io::Write;
+    eprint!("{prompt}");
+    std::io::stderr().flush().ok();
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
+}
+
+fn validate(path: &std::path::Path) -> Result<ExitCode> {
+    let shown = path.display();
+    let loaded = botbox_cli::bot::load(path).map_err(|e| anyhow::anyhow!(e))?;
+    match runtime_core::compile(&loaded.doc) {
+        Ok(c) => {
+            for w in &c.warnings {
+                println!("{}", loaded.locate(w));
+            }
+            println!(
+                "{shown}: ok ({} flows, {} warnings)",
+                c.bot.flows.len(),
+                c.warnings.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(rejected) => {
+            for p in &rejected.problems {
+                println!("{}", loaded.locate(p));
+            }
+            Ok(ExitCode::from(1))
+        }
+    }
+}

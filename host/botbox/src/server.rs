@@ -1,0 +1,246 @@
+//! `botbox serve`: storage, the first admin account, the HTTP listener.
+
+use anyhow::{Context, Result};
+use botbox_api::{self as api, ApiConfig, App};
+use botbox_service::auth;
+use botbox_service::live::{Live, LiveConfig};
+use botbox_store::{self as db, Db};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tower::ServiceExt as _;
+
+/// Everything `botbox serve` needs, in one typed place.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub addr: SocketAddr,
+    /// Folder of the embedded SQLite database (and later caches). Created when missing.
+    pub data_dir: PathBuf,
+    /// `postgres://…` to use PostgreSQL; `None` for SQLite in `data_dir`.
+    pub database_url: Option<String>,
+    /// The first admin's password; generated and printed once when `None`.
+    pub admin_password: Option<String>,
+    /// Overrides `http://<addr>` as the base of webhook URLs.
+    pub public_url: Option<String>,
+    pub api: ApiConfig,
+    /// Live conversations: sandbox limits and cache folder, outbox retries.
+    pub live: LiveConfig,
+    /// The server key (`--secret-key`); `secret.key` in the data folder when `None`.
+    pub secret_key: Option<String>,
+}
+
+/// Makes glibc's allocator give blocks of 128 KiB and more back to the OS when they are freed
+/// (`mallopt(M_MMAP_THRESHOLD)`; a fixed threshold also turns off glibc's raising of it).
+///
+/// By default glibc raises the threshold to the largest block freed so far (up to 32 MiB),
+/// after which such blocks are carved from the per-thread arenas and kept there: 96
+/// concurrent logins (argon2: 19 MiB each) leave 236 MB resident, and 0.9 MB sessions do
+/// the same. Blocks this large are rare on the message path (sessions and replies are a few
+/// KB), so the extra mmap/munmap costs nothing measurable there (load-bench, docs/performance.md).
+pub fn return_big_blocks_to_the_os() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; called before any other thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
+/// Opens the database named by the config (SQLite in the data folder by default).
+pub async fn open_db(data_dir: &std::path::Path, database_url: Option<&str>) -> Result<Db> {
+    let url = match database_url {
+        Some(u) => u.to_owned(),
+        None => {
+            std::fs::create_dir_all(data_dir)
+                .with_context(|| format!("creating the data folder {}", data_dir.display()))?;
+            db::sqlite_url(data_dir)
+        }
+    };
+    Db::connect(&url).await
+}
+
+/// Creates the `admin` account on first start. Returns the generated password, if one was.
+pub async fn bootstrap_admin(db: &Db, password: Option<&str>) -> Result<Option<String>> {
+    if db.user_count().await? > 0 {
+        return Ok(None);
+    }
+    let (password, generated) = match password {
+        Some(p) => (p.to_owned(), false),
+        None => (auth::new_password(), true),
+    };
+    let phc = auth::hash_password(&password);
+    db.insert_user("admin", &phc, "admin").await?;
+    Ok(generated.then_some(password))
+}
+
+/// Runs the server until the process is stopped.
+pub async fn serve(cfg: ServeConfig) -> Result<()> {
+    let db = open_db(&cfg.data_dir, cfg.database_url.as_deref()).await?;
+    if let Some(pw) = bootstrap_admin(&db, cfg.admin_password.as_deref()).await? {
+        println!("created the admin account: username admin, password {pw}");
+        println!("(shown once; change it by adding users with `botbox user add`)");
+    }
+    let listener = tokio::net::TcpListener::bind(cfg.addr)
+        .await
+        .with_context(|| format!("binding {}", cfg.addr))?;
+    let addr = listener.local_addr()?;
+    let mut api_cfg = cfg.api.clone();
+    api_cfg.public_url = cfg
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}"));
+    // The listener's address is the server's own: no outbound call may reach it (unless an
+    // --egress-allow entry covers it). The interfaces' addresses are added by the policy.
+    let mut live_cfg = cfg.live.clone();
+    live_cfg.egress.own.push(addr.ip());
+    let live = Live::new(db.clone(), live_cfg)?;
+    live.spawn_workers();
+    // The guest is loaded (or compiled, with a cold cache) while the server already listens.
+    live.warm_sandbox();
+    // A training that was running when the last process stopped will not finish.
+    let interrupted = db.fail_interrupted_trainings().await?;
+    if interrupted > 0 {
+        tracing::warn!(
+            interrupted,
+            "NLU trainings interrupted by the last stop are marked failed"
+        );
+    }
+    api_cfg.server_key =
+        botbox_service::cases::webhooks::ServerKey::load(cfg.secret_key.as_deref(), &cfg.data_dir)
+            .context("loading the server's secret key")?;
+    let app = App::new(db, api_cfg, live);
+    // Cases and tasks: callbacks, and the worker (which takes over tasks of a dead process).
+    app.tasks.callbacks.spawn();
+    app.tasks.spawn().await?;
+    // Runs that were in flight when the last process stopped end as failed before anyone
+    // can read them; then the sweep repeats for other replicas' expired leases.
+    app.agents.sweep(true).await?;
+    if app.db.backend == botbox_store::Backend::Sqlite {
+        // One process per SQLite database: Idempotency-Keys its predecessor's requests
+        // held are free again (PostgreSQL replicas take them over after 5 minutes).
+        app.db.forget_running_idempotent().await?;
+    }
+    app.agents.spawn_sweeper();
+    let router = api::router(app);
+    let service = tower::service_fn(move |req: axum::extract::Request| {
+        router.clone().oneshot(api::trim_trailing_slash(req))
+    });
+    println!("botbox listening on http://{addr}");
+    use std::io::Write;
+    std::io::stdout().flush().ok();
+    serve_connections(listener, service).await
+}
+
+/// Accepts connections and serves each in a task of its own, on the lane its requests ask
+/// for ([`botbox_lanes::hopping`]): the project API on the main runtime, a webhook of a
+/// tenant over its share on the background runtime ([`botbox_service::live::Live::over_share`]);
+/// a connection that has carried several tenants' webhooks goes there only while it
+/// handles such a webhook, and waits for the next request on the main runtime. Requests
+/// carry their peer's address (`ConnectInfo<SocketAddr>`), as `axum::serve` gives.
+async fn serve_connections<S>(listener: tokio::net::TcpListener, service: S) -> Result<()>
+where
+    S: tower::Service<
+            axum::extract::Request,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    use botbox_lanes::{InFlight, Lane, hopping, prefer};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            // The peer went away before we took it: nothing to serve.
+            Err(e) if is_connection_error(&e) => continue,
+            // Out of file descriptors and the like: wait for some to free up (as hyper and
+            // axum do) instead of spinning.
+            Err(e) => {
+                tracing::error!(error = %e, "accepting a connection");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let service = service.clone();
+        let requests = InFlight::default();
+        let in_hand = requests.clone();
+        let hyper_service =
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut req = req.map(axum::body::Body::new);
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                // Every request runs on the main runtime unless its handler asks otherwise.
+                prefer(Lane::Main);
+                in_hand.track(service.clone().oneshot(req))
+            });
+        tokio::spawn(hopping(
+            async move {
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                if let Err(e) = builder
+                    .serve_connection_with_upgrades(TokioIo::new(stream), hyper_service)
+                    .await
+                {
+                    tracing::trace!(error = %e, "connection ended");
+                }
+            },
+            requests,
+        ));
+    }
+}
+
+/// An accept error about that one connection (the listener itself is fine).
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use botbox_lanes::{Lane, go_to, in_background};
+
+    /// Through the real accept loop: one keep-alive connection carries tenant a's request,
+    /// then tenant b's, which asks for the background (b over its share), then a request
+    /// that asks for nothing, then b's again. The connection is shared from b's request
+    /// on: each of b's requests goes on in the background once it asks, and each request
+    /// is read on the main runtime. Fails if the accept loop stops counting requests in
+    /// hand (the shared connection then never leaves the main runtime).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_shared_connection_follows_each_request_through_the_accept_loop() {
+        let service = tower::service_fn(|req: axum::extract::Request| async move {
+            let read_in_background = in_background();
+            let path = req.uri().path().to_owned();
+            match path.as_str() {
+                "/a" => go_to(Some("tenant-a"), Lane::Main).await,
+                "/b" => go_to(Some("tenant-b"), Lane::Background).await,
+                _ => {}
+            }
+            let body = format!("{read_in_background} {}", in_background());
+            Ok::<_, std::convert::Infallible>(axum::response::Response::new(body.into()))
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(super::serve_connections(listener, service));
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .build()
+            .unwrap();
+        let mut seen = Vec::new();
+        for path in ["/a", "/b", "/c", "/b"] {
+            let answer = client
+                .get(format!("http://{addr}{path}"))
+                .send()
+                .await
+                .unwrap();
+            seen.push(answer.text().await.unwrap());
+        }
+        server.abort();
+        // (read in the background, handled in the background after its wish)
+        assert_eq!(
+            seen,
+            vec!["false false", "false true", "false false", "false true"]
+        );
+    }
+}

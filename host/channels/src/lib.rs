@@ -1,0 +1,741 @@
+//! Messaging channels: a provider's native webhook payload in, the language's [`Message`]s
+//! out; a step's [`Response`]s in, the provider's API calls out.
+//!
+//! Plain functions over bytes and JSON, no I/O: the live runner ([`botbox_service::live`]) receives
+//! the webhook, runs the steps and puts the [`Delivery`]s in the outbox.
+//!
+//! Exact formats: generic, line, telegram, fbmessenger, slack. Best effort, each documented in
+//! its module: whatsapp (Cloud API), twitter (Account Activity API), qiscus (Multichannel),
+//! spark (Webex; the text is read from the Webex API by the message id). bbm (BBM Enterprise,
+//! discontinued) takes and sends the generic channel's JSON. [`KINDS`] lists them all.
+
+pub mod generic;
+pub mod line;
+pub mod messenger;
+pub mod qiscus;
+pub mod slack;
+pub mod spark;
+pub mod telegram;
+pub mod template;
+pub mod twitter;
+pub mod whatsapp;
+
+#[cfg(test)]
+mod fuzz;
+
+use hmac::{Hmac, Mac};
+use runtime_core::session::{Message, Response};
+use serde_json::{Map, Value as Json};
+use sha2::Sha256;
+
+/// One inbound message, with the provider's id for it (for dedupe) when there is one.
+#[derive(Debug, Clone)]
+pub struct InboundItem {
+    pub provider_id: Option<String>,
+    pub user_id: String,
+    pub message: Message,
+}
+
+/// What a webhook call amounts to.
+#[derive(Debug)]
+pub enum Inbound {
+    /// Messages to run, in order.
+    Messages(Vec<InboundItem>),
+    /// A provider handshake: answer with this status and body, run nothing.
+    Handshake {
+        content_type: &'static str,
+        body: String,
+    },
+    /// One message whose text the provider did not send (Webex sends only the message's
+    /// id): `fetch` reads it, then `item` runs with that text as its content.
+    FetchText { item: InboundItem, fetch: FetchText },
+}
+
+/// A GET to the provider's API whose JSON answer has the message's `text`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchText {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ChannelError {
+    /// The request is not signed by the provider with the channel's secret.
+    #[error("bad signature: {0}")]
+    Signature(String),
+    #[error("unreadable payload: {0}")]
+    Payload(String),
+}
+
+/// A provider API call that delivers replies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Json,
+}
+
+/// A channel as the functions here see it.
+#[derive(Debug, Clone)]
+pub struct ChannelInfo<'a> {
+    /// Canonical type (`line` for "the service").
+    pub kind: &'a str,
+    /// The provider API base (or the customer's URL for generic).
+    pub url: &'a str,
+    pub options: &'a Map<String, Json>,
+    /// The time the call is read at, in ms since the epoch (signature windows are checked
+    /// against it): the caller's clock, so that this crate never reads one.
+    pub now_ms: i64,
+}
+
+impl ChannelInfo<'_> {
+    pub fn opt(&self, names: &[&str]) -> Option<&str> {
+        names
+            .iter()
+            .find_map(|n| self.options.get(*n).and_then(Json::as_str))
+            .filter(|s| !s.is_empty())
+    }
+}
+
+type ParseFn =
+    fn(&ChannelInfo<'_>, &http::HeaderMap, Option<&str>, &[u8]) -> Result<Inbound, ChannelError>;
+type DeliverFn = fn(&ChannelInfo<'_>, &str, &[Response]) -> Vec<Delivery>;
+
+/// One channel type: its name, the provider API it talks to by default, and its two
+/// functions. [`KINDS`] is the only list of channel types: the project API validates
+/// against it, and the receive pipeline and the outbox dispatch through it.
+pub struct Kind {
+    /// The canonical name, as the seed spells it (`line` for the seed's "the service").
+    pub name: &'static str,
+    /// The provider API base used when a channel gives no `url`.
+    pub default_url: Option<&'static str>,
+    parse: ParseFn,
+    deliveries: DeliverFn,
+}
+
+/// Every channel type (seed 001), in the seed's order. bbm (BBM Enterprise, discontinued)
+/// takes and sends the generic channel's JSON.
+pub const KINDS: &[Kind] = &[
+    Kind {
+        name: "generic",
+        default_url: None,
+        parse: |ch, h, _, b| generic::parse(ch, h, b),
+        deliveries: generic::deliveries,
+    },
+    Kind {
+        name: "line",
+        default_url: Some("https://api.line.me"),
+        parse: |ch, h, _, b| line::parse(ch, h, b),
+        deliveries: line::deliveries,
+    },
+    Kind {
+        name: "fbmessenger",
+        default_url: Some("https://graph.facebook.com/v19.0"),
+        parse: messenger::parse,
+        deliveries: messenger::deliveries,
+    },
+    Kind {
+        name: "telegram",
+        default_url: Some("https://api.telegram.org"),
+        parse: |ch, h, _, b| telegram::parse(ch, h, b),
+        deliveries: telegram::deliveries,
+    },
+    Kind {
+        name: "twitter",
+        default_url: Some("https://api.twitter.com"),
+        parse: twitter::parse,
+        deliveries: twitter::deliveries,
+    },
+    Kind {
+        name: "slack",
+        default_url: Some("https://slack.com/api"),
+        parse: |ch, h, _, b| slack::parse(ch, h, b),
+        deliveries: slack::deliveries,
+    },
+    Kind {
+        name: "spark",
+        default_url: Some("https://webexapis.com/v1"),
+        parse: |ch, h, _, b| spark::parse(ch, h, b),
+        deliveries: spark::deliveries,
+    },
+    Kind {
+        name: "bbm",
+        default_url: None,
+        parse: |ch, h, _, b| generic::parse(ch, h, b),
+        deliveries: generic::deliveries,
+    },
+    Kind {
+        name: "qiscus",
+        default_url: None,
+        parse: |ch, h, _, b| qiscus::parse(ch, h, b),
+        deliveries: qiscus::deliveries,
+    },
+    Kind {
+        name: "whatsapp",
+        default_url: Some("https://graph.facebook.com/v19.0"),
+        parse: whatsapp::parse,
+        deliveries: whatsapp::deliveries,
+    },
+];
+
+/// The channel type `name` names. Seed 001 writes the LINE entry as a phrase ("the
+/// service"); that spelling and `LINE` are accepted (and stored as given).
+pub fn kind(name: &str) -> Option<&'static Kind> {
+    let name = match name {
+        "the service" | "LINE" | "Line" => "line",
+        n => n,
+    };
+    KINDS.iter().find(|k| k.name == name)
+}
+
+/// The type of a stored channel: its kind, or generic for a name no longer known (a row
+/// written by another version), which reads and sends plain JSON.
+pub fn kind_of_stored(name: &str) -> &'static Kind {
+    kind(name).unwrap_or(&KINDS[0])
+}
+
+/// Reads a webhook call. `query` is the raw query string (Messenger's verification uses it).
+pub fn parse(
+    ch: &ChannelInfo<'_>,
+    headers: &http::HeaderMap,
+    query: Option<&str>,
+    body: &[u8],
+) -> Result<Inbound, ChannelError> {
+    (kind_of_stored(ch.kind).parse)(ch, headers, query, body)
+}
+
+/// The provider calls that deliver a step's responses to `user_id`.
+pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
+    if responses.is_empty() {
+        return vec![];
+    }
+    (kind_of_stored(ch.kind).deliveries)(ch, user_id, responses)
+}
+
+/// HMAC-SHA256 of `body` with `secret`.
+pub fn hmac_sha256(secret: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("any key length");
+    mac.update(body);
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Whether a shared secret a caller presented equals the channel's, in time that does not
+/// depend on where they differ (a `==` would let a caller find the secret byte by byte).
+pub fn secret_eq(got: &str, want: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    bool::from(got.as_bytes().ct_eq(want.as_bytes()))
+}
+
+/// Constant-time check of an HMAC-SHA256.
+pub fn verify_hmac(secret: &[u8], body: &[u8], expected: &[u8]) -> bool {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("any key length");
+    mac.update(body);
+    mac.verify_slice(expected).is_ok()
+}
+
+pub fn header<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// A postback string as a payload: JSON when it parses, `k=v&k2=v2` as an object, else
+/// `{value: s}` (so `payload.type == 'follow'` matches Messenger's `type=follow`).
+pub fn postback_payload(s: &str) -> Json {
+    if let Ok(v @ Json::Object(_)) = serde_json::from_str::<Json>(s) {
+        return v;
+    }
+    if s.contains('=') {
+        let mut m = Map::new();
+        for pair in s.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            m.insert(k.to_owned(), Json::String(v.to_owned()));
+        }
+        return Json::Object(m);
+    }
+    serde_json::json!({ "value": s })
+}
+
+/// A message with `metadata` set.
+pub fn with_metadata(mut m: Message, metadata: Json) -> Message {
+    m.metadata = Some(metadata);
+    m
+}
+
+/// The button-like actions of a template response: (kind, label, value) with kind
+/// `postback` (value: JSON payload as a string), `url` or `message`.
+pub fn template_actions(payload: &Json) -> Vec<(String, String, String)> {
+    let items = payload.get("items");
+    // A button template has one item; a carousel a list of them.
+    let actions: Vec<Json> = match items {
+        Some(Json::Array(list)) => list
+            .iter()
+            .filter_map(|i| i.get("actions").and_then(Json::as_array))
+            .flatten()
+            .cloned()
+            .collect(),
+        Some(i) => i
+            .get("actions")
+            .and_then(Json::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        None => vec![],
+    };
+    actions
+        .iter()
+        .map(|a| {
+            let kind = a.get("type").and_then(Json::as_str).unwrap_or("postback");
+            let label = a
+                .get("label")
+                .and_then(Json::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let value = match kind {
+                "url" => a.get("url").and_then(Json::as_str).unwrap_or("").to_owned(),
+                "message" => a
+                    .get("text")
+                    .and_then(Json::as_str)
+                    .unwrap_or(&label)
+                    .to_owned(),
+                _ => a
+                    .get("payload")
+                    .map(|p| match p {
+                        Json::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .unwrap_or_default(),
+            };
+            (kind.to_owned(), label, value)
+        })
+        .collect()
+}
+
+/// The text of a response for providers that only take text: the content, or the template's
+/// title and text.
+pub fn plain_text(r: &Response) -> String {
+    if let Some(c) = &r.content {
+        return c.clone();
+    }
+    let p = r.payload.as_ref();
+    let items = p.and_then(|p| p.get("items"));
+    if let Some(Json::Array(list)) = items {
+        let str_of = |i: &Json, k: &str| i.get(k).and_then(Json::as_str).map(str::to_owned);
+        return list
+            .iter()
+            .map(|i| match (str_of(i, "title"), str_of(i, "text")) {
+                (Some(t), Some(x)) => format!("{t}: {x}"),
+                (Some(t), None) | (None, Some(t)) => t,
+                (None, None) => String::new(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    let field = |k: &str| {
+        items
+            .and_then(|i| i.get(k))
+            .and_then(Json::as_str)
+            .map(str::to_owned)
+    };
+    match (field("title"), field("text")) {
+        (Some(t), Some(x)) => format!("{t}\n{x}"),
+        (Some(t), None) | (None, Some(t)) => t,
+        // A template without title or text (image, sticker, location, …) is described, never
+        // shown as JSON; another payload (a method's own data) has no other text form.
+        (None, None) => match template::of(r) {
+            Some(t) => template::describe(&t).unwrap_or_default(),
+            None => p.map(|p| p.to_string()).unwrap_or_default(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The clock of these tests: any fixed time.
+    const NOW_MS: i64 = 1_700_000_000_000;
+    use super::*;
+
+    #[test]
+    fn postbacks_become_objects() {
+        assert_eq!(
+            postback_payload("type=follow"),
+            serde_json::json!({"type": "follow"})
+        );
+        assert_eq!(
+            postback_payload("a=1&b=x"),
+            serde_json::json!({"a": "1", "b": "x"})
+        );
+        assert_eq!(
+            postback_payload(r#"{"k":"v"}"#),
+            serde_json::json!({"k": "v"})
+        );
+        assert_eq!(
+            postback_payload("plain"),
+            serde_json::json!({"value": "plain"})
+        );
+    }
+
+    fn info<'a>(kind: &'a str, options: &'a Map<String, Json>) -> ChannelInfo<'a> {
+        ChannelInfo {
+            kind,
+            url: "http://provider",
+            options,
+            now_ms: NOW_MS,
+        }
+    }
+
+    fn opts(v: Json) -> Map<String, Json> {
+        v.as_object().unwrap().clone()
+    }
+
+    fn headers(pairs: &[(&'static str, String)]) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    fn messages(i: Inbound) -> Vec<InboundItem> {
+        match i {
+            Inbound::Messages(m) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn line_follow_is_a_follow_data_message() {
+        use base64::Engine as _;
+        let o = opts(serde_json::json!({"secret": "s", "token": "T"}));
+        let body = br#"{"events":[{"type":"follow","webhookEventId":"e1","source":{"type":"user","userId":"U1"}}]}"#;
+        let sig = base64::engine::general_purpose::STANDARD.encode(hmac_sha256(b"s", body));
+        let m = messages(
+            parse(
+                &info("line", &o),
+                &headers(&[("x-line-signature", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            m[0].message.payload,
+            Some(serde_json::json!({"type": "follow"}))
+        );
+        assert_eq!(
+            m[0].message.metadata,
+            Some(
+                serde_json::json!({"channelType": "line", "lineSenderId": "U1", "lineSenderType": "user", "lineAccessToken": "T"})
+            )
+        );
+        // A LINE channel without a secret cannot be verified: refused.
+        let none = Map::new();
+        assert!(matches!(
+            parse(&info("line", &none), &headers(&[]), None, body),
+            Err(ChannelError::Signature(_))
+        ));
+    }
+
+    #[test]
+    fn telegram_start_is_text() {
+        let o = Map::new();
+        let body = br#"{"update_id":9,"message":{"message_id":1,"from":{"id":5,"first_name":"Budi","last_name":"S"},"chat":{"id":5},"text":"/start"}}"#;
+        let m = messages(parse(&info("telegram", &o), &headers(&[]), None, body).unwrap());
+        assert_eq!(m[0].message.content.as_deref(), Some("/start"));
+        assert_eq!(m[0].provider_id.as_deref(), Some("9"));
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["telegramSenderName"],
+            "Budi S"
+        );
+    }
+
+    #[test]
+    fn messenger_verification_and_signed_postbacks() {
+        let o = opts(serde_json::json!({"verifyToken": "vt", "secret": "app", "token": "PT"}));
+        let ok = parse(
+            &info("fbmessenger", &o),
+            &headers(&[]),
+            Some("hub.mode=subscribe&hub.verify_token=vt&hub.challenge=42"),
+            b"",
+        )
+        .unwrap();
+        assert!(matches!(ok, Inbound::Handshake { body, .. } if body == "42"));
+        let bad = parse(
+            &info("fbmessenger", &o),
+            &headers(&[]),
+            Some("hub.mode=subscribe&hub.verify_token=no&hub.challenge=42"),
+            b"",
+        );
+        assert!(bad.is_err());
+        let body = br#"{"object":"page","entry":[{"messaging":[{"sender":{"id":"P1"},"postback":{"payload":"type=follow","mid":"m1"}}]}]}"#;
+        let sig = format!("sha256={}", hex::encode(hmac_sha256(b"app", body)));
+        let m = messages(
+            parse(
+                &info("fbmessenger", &o),
+                &headers(&[("x-hub-signature-256", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            m[0].message.payload,
+            Some(serde_json::json!({"type": "follow"}))
+        );
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["fbmessengerSenderId"],
+            "P1"
+        );
+        let forged = format!("sha256={}", hex::encode(hmac_sha256(b"other", body)));
+        assert!(
+            parse(
+                &info("fbmessenger", &o),
+                &headers(&[("x-hub-signature-256", forged)]),
+                None,
+                body
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn slack_url_verification_and_signature_window() {
+        let o = opts(serde_json::json!({"secret": "ss", "token": "xoxb"}));
+        let body = br#"{"type":"url_verification","challenge":"abc"}"#;
+        let now = NOW_MS / 1000;
+        let sign = |ts: i64| {
+            let mut base = format!("v0:{ts}:").into_bytes();
+            base.extend_from_slice(body);
+            format!("v0={}", hex::encode(hmac_sha256(b"ss", &base)))
+        };
+        let h = headers(&[
+            ("x-slack-request-timestamp", now.to_string()),
+            ("x-slack-signature", sign(now)),
+        ]);
+        let ok = parse(&info("slack", &o), &h, None, body).unwrap();
+        assert!(matches!(ok, Inbound::Handshake { body, .. } if body == r#"{"challenge":"abc"}"#));
+        // A replayed request from ten minutes ago is refused even with a valid signature.
+        let old = now - 600;
+        let h = headers(&[
+            ("x-slack-request-timestamp", old.to_string()),
+            ("x-slack-signature", sign(old)),
+        ]);
+        assert!(parse(&info("slack", &o), &h, None, body).is_err());
+    }
+
+    #[test]
+    fn generic_signature_when_a_secret_is_set() {
+        let o = opts(serde_json::json!({"secret": "g"}));
+        let body = br#"{"userId":"u","messages":[{"type":"text","content":"hi"}]}"#;
+        assert!(parse(&info("generic", &o), &headers(&[]), None, body).is_err());
+        let sig = format!("sha256={}", hex::encode(hmac_sha256(b"g", body)));
+        let m = messages(
+            parse(
+                &info("generic", &o),
+                &headers(&[("x-botbox-signature", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            m[0].message.metadata,
+            Some(serde_json::json!({"channelType": "generic"}))
+        );
+    }
+
+    #[test]
+    fn whatsapp_text_and_button_replies() {
+        let o = opts(
+            serde_json::json!({"secret": "app", "token": "T", "phoneNumberId": "PN", "verifyToken": "vt"}),
+        );
+        let ok = parse(
+            &info("whatsapp", &o),
+            &headers(&[]),
+            Some("hub.mode=subscribe&hub.verify_token=vt&hub.challenge=9"),
+            b"",
+        )
+        .unwrap();
+        assert!(matches!(ok, Inbound::Handshake { body, .. } if body == "9"));
+        let body = br#"{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{
+            "contacts":[{"profile":{"name":"Budi"},"wa_id":"628"}],
+            "messages":[{"from":"628","id":"w1","type":"text","text":{"body":"hi"}},
+                        {"from":"628","id":"w2","type":"interactive","interactive":{"type":"button_reply","button_reply":{"id":"yes","title":"Yes"}}}]}}]}]}"#;
+        let sig = format!("sha256={}", hex::encode(hmac_sha256(b"app", body)));
+        let m = messages(
+            parse(
+                &info("whatsapp", &o),
+                &headers(&[("x-hub-signature-256", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(m[0].message.content.as_deref(), Some("hi"));
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["whatsappSenderName"],
+            "Budi"
+        );
+        assert_eq!(
+            m[1].message.payload,
+            Some(
+                serde_json::json!({"type": "postback", "postback": {"id": "yes", "title": "Yes"}})
+            )
+        );
+        assert_eq!(m[1].provider_id.as_deref(), Some("w2"));
+        assert!(parse(&info("whatsapp", &o), &headers(&[]), None, body).is_err());
+    }
+
+    #[test]
+    fn twitter_crc_and_signed_dms() {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let o = opts(serde_json::json!({"secret": "cs"}));
+        let crc = parse(
+            &info("twitter", &o),
+            &headers(&[]),
+            Some("crc_token=abc"),
+            b"",
+        )
+        .unwrap();
+        let want = format!("sha256={}", b64.encode(hmac_sha256(b"cs", b"abc")));
+        assert!(matches!(crc, Inbound::Handshake { body, .. } if body.contains(&want)));
+        let body = br#"{"for_user_id":"bot","direct_message_events":[
+            {"type":"message_create","id":"d1","message_create":{"sender_id":"u1","message_data":{"text":"hi"}}},
+            {"type":"message_create","id":"d2","message_create":{"sender_id":"bot","message_data":{"text":"echo"}}}],
+            "users":{"u1":{"name":"Budi"}}}"#;
+        let sig = format!("sha256={}", b64.encode(hmac_sha256(b"cs", body)));
+        let m = messages(
+            parse(
+                &info("twitter", &o),
+                &headers(&[("x-twitter-webhooks-signature", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(m.len(), 1, "the bot's own message is ignored");
+        assert_eq!(m[0].user_id, "u1");
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["twitterSenderName"],
+            "Budi"
+        );
+    }
+
+    #[test]
+    fn qiscus_and_spark_inbound() {
+        let o = opts(serde_json::json!({"webhookSecret": "q", "senderEmail": "bot@x"}));
+        let body = br#"{"type":"post_comment","payload":{"from":{"email":"budi@x","name":"Budi"},"room":{"id":77},"message":{"id":5,"type":"text","text":"hi"}}}"#;
+        let m = messages(
+            parse(
+                &info("qiscus", &o),
+                &headers(&[("x-qiscus-secret", "q".into())]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            (m[0].user_id.as_str(), m[0].message.content.as_deref()),
+            ("77", Some("hi"))
+        );
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["qiscusSenderName"],
+            "Budi"
+        );
+        assert!(
+            parse(
+                &info("qiscus", &o),
+                &headers(&[("x-qiscus-secret", "no".into())]),
+                None,
+                body
+            )
+            .is_err()
+        );
+
+        let o = opts(serde_json::json!({"secret": "sp"}));
+        let body = br#"{"resource":"messages","event":"created","data":{"id":"m1","roomId":"R","personId":"P","personEmail":"p@x","text":"hi"}}"#;
+        let mut mac = <Hmac<sha1::Sha1> as Mac>::new_from_slice(b"sp").unwrap();
+        mac.update(body);
+        let sig = hex::encode(mac.finalize().into_bytes());
+        let m = messages(
+            parse(
+                &info("spark", &o),
+                &headers(&[("x-spark-signature", sig)]),
+                None,
+                body,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            (m[0].user_id.as_str(), m[0].message.content.as_deref()),
+            ("R", Some("hi"))
+        );
+        // A real Webex webhook has no text: the webhook must read it with the bot token.
+        let o = opts(serde_json::json!({"token": "BT"}));
+        let body = br#"{"resource":"messages","event":"created","data":{"id":"m2","roomId":"R","personId":"P"}}"#;
+        match parse(&info("spark", &o), &headers(&[]), None, body).unwrap() {
+            Inbound::FetchText { item, fetch } => {
+                assert_eq!(item.user_id, "R");
+                assert_eq!(item.provider_id.as_deref(), Some("m2"));
+                assert_eq!(fetch.url, "http://provider/messages/m2");
+                assert_eq!(
+                    fetch.headers,
+                    [("authorization".to_string(), "Bearer BT".to_string())]
+                );
+            }
+            other => panic!("expected a fetch, got {other:?}"),
+        }
+        let no_token = opts(serde_json::json!({}));
+        assert!(matches!(
+            parse(&info("spark", &no_token), &headers(&[]), None, body),
+            Err(ChannelError::Payload(_))
+        ));
+    }
+
+    #[test]
+    fn provider_formats_out() {
+        use runtime_core::session::Response;
+        let button: Response = serde_json::from_value(serde_json::json!({
+            "id": "r", "type": "data", "action": "a", "refId": "m", "flow": "f",
+            "payload": {"type": "template", "template_type": "button", "items": {"title": "T", "text": "Pick",
+                "actions": [{"type": "postback", "label": "A", "payload": {"k": "a"}}, {"type": "url", "label": "Site", "url": "https://e.x"}]}}
+        })).unwrap();
+        let o = opts(serde_json::json!({"token": "T", "phoneNumberId": "PN"}));
+        let d = deliveries(&info("whatsapp", &o), "628", std::slice::from_ref(&button));
+        assert_eq!(d[0].url, "http://provider/PN/messages");
+        assert_eq!(
+            d[0].body["interactive"]["action"]["buttons"][0]["reply"]["title"],
+            "A"
+        );
+        let d = deliveries(
+            &info("fbmessenger", &o),
+            "P1",
+            std::slice::from_ref(&button),
+        );
+        assert_eq!(
+            d[0].body["message"]["attachment"]["payload"]["buttons"][1]["type"],
+            "web_url"
+        );
+        let d = deliveries(&info("slack", &o), "C1|U1", std::slice::from_ref(&button));
+        assert_eq!(
+            (d[0].body["channel"].as_str(), d[0].body["text"].as_str()),
+            (Some("C1"), Some("T\nPick"))
+        );
+        let d = deliveries(&info("twitter", &o), "u1", std::slice::from_ref(&button));
+        assert_eq!(
+            d[0].body["event"]["message_create"]["message_data"]["quick_reply"]["options"][0]["label"],
+            "A"
+        );
+        let d = deliveries(&info("line", &o), "U1", std::slice::from_ref(&button));
+        assert_eq!(
+            d[0].body["messages"][0]["template"]["actions"][1],
+            serde_json::json!({"type": "uri", "label": "Site", "uri": "https://e.x"})
+        );
+    }
+
+    #[test]
+    fn hmac_round_trip() {
+        let sig = hmac_sha256(b"secret", b"body");
+        assert!(verify_hmac(b"secret", b"body", &sig));
+        assert!(!verify_hmac(b"secret", b"body!", &sig));
+        assert!(!verify_hmac(b"other", b"body", &sig));
+    }
+}

@@ -1,0 +1,983 @@
+//! The `botbox` command line: the client side of the project API.
+//!
+//! Each command is a plain function over a [`Ctx`] (config, HTTP client, output mode). The
+//! server URL and tokens live in `config.json` under `BOTBOX_HOME` (default
+//! `~/.config/botbox`), readable by the user only.
+
+pub mod bot;
+pub mod cases;
+pub mod console;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value as Json, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What the CLI remembers between runs.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CliConfig {
+    pub server: Option<String>,
+    pub username: Option<String>,
+    pub user_id: Option<String>,
+    pub user_token: Option<String>,
+    /// Team name → team token.
+    #[serde(default)]
+    pub teams: BTreeMap<String, String>,
+    /// The team the CLI acts for (`None`: the user's own account).
+    pub current_team: Option<String>,
+}
+
+pub fn home() -> PathBuf {
+    if let Some(h) = std::env::var_os("BOTBOX_HOME") {
+        return PathBuf::from(h);
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::home_dir().map(|h| h.join(".config")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("botbox")
+}
+
+impl CliConfig {
+    pub fn load() -> Result<CliConfig> {
+        let path = home().join("config.json");
+        match std::fs::read_to_string(&path) {
+            Ok(t) => {
+                serde_json::from_str(&t).with_context(|| format!("reading {}", path.display()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CliConfig::default()),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+
+    pub fn save(&self) -> Result<()> {
+        let dir = home();
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join("config.json");
+        let tmp = dir.join("config.json.tmp");
+        std::fs::write(&tmp, serde_json::to_string_pretty(self)?)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+        }
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    }
+
+    /// The token the CLI acts with now.
+    pub fn token(&self) -> Option<&str> {
+        match &self.current_team {
+            Some(t) => self.teams.get(t).map(String::as_str),
+            None => self.user_token.as_deref(),
+        }
+    }
+}
+
+/// The context of one command.
+pub struct Ctx {
+    pub config: CliConfig,
+    pub server: String,
+    pub json: bool,
+    http: reqwest::Client,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Ctx {
+    pub fn new(server: Option<String>, json: bool) -> Result<Ctx> {
+        let config = CliConfig::load()?;
+        let server = server
+            .or_else(|| config.server.clone())
+            .unwrap_or_else(|| "http://127.0.0.1:8080".into())
+            .trim_end_matches('/')
+            .to_owned();
+        Ok(Ctx {
+            config,
+            server,
+            json,
+            http: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(60))
+                .build()?,
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
+        })
+    }
+
+    /// Prints the human form, or the JSON form with `--json`.
+    pub fn out(&self, human: impl AsRef<str>, machine: Json) {
+        if self.json {
+            println!("{machine}");
+        } else {
+            println!("{}", human.as_ref());
+        }
+    }
+
+    fn token(&self) -> Result<String> {
+        self.config
+            .token()
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow!("not logged in: run `botbox login` first"))
+    }
+
+    /// Calls the API; turns the server's plain-text errors into messages.
+    pub fn call(&self, method: &str, path: &str, body: Option<&Json>) -> Result<Json> {
+        let token = self.token()?;
+        self.call_with(method, path, body, Some(&token))
+    }
+
+    pub fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Json>,
+        token: Option<&str>,
+    ) -> Result<Json> {
+        let url = format!("{}{path}", self.server);
+        let mut rb = self
+            .http
+            .request(reqwest::Method::from_bytes(method.as_bytes())?, &url);
+        if let Some(t) = token {
+            rb = rb.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            rb = rb.json(b);
+        }
+        self.rt.block_on(async {
+            let r = rb.send().await.map_err(|e| {
+                anyhow!("cannot reach the botbox server at {}: {e}. Is `botbox serve` running there? (`botbox login --server URL` picks another)", self.server)
+            })?;
+            let status = r.status();
+            let text = r.text().await?;
+            match status.as_u16() {
+                // 204 No Content (a delete) has no body: null.
+                200..=299 if text.trim().is_empty() => Ok(Json::Null),
+                200..=299 => serde_json::from_str(&text).with_context(|| format!("{method} {path}: not JSON")),
+                401 if path == "/login" => bail!("{text}"),
+                401 => bail!("not logged in, or the session expired: run `botbox login` ({text})"),
+                _ => bail!("{method} {path}: {status}\n{text}"),
+            }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accounts
+
+pub fn login(
+    ctx: &mut Ctx,
+    username: Option<String>,
+    password: Option<String>,
+    token: Option<String>,
+) -> Result<()> {
+    let (token, username) = match token {
+        Some(t) => {
+            let me = ctx.call_with("GET", "/me", None, Some(&t))?;
+            (t, me["username"].as_str().unwrap_or("").to_owned())
+        }
+        None => {
+            let username = match username {
+                Some(u) => u,
+                None => prompt("username: ")?,
+            };
+            let password = match password {
+                Some(p) => p,
+                None => prompt("password: ")?,
+            };
+            let t = ctx.call_with(
+                "POST",
+                "/login",
+                Some(&json!({"username": username, "password": password})),
+                None,
+            )?;
+            (t["id"].as_str().unwrap_or("").to_owned(), username)
+        }
+    };
+    let me = ctx.call_with("GET", "/me", None, Some(&token))?;
+    ctx.config = CliConfig {
+        server: Some(ctx.server.clone()),
+        username: Some(username.clone()),
+        user_id: me["userId"].as_str().map(str::to_owned),
+        user_token: Some(token),
+        teams: BTreeMap::new(),
+        current_team: None,
+    };
+    ctx.config.save()?;
+    ctx.out(
+        format!("Logged in as {username}"),
+        json!({"username": username, "userId": me["userId"], "server": ctx.server}),
+    );
+    Ok(())
+}
+
+pub fn logout(ctx: &mut Ctx, yes: bool) -> Result<()> {
+    if ctx.config.user_token.is_none() {
+        ctx.out("Not logged in.", json!({"loggedOut": false}));
+        return Ok(());
+    }
+    if !yes && !confirm("Log out and delete the stored tokens? [y/N] ")? {
+        ctx.out("Cancelled.", json!({"loggedOut": false}));
+        return Ok(());
+    }
+    let tokens: Vec<String> = ctx
+        .config
+        .user_token
+        .iter()
+        .cloned()
+        .chain(ctx.config.teams.values().cloned())
+        .collect();
+    for t in tokens {
+        // Revoke on the server too; a token that already expired is fine.
+        let _ = ctx.call_with("POST", "/logout", None, Some(&t));
+    }
+    ctx.config = CliConfig {
+        server: ctx.config.server.clone(),
+        ..CliConfig::default()
+    };
+    ctx.config.save()?;
+    ctx.out("Logged out.", json!({"loggedOut": true}));
+    Ok(())
+}
+
+pub fn whoami(ctx: &Ctx) -> Result<()> {
+    let me = ctx.call("GET", "/me", None)?;
+    let team = me["teamName"]
+        .as_str()
+        .map(|t| format!(" in team {t}"))
+        .unwrap_or_default();
+    ctx.out(
+        format!(
+            "{}{team} ({}) at {}",
+            me["username"].as_str().unwrap_or(""),
+            me["roleId"].as_str().unwrap_or(""),
+            ctx.server
+        ),
+        me,
+    );
+    Ok(())
+}
+
+pub fn switch_team(ctx: &mut Ctx, name: &str) -> Result<()> {
+    let user_id = ctx
+        .config
+        .user_id
+        .clone()
+        .ok_or_else(|| anyhow!("not logged in: run `botbox login` first"))?;
+    let user_token = ctx
+        .config
+        .user_token
+        .clone()
+        .ok_or_else(|| anyhow!("not logged in: run `botbox login` first"))?;
+    let teams = ctx.call_with(
+        "GET",
+        &format!("/users/{user_id}/teams"),
+        None,
+        Some(&user_token),
+    )?;
+    let Some(team) = teams
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["name"] == name)
+    else {
+        bail!(
+            "Invalid team name. Unable to switch to team: {name}\n\
+             If you were invited to it just now, log out and log in again (`botbox logout`, `botbox login`)."
+        );
+    };
+    let t = ctx.call_with(
+        "POST",
+        "/tokens",
+        Some(&json!({"type": "team", "teamId": team["id"]})),
+        Some(&user_token),
+    )?;
+    ctx.config
+        .teams
+        .insert(name.to_owned(), t["id"].as_str().unwrap_or("").to_owned());
+    ctx.config.current_team = Some(name.to_owned());
+    ctx.config.save()?;
+    ctx.out(
+        format!("Switched to team: {name}"),
+        json!({"team": name, "teamId": team["id"], "role": t["roleId"]}),
+    );
+    Ok(())
+}
+
+pub fn switch_user(ctx: &mut Ctx) -> Result<()> {
+    ctx.config.current_team = None;
+    ctx.config.save()?;
+    let user = ctx.config.username.clone().unwrap_or_default();
+    ctx.out(format!("Switched to user: {user}"), json!({"user": user}));
+    Ok(())
+}
+
+fn prompt(label: &str) -> Result<String> {
+    use std::io::Write;
+    eprint!("{label}");
+    std::io::stderr().flush().ok();
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line)? == 0 {
+        bail!("no input for {}", label.trim_end_matches([':', ' ']));
+    }
+    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
+}
+
+fn confirm(label: &str) -> Result<bool> {
+    Ok(matches!(prompt(label)?.trim(), "y" | "Y" | "yes"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bots
+
+const SKELETON_BOT: &str = "schema: kata.ai/schema/kata-ml/1.0
+name: NAME
+desc: A new bot. Edit flows/hello.yml, then `botbox test` and `botbox push`.
+flows:
+  hello: $include(flows/hello.yml)
+";
+
+const SKELETON_FLOW: &str = "# Greets on \"hi\"; anything else gets an apology.
+fallback: true
+intents:
+  greeting:
+    initial: true
+    condition: \"content == 'hi'\"
+  other:
+    fallback: true
+states:
+  init:
+    initial: true
+    transitions:
+      greet:
+        condition: \"intent == 'greeting'\"
+      sorry:
+        fallback: true
+  greet:
+    end: true
+    action:
+      name: text
+      options: {text: \"Hello! I am NAME.\"}
+  sorry:
+    end: true
+    action:
+      name: text
+      options: {text: \"Sorry, I only understand hi.\"}
+";
+
+const SKELETON_TEST: &str = "tests:
+  - name: greets
+    steps:
+      - send: hi
+        expect: [\"Hello! I am NAME.\"]
+  - name: anything else gets an apology
+    steps:
+      - send: what?
+        expect: [\"Sorry, I only understand hi.\"]
+";
+
+pub fn init(ctx: &Ctx, name: &str) -> Result<()> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        bail!("bot name: letters, digits, '.', '_' or '-' (got {name:?})");
+    }
+    let dir = Path::new(name);
+    if dir.exists() {
+        bail!("{name} already exists; pick another name or remove it");
+    }
+    std::fs::create_dir_all(dir.join("flows"))?;
+    std::fs::create_dir_all(dir.join("tests"))?;
+    std::fs::write(dir.join("bot.yml"), SKELETON_BOT.replace("NAME", name))?;
+    std::fs::write(
+        dir.join("flows/hello.yml"),
+        SKELETON_FLOW.replace("NAME", name),
+    )?;
+    std::fs::write(
+        dir.join("tests/hello.yml"),
+        SKELETON_TEST.replace("NAME", name),
+    )?;
+    ctx.out(
+        format!("Created {name}/ (bot.yml, flows/hello.yml, tests/hello.yml). Next: cd {name} && botbox test"),
+        json!({"created": name}),
+    );
+    Ok(())
+}
+
+/// Loads and validates the bot in `dir`, printing every problem with its file and line.
+pub fn load_valid(dir: &Path) -> Result<(bot::LoadedBot, runtime_core::Compiled)> {
+    let path = ["bot.yml", "bot.yaml", "bot.json"]
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.exists())
+        .ok_or_else(|| {
+            anyhow!(
+                "no bot.yml in {}: run this in a bot folder (`botbox init <name>` makes one)",
+                dir.display()
+            )
+        })?;
+    let loaded = bot::load(&path).map_err(|e| anyhow!(e))?;
+    match runtime_core::compile(&loaded.doc) {
+        Ok(c) => Ok((loaded, c)),
+        Err(rejected) => {
+            let lines: Vec<String> = rejected.problems.iter().map(|p| loaded.locate(p)).collect();
+            let n = rejected.errors().count();
+            bail!("{}\n{n} error(s): the bot is not valid", lines.join("\n"))
+        }
+    }
+}
+
+/// The project named like the bot, created when missing.
+fn project_for(ctx: &Ctx, name: &str, create: bool) -> Result<Json> {
+    let mut page = 1;
+    loop {
+        let p = ctx.call("GET", &format!("/projects?limit=100&page={page}"), None)?;
+        let data = p["data"].as_array().cloned().unwrap_or_default();
+        if let Some(found) = data.iter().find(|d| d["name"] == name) {
+            return Ok(found.clone());
+        }
+        if data.len() < 100 {
+            break;
+        }
+        page += 1;
+    }
+    if !create {
+        bail!("no project named {name}: run `botbox push` first");
+    }
+    ctx.call(
+        "POST",
+        "/projects",
+        Some(&json!({"name": name, "options": {"bot": true}})),
+    )
+}
+
+pub fn push(ctx: &Ctx, dir: &Path) -> Result<()> {
+    let (loaded, compiled) = load_valid(dir)?;
+    for w in &compiled.warnings {
+        eprintln!("{}", loaded.locate(w));
+    }
+    let name = compiled.bot.name.clone();
+    if !ctx.json {
+        eprintln!("pushing {name} to {} …", ctx.server);
+    }
+    let project = project_for(ctx, &name, true)?;
+    let pid = project["id"].as_str().unwrap_or("");
+    let mut doc = loaded.doc.clone();
+    if let Some(o) = doc.as_object_mut() {
+        o.remove("tests");
+    }
+    let r = ctx.call(
+        "POST",
+        &format!("/projects/{pid}/bot/revisions"),
+        Some(&doc),
+    )?;
+    ctx.out(
+        format!(
+            "Pushed {name} version {} as revision {} ({} warning(s))",
+            r["version"].as_str().unwrap_or(""),
+            r["revision"].as_str().unwrap_or(""),
+            compiled.warnings.len()
+        ),
+        json!({"project": pid, "revision": r["revision"], "version": r["version"]}),
+    );
+    Ok(())
+}
+
+/// The next version after `latest` for a `major`, `minor` or `patch` bump.
+pub fn bump(latest: Option<&str>, part: &str) -> String {
+    let (a, b, c) = latest
+        .and_then(|v| {
+            let mut it = v.split('.').map(|p| p.parse::<u64>().ok());
+            Some((it.next()??, it.next()??, it.next()??))
+        })
+        .unwrap_or((0, 0, 0));
+    match part {
+        "major" => format!("{}.0.0", a + 1),
+        "minor" => format!("{a}.{}.0", b + 1),
+        _ => format!("{a}.{b}.{}", c + 1),
+    }
+}
+
+pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str) -> Result<()> {
+    let (_, compiled) = load_valid(dir)?;
+    let project = project_for(ctx, &compiled.bot.name, false)?;
+    let pid = project["id"].as_str().unwrap_or("").to_owned();
+    let rev = project["botLatestRevision"]
+        .as_str()
+        .ok_or_else(|| {
+            anyhow!(
+                "project {} has no revision yet: run `botbox push` first",
+                compiled.bot.name
+            )
+        })?
+        .to_owned();
+    let latest = ctx
+        .call("GET", &format!("/projects/{pid}/deployment"), None)
+        .ok();
+    let version = bump(latest.as_ref().and_then(|d| d["version"].as_str()), part);
+    ctx.call(
+        "POST",
+        &format!("/projects/{pid}/deployment/versions"),
+        Some(&json!({"version": version, "botRevision": rev, "modules": null})),
+    )?;
+    let env = find_env(ctx, &pid, env_name)?;
+    let env = match env {
+        Some(e) => ctx.call(
+            "PUT",
+            &format!(
+                "/projects/{pid}/environments/{}",
+                e["id"].as_str().unwrap_or("")
+            ),
+            Some(&json!({"depVersion": version})),
+        )?,
+        None => ctx.call(
+            "POST",
+            &format!("/projects/{pid}/environments"),
+            Some(&json!({"depId": pid, "depVersion": version, "name": env_name})),
+        )?,
+    };
+    ctx.out(
+        format!(
+            "Deployed {} {version} (revision {rev}) to environment {env_name}",
+            compiled.bot.name
+        ),
+        json!({"project": pid, "version": version, "revision": rev, "environment": env}),
+    );
+    Ok(())
+}
+
+fn find_env(ctx: &Ctx, pid: &str, name: &str) -> Result<Option<Json>> {
+    let envs = ctx.call(
+        "GET",
+        &format!("/projects/{pid}/environments?limit=100"),
+        None,
+    )?;
+    Ok(envs["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == name || e["slug"] == name)
+        .cloned())
+}
+
+pub(crate) fn project_id_of(ctx: &Ctx, dir: &Path) -> Result<(String, String)> {
+    let (_, compiled) = load_valid(dir)?;
+    let project = project_for(ctx, &compiled.bot.name, false)?;
+    Ok((
+        project["id"].as_str().unwrap_or("").to_owned(),
+        compiled.bot.name,
+    ))
+}
+
+/// `env list|create|update|delete`.
+pub fn env_cmd(
+    ctx: &Ctx,
+    dir: &Path,
+    action: &str,
+    name: Option<&str>,
+    version: Option<&str>,
+) -> Result<()> {
+    let (pid, _) = project_id_of(ctx, dir)?;
+    match action {
+        "list" => {
+            let envs = ctx.call(
+                "GET",
+                &format!("/projects/{pid}/environments?limit=100"),
+                None,
+            )?;
+            let lines: Vec<String> = envs["data"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| {
+                    format!(
+                        "{}  {}  version {}",
+                        e["name"].as_str().unwrap_or(""),
+                        e["id"].as_str().unwrap_or(""),
+                        e["deploymentVersion"].as_str().unwrap_or("")
+                    )
+                })
+                .collect();
+            ctx.out(
+                if lines.is_empty() {
+                    "No environments.".into()
+                } else {
+                    lines.join("\n")
+                },
+                envs,
+            );
+        }
+        "create" | "update" => {
+            let name = name.ok_or_else(|| anyhow!("an environment name is required"))?;
+            let version = match version {
+                Some(v) => v.to_owned(),
+                None => ctx.call("GET", &format!("/projects/{pid}/deployment"), None)?["version"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            };
+            let out = if action == "create" {
+                ctx.call(
+                    "POST",
+                    &format!("/projects/{pid}/environments"),
+                    Some(&json!({"depId": pid, "depVersion": version, "name": name})),
+                )?
+            } else {
+                let e =
+                    find_env(ctx, &pid, name)?.ok_or_else(|| anyhow!("no environment {name}"))?;
+                ctx.call(
+                    "PUT",
+                    &format!(
+                        "/projects/{pid}/environments/{}",
+                        e["id"].as_str().unwrap_or("")
+                    ),
+                    Some(&json!({"depVersion": version})),
+                )?
+            };
+            ctx.out(format!("Environment {name} runs version {version}"), out);
+        }
+        "delete" => {
+            let name = name.ok_or_else(|| anyhow!("an environment name is required"))?;
+            let e = find_env(ctx, &pid, name)?.ok_or_else(|| anyhow!("no environment {name}"))?;
+            let out = ctx.call(
+                "DELETE",
+                &format!(
+                    "/projects/{pid}/environments/{}",
+                    e["id"].as_str().unwrap_or("")
+                ),
+                None,
+            )?;
+            ctx.out(
+                format!("Environment {name} deleted (with its channels)"),
+                out,
+            );
+        }
+        other => bail!("unknown env action {other}: list, create, update or delete"),
+    }
+    Ok(())
+}
+
+/// `channel list|create|update|delete`.
+#[allow(clippy::too_many_arguments)]
+pub fn channel_cmd(
+    ctx: &Ctx,
+    dir: &Path,
+    action: &str,
+    env_name: &str,
+    name: Option<&str>,
+    kind: Option<&str>,
+    url: Option<&str>,
+    options: &[String],
+) -> Result<()> {
+    let (pid, _) = project_id_of(ctx, dir)?;
+    let env = find_env(ctx, &pid, env_name)?.ok_or_else(|| {
+        anyhow!("no environment {env_name}: `botbox deploy --env {env_name}` makes it")
+    })?;
+    let eid = env["id"].as_str().unwrap_or("").to_owned();
+    let base = format!("/projects/{pid}/environments/{eid}/channels");
+    let find = |name: &str| -> Result<Json> {
+        let list = ctx.call("GET", &format!("{base}?limit=100"), None)?;
+        list["data"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .ok_or_else(|| anyhow!("no channel {name} in {env_name}"))
+    };
+    let mut opts = serde_json::Map::new();
+    for o in options {
+        let (k, v) = o
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--option takes key=value (got {o})"))?;
+        opts.insert(k.to_owned(), json!(v));
+    }
+    match action {
+        "list" => {
+            let list = ctx.call("GET", &format!("{base}?limit=100"), None)?;
+            let lines: Vec<String> = list["data"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    format!(
+                        "{}  {}  {}",
+                        c["name"].as_str().unwrap_or(""),
+                        c["type"].as_str().unwrap_or(""),
+                        c["webhook"].as_str().unwrap_or("")
+                    )
+                })
+                .collect();
+            ctx.out(
+                if lines.is_empty() {
+                    "No channels.".into()
+                } else {
+                    lines.join("\n")
+                },
+                list,
+            );
+        }
+        "create" => {
+            let mut body = json!({"name": name.ok_or_else(|| anyhow!("a channel name is required"))?, "type": kind.unwrap_or("generic"), "options": opts});
+            if let Some(u) = url {
+                body["url"] = json!(u);
+            }
+            let c = ctx.call("POST", &base, Some(&body))?;
+            ctx.out(
+                format!(
+                    "Channel {} created; webhook: {}",
+                    c["name"].as_str().unwrap_or(""),
+                    c["webhook"].as_str().unwrap_or("")
+                ),
+                c,
+            );
+        }
+        "update" => {
+            let c = find(name.ok_or_else(|| anyhow!("a channel name is required"))?)?;
+            let mut body = json!({});
+            if let Some(u) = url {
+                body["url"] = json!(u);
+            }
+            if let Some(k) = kind {
+                body["type"] = json!(k);
+            }
+            if !opts.is_empty() {
+                let mut merged = c["options"].as_object().cloned().unwrap_or_default();
+                merged.extend(opts);
+                body["options"] = Json::Object(merged);
+            }
+            let c = ctx.call(
+                "PUT",
+                &format!("{base}/{}", c["id"].as_str().unwrap_or("")),
+                Some(&body),
+            )?;
+            ctx.out(
+                format!(
+                    "Channel {} updated; webhook: {}",
+                    c["name"].as_str().unwrap_or(""),
+                    c["webhook"].as_str().unwrap_or("")
+                ),
+                c,
+            );
+        }
+        "delete" => {
+            let c = find(name.ok_or_else(|| anyhow!("a channel name is required"))?)?;
+            let c = ctx.call(
+                "DELETE",
+                &format!("{base}/{}", c["id"].as_str().unwrap_or("")),
+                None,
+            )?;
+            ctx.out(
+                format!("Channel {} deleted", c["name"].as_str().unwrap_or("")),
+                c,
+            );
+        }
+        other => bail!("unknown channel action {other}: list, create, update or delete"),
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+/// Runs the bot's conversation tests in the local sandbox (or on the server with `remote`).
+/// Returns whether all passed.
+///
+/// `cache_dir`: where the local sandbox's compiled guest is kept (`--cache-dir` or
+/// `BOTBOX_CACHE`, as for the server, so one compiled guest serves both); default
+/// `$BOTBOX_HOME/cache`.
+pub fn test(ctx: &Ctx, dir: &Path, remote: bool, cache_dir: Option<PathBuf>) -> Result<bool> {
+    use runtime_core::testing::{Stepper, parse_suite, run_case};
+    let (loaded, compiled) = load_valid(dir)?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("tests"))
+        .with_context(|| format!("{}/tests", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yml" | "yaml")))
+        .collect();
+    files.sort();
+    let _ = loaded;
+    let mut stepper: Box<dyn Stepper> = if remote {
+        let (pid, _) = project_id_of(ctx, dir)?;
+        Box::new(RemoteStepper { ctx, pid })
+    } else {
+        let cache_dir = cache_dir.unwrap_or_else(|| home().join("cache"));
+        if !ctx.json {
+            eprintln!(
+                "starting the sandbox (the first run compiles it; later runs load it from {}) …",
+                cache_dir.display()
+            );
+        }
+        let sandbox = botbox_sandbox::Sandbox::new(botbox_sandbox::SandboxConfig {
+            cache_dir,
+            slots: 4,
+            warm_per_revision: 1,
+            ..Default::default()
+        })?;
+        let revision = botbox_sandbox::Revision::new("local", &compiled.bot);
+        Box::new(OwnedSandboxStepper { sandbox, revision })
+    };
+    let (mut passed, mut failed) = (0, 0);
+    let mut report = vec![];
+    for f in &files {
+        let text = std::fs::read_to_string(f)?;
+        let suite = parse_suite(&text).map_err(|e| anyhow!("{}: {e}", f.display()))?;
+        for case in &suite.tests {
+            let r = run_case(&compiled.bot, case, stepper.as_mut());
+            let file = f.strip_prefix(dir).unwrap_or(f).display().to_string();
+            if r.failures.is_empty() {
+                passed += 1;
+                if !ctx.json {
+                    println!("✓ {file}: {}", r.name);
+                }
+            } else {
+                failed += 1;
+                if !ctx.json {
+                    println!("✗ {file}: {}", r.name);
+                    for fl in &r.failures {
+                        for line in fl.lines() {
+                            println!("    {line}");
+                        }
+                    }
+                }
+            }
+            report.push(json!({"file": file, "name": r.name, "failures": r.failures}));
+        }
+    }
+    ctx.out(
+        format!("{passed} passed, {failed} failed"),
+        json!({"passed": passed, "failed": failed, "cases": report}),
+    );
+    Ok(failed == 0)
+}
+
+struct OwnedSandboxStepper {
+    sandbox: botbox_sandbox::Sandbox,
+    revision: botbox_sandbox::Revision,
+}
+
+impl runtime_core::testing::Stepper for OwnedSandboxStepper {
+    fn step(
+        &mut self,
+        bot: &runtime_core::CompiledBot,
+        session: &runtime_core::Session,
+        msg: runtime_core::Message,
+        env: &mut runtime_core::testing::TestEnv,
+    ) -> Result<runtime_core::ConverseResult, runtime_core::StepError> {
+        botbox_sandbox::testing::SandboxStepper {
+            sandbox: &self.sandbox,
+            revision: self.revision.clone(),
+        }
+        .step(bot, session, msg, env)
+    }
+}
+
+/// Steps through the server's converse endpoint (the latest pushed revision). HTTP mocks of
+/// a test do not reach the server.
+struct RemoteStepper<'a> {
+    ctx: &'a Ctx,
+    pid: String,
+}
+
+impl runtime_core::testing::Stepper for RemoteStepper<'_> {
+    fn step(
+        &mut self,
+        _: &runtime_core::CompiledBot,
+        session: &runtime_core::Session,
+        msg: runtime_core::Message,
+        _: &mut runtime_core::testing::TestEnv,
+    ) -> Result<runtime_core::ConverseResult, runtime_core::StepError> {
+        let body = json!({"message": msg, "session": session});
+        match self.ctx.call(
+            "POST",
+            &format!("/projects/{}/bot/converse", self.pid),
+            Some(&body),
+        ) {
+            Ok(v) => serde_json::from_value(v)
+                .map_err(|e| runtime_core::StepError::Aborted(e.to_string())),
+            Err(e) => Err(runtime_core::StepError::Aborted(format!("{e:#}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bumps() {
+        assert_eq!(super::bump(None, "patch"), "0.0.1");
+        assert_eq!(super::bump(Some("1.2.3"), "patch"), "1.2.4");
+        assert_eq!(super::bump(Some("1.2.3"), "minor"), "1.3.0");
+        assert_eq!(super::bump(Some("1.2.3"), "major"), "2.0.0");
+    }
+}
+
+/// `key create|list|revoke`: agent keys (`sak_…`) of an environment of the bot in `dir`.
+/// The key is printed once, by `create`.
+pub fn key_cmd(
+    ctx: &Ctx,
+    dir: &Path,
+    action: &str,
+    env: &str,
+    name: Option<&str>,
+    id: Option<&str>,
+) -> Result<()> {
+    let (pid, _) = project_id_of(ctx, dir)?;
+    let e = find_env(ctx, &pid, env)?.ok_or_else(|| anyhow!("no environment {env}"))?;
+    let eid = e["id"].as_str().unwrap_or("").to_owned();
+    let base = format!("/projects/{pid}/environments/{eid}/keys");
+    match action {
+        "create" => {
+            let body = match name {
+                Some(n) => json!({"name": n}),
+                None => json!({}),
+            };
+            let out = ctx.call("POST", &base, Some(&body))?;
+            ctx.out(
+                format!(
+                    "Agent key for {env} (shown once; keep it secret):\n{}",
+                    out["key"].as_str().unwrap_or("")
+                ),
+                out,
+            );
+        }
+        "list" => {
+            let keys = ctx.call("GET", &base, None)?;
+            let lines: Vec<String> = keys
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|k| {
+                    format!(
+                        "{}  {}  {}{}",
+                        k["id"].as_str().unwrap_or(""),
+                        k["hint"].as_str().unwrap_or(""),
+                        k["name"].as_str().unwrap_or(""),
+                        if k["revokedAt"].is_string() {
+                            "  (revoked)"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .collect();
+            ctx.out(
+                if lines.is_empty() {
+                    "No keys.".into()
+                } else {
+                    lines.join("\n")
+                },
+                keys,
+            );
+        }
+        "revoke" => {
+            let id =
+                id.ok_or_else(|| anyhow!("the key's id is required (see `botbox key list`)"))?;
+            let out = ctx.call("DELETE", &format!("{base}/{id}"), None)?;
+            ctx.out(format!("Key {id} revoked"), out);
+        }
+        other => bail!("unknown key action {other}: create, list or revoke"),
+    }
+    Ok(())
+}

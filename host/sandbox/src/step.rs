@@ -1,0 +1,209 @@
+//! Running one step: the tenant's turn under its cap, a CPU slot while the guest runs, the
+//! instance (the one that kept the session, if idle), fuel and the wall-clock deadline, the
+//! guest's `converse`, and on a trap the limit it hit and the JavaScript site.
+//!
+//! Deadline: a step's clock runs from the call into the guest to its return, through host
+//! calls (an api action's HTTP counts), but not while the step is queued for a CPU slot: that
+//! is other steps' time. The epoch ticker interrupts the guest every tick; the step then
+//! checks its clock, and either traps (deadline) or yields, so that a guest burning CPU gives
+//! its slot to the next tenant in turn instead of holding it until its fuel runs out.
+
+use super::clock::{StepClock, deadline_error};
+use super::effects::Effects;
+use super::imports::{StepState, arm};
+use super::limits::Limits;
+use super::pool::{KEEP_MAX, next_tag};
+use super::sched::OnCpu;
+use super::wit::{SessionIn, StepError as StepErrorWit};
+use super::{RawOutcome, Revision, Sandbox, SandboxError, SessionJson};
+use runtime_core::engine::StepError;
+use runtime_core::session::{Message, StepReport};
+use std::pin::pin;
+use std::sync::Arc;
+use tracing::Instrument as _;
+use wasmtime::{Store, Trap};
+
+impl Sandbox {
+    /// A step in the tenant's turn: waits under the tenant's cap, then runs holding a CPU
+    /// slot only while the guest (or the host's own work for the step) runs.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn run(
+        &self,
+        tenant: &str,
+        revision: &Revision,
+        session_json: &str,
+        tag: u64,
+        keep: bool,
+        message: &Message,
+        effects: Arc<dyn Effects>,
+    ) -> Result<RawOutcome, SandboxError> {
+        let span = tracing::info_span!("bot_step", tenant = %tenant, revision = %revision.id, fuel = tracing::field::Empty, warm = tracing::field::Empty);
+        async {
+            let turn = self.tenants.enter(tenant).await;
+            let clock = StepClock::start();
+            let step =
+                pin!(self.run_on_cpu(revision, session_json, tag, keep, message, effects, &clock));
+            OnCpu::new(&self.cpu, &turn.tenant, &clock, step).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_on_cpu(
+        &self,
+        revision: &Revision,
+        session_json: &str,
+        tag: u64,
+        keep: bool,
+        message: &Message,
+        effects: Arc<dyn Effects>,
+        clock: &Arc<StepClock>,
+    ) -> Result<RawOutcome, SandboxError> {
+        let limits: &Limits = revision.limits.as_deref().unwrap_or(&self.config.limits);
+        let reused = self.take_idle(&revision.id, tag);
+        let warm = reused.is_some();
+        let mut inst = match reused {
+            Some(w) => w,
+            None => self
+                .instantiate(
+                    revision.id.clone(),
+                    Some(&revision.guest_bot),
+                    limits,
+                    clock,
+                )
+                .await
+                .map_err(SandboxError::Internal)?,
+        };
+        {
+            let st = inst.store.data_mut();
+            st.limits = limits.clone();
+            st.limiter.cap = limits.memory_bytes.min(self.config.limits.memory_bytes);
+            st.effects = Some(effects);
+            st.host_calls = 0;
+            st.abort = None;
+            st.site.clear();
+            st.max_recursion = revision.max_recursion;
+            st.limiter.denied = false;
+            st.revision = revision.id.clone();
+            st.nl = revision.nl.clone();
+        }
+        let message_json =
+            serde_json::to_string(message).map_err(|e| SandboxError::Internal(e.into()))?;
+        let keep_as = if keep { next_tag() } else { 0 };
+        let mut input = match inst.kept.iter().position(|t| *t == tag) {
+            Some(i) if tag != 0 => {
+                // Each kept session serves one step: the guest lets go of it now.
+                inst.kept.remove(i);
+                SessionIn::Kept(tag)
+            }
+            _ => SessionIn::Json(session_json.to_owned()),
+        };
+        // The step's deadline starts now: not while it waited for an instance, nor for the
+        // instance's load (which has the sandbox's own deadline).
+        clock.restart();
+        let (call, fuel_used) = loop {
+            arm(&mut inst.store, limits.fuel, limits.deadline, clock)
+                .map_err(|e| SandboxError::Internal(e.into()))?;
+            let call = inst
+                .bindings
+                .call_converse(&mut inst.store, &input, keep_as, &message_json)
+                .await;
+            let fuel_used = limits
+                .fuel
+                .saturating_sub(inst.store.get_fuel().unwrap_or(0));
+            match call {
+                // The guest dropped it (for size): the same step again, with the JSON.
+                Ok(Err(StepErrorWit::NotKept(_))) if matches!(input, SessionIn::Kept(_)) => {
+                    input = SessionIn::Json(session_json.to_owned());
+                }
+                call => break (call, fuel_used),
+            }
+        };
+        let span = tracing::Span::current();
+        span.record("fuel", fuel_used);
+        span.record("warm", warm);
+        inst.store.data_mut().effects = None;
+        let out = match call {
+            Ok(Ok(out)) => {
+                let report: StepReport = serde_json::from_str(&out.report).map_err(|e| {
+                    SandboxError::Internal(anyhow::anyhow!("guest result does not parse: {e}"))
+                })?;
+                let tag = if out.kept {
+                    inst.kept.push_back(keep_as);
+                    while inst.kept.len() > KEEP_MAX {
+                        inst.kept.pop_front();
+                    }
+                    keep_as
+                } else {
+                    0
+                };
+                Ok(RawOutcome {
+                    report,
+                    session: SessionJson {
+                        json: out.session.into(),
+                        tag,
+                    },
+                    fuel_used,
+                    warm,
+                })
+            }
+            Ok(Err(e)) => Err(SandboxError::Step(match e {
+                StepErrorWit::MaxRecursion(n) => StepError::MaxRecursion(n),
+                StepErrorWit::Aborted(m) => StepError::Aborted(m),
+                StepErrorWit::InvalidMessage(m) => StepError::InvalidMessage(m),
+                StepErrorWit::NotLoaded | StepErrorWit::NotKept(_) => {
+                    return Err(SandboxError::Internal(anyhow::anyhow!(
+                        "the guest refused the step: {e:?}"
+                    )));
+                }
+            })),
+            Err(trap) => {
+                let err = explain(&inst.store, limits, &trap);
+                tracing::warn!(error = %err, "step aborted; instance discarded");
+                return Err(SandboxError::Step(err));
+            }
+        };
+        for line in inst
+            .store
+            .data()
+            .output
+            .contents()
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+        {
+            tracing::info!(target: "botbox::guest_output", "{}", String::from_utf8_lossy(line));
+        }
+        self.put_idle(inst);
+        out
+    }
+}
+
+/// Names the limit a trap hit, and where.
+pub(super) fn explain(
+    store: &Store<StepState>,
+    limits: &Limits,
+    trap: &wasmtime::Error,
+) -> StepError {
+    let st = store.data();
+    if let Some(e) = &st.abort {
+        return e.clone();
+    }
+    let who = st.who();
+    let msg = match trap.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => format!("{who} exceeded its fuel budget of {}", limits.fuel),
+        Some(Trap::Interrupt) => return deadline_error(&who, st.deadline, st.clock.elapsed()),
+        Some(Trap::StackOverflow) => format!("{who} overflowed its stack"),
+        // The guest's Rust stack lives in linear memory and wraps below address 0.
+        Some(Trap::MemoryOutOfBounds) => {
+            format!("{who} overflowed its stack (out-of-bounds memory access)")
+        }
+        _ if st.limiter.denied => format!(
+            "{who} exceeded its memory cap of {} MiB",
+            limits.memory_bytes >> 20
+        ),
+        Some(t) => format!("{who} trapped: {t}"),
+        None => format!("{who} failed: {trap:#}"),
+    };
+    StepError::Aborted(msg)
+}

@@ -1,0 +1,171 @@
+//! The real world behind the sandbox's [`Effects`]: the system clock, OS randomness, api
+//! actions through the egress module, and predictions of NL Studio models.
+
+use crate::nlu::NluService;
+use botbox_egress::{Egress, Outbound, Use, redact};
+use botbox_sandbox::NlScope;
+use botbox_sandbox::effects::{EffectFuture, Effects};
+use botbox_sandbox::limits::Limits;
+use runtime_core::host::{HttpRequest, HttpResponse};
+use serde_json::Value as Json;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The real world: system clock, OS randomness, api calls through the egress module
+/// ([`botbox_egress`]: its policy, redirects followed with every hop checked, caps) on a
+/// small runtime of its own.
+pub struct LiveEffects {
+    rt: Option<tokio::runtime::Runtime>,
+    egress: Arc<Egress>,
+    /// NL Studio models (`None`: predictions fail, as in tests of the sandbox alone).
+    nlu: Option<Arc<NluService>>,
+    /// The server's runtime (where the database pool lives), when built inside one: NL
+    /// predictions read models through it.
+    main: Option<tokio::runtime::Handle>,
+}
+
+impl LiveEffects {
+    pub fn new(egress: Arc<Egress>) -> anyhow::Result<LiveEffects> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("botbox-egress")
+            .enable_all()
+            .build()?;
+        Ok(LiveEffects {
+            rt: Some(rt),
+            egress,
+            nlu: None,
+            main: tokio::runtime::Handle::try_current().ok(),
+        })
+    }
+
+    /// Predictions of bots' `nl` NLUs come from `nlu`.
+    pub fn with_nlu(mut self, nlu: Arc<NluService>) -> LiveEffects {
+        self.nlu = Some(nlu);
+        self
+    }
+}
+
+impl Drop for LiveEffects {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which panics inside another runtime's async context.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Effects for LiveEffects {
+    fn now_ms(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    }
+
+    fn random_u64(&self) -> u64 {
+        let mut b = [0u8; 8];
+        getrandom_fill(&mut b);
+        u64::from_le_bytes(b)
+    }
+
+    fn http<'a>(
+        &'a self,
+        req: &'a HttpRequest,
+        limits: &'a Limits,
+    ) -> EffectFuture<'a, Result<HttpResponse, String>> {
+        tracing::Span::current().record("url", tracing::field::display(redact::url(&req.url)));
+        let egress = self.egress.clone();
+        let req = req.clone();
+        let timeout = limits.http_timeout;
+        let cap = limits.max_http_body;
+        // The whole call (DNS, connect, redirects, headers, body) runs under the time-out on
+        // this runtime; dropping the step's future aborts it, whatever the server does.
+        let rt = self.rt.as_ref().expect("the runtime lives until drop");
+        let task = InFlight(rt.spawn(async move {
+            let out = egress
+                .call(
+                    Use::ApiAction,
+                    Outbound {
+                        method: &req.method,
+                        url: &req.url,
+                        headers: &req.headers,
+                        body: req.body.map(String::into_bytes),
+                    },
+                    timeout,
+                    cap,
+                )
+                .await;
+            match out {
+                Ok(a) => Ok(HttpResponse {
+                    status: a.status,
+                    body: String::from_utf8_lossy(&a.body).into_owned(),
+                }),
+                Err(e) => Err(e.to_string()),
+            }
+        }));
+        Box::pin(async move {
+            let mut task = task;
+            (&mut task.0)
+                .await
+                .unwrap_or_else(|e| Err(format!("api call failed: {e}")))
+        })
+    }
+
+    fn nl_predict<'a>(
+        &'a self,
+        scope: &'a NlScope,
+        nlu_id: &'a str,
+        text: &'a str,
+        _options: &'a Json,
+    ) -> EffectFuture<'a, Result<Json, String>> {
+        let Some(nlu) = self.nlu.clone() else {
+            return Box::pin(std::future::ready(Err(format!(
+                "NL model {nlu_id}: no NL models in this environment"
+            ))));
+        };
+        let (scope, nlu_id, text) = (scope.clone(), nlu_id.to_owned(), text.to_owned());
+        let call = async move { nlu.predict_for_bot(&scope, &nlu_id, &text).await };
+        let handle = match &self.main {
+            Some(h) => h.clone(),
+            None => self
+                .rt
+                .as_ref()
+                .expect("the runtime lives until drop")
+                .handle()
+                .clone(),
+        };
+        let task = InFlight(handle.spawn(call));
+        Box::pin(async move {
+            let mut task = task;
+            (&mut task.0)
+                .await
+                .unwrap_or_else(|e| Err(format!("NL prediction failed: {e}")))
+        })
+    }
+}
+
+/// A host call's effect on a runtime, aborted when the step lets go of it.
+struct InFlight<T>(tokio::task::JoinHandle<Result<T, String>>);
+
+impl<T> Drop for InFlight<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn getrandom_fill(buf: &mut [u8]) {
+    use std::io::Read;
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        if f.read_exact(buf).is_ok() {
+            return;
+        }
+    }
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (t >> (i * 8)) as u8;
+    }
+}

@@ -1,0 +1,16 @@
+//! The service layer: what botbox does, between the HTTP APIs above and storage and the
+//! sandbox below. Live conversations (a channel's message through the sandbox to the outbox),
+//! agent runs, Cases and tasks, accounts and permissions, rate limits, NL Studio's model
+//! service, and [`effects::LiveEffects`], the real world the sandbox's host calls reach.
+//!
+//! May depend on every capability crate (store, sandbox, egress, channels, nlu, lanes); must
+//! never depend on the HTTP layer (`botbox-api`) or know about axum routing: handlers call
+//! plain functions here.
+
+pub mod agent;
+pub mod auth;
+pub mod cases;
+pub mod effects;
+pub mod live;
+pub mod nlu;
+pub mod rate;

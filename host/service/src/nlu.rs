@@ -1,0 +1,276 @@
+//! The NLU service: resolves an `nluId` for a caller (visibility), loads trained models
+//! (cached, bounded in bytes), predicts, and runs trainings in the background.
+//!
+//! Settings (with `botbox serve` flags):
+//! - `cache_bytes` (`--nlu-cache-mb`, default 256 MB): the loaded models kept, weighed by their
+//!   stored size. A model bigger than the whole cache is loaded for each call (slow, not
+//!   wrong). A tenant can fill the cache with its own models; eviction is LFU-ish (moka), so
+//!   another tenant's hot model stays.
+//! - `training_slots` (`--nlu-training-slots`, default 1): trainings running at once. Training is
+//!   CPU work on a blocking thread; more slots than a core or two take CPU from bot steps.
+//!   Trainings beyond it wait (their NLU shows `training` meanwhile).
+//! - [`MAX_TRAINING_ROWS`]: sentences per NLU; [`MAX_PREDICT_CHARS`]: text per prediction.
+
+use botbox_nlu::model::{MODEL_FORMAT, NluModel};
+use botbox_nlu::{Lang, TrainingData};
+use botbox_sandbox::NlScope;
+use botbox_store::{Db, NluRow};
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Training sentences an NLU may hold (training 15,000 sentences takes seconds, not minutes).
+pub const MAX_TRAINING_ROWS: usize = 20_000;
+/// Characters of one text to predict; longer texts are cut (a chat message is far shorter).
+pub const MAX_PREDICT_CHARS: usize = 2_000;
+
+#[derive(Debug, Clone)]
+pub struct NluConfig {
+    pub cache_bytes: u64,
+    pub training_slots: usize,
+}
+
+impl Default for NluConfig {
+    fn default() -> Self {
+        NluConfig {
+            cache_bytes: 256 << 20,
+            training_slots: 1,
+        }
+    }
+}
+
+pub struct NluService {
+    db: Db,
+    models: moka::sync::Cache<(String, String), Arc<NluModel>>,
+    training: Arc<tokio::sync::Semaphore>,
+}
+
+/// How a training ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Trained {
+    /// The new model is in use; its NLU revision.
+    Done {
+        revision: String,
+    },
+    Failed(String),
+}
+
+impl NluService {
+    pub fn new(db: Db, cfg: NluConfig) -> Arc<NluService> {
+        Arc::new(NluService {
+            db,
+            models: moka::sync::Cache::builder()
+                .max_capacity(cfg.cache_bytes)
+                .weigher(|_, m: &Arc<NluModel>| u32::try_from(m.weight()).unwrap_or(u32::MAX))
+                .build(),
+            training: Arc::new(tokio::sync::Semaphore::new(cfg.training_slots.max(1))),
+        })
+    }
+
+    /// The NLU that `nlu_id` (`<account>:<name>`) names, if a bot running for `scope` may use
+    /// it: its owner's own NLUs, and anyone's public ones. The error does not tell a private
+    /// NLU from a missing one.
+    pub async fn resolve(&self, scope: &NlScope, nlu_id: &str) -> Result<NluRow, String> {
+        let unavailable = || {
+            format!(
+                "NLU {nlu_id:?} is not available to this bot: it does not exist or is private to its owner"
+            )
+        };
+        let Some((account, name)) = nlu_id.split_once(':') else {
+            return Err(format!(
+                "nluId {nlu_id:?} must be <account>:<nlu name> (a user's or team's name, a colon, the NLU's name)"
+            ));
+        };
+        let owner = match self.db.user_by_name(account).await.map_err(db_err)? {
+            Some(u) => u.id,
+            None => match self.db.team_by_name(account).await.map_err(db_err)? {
+                Some(t) => t.id,
+                None => return Err(unavailable()),
+            },
+        };
+        let nlu = self
+            .db
+            .owner_nlu(&owner, name)
+            .await
+            .map_err(db_err)?
+            .ok_or_else(unavailable)?;
+        if nlu.visibility != "public" && nlu.owner_id != *scope.owner {
+            return Err(unavailable());
+        }
+        Ok(nlu)
+    }
+
+    /// The model a caller uses: pinned for the NLUs of the caller's own project when its
+    /// deployment pins an NLU revision, else the newest. An NLU never trained predicts with a
+    /// model of its entities alone (dictionaries and rules).
+    pub async fn model(&self, nlu: &NluRow, pin: Option<&str>) -> Result<Arc<NluModel>, String> {
+        let revision = self
+            .db
+            .nlu_model_revision(&nlu.id, pin)
+            .await
+            .map_err(db_err)?;
+        let Some(revision) = revision else {
+            let key = (nlu.id.clone(), format!("untrained@{}", nlu.updated_at));
+            if let Some(m) = self.models.get(&key) {
+                return Ok(m);
+            }
+            let entities = entities_of(nlu)?;
+            let lang = Lang::parse(&nlu.lang);
+            let m = tokio::task::spawn_blocking(move || NluModel::train(lang, &entities, &[]))
+                .await
+                .map_err(|e| e.to_string())??;
+            let m = Arc::new(m);
+            self.models.insert(key, m.clone());
+            return Ok(m);
+        };
+        let key = (nlu.id.clone(), revision.clone());
+        if let Some(m) = self.models.get(&key) {
+            return Ok(m);
+        }
+        let row = self
+            .db
+            .nlu_model(&nlu.id, &revision)
+            .await
+            .map_err(db_err)?
+            .ok_or_else(|| format!("NLU {} revision {revision} has no model", nlu.name))?;
+        if row.format != i64::from(MODEL_FORMAT) {
+            return Err(format!(
+                "NLU {} revision {revision} was trained by another botbox version (model format {}, this one reads {MODEL_FORMAT}): retrain it",
+                nlu.name, row.format
+            ));
+        }
+        let m = tokio::task::spawn_blocking(move || {
+            serde_json::from_str::<NluModel>(&row.model).map(|mut m| {
+                m.stored_bytes = row.model.len();
+                m
+            })
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("NLU {} revision {revision}: stored model: {e}", nlu.name))?;
+        let m = Arc::new(m);
+        self.models.insert(key, m.clone());
+        Ok(m)
+    }
+
+    /// A bot's `type: nl` call: the raw prediction for `text` as JSON.
+    pub async fn predict_for_bot(
+        &self,
+        scope: &NlScope,
+        nlu_id: &str,
+        text: &str,
+    ) -> Result<Json, String> {
+        let nlu = self.resolve(scope, nlu_id).await?;
+        let pin = scope
+            .pin
+            .as_deref()
+            .filter(|_| nlu.project_id == *scope.project);
+        let model = self.model(&nlu, pin).await?;
+        let text = cut(text);
+        Ok(serde_json::to_value(model.predict(text)).expect("predictions serialise"))
+    }
+
+    /// Starts a training of `nlu` on its stored sentences, unless one runs: `Err` says so.
+    /// The returned receiver tells how it ended (the caller may wait for it a little, so that
+    /// small trainings answer synchronously).
+    pub async fn start_training(
+        self: &Arc<Self>,
+        nlu: NluRow,
+    ) -> Result<tokio::sync::oneshot::Receiver<Trained>, String> {
+        if !self.db.begin_training(&nlu.id).await.map_err(db_err)? {
+            return Err(format!(
+                "NLU {} is already training; train again when it has finished (see training.status on GET …/nlus/{})",
+                nlu.name, nlu.name
+            ));
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let this = self.clone();
+        tokio::spawn(async move {
+            let out = this.train(&nlu).await;
+            let ended = match out {
+                Ok(revision) => Trained::Done { revision },
+                Err(e) => {
+                    tracing::info!(nlu = %nlu.id, error = %e, "NLU training failed");
+                    if let Err(db) = this.db.fail_training(&nlu.id, &e).await {
+                        tracing::error!(nlu = %nlu.id, error = %db, "recording a failed training");
+                    }
+                    Trained::Failed(e)
+                }
+            };
+            let _ = tx.send(ended);
+        });
+        Ok(rx)
+    }
+
+    async fn train(&self, nlu: &NluRow) -> Result<String, String> {
+        let span = tracing::info_span!("nlu_train", tenant = %nlu.owner_id, nlu = %nlu.id);
+        let _slot = self.training.acquire().await.map_err(|e| e.to_string())?;
+        let rows = self.db.all_training_rows(&nlu.id).await.map_err(db_err)?;
+        let entities = entities_of(nlu)?;
+        let lang = Lang::parse(&nlu.lang);
+        let started = std::time::Instant::now();
+        let trained = tokio::task::spawn_blocking(move || -> Result<(String, usize), String> {
+            let data: Vec<TrainingData> = rows
+                .iter()
+                .map(|r| {
+                    Ok(TrainingData {
+                        input: r.input.clone(),
+                        entities: serde_json::from_str(&r.entities)
+                            .map_err(|e| format!("stored training row {}: {e}", r.id))?,
+                    })
+                })
+                .collect::<Result<_, String>>()?;
+            let model = NluModel::train(lang, &entities, &data)?;
+            let json = serde_json::to_string(&model).map_err(|e| e.to_string())?;
+            Ok((json, data.len()))
+        })
+        .await
+        .map_err(|e| format!("training stopped: {e}"))??;
+        let (json, sentences) = trained;
+        let revision = hex::encode(
+            &Sha256::digest(format!(
+                "{}\n{}\n{}",
+                nlu.id,
+                botbox_store::new_id(),
+                json.len()
+            ))[..20],
+        );
+        self.db
+            .finish_training(
+                nlu,
+                &revision,
+                i64::from(MODEL_FORMAT),
+                sentences as i64,
+                &json,
+            )
+            .await
+            .map_err(db_err)?;
+        span.in_scope(|| {
+            tracing::info!(revision = %revision, sentences, bytes = json.len(),
+                ms = started.elapsed().as_millis() as u64, "NLU trained")
+        });
+        Ok(revision)
+    }
+}
+
+/// The entity map stored on an NLU row.
+pub fn entities_of(
+    nlu: &NluRow,
+) -> Result<BTreeMap<String, botbox_nlu::model::EntitySpec>, String> {
+    serde_json::from_str(&nlu.entities)
+        .map_err(|e| format!("NLU {}: stored entities: {e}", nlu.name))
+}
+
+/// At most [`MAX_PREDICT_CHARS`] characters of `text`.
+pub fn cut(text: &str) -> &str {
+    match text.char_indices().nth(MAX_PREDICT_CHARS) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}
+
+fn db_err(e: botbox_store::DbError) -> String {
+    tracing::error!(error = %e, "NLU storage");
+    "the NLU store failed; try again".into()
+}

@@ -1,0 +1,541 @@
+//! Storage: sqlx over SQLite (the embedded default) or PostgreSQL (several replicas).
+//!
+//! One set of portable SQL runs on both through sqlx's `Any` driver: `$n` placeholders, TEXT,
+//! BIGINT, no backend-specific types. Times are Unix milliseconds; JSON is stored as text.
+//! On SQLite the group commits' statements (the same SQL) run on a writer thread with a
+//! connection of its own (`writer.rs`, rusqlite on the same libsqlite3). Functions here know
+//! nothing about HTTP or permissions: the API layer decides who may call them, with which
+//! owner.
+
+mod accounts;
+mod agent;
+mod cases;
+mod conversations;
+mod due;
+mod nlu;
+mod projects;
+mod rows;
+mod step;
+mod writer;
+
+pub use accounts::*;
+pub use agent::*;
+pub use cases::*;
+pub use nlu::*;
+pub use projects::*;
+pub use rows::*;
+pub use step::*;
+
+use conversations::CommitQueue;
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Executor};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Migrations embedded at build time from `migrations/`.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// A uniqueness rule was broken (a name, a version already taken).
+    #[error("already exists")]
+    Conflict,
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+    /// From the SQLite writer thread's connection ([`writer`]).
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+impl DbError {
+    /// A committer or the SQLite writer thread went away before answering.
+    fn worker_gone() -> DbError {
+        DbError::Sqlx(sqlx::Error::WorkerCrashed)
+    }
+
+    fn from_sqlx(e: sqlx::Error) -> DbError {
+        match &e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => DbError::Conflict,
+            _ => DbError::Sqlx(e),
+        }
+    }
+}
+
+pub type DbResult<T> = Result<T, DbError>;
+
+/// Which database is behind the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The connection pool and the backend it talks to.
+#[derive(Clone, Debug)]
+pub struct Db {
+    pub pool: AnyPool,
+    pub backend: Backend,
+    /// SQLite has one writer at a time: the conversation path's writes take turns here, in
+    /// arrival order, instead of meeting SQLite's busy handler, which sleeps (1 ms, 2 ms,
+    /// 5 ms, ...) and would make the tail latency under load. `None` on PostgreSQL (row locks).
+    writes: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    /// Steps waiting for a group commit (SQLite only; see [`Db::commit_step`]).
+    commits: Option<std::sync::Arc<CommitQueue>>,
+    /// Restarts of the SQLite log by the [`checkpointer`] so far (read by its test).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) log_restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Per table, the key its next due poll starts after (`due.rs`).
+    due_cursors: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<&'static str, String>>>,
+}
+
+/// How often the SQLite write-ahead log is checkpointed into the database file (250 ms).
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// WAL pages past which a commit checkpoints by itself (8,192 pages, 32 MiB), in case the
+/// [`checkpointer`] falls behind. SQLite's default is 1,000 pages.
+const WAL_BACKSTOP_PAGES: u32 = 8192;
+
+/// Log pages after a round's PASSIVE checkpoints from which the next round comes after
+/// [`CHECKPOINT_BUSY_EVERY`] instead of [`CHECKPOINT_EVERY`], while the log is being written
+/// (512 pages, 2 MiB; [`round_pause`]).
+const WAL_BUSY_PAGES: i64 = 512;
+
+/// The checkpointer's pause while the log fills fast (50 ms). A tenant's flood through the
+/// writer thread commits about 30,000 log pages a second (small groups, each rewriting the
+/// last pages of the same indexes); at one round per 250 ms the log would reach the commits'
+/// [`WAL_BACKSTOP_PAGES`] between two restarts, and a commit would then copy and sync 32 MiB
+/// inside the write turn (25 ms: noisy-bench's flood p99 goes from 5 to 21–25 ms). Cost: a
+/// PASSIVE round every 50 ms while writes are heavy (it holds no turn), and more restarts,
+/// each holding the turn for the few pages left and a sync.
+const CHECKPOINT_BUSY_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Log pages past which the [`checkpointer`] restarts the log (2,048 pages, 8 MiB).
+const WAL_RESTART_PAGES: i64 = 2048;
+
+/// Pages committed during the last PASSIVE round below which the restart goes ahead (64):
+/// the restart copies and syncs those inside the write turn.
+const WAL_RESTART_REST_PAGES: i64 = 64;
+
+/// When readers still read the old log, the restart does not wait for them (SQLite's busy
+/// handler sleeps 1, 2, 5 ms… while the write turn is held): it lets go of the turn and the
+/// checkpointer tries again after this pause (10 ms).
+const WAL_RESTART_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Checkpoints the SQLite write-ahead log every [`CHECKPOINT_EVERY`] on a connection of its
+/// own, outside the write turn, until the `Db` is dropped (`alive` is its write turn).
+///
+/// Why: with SQLite's automatic checkpoints, the commit that crossed 1,000 WAL pages copied
+/// them into the database file and synced it (20–35 ms) while it held the write turn; every
+/// step queued behind it waited (noisy-bench: B's p99 alone 7.5 ms, about 4 ms with this). A
+/// PASSIVE checkpoint neither waits for nor blocks readers and writers: commits go on
+/// appending to the log while it copies.
+///
+/// A PASSIVE checkpoint alone does not keep the log short under load: the log starts over
+/// from its beginning only when a write begins while every page is copied and no reader
+/// still reads from it, and with reads and writes arriving every millisecond (another
+/// tenant's flood) that moment never comes. The log would then grow to the commits' backstop
+/// and every 8,192 pages one commit would copy and sync 32 MiB inside the write turn
+/// (25–30 ms; noisy-bench: B's p99 under a flood 24–29 ms against 3 ms alone). So once the log is past
+/// [`WAL_RESTART_PAGES`], the checkpointer also takes the write turn, right after its
+/// PASSIVE round has copied nearly everything, and runs a RESTART checkpoint: it copies the
+/// few pages committed since (PASSIVE rounds are repeated first until those are at most
+/// [`WAL_RESTART_REST_PAGES`]) and makes the next commit write from the log's beginning;
+/// the turn is held for that short copy and its sync only (1–10 ms, once per round while
+/// the log is long, against 25–30 ms per backstop without it). Noisy-bench, paced B: B's
+/// p99 under the flood 10–12 ms with these restarts, 24–29 ms without. While the log fills fast, rounds
+/// come every [`CHECKPOINT_BUSY_EVERY`] instead ([`round_pause`]).
+async fn checkpointer(
+    url: String,
+    alive: std::sync::Weak<tokio::sync::Mutex<()>>,
+    restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
+    use sqlx::Connection;
+    let mut conn: Option<sqlx::AnyConnection> = None;
+    let mut pause = CHECKPOINT_EVERY;
+    // The log's length at the last restart: while it is the same, nothing was committed
+    // since, and the restart has nothing to do.
+    let mut restarted_at = None;
+    // The log's length after the round before ([`round_pause`]).
+    let mut last_log = 0;
+    loop {
+        tokio::time::sleep(pause).await;
+        pause = CHECKPOINT_EVERY;
+        if alive.strong_count() == 0 {
+            return;
+        }
+        if conn.is_none() {
+            conn = match sqlx::AnyConnection::connect(&url).await {
+                Ok(mut c) => c.execute("PRAGMA busy_timeout = 0").await.ok().map(|_| c),
+                Err(_) => None,
+            };
+        }
+        let Some(c) = conn.as_mut() else { continue };
+        let log = match passive_rounds(c).await {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::warn!(error = %e, "SQLite checkpoint");
+                conn = None;
+                continue;
+            }
+        };
+        pause = round_pause(last_log, log);
+        last_log = log;
+        if log < WAL_RESTART_PAGES || restarted_at == Some(log) {
+            continue;
+        }
+        let Some(turn) = alive.upgrade() else { return };
+        let _turn = turn.lock().await;
+        match wal_checkpoint(c, "RESTART").await {
+            // Readers still on the old log: let go of the turn and try again soon.
+            Ok((busy, _, _)) if busy != 0 => pause = WAL_RESTART_RETRY,
+            Ok(_) => {
+                restarted_at = Some(log);
+                restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "SQLite log restart");
+                conn = None;
+            }
+        }
+    }
+}
+
+/// The pause before the checkpointer's next round, given the log's length after the round
+/// before and after this one's PASSIVE checkpoints: [`CHECKPOINT_BUSY_EVERY`] while the log
+/// is long ([`WAL_BUSY_PAGES`] or more) and still being written (its length changed since
+/// the round before), so that it is restarted long before the commits' backstop; else
+/// [`CHECKPOINT_EVERY`], also while a long log stands still. (A restart that finds readers
+/// on the old log retries sooner still, after [`WAL_RESTART_RETRY`].) The length, not its
+/// growth since the round before, decides: after such a retry 10 ms of growth says nothing
+/// of the rate, and a rule on growth left the log to reach the backstop again.
+fn round_pause(before: i64, log: i64) -> std::time::Duration {
+    if log >= WAL_BUSY_PAGES && log != before {
+        CHECKPOINT_BUSY_EVERY
+    } else {
+        CHECKPOINT_EVERY
+    }
+}
+
+/// `PRAGMA wal_checkpoint(<mode>)`: (busy, pages in the log, pages copied).
+async fn wal_checkpoint(c: &mut sqlx::AnyConnection, mode: &str) -> sqlx::Result<(i64, i64, i64)> {
+    use sqlx::Row;
+    let row = sqlx::query(&format!("PRAGMA wal_checkpoint({mode})"))
+        .fetch_one(c)
+        .await?;
+    let col = |i| row.try_get::<i64, _>(i).unwrap_or(0);
+    Ok((col(0), col(1), col(2)))
+}
+
+/// PASSIVE checkpoints of the [`checkpointer`]'s round: the first copies what was committed
+/// since the round before; while the log is long, each next one (up to four in all) copies what
+/// was committed while the one before ran, until that is at most
+/// [`WAL_RESTART_REST_PAGES`]. Returns the pages in the log.
+async fn passive_rounds(c: &mut sqlx::AnyConnection) -> sqlx::Result<i64> {
+    let mut copied_before = None;
+    let mut log = 0;
+    for _ in 0..4 {
+        let (_, now, copied) = wal_checkpoint(c, "PASSIVE").await?;
+        let fresh = copied_before.map_or(now, |b| now - b);
+        (log, copied_before) = (now, Some(copied));
+        if log < WAL_RESTART_PAGES || fresh <= WAL_RESTART_REST_PAGES {
+            break;
+        }
+    }
+    Ok(log)
+}
+
+/// The settings of every SQLite connection that writes: the pool's and the writer thread's
+/// (`writer.rs`). Foreign keys on, as sqlx's default; in WAL mode `synchronous = NORMAL` keeps
+/// the database consistent through crashes of the process (only a power loss can drop the
+/// last commits); checkpoints run in a task of their own ([`checkpointer`]), a commit runs
+/// one only past [`WAL_BACKSTOP_PAGES`].
+fn sqlite_pragmas() -> [String; 3] {
+    [
+        "PRAGMA foreign_keys = ON".into(),
+        "PRAGMA synchronous = NORMAL".into(),
+        format!("PRAGMA wal_autocheckpoint = {WAL_BACKSTOP_PAGES}"),
+    ]
+}
+
+/// The database URL for a data folder: `<data>/botbox.db`, created when missing.
+pub fn sqlite_url(data_dir: &Path) -> String {
+    format!("sqlite://{}?mode=rwc", data_dir.join("botbox.db").display())
+}
+
+impl Db {
+    /// Connects and runs the migrations. `url` is `sqlite://…` or `postgres://…`.
+    pub async fn connect(url: &str) -> anyhow::Result<Db> {
+        install_default_drivers();
+        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else {
+            anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres:// (got {url:?})");
+        };
+        let max = match backend {
+            Backend::Sqlite => 4,
+            Backend::Postgres => 16,
+        };
+        let sqlite = backend == Backend::Sqlite;
+        let pool = AnyPoolOptions::new()
+            .max_connections(max)
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if sqlite {
+                        for pragma in sqlite_pragmas() {
+                            conn.execute(pragma.as_str()).await?;
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .connect(url)
+            .await
+            .map_err(|e| anyhow::anyhow!("connecting to the database: {e}"))?;
+        if backend == Backend::Sqlite {
+            // Readers do not block the writer; persistent for the file.
+            pool.execute("PRAGMA journal_mode=WAL").await?;
+        }
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|e| anyhow::anyhow!("running migrations: {e}"))?;
+        let sqlite = backend == Backend::Sqlite;
+        let writes: Option<std::sync::Arc<tokio::sync::Mutex<()>>> = sqlite.then(Default::default);
+        let log_restarts = std::sync::Arc::<std::sync::atomic::AtomicU64>::default();
+        if let Some(w) = &writes {
+            tokio::spawn(checkpointer(
+                url.to_owned(),
+                std::sync::Arc::downgrade(w),
+                log_restarts.clone(),
+            ));
+        }
+        let commits = match backend {
+            Backend::Sqlite => Some(std::sync::Arc::new(CommitQueue::new(
+                writer::Writer::start(url)?,
+            ))),
+            Backend::Postgres => None,
+        };
+        Ok(Db {
+            pool,
+            backend,
+            writes,
+            commits,
+            log_restarts,
+            due_cursors: Default::default(),
+        })
+    }
+}
+
+impl Db {
+    /// This process's turn to write (SQLite; nothing to wait for on PostgreSQL).
+    pub(crate) async fn write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match &self.writes {
+            Some(m) => Some(m.lock().await),
+            None => None,
+        }
+    }
+}
+
+/// `$first, $first+1, …`: `n` numbered parameters, for an `IN (…)` list.
+pub(crate) fn numbered_params(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A random identifier: 32 lowercase hex characters (128 bits).
+pub fn new_id() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}
+
+/// A time-ordered identifier for rows appended at a high rate (transcripts, outbox, bot
+/// errors): 32 lowercase hex characters like [`new_id`], but a UUIDv7 (48 bits of Unix
+/// milliseconds, then 74 random bits; increasing within the process).
+///
+/// Why: such a table's primary key is a B-tree index. A random key lands each new row's
+/// entry on a page of its own, so a commit of a few steps writes one index page per row
+/// (SQLite's log under another tenant's flood grew by 23,000 pages a second, and every
+/// commit and checkpoint waited on that); a time-ordered key appends to the index's last
+/// page. Not for secrets or truncated ids: its first 12 characters are the clock.
+pub fn new_row_id() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total: i64,
+}
+
+/// A fresh SQLite database in a temporary folder (dropped with the folder), for unit tests.
+#[cfg(test)]
+pub(crate) async fn test_sqlite() -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::connect(&sqlite_url(dir.path())).await.unwrap();
+    (dir, db)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_ids_are_hex_and_increase_in_creation_order() {
+        let ids: Vec<String> = (0..2_000).map(|_| new_row_id()).collect();
+        for id in &ids {
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(
+                id.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+                "{id}"
+            );
+        }
+        // Each one sorts after the one before, within one millisecond too: new rows append to
+        // the end of the primary-key index.
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "not increasing");
+    }
+
+    /// While the log fills fast the checkpointer comes back after 50 ms, not 250: at a
+    /// flood's 30,000 pages a second, 250 ms let the log reach the commits' 8,192-page
+    /// backstop between two restarts.
+    #[test]
+    fn the_checkpointer_comes_back_sooner_while_the_log_fills_fast() {
+        assert_eq!(round_pause(0, 0), CHECKPOINT_EVERY);
+        assert_eq!(round_pause(0, WAL_BUSY_PAGES - 1), CHECKPOINT_EVERY);
+        assert_eq!(round_pause(0, WAL_BUSY_PAGES), CHECKPOINT_BUSY_EVERY);
+        assert_eq!(round_pause(100, WAL_RESTART_PAGES), CHECKPOINT_BUSY_EVERY);
+        // Started over since (a restart) and already long: still heavy.
+        assert_eq!(round_pause(3_000, 600), CHECKPOINT_BUSY_EVERY);
+        assert_eq!(round_pause(3_000, 100), CHECKPOINT_EVERY);
+        // Written a little since a short pause (a restart's retry after 10 ms): still heavy.
+        assert_eq!(round_pause(3_000, 3_100), CHECKPOINT_BUSY_EVERY);
+        // A long log that stands still (writes stopped): back to the slow pace.
+        assert_eq!(round_pause(3_000, 3_000), CHECKPOINT_EVERY);
+        // Often enough that a flood's writes between two rounds stay far below the backstop.
+        let pages_per_second = 30_000.0;
+        assert!(
+            pages_per_second * CHECKPOINT_BUSY_EVERY.as_secs_f64()
+                < (WAL_BACKSTOP_PAGES as f64) / 4.0
+        );
+    }
+
+    /// Creates the `filler` table the checkpointer tests write to.
+    async fn filler_table(db: &Db) {
+        db.pool
+            .execute("CREATE TABLE filler (x TEXT NOT NULL)")
+            .await
+            .unwrap();
+    }
+
+    /// Commits `rows` rows of `bytes` bytes each in one transaction, in the write turn.
+    async fn fill(db: &Db, rows: usize, bytes: usize) {
+        let row = "x".repeat(bytes);
+        let _turn = db.write_turn().await;
+        let mut tx = db.pool.begin().await.unwrap();
+        for _ in 0..rows {
+            sqlx::query("INSERT INTO filler (x) VALUES ($1)")
+                .bind(&row)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+        }
+        tx.commit().await.unwrap();
+    }
+
+    /// Polls `done` over the checkpointer's next rounds (every 250 ms), for at most 200
+    /// polls of a fifth of a round; whether it became true.
+    async fn within_rounds(mut done: impl AsyncFnMut() -> bool) -> bool {
+        for _ in 0..200 {
+            if done().await {
+                return true;
+            }
+            tokio::time::sleep(CHECKPOINT_EVERY / 5).await;
+        }
+        done().await
+    }
+
+    /// Pages written to SQLite's log reach the database file without any commit running a
+    /// checkpoint: 2 MB is far below the commits' own backstop (32 MiB), so only the
+    /// [`checkpointer`] can have copied them. (Without it the file stays at 4 KiB.)
+    #[tokio::test]
+    async fn the_checkpointer_copies_the_log_into_the_database_file() {
+        let (dir, db) = test_sqlite().await;
+        let file = dir.path().join("botbox.db");
+        filler_table(&db).await;
+        let len = || std::fs::metadata(&file).unwrap().len();
+        let before = len();
+        for _ in 0..40 {
+            fill(&db, 50, 1000).await;
+        }
+        let grown = within_rounds(async || len() >= before + 1_500_000).await;
+        assert!(
+            grown,
+            "the database file stayed at {} bytes (was {before}): the log was not checkpointed",
+            len()
+        );
+    }
+
+    /// A long log is restarted by the checkpointer itself, not left for a commit to find
+    /// idle: after 12 MB of commits (past [`WAL_RESTART_PAGES`]) the [`checkpointer`] runs a
+    /// RESTART checkpoint, so a later commit writes from the log's beginning. (A PASSIVE
+    /// checkpoint alone copies the pages but leaves the log to the next commit, which under
+    /// constant reads and writes never finds it idle: the log grew to the 32 MiB backstop,
+    /// whose commit then held the write turn for 25–30 ms.)
+    ///
+    /// The checkpointer runs beside the test: while it checkpoints, the test's own PASSIVE
+    /// checkpoint is busy and reads no log length (-1), so that read is retried; and it may
+    /// restart the log before the commits end, so the length is read before the count of
+    /// restarts (a restart before the read shows in the count read after it).
+    #[tokio::test]
+    async fn the_checkpointer_restarts_a_long_log() {
+        use std::sync::atomic::Ordering;
+        let (_dir, db) = test_sqlite().await;
+        filler_table(&db).await;
+        for _ in 0..30 {
+            fill(&db, 100, 4000).await;
+        }
+        // Pages in the log, once a PASSIVE checkpoint of the test's own could read them.
+        let log = || async {
+            let mut c = db.pool.acquire().await.unwrap();
+            let mut pages = -1;
+            within_rounds(async || {
+                pages = wal_checkpoint(&mut c, "PASSIVE").await.unwrap().1;
+                pages >= 0
+            })
+            .await;
+            pages
+        };
+        let restarts = || db.log_restarts.load(Ordering::Relaxed);
+        let written = log().await;
+        let early = restarts();
+        assert!(
+            written >= WAL_RESTART_PAGES || early > 0,
+            "the commits logged {written} pages and the log was not restarted"
+        );
+        let restarted = within_rounds(async || restarts() > 0).await;
+        assert!(restarted, "the log ({written} pages) was not restarted");
+        // A commit after the restart writes from the log's beginning: its pages are all the
+        // log holds. (Had the commits above outlasted a restart and made the log long again,
+        // the checkpointer's next round restarts it: hence the rounds.)
+        let mut after = -1;
+        let short = within_rounds(async || {
+            fill(&db, 1, 4000).await;
+            after = log().await;
+            after < 10
+        })
+        .await;
+        assert!(short, "after one more commit the log holds {after} pages");
+    }
+}

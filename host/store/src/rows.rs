@@ -1,0 +1,100 @@
+//! The rows of sessions, the outbox, transcripts, bot errors and schedules, as read and written.
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SessionRow {
+    pub body: String,
+    pub version: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct OutboxRow {
+    pub id: String,
+    pub channel_id: String,
+    pub url: String,
+    pub headers: String,
+    pub body: String,
+    pub status: String,
+    pub attempts: i64,
+    pub next_at: i64,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TranscriptRow {
+    pub id: String,
+    pub environment_name: String,
+    pub channel_id: String,
+    pub user_id: String,
+    pub direction: String,
+    pub message: String,
+    pub flow: Option<String>,
+    pub intent: Option<String>,
+    pub state: Option<String>,
+    pub created_at: i64,
+}
+
+/// A transcript line to record.
+#[derive(Debug, Clone)]
+pub struct NewTranscript {
+    pub project_id: String,
+    pub environment_id: String,
+    pub environment_name: String,
+    pub channel_id: String,
+    pub user_id: String,
+    /// `in` or `out`.
+    pub direction: &'static str,
+    pub message: String,
+    pub flow: Option<String>,
+    pub intent: Option<String>,
+    pub state: Option<String>,
+}
+
+/// A bot error to record with its step.
+#[derive(Debug, Clone)]
+pub struct NewBotError {
+    pub project_id: String,
+    pub environment_id: String,
+    pub channel_id: String,
+    /// `step` or `bot`.
+    pub group: &'static str,
+    pub code: String,
+    pub message: String,
+}
+
+/// A recorded bot error.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct BotErrorRow {
+    pub id: String,
+    pub environment_id: String,
+    pub channel_id: String,
+    pub created_at: i64,
+    pub error_group: String,
+    pub error_code: String,
+    pub message: String,
+}
+
+/// Which bot errors to list.
+#[derive(Debug, Clone, Default)]
+pub struct BotErrorQuery {
+    pub environment_id: Option<String>,
+    pub channel_id: Option<String>,
+    pub group: Option<String>,
+    /// Any of these codes (empty: all).
+    pub codes: Vec<String>,
+    pub start: i64,
+    pub end: i64,
+    pub limit: i64,
+    pub offset: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ScheduleRow {
+    pub id: String,
+    pub session_id: String,
+    pub channel_id: String,
+    pub user_id: String,
+    pub message: String,
+    pub next_at: i64,
+    pub end_at: Option<i64>,
+    pub every_ms: Option<i64>,
+}

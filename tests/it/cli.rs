@@ -1,0 +1,606 @@
+//! End-to-end tests of the command line: the real `botbox` binary as a client of a
+//! live `botbox serve` on loopback. This is the README's walk-through.
+
+use crate::common;
+
+use crate::common::{ADMIN_PASSWORD, Backend, Server};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `botbox <args>` with its own config home, in `cwd`, feeding `stdin`.
+fn bb(home: &Path, cwd: &Path, server: &str, args: &[&str], stdin: &str) -> Out {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .args(args)
+        .current_dir(cwd)
+        .env("BOTBOX_HOME", home)
+        .env("BOTBOX_CACHE", common::GUEST_CACHE)
+        .env("BOTBOX_SERVER", server)
+        .env_remove("BOTBOX_PASSWORD")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+#[track_caller]
+fn ok(o: Out) -> String {
+    assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    o.stdout
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walkthrough() {
+    let server = Server::start(Backend::Sqlite, &[]).await;
+    let url = server.base.clone();
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // `botbox test` runs the bot locally in a sandbox of its own, its guest cached where the
+    // test servers cache theirs (BOTBOX_CACHE).
+    std::fs::create_dir_all(home.path()).unwrap();
+    let run = |args: &[&str], stdin: &str| bb(home.path(), work.path(), &url, args, stdin);
+
+    // An account added on the server machine, straight into its database.
+    let o = Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .args(["user", "add", "carol", "--role", "viewer", "--data"])
+        .arg(server.data_dir())
+        .env("BOTBOX_NEW_PASSWORD", "carol-password")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("added user carol"));
+    let carol = server.api().login("carol", "carol-password").await;
+    assert_eq!(carol["roleId"], "viewer");
+    // Logging in with a token.
+    let carol_home = tempfile::tempdir().unwrap();
+    let o = bb(
+        carol_home.path(),
+        work.path(),
+        &url,
+        &["login", "-t", carol["id"].as_str().unwrap()],
+        "",
+    );
+    assert_eq!(ok(o).trim(), "Logged in as carol");
+
+    // Not logged in yet: a clear message.
+    let o = run(&["whoami"], "");
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("not logged in: run `botbox login` first"),
+        "{}",
+        o.stderr
+    );
+    // Bad credentials.
+    let o = run(&["login", "-u", "admin", "-p", "wrong"], "");
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("username or password is incorrect"),
+        "{}",
+        o.stderr
+    );
+    // Prompted login (username and password on stdin).
+    let out = ok(run(&["login"], &format!("admin\n{ADMIN_PASSWORD}\n")));
+    assert_eq!(out.trim(), "Logged in as admin");
+    let me: Value = serde_json::from_str(&ok(run(&["whoami", "--json"], ""))).unwrap();
+    assert_eq!(me["username"], "admin");
+
+    // init → test → push → deploy.
+    ok(run(&["init", "mybot"], ""));
+    for f in [
+        "mybot/bot.yml",
+        "mybot/flows/hello.yml",
+        "mybot/tests/hello.yml",
+    ] {
+        assert!(work.path().join(f).exists(), "{f}");
+    }
+    let out = ok(run(&["test", "--dir", "mybot"], ""));
+    assert!(out.contains("2 passed, 0 failed"), "{out}");
+    let out = ok(run(&["push", "--dir", "mybot"], ""));
+    assert!(
+        out.starts_with("Pushed mybot version 0.0.1 as revision "),
+        "{out}"
+    );
+    let out = ok(run(
+        &["deploy", "--dir", "mybot", "--env", "production"],
+        "",
+    ));
+    assert!(out.contains("Deployed mybot 0.0.1"), "{out}");
+    let out = ok(run(
+        &["deploy", "--dir", "mybot", "--minor", "--env", "production"],
+        "",
+    ));
+    assert!(out.contains("Deployed mybot 0.1.0"), "{out}");
+    for (part, version) in [("--major", "1.0.0"), ("--patch", "1.0.1")] {
+        let out = ok(run(
+            &["deploy", "--dir", "mybot", part, "--env", "production"],
+            "",
+        ));
+        assert!(out.contains(&format!("Deployed mybot {version}")), "{out}");
+    }
+    let out = ok(run(&["env", "list", "--dir", "mybot"], ""));
+    assert!(
+        out.contains("production") && out.contains("version 1.0.1"),
+        "{out}"
+    );
+    let out = ok(run(
+        &[
+            "channel",
+            "create",
+            "web",
+            "--env",
+            "production",
+            "--type",
+            "generic",
+            "--url",
+            "http://127.0.0.1:9/x",
+            "--option",
+            "secret=s",
+            "--dir",
+            "mybot",
+        ],
+        "",
+    ));
+    assert!(out.contains("webhook: http://"), "{out}");
+    let out = ok(run(
+        &["channel", "list", "--env", "production", "--dir", "mybot"],
+        "",
+    ));
+    assert!(out.contains("web  generic  http://"), "{out}");
+    let out = ok(run(
+        &[
+            "channel",
+            "update",
+            "web",
+            "--env",
+            "production",
+            "--url",
+            "http://127.0.0.1:9/y",
+            "--option",
+            "token=t",
+            "--dir",
+            "mybot",
+            "--json",
+        ],
+        "",
+    ));
+    let c: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (
+            c["url"].as_str(),
+            c["options"]["secret"].as_str(),
+            c["options"]["token"].as_str()
+        ),
+        (Some("http://127.0.0.1:9/y"), Some("s"), Some("t"))
+    );
+    ok(run(
+        &[
+            "channel",
+            "delete",
+            "web",
+            "--env",
+            "production",
+            "--dir",
+            "mybot",
+        ],
+        "",
+    ));
+    let out = ok(run(
+        &["channel", "list", "--env", "production", "--dir", "mybot"],
+        "",
+    ));
+    assert_eq!(out.trim(), "No channels.");
+    // Environments by hand: create on a version, move it, delete it.
+    assert!(
+        ok(run(
+            &[
+                "env",
+                "create",
+                "staging",
+                "--version",
+                "0.0.1",
+                "--dir",
+                "mybot"
+            ],
+            ""
+        ))
+        .contains("staging runs version 0.0.1")
+    );
+    assert!(
+        ok(run(&["env", "update", "staging", "--dir", "mybot"], ""))
+            .contains("staging runs version 1.0.1")
+    );
+    ok(run(&["env", "delete", "staging", "--dir", "mybot"], ""));
+    assert!(!ok(run(&["env", "list", "--dir", "mybot"], "")).contains("staging"));
+    // The tests also run against the server (the pushed revision).
+    let out = ok(run(&["test", "--remote", "--dir", "mybot"], ""));
+    assert!(out.contains("2 passed, 0 failed"), "{out}");
+
+    // A failing test: readable diff, exit code 1.
+    let tests = work.path().join("mybot/tests/hello.yml");
+    let t = std::fs::read_to_string(&tests).unwrap();
+    std::fs::write(&tests, t.replace("Hello! I am mybot.", "Howdy!")).unwrap();
+    let o = run(&["test", "--dir", "mybot"], "");
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(
+        o.stdout.contains("✗ tests/hello.yml: greets"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("Howdy!") && o.stdout.contains("Hello! I am mybot."),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("1 passed, 1 failed"), "{}", o.stdout);
+
+    // An invalid bot: every problem with its file and line; nothing pushed.
+    let flow = work.path().join("mybot/flows/hello.yml");
+    let f = std::fs::read_to_string(&flow).unwrap();
+    std::fs::write(
+        &flow,
+        f.replace(
+            "      sorry:\n        fallback: true",
+            "      nowhere:\n        fallback: true",
+        ),
+    )
+    .unwrap();
+    let o = run(&["push", "--dir", "mybot"], "");
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("flows/hello.yml:"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("flows.hello.states.init.transitions.nowhere"),
+        "{}",
+        o.stderr
+    );
+
+    // Console on a bot with memory: a conversation, then clear() starts it over.
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/counter"),
+        &work.path().join("counter"),
+    );
+    ok(run(&["push", "--dir", "counter"], ""));
+    ok(run(
+        &["deploy", "--dir", "counter", "--env", "production"],
+        "",
+    ));
+    let out = ok(run(
+        &["console", "--dir", "counter", "--env", "production"],
+        "hi\nmore\ncurrent()\nclear()\nhi\nbutton({x: 1})\nexit\n",
+    ));
+    let lines: Vec<&str> = out
+        .lines()
+        .map(|l| l.rsplit("> ").next().unwrap())
+        .filter(|l| l.starts_with("Message") || *l == "true")
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "Message 1 (total 1)",
+            "Message 2 (total 2)",
+            "true",
+            "Message 1 (total 1)",
+            "Message 2 (total 2)"
+        ],
+        "{out}"
+    );
+    assert!(
+        out.contains("\"contexes\""),
+        "current() shows the session: {out}"
+    );
+    let out = ok(run(
+        &["console", "--dir", "counter", "--debug"],
+        "hi\nexit\n",
+    ));
+    assert!(
+        out.contains("(count/hi)") && out.contains("[flow count state counting]"),
+        "{out}"
+    );
+
+    // Agent keys: `key create` prints a sak_ key once; it chats with the
+    // environment's bot through /v1; `key list` shows only its hint; `key revoke` ends it.
+    let out = ok(run(
+        &["key", "create", "--dir", "counter", "--env", "production"],
+        "",
+    ));
+    let key = out
+        .split_whitespace()
+        .find(|w| w.starts_with("sak_"))
+        .unwrap_or_else(|| panic!("no key in {out}"))
+        .to_owned();
+    let v1 = server.api();
+    let r = v1
+        .post(
+            "/v1/chat",
+            &key,
+            json!({"messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}),
+        )
+        .await
+        .ok();
+    let run_id = r["runId"].as_str().unwrap().to_owned();
+    let stream = v1.get(&format!("/v1/chat/{run_id}/stream"), &key).await;
+    assert!(
+        stream.text.contains("Message 1 (total 1)"),
+        "{}",
+        stream.text
+    );
+    let listed = ok(run(
+        &["key", "list", "--dir", "counter", "--env", "production"],
+        "",
+    ));
+    assert!(
+        !listed.contains(&key) && listed.contains(&key[key.len() - 4..]),
+        "{listed}"
+    );
+    let key_id = listed.split_whitespace().next().unwrap().to_owned();
+    ok(run(
+        &[
+            "key",
+            "revoke",
+            &key_id,
+            "--dir",
+            "counter",
+            "--env",
+            "production",
+        ],
+        "",
+    ));
+    assert_eq!(
+        v1.get(&format!("/v1/chat/{run_id}"), &key).await.status,
+        401
+    );
+
+    // Teams: switch-team gets a team token; an unknown team explains what to do.
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (bob_id, _) = api.user(&admin, "bob", "developer").await;
+    for team in ["acme", "other"] {
+        let t = api.post("/teams", &admin, json!({"name": team})).await.ok();
+        api.post(
+            &format!("/teams/{}/users/{bob_id}", t["id"].as_str().unwrap()),
+            &admin,
+            json!({"role": "developer"}),
+        )
+        .await
+        .ok();
+    }
+    let bob_home = tempfile::tempdir().unwrap();
+    let bob = |args: &[&str]| bb(bob_home.path(), work.path(), &url, args, "");
+    ok(bob(&["login", "-u", "bob", "-p", "bob-password"]));
+    assert_eq!(
+        ok(bob(&["switch-team", "acme"])).trim(),
+        "Switched to team: acme"
+    );
+    assert!(ok(bob(&["whoami"])).contains("bob in team acme"));
+    // Work done as the team belongs to the team.
+    ok(bob(&["push", "--dir", "counter"]));
+    assert_eq!(
+        ok(bob(&["switch", "team", "other"])).trim(),
+        "Switched to team: other"
+    );
+    let o = bob(&["deploy", "--dir", "counter"]);
+    assert_ne!(o.code, 0, "team other has no project counter");
+    assert!(
+        o.stderr.contains("no project named counter"),
+        "{}",
+        o.stderr
+    );
+    let o = bob(&["switch-team", "nope"]);
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .contains("Invalid team name. Unable to switch to team: nope"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("log out and log in again"),
+        "{}",
+        o.stderr
+    );
+    assert!(ok(bob(&["switch", "user"])).contains("Switched to user: bob"));
+    assert!(!ok(bob(&["whoami"])).contains("in team"));
+    ok(bob(&["logout", "--yes"]));
+    assert_ne!(bob(&["whoami"]).code, 0);
+
+    // The server is unreachable: said so.
+    let o = bb(
+        home.path(),
+        work.path(),
+        "http://127.0.0.1:9",
+        &["whoami"],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .contains("cannot reach the botbox server at http://127.0.0.1:9"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// `botbox case create --env production -f case.yml`, `botbox task create <case> --input k=v`,
+/// `botbox task get <id>` and `botbox task review` with the invoice example.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cases_and_tasks() {
+    common::bounded(async {
+        // The invoice the bot fetches.
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let invoice = format!("http://{}/invoice/1", l.local_addr().unwrap());
+        let app = axum::Router::new().fallback(|| async {
+            axum::Json(
+                json!({"vendor": "ACME", "lines": [{"amount": 10, "qty": 2}, {"amount": 5}]}),
+            )
+        });
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+
+        let server = Server::start(Backend::Sqlite, &["--allow-private-egress"]).await;
+        let url = server.base.clone();
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/invoice-case"),
+            &work.path().join("invoice-case"),
+        );
+        let run = |args: &[&str]| bb(home.path(), work.path(), &url, args, "");
+        ok(run(&["login", "-u", "admin", "-p", ADMIN_PASSWORD]));
+        ok(run(&["push", "--dir", "invoice-case"]));
+        ok(run(&[
+            "deploy",
+            "--dir",
+            "invoice-case",
+            "--env",
+            "production",
+        ]));
+
+        let o = run(&[
+            "case",
+            "create",
+            "--env",
+            "production",
+            "--dir",
+            "invoice-case",
+        ]);
+        assert_ne!(o.code, 0);
+        assert!(o.stderr.contains("-f case.yml"), "{}", o.stderr);
+        let out = ok(run(&[
+            "case",
+            "create",
+            "--env",
+            "production",
+            "-f",
+            "invoice-case/case.yml",
+            "--dir",
+            "invoice-case",
+        ]));
+        assert!(out.starts_with("Case invoice ("), "{out}");
+        assert!(ok(run(&["case", "list", "--dir", "invoice-case"])).contains("invoice  (review)"));
+
+        // A bad input is refused with the field's pointer.
+        let o = run(&[
+            "task",
+            "create",
+            "invoice",
+            "--input",
+            "currency:=3",
+            "--dir",
+            "invoice-case",
+        ]);
+        assert_ne!(o.code, 0);
+        assert!(o.stderr.contains("/inputs/invoice_url"), "{}", o.stderr);
+        assert!(o.stderr.contains("/inputs/currency"), "{}", o.stderr);
+
+        let input = format!("invoice_url={invoice}");
+        let t: Value = serde_json::from_str(&ok(run(&[
+            "--json",
+            "task",
+            "create",
+            "invoice",
+            "--input",
+            &input,
+            "--input",
+            "currency=USD",
+            "--dir",
+            "invoice-case",
+        ])))
+        .unwrap();
+        assert_eq!(t["status"], "pending");
+        let id = t["id"].as_str().unwrap().to_owned();
+        // The worker runs the bot; the Case asks for a review.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let out = loop {
+            let out = ok(run(&["task", "get", &id, "--dir", "invoice-case"]));
+            if !out.contains("  pending") && !out.contains("  in_progress") {
+                break out;
+            }
+            assert!(std::time::Instant::now() < deadline, "{out}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        assert!(out.starts_with(&format!("task {id}  review")), "{out}");
+        assert!(out.contains("\"total\": 25"), "{out}");
+        let o = run(&["task", "outputs", &id, "--dir", "invoice-case"]);
+        assert_ne!(o.code, 0, "outputs are read once the task is done");
+        assert!(o.stderr.contains("409"), "{}", o.stderr);
+        // Approved with an edited output (typed: total:=24 is a number).
+        let out = ok(run(&[
+            "task",
+            "review",
+            &id,
+            "--decision",
+            "approve",
+            "--output",
+            "total:=24",
+            "--dir",
+            "invoice-case",
+        ]));
+        assert!(out.starts_with(&format!("task {id}  done")), "{out}");
+        assert!(out.contains("\"total\": 24"), "{out}");
+        let out = ok(run(&["task", "outputs", &id, "--dir", "invoice-case"]));
+        assert!(out.contains("\"vendor\": \"ACME\""), "{out}");
+        assert!(out.contains("artifact summary (text/plain): http"), "{out}");
+        let out = ok(run(&["task", "list", "invoice", "--dir", "invoice-case"]));
+        assert_eq!(out.trim(), format!("{id}  done"));
+        let out = ok(run(&["case", "get", "invoice", "--dir", "invoice-case"]));
+        assert!(out.contains("name: invoice"), "{out}");
+        assert!(out.contains("review: true"), "{out}");
+        let o = run(&[
+            "task",
+            "review",
+            &id,
+            "--decision",
+            "approve",
+            "--dir",
+            "invoice-case",
+        ]);
+        assert_ne!(o.code, 0);
+        assert!(o.stderr.contains("409"), "{}", o.stderr);
+        let o = run(&["task", "get", "nope", "--dir", "invoice-case"]);
+        assert_ne!(o.code, 0);
+        assert!(o.stderr.contains("404"), "{}", o.stderr);
+        assert_eq!(
+            ok(run(&["case", "delete", "invoice", "--dir", "invoice-case"])).trim(),
+            "Case invoice deleted."
+        );
+        assert_eq!(
+            ok(run(&["case", "list", "--dir", "invoice-case"])).trim(),
+            "No Cases."
+        );
+        let o = run(&["case", "get", "invoice", "--dir", "invoice-case"]);
+        assert!(o.stderr.contains("404"), "{}", o.stderr);
+    })
+    .await
+}

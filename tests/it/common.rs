@@ -1,0 +1,672 @@
+//! Shared by the end-to-end tests: start the real `botbox serve` on loopback against a fresh
+//! SQLite folder or a fresh PostgreSQL database, and talk to it over HTTP.
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub const ADMIN_PASSWORD: &str = "admin-password-for-tests";
+/// One compiled sandbox guest for all test servers (`BOTBOX_CACHE`).
+pub const GUEST_CACHE: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/botbox-cache");
+/// The PostgreSQL server of the development machine and CI (trust auth).
+pub const PG_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// `on_both_backends!(f, g)`: tests `f::sqlite`, `f::postgres`, ... that run `async fn
+/// f(backend: Backend)` once on each storage backend (the caller imports `Backend`).
+#[allow(unused_macros)]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                $crate::common::bounded(super::$name(super::Backend::Sqlite)).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if $crate::common::postgres_skipped(module_path!()).await {
+                    return;
+                }
+                $crate::common::bounded(super::$name(super::Backend::Postgres)).await
+            }
+        }
+    )*};
+}
+
+/// Runs a test body for 300 s at most: a test that waits forever fails instead of hanging CI.
+#[allow(dead_code)]
+pub async fn bounded(f: impl std::future::Future<Output = ()>) {
+    if tokio::time::timeout(std::time::Duration::from_secs(300), f)
+        .await
+        .is_err()
+    {
+        panic!("the test did not finish within 300 s");
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A running server; killed (and its PostgreSQL database dropped) on drop.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub db_url: String,
+    pg_db: Option<String>,
+    backend: Backend,
+    extra: Vec<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub async fn start(backend: Backend, extra: &[&str]) -> Server {
+        Self::start_logging(backend, extra, false).await
+    }
+
+    /// Like [`Server::start`], with the server's log (stderr, level `info`) kept in a file
+    /// for [`Server::log`].
+    pub async fn start_logged(backend: Backend, extra: &[&str]) -> Server {
+        Self::start_logging(backend, extra, true).await
+    }
+
+    /// Everything the server logged so far (only for [`Server::start_logged`]).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// Like [`Server::start`], returning as soon as the server listens, ready or not (for the
+    /// test of `GET /ready` itself).
+    pub async fn start_unready(backend: Backend, extra: &[&str]) -> Server {
+        Self::start_with(backend, extra, false, false).await
+    }
+
+    async fn start_logging(backend: Backend, extra: &[&str], logged: bool) -> Server {
+        Self::start_with(backend, extra, logged, true).await
+    }
+
+    async fn start_with(backend: Backend, extra: &[&str], logged: bool, ready: bool) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let (db_url, pg_db) = match backend {
+            Backend::Sqlite => (botbox_store::sqlite_url(dir.path()), None),
+            Backend::Postgres => {
+                let name = format!("botbox_test_{}", botbox_store::new_id());
+                let admin = pg_admin().await;
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&admin)
+                    .await
+                    .expect("creating a test database on 127.0.0.1:5432 (is PostgreSQL running?)");
+                (
+                    format!("postgres://postgres@127.0.0.1:5432/{name}"),
+                    Some(name),
+                )
+            }
+        };
+        let log = logged.then(|| dir.path().join("server.log"));
+        let (child, base) = spawn(dir.path(), backend, &db_url, extra, log.as_deref(), ready).await;
+        Server {
+            child,
+            base,
+            db_url,
+            pg_db,
+            backend,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            _dir: dir,
+        }
+    }
+
+    /// Another server process on the same PostgreSQL database: a second replica. It does
+    /// not own the database (the first server drops it).
+    pub async fn replica(&self) -> Server {
+        assert_eq!(
+            self.backend,
+            Backend::Postgres,
+            "replicas share a PostgreSQL database"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let (child, base) = spawn(dir.path(), self.backend, &self.db_url, &extra, None, true).await;
+        Server {
+            child,
+            base,
+            db_url: self.db_url.clone(),
+            pg_db: None,
+            backend: self.backend,
+            extra: self.extra.clone(),
+            _dir: dir,
+        }
+    }
+
+    /// Stops the server (as a crash would: SIGKILL) and starts it again on the same storage.
+    pub async fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let (child, base) = spawn(
+            self._dir.path(),
+            self.backend,
+            &self.db_url,
+            &extra,
+            None,
+            true,
+        )
+        .await;
+        self.child = child;
+        self.base = base;
+    }
+
+    /// The server process's id (to read its memory use).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The server's data folder (its SQLite database when not on PostgreSQL).
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
+    pub fn api(&self) -> Api {
+        Api {
+            http: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(60))
+                .build()
+                .unwrap(),
+            base: self.base.clone(),
+        }
+    }
+
+    /// The server's database, opened from the test (for what the API cannot do, such as
+    /// making an already expired token).
+    pub async fn db(&self) -> botbox_store::Db {
+        botbox_store::Db::connect(&self.db_url).await.unwrap()
+    }
+}
+
+/// How long a server may take to start listening and be ready (the first start of a cold cache
+/// compiles the sandbox guest: a minute or more of both cores in a loaded debug build).
+const START_TIMEOUT_S: u64 = 240;
+
+async fn spawn(
+    dir: &std::path::Path,
+    backend: Backend,
+    db_url: &str,
+    extra: &[&str],
+    log: Option<&std::path::Path>,
+    ready: bool,
+) -> (Child, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_botbox"));
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
+        .arg(dir)
+        .args(extra)
+        .env("BOTBOX_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        .env("BOTBOX_LOG", if log.is_some() { "info" } else { "warn" })
+        .env("BOTBOX_CACHE", GUEST_CACHE)
+        .env_remove("BOTBOX_RATE_LIMIT")
+        .stdout(Stdio::piped())
+        .stderr(match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+            None => Stdio::inherit(),
+        });
+    match backend {
+        Backend::Sqlite => cmd.env_remove("DATABASE_URL"),
+        Backend::Postgres => cmd.env("DATABASE_URL", db_url),
+    };
+    let mut child = cmd.spawn().expect("starting botbox serve");
+    let stdout = child.stdout.take().unwrap();
+    // A plain thread, not `spawn_blocking`: a runtime that shuts down (a failed test) never
+    // waits for it, and the wait below is bounded so a server that never listens fails the test.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        for line in lines.by_ref() {
+            let Ok(line) = line else { break };
+            if let Some(url) = line.strip_prefix("botbox listening on ") {
+                let _ = tx.send(Some(url.to_owned()));
+                // Keep draining stdout so the server never blocks on a full pipe.
+                for _ in lines {}
+                return;
+            }
+        }
+        let _ = tx.send(None);
+    });
+    let started = tokio::time::timeout(Duration::from_secs(START_TIMEOUT_S), async {
+        let Some(base) = rx.await.ok().flatten() else {
+            return Err("botbox serve exited before listening".to_owned());
+        };
+        if ready {
+            wait_ready(&base, &mut child).await?;
+        }
+        Ok(base)
+    })
+    .await
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "botbox serve was not listening and ready within {START_TIMEOUT_S} s"
+        ))
+    });
+    match started {
+        Ok(base) => (child, base),
+        Err(why) => {
+            // Never leave a server behind a failed start (it would hold the test's output).
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{why}");
+        }
+    }
+}
+
+/// Waits until the server answers `GET /ready` with 200: its sandbox is loaded (or, with a cold
+/// cache, compiled), so no test times a guest compilation as if it were a step (a cold
+/// cache would otherwise compile the guest inside, say, a test's 30-second wait for a bot's
+/// api call).
+async fn wait_ready(base: &str, child: &mut Child) -> Result<(), String> {
+    let http = reqwest::Client::new();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "botbox serve exited ({status}) before it was ready"
+            ));
+        }
+        if let Ok(r) = http.get(format!("{base}/ready")).send().await {
+            match r.status().as_u16() {
+                200 => return Ok(()),
+                503 => {
+                    let body: Value = r.json().await.unwrap_or_default();
+                    if body["status"] == "failed" {
+                        return Err("the server's sandbox did not start".into());
+                    }
+                }
+                other => return Err(format!("GET /ready answered {other}")),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Whether the PostgreSQL half of `test` is skipped: PostgreSQL at 127.0.0.1:5432 does not
+/// answer and `BOTBOX_REQUIRE_POSTGRES` is not set (a developer's machine without it). Prints
+/// a notice naming the test. `.ci/run` sets the variable, so that there an unreachable
+/// PostgreSQL fails the test instead.
+pub async fn postgres_skipped(test: &str) -> bool {
+    static REACHABLE: tokio::sync::OnceCell<bool> = tokio::sync::OnceCell::const_new();
+    let reachable = *REACHABLE
+        .get_or_init(|| async {
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                tokio::net::TcpStream::connect("127.0.0.1:5432"),
+            )
+            .await
+            .is_ok_and(|c| c.is_ok())
+        })
+        .await;
+    if reachable || std::env::var_os("BOTBOX_REQUIRE_POSTGRES").is_some_and(|v| v != "0") {
+        return false;
+    }
+    eprintln!(
+        "notice: PostgreSQL at 127.0.0.1:5432 does not answer: skipping {test} \
+         (set BOTBOX_REQUIRE_POSTGRES=1 to make it fail instead)"
+    );
+    true
+}
+
+async fn pg_admin() -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    sqlx::any::AnyPoolOptions::new()
+        .max_connections(1)
+        .connect(PG_ADMIN_URL)
+        .await
+        .expect("connecting to PostgreSQL at 127.0.0.1:5432 (database test, user postgres)")
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(name) = self.pg_db.take() {
+            // A runtime of its own: drop may run inside or outside the test's runtime.
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let admin = pg_admin().await;
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&admin)
+                        .await;
+                });
+            })
+            .join()
+            .ok();
+        }
+    }
+}
+
+/// A response: status, headers and body text.
+#[derive(Debug)]
+pub struct Res {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+}
+
+impl Res {
+    /// Reads a response whole.
+    pub async fn read(r: reqwest::Response) -> Res {
+        Res {
+            status: r.status().as_u16(),
+            headers: r.headers().clone(),
+            text: r.text().await.unwrap(),
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.text))
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    /// Asserts the status and returns the JSON body.
+    #[track_caller]
+    pub fn ok(&self) -> Value {
+        assert_eq!(self.status, 200, "body: {}", self.text);
+        self.json()
+    }
+}
+
+#[derive(Clone)]
+pub struct Api {
+    pub http: reqwest::Client,
+    pub base: String,
+}
+
+impl Api {
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+    ) -> Res {
+        let mut rb = self.http.request(
+            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+            format!("{}{path}", self.base),
+        );
+        if let Some(t) = token {
+            rb = rb.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            rb = rb
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(b).unwrap());
+        }
+        Res::read(rb.send().await.expect("request failed")).await
+    }
+
+    pub async fn raw(&self, method: &str, path: &str, token: Option<&str>, body: Vec<u8>) -> Res {
+        let mut rb = self.http.request(
+            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+            format!("{}{path}", self.base),
+        );
+        if let Some(t) = token {
+            rb = rb.bearer_auth(t);
+        }
+        Res::read(
+            rb.header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Res {
+        self.call("GET", path, Some(token), None).await
+    }
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Res {
+        self.call("POST", path, Some(token), Some(&body)).await
+    }
+    pub async fn put(&self, path: &str, token: &str, body: Value) -> Res {
+        self.call("PUT", path, Some(token), Some(&body)).await
+    }
+    pub async fn delete(&self, path: &str, token: &str) -> Res {
+        self.call("DELETE", path, Some(token), None).await
+    }
+
+    /// Logs in; returns the Token.
+    pub async fn login(&self, username: &str, password: &str) -> Value {
+        self.call(
+            "POST",
+            "/login",
+            None,
+            Some(&serde_json::json!({"username": username, "password": password})),
+        )
+        .await
+        .ok()
+    }
+
+    pub async fn admin_token(&self) -> String {
+        self.login("admin", ADMIN_PASSWORD).await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Adds a user through the admin and logs them in; returns (user id, token).
+    pub async fn user(&self, admin: &str, name: &str, role: &str) -> (String, String) {
+        let u = self
+            .post(
+                "/users",
+                admin,
+                serde_json::json!({"username": name, "password": format!("{name}-password"), "roleId": role}),
+            )
+            .await
+            .ok();
+        let t = self.login(name, &format!("{name}-password")).await;
+        (
+            u["id"].as_str().unwrap().to_owned(),
+            t["id"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    /// A team token for `team_id`.
+    pub async fn team_token(&self, token: &str, team_id: &str) -> String {
+        self.post(
+            "/tokens",
+            token,
+            serde_json::json!({"type": "team", "teamId": team_id}),
+        )
+        .await
+        .ok()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+/// An example bot of `examples/` as a JSON document.
+pub fn example_bot(name: &str) -> Value {
+    let path = format!(
+        "{}/../../examples/{name}/bot.yml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    serde_json::to_value(yaml).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------
+// Live conversations: provider stand-ins and set-up shared by the live and hostile suites.
+
+pub fn s(v: &Value) -> String {
+    v.as_str()
+        .unwrap_or_else(|| panic!("not a string: {v}"))
+        .to_owned()
+}
+
+/// A stand-in provider API: records every request and answers 200.
+#[derive(Clone, Default)]
+pub struct Receiver {
+    pub seen: Arc<Mutex<Vec<(String, axum::http::HeaderMap, Value)>>>,
+    pub notify: Arc<tokio::sync::Notify>,
+}
+
+impl Receiver {
+    pub async fn start() -> (Receiver, String) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let r = Receiver::default();
+        r.serve(l);
+        (r, format!("http://{addr}"))
+    }
+
+    pub fn serve(&self, l: tokio::net::TcpListener) {
+        let me = self.clone();
+        let app = axum::Router::new().fallback(
+            move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let me = me.clone();
+                async move {
+                    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    me.seen.lock().unwrap().push((uri.to_string(), headers, v));
+                    me.notify.notify_waiters();
+                    axum::Json(json!({"ok": true}))
+                }
+            },
+        );
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    }
+
+    /// Waits (at most 30 s) until `n` requests arrived; returns them.
+    pub async fn wait_for(&self, n: usize) -> Vec<(String, axum::http::HeaderMap, Value)> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            // Registered before the check, so a request arriving in between still wakes us.
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let seen = self.seen.lock().unwrap();
+                if seen.len() >= n {
+                    return seen.clone();
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let seen = self.seen.lock().unwrap();
+                panic!(
+                    "expected {n} deliveries, got {}: {:?}",
+                    seen.len(),
+                    seen.iter().map(|s| &s.2).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+}
+
+/// A bot whose every message ends in `state` (`s`), reached from the initial state by a
+/// fallback transition.
+pub fn one_state_bot(mut state: Value) -> Value {
+    state.as_object_mut().unwrap().remove("initial");
+    json!({
+        "name": "b",
+        "flows": {"main": {
+            "fallback": true,
+            "intents": {"any": {"fallback": true}},
+            "states": {
+                "start": {"initial": true, "transitions": {"s": {"fallback": true}}},
+                "s": state
+            }
+        }}
+    })
+}
+
+/// A generic channel named `g` of environment `env` whose replies go to `url`; its id.
+pub async fn generic_channel(api: &Api, token: &str, pid: &str, env: &str, url: &str) -> String {
+    s(&channel(
+        api,
+        token,
+        pid,
+        env,
+        json!({"name": "g", "type": "generic", "url": url}),
+    )
+    .await["id"])
+}
+
+/// A project with `bot` deployed as 1.0.0 on environment "production".
+pub async fn deploy(api: &Api, token: &str, bot: Value) -> (String, String) {
+    let pid = s(&api
+        .post(
+            "/projects",
+            token,
+            json!({"name": format!("live-{}", &botbox_store::new_id()[..8])}),
+        )
+        .await
+        .ok()["id"]);
+    let rev = s(&api
+        .post(&format!("/projects/{pid}/bot/revisions"), token, bot)
+        .await
+        .ok()["revision"]);
+    api.post(
+        &format!("/projects/{pid}/deployment/versions"),
+        token,
+        json!({"version": "1.0.0", "botRevision": rev}),
+    )
+    .await
+    .ok();
+    let env = api
+        .post(
+            &format!("/projects/{pid}/environments"),
+            token,
+            json!({"depId": pid, "depVersion": "1.0.0", "name": "production"}),
+        )
+        .await
+        .ok();
+    (pid, s(&env["id"]))
+}
+
+pub async fn channel(api: &Api, token: &str, pid: &str, env: &str, body: Value) -> Value {
+    api.post(
+        &format!("/projects/{pid}/environments/{env}/channels"),
+        token,
+        body,
+    )
+    .await
+    .ok()
+}
+
+/// POSTs raw bytes to a webhook with extra headers.
+pub async fn hook(api: &Api, url: &str, headers: &[(&str, String)], body: &Value) -> Res {
+    let mut rb = api
+        .http
+        .post(url)
+        .header("content-type", "application/json");
+    for (k, v) in headers {
+        rb = rb.header(*k, v);
+    }
+    let r = rb.body(body.to_string()).send().await.unwrap();
+    Res {
+        status: r.status().as_u16(),
+        headers: r.headers().clone(),
+        text: r.text().await.unwrap(),
+    }
+}
+
+pub fn texts(delivery: &Value) -> Vec<String> {
+    delivery["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| match m["type"].as_str() {
+            Some("text") => s(&m["content"]),
+            _ => format!(
+                "[{}]",
+                m["payload"]["template_type"].as_str().unwrap_or("data")
+            ),
+        })
+        .collect()
+}

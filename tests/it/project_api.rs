@@ -1,0 +1,1400 @@
+//! End-to-end tests of the project API: the real `botbox serve` on loopback, over
+//! HTTP, once on SQLite and once on PostgreSQL.
+
+use crate::common;
+
+use crate::common::{Api, Backend, Res, Server, example_bot};
+use serde_json::{Value, json};
+
+on_both_backends!(
+    walkthrough,
+    revisions_are_validated_and_immutable,
+    teams_and_team_tokens,
+    authorization_matrix,
+    bad_input_changes_nothing,
+    rate_limit,
+);
+
+fn s(v: &Value) -> String {
+    v.as_str()
+        .unwrap_or_else(|| panic!("not a string: {v}"))
+        .to_owned()
+}
+
+/// A project with a pushed pizza bot, a deployment 1.0.0, an environment and a channel.
+struct Fixture {
+    project: String,
+    revision: String,
+    env: String,
+    channel: String,
+}
+
+async fn fixture(api: &Api, token: &str, name: &str) -> Fixture {
+    let p = api
+        .post(
+            "/projects",
+            token,
+            json!({"name": name, "options": {"bot": true}}),
+        )
+        .await
+        .ok();
+    let project = s(&p["id"]);
+    let bot = api
+        .post(
+            &format!("/projects/{project}/bot/revisions"),
+            token,
+            example_bot("pizza"),
+        )
+        .await
+        .ok();
+    let revision = s(&bot["revision"]);
+    api.post(
+        &format!("/projects/{project}/deployment/versions"),
+        token,
+        json!({"version": "1.0.0", "botRevision": revision, "modules": null}),
+    )
+    .await
+    .ok();
+    let e = api
+        .post(
+            &format!("/projects/{project}/environments"),
+            token,
+            json!({"depId": project, "depVersion": "1.0.0", "name": "Production", "slug": "production"}),
+        )
+        .await
+        .ok();
+    let env = s(&e["id"]);
+    let c = api
+        .post(
+            &format!("/projects/{project}/environments/{env}/channels"),
+            token,
+            json!({"name": "web", "type": "generic", "url": "http://127.0.0.1:9/hook", "options": {"secret": "s3"}}),
+        )
+        .await
+        .ok();
+    Fixture {
+        project,
+        revision,
+        env,
+        channel: s(&c["id"]),
+    }
+}
+
+async fn walkthrough(backend: Backend) {
+    let server = Server::start(backend, &[]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (_, alice) = api.user(&admin, "alice", "developer").await;
+
+    // Project with options; the seed's trailing-slash path works too.
+    let p = api
+        .post(
+            "/projects/",
+            &alice,
+            json!({"name": "pizza", "options": {"bot": true, "nlu": true, "timezone": 7, "nluVisibility": "public", "nluLang": "id"}}),
+        )
+        .await
+        .ok();
+    let pid = s(&p["id"]);
+    assert_eq!(p["options"]["nluId"], "alice:pizza");
+    assert_eq!(p["options"]["timezone"], 7.0);
+    // A bot project starts with an empty revision (version 0.0.0) that cannot be deployed.
+    let initial = s(&p["botLatestRevision"]);
+    let empty = api.get(&format!("/projects/{pid}/bot"), &alice).await.ok();
+    assert_eq!(empty["revision"], initial.as_str());
+    assert_eq!(empty["version"], "0.0.0");
+    assert_eq!(empty["flows"], json!({}));
+    let refused = api
+        .post(
+            &format!("/projects/{pid}/deployment/versions"),
+            &alice,
+            json!({"botRevision": initial}),
+        )
+        .await;
+    assert_eq!(refused.status, 400);
+    assert!(
+        refused.text.contains("initial empty revision"),
+        "{}",
+        refused.text
+    );
+
+    // Bot revision, then the project records it as the latest.
+    let bot = api
+        .post(
+            &format!("/projects/{pid}/bot/revisions"),
+            &alice,
+            example_bot("pizza"),
+        )
+        .await
+        .ok();
+    let rev = s(&bot["revision"]);
+    assert_eq!(bot["id"], pid.as_str());
+    assert_eq!(
+        bot["version"], "0.0.1",
+        "a missing version becomes the next patch"
+    );
+    let p = api.get(&format!("/projects/{pid}"), &alice).await.ok();
+    assert_eq!(p["botLatestRevision"], rev.as_str());
+    let latest = api.get(&format!("/projects/{pid}/bot/"), &alice).await.ok();
+    assert_eq!(
+        latest["revision"],
+        rev.as_str(),
+        "GET /bot carries the revision (kata-cli's push reads it)"
+    );
+    assert_eq!(latest["flows"], example_bot("pizza")["flows"]);
+
+    // Project update keeps the server's fields.
+    let p = api
+        .put(
+            &format!("/projects/{pid}"),
+            &alice,
+            json!({"label": "Pizza bot", "options": {"timezone": 8}, "botLatestRevision": "forged"}),
+        )
+        .await
+        .ok();
+    assert_eq!(p["label"], "Pizza bot");
+    assert_eq!(p["options"]["timezone"], 8.0);
+    assert_eq!(p["options"]["nluVisibility"], "public");
+    assert_eq!(p["botLatestRevision"], rev.as_str());
+
+    // Draft.
+    assert_eq!(
+        api.get(&format!("/projects/{pid}/bot/draft"), &alice)
+            .await
+            .status,
+        404
+    );
+    let d1 = api
+        .put(
+            &format!("/projects/{pid}/bot/draft"),
+            &alice,
+            json!({"flows": {"a": 1}}),
+        )
+        .await
+        .ok();
+    let d2 = api
+        .put(
+            &format!("/projects/{pid}/bot/draft"),
+            &alice,
+            json!({"flows": {"a": 2}}),
+        )
+        .await
+        .ok();
+    assert_eq!(d1["draftId"], d2["draftId"]);
+    assert_eq!(
+        api.get(&format!("/projects/{pid}/bot/draft"), &alice)
+            .await
+            .ok(),
+        json!({"flows": {"a": 2}})
+    );
+    assert_eq!(
+        api.delete(&format!("/projects/{pid}/bot/draft"), &alice)
+            .await
+            .ok()["draftId"],
+        d1["draftId"]
+    );
+    assert_eq!(
+        api.get(&format!("/projects/{pid}/bot/draft"), &alice)
+            .await
+            .status,
+        404
+    );
+
+    // Deployments.
+    let d = api
+        .post(
+            &format!("/projects/{pid}/deployment/versions"),
+            &alice,
+            json!({"version": "1.0.0", "botRevision": rev, "modules": null}),
+        )
+        .await
+        .ok();
+    assert_eq!(d["name"], format!("{pid}~1.0.0"));
+    assert_eq!(d["botId"], pid.as_str());
+    assert_eq!(d["modules"], Value::Null);
+    let unknown = api
+        .post(
+            &format!("/projects/{pid}/deployment/versions"),
+            &alice,
+            json!({"version": "1.0.1", "botRevision": "nope"}),
+        )
+        .await;
+    assert_eq!(unknown.status, 400);
+    assert!(
+        unknown.text.contains("botRevision: project"),
+        "{}",
+        unknown.text
+    );
+    let dup = api
+        .post(
+            &format!("/projects/{pid}/deployment/versions"),
+            &alice,
+            json!({"version": "1.0.0", "botRevision": rev}),
+        )
+        .await;
+    assert_eq!(dup.status, 409, "{}", dup.text);
+    let d2 = api
+        .post(
+            &format!("/projects/{pid}/deployment/versions"),
+            &alice,
+            json!({"botRevision": rev}),
+        )
+        .await
+        .ok();
+    assert_eq!(d2["version"], "1.0.1");
+    assert_eq!(
+        api.get(&format!("/projects/{pid}/deployment/"), &alice)
+            .await
+            .ok()["version"],
+        "1.0.1"
+    );
+    let list = api
+        .get(
+            &format!("/projects/{pid}/deployment/versions?limit=1&page=2"),
+            &alice,
+        )
+        .await
+        .ok();
+    assert_eq!(
+        (
+            list["page"].as_i64(),
+            list["limit"].as_i64(),
+            list["total"].as_i64()
+        ),
+        (Some(2), Some(1), Some(2))
+    );
+    assert_eq!(list["data"][0]["version"], "1.0.0");
+    assert_eq!(
+        api.get(
+            &format!("/projects/{pid}/deployment/versions/1.0.0"),
+            &alice
+        )
+        .await
+        .ok()["botRevision"],
+        rev.as_str()
+    );
+
+    // Environment on 1.0.0; then moved to 1.0.1.
+    let e = api
+        .post(
+            &format!("/projects/{pid}/environments"),
+            &alice,
+            json!({"depId": pid, "depVersion": "1.0.0", "name": "Production", "slug": "production"}),
+        )
+        .await
+        .ok();
+    let eid = s(&e["id"]);
+    assert_eq!(e["depId"], pid.as_str());
+    assert_eq!(e["depVersion"], "1.0.0");
+    assert_eq!(e["channels"], json!([]));
+    let in_use = api
+        .delete(
+            &format!("/projects/{pid}/deployment/versions/1.0.0"),
+            &alice,
+        )
+        .await;
+    assert_eq!(in_use.status, 409);
+    assert!(in_use.text.contains("Production"), "{}", in_use.text);
+    let e = api
+        .put(
+            &format!("/projects/{pid}/environments/{eid}"),
+            &alice,
+            json!({"depVersion": "1.0.1"}),
+        )
+        .await
+        .ok();
+    assert_eq!(e["deploymentVersion"], "1.0.1");
+    assert_eq!(e["deploymentId"], pid.as_str());
+    api.delete(
+        &format!("/projects/{pid}/deployment/versions/1.0.0"),
+        &alice,
+    )
+    .await
+    .ok();
+    let envs = api
+        .get(&format!("/projects/{pid}/environments"), &alice)
+        .await
+        .ok();
+    assert_eq!(envs["total"], 1);
+    assert_eq!(envs["data"][0]["slug"], "production");
+
+    // Channels: all ten types; options as an object or a JSON string; the webhook URL.
+    let types = [
+        "generic",
+        "line",
+        "fbmessenger",
+        "telegram",
+        "twitter",
+        "slack",
+        "spark",
+        "bbm",
+        "qiscus",
+        "whatsapp",
+    ];
+    let chans = format!("/projects/{pid}/environments/{eid}/channels");
+    let mut ids = vec![];
+    for (i, t) in types.iter().enumerate() {
+        let options = if i % 2 == 0 {
+            json!({"token": format!("tok-{t}"), "secret": "sec"})
+        } else {
+            json!(json!({"token": format!("tok-{t}"), "secret": "sec"}).to_string())
+        };
+        let c = api
+            .post(
+                &chans,
+                &alice,
+                json!({"name": format!("ch-{t}"), "type": t, "url": "https://provider.example/api", "rpmLimit": 60, "options": options}),
+            )
+            .await
+            .ok();
+        assert_eq!(c["options"]["token"], format!("tok-{t}"));
+        assert_eq!(
+            c["webhook"],
+            format!("{}/webhooks/{}", server.base, s(&c["id"]))
+        );
+        ids.push(s(&c["id"]));
+    }
+    let page = api
+        .get(&format!("{chans}?limit=4&page=3"), &alice)
+        .await
+        .ok();
+    assert_eq!(page["total"], 10);
+    assert_eq!(page["data"].as_array().unwrap().len(), 2);
+    let c = api
+        .put(
+            &format!("{chans}/{}", ids[0]),
+            &alice,
+            json!({"options": "{\"token\":\"rotated\"}", "rpmLimit": 10}),
+        )
+        .await
+        .ok();
+    assert_eq!(c["options"], json!({"token": "rotated"}));
+    assert_eq!(c["rpmLimit"], 10);
+    assert_eq!(c["name"], "ch-generic", "absent fields keep their values");
+    assert_eq!(
+        api.get(&format!("{chans}/{}", ids[0]), &alice).await.ok()["options"]["token"],
+        "rotated"
+    );
+    assert_eq!(
+        api.delete(&format!("{chans}/{}", ids[1]), &alice)
+            .await
+            .ok()["type"],
+        "line"
+    );
+    assert_eq!(
+        api.get(&format!("{chans}/{}", ids[1]), &alice).await.status,
+        404
+    );
+    assert_eq!(api.get(&chans, &alice).await.ok()["total"], 9);
+
+    // Deleting the environment takes its channels with it.
+    let gone = api
+        .delete(&format!("/projects/{pid}/environments/{eid}"), &alice)
+        .await
+        .ok();
+    assert_eq!(gone["name"], "Production");
+    assert_eq!(api.get(&chans, &alice).await.status, 404);
+    assert_eq!(
+        api.get(&format!("/projects/{pid}/environments"), &alice)
+            .await
+            .ok()["total"],
+        0
+    );
+
+    // Whoami and logout.
+    let me = api.get("/me", &alice).await.ok();
+    assert_eq!(me["username"], "alice");
+    assert!(
+        me["permissions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("create_own_channels"))
+    );
+    api.call("POST", "/logout", Some(&alice), None).await.ok();
+    assert_eq!(api.get("/me", &alice).await.status, 401);
+
+    // The OpenAPI description and the offline docs page.
+    let doc = api.call("GET", "/openapi.json", None, None).await.ok();
+    for path in [
+        "/login",
+        "/projects",
+        "/projects/{projectId}/bot/revisions",
+        "/projects/{projectId}/deployment/versions/{version}",
+        "/projects/{projectId}/environments/{environmentId}/channels/{channelId}",
+        "/teams/{teamId}/users/{userId}",
+        "/teams/{team}",
+    ] {
+        assert!(
+            doc["paths"].get(path).is_some(),
+            "{path} missing from the OpenAPI document"
+        );
+    }
+    let html = api.call("GET", "/docs/", None, None).await;
+    assert_eq!(html.status, 200);
+    assert!(html.text.contains("swagger"), "{}", html.text);
+    assert!(
+        !html.text.contains("https://"),
+        "the docs page must not load remote assets"
+    );
+    let js = api
+        .call("GET", "/docs/swagger-ui-bundle.js", None, None)
+        .await;
+    assert_eq!(js.status, 200);
+    assert!(js.text.len() > 100_000);
+}
+
+async fn revisions_are_validated_and_immutable(backend: Backend) {
+    let server = Server::start(backend, &[]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let pid = s(&api
+        .post("/projects", &admin, json!({"name": "p"}))
+        .await
+        .ok()["id"]);
+    let revs = format!("/projects/{pid}/bot/revisions");
+
+    // Every problem, with its path, in one 400; nothing stored.
+    let bad = json!({
+        "name": "bad", "version": "1.0.0",
+        "flows": {"main": {"intents": {"hi": {"initial": true, "type": "text", "condition": "content == 'hi'"}},
+                  "states": {"init": {"initial": true, "transitions": {"nowhere": {"condition": "true"}}}}}}
+    });
+    let r = api.post(&revs, &admin, bad).await;
+    assert_eq!(r.status, 400);
+    let mut lines = r.text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("Wrong API usage. Please refer to the documentation!")
+    );
+    let problems: Vec<&str> = lines.collect();
+    assert!(
+        problems
+            .iter()
+            .any(|l| l.starts_with("error: flows.main.states.init.transitions.nowhere")),
+        "{}",
+        r.text
+    );
+    // Nothing was stored: the latest is still the initial empty revision.
+    assert_eq!(
+        api.get(&format!("/projects/{pid}/bot"), &admin).await.ok()["version"],
+        "0.0.0"
+    );
+    assert_eq!(
+        api.get(&format!("/projects/{pid}"), &admin).await.ok()["botLatestRevision"],
+        api.get(&format!("/projects/{pid}/bot"), &admin).await.ok()["revision"]
+    );
+
+    // A valid bot with an unknown key: stored, and the warning comes back.
+    let mut bot = example_bot("hello");
+    bot["version"] = json!("2.0.0");
+    bot["transtions"] = json!(1);
+    let ok = api.post(&revs, &admin, bot.clone()).await.ok();
+    assert!(
+        ok["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("transtions")),
+        "{ok}"
+    );
+    assert_eq!(ok["transtions"], 1, "unknown keys are kept");
+    let first = s(&ok["revision"]);
+
+    // The same version again: 409 naming it; the first revision is untouched.
+    bot["desc"] = json!("changed");
+    let dup = api.post(&revs, &admin, bot.clone()).await;
+    assert_eq!(dup.status, 409);
+    assert!(
+        dup.text.contains("bot version 2.0.0 already exists"),
+        "{}",
+        dup.text
+    );
+    let latest = api.get(&format!("/projects/{pid}/bot"), &admin).await.ok();
+    assert_eq!(latest["version"], "2.0.0");
+    assert_eq!(latest["desc"], example_bot("hello")["desc"]);
+    assert_ne!(latest["desc"], "changed");
+
+    // A new version is a new revision; the latest moves; the version counter follows.
+    bot.as_object_mut().unwrap().remove("version");
+    let next = api.post(&revs, &admin, bot).await.ok();
+    assert_eq!(next["version"], "2.0.1");
+    assert_ne!(s(&next["revision"]), first);
+    assert_eq!(
+        api.get(&format!("/projects/{pid}"), &admin).await.ok()["botLatestRevision"],
+        next["revision"]
+    );
+
+    // The compiled form is stored with the revision, and it is what runtime-core produces.
+    let db = server.db().await;
+    let row = db.revision(&pid, &first).await.unwrap().unwrap();
+    let compiled: runtime_core::CompiledBot = serde_json::from_str(&row.compiled).unwrap();
+    assert_eq!(compiled.version.as_deref(), Some("2.0.0"));
+    assert_eq!(
+        compiled.name,
+        example_bot("hello")["name"].as_str().unwrap()
+    );
+
+    // NLUs that cannot run are named at push time with the reason: a deprecated
+    // external type, and an nl NLU pointing to a model the bot may not use.
+    let mut nlus = example_bot("hello");
+    nlus["version"] = json!("3.0.0");
+    nlus["nlus"] = json!({
+        "qisg": {"type": "verstandClassifier", "options": {"model": "m1"}},
+        "mine": {"type": "nl", "options": {"nluId": "admin:shop", "output": "value"}},
+        "theirs": {"type": "nl", "options": {"nluId": "alice:shop", "output": "value"}},
+    });
+    let ok = api.post(&revs, &admin, nlus).await.ok();
+    let warnings: Vec<&str> = ok["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.starts_with("nlus.qisg.type: ")
+            && w.contains("verstandClassifier")
+            && w.contains("cannot run")),
+        "{warnings:#?}"
+    );
+    // Neither model exists (an owner's existing or a public model gets no warning: tests/nlu.rs).
+    for nlu in ["theirs", "mine"] {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with(&format!("nlus.{nlu}.options.nluId: "))
+                    && w.contains("not available to this bot")),
+            "{warnings:#?}"
+        );
+    }
+}
+
+async fn teams_and_team_tokens(backend: Backend) {
+    let server = Server::start(backend, &[]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (alice_id, alice) = api.user(&admin, "alice", "developer").await;
+    let (bob_id, bob) = api.user(&admin, "bob", "developer").await;
+
+    let team = api
+        .post("/teams", &alice, json!({"name": "acme"}))
+        .await
+        .ok();
+    let tid = s(&team["id"]);
+    assert_eq!(
+        team["members"],
+        json!([{"userId": alice_id, "username": "alice", "roleId": "teamAdmin", "role": "teamAdmin"}])
+    );
+    assert_eq!(
+        api.post("/teams", &bob, json!({"name": "acme"}))
+            .await
+            .status,
+        409
+    );
+
+    // Bob is not a member: he cannot see the team or get a token for it.
+    assert_eq!(api.get(&format!("/teams/{tid}"), &bob).await.status, 404);
+    let r = api
+        .post("/tokens", &bob, json!({"type": "team", "teamName": "acme"}))
+        .await;
+    assert_eq!(r.status, 404);
+    // Only a team admin adds members.
+    assert_eq!(
+        api.post(
+            &format!("/teams/{tid}/users/{bob_id}"),
+            &bob,
+            json!({"role": "developer"})
+        )
+        .await
+        .status,
+        404
+    );
+    let bad_role = api
+        .post(
+            &format!("/teams/{tid}/users/{bob_id}"),
+            &alice,
+            json!({"role": "owner"}),
+        )
+        .await;
+    assert_eq!(bad_role.status, 400);
+    assert!(
+        bad_role
+            .text
+            .contains("role: one of teamAdmin, developer, viewer")
+    );
+    assert_eq!(
+        api.post(
+            &format!("/teams/{tid}/users/{bob_id}"),
+            &alice,
+            json!({"role": "developer"})
+        )
+        .await
+        .ok(),
+        json!({"role": "developer"})
+    );
+    // The invitation is visible at once (no new login needed).
+    let teams = api.get(&format!("/users/{bob_id}/teams"), &bob).await.ok();
+    assert_eq!(teams[0]["name"], "acme");
+    assert_eq!(teams[0]["roleId"], "developer");
+    assert_eq!(
+        api.get(&format!("/users/{alice_id}/teams"), &bob)
+            .await
+            .status,
+        403
+    );
+    assert_eq!(
+        api.get(&format!("/teams/{tid}"), &bob).await.ok()["members"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // Bob as a developer cannot manage the team.
+    assert_eq!(
+        api.post(
+            &format!("/teams/{tid}/users/{bob_id}"),
+            &bob,
+            json!({"role": "teamAdmin"})
+        )
+        .await
+        .status,
+        403
+    );
+
+    // A team token: bob's projects made with it belong to the team, alice sees them through
+    // her own team token, and neither user token sees them.
+    let t = api
+        .post("/tokens", &bob, json!({"type": "team", "teamName": "acme"}))
+        .await
+        .ok();
+    assert_eq!(t["teamId"], tid.as_str());
+    assert_eq!(t["roleId"], "developer");
+    assert_eq!(t["type"], "team");
+    let bob_team = s(&t["id"]);
+    let pid = s(&api
+        .post("/projects", &bob_team, json!({"name": "shared"}))
+        .await
+        .ok()["id"]);
+    let alice_team = api.team_token(&alice, &tid).await;
+    assert_eq!(
+        api.get(&format!("/projects/{pid}"), &alice_team).await.ok()["name"],
+        "shared"
+    );
+    assert_eq!(
+        api.get(&format!("/projects/{pid}"), &alice).await.status,
+        404
+    );
+    assert_eq!(api.get(&format!("/projects/{pid}"), &bob).await.status, 404);
+    assert_eq!(api.get("/projects", &alice_team).await.ok()["total"], 1);
+    assert_eq!(api.get("/projects", &alice).await.ok()["total"], 0);
+    let me = api.get("/me", &bob_team).await.ok();
+    assert_eq!(me["teamName"], "acme");
+
+    // Demoted to viewer: the same team token now reads but cannot write.
+    api.post(
+        &format!("/teams/{tid}/users/{bob_id}"),
+        &alice,
+        json!({"role": "viewer"}),
+    )
+    .await
+    .ok();
+    assert_eq!(
+        api.get(&format!("/projects/{pid}"), &bob_team).await.status,
+        200
+    );
+    assert_eq!(
+        api.put(
+            &format!("/projects/{pid}"),
+            &bob_team,
+            json!({"label": "x"})
+        )
+        .await
+        .status,
+        403
+    );
+
+    // A team with projects cannot be deleted; a viewer cannot delete it at all.
+    assert_eq!(api.delete("/teams/acme", &bob).await.status, 403);
+    assert_eq!(api.delete("/teams/acme", &alice).await.status, 409);
+    let empty = api
+        .post("/teams", &alice, json!({"name": "empty"}))
+        .await
+        .ok();
+    let gone = api.delete("/teams/empty", &alice).await.ok();
+    assert_eq!(gone["id"], empty["id"]);
+    assert_eq!(
+        api.get(&format!("/teams/{}", s(&empty["id"])), &alice)
+            .await
+            .status,
+        404
+    );
+}
+
+/// Who calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    NoToken,
+    Expired,
+    OtherTeam,
+    OwnViewer,
+    OwnDeveloper,
+    AnyAdmin,
+}
+
+/// What a route does, which decides the expected status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+}
+
+fn expected(who: Who, kind: Kind) -> u16 {
+    match (who, kind) {
+        (Who::NoToken | Who::Expired, _) => 401,
+        // Another team has the permission but not the ownership: the project is not revealed.
+        (Who::OtherTeam, _) => 404,
+        (Who::OwnViewer, Kind::Read) => 200,
+        (Who::OwnViewer, Kind::Write) => 403,
+        (Who::OwnDeveloper | Who::AnyAdmin, _) => 200,
+    }
+}
+
+async fn authorization_matrix(backend: Backend) {
+    let server = Server::start(backend, &[]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (_, alice) = api.user(&admin, "alice", "developer").await;
+    let (carol_id, carol) = api.user(&admin, "carol", "developer").await;
+    let (dave_id, dave) = api.user(&admin, "dave", "developer").await;
+
+    // Team acme (alice, and dave as a viewer) owns the project; carol is in team other.
+    let acme = s(&api
+        .post("/teams", &alice, json!({"name": "acme"}))
+        .await
+        .ok()["id"]);
+    api.post(
+        &format!("/teams/{acme}/users/{dave_id}"),
+        &alice,
+        json!({"role": "viewer"}),
+    )
+    .await
+    .ok();
+    let other = s(&api
+        .post("/teams", &carol, json!({"name": "other"}))
+        .await
+        .ok()["id"]);
+    let alice_acme = api.team_token(&alice, &acme).await;
+    let dave_acme = api.team_token(&dave, &acme).await;
+    let carol_other = api.team_token(&carol, &other).await;
+    let _ = carol_id;
+    let f = fixture(&api, &alice_acme, "target").await;
+    // The other team has a project of its own, which must never show up for acme.
+    let theirs = fixture(&api, &carol_other, "theirs").await;
+
+    // An expired token of alice's, written straight into the database.
+    let expired = botbox_service::auth::new_token();
+    let db = server.db().await;
+    let alice_row = db.user_by_name("alice").await.unwrap().unwrap();
+    db.insert_token(&botbox_store::TokenRow {
+        hash: botbox_service::auth::token_hash(&expired),
+        kind: "team".into(),
+        label: "test".into(),
+        user_id: alice_row.id,
+        team_id: Some(acme.clone()),
+        role_id: "teamAdmin".into(),
+        expire: 1,
+    })
+    .await
+    .unwrap();
+
+    let callers = [
+        (Who::NoToken, None),
+        (Who::Expired, Some(expired.as_str())),
+        (Who::OtherTeam, Some(carol_other.as_str())),
+        (Who::OwnViewer, Some(dave_acme.as_str())),
+        (Who::OwnDeveloper, Some(alice_acme.as_str())),
+        (Who::AnyAdmin, Some(admin.as_str())),
+    ];
+    let (p, r, e, c) = (&f.project, &f.revision, &f.env, &f.channel);
+    let mut n = 0;
+    for (who, token) in callers {
+        // Fresh names per caller so that creating twice never conflicts; a deployment and a
+        // channel to delete, made by the owner for this caller.
+        n += 1;
+        let del_version = format!("9.9.{n}");
+        api.post(
+            &format!("/projects/{p}/deployment/versions"),
+            &alice_acme,
+            json!({"version": del_version, "botRevision": r}),
+        )
+        .await
+        .ok();
+        let del_channel = s(&api
+            .post(
+                &format!("/projects/{p}/environments/{e}/channels"),
+                &alice_acme,
+                json!({"name": format!("del{n}"), "type": "telegram"}),
+            )
+            .await
+            .ok()["id"]);
+        let routes: Vec<(Kind, &str, String, Option<Value>)> = vec![
+            (Kind::Read, "GET", format!("/projects/{p}"), None),
+            (
+                Kind::Write,
+                "PUT",
+                format!("/projects/{p}"),
+                Some(json!({"label": format!("by {who:?}")})),
+            ),
+            (Kind::Read, "GET", format!("/projects/{p}/bot"), None),
+            (
+                Kind::Write,
+                "POST",
+                format!("/projects/{p}/bot/revisions"),
+                Some({
+                    let mut b = example_bot("hello");
+                    b["version"] = json!(format!("5.0.{n}"));
+                    b
+                }),
+            ),
+            (Kind::Read, "GET", format!("/projects/{p}/bot/draft"), None),
+            (
+                Kind::Write,
+                "PUT",
+                format!("/projects/{p}/bot/draft"),
+                Some(json!({"who": format!("{who:?}")})),
+            ),
+            (
+                Kind::Write,
+                "POST",
+                format!("/projects/{p}/deployment/versions"),
+                Some(json!({"version": format!("2.0.{n}"), "botRevision": r})),
+            ),
+            (Kind::Read, "GET", format!("/projects/{p}/deployment"), None),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/deployment/versions"),
+                None,
+            ),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/deployment/versions/1.0.0"),
+                None,
+            ),
+            (
+                Kind::Write,
+                "PUT",
+                format!("/projects/{p}/deployment/versions/1.0.0"),
+                Some(json!({"botRevision": r})),
+            ),
+            (
+                Kind::Write,
+                "DELETE",
+                format!("/projects/{p}/deployment/versions/{del_version}"),
+                None,
+            ),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/environments"),
+                None,
+            ),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/environments/{e}"),
+                None,
+            ),
+            (
+                Kind::Write,
+                "POST",
+                format!("/projects/{p}/environments"),
+                Some(json!({"depId": p, "depVersion": "1.0.0", "name": format!("env{n}")})),
+            ),
+            (
+                Kind::Write,
+                "PUT",
+                format!("/projects/{p}/environments/{e}"),
+                Some(json!({"depVersion": "1.0.0"})),
+            ),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/environments/{e}/channels"),
+                None,
+            ),
+            (
+                Kind::Write,
+                "POST",
+                format!("/projects/{p}/environments/{e}/channels"),
+                Some(json!({"name": format!("c{n}"), "type": "line"})),
+            ),
+            (
+                Kind::Read,
+                "GET",
+                format!("/projects/{p}/environments/{e}/channels/{c}"),
+                None,
+            ),
+            (
+                Kind::Write,
+                "PUT",
+                format!("/projects/{p}/environments/{e}/channels/{c}"),
+                Some(json!({"rpmLimit": n})),
+            ),
+            (
+                Kind::Write,
+                "DELETE",
+                format!("/projects/{p}/environments/{e}/channels/{del_channel}"),
+                None,
+            ),
+        ];
+        // The draft exists for reads after the first writer; make sure it exists before.
+        api.put(&format!("/projects/{p}/bot/draft"), &alice_acme, json!({}))
+            .await
+            .ok();
+        for (kind, method, path, body) in &routes {
+            let res: Res = api.call(method, path, token, body.as_ref()).await;
+            assert_eq!(
+                res.status,
+                expected(who, *kind),
+                "{who:?} {method} {path}: {}",
+                res.text
+            );
+            if res.status != 200 {
+                // A refused call reveals nothing of the project.
+                assert!(
+                    !res.text.contains("target") && !res.text.contains("pizza"),
+                    "{who:?} {method} {path}: {}",
+                    res.text
+                );
+            }
+        }
+
+        // Lists and creation outside a project.
+        let list = api.call("GET", "/projects", token, None).await;
+        match who {
+            Who::NoToken | Who::Expired => assert_eq!(list.status, 401),
+            Who::AnyAdmin => {
+                let ids: Vec<Value> = list.ok()["data"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["id"].clone())
+                    .collect();
+                assert!(ids.contains(&json!(p)) && ids.contains(&json!(theirs.project)));
+            }
+            Who::OtherTeam => {
+                let ids: Vec<Value> = list.ok()["data"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["id"].clone())
+                    .collect();
+                assert_eq!(
+                    ids,
+                    vec![json!(theirs.project)],
+                    "the other team sees only its own project"
+                );
+            }
+            Who::OwnViewer | Who::OwnDeveloper => {
+                let ids: Vec<Value> = list.ok()["data"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["id"].clone())
+                    .collect();
+                assert_eq!(ids, vec![json!(p)], "{who:?} sees its team's project only");
+            }
+        }
+        let create = api
+            .call(
+                "POST",
+                "/projects",
+                token,
+                Some(&json!({"name": format!("new{n}")})),
+            )
+            .await;
+        let want = match who {
+            Who::NoToken | Who::Expired => 401,
+            Who::OwnViewer => 403,
+            _ => 200,
+        };
+        assert_eq!(
+            create.status, want,
+            "{who:?} POST /projects: {}",
+            create.text
+        );
+        if want == 200 {
+            // Leave the project lists as the checks above expect them.
+            let id = s(&create.json()["id"]);
+            sqlx::query("DELETE FROM projects WHERE id = $1")
+                .bind(&id)
+                .execute(&db.pool)
+                .await
+                .unwrap();
+        }
+    }
+
+    // The other team's own project is untouched by acme's callers and vice versa: carol's
+    // writes above all failed, so the target still has the owner's data.
+    let target = api.get(&format!("/projects/{p}"), &alice_acme).await.ok();
+    assert!(
+        matches!(
+            target["label"].as_str(),
+            Some("by OwnDeveloper") | Some("by AnyAdmin")
+        ),
+        "{target}"
+    );
+    let theirs_now = api
+        .get(&format!("/projects/{}", theirs.project), &carol_other)
+        .await
+        .ok();
+    assert_eq!(theirs_now["label"], Value::Null);
+    let their_channels = api
+        .get(
+            &format!(
+                "/projects/{}/environments/{}/channels",
+                theirs.project, theirs.env
+            ),
+            &carol_other,
+        )
+        .await
+        .ok();
+    assert_eq!(their_channels["total"], 1);
+    assert_eq!(their_channels["data"][0]["id"], theirs.channel.as_str());
+    // Ids of another project never match under this one.
+    assert_eq!(
+        api.get(
+            &format!(
+                "/projects/{p}/environments/{}/channels/{}",
+                theirs.env, theirs.channel
+            ),
+            &admin
+        )
+        .await
+        .status,
+        404
+    );
+}
+
+async fn bad_input_changes_nothing(backend: Backend) {
+    let server = Server::start(backend, &[]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let pid = s(&api
+        .post("/projects", &admin, json!({"name": "p"}))
+        .await
+        .ok()["id"]);
+    let before = api.get(&format!("/projects/{pid}"), &admin).await.ok();
+
+    let cases: Vec<(&str, String, Vec<u8>, &str)> = vec![
+        ("POST", "/projects".into(), b"{\"name\": ".to_vec(), "EOF"),
+        (
+            "POST",
+            "/projects".into(),
+            br#"{"name": 5}"#.to_vec(),
+            "name: invalid type",
+        ),
+        (
+            "POST",
+            "/projects".into(),
+            br#"{"name": "q", "options": {"bot": "yes"}}"#.to_vec(),
+            "options.bot: invalid type",
+        ),
+        (
+            "POST",
+            "/projects".into(),
+            br#"{"name": "q", "options": {"nluVisibility": "secret"}}"#.to_vec(),
+            "options.nluVisibility",
+        ),
+        (
+            "POST",
+            "/projects".into(),
+            br#"{"name": "has space"}"#.to_vec(),
+            "name: 1 to 64",
+        ),
+        (
+            "PUT",
+            format!("/projects/{pid}"),
+            br#"{"options": {"timezone": "x"}}"#.to_vec(),
+            "options",
+        ),
+        (
+            "POST",
+            format!("/projects/{pid}/bot/revisions"),
+            b"[1, 2]".to_vec(),
+            "a Bot object",
+        ),
+        (
+            "POST",
+            format!("/projects/{pid}/bot/revisions"),
+            vec![b' '; 10],
+            "JSON body is required",
+        ),
+        (
+            "POST",
+            "/projects".into(),
+            {
+                let mut v = br#"{"name": "big", "description": ""#.to_vec();
+                v.extend(std::iter::repeat_n(b'x', 5 << 20));
+                v.extend(b"\"}");
+                v
+            },
+            "could not be read",
+        ),
+        (
+            "GET",
+            "/projects?limit=0".into(),
+            vec![],
+            "limit must be a whole number from 1",
+        ),
+        ("GET", "/projects?page=abc".into(), vec![], "page must be"),
+    ];
+    for (method, path, body, detail) in cases {
+        // A fresh connection each time: the server may close one whose body it refused.
+        let api = Api {
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .unwrap(),
+            base: api.base.clone(),
+        };
+        let r = api.raw(method, &path, Some(&admin), body).await;
+        assert_eq!(r.status, 400, "{method} {path}: {}", r.text);
+        assert!(
+            r.text
+                .starts_with("Wrong API usage. Please refer to the documentation!"),
+            "{}",
+            r.text
+        );
+        assert!(
+            r.text.contains(detail),
+            "{method} {path}: expected {detail:?} in {}",
+            r.text
+        );
+        assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    }
+    // Nothing was written.
+    assert_eq!(
+        api.get(&format!("/projects/{pid}"), &admin).await.ok(),
+        before
+    );
+    assert_eq!(api.get("/projects", &admin).await.ok()["total"], 1);
+
+    // The other documented errors, with their bodies.
+    let r = api.call("GET", "/projects", None, None).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    let r = api
+        .call(
+            "POST",
+            "/login",
+            None,
+            Some(&json!({"username": "admin", "password": "wrong"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.text.as_str()),
+        (401, "username or password is incorrect")
+    );
+    let r = api
+        .call(
+            "POST",
+            "/login",
+            None,
+            Some(&json!({"username": "nobody", "password": "wrong"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.text.as_str()),
+        (401, "username or password is incorrect")
+    );
+    let (_, viewer) = api.user(&admin, "vera", "viewer").await;
+    let r = api.post("/projects", &viewer, json!({"name": "v"})).await;
+    assert_eq!(
+        (r.status, r.text.as_str()),
+        (403, "You're not authorized to view this page.")
+    );
+    let r = api.get("/projects/doesnotexist", &admin).await;
+    assert_eq!(r.status, 404);
+    let r = api.get("/no/such/route", &admin).await;
+    assert_eq!(r.status, 404);
+    // Token in the query string works as the seed says.
+    let r = api
+        .call("GET", &format!("/projects?token={admin}"), None, None)
+        .await;
+    assert_eq!(r.ok()["total"], 1);
+}
+
+async fn rate_limit(backend: Backend) {
+    let server = Server::start(backend, &["--rate-limit", "5"]).await;
+    let api = server.api();
+    let admin = api.admin_token().await; // one request without a token (per address)
+    // A window boundary between two requests would reset the counter: then try once more.
+    for attempt in 0..2 {
+        let mut statuses = vec![];
+        let mut resets = vec![];
+        let mut last = None;
+        for _ in 0..6 {
+            let r = api.get("/projects", &admin).await;
+            statuses.push(r.status);
+            resets.push(r.header("ratelimit-reset").unwrap().parse::<i64>().unwrap());
+            last = Some(r);
+        }
+        if resets.windows(2).any(|w| w[1] > w[0]) && attempt == 0 {
+            continue;
+        }
+        let (first_five, sixth) = statuses.split_at(5);
+        // The first window may have been started by earlier requests of this token in the
+        // same minute (none here: the token is new).
+        assert!(first_five.iter().all(|s| *s == 200), "{statuses:?}");
+        assert_eq!(sixth, [429]);
+        let last = last.unwrap();
+        assert_eq!(last.text, "Ratelimit exceeded! 5 per minute");
+        assert_eq!(last.header("ratelimit-limit"), Some("5"));
+        assert_eq!(last.header("ratelimit-remaining"), Some("0"));
+        let retry: i64 = last.header("retry-after").unwrap().parse().unwrap();
+        assert!((1..=60).contains(&retry));
+        break;
+    }
+    // Another token of the same user shares the user's budget (minting tokens buys no
+    // requests), unless a new window began in between.
+    let other = api.login("admin", common::ADMIN_PASSWORD).await;
+    let r = api.get("/projects", other["id"].as_str().unwrap()).await;
+    assert!(
+        r.status == 429 || r.header("ratelimit-remaining") == Some("4"),
+        "{} {:?}",
+        r.status,
+        r.header("ratelimit-remaining")
+    );
+    // Another user has its own.
+    server
+        .db()
+        .await
+        .insert_user(
+            "other",
+            &botbox_service::auth::hash_password("other-password"),
+            "developer",
+        )
+        .await
+        .unwrap();
+    let t = api.login("other", "other-password").await;
+    let r = api.get("/projects", t["id"].as_str().unwrap()).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("ratelimit-remaining"), Some("4"));
+
+    // Without a token the address is counted (the logins above were 3 of its 5).
+    // Whatever the window, a request after one that left 0 remaining in the same window is
+    // refused, and one is refused within 11 requests.
+    let mut prev: Option<(i64, i64)> = None; // (remaining, reset)
+    let mut refused = false;
+    for _ in 0..11 {
+        let r = api.call("GET", "/projects", None, None).await;
+        let remaining: i64 = r.header("ratelimit-remaining").unwrap().parse().unwrap();
+        let reset: i64 = r.header("ratelimit-reset").unwrap().parse().unwrap();
+        if let Some((0, prev_reset)) = prev
+            && reset <= prev_reset
+        {
+            assert_eq!(r.status, 429, "{}", r.text);
+            assert_eq!(r.text, "Ratelimit exceeded! 5 per minute");
+            refused = true;
+            break;
+        }
+        assert_eq!(r.status, 401, "{}", r.text);
+        prev = Some((remaining, reset));
+    }
+    assert!(refused, "no request without a token was refused");
+}
+
+/// The first start creates `admin` with a generated password, printed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_start_prints_the_admin_password_once() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let start = || {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--data"])
+            .arg(dir.path())
+            .env_remove("BOTBOX_ADMIN_PASSWORD")
+            .env_remove("DATABASE_URL")
+            .env("BOTBOX_LOG", "warn")
+            .env("BOTBOX_CACHE", common::GUEST_CACHE)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut password = None;
+        let mut base = None;
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if let Some(rest) =
+                line.strip_prefix("created the admin account: username admin, password ")
+            {
+                password = Some(rest.to_owned());
+            }
+            if let Some(u) = line.strip_prefix("botbox listening on ") {
+                base = Some(u.to_owned());
+                break;
+            }
+        }
+        (child, base.unwrap(), password)
+    };
+    let (mut first, base, password) = start();
+    let password = password.expect("the first start prints the password");
+    assert!(password.len() >= 20);
+    let api = Api {
+        http: reqwest::Client::new(),
+        base,
+    };
+    assert_eq!(api.login("admin", &password).await["roleId"], "admin");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (mut second, base, again) = start();
+    assert_eq!(again, None, "the password is shown once");
+    let api = Api {
+        http: reqwest::Client::new(),
+        base,
+    };
+    assert_eq!(api.login("admin", &password).await["roleId"], "admin");
+    second.kill().unwrap();
+    second.wait().unwrap();
+}
+
+/// `GET /ready` answers 200 once the server's sandbox is up (no token needed; `Server::start`
+/// itself waits for it), and 503 `failed` when it cannot start, while the server still serves
+/// the rest of the API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_says_when_the_sandbox_can_run_bots() {
+    let server = Server::start(Backend::Sqlite, &[]).await;
+    let r = server.api().call("GET", "/ready", None, None).await;
+    assert_eq!((r.status, r.json()), (200, json!({"status": "ready"})));
+
+    // A cache folder that is a file: the guest can be neither loaded nor stored (the flag
+    // wins over the tests' BOTBOX_CACHE).
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("cache-file");
+    std::fs::write(&not_a_dir, b"x").unwrap();
+    let broken = Server::start_unready(
+        Backend::Sqlite,
+        &["--cache-dir", not_a_dir.to_str().unwrap()],
+    )
+    .await;
+    let api = broken.api();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        loop {
+            let r = api.call("GET", "/ready", None, None).await;
+            if r.json()["status"] != "starting" {
+                return r;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("/ready still said starting after 60 s");
+    assert_eq!(
+        (answer.status, answer.json()),
+        (503, json!({"status": "failed"}))
+    );
+    // The rest of the API works.
+    let token = api.admin_token().await;
+    assert_eq!(api.get("/me", &token).await.ok()["username"], "admin");
+}
