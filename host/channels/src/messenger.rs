@@ -9,15 +9,13 @@ use super::{
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
 
-pub fn parse(
+/// Meta's webhook signature (Messenger and WhatsApp): `x-hub-signature-256: sha256=<hex
+/// HMAC-SHA256(app secret, body)>`, the app secret in `options.secret` (or `appSecret`).
+pub(crate) fn verify_meta_signature(
     ch: &ChannelInfo<'_>,
     headers: &http::HeaderMap,
-    query: Option<&str>,
     body: &[u8],
-) -> Result<Inbound, ChannelError> {
-    if body.is_empty() {
-        return verify_subscription(ch, query);
-    }
+) -> Result<(), ChannelError> {
     let secret = ch.opt(&["secret", "appSecret"]).ok_or_else(|| {
         ChannelError::Signature(
             "the channel has no options.secret to check x-hub-signature-256".into(),
@@ -32,6 +30,19 @@ pub fn parse(
             "x-hub-signature-256 does not match".into(),
         ));
     }
+    Ok(())
+}
+
+pub fn parse(
+    ch: &ChannelInfo<'_>,
+    headers: &http::HeaderMap,
+    query: Option<&str>,
+    body: &[u8],
+) -> Result<Inbound, ChannelError> {
+    if body.is_empty() {
+        return verify_subscription(ch, query);
+    }
+    verify_meta_signature(ch, headers, body)?;
     let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
     let token = ch.opt(&["token"]).unwrap_or("");
     let mut items = Vec::new();

@@ -4,8 +4,7 @@
 //! list replies arrive as data `{type: "postback", postback: {id, title}}` (reference §12.3).
 
 use super::{
-    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, template_actions,
-    verify_hmac, with_metadata,
+    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, template_actions, with_metadata,
 };
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
@@ -19,20 +18,7 @@ pub fn parse(
     if body.is_empty() {
         return super::messenger::verify_subscription(ch, query);
     }
-    let secret = ch.opt(&["secret", "appSecret"]).ok_or_else(|| {
-        ChannelError::Signature(
-            "the channel has no options.secret to check x-hub-signature-256".into(),
-        )
-    })?;
-    let sig = header(headers, "x-hub-signature-256")
-        .and_then(|s| s.strip_prefix("sha256="))
-        .and_then(|h| hex::decode(h).ok())
-        .ok_or_else(|| ChannelError::Signature("missing x-hub-signature-256".into()))?;
-    if !verify_hmac(secret.as_bytes(), body, &sig) {
-        return Err(ChannelError::Signature(
-            "x-hub-signature-256 does not match".into(),
-        ));
-    }
+    super::messenger::verify_meta_signature(ch, headers, body)?;
     let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
     let mut items = Vec::new();
     for entry in v

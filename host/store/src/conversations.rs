@@ -124,8 +124,6 @@ const PASSED_OVER_MAX: usize = 8;
 /// changes it.
 const SENT_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// Delivered outbox rows recorded as sent in one statement at most (256).
-pub(crate) const SENT_MAX: usize = 256;
 
 impl Db {
     pub async fn session(&self, id: &str) -> DbResult<Option<SessionRow>> {

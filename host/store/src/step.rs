@@ -2,7 +2,6 @@
 //! the same on the pool (PostgreSQL, or SQLite alone) and on the SQLite writer thread: both
 //! run them through [`Exec`].
 
-use super::conversations::SENT_MAX;
 use super::rows::{NewBotError, NewTranscript, OutboxRow, ScheduleRow};
 use super::{DbResult, new_row_id};
 
@@ -53,6 +52,9 @@ pub const OUTBOX_FORMAT: i64 = 1;
 /// The version of the stored form of a schedule: `message` is a language message's JSON.
 /// Same rules as [`OUTBOX_FORMAT`].
 pub const SCHEDULE_FORMAT: i64 = 1;
+
+/// Delivered outbox rows recorded as sent in one statement at most (256).
+pub(crate) const SENT_MAX: usize = 256;
 
 /// Rows per multi-row INSERT: 12 parameters each at most, 4,800 in all, well under SQLite's
 /// 32,766 and PostgreSQL's 65,535. Larger sets are inserted in chunks.
