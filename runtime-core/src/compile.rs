@@ -550,13 +550,13 @@ impl<'p> Lower<'p> {
     fn bot(&mut self, doc: &Json) -> Option<CompiledBot> {
         let root = self.object(doc, "")?;
         self.unknown_keys(root, "", BOT_KEYS);
-        if let Some(Json::String(s)) = root.get("schema") {
-            if !matches!(
+        if let Some(Json::String(s)) = root.get("schema")
+            && !matches!(
                 s.as_str(),
                 "kata.ai/schema/kata-ml/1.0" | "kata.ai/schema/kataml/1.0"
-            ) {
-                self.warn("schema", format!("unknown schema \"{}\"", short(s)));
-            }
+            )
+        {
+            self.warn("schema", format!("unknown schema \"{}\"", short(s)));
         }
         let name = self.str_field(root, "name", "").unwrap_or_default();
         let version = self.str_field(root, "version", "");
@@ -612,10 +612,10 @@ impl<'p> Lower<'p> {
         for (fname, fv) in flows_m {
             let fp = format!("flows.{fname}");
             let start = self.methods.len();
-            if let Json::Object(fm) = fv {
-                if let Some(ms) = self.opt_object(fm, "methods", &fp) {
-                    self.methods_of(ms, &path_join(&fp, "methods"), Some(fname));
-                }
+            if let Json::Object(fm) = fv
+                && let Some(ms) = self.opt_object(fm, "methods", &fp)
+            {
+                self.methods_of(ms, &path_join(&fp, "methods"), Some(fname));
             }
             flow_method_ranges.push(start..self.methods.len());
         }
@@ -887,9 +887,9 @@ impl<'p> Lower<'p> {
                     ),
                     Some(Json::String(t)) if t == "nl" => {
                         let id = o.get("options").and_then(|x| x.get("nluId"));
-                        if !id
+                        if id
                             .and_then(Json::as_str)
-                            .is_some_and(|i| nl_owner(i).is_some())
+                            .is_none_or(|i| nl_owner(i).is_none())
                         {
                             self.warn(
                                 &path_join(&p, "options.nluId"),
@@ -1058,17 +1058,17 @@ impl<'p> Lower<'p> {
             .and_then(|m| m.get(name))
             .or_else(|| scope.bot_nlus.and_then(|m| m.get(name)));
         let def = def_json.and_then(Json::as_object);
-        if let Some(d) = def_json.filter(|d| d.is_object()) {
-            if !self.copy_allowed(d, path) {
-                return NluUse {
-                    name: name.to_string(),
-                    kind: NluKind::Unknown(name.to_string()),
-                    options: Json::Null,
-                    hint: None,
-                    process: vec![],
-                    cache_key: String::new(),
-                };
-            }
+        if let Some(d) = def_json.filter(|d| d.is_object())
+            && !self.copy_allowed(d, path)
+        {
+            return NluUse {
+                name: name.to_string(),
+                kind: NluKind::Unknown(name.to_string()),
+                options: Json::Null,
+                hint: None,
+                process: vec![],
+                cache_key: String::new(),
+            };
         }
         let (ty, mut options, method, process) = match def {
             Some(d) => (
@@ -1366,7 +1366,7 @@ impl<'p> Lower<'p> {
             Json::String(s) => Some(Mapping::Method(self.method_ref(s, scope, path))),
             Json::Object(m) => {
                 let mut out = vec![];
-                self.flatten_mapping(m, &mut vec![], path, &mut out);
+                self.flatten_mapping(m, &[], path, &mut out);
                 Some(Mapping::Assign(out))
             }
             other => {
@@ -1385,7 +1385,7 @@ impl<'p> Lower<'p> {
     fn flatten_mapping(
         &mut self,
         m: &Map<String, Json>,
-        prefix: &mut Vec<String>,
+        prefix: &[String],
         path: &str,
         out: &mut Vec<(Vec<String>, CompiledExpr)>,
     ) {
@@ -1398,10 +1398,10 @@ impl<'p> Lower<'p> {
                 );
                 continue;
             }
-            let mut target = prefix.clone();
+            let mut target = prefix.to_vec();
             target.extend(k.split('.').map(str::to_string));
             match v {
-                Json::Object(inner) => self.flatten_mapping(inner, &mut target, &kp, out),
+                Json::Object(inner) => self.flatten_mapping(inner, &target, &kp, out),
                 _ => {
                     if !matches!(target.first().map(String::as_str), Some("context" | "data"))
                         || target.len() < 2
@@ -1461,10 +1461,10 @@ impl<'p> Lower<'p> {
         let mut conditions = self.conditions(sa, path);
         let def_json = scope.flow_actions.and_then(|m| m.get(&name));
         let defined = def_json.and_then(Json::as_object);
-        if let Some(d) = def_json.filter(|d| d.is_object()) {
-            if !self.copy_allowed(d, path) {
-                return None;
-            }
+        if let Some(d) = def_json.filter(|d| d.is_object())
+            && !self.copy_allowed(d, path)
+        {
+            return None;
         }
         let (kind, mut options, method_name) = match defined {
             Some(a) => {

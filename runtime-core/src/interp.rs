@@ -38,15 +38,17 @@ pub fn split_interpolations(s: &str) -> Option<Vec<(bool, String)>> {
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'$' && i + 1 < b.len() && b[i + 1] == b'(' {
-            if let Some(end) = close(i + 1) {
-                if !lit.is_empty() {
-                    parts.push((false, std::mem::take(&mut lit)));
-                }
-                parts.push((true, s[i + 2..end].trim().to_string()));
-                i = end + 1;
-                continue;
+        if b[i] == b'$'
+            && i + 1 < b.len()
+            && b[i + 1] == b'('
+            && let Some(end) = close(i + 1)
+        {
+            if !lit.is_empty() {
+                parts.push((false, std::mem::take(&mut lit)));
             }
+            parts.push((true, s[i + 2..end].trim().to_string()));
+            i = end + 1;
+            continue;
         }
         let ch = s[i..].chars().next().unwrap();
         lit.push(ch);

@@ -552,18 +552,18 @@ impl MarkedEventReceiver for Recorder {
         let pos = (mark.line(), mark.col() + 1);
         match ev {
             Event::Scalar(text, ..) => {
-                if let Some(Frame::Map { path, key, .. }) = self.stack.last_mut() {
-                    if key.is_none() {
-                        if let Some(p) = path
-                            .as_deref()
-                            .and_then(|p| join_within(p, &text, self.room))
-                        {
-                            self.room -= p.len();
-                            self.map.insert(p, pos);
-                        }
-                        *key = Some(text);
-                        return;
+                if let Some(Frame::Map { path, key, .. }) = self.stack.last_mut()
+                    && key.is_none()
+                {
+                    if let Some(p) = path
+                        .as_deref()
+                        .and_then(|p| join_within(p, &text, self.room))
+                    {
+                        self.room -= p.len();
+                        self.map.insert(p, pos);
                     }
+                    *key = Some(text);
+                    return;
                 }
                 if let Some(p) = self.value_path() {
                     self.map.entry(p).or_insert(pos);

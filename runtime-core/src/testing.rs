@@ -311,19 +311,19 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
                     session = r.session;
                     continue;
                 }
-                if let Some(expect) = &st.expect {
-                    if let Err(e) = check_responses(expect, &r.responses) {
-                        failures.push(format!("{label}: {e}"));
-                    }
+                if let Some(expect) = &st.expect
+                    && let Err(e) = check_responses(expect, &r.responses)
+                {
+                    failures.push(format!("{label}: {e}"));
                 }
                 let s = &r.session;
-                if let Some(want) = &st.flow {
-                    if s.current != *want {
-                        failures.push(format!(
-                            "{label}: expected current flow {:?}, got {:?}",
-                            want, s.current
-                        ));
-                    }
+                if let Some(want) = &st.flow
+                    && s.current != *want
+                {
+                    failures.push(format!(
+                        "{label}: expected current flow {:?}, got {:?}",
+                        want, s.current
+                    ));
                 }
                 if let Some(want) = &st.state {
                     let got = s.current.as_deref().and_then(|f| s.state_of(f));
@@ -342,10 +342,10 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
                         failures.push(format!("{label}: {e}"));
                     }
                 }
-                if let Some(want) = &st.data {
-                    if let Err(e) = subset(want, &s.data, "data") {
-                        failures.push(format!("{label}: {e}"));
-                    }
+                if let Some(want) = &st.data
+                    && let Err(e) = subset(want, &s.data, "data")
+                {
+                    failures.push(format!("{label}: {e}"));
                 }
                 if let Some(want) = &st.schedules {
                     let got = serde_json::to_value(&r.schedules).unwrap_or(Json::Null);
@@ -441,22 +441,22 @@ fn check_response(want: &Json, r: &Response) -> Result<(), String> {
                     return Err(format!("expected text {t:?}, got {}", show_response(r)));
                 }
             }
-            if let Some(Json::Array(options)) = o.get("oneOf") {
-                if !(is_text && options.iter().any(|x| x.as_str() == Some(text))) {
-                    return Err(format!(
-                        "expected one of {}, got {}",
-                        Json::Array(options.clone()),
-                        show_response(r)
-                    ));
-                }
+            if let Some(Json::Array(options)) = o.get("oneOf")
+                && !(is_text && options.iter().any(|x| x.as_str() == Some(text)))
+            {
+                return Err(format!(
+                    "expected one of {}, got {}",
+                    Json::Array(options.clone()),
+                    show_response(r)
+                ));
             }
-            if let Some(Json::String(prefix)) = o.get("startsWith") {
-                if !(is_text && text.starts_with(prefix.as_str())) {
-                    return Err(format!(
-                        "expected text starting with {prefix:?}, got {}",
-                        show_response(r)
-                    ));
-                }
+            if let Some(Json::String(prefix)) = o.get("startsWith")
+                && !(is_text && text.starts_with(prefix.as_str()))
+            {
+                return Err(format!(
+                    "expected text starting with {prefix:?}, got {}",
+                    show_response(r)
+                ));
             }
             if let Some(tt) = o.get("template") {
                 let got = r.payload.as_ref().and_then(|p| p.get("template_type"));
@@ -476,10 +476,10 @@ fn check_response(want: &Json, r: &Response) -> Result<(), String> {
             if let Some(p) = o.get("data") {
                 subset(p, r.payload.as_ref().unwrap_or(&Json::Null), "payload")?;
             }
-            if let Some(Json::String(a)) = o.get("action") {
-                if &r.action != a {
-                    return Err(format!("expected action {a:?}, got {:?}", r.action));
-                }
+            if let Some(Json::String(a)) = o.get("action")
+                && &r.action != a
+            {
+                return Err(format!("expected action {a:?}, got {:?}", r.action));
             }
             Ok(())
         }

@@ -39,12 +39,15 @@ fn case_doc(name: &str, review: bool, env: &str) -> Value {
     doc
 }
 
+/// A request as the stub saw it: path, headers, raw body.
+type Seen = (String, axum::http::HeaderMap, Vec<u8>);
+
 /// A stand-in HTTP server: records each request (headers and raw body) and answers with
 /// the next scripted status (200 when the script is empty); `/invoice/<n>` answers an
 /// invoice; with `hold_first`, the first `/slow` request never answers.
 #[derive(Clone, Default)]
 struct Stub {
-    seen: Arc<Mutex<Vec<(String, axum::http::HeaderMap, Vec<u8>)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
     script: Arc<Mutex<VecDeque<u16>>>,
     notify: Arc<tokio::sync::Notify>,
     slow_hits: Arc<Mutex<usize>>,
@@ -93,11 +96,7 @@ impl Stub {
     }
 
     /// Waits (30 s at most) until `f` holds over the recorded requests.
-    async fn wait_until<T>(
-        &self,
-        what: &str,
-        f: impl Fn(&[(String, axum::http::HeaderMap, Vec<u8>)]) -> Option<T>,
-    ) -> T {
+    async fn wait_until<T>(&self, what: &str, f: impl Fn(&[Seen]) -> Option<T>) -> T {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let n = self.notify.notified();

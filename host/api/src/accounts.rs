@@ -464,12 +464,12 @@ async fn get_user(
             "type": "user", "teams": teams,
         })));
     }
-    if let Some(t) = app.db.team_by_id(&key).await? {
-        if caller.is_admin() || app.db.membership(&t.id, &caller.user_id).await?.is_some() {
-            return Ok(Json(serde_json::json!({
-                "id": t.id, "username": t.name, "type": "team",
-            })));
-        }
+    if let Some(t) = app.db.team_by_id(&key).await?
+        && (caller.is_admin() || app.db.membership(&t.id, &caller.user_id).await?.is_some())
+    {
+        return Ok(Json(serde_json::json!({
+            "id": t.id, "username": t.name, "type": "team",
+        })));
     }
     Err(ApiError::not_found(format!("user {key}")))
 }

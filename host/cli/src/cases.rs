@@ -23,7 +23,7 @@ pub fn case_cmd(
         "get" => {
             let out = ctx.call("GET", &format!("/projects/{pid}/cases/{}", named()?), None)?;
             let text = serde_yaml::to_string(&out).unwrap_or_default();
-            ctx.out(text.trim_end().to_owned(), out);
+            ctx.out(text.trim_end(), out);
         }
         "delete" => {
             let n = named()?;

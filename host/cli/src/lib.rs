@@ -902,17 +902,6 @@ impl runtime_core::testing::Stepper for RemoteStepper<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn bumps() {
-        assert_eq!(super::bump(None, "patch"), "0.0.1");
-        assert_eq!(super::bump(Some("1.2.3"), "patch"), "1.2.4");
-        assert_eq!(super::bump(Some("1.2.3"), "minor"), "1.3.0");
-        assert_eq!(super::bump(Some("1.2.3"), "major"), "2.0.0");
-    }
-}
-
 /// `key create|list|revoke`: agent keys (`sak_…`) of an environment of the bot in `dir`.
 /// The key is printed once, by `create`.
 pub fn key_cmd(
@@ -980,4 +969,15 @@ pub fn key_cmd(
         other => bail!("unknown key action {other}: create, list or revoke"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bumps() {
+        assert_eq!(super::bump(None, "patch"), "0.0.1");
+        assert_eq!(super::bump(Some("1.2.3"), "patch"), "1.2.4");
+        assert_eq!(super::bump(Some("1.2.3"), "minor"), "1.3.0");
+        assert_eq!(super::bump(Some("1.2.3"), "major"), "2.0.0");
+    }
 }

@@ -349,6 +349,14 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
+/// The cores this process may use (2 when the OS does not say): what thread pools, CPU
+/// slots and per-tenant shares are sized by.
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -541,12 +549,4 @@ mod tests {
             .unwrap();
         assert_eq!(seen, vec![Lane::Main; 3]);
     }
-}
-
-/// The cores this process may use (2 when the OS does not say): what thread pools, CPU
-/// slots and per-tenant shares are sized by.
-pub fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
 }

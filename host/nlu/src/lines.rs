@@ -137,12 +137,12 @@ pub fn parse_line(line: &str) -> Result<Option<TrainingData>, String> {
                 ));
             }
         }
-        if let Some(id) = id.as_deref().or(belongs_to.as_ref().map(|b| b.id.as_str())) {
-            if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return Err(format!(
-                    "span \"(@{inner})\": the span id {id:?} must be letters, digits or '_'"
-                ));
-            }
+        if let Some(id) = id.as_deref().or(belongs_to.as_ref().map(|b| b.id.as_str()))
+            && (id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        {
+            return Err(format!(
+                "span \"(@{inner})\": the span id {id:?} must be letters, digits or '_'"
+            ));
         }
         let start = input_chars;
         input.push_str(text);

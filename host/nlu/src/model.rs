@@ -231,7 +231,7 @@ pub fn check_entities(all: &BTreeMap<String, EntitySpec>) -> Result<(), String> 
         check_entity(name, e, all)?;
     }
     // Roots must not form a cycle (each root is a trait with a label; follow the chain).
-    for (name, _) in all {
+    for name in all.keys() {
         let mut cur = name.as_str();
         for _ in 0..=all.len() {
             match all.get(cur).and_then(|e| e.root_parts()) {
@@ -266,14 +266,14 @@ pub fn check_row_entities(
                 e.entity, e.entity
             ));
         }
-        if let (Some(label), Some(labels)) = (&e.label, &spec.labels) {
-            if !labels.contains(label) {
-                return Err(format!(
-                    "label {label:?} is not one of {}'s labels ({})",
-                    e.entity,
-                    labels.join(", ")
-                ));
-            }
+        if let (Some(label), Some(labels)) = (&e.label, &spec.labels)
+            && !labels.contains(label)
+        {
+            return Err(format!(
+                "label {label:?} is not one of {}'s labels ({})",
+                e.entity,
+                labels.join(", ")
+            ));
         }
         if spec.kind == "trait" && e.label.is_none() {
             return Err(format!(

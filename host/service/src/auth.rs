@@ -274,8 +274,8 @@ mod tests {
         assert!(may_create_team(Role::Admin));
         assert!(!may_create_team(Role::Viewer));
         for r in [Role::Admin, Role::Developer, Role::Viewer, Role::TeamAdmin] {
-            assert_eq!(may_grant(Role::Viewer, r), false);
-            assert_eq!(may_grant(Role::Developer, r), false);
+            assert!(!may_grant(Role::Viewer, r));
+            assert!(!may_grant(Role::Developer, r));
             assert!(may_grant(Role::TeamAdmin, r));
         }
     }

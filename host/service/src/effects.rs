@@ -156,10 +156,10 @@ impl<T> Drop for InFlight<T> {
 
 fn getrandom_fill(buf: &mut [u8]) {
     use std::io::Read;
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        if f.read_exact(buf).is_ok() {
-            return;
-        }
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom")
+        && f.read_exact(buf).is_ok()
+    {
+        return;
     }
     let t = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -124,7 +124,6 @@ const PASSED_OVER_MAX: usize = 8;
 /// changes it.
 const SENT_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 
-
 impl Db {
     pub async fn session(&self, id: &str) -> DbResult<Option<SessionRow>> {
         Ok(
@@ -459,6 +458,54 @@ impl Db {
         .bind(name)
         .fetch_optional(&self.pool)
         .await?)
+    }
+}
+
+impl Db {
+    /// Deletes the bot errors recorded before `before` (Unix ms); returns how many.
+    pub async fn prune_bot_errors(&self, before: i64) -> DbResult<u64> {
+        let _turn = self.write_turn().await;
+        let done = sqlx::query("DELETE FROM bot_errors WHERE created_at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Bot errors of a project, newest first, filtered as asked.
+    pub async fn bot_errors(
+        &self,
+        project_id: &str,
+        q: &BotErrorQuery,
+    ) -> DbResult<Vec<BotErrorRow>> {
+        let codes = if q.codes.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "AND error_code IN ({})",
+                super::numbered_params(9, q.codes.len())
+            )
+        };
+        let sql = format!(
+            "SELECT id, environment_id, channel_id, created_at, error_group, error_code, message FROM bot_errors \
+             WHERE project_id = $1 AND created_at >= $2 AND created_at <= $3 \
+             AND ($4 IS NULL OR environment_id = $4) AND ($5 IS NULL OR channel_id = $5) \
+             AND ($6 IS NULL OR error_group = $6) {codes} \
+             ORDER BY created_at DESC, id LIMIT $7 OFFSET $8"
+        );
+        let mut query = sqlx::query_as(&sql)
+            .bind(project_id)
+            .bind(q.start)
+            .bind(q.end)
+            .bind(&q.environment_id)
+            .bind(&q.channel_id)
+            .bind(&q.group)
+            .bind(q.limit)
+            .bind(q.offset);
+        for c in &q.codes {
+            query = query.bind(c);
+        }
+        Ok(query.fetch_all(&self.pool).await?)
     }
 }
 
@@ -849,53 +896,5 @@ mod tests {
                 "session s{i} not written"
             );
         }
-    }
-}
-
-impl Db {
-    /// Deletes the bot errors recorded before `before` (Unix ms); returns how many.
-    pub async fn prune_bot_errors(&self, before: i64) -> DbResult<u64> {
-        let _turn = self.write_turn().await;
-        let done = sqlx::query("DELETE FROM bot_errors WHERE created_at < $1")
-            .bind(before)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    /// Bot errors of a project, newest first, filtered as asked.
-    pub async fn bot_errors(
-        &self,
-        project_id: &str,
-        q: &BotErrorQuery,
-    ) -> DbResult<Vec<BotErrorRow>> {
-        let codes = if q.codes.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "AND error_code IN ({})",
-                super::numbered_params(9, q.codes.len())
-            )
-        };
-        let sql = format!(
-            "SELECT id, environment_id, channel_id, created_at, error_group, error_code, message FROM bot_errors \
-             WHERE project_id = $1 AND created_at >= $2 AND created_at <= $3 \
-             AND ($4 IS NULL OR environment_id = $4) AND ($5 IS NULL OR channel_id = $5) \
-             AND ($6 IS NULL OR error_group = $6) {codes} \
-             ORDER BY created_at DESC, id LIMIT $7 OFFSET $8"
-        );
-        let mut query = sqlx::query_as(&sql)
-            .bind(project_id)
-            .bind(q.start)
-            .bind(q.end)
-            .bind(&q.environment_id)
-            .bind(&q.channel_id)
-            .bind(&q.group)
-            .bind(q.limit)
-            .bind(q.offset);
-        for c in &q.codes {
-            query = query.bind(c);
-        }
-        Ok(query.fetch_all(&self.pool).await?)
     }
 }

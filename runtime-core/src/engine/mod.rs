@@ -246,10 +246,10 @@ impl Step<'_, '_> {
         if !closed.is_empty() {
             s.history.retain(|h| !closed.contains(&h.flow));
         }
-        if s.current.is_none() {
-            if let Some(top) = s.history.pop() {
-                s.current = Some(top.flow);
-            }
+        if s.current.is_none()
+            && let Some(top) = s.history.pop()
+        {
+            s.current = Some(top.flow);
         }
         for f in &self.bot.flows {
             let flow_invalid = f.invalidate.is_some_and(|t| t <= now as f64);
@@ -368,22 +368,22 @@ impl Step<'_, '_> {
         if s.current.as_deref() == Some(name.as_str()) && s.states.contains_key(name) {
             return false;
         }
-        if let Some(prev) = s.current.take() {
-            if prev != *name {
-                let volatile = bot
-                    .flows
-                    .iter()
-                    .find(|f| f.name == prev)
-                    .is_none_or(|f| f.volatile);
-                if volatile {
-                    close_flow(s, &prev);
-                } else {
-                    s.history.retain(|h| h.flow != prev);
-                    s.history.push(HistoryEntry {
-                        flow: prev,
-                        timestamp: self.now,
-                    });
-                }
+        if let Some(prev) = s.current.take()
+            && prev != *name
+        {
+            let volatile = bot
+                .flows
+                .iter()
+                .find(|f| f.name == prev)
+                .is_none_or(|f| f.volatile);
+            if volatile {
+                close_flow(s, &prev);
+            } else {
+                s.history.retain(|h| h.flow != prev);
+                s.history.push(HistoryEntry {
+                    flow: prev,
+                    timestamp: self.now,
+                });
             }
         }
         s.current = Some(name.clone());
@@ -421,10 +421,10 @@ impl Step<'_, '_> {
             .as_deref()
             .and_then(|c| bot.flow_index(c))
             .filter(|&fi| bot.flows[fi].active);
-        if let Some(fi) = current {
-            if let Some(sel) = self.select_in(s, msg, fi)? {
-                return Ok(Some(sel));
-            }
+        if let Some(fi) = current
+            && let Some(sel) = self.select_in(s, msg, fi)?
+        {
+            return Ok(Some(sel));
         }
         let mut best: Option<(usize, usize)> = None;
         for (fi, flow) in bot.flows.iter().enumerate() {
@@ -453,10 +453,11 @@ impl Step<'_, '_> {
         // The fallback flow is selected as if it were current: all its intents (not only
         // initial ones), then its fallback intent. So a fallback flow whose only intent is
         // `type: text` catches unmatched text (community bots rely on it).
-        if let Some(fi) = bot.fallback_flow {
-            if Some(fi) != current && bot.flows[fi].active {
-                return self.select_in(s, msg, fi);
-            }
+        if let Some(fi) = bot.fallback_flow
+            && Some(fi) != current
+            && bot.flows[fi].active
+        {
+            return self.select_in(s, msg, fi);
         }
         Ok(None)
     }
@@ -565,11 +566,11 @@ impl Step<'_, '_> {
             .unwrap_or(0);
         meta.state = flow.states[from].name.clone();
         meta.start = Some(Some(from) == flow.initial);
-        if let Some(mapper) = &flow.state_mapper {
-            if let Some(target) = self.state_mapper(s, flow, mapper, msg, intent, attrs, meta)? {
-                self.enter(s, flow, from, target, msg, intent, attrs, meta)?;
-                return Ok(Some(target));
-            }
+        if let Some(mapper) = &flow.state_mapper
+            && let Some(target) = self.state_mapper(s, flow, mapper, msg, intent, attrs, meta)?
+        {
+            self.enter(s, flow, from, target, msg, intent, attrs, meta)?;
+            return Ok(Some(target));
         }
         let state = &flow.states[from];
         if let Some(m) = &state.transit {

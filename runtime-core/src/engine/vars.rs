@@ -88,10 +88,10 @@ impl MetaCtx {
             }
         }
         for plain in ["start", "to", "from", "end"] {
-            if !ctx.contains_key(plain) {
-                if let Some(j) = self.get(&format!("${plain}")).and_then(|v| v.to_json()) {
-                    ctx.insert(plain.to_string(), j);
-                }
+            if !ctx.contains_key(plain)
+                && let Some(j) = self.get(&format!("${plain}")).and_then(|v| v.to_json())
+            {
+                ctx.insert(plain.to_string(), j);
             }
         }
     }
@@ -223,18 +223,18 @@ pub fn eval_json(
     vars: &Vars,
 ) -> Result<Option<Json>, Abort> {
     let v = eval_json_unchecked(host, errors, e, vars)?;
-    if let Some(j) = &v {
-        if nested_deeper_than(j, MAX_VALUE_DEPTH).is_some() {
-            site_error(
-                host,
-                errors,
-                format!(
-                    "expression \"{}\" failed: its value is nested more than {MAX_VALUE_DEPTH} levels deep",
-                    e.src
-                ),
-            );
-            return Ok(None);
-        }
+    if let Some(j) = &v
+        && nested_deeper_than(j, MAX_VALUE_DEPTH).is_some()
+    {
+        site_error(
+            host,
+            errors,
+            format!(
+                "expression \"{}\" failed: its value is nested more than {MAX_VALUE_DEPTH} levels deep",
+                e.src
+            ),
+        );
+        return Ok(None);
     }
     Ok(v)
 }

@@ -80,10 +80,10 @@ pub fn eval<'a>(e: &'a Expr, env: &'a dyn Env) -> R<'a> {
 
 #[inline(never)]
 fn member<'a>(obj: &'a Expr, name: &str, optional: bool, env: &'a dyn Env) -> R<'a> {
-    if let Expr::Ident(v) = obj {
-        if v == "context" {
-            return context_member(name, env);
-        }
+    if let Expr::Ident(v) = obj
+        && v == "context"
+    {
+        return context_member(name, env);
     }
     let o = eval(obj, env)?;
     if optional && o.is_nullish() {
@@ -105,10 +105,10 @@ fn index<'a>(obj: &'a Expr, idx: &'a Expr, optional: bool, env: &'a dyn Env) -> 
         }
         other => other.to_primitive().to_js_string(),
     };
-    if let Expr::Ident(v) = obj {
-        if v == "context" {
-            return context_member(&key, env);
-        }
+    if let Expr::Ident(v) = obj
+        && v == "context"
+    {
+        return context_member(&key, env);
     }
     get_prop(o, &key)
 }
@@ -121,11 +121,12 @@ fn method<'a>(
     optional: bool,
     env: &'a dyn Env,
 ) -> R<'a> {
-    if let Expr::Ident(ns) = obj {
-        if GLOBAL_OBJECTS.contains(&ns.as_str()) && env.var(ns).is_none() {
-            let args = eval_args(args, env)?;
-            return call_static(ns, name, args);
-        }
+    if let Expr::Ident(ns) = obj
+        && GLOBAL_OBJECTS.contains(&ns.as_str())
+        && env.var(ns).is_none()
+    {
+        let args = eval_args(args, env)?;
+        return call_static(ns, name, args);
     }
     let recv = eval(obj, env)?;
     if recv.is_nullish() {
@@ -154,18 +155,19 @@ fn call<'a>(name: &str, args: &'a [Expr], env: &'a dyn Env) -> R<'a> {
 fn unary<'a>(op: UnOp, x: &'a Expr, env: &'a dyn Env) -> R<'a> {
     if op == UnOp::TypeOf {
         // `typeof undeclared` is "undefined", not a ReferenceError.
-        if let Expr::Ident(name) = x {
-            if env.var(name).is_none() && global_value(name).is_none() {
-                return Ok(V::Str(Cow::Borrowed(
-                    if GLOBAL_OBJECTS.contains(&name.as_str()) {
-                        "object"
-                    } else if is_global_function(name) {
-                        "function"
-                    } else {
-                        "undefined"
-                    },
-                )));
-            }
+        if let Expr::Ident(name) = x
+            && env.var(name).is_none()
+            && global_value(name).is_none()
+        {
+            return Ok(V::Str(Cow::Borrowed(
+                if GLOBAL_OBJECTS.contains(&name.as_str()) {
+                    "object"
+                } else if is_global_function(name) {
+                    "function"
+                } else {
+                    "undefined"
+                },
+            )));
         }
         let v = eval(x, env)?;
         return Ok(V::Str(Cow::Borrowed(v.type_of())));
@@ -263,10 +265,10 @@ fn lookup<'a>(name: &str, env: &'a dyn Env) -> R<'a> {
 /// `context.<name>`: meta names (`$flow`, ...) first, the plain aliases only when the
 /// context has no such key.
 fn context_member<'a>(name: &str, env: &'a dyn Env) -> R<'a> {
-    if name.starts_with('$') {
-        if let Some(v) = env.context_meta(name) {
-            return Ok(v);
-        }
+    if name.starts_with('$')
+        && let Some(v) = env.context_meta(name)
+    {
+        return Ok(v);
     }
     let ctx = env.var("context").unwrap_or(V::Undef);
     if ctx.is_nullish() {
@@ -276,10 +278,11 @@ fn context_member<'a>(name: &str, env: &'a dyn Env) -> R<'a> {
         ));
     }
     let v = get_prop(ctx, name)?;
-    if matches!(v, V::Undef) && matches!(name, "start" | "to" | "from" | "end") {
-        if let Some(m) = env.context_meta(&format!("${name}")) {
-            return Ok(m);
-        }
+    if matches!(v, V::Undef)
+        && matches!(name, "start" | "to" | "from" | "end")
+        && let Some(m) = env.context_meta(&format!("${name}"))
+    {
+        return Ok(m);
     }
     Ok(v)
 }

@@ -375,10 +375,10 @@ pub fn parse(src: &str) -> Result<Expr, ParseError> {
 
 fn binding_power(t: &Tok) -> Option<(u8, u8)> {
     let Tok::Punct(p) = t else {
-        if let Tok::Ident(w) = t {
-            if w == "in" {
-                return Some((10, 11));
-            }
+        if let Tok::Ident(w) = t
+            && w == "in"
+        {
+            return Some((10, 11));
         }
         // Binary operators outside the subset, only to measure the expression (its tree
         // is not kept): assignments and arrows bind loosest, to the right.

@@ -618,7 +618,7 @@ impl Agents {
                 }
                 // Hourly: runs ended more than RUN_RETENTION ago go, with their chunk logs.
                 minutes += 1;
-                if minutes % 60 == 0 {
+                if minutes.is_multiple_of(60) {
                     let before = botbox_store::now_ms() - RUN_RETENTION.as_millis() as i64;
                     match me.db.prune_runs(before).await {
                         Ok(n) if n > 0 => tracing::info!(runs = n, "pruned ended runs"),

@@ -613,19 +613,19 @@ mod tests {
             format!("v1,bogus= {sig}").parse().unwrap(),
         );
         assert_eq!(
-            verify(&h, body, &[secret.clone()], 1649367553 + 10),
+            verify(&h, body, std::slice::from_ref(&secret), 1649367553 + 10),
             Ok("msg_27UH4WbU6Z5A5EzD8u03UvzRbpk")
         );
         assert_eq!(
-            verify(&h, body, &[secret.clone()], 1649367553 + 301),
+            verify(&h, body, std::slice::from_ref(&secret), 1649367553 + 301),
             Err(VerifyError::Stale("too old"))
         );
         assert_eq!(
-            verify(&h, body, &[secret.clone()], 1649367553 - 301),
+            verify(&h, body, std::slice::from_ref(&secret), 1649367553 - 301),
             Err(VerifyError::Stale("too new"))
         );
         assert_eq!(
-            verify(&h, b"{}", &[secret.clone()], 1649367553),
+            verify(&h, b"{}", std::slice::from_ref(&secret), 1649367553),
             Err(VerifyError::BadSignature)
         );
         assert_eq!(

@@ -433,7 +433,7 @@ impl Tasks {
                 }
                 rounds += 1;
                 // Hourly: inbound hooks' webhook-id receipts older than 7 days go.
-                if rounds % (3600 * 1000 / me.cfg.poll.as_millis().max(1) as u64) == 0 {
+                if rounds.is_multiple_of(3600 * 1000 / me.cfg.poll.as_millis().max(1) as u64) {
                     let _ = me
                         .db
                         .prune_hook_receipts(now_ms() - 7 * 24 * 3600 * 1000)
