@@ -91,21 +91,7 @@ impl Server {
 
     async fn start_with(backend: Backend, extra: &[&str], logged: bool, ready: bool) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let (db_url, pg_db) = match backend {
-            Backend::Sqlite => (botbox_store::sqlite_url(dir.path()), None),
-            Backend::Postgres => {
-                let name = format!("botbox_test_{}", botbox_store::new_id());
-                let admin = pg_admin().await;
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&admin)
-                    .await
-                    .expect("creating a test database on 127.0.0.1:5432 (is PostgreSQL running?)");
-                (
-                    format!("postgres://postgres@127.0.0.1:5432/{name}"),
-                    Some(name),
-                )
-            }
-        };
+        let (db_url, pg_db) = fresh_database(backend, dir.path()).await;
         let log = logged.then(|| dir.path().join("server.log"));
         let (child, base) = spawn(dir.path(), backend, &db_url, extra, log.as_deref(), ready).await;
         Server {
@@ -176,6 +162,7 @@ impl Server {
                 .build()
                 .unwrap(),
             base: self.base.clone(),
+            router: None,
         }
     }
 
@@ -183,6 +170,78 @@ impl Server {
     /// making an already expired token).
     pub async fn db(&self) -> botbox_store::Db {
         botbox_store::Db::connect(&self.db_url).await.unwrap()
+    }
+}
+
+/// The server in-process: the API's router over real storage (a fresh SQLite folder or
+/// PostgreSQL database), every service wired as `botbox serve` wires it
+/// (`botbox::server::build`), with no socket and no process. For the API's own logic
+/// (permissions, validation, shapes); what needs a real connection (webhooks from
+/// providers, streams, crashes, the CLI) uses [`Server`].
+pub struct InProcess {
+    router: axum::Router,
+    /// The public URL the server believes it has (webhook URLs start with it).
+    pub base: String,
+    db: botbox_store::Db,
+    pg_db: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl InProcess {
+    pub async fn start(backend: Backend) -> InProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let (db_url, pg_db) = fresh_database(backend, dir.path()).await;
+        let db = botbox_store::Db::connect(&db_url).await.unwrap();
+        botbox::server::bootstrap_admin(&db, Some(ADMIN_PASSWORD))
+            .await
+            .unwrap();
+        let mut live = botbox_service::live::LiveConfig::default();
+        live.sandbox.cache_dir = GUEST_CACHE.into();
+        let cfg = botbox::server::ServeConfig {
+            addr: ([127, 0, 0, 1], 0).into(),
+            data_dir: dir.path().to_owned(),
+            database_url: Some(db_url),
+            admin_password: Some(ADMIN_PASSWORD.into()),
+            public_url: Some("http://botbox.test".into()),
+            api: botbox_api::ApiConfig::default(),
+            tasks: Default::default(),
+            callbacks: Default::default(),
+            live,
+            secret_key: None,
+        };
+        let app = botbox::server::build(&cfg, db.clone(), cfg.addr)
+            .await
+            .unwrap();
+        InProcess {
+            router: botbox_api::router(app),
+            base: cfg.public_url.clone().unwrap(),
+            db,
+            pg_db,
+            _dir: dir,
+        }
+    }
+
+    /// A client of the router, the same as [`Server::api`]'s over HTTP.
+    pub fn api(&self) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            base: self.base.clone(),
+            router: Some(self.router.clone()),
+        }
+    }
+
+    /// The server's database (for what the API cannot do, such as making an already
+    /// expired token).
+    pub async fn db(&self) -> botbox_store::Db {
+        self.db.clone()
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(name) = self.pg_db.take() {
+            drop_database(name);
+        }
     }
 }
 
@@ -313,6 +372,45 @@ pub async fn postgres_skipped(test: &str) -> bool {
     true
 }
 
+/// A new, empty database of `backend`: SQLite in `dir`, or a PostgreSQL database of its own
+/// (its name is returned: [`drop_database`] removes it).
+async fn fresh_database(backend: Backend, dir: &std::path::Path) -> (String, Option<String>) {
+    match backend {
+        Backend::Sqlite => (botbox_store::sqlite_url(dir), None),
+        Backend::Postgres => {
+            let name = format!("botbox_test_{}", botbox_store::new_id());
+            let admin = pg_admin().await;
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&admin)
+                .await
+                .expect("creating a test database on 127.0.0.1:5432 (is PostgreSQL running?)");
+            (
+                format!("postgres://postgres@127.0.0.1:5432/{name}"),
+                Some(name),
+            )
+        }
+    }
+}
+
+/// Drops a database made by [`fresh_database`], from a thread with a runtime of its own:
+/// a drop may run inside or outside the test's runtime.
+fn drop_database(name: String) {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let admin = pg_admin().await;
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .execute(&admin)
+                .await;
+        });
+    })
+    .join()
+    .ok();
+}
+
 async fn pg_admin() -> sqlx::AnyPool {
     sqlx::any::install_default_drivers();
     sqlx::any::AnyPoolOptions::new()
@@ -327,21 +425,7 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if let Some(name) = self.pg_db.take() {
-            // A runtime of its own: drop may run inside or outside the test's runtime.
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                rt.block_on(async {
-                    let admin = pg_admin().await;
-                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                        .execute(&admin)
-                        .await;
-                });
-            })
-            .join()
-            .ok();
+            drop_database(name);
         }
     }
 }
@@ -383,9 +467,20 @@ impl Res {
 pub struct Api {
     pub http: reqwest::Client,
     pub base: String,
+    /// Set for an [`InProcess`] server: requests go to its router instead of a socket.
+    router: Option<axum::Router>,
 }
 
 impl Api {
+    /// A client of a server at `base` over HTTP with `http`.
+    pub fn over_http(http: reqwest::Client, base: String) -> Api {
+        Api {
+            http,
+            base,
+            router: None,
+        }
+    }
+
     pub async fn call(
         &self,
         method: &str,
@@ -393,6 +488,10 @@ impl Api {
         token: Option<&str>,
         body: Option<&Value>,
     ) -> Res {
+        if self.router.is_some() {
+            let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
+            return self.in_process(method, path, token, bytes).await;
+        }
         let mut rb = self.http.request(
             reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
             format!("{}{path}", self.base),
@@ -409,6 +508,9 @@ impl Api {
     }
 
     pub async fn raw(&self, method: &str, path: &str, token: Option<&str>, body: Vec<u8>) -> Res {
+        if self.router.is_some() {
+            return self.in_process(method, path, token, Some(body)).await;
+        }
         let mut rb = self.http.request(
             reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
             format!("{}{path}", self.base),
@@ -424,6 +526,46 @@ impl Api {
                 .unwrap(),
         )
         .await
+    }
+
+    /// A request through the in-process router, as the accept loop hands it over (the
+    /// trailing slash trimmed, the peer's address attached).
+    async fn in_process(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Vec<u8>>,
+    ) -> Res {
+        use tower::ServiceExt as _;
+        let router = self.router.clone().expect("an in-process client");
+        let mut rb = axum::http::Request::builder().method(method).uri(path);
+        if let Some(t) = token {
+            rb = rb.header("authorization", format!("Bearer {t}"));
+        }
+        if body.is_some() {
+            rb = rb.header("content-type", "application/json");
+        }
+        let mut req = rb
+            .body(axum::body::Body::from(body.unwrap_or_default()))
+            .unwrap();
+        let peer: std::net::SocketAddr = ([127, 0, 0, 1], 40000).into();
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
+        let res = router
+            .oneshot(botbox_api::trim_trailing_slash(req))
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        Res {
+            status,
+            headers,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        }
     }
 
     pub async fn get(&self, path: &str, token: &str) -> Res {

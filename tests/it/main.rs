@@ -1,7 +1,8 @@
 //! The end-to-end tests: one binary (one link of the server's dependency tree instead of one
-//! per area), a module per area. Most start the real `botbox serve` on loopback against a
-//! fresh SQLite folder or a fresh PostgreSQL database (`common::Server`) and talk to it over
-//! HTTP, as a client would.
+//! per area), a module per area, with the fixtures in `common`. API logic runs in-process
+//! against the router (`common::InProcess`); what needs a real connection or process
+//! (webhooks, streams, crashes, the CLI) starts the real `botbox serve` on loopback
+//! (`common::Server`). Both use a fresh SQLite folder or a fresh PostgreSQL database.
 
 #[macro_use]
 mod common;

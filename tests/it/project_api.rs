@@ -1,9 +1,12 @@
-//! End-to-end tests of the project API: the real `botbox serve` on loopback, over
-//! HTTP, once on SQLite and once on PostgreSQL.
+//! The project API, once on SQLite and once on PostgreSQL. Its logic (the walk-through,
+//! revisions, teams, the authorisation matrix) runs in-process against the router
+//! ([`InProcess`]: every service wired as `botbox serve` wires it, no socket); what needs
+//! the real `botbox serve` (refused bodies on a connection, the rate limit, the first start
+//! and readiness) goes over HTTP.
 
 use crate::common;
 
-use crate::common::{Api, Backend, Res, Server, example_bot};
+use crate::common::{Api, Backend, InProcess, Res, Server, example_bot};
 use serde_json::{Value, json};
 
 on_both_backends!(
@@ -81,7 +84,7 @@ async fn fixture(api: &Api, token: &str, name: &str) -> Fixture {
 }
 
 async fn walkthrough(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (_, alice) = api.user(&admin, "alice", "developer").await;
@@ -444,7 +447,7 @@ async fn walkthrough(backend: Backend) {
 }
 
 async fn revisions_are_validated_and_immutable(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let pid = s(&api
@@ -569,7 +572,7 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
 }
 
 async fn teams_and_team_tokens(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (alice_id, alice) = api.user(&admin, "alice", "developer").await;
@@ -759,7 +762,7 @@ fn expected(who: Who, kind: Kind) -> u16 {
 }
 
 async fn authorization_matrix(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (_, alice) = api.user(&admin, "alice", "developer").await;
@@ -1152,13 +1155,13 @@ async fn bad_input_changes_nothing(backend: Backend) {
     ];
     for (method, path, body, detail) in cases {
         // A fresh connection each time: the server may close one whose body it refused.
-        let api = Api {
-            http: reqwest::Client::builder()
+        let api = Api::over_http(
+            reqwest::Client::builder()
                 .pool_max_idle_per_host(0)
                 .build()
                 .unwrap(),
-            base: api.base.clone(),
-        };
+            api.base.clone(),
+        );
         let r = api.raw(method, &path, Some(&admin), body).await;
         assert_eq!(r.status, 400, "{method} {path}: {}", r.text);
         assert!(
@@ -1341,19 +1344,13 @@ async fn first_start_prints_the_admin_password_once() {
     let (mut first, base, password) = start();
     let password = password.expect("the first start prints the password");
     assert!(password.len() >= 20);
-    let api = Api {
-        http: reqwest::Client::new(),
-        base,
-    };
+    let api = Api::over_http(reqwest::Client::new(), base);
     assert_eq!(api.login("admin", &password).await["roleId"], "admin");
     first.kill().unwrap();
     first.wait().unwrap();
     let (mut second, base, again) = start();
     assert_eq!(again, None, "the password is shown once");
-    let api = Api {
-        http: reqwest::Client::new(),
-        base,
-    };
+    let api = Api::over_http(reqwest::Client::new(), base);
     assert_eq!(api.login("admin", &password).await["roleId"], "admin");
     second.kill().unwrap();
     second.wait().unwrap();

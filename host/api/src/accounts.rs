@@ -3,6 +3,7 @@
 use super::{ApiError, ApiResult, App, Body, Caller, ClientKey, unix_secs};
 use axum::Json;
 use axum::extract::{Extension, Path, State};
+use botbox_api_types::{Me, Member, Team, TeamUser, Token, User, UserTeam};
 use botbox_service::auth::{self, Role, TEAM_ROLE_NAMES};
 use botbox_store::{DbError, TokenRow};
 use serde::{Deserialize, Serialize};
@@ -29,22 +30,6 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(add_member, remove_member))
         .routes(routes!(disable_user))
         .routes(routes!(enable_user))
-}
-
-/// The seed's Token: `id` is the bearer token, shown only here.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Token {
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub label: String,
-    pub user_id: String,
-    pub team_id: Option<String>,
-    pub bot_id: Option<String>,
-    pub role_id: String,
-    /// Unix time in seconds after which the token is refused.
-    pub expire: i64,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -239,17 +224,6 @@ async fn set_disabled(
     }))
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Me {
-    pub user_id: String,
-    pub username: String,
-    pub team_id: Option<String>,
-    pub team_name: Option<String>,
-    pub role_id: String,
-    pub permissions: Vec<String>,
-}
-
 /// Who the token belongs to, and what it may do.
 #[utoipa::path(get, path = "/me", tag = "auth", responses((status = 200, body = Me)))]
 async fn me(State(app): State<App>, caller: Caller) -> ApiResult<Json<Me>> {
@@ -274,14 +248,6 @@ pub struct NewUser {
     pub password: String,
     /// `admin`, `developer` (default) or `viewer`.
     pub role_id: Option<String>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct User {
-    pub id: String,
-    pub username: String,
-    pub role_id: String,
 }
 
 /// Checks a new account's fields: the rules `botbox user add` and `POST /users` share.
@@ -339,21 +305,6 @@ async fn create_user(
         username: u.username,
         role_id: u.role_id,
     }))
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct UserTeam {
-    pub id: String,
-    pub name: String,
-    pub role_id: String,
-    pub role: String,
-    /// kata-cli's names and counts of the same team.
-    pub team_id: String,
-    pub username: String,
-    pub projects: i64,
-    pub members: i64,
-    pub bots: i64,
 }
 
 /// The teams of a user (the user themself, or an administrator).
@@ -495,15 +446,6 @@ async fn user_info(
     ))
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TeamUser {
-    pub user_id: String,
-    pub username: String,
-    pub role_id: String,
-    pub role_name: String,
-}
-
 /// The members of a team, as a bare array (members and administrators only).
 #[utoipa::path(get, path = "/teams/{teamId}/users", tag = "teams",
     params(("teamId" = String, Path)), responses((status = 200, body = [TeamUser]), (status = 404)))]
@@ -542,24 +484,6 @@ pub struct NewTeam {
     #[serde(default, rename = "roleId")]
     #[allow(dead_code)]
     pub role_id: Option<String>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Member {
-    pub user_id: String,
-    pub username: String,
-    pub role_id: String,
-    pub role: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Team {
-    pub id: String,
-    pub name: String,
-    pub created_by: String,
-    pub members: Vec<Member>,
 }
 
 async fn team_json(app: &App, t: botbox_store::TeamRow) -> ApiResult<Team> {

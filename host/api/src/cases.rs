@@ -540,7 +540,7 @@ async fn v1_create_endpoint(
     let ws = workspace(&key)?.to_owned();
     let b = json_body(&body)?;
     let url = b["url"].as_str().unwrap_or_default().to_owned();
-    check_url(&url, app.config.callbacks.allow_http)?;
+    check_url(&url, app.tasks.callbacks.allow_http())?;
     let types: Vec<String> = match b.get("eventTypes") {
         None => vec![
             "task.review_requested".into(),

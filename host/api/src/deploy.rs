@@ -4,6 +4,7 @@ use super::projects::next_patch;
 use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, project_for};
 use axum::Json;
 use axum::extract::{Path, State};
+use botbox_api_types::{Channel, Deployment, Environment};
 use botbox_service::auth::{Action, Resource};
 use botbox_store::{ChannelFields, ChannelRow, DbError, DeploymentRow, EnvironmentRow};
 use serde::{Deserialize, Serialize};
@@ -100,22 +101,6 @@ fn conflict(what: String) -> impl FnOnce(DbError) -> ApiError {
 
 // ---------------------------------------------------------------------------------------------
 // Deployments
-
-/// The seed's Deployment. `name` is `<projectId>~<version>`; `modules` is always null.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Deployment {
-    pub id: String,
-    pub name: String,
-    pub version: String,
-    pub bot_revision: String,
-    pub nlu_revision: Option<String>,
-    pub cms_revision: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    pub modules: Option<Json_>,
-    /// The project id.
-    pub bot_id: String,
-}
 
 fn deployment_json(d: DeploymentRow) -> Deployment {
     Deployment {
@@ -243,7 +228,7 @@ async fn list_deployments(
         .list_deployments(&pid, paging.limit, paging.offset())
         .await?;
     let data = page.items.into_iter().map(deployment_json).collect();
-    Ok(Json(PageOf::new(paging, page.total, data)))
+    Ok(Json(super::page_of(paging, page.total, data)))
 }
 
 /// The latest deployment version.
@@ -343,24 +328,6 @@ async fn delete_deployment(
 // ---------------------------------------------------------------------------------------------
 // Environments
 
-/// The seed's Environment.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Environment {
-    pub id: String,
-    pub name: String,
-    pub slug: String,
-    pub deployment_id: String,
-    pub deployment_version: String,
-    /// The same as `deploymentId`/`deploymentVersion`, as the create request names them
-    /// (and kata-cli reads them).
-    pub dep_id: String,
-    pub dep_version: String,
-    /// On `GET …/environments/{id}` only: the environment's channels.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub channels: Option<Vec<Channel>>,
-}
-
 fn environment_json(e: EnvironmentRow) -> Environment {
     Environment {
         id: e.id,
@@ -424,7 +391,7 @@ async fn list_environments(
         .list_environments(&pid, paging.limit, paging.offset())
         .await?;
     let data = page.items.into_iter().map(environment_json).collect();
-    Ok(Json(PageOf::new(paging, page.total, data)))
+    Ok(Json(super::page_of(paging, page.total, data)))
 }
 
 /// Creates an environment on one of the project's deployment versions.
@@ -557,23 +524,6 @@ async fn delete_environment(
 
 // ---------------------------------------------------------------------------------------------
 // Channels
-
-/// The seed's Channel, plus the `webhook` that receives its messages.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Channel {
-    pub id: String,
-    pub name: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub url: String,
-    pub rpm_limit: Option<i64>,
-    pub agent_id: Option<String>,
-    #[schema(value_type = Object)]
-    pub options: Map<String, Json_>,
-    pub webhook: String,
-    pub environment_id: String,
-}
 
 /// Shown instead of a secret to callers who may not change the channel.
 pub const MASKED: &str = "********";
@@ -746,7 +696,7 @@ async fn list_channels(
         .into_iter()
         .map(|c| channel_json(&app, c, reveals_secrets(&caller)))
         .collect::<ApiResult<_>>()?;
-    Ok(Json(PageOf::new(paging, page.total, data)))
+    Ok(Json(super::page_of(paging, page.total, data)))
 }
 
 /// Attaches a channel to an environment; the response carries its `webhook` URL.

@@ -5,11 +5,10 @@
 use super::{ApiError, ApiResult, App, Caller, parse_json, project_for};
 use axum::Json;
 use axum::extract::{Path, State};
+use botbox_api_types::{ApiKey, NewApiKey};
 use botbox_service::agent::keys::{self, KeyKind, NewKey};
 use botbox_service::auth::{Action, Resource, Role};
 use botbox_store::ApiKeyRow;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -19,34 +18,6 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(revoke_env_key))
         .routes(routes!(create_team_key, list_team_keys))
         .routes(routes!(revoke_team_key))
-}
-
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
-pub struct NewApiKey {
-    /// A label for the key (default: "default").
-    #[serde(default)]
-    pub name: Option<String>,
-}
-
-/// A key as listed: never the key itself.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ApiKey {
-    pub id: String,
-    /// agent or workspace
-    pub kind: String,
-    /// The environment (agent key) or the team / user (workspace key).
-    pub scope: String,
-    pub name: String,
-    /// `sak_…` and the key's last four characters.
-    pub hint: String,
-    pub created_at: String,
-    pub created_by: String,
-    pub last_used_at: Option<String>,
-    pub revoked_at: Option<String>,
-    /// The key itself: only in the answer that creates it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
 }
 
 fn key_json(k: ApiKeyRow, key: Option<String>) -> ApiKey {

@@ -1,5 +1,9 @@
 //! The bot project API of seed 001: routes, the caller's identity, errors, paging, rate limit.
 //!
+//! May depend on `botbox-service` and the crates below it. Must hold no logic beyond mapping
+//! HTTP to plain service and storage calls and back; the services it calls are built and
+//! started by the `botbox` binary ([`Services`]).
+//!
 //! Handlers are thin: they check who is calling and what they may do, call [`botbox_store`],
 //! and shape the seed's JSON. Errors are the seed's plain-text bodies ([`ApiError`]).
 // A `/v1` error is a problem+json body (`Problem`, ~180 bytes) on the error path only: its
@@ -25,10 +29,10 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+pub use botbox_api_types::PageOf;
 use botbox_service::auth::{Action, Reach, Resource, Role, token_hash};
 use botbox_service::live::Live;
 use botbox_store::{Db, DbError, ProjectRow};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -76,10 +80,6 @@ pub struct ApiConfig {
     /// for an in-process test). Replicas on one database must share it: a secret shown by
     /// one must verify on the others.
     pub server_key: botbox_service::cases::webhooks::ServerKey,
-    /// Cases and tasks: the worker's leases and slots ([`botbox_service::cases::worker::TaskConfig`]).
-    pub tasks: botbox_service::cases::worker::TaskConfig,
-    /// Callback sending: retry schedule and time-out ([`botbox_service::cases::webhooks::CallbackConfig`]).
-    pub callbacks: botbox_service::cases::webhooks::CallbackConfig,
 }
 
 impl Default for ApiConfig {
@@ -97,8 +97,6 @@ impl Default for ApiConfig {
             agent_chat_per_minute: 60,
             agent_read_per_minute: 600,
             server_key: botbox_service::cases::webhooks::ServerKey::from_bytes(rand::random()),
-            tasks: Default::default(),
-            callbacks: Default::default(),
         }
     }
 }
@@ -128,22 +126,21 @@ pub struct App {
     pub tasks: Arc<botbox_service::cases::worker::Tasks>,
 }
 
+/// The services the handlers call, built and started by whoever wires the server (the
+/// `botbox` binary): the API only uses them.
+pub struct Services {
+    pub live: Arc<Live>,
+    pub agents: Arc<botbox_service::agent::Agents>,
+    pub tasks: Arc<botbox_service::cases::worker::Tasks>,
+}
+
 impl App {
-    pub fn new(db: Db, config: ApiConfig, live: Arc<Live>) -> App {
-        let db_for_agents = db.clone();
-        let callbacks = botbox_service::cases::webhooks::Callbacks::new(
-            db.clone(),
-            live.egress(),
-            config.server_key.clone(),
-            config.callbacks.clone(),
-        );
-        let tasks = botbox_service::cases::worker::Tasks::new(
-            db.clone(),
-            live.clone(),
-            callbacks,
-            config.server_key.clone(),
-            config.tasks.clone(),
-        );
+    pub fn new(db: Db, config: ApiConfig, services: Services) -> App {
+        let Services {
+            live,
+            agents,
+            tasks,
+        } = services;
         App {
             tasks,
             db,
@@ -159,7 +156,7 @@ impl App {
                 config.password_queue,
             )),
             config: Arc::new(config),
-            agents: botbox_service::agent::Agents::new(db_for_agents, live.clone()),
+            agents,
             v1: Arc::new(v1::V1Limits::default()),
             live,
         }
@@ -549,23 +546,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Paging {
     }
 }
 
-/// The seed's page object.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct PageOf<T> {
-    pub page: i64,
-    pub limit: i64,
-    pub total: i64,
-    pub data: Vec<T>,
-}
-
-impl<T> PageOf<T> {
-    pub fn new(p: Paging, total: i64, data: Vec<T>) -> Self {
-        PageOf {
-            page: p.page,
-            limit: p.limit,
-            total,
-            data,
-        }
+/// The page `p` of a list of `total` items, holding `data`.
+pub fn page_of<T>(p: Paging, total: i64, data: Vec<T>) -> PageOf<T> {
+    PageOf {
+        page: p.page,
+        limit: p.limit,
+        total,
+        data,
     }
 }
 

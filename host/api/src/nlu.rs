@@ -138,7 +138,7 @@ async fn list_nlus(
     for n in page.items {
         data.push(summary(&app, n).await?);
     }
-    Ok(Json(PageOf::new(paging, page.total, data)))
+    Ok(Json(super::page_of(paging, page.total, data)))
 }
 
 #[utoipa::path(get, path = "/projects/{projectId}/nlus/{nluName}", tag = "nlu",
@@ -274,7 +274,7 @@ async fn list_training_data(
         .into_iter()
         .map(training_item)
         .collect::<ApiResult<_>>()?;
-    Ok(Json(PageOf::new(paging, page.total, data)))
+    Ok(Json(super::page_of(paging, page.total, data)))
 }
 
 /// Any subset of TrainingData.
@@ -710,7 +710,7 @@ async fn list_entities(
         .take(paging.limit as usize)
         .map(|(name, entity)| NamedEntity { name, entity })
         .collect();
-    Ok(Json(PageOf::new(paging, total, data)))
+    Ok(Json(super::page_of(paging, total, data)))
 }
 
 /// The body of the entity routes: the seed's Entity object, with `name` on create.

@@ -1,8 +1,9 @@
 //! Projects, bot revisions and drafts.
 
-use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, parse_json, project_for};
+use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, project_for};
 use axum::Json;
 use axum::extract::{Path, State};
+use botbox_api_types::{Project, ProjectOptions, RevisionSummary};
 use botbox_service::auth::{Action, Reach, Resource};
 use botbox_store::{DbError, NewProject, ProjectRow};
 use runtime_core::source::Severity;
@@ -26,73 +27,21 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(get_draft, put_draft, delete_draft))
 }
 
-/// Project.options of the seed.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProjectOptions {
-    #[serde(default = "yes")]
-    pub bot: bool,
-    #[serde(default)]
-    pub cms: bool,
-    #[serde(default)]
-    pub nlu: bool,
-    #[serde(default)]
-    pub timezone: f64,
-    /// `private` or `public`.
-    #[serde(default = "private")]
-    pub nlu_visibility: String,
-    #[serde(default = "en")]
-    pub nlu_lang: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nlu_id: Option<String>,
-}
-
-fn yes() -> bool {
-    true
-}
-fn private() -> String {
-    "private".into()
-}
-fn en() -> String {
-    "en".into()
-}
-
-impl Default for ProjectOptions {
-    fn default() -> Self {
-        parse_json(b"{}").expect("defaults parse")
+/// Checks what the types cannot: the visibility's values and the timezone's range.
+fn check_options(o: &ProjectOptions) -> ApiResult<()> {
+    if !matches!(o.nlu_visibility.as_str(), "private" | "public") {
+        return Err(ApiError::bad(format!(
+            "options.nluVisibility: private or public (got {:?})",
+            o.nlu_visibility
+        )));
     }
-}
-
-impl ProjectOptions {
-    fn check(&self) -> ApiResult<()> {
-        if !matches!(self.nlu_visibility.as_str(), "private" | "public") {
-            return Err(ApiError::bad(format!(
-                "options.nluVisibility: private or public (got {:?})",
-                self.nlu_visibility
-            )));
-        }
-        if !(-12.0..=14.0).contains(&self.timezone) {
-            return Err(ApiError::bad(format!(
-                "options.timezone: hours from UTC, -12 to 14 (got {})",
-                self.timezone
-            )));
-        }
-        Ok(())
+    if !(-12.0..=14.0).contains(&o.timezone) {
+        return Err(ApiError::bad(format!(
+            "options.timezone: hours from UTC, -12 to 14 (got {})",
+            o.timezone
+        )));
     }
-}
-
-/// The seed's Project.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Project {
-    pub id: String,
-    pub name: String,
-    pub label: Option<String>,
-    pub description: Option<String>,
-    pub bot_latest_revision: Option<String>,
-    pub nlu_latest_revision: Option<String>,
-    pub cms_latest_revision: Option<String>,
-    pub options: ProjectOptions,
+    Ok(())
 }
 
 fn project_json(p: ProjectRow) -> ApiResult<Project> {
@@ -151,7 +100,7 @@ async fn create_project(
 ) -> ApiResult<Json<Project>> {
     caller.require(Action::Create, Resource::Projects)?;
     check_name("name", &req.name)?;
-    req.options.check()?;
+    check_options(&req.options)?;
     let mut options = req.options;
     if options.nlu && options.nlu_id.is_none() {
         let owner_name = match &caller.team_id {
@@ -235,7 +184,7 @@ async fn list_projects(
         .into_iter()
         .map(project_json)
         .collect::<ApiResult<_>>()?;
-    Ok(Json(PageOf::new(paging, page.total, data)))
+    Ok(Json(super::page_of(paging, page.total, data)))
 }
 
 #[utoipa::path(get, path = "/projects/{projectId}", tag = "projects",
@@ -287,7 +236,7 @@ async fn put_project(
     }
     let options: ProjectOptions = serde_json::from_value(Json_::Object(options))
         .map_err(|e| ApiError::bad(format!("options: {e}")))?;
-    options.check()?;
+    check_options(&options)?;
     let label = req.label.or(p.label);
     let description = req.description.or(p.description);
     app.db
@@ -356,14 +305,6 @@ async fn project_by_name(
     Ok(Json(project_json(p)?))
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RevisionSummary {
-    pub revision: String,
-    pub version: String,
-    pub created_at: i64,
-}
-
 /// The project's bot revisions, newest first.
 #[utoipa::path(get, path = "/projects/{projectId}/bot/revisions", tag = "bot",
     params(("projectId" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<i64>, Query)),
@@ -388,7 +329,7 @@ async fn list_revisions(
             created_at: r.created_at,
         })
         .collect();
-    Ok(Json(PageOf::new(paging, page.total, data)))
+    Ok(Json(super::page_of(paging, page.total, data)))
 }
 
 /// One bot revision, as stored, with its `revision` (kata-cli's pull).
@@ -447,7 +388,7 @@ async fn nlu_revisions(
             created_at,
         })
         .collect();
-    Ok(Json(PageOf::new(paging, total, data)))
+    Ok(Json(super::page_of(paging, total, data)))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -730,7 +671,8 @@ mod tests {
         let o = ProjectOptions::default();
         assert!(o.bot && !o.nlu && !o.cms);
         assert_eq!(o.nlu_visibility, "private");
-        let bad: ProjectOptions = parse_json(br#"{"nluVisibility": "secret"}"#).unwrap();
-        assert!(bad.check().is_err());
+        let bad: ProjectOptions =
+            super::super::parse_json(br#"{"nluVisibility": "secret"}"#).unwrap();
+        assert!(check_options(&bad).is_err());
     }
 }

@@ -1,9 +1,8 @@
-//! `botbox`: the server and the command-line client.
+//! `botbox`: the server and the command-line client (the wiring is the library's
+//! [`botbox::server`]).
 
-mod server;
-
-use crate::server::ServeConfig;
 use anyhow::Result;
+use botbox::server::{self, ServeConfig};
 use botbox_api::ApiConfig;
 use botbox_service::live::LiveConfig;
 use clap::{Parser, Subcommand};
@@ -444,7 +443,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }),
         Command::Validate { file } => validate(&file),
         Command::Serve(a) => {
-            crate::server::return_big_blocks_to_the_os();
+            server::return_big_blocks_to_the_os();
             tracing_subscriber::fmt()
                 .with_env_filter(
                     tracing_subscriber::EnvFilter::try_from_env("BOTBOX_LOG")
@@ -476,16 +475,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     token_ttl_secs: a.token_ttl,
                     agent_chat_per_minute: a.agent_chat_limit,
                     agent_read_per_minute: a.agent_read_limit,
-                    callbacks: botbox_service::cases::webhooks::CallbackConfig {
-                        allow_http: a.allow_private_egress,
-                        ..Default::default()
-                    }
-                    .scaled(a.callback_retry_scale),
-                    tasks: botbox_service::cases::worker::TaskConfig {
-                        lease: std::time::Duration::from_secs(a.task_lease_s.max(1)),
-                        ..Default::default()
-                    },
                     ..ApiConfig::default()
+                },
+                callbacks: botbox_service::cases::webhooks::CallbackConfig {
+                    allow_http: a.allow_private_egress,
+                    ..Default::default()
+                }
+                .scaled(a.callback_retry_scale),
+                tasks: botbox_service::cases::worker::TaskConfig {
+                    lease: std::time::Duration::from_secs(a.task_lease_s.max(1)),
+                    ..Default::default()
                 },
                 secret_key: a.secret_key,
             };

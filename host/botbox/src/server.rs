@@ -1,8 +1,12 @@
-//! `botbox serve`: storage, the first admin account, the HTTP listener.
+//! `botbox serve`: storage, the first admin account, the wiring of every service ([`build`]),
+//! and the HTTP listener.
 
 use anyhow::{Context, Result};
-use botbox_api::{self as api, ApiConfig, App};
+use botbox_api::{self as api, ApiConfig, App, Services};
+use botbox_service::agent::Agents;
 use botbox_service::auth;
+use botbox_service::cases::webhooks::{CallbackConfig, Callbacks};
+use botbox_service::cases::worker::{TaskConfig, Tasks};
 use botbox_service::live::{Live, LiveConfig};
 use botbox_store::{self as db, Db};
 use std::net::SocketAddr;
@@ -22,6 +26,10 @@ pub struct ServeConfig {
     /// Overrides `http://<addr>` as the base of webhook URLs.
     pub public_url: Option<String>,
     pub api: ApiConfig,
+    /// Cases and tasks: the worker's leases and slots.
+    pub tasks: TaskConfig,
+    /// Callback sending: retry schedule and time-out.
+    pub callbacks: CallbackConfig,
     /// Live conversations: sandbox limits and cache folder, outbox retries.
     pub live: LiveConfig,
     /// The server key (`--secret-key`); `secret.key` in the data folder when `None`.
@@ -71,17 +79,11 @@ pub async fn bootstrap_admin(db: &Db, password: Option<&str>) -> Result<Option<S
     Ok(generated.then_some(password))
 }
 
-/// Runs the server until the process is stopped.
-pub async fn serve(cfg: ServeConfig) -> Result<()> {
-    let db = open_db(&cfg.data_dir, cfg.database_url.as_deref()).await?;
-    if let Some(pw) = bootstrap_admin(&db, cfg.admin_password.as_deref()).await? {
-        println!("created the admin account: username admin, password {pw}");
-        println!("(shown once; change it by adding users with `botbox user add`)");
-    }
-    let listener = tokio::net::TcpListener::bind(cfg.addr)
-        .await
-        .with_context(|| format!("binding {}", cfg.addr))?;
-    let addr = listener.local_addr()?;
+/// The wired server: the API state with every service built and started (workers, the
+/// sandbox warming in the background, leftovers of a previous process cleaned up). `addr`
+/// is where it listens: the server's own address, which no outbound call may reach, and
+/// the base of webhook URLs unless `cfg.public_url` says otherwise.
+pub async fn build(cfg: &ServeConfig, db: Db, addr: SocketAddr) -> Result<App> {
     let mut api_cfg = cfg.api.clone();
     api_cfg.public_url = cfg
         .public_url
@@ -106,7 +108,29 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     api_cfg.server_key =
         botbox_service::cases::webhooks::ServerKey::load(cfg.secret_key.as_deref(), &cfg.data_dir)
             .context("loading the server's secret key")?;
-    let app = App::new(db, api_cfg, live);
+    let callbacks = Callbacks::new(
+        db.clone(),
+        live.egress(),
+        api_cfg.server_key.clone(),
+        cfg.callbacks.clone(),
+    );
+    let tasks = Tasks::new(
+        db.clone(),
+        live.clone(),
+        callbacks,
+        api_cfg.server_key.clone(),
+        cfg.tasks.clone(),
+    );
+    let agents = Agents::new(db.clone(), live.clone());
+    let app = App::new(
+        db,
+        api_cfg,
+        Services {
+            live,
+            agents,
+            tasks,
+        },
+    );
     // Cases and tasks: callbacks, and the worker (which takes over tasks of a dead process).
     app.tasks.callbacks.spawn();
     app.tasks.spawn().await?;
@@ -119,6 +143,21 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         app.db.forget_running_idempotent().await?;
     }
     app.agents.spawn_sweeper();
+    Ok(app)
+}
+
+/// Runs the server until the process is stopped.
+pub async fn serve(cfg: ServeConfig) -> Result<()> {
+    let db = open_db(&cfg.data_dir, cfg.database_url.as_deref()).await?;
+    if let Some(pw) = bootstrap_admin(&db, cfg.admin_password.as_deref()).await? {
+        println!("created the admin account: username admin, password {pw}");
+        println!("(shown once; change it by adding users with `botbox user add`)");
+    }
+    let listener = tokio::net::TcpListener::bind(cfg.addr)
+        .await
+        .with_context(|| format!("binding {}", cfg.addr))?;
+    let addr = listener.local_addr()?;
+    let app = build(&cfg, db, addr).await?;
     let router = api::router(app);
     let service = tower::service_fn(move |req: axum::extract::Request| {
         router.clone().oneshot(api::trim_trailing_slash(req))

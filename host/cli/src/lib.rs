@@ -1,5 +1,9 @@
 //! The `botbox` command line: the client side of the project API.
 //!
+//! May depend on runtime-core and `botbox-sandbox` (`botbox test` runs bots locally in the
+//! same sandbox as the server). Must never link the server's storage or services: it talks
+//! to a server over HTTP like any client.
+//!
 //! Each command is a plain function over a [`Ctx`] (config, HTTP client, output mode). The
 //! server URL and tokens live in `config.json` under `BOTBOX_HOME` (default
 //! `~/.config/botbox`), readable by the user only.
@@ -9,6 +13,9 @@ pub mod cases;
 pub mod console;
 
 use anyhow::{Context, Result, anyhow, bail};
+use botbox_api_types::{
+    ApiKey, Channel, Deployment, Environment, Me, PageOf, Project, RevisionPushed, Token, UserTeam,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 use std::collections::BTreeMap;
@@ -128,6 +135,28 @@ impl Ctx {
         self.call_with(method, path, body, Some(&token))
     }
 
+    /// [`Ctx::call`], its answer read as the API shape `T` (`botbox-api-types`): an answer
+    /// that does not have the shape is an error naming the route, never an empty field.
+    pub fn call_as<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Json>,
+    ) -> Result<T> {
+        shaped(method, path, self.call(method, path, body)?)
+    }
+
+    /// [`Ctx::call_with`], read as `T` (see [`Ctx::call_as`]).
+    pub fn call_with_as<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Json>,
+        token: Option<&str>,
+    ) -> Result<T> {
+        shaped(method, path, self.call_with(method, path, body, token)?)
+    }
+
     pub fn call_with(
         &self,
         method: &str,
@@ -163,6 +192,18 @@ impl Ctx {
     }
 }
 
+/// An answer read as the API shape `T`.
+fn shaped<T: serde::de::DeserializeOwned>(method: &str, path: &str, v: Json) -> Result<T> {
+    serde_json::from_value(v).with_context(|| {
+        format!("{method} {path}: the server's answer is not the shape this CLI knows (another botbox version?)")
+    })
+}
+
+/// A value as the JSON the `--json` output shows.
+fn to_json<T: Serialize>(v: &T) -> Json {
+    serde_json::to_value(v).expect("API shapes serialise")
+}
+
 // ---------------------------------------------------------------------------------------------
 // Accounts
 
@@ -174,8 +215,8 @@ pub fn login(
 ) -> Result<()> {
     let (token, username) = match token {
         Some(t) => {
-            let me = ctx.call_with("GET", "/me", None, Some(&t))?;
-            (t, me["username"].as_str().unwrap_or("").to_owned())
+            let me: Me = ctx.call_with_as("GET", "/me", None, Some(&t))?;
+            (t, me.username)
         }
         None => {
             let username = match username {
@@ -186,20 +227,20 @@ pub fn login(
                 Some(p) => p,
                 None => prompt("password: ")?,
             };
-            let t = ctx.call_with(
+            let t: Token = ctx.call_with_as(
                 "POST",
                 "/login",
                 Some(&json!({"username": username, "password": password})),
                 None,
             )?;
-            (t["id"].as_str().unwrap_or("").to_owned(), username)
+            (t.id, username)
         }
     };
-    let me = ctx.call_with("GET", "/me", None, Some(&token))?;
+    let me: Me = ctx.call_with_as("GET", "/me", None, Some(&token))?;
     ctx.config = CliConfig {
         server: Some(ctx.server.clone()),
         username: Some(username.clone()),
-        user_id: me["userId"].as_str().map(str::to_owned),
+        user_id: Some(me.user_id.clone()),
         user_token: Some(token),
         teams: BTreeMap::new(),
         current_team: None,
@@ -207,7 +248,7 @@ pub fn login(
     ctx.config.save()?;
     ctx.out(
         format!("Logged in as {username}"),
-        json!({"username": username, "userId": me["userId"], "server": ctx.server}),
+        json!({"username": username, "userId": me.user_id, "server": ctx.server}),
     );
     Ok(())
 }
@@ -242,19 +283,15 @@ pub fn logout(ctx: &mut Ctx, yes: bool) -> Result<()> {
 }
 
 pub fn whoami(ctx: &Ctx) -> Result<()> {
-    let me = ctx.call("GET", "/me", None)?;
-    let team = me["teamName"]
-        .as_str()
+    let me: Me = ctx.call_as("GET", "/me", None)?;
+    let team = me
+        .team_name
+        .as_deref()
         .map(|t| format!(" in team {t}"))
         .unwrap_or_default();
     ctx.out(
-        format!(
-            "{}{team} ({}) at {}",
-            me["username"].as_str().unwrap_or(""),
-            me["roleId"].as_str().unwrap_or(""),
-            ctx.server
-        ),
-        me,
+        format!("{}{team} ({}) at {}", me.username, me.role_id, ctx.server),
+        to_json(&me),
     );
     Ok(())
 }
@@ -270,37 +307,30 @@ pub fn switch_team(ctx: &mut Ctx, name: &str) -> Result<()> {
         .user_token
         .clone()
         .ok_or_else(|| anyhow!("not logged in: run `botbox login` first"))?;
-    let teams = ctx.call_with(
+    let teams: Vec<UserTeam> = ctx.call_with_as(
         "GET",
         &format!("/users/{user_id}/teams"),
         None,
         Some(&user_token),
     )?;
-    let Some(team) = teams
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|t| t["name"] == name)
-    else {
+    let Some(team) = teams.into_iter().find(|t| t.name == name) else {
         bail!(
             "Invalid team name. Unable to switch to team: {name}\n\
              If you were invited to it just now, log out and log in again (`botbox logout`, `botbox login`)."
         );
     };
-    let t = ctx.call_with(
+    let t: Token = ctx.call_with_as(
         "POST",
         "/tokens",
-        Some(&json!({"type": "team", "teamId": team["id"]})),
+        Some(&json!({"type": "team", "teamId": team.id})),
         Some(&user_token),
     )?;
-    ctx.config
-        .teams
-        .insert(name.to_owned(), t["id"].as_str().unwrap_or("").to_owned());
+    ctx.config.teams.insert(name.to_owned(), t.id);
     ctx.config.current_team = Some(name.to_owned());
     ctx.config.save()?;
     ctx.out(
         format!("Switched to team: {name}"),
-        json!({"team": name, "teamId": team["id"], "role": t["roleId"]}),
+        json!({"team": name, "teamId": team.id, "role": t.role_id}),
     );
     Ok(())
 }
@@ -431,15 +461,16 @@ pub fn load_valid(dir: &Path) -> Result<(bot::LoadedBot, runtime_core::Compiled)
 }
 
 /// The project named like the bot, created when missing.
-fn project_for(ctx: &Ctx, name: &str, create: bool) -> Result<Json> {
+fn project_for(ctx: &Ctx, name: &str, create: bool) -> Result<Project> {
     let mut page = 1;
     loop {
-        let p = ctx.call("GET", &format!("/projects?limit=100&page={page}"), None)?;
-        let data = p["data"].as_array().cloned().unwrap_or_default();
-        if let Some(found) = data.iter().find(|d| d["name"] == name) {
-            return Ok(found.clone());
+        let p: PageOf<Project> =
+            ctx.call_as("GET", &format!("/projects?limit=100&page={page}"), None)?;
+        let n = p.data.len();
+        if let Some(found) = p.data.into_iter().find(|d| d.name == name) {
+            return Ok(found);
         }
-        if data.len() < 100 {
+        if n < 100 {
             break;
         }
         page += 1;
@@ -447,7 +478,7 @@ fn project_for(ctx: &Ctx, name: &str, create: bool) -> Result<Json> {
     if !create {
         bail!("no project named {name}: run `botbox push` first");
     }
-    ctx.call(
+    ctx.call_as(
         "POST",
         "/projects",
         Some(&json!({"name": name, "options": {"bot": true}})),
@@ -464,12 +495,12 @@ pub fn push(ctx: &Ctx, dir: &Path) -> Result<()> {
         eprintln!("pushing {name} to {} …", ctx.server);
     }
     let project = project_for(ctx, &name, true)?;
-    let pid = project["id"].as_str().unwrap_or("");
+    let pid = project.id.as_str();
     let mut doc = loaded.doc.clone();
     if let Some(o) = doc.as_object_mut() {
         o.remove("tests");
     }
-    let r = ctx.call(
+    let r: RevisionPushed = ctx.call_as(
         "POST",
         &format!("/projects/{pid}/bot/revisions"),
         Some(&doc),
@@ -477,11 +508,11 @@ pub fn push(ctx: &Ctx, dir: &Path) -> Result<()> {
     ctx.out(
         format!(
             "Pushed {name} version {} as revision {} ({} warning(s))",
-            r["version"].as_str().unwrap_or(""),
-            r["revision"].as_str().unwrap_or(""),
+            r.version,
+            r.revision,
             compiled.warnings.len()
         ),
-        json!({"project": pid, "revision": r["revision"], "version": r["version"]}),
+        json!({"project": pid, "revision": r.revision, "version": r.version}),
     );
     Ok(())
 }
@@ -504,20 +535,17 @@ pub fn bump(latest: Option<&str>, part: &str) -> String {
 pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str) -> Result<()> {
     let (_, compiled) = load_valid(dir)?;
     let project = project_for(ctx, &compiled.bot.name, false)?;
-    let pid = project["id"].as_str().unwrap_or("").to_owned();
-    let rev = project["botLatestRevision"]
-        .as_str()
-        .ok_or_else(|| {
-            anyhow!(
-                "project {} has no revision yet: run `botbox push` first",
-                compiled.bot.name
-            )
-        })?
-        .to_owned();
-    let latest = ctx
-        .call("GET", &format!("/projects/{pid}/deployment"), None)
+    let pid = project.id;
+    let rev = project.bot_latest_revision.ok_or_else(|| {
+        anyhow!(
+            "project {} has no revision yet: run `botbox push` first",
+            compiled.bot.name
+        )
+    })?;
+    let latest: Option<Deployment> = ctx
+        .call_as("GET", &format!("/projects/{pid}/deployment"), None)
         .ok();
-    let version = bump(latest.as_ref().and_then(|d| d["version"].as_str()), part);
+    let version = bump(latest.as_ref().map(|d| d.version.as_str()), part);
     ctx.call(
         "POST",
         &format!("/projects/{pid}/deployment/versions"),
@@ -527,10 +555,7 @@ pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str) -> Result<()> {
     let env = match env {
         Some(e) => ctx.call(
             "PUT",
-            &format!(
-                "/projects/{pid}/environments/{}",
-                e["id"].as_str().unwrap_or("")
-            ),
+            &format!("/projects/{pid}/environments/{}", e.id),
             Some(&json!({"depVersion": version})),
         )?,
         None => ctx.call(
@@ -549,27 +574,22 @@ pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str) -> Result<()> {
     Ok(())
 }
 
-fn find_env(ctx: &Ctx, pid: &str, name: &str) -> Result<Option<Json>> {
-    let envs = ctx.call(
+fn find_env(ctx: &Ctx, pid: &str, name: &str) -> Result<Option<Environment>> {
+    let envs: PageOf<Environment> = ctx.call_as(
         "GET",
         &format!("/projects/{pid}/environments?limit=100"),
         None,
     )?;
-    Ok(envs["data"]
-        .as_array()
+    Ok(envs
+        .data
         .into_iter()
-        .flatten()
-        .find(|e| e["name"] == name || e["slug"] == name)
-        .cloned())
+        .find(|e| e.name == name || e.slug == name))
 }
 
 pub(crate) fn project_id_of(ctx: &Ctx, dir: &Path) -> Result<(String, String)> {
     let (_, compiled) = load_valid(dir)?;
     let project = project_for(ctx, &compiled.bot.name, false)?;
-    Ok((
-        project["id"].as_str().unwrap_or("").to_owned(),
-        compiled.bot.name,
-    ))
+    Ok((project.id, compiled.bot.name))
 }
 
 /// `env list|create|update|delete`.
@@ -583,23 +603,15 @@ pub fn env_cmd(
     let (pid, _) = project_id_of(ctx, dir)?;
     match action {
         "list" => {
-            let envs = ctx.call(
+            let envs: PageOf<Environment> = ctx.call_as(
                 "GET",
                 &format!("/projects/{pid}/environments?limit=100"),
                 None,
             )?;
-            let lines: Vec<String> = envs["data"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|e| {
-                    format!(
-                        "{}  {}  version {}",
-                        e["name"].as_str().unwrap_or(""),
-                        e["id"].as_str().unwrap_or(""),
-                        e["deploymentVersion"].as_str().unwrap_or("")
-                    )
-                })
+            let lines: Vec<String> = envs
+                .data
+                .iter()
+                .map(|e| format!("{}  {}  version {}", e.name, e.id, e.deployment_version))
                 .collect();
             ctx.out(
                 if lines.is_empty() {
@@ -607,17 +619,17 @@ pub fn env_cmd(
                 } else {
                     lines.join("\n")
                 },
-                envs,
+                to_json(&envs),
             );
         }
         "create" | "update" => {
             let name = name.ok_or_else(|| anyhow!("an environment name is required"))?;
             let version = match version {
                 Some(v) => v.to_owned(),
-                None => ctx.call("GET", &format!("/projects/{pid}/deployment"), None)?["version"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned(),
+                None => {
+                    ctx.call_as::<Deployment>("GET", &format!("/projects/{pid}/deployment"), None)?
+                        .version
+                }
             };
             let out = if action == "create" {
                 ctx.call(
@@ -630,10 +642,7 @@ pub fn env_cmd(
                     find_env(ctx, &pid, name)?.ok_or_else(|| anyhow!("no environment {name}"))?;
                 ctx.call(
                     "PUT",
-                    &format!(
-                        "/projects/{pid}/environments/{}",
-                        e["id"].as_str().unwrap_or("")
-                    ),
+                    &format!("/projects/{pid}/environments/{}", e.id),
                     Some(&json!({"depVersion": version})),
                 )?
             };
@@ -644,10 +653,7 @@ pub fn env_cmd(
             let e = find_env(ctx, &pid, name)?.ok_or_else(|| anyhow!("no environment {name}"))?;
             let out = ctx.call(
                 "DELETE",
-                &format!(
-                    "/projects/{pid}/environments/{}",
-                    e["id"].as_str().unwrap_or("")
-                ),
+                &format!("/projects/{pid}/environments/{}", e.id),
                 None,
             )?;
             ctx.out(
@@ -676,16 +682,14 @@ pub fn channel_cmd(
     let env = find_env(ctx, &pid, env_name)?.ok_or_else(|| {
         anyhow!("no environment {env_name}: `botbox deploy --env {env_name}` makes it")
     })?;
-    let eid = env["id"].as_str().unwrap_or("").to_owned();
-    let base = format!("/projects/{pid}/environments/{eid}/channels");
-    let find = |name: &str| -> Result<Json> {
-        let list = ctx.call("GET", &format!("{base}?limit=100"), None)?;
-        list["data"]
-            .as_array()
+    let base = format!("/projects/{pid}/environments/{}/channels", env.id);
+    let list =
+        || -> Result<PageOf<Channel>> { ctx.call_as("GET", &format!("{base}?limit=100"), None) };
+    let find = |name: &str| -> Result<Channel> {
+        list()?
+            .data
             .into_iter()
-            .flatten()
-            .find(|c| c["name"] == name)
-            .cloned()
+            .find(|c| c.name == name)
             .ok_or_else(|| anyhow!("no channel {name} in {env_name}"))
     };
     let mut opts = serde_json::Map::new();
@@ -697,19 +701,11 @@ pub fn channel_cmd(
     }
     match action {
         "list" => {
-            let list = ctx.call("GET", &format!("{base}?limit=100"), None)?;
-            let lines: Vec<String> = list["data"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|c| {
-                    format!(
-                        "{}  {}  {}",
-                        c["name"].as_str().unwrap_or(""),
-                        c["type"].as_str().unwrap_or(""),
-                        c["webhook"].as_str().unwrap_or("")
-                    )
-                })
+            let list = list()?;
+            let lines: Vec<String> = list
+                .data
+                .iter()
+                .map(|c| format!("{}  {}  {}", c.name, c.kind, c.webhook))
                 .collect();
             ctx.out(
                 if lines.is_empty() {
@@ -717,7 +713,7 @@ pub fn channel_cmd(
                 } else {
                     lines.join("\n")
                 },
-                list,
+                to_json(&list),
             );
         }
         "create" => {
@@ -725,14 +721,10 @@ pub fn channel_cmd(
             if let Some(u) = url {
                 body["url"] = json!(u);
             }
-            let c = ctx.call("POST", &base, Some(&body))?;
+            let c: Channel = ctx.call_as("POST", &base, Some(&body))?;
             ctx.out(
-                format!(
-                    "Channel {} created; webhook: {}",
-                    c["name"].as_str().unwrap_or(""),
-                    c["webhook"].as_str().unwrap_or("")
-                ),
-                c,
+                format!("Channel {} created; webhook: {}", c.name, c.webhook),
+                to_json(&c),
             );
         }
         "update" => {
@@ -745,35 +737,20 @@ pub fn channel_cmd(
                 body["type"] = json!(k);
             }
             if !opts.is_empty() {
-                let mut merged = c["options"].as_object().cloned().unwrap_or_default();
+                let mut merged = c.options.clone();
                 merged.extend(opts);
                 body["options"] = Json::Object(merged);
             }
-            let c = ctx.call(
-                "PUT",
-                &format!("{base}/{}", c["id"].as_str().unwrap_or("")),
-                Some(&body),
-            )?;
+            let c: Channel = ctx.call_as("PUT", &format!("{base}/{}", c.id), Some(&body))?;
             ctx.out(
-                format!(
-                    "Channel {} updated; webhook: {}",
-                    c["name"].as_str().unwrap_or(""),
-                    c["webhook"].as_str().unwrap_or("")
-                ),
-                c,
+                format!("Channel {} updated; webhook: {}", c.name, c.webhook),
+                to_json(&c),
             );
         }
         "delete" => {
             let c = find(name.ok_or_else(|| anyhow!("a channel name is required"))?)?;
-            let c = ctx.call(
-                "DELETE",
-                &format!("{base}/{}", c["id"].as_str().unwrap_or("")),
-                None,
-            )?;
-            ctx.out(
-                format!("Channel {} deleted", c["name"].as_str().unwrap_or("")),
-                c,
-            );
+            let out = ctx.call("DELETE", &format!("{base}/{}", c.id), None)?;
+            ctx.out(format!("Channel {} deleted", c.name), out);
         }
         other => bail!("unknown channel action {other}: list, create, update or delete"),
     }
@@ -914,41 +891,34 @@ pub fn key_cmd(
 ) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
     let e = find_env(ctx, &pid, env)?.ok_or_else(|| anyhow!("no environment {env}"))?;
-    let eid = e["id"].as_str().unwrap_or("").to_owned();
-    let base = format!("/projects/{pid}/environments/{eid}/keys");
+    let base = format!("/projects/{pid}/environments/{}/keys", e.id);
     match action {
         "create" => {
             let body = match name {
                 Some(n) => json!({"name": n}),
                 None => json!({}),
             };
-            let out = ctx.call("POST", &base, Some(&body))?;
+            let out: ApiKey = ctx.call_as("POST", &base, Some(&body))?;
+            let key = out
+                .key
+                .as_deref()
+                .ok_or_else(|| anyhow!("POST {base}: the answer has no key"))?;
             ctx.out(
-                format!(
-                    "Agent key for {env} (shown once; keep it secret):\n{}",
-                    out["key"].as_str().unwrap_or("")
-                ),
-                out,
+                format!("Agent key for {env} (shown once; keep it secret):\n{key}"),
+                to_json(&out),
             );
         }
         "list" => {
-            let keys = ctx.call("GET", &base, None)?;
+            let keys: Vec<ApiKey> = ctx.call_as("GET", &base, None)?;
             let lines: Vec<String> = keys
-                .as_array()
-                .into_iter()
-                .flatten()
+                .iter()
                 .map(|k| {
-                    format!(
-                        "{}  {}  {}{}",
-                        k["id"].as_str().unwrap_or(""),
-                        k["hint"].as_str().unwrap_or(""),
-                        k["name"].as_str().unwrap_or(""),
-                        if k["revokedAt"].is_string() {
-                            "  (revoked)"
-                        } else {
-                            ""
-                        }
-                    )
+                    let revoked = if k.revoked_at.is_some() {
+                        "  (revoked)"
+                    } else {
+                        ""
+                    };
+                    format!("{}  {}  {}{revoked}", k.id, k.hint, k.name)
                 })
                 .collect();
             ctx.out(
@@ -957,7 +927,7 @@ pub fn key_cmd(
                 } else {
                     lines.join("\n")
                 },
-                keys,
+                to_json(&keys),
             );
         }
         "revoke" => {

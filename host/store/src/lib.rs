@@ -1,5 +1,8 @@
 //! Storage: sqlx over SQLite (the embedded default) or PostgreSQL (several replicas).
 //!
+//! May depend on sqlx, rusqlite and tokio. Must never check permissions, speak HTTP or
+//! choose a thread lane: a step's lane comes from the caller as data ([`StepWrite::background`]).
+//!
 //! One set of portable SQL runs on both through sqlx's `Any` driver: `$n` placeholders, TEXT,
 //! BIGINT, no backend-specific types. Times are Unix milliseconds; JSON is stored as text.
 //! On SQLite the group commits' statements (the same SQL) run on a writer thread with a

@@ -324,6 +324,12 @@ pub fn outcome(status: Option<u16>) -> Outcome {
 }
 
 impl Callbacks {
+    /// Whether plain `http://` endpoints (and private addresses) are allowed: only when
+    /// the server allows private egress (tests, a closed network).
+    pub fn allow_http(&self) -> bool {
+        self.cfg.allow_http
+    }
+
     pub fn new(db: Db, egress: Arc<Egress>, key: ServerKey, cfg: CallbackConfig) -> Arc<Self> {
         Arc::new(Callbacks {
             db,

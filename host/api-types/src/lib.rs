@@ -1,0 +1,260 @@
+//! The shapes of the HTTP API: the request and response bodies that the server (`botbox-api`)
+//! writes and the CLI (`botbox-cli`) reads, with their OpenAPI schemas. One definition of
+//! each, so that the two cannot drift apart.
+//!
+//! May depend on serde and utoipa only. Must never hold behaviour beyond (de)serialisation:
+//! these are public API shapes (seed 001, kata-cli's expectations); a change here is a change
+//! of the public API.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+// ---------------------------------------------------------------------------------------------
+// Paging
+
+/// The seed's page object.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PageOf<T> {
+    pub page: i64,
+    pub limit: i64,
+    pub total: i64,
+    pub data: Vec<T>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accounts, tokens and teams
+
+/// The seed's Token: `id` is the bearer token, shown only here.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Token {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub label: String,
+    pub user_id: String,
+    pub team_id: Option<String>,
+    pub bot_id: Option<String>,
+    pub role_id: String,
+    /// Unix time in seconds after which the token is refused.
+    pub expire: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Me {
+    pub user_id: String,
+    pub username: String,
+    pub team_id: Option<String>,
+    pub team_name: Option<String>,
+    pub role_id: String,
+    pub permissions: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct User {
+    pub id: String,
+    pub username: String,
+    pub role_id: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserTeam {
+    pub id: String,
+    pub name: String,
+    pub role_id: String,
+    pub role: String,
+    /// kata-cli's names and counts of the same team.
+    pub team_id: String,
+    pub username: String,
+    pub projects: i64,
+    pub members: i64,
+    pub bots: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TeamUser {
+    pub user_id: String,
+    pub username: String,
+    pub role_id: String,
+    pub role_name: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    pub user_id: String,
+    pub username: String,
+    pub role_id: String,
+    pub role: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Team {
+    pub id: String,
+    pub name: String,
+    pub created_by: String,
+    pub members: Vec<Member>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Projects and bot revisions
+
+fn yes() -> bool {
+    true
+}
+fn private() -> String {
+    "private".into()
+}
+fn en() -> String {
+    "en".into()
+}
+
+impl Default for ProjectOptions {
+    /// The options of a project created without any: every field's default.
+    fn default() -> Self {
+        serde_json::from_str("{}").expect("defaults parse")
+    }
+}
+
+/// Project.options of the seed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectOptions {
+    #[serde(default = "yes")]
+    pub bot: bool,
+    #[serde(default)]
+    pub cms: bool,
+    #[serde(default)]
+    pub nlu: bool,
+    #[serde(default)]
+    pub timezone: f64,
+    /// `private` or `public`.
+    #[serde(default = "private")]
+    pub nlu_visibility: String,
+    #[serde(default = "en")]
+    pub nlu_lang: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nlu_id: Option<String>,
+}
+
+/// The seed's Project.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Project {
+    pub id: String,
+    pub name: String,
+    pub label: Option<String>,
+    pub description: Option<String>,
+    pub bot_latest_revision: Option<String>,
+    pub nlu_latest_revision: Option<String>,
+    pub cms_latest_revision: Option<String>,
+    pub options: ProjectOptions,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionSummary {
+    pub revision: String,
+    pub version: String,
+    pub created_at: i64,
+}
+
+/// The fields of a push's answer that clients rely on. The answer is the bot document as
+/// stored, plus its `revision` (the id) and `warnings`; `version` is the bot's own, bumped
+/// when the push asked for it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RevisionPushed {
+    pub revision: String,
+    pub version: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deployments, environments and channels
+
+/// The seed's Deployment. `name` is `<projectId>~<version>`; `modules` is always null.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Deployment {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    pub bot_revision: String,
+    pub nlu_revision: Option<String>,
+    pub cms_revision: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub modules: Option<Value>,
+    /// The project id.
+    pub bot_id: String,
+}
+
+/// The seed's Environment.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Environment {
+    pub id: String,
+    pub name: String,
+    pub slug: String,
+    pub deployment_id: String,
+    pub deployment_version: String,
+    /// The same as `deploymentId`/`deploymentVersion`, as the create request names them
+    /// (and kata-cli reads them).
+    pub dep_id: String,
+    pub dep_version: String,
+    /// On `GET …/environments/{id}` only: the environment's channels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channels: Option<Vec<Channel>>,
+}
+
+/// The seed's Channel, plus the `webhook` that receives its messages.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Channel {
+    pub id: String,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub url: String,
+    pub rpm_limit: Option<i64>,
+    pub agent_id: Option<String>,
+    #[schema(value_type = Object)]
+    pub options: Map<String, Value>,
+    pub webhook: String,
+    pub environment_id: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent API keys
+
+/// A key as listed: never the key itself.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKey {
+    pub id: String,
+    /// agent or workspace
+    pub kind: String,
+    /// The environment (agent key) or the team / user (workspace key).
+    pub scope: String,
+    pub name: String,
+    /// `sak_…` and the key's last four characters.
+    pub hint: String,
+    pub created_at: String,
+    pub created_by: String,
+    pub last_used_at: Option<String>,
+    pub revoked_at: Option<String>,
+    /// The key itself: only in the answer that creates it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct NewApiKey {
+    /// A label for the key (default: "default").
+    #[serde(default)]
+    pub name: Option<String>,
+}

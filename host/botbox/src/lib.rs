@@ -1,0 +1,8 @@
+//! The botbox server, wired: [`server::build`] builds storage's services, the sandbox and
+//! the API state and starts their workers; [`server::serve`] adds the listener. The `botbox`
+//! binary (`main.rs`) is its command line. The end-to-end tests use [`server::build`] to
+//! test the API in-process, without a socket.
+//!
+//! May depend on every crate; holds no logic of its own beyond configuration and wiring.
+
+pub mod server;
