@@ -98,8 +98,6 @@ struct SlowApi {
 impl SlowApi {
     async fn start(hold: bool) -> (SlowApi, String) {
         let me = SlowApi::default();
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", l.local_addr().unwrap());
         let m = me.clone();
         let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
             let m = m.clone();
@@ -113,7 +111,7 @@ impl SlowApi {
                 axum::Json(json!({"email": format!("{user}@example.com")}))
             }
         });
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        let url = crate::common::serve_stub(app).await;
         (me, url)
     }
 
@@ -136,35 +134,30 @@ fn api_bot(base: &str) -> Value {
     bot
 }
 
+/// A deployed bot and an agent key of its environment.
 struct Agent {
-    server: Server,
-    api: Api,
-    admin: String,
-    pid: String,
-    env: String,
+    deployed: Deployed,
     key: String,
 }
 
+impl std::ops::Deref for Agent {
+    type Target = Deployed;
+    fn deref(&self) -> &Deployed {
+        &self.deployed
+    }
+}
+
+impl std::ops::DerefMut for Agent {
+    fn deref_mut(&mut self) -> &mut Deployed {
+        &mut self.deployed
+    }
+}
+
 async fn agent(backend: Backend, bot: Value, extra: &[&str]) -> Agent {
-    let server = Server::start(backend, extra).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (pid, env) = deploy(&api, &admin, bot).await;
-    let k = api
-        .post(
-            &format!("/projects/{pid}/environments/{env}/keys"),
-            &admin,
-            json!({"name": "tests"}),
-        )
-        .await
-        .ok();
+    let deployed = Deployed::start(Server::start(backend, extra).await, bot).await;
     Agent {
-        key: s(&k["key"]),
-        server,
-        api,
-        admin,
-        pid,
-        env,
+        key: deployed.agent_key("tests").await,
+        deployed,
     }
 }
 

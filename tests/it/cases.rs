@@ -56,8 +56,6 @@ struct Stub {
 impl Stub {
     async fn start() -> (Stub, String) {
         let me = Stub::default();
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", l.local_addr().unwrap());
         let m = me.clone();
         let app = axum::Router::new().fallback(
             move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: axum::body::Bytes| {
@@ -91,7 +89,7 @@ impl Stub {
                 }
             },
         );
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        let url = crate::common::serve_stub(app).await;
         (me, url)
     }
 
@@ -134,15 +132,25 @@ impl Stub {
     }
 }
 
+/// The invoice bot deployed, a workspace key, and a stand-in for customers' endpoints.
 struct Ws {
-    server: Server,
-    api: Api,
-    admin: String,
-    pid: String,
-    env: String,
+    deployed: Deployed,
     key: String,
     stub: Stub,
     stub_url: String,
+}
+
+impl std::ops::Deref for Ws {
+    type Target = Deployed;
+    fn deref(&self) -> &Deployed {
+        &self.deployed
+    }
+}
+
+impl std::ops::DerefMut for Ws {
+    fn deref_mut(&mut self) -> &mut Deployed {
+        &mut self.deployed
+    }
 }
 
 async fn workspace(backend: Backend) -> Ws {
@@ -158,27 +166,15 @@ async fn workspace_with(backend: Backend, extra: &[&str]) -> Ws {
             None => args.extend_from_slice(pair),
         }
     }
-    let server = Server::start_logged(backend, &args).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (pid, env) = deploy(&api, &admin, example_bot("invoice-case")).await;
-    let me = api.get("/me", &admin).await.ok();
-    let k = api
-        .post(
-            &format!("/teams/{}/keys", s(&me["userId"])),
-            &admin,
-            json!({"name": "automation"}),
-        )
-        .await
-        .ok();
+    let deployed = Deployed::start(
+        Server::start_logged(backend, &args).await,
+        example_bot("invoice-case"),
+    )
+    .await;
     let (stub, stub_url) = Stub::start().await;
     Ws {
-        server,
-        api,
-        admin,
-        pid,
-        env,
-        key: s(&k["key"]),
+        key: deployed.workspace_key("automation").await,
+        deployed,
         stub,
         stub_url,
     }
@@ -718,21 +714,17 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
         .collect();
     assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
     assert!(got.iter().all(|(h, b)| verified(h, b, &secret)));
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let msg = loop {
+    let msg = poll_until("the message delivered", || async {
         let m = w.get(&format!("/v1/webhooks/{ep}/messages")).await.ok();
-        let msg = m["data"]
+        m["data"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|m| m["payload"]["data"]["taskId"] == t)
-            .cloned();
-        if let Some(msg) = msg.filter(|m| m["status"] == "delivered") {
-            break msg;
-        }
-        assert!(std::time::Instant::now() < deadline, "{m}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+            .find(|m| m["payload"]["data"]["taskId"] == t && m["status"] == "delivered")
+            .cloned()
+            .ok_or_else(|| m.to_string())
+    })
+    .await;
     let codes: Vec<i64> = msg["attempts"]
         .as_array()
         .unwrap()
@@ -765,16 +757,16 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
     w.stub.script.lock().unwrap().push_back(410);
     let t3 = w.task(&auto, w.invoice()).await;
     w.wait(&t3, "done").await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    let e = poll_until("the endpoint disabled", || async {
         let e = w.get(&format!("/v1/webhooks/{ep}")).await.ok();
         if e["enabled"] == false {
-            assert!(s(&e["disabledReason"]).contains("410"));
-            break;
+            Ok(e)
+        } else {
+            Err(e.to_string())
         }
-        assert!(std::time::Instant::now() < deadline, "{e}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
+    assert!(s(&e["disabledReason"]).contains("410"));
     let t4 = w.task(&auto, w.invoice()).await;
     w.wait(&t4, "done").await;
     let r = w
@@ -1000,20 +992,20 @@ async fn the_project_api_serves_the_cli(backend: Backend) {
         .await
         .ok();
     let id = s(&t["id"]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    let t = poll_until("the task done", || async {
         let t = w
             .api
             .get(&format!("/projects/{}/tasks/{id}", w.pid), &w.admin)
             .await
             .ok();
         if t["status"] == "done" {
-            assert_eq!(t["outputs"]["total"], 25);
-            break;
+            Ok(t)
+        } else {
+            Err(t.to_string())
         }
-        assert!(std::time::Instant::now() < deadline, "{t}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
+    assert_eq!(t["outputs"]["total"], 25);
     let list = w
         .api
         .get(&format!("/projects/{}/cases", w.pid), &w.admin)
@@ -1024,8 +1016,7 @@ async fn the_project_api_serves_the_cli(backend: Backend) {
 
 /// The endpoint's messages that failed, once there are `n` (30 s at most).
 async fn failed_messages(w: &Ws, ep: &str, n: usize) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    poll_until("failed messages", || async {
         let m = w.get(&format!("/v1/webhooks/{ep}/messages")).await.ok();
         let failed: Vec<Value> = m["data"]
             .as_array()
@@ -1035,11 +1026,12 @@ async fn failed_messages(w: &Ws, ep: &str, n: usize) -> Vec<Value> {
             .cloned()
             .collect();
         if failed.len() >= n {
-            return failed;
+            Ok(failed)
+        } else {
+            Err(m.to_string())
         }
-        assert!(std::time::Instant::now() < deadline, "{m}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 /// An endpoint that fails every attempt: after one message fails through the whole

@@ -245,6 +245,93 @@ impl Drop for InProcess {
     }
 }
 
+/// A server with one bot deployed by the admin, where most agent-API and Cases tests start.
+/// Tests' own fixtures wrap it (and reach its fields through `Deref`).
+pub struct Deployed {
+    pub server: Server,
+    pub api: Api,
+    pub admin: String,
+    pub pid: String,
+    pub env: String,
+}
+
+impl Deployed {
+    pub async fn start(server: Server, bot: Value) -> Deployed {
+        let api = server.api();
+        let admin = api.admin_token().await;
+        let (pid, env) = deploy(&api, &admin, bot).await;
+        Deployed {
+            server,
+            api,
+            admin,
+            pid,
+            env,
+        }
+    }
+
+    /// A new agent key (`sak_…`) of the bot's environment, named `name`.
+    pub async fn agent_key(&self, name: &str) -> String {
+        let (pid, env) = (&self.pid, &self.env);
+        let k = self
+            .api
+            .post(
+                &format!("/projects/{pid}/environments/{env}/keys"),
+                &self.admin,
+                json!({ "name": name }),
+            )
+            .await
+            .ok();
+        s(&k["key"])
+    }
+
+    /// A new workspace key of the admin's own workspace, named `name`.
+    pub async fn workspace_key(&self, name: &str) -> String {
+        let me = self.api.get("/me", &self.admin).await.ok();
+        let k = self
+            .api
+            .post(
+                &format!("/teams/{}/keys", s(&me["userId"])),
+                &self.admin,
+                json!({ "name": name }),
+            )
+            .await
+            .ok();
+        s(&k["key"])
+    }
+}
+
+/// Polls `probe` until it answers `Ok`, 30 s at most, then fails the test with what it last
+/// answered (`Err`: the state so far, for the message). For state that nothing announces,
+/// such as rows in storage or an endpoint's status: a deadline, never a sleep that stands
+/// for "long enough".
+pub async fn poll_until<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match probe().await {
+            Ok(v) => return v,
+            Err(state) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {state}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Serves `app` on a new loopback port for as long as the test runs; returns its base URL
+/// (`http://127.0.0.1:<port>`). The stand-ins for providers, customers' endpoints and
+/// api-action servers.
+pub async fn serve_stub(app: axum::Router) -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    base
+}
+
 /// How long a server may take to start listening and be ready (the first start of a cold cache
 /// compiles the sandbox guest: a minute or more of both cores in a loaded debug build).
 const START_TIMEOUT_S: u64 = 240;

@@ -194,8 +194,6 @@ async fn messages_survive_kills(backend: Backend) {
 
 /// A server whose every request waits until the test opens the gate; counts arrivals.
 async fn gated_server() -> (String, Arc<tokio::sync::Notify>, Arc<AtomicUsize>) {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", l.local_addr().unwrap());
     let gate = Arc::new(tokio::sync::Notify::new());
     let arrived = Arc::new(AtomicUsize::new(0));
     let (g, a) = (gate.clone(), arrived.clone());
@@ -208,7 +206,7 @@ async fn gated_server() -> (String, Arc<tokio::sync::Notify>, Arc<AtomicUsize>) 
             axum::Json(json!({"ok": true}))
         }
     });
-    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let url = crate::common::serve_stub(app).await;
     (url, gate, arrived)
 }
 

@@ -18,14 +18,11 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 /// A server on loopback; `route` answers each path. Counts the requests it got.
 async fn stub(
     route: impl Fn(&str) -> axum::response::Response + Send + Sync + 'static,
 ) -> (String, Arc<AtomicUsize>) {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", l.local_addr().unwrap());
     let hits = Arc::new(AtomicUsize::new(0));
     let h = hits.clone();
     let route = Arc::new(route);
@@ -36,7 +33,7 @@ async fn stub(
             route(uri.path())
         }
     });
-    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let base = crate::common::serve_stub(app).await;
     (base, hits)
 }
 
@@ -193,21 +190,17 @@ async fn delivery_tokens_stay_out_of_logs_and_last_error() {
 
     // Each delivery fails at least twice (retried), with its error stored.
     let db = server.db().await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut errors = vec![];
     for (name, cid) in &channels {
-        loop {
+        let error = crate::common::poll_until(&format!("{name}'s failed attempts"), || async {
             let rows = db.outbox_rows(cid).await.unwrap();
-            if let Some(r) = rows.iter().find(|r| r.attempts >= 2) {
-                errors.push((*name, r.last_error.clone().expect("an error is stored")));
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{name}: no failed attempts: {rows:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            rows.iter()
+                .find(|r| r.attempts >= 2)
+                .map(|r| r.last_error.clone().expect("an error is stored"))
+                .ok_or_else(|| format!("{rows:?}"))
+        })
+        .await;
+        errors.push((*name, error));
     }
     assert!(failing_hits.load(Ordering::SeqCst) >= 4);
     let log = server.log();

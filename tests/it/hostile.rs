@@ -557,10 +557,8 @@ async fn memory_stays_bounded_under_attack() {
     );
 
     // (b) A Webex channel whose "provider" answers a message read with an endless body.
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let webex = format!("http://{}", l.local_addr().unwrap());
     let served = Arc::new(AtomicUsize::new(0));
-    {
+    let webex = {
         let served = served.clone();
         let app = axum::Router::new().fallback(move || {
             let served = served.clone();
@@ -581,8 +579,8 @@ async fn memory_stays_bounded_under_attack() {
                 axum::body::Body::from_stream(body)
             }
         });
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-    }
+        crate::common::serve_stub(app).await
+    };
     let ch = channel(
         &api,
         &admin,

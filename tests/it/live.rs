@@ -1,7 +1,9 @@
 //! End-to-end tests of live conversations: the real `botbox serve` on loopback,
 //! local stand-ins for provider APIs, on SQLite and PostgreSQL.
 
-use crate::common::{Api, Backend, Receiver, Server, channel, deploy, example_bot, hook, s, texts};
+use crate::common::{
+    Api, Backend, Receiver, Server, channel, deploy, example_bot, hook, poll_until, s, texts,
+};
 use base64::Engine as _;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -357,19 +359,16 @@ async fn outbox_redelivers_after_receiver_was_down(backend: Backend) {
     // The delivery failed at least once and waits in the outbox.
     let db = server.db().await;
     let cid = s(&ch["id"]);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    let rows = poll_until("a failed attempt recorded", || async {
         let rows = db.outbox_rows(&cid).await.unwrap();
         if rows.len() == 1 && rows[0].attempts >= 1 && rows[0].status == "pending" {
-            assert!(rows[0].last_error.is_some());
-            break;
+            Ok(rows)
+        } else {
+            Err(format!("{rows:?}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no failed attempt recorded: {rows:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
+    assert!(rows[0].last_error.is_some());
     // The receiver comes up: the reply arrives.
     let rx = Receiver::default();
     rx.serve(tokio::net::TcpListener::bind(addr).await.unwrap());
@@ -377,11 +376,15 @@ async fn outbox_redelivers_after_receiver_was_down(backend: Backend) {
     assert_eq!(got[0].0, "/down");
     assert_eq!(got[0].2["userId"], "u");
     assert!(!texts(&got[0].2).is_empty());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while db.outbox_rows(&cid).await.unwrap()[0].status != "sent" {
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until("the row recorded as sent", || async {
+        let rows = db.outbox_rows(&cid).await.unwrap();
+        if rows[0].status == "sent" {
+            Ok(())
+        } else {
+            Err(format!("{rows:?}"))
+        }
+    })
+    .await;
 }
 
 async fn environment_switch_takes_effect_at_the_next_message(backend: Backend) {
@@ -619,16 +622,16 @@ async fn two_replicas_keep_one_users_order() {
     );
     // Nothing more arrives: each reply was delivered by one replica only.
     let db = a.db().await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    let rows = poll_until("every row sent", || async {
         let rows = db.outbox_rows(&cid).await.unwrap();
         if rows.iter().all(|r| r.status == "sent") {
-            assert_eq!(rows.len(), N + 1);
-            break;
+            Ok(rows)
+        } else {
+            Err(format!("{rows:?}"))
         }
-        assert!(tokio::time::Instant::now() < deadline, "{rows:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
+    assert_eq!(rows.len(), N + 1);
     assert_eq!(rx.seen.lock().unwrap().len(), N + 1);
     drop(b);
 }
@@ -835,9 +838,7 @@ async fn webex_messages_are_read_by_id() {
     // The Webex stand-in: messages by id (with the bot token only), and replies recorded.
     let replies: Arc<Mutex<Vec<Value>>> = Arc::default();
     let notify = Arc::new(tokio::sync::Notify::new());
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", l.local_addr().unwrap());
-    {
+    let base = {
         let (replies, notify) = (replies.clone(), notify.clone());
         let app = axum::Router::new()
             .route(
@@ -872,8 +873,8 @@ async fn webex_messages_are_read_by_id() {
                     }
                 }),
             );
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-    }
+        crate::common::serve_stub(app).await
+    };
     let ch = channel(
         &api,
         &admin,
