@@ -112,19 +112,9 @@ impl Db {
         limit: i64,
         offset: i64,
     ) -> DbResult<Page<NluRow>> {
-        let items = sqlx::query_as(&format!(
-            "SELECT {NLU_COLS} FROM nlus WHERE project_id = $1 ORDER BY created_at, id LIMIT $2 OFFSET $3"
-        ))
-        .bind(project_id)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(&self.pool)
-        .await?;
-        let (total,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM nlus WHERE project_id = $1")
-            .bind(project_id)
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(Page { items, total })
+        let filter = ("project_id = $1", &[project_id][..]);
+        self.page(NLU_COLS, "nlus", filter, "created_at, id", (limit, offset))
+            .await
     }
 
     pub async fn update_nlu(
@@ -154,21 +144,10 @@ impl Db {
         limit: i64,
         offset: i64,
     ) -> DbResult<Page<TrainingRow>> {
-        let items = sqlx::query_as(
-            "SELECT id, seq, input, entities, created_at, updated_at FROM nlu_training_data \
-             WHERE nlu_id = $1 ORDER BY seq LIMIT $2 OFFSET $3",
-        )
-        .bind(nlu_id)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(&self.pool)
-        .await?;
-        let (total,): (i64,) =
-            sqlx::query_as("SELECT COUNT(*) FROM nlu_training_data WHERE nlu_id = $1")
-                .bind(nlu_id)
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(Page { items, total })
+        let cols = "id, seq, input, entities, created_at, updated_at";
+        let filter = ("nlu_id = $1", &[nlu_id][..]);
+        self.page(cols, "nlu_training_data", filter, "seq", (limit, offset))
+            .await
     }
 
     /// Every training sentence of an NLU, in order (what a training run reads).

@@ -153,27 +153,18 @@ impl Db {
         limit: i64,
         offset: i64,
     ) -> DbResult<Page<ProjectRow>> {
-        let (filter, total_sql) = match owner {
-            Some(_) => (
-                "WHERE owner_id = $1",
-                "SELECT COUNT(*) FROM projects WHERE owner_id = $1",
-            ),
-            None => ("", "SELECT COUNT(*) FROM projects"),
-        };
-        let n = if owner.is_some() { 2 } else { 1 };
-        let sql = format!(
-            "SELECT {PROJECT_COLS} FROM projects {filter} ORDER BY created_at DESC, id LIMIT ${n} OFFSET ${}",
-            n + 1
-        );
-        let mut q = sqlx::query_as(&sql);
-        let mut t = sqlx::query_as::<_, (i64,)>(total_sql);
-        if let Some(o) = owner {
-            q = q.bind(o);
-            t = t.bind(o);
-        }
-        let items = q.bind(limit).bind(offset).fetch_all(&self.pool).await?;
-        let (total,) = t.fetch_one(&self.pool).await?;
-        Ok(Page { items, total })
+        // Every project for an administrator (no owner), else the owner's.
+        let keys: Vec<&str> = owner.into_iter().collect();
+        let filter = if keys.is_empty() { "" } else { "owner_id = $1" };
+        let order = "created_at DESC, id";
+        self.page(
+            PROJECT_COLS,
+            "projects",
+            (filter, &keys),
+            order,
+            (limit, offset),
+        )
+        .await
     }
 
     pub async fn update_project(
@@ -386,20 +377,15 @@ impl Db {
         limit: i64,
         offset: i64,
     ) -> DbResult<Page<DeploymentRow>> {
-        let items = sqlx::query_as(&format!(
-            "SELECT {DEPLOYMENT_COLS} FROM deployments WHERE project_id = $1 ORDER BY seq DESC LIMIT $2 OFFSET $3"
-        ))
-        .bind(project_id)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(&self.pool)
-        .await?;
-        let (total,): (i64,) =
-            sqlx::query_as("SELECT COUNT(*) FROM deployments WHERE project_id = $1")
-                .bind(project_id)
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(Page { items, total })
+        let filter = ("project_id = $1", &[project_id][..]);
+        self.page(
+            DEPLOYMENT_COLS,
+            "deployments",
+            filter,
+            "seq DESC",
+            (limit, offset),
+        )
+        .await
     }
 
     pub async fn update_deployment(
@@ -500,20 +486,15 @@ impl Db {
         limit: i64,
         offset: i64,
     ) -> DbResult<Page<EnvironmentRow>> {
-        let items = sqlx::query_as(&format!(
-            "SELECT {ENV_COLS} FROM environments WHERE project_id = $1 ORDER BY created_at, id LIMIT $2 OFFSET $3"
-        ))
-        .bind(project_id)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(&self.pool)
-        .await?;
-        let (total,): (i64,) =
-            sqlx::query_as("SELECT COUNT(*) FROM environments WHERE project_id = $1")
-                .bind(project_id)
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(Page { items, total })
+        let filter = ("project_id = $1", &[project_id][..]);
+        self.page(
+            ENV_COLS,
+            "environments",
+            filter,
+            "created_at, id",
+            (limit, offset),
+        )
+        .await
     }
 
     pub async fn set_environment_version(
@@ -615,23 +596,18 @@ impl Db {
         offset: i64,
     ) -> DbResult<Page<ChannelRow>> {
         let env = environment_id.unwrap_or("");
-        let filter = "project_id = $1 AND ($2 = '' OR environment_id = $2)";
-        let items = sqlx::query_as(&format!(
-            "SELECT {CHANNEL_COLS} FROM channels WHERE {filter} ORDER BY created_at, id LIMIT $3 OFFSET $4"
-        ))
-        .bind(project_id)
-        .bind(env)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(&self.pool)
-        .await?;
-        let (total,): (i64,) =
-            sqlx::query_as(&format!("SELECT COUNT(*) FROM channels WHERE {filter}"))
-                .bind(project_id)
-                .bind(env)
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(Page { items, total })
+        let filter = (
+            "project_id = $1 AND ($2 = '' OR environment_id = $2)",
+            &[project_id, env][..],
+        );
+        self.page(
+            CHANNEL_COLS,
+            "channels",
+            filter,
+            "created_at, id",
+            (limit, offset),
+        )
+        .await
     }
 
     pub async fn update_channel(
@@ -740,20 +716,10 @@ impl Db {
         limit: i64,
         offset: i64,
     ) -> DbResult<Page<RevisionInfo>> {
-        let items = sqlx::query_as(
-            "SELECT id, version, created_at FROM bot_revisions WHERE project_id = $1 ORDER BY seq DESC LIMIT $2 OFFSET $3",
-        )
-        .bind(project_id)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(&self.pool)
-        .await?;
-        let (total,): (i64,) =
-            sqlx::query_as("SELECT COUNT(*) FROM bot_revisions WHERE project_id = $1")
-                .bind(project_id)
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(Page { items, total })
+        let filter = ("project_id = $1", &[project_id][..]);
+        let cols = "id, version, created_at";
+        self.page(cols, "bot_revisions", filter, "seq DESC", (limit, offset))
+            .await
     }
 
     /// The caller's project named `name` (names are unique per owner).
