@@ -135,29 +135,14 @@ fn api_bot(base: &str) -> Value {
 }
 
 /// A deployed bot and an agent key of its environment.
-struct Agent {
-    deployed: Deployed,
-    key: String,
-}
-
-impl std::ops::Deref for Agent {
-    type Target = Deployed;
-    fn deref(&self) -> &Deployed {
-        &self.deployed
-    }
-}
-
-impl std::ops::DerefMut for Agent {
-    fn deref_mut(&mut self) -> &mut Deployed {
-        &mut self.deployed
-    }
-}
+type Agent = Keyed;
 
 async fn agent(backend: Backend, bot: Value, extra: &[&str]) -> Agent {
     let deployed = Deployed::start(Server::start(backend, extra).await, bot).await;
-    Agent {
+    Keyed {
         key: deployed.agent_key("tests").await,
         deployed,
+        stubs: (),
     }
 }
 

@@ -47,6 +47,8 @@ type Seen = (String, axum::http::HeaderMap, Vec<u8>);
 /// invoice; with `hold_first`, the first `/slow` request never answers.
 #[derive(Clone, Default)]
 struct Stub {
+    /// Its base URL.
+    url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
     script: Arc<Mutex<VecDeque<u16>>>,
     notify: Arc<tokio::sync::Notify>,
@@ -54,8 +56,8 @@ struct Stub {
 }
 
 impl Stub {
-    async fn start() -> (Stub, String) {
-        let me = Stub::default();
+    async fn start() -> Stub {
+        let mut me = Stub::default();
         let m = me.clone();
         let app = axum::Router::new().fallback(
             move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: axum::body::Bytes| {
@@ -89,8 +91,8 @@ impl Stub {
                 }
             },
         );
-        let url = crate::common::serve_stub(app).await;
-        (me, url)
+        me.url = crate::common::serve_stub(app).await;
+        me
     }
 
     /// Waits (30 s at most) until `f` holds over the recorded requests.
@@ -133,25 +135,7 @@ impl Stub {
 }
 
 /// The invoice bot deployed, a workspace key, and a stand-in for customers' endpoints.
-struct Ws {
-    deployed: Deployed,
-    key: String,
-    stub: Stub,
-    stub_url: String,
-}
-
-impl std::ops::Deref for Ws {
-    type Target = Deployed;
-    fn deref(&self) -> &Deployed {
-        &self.deployed
-    }
-}
-
-impl std::ops::DerefMut for Ws {
-    fn deref_mut(&mut self) -> &mut Deployed {
-        &mut self.deployed
-    }
-}
+type Ws = Keyed<Stub>;
 
 async fn workspace(backend: Backend) -> Ws {
     workspace_with(backend, &[]).await
@@ -171,12 +155,10 @@ async fn workspace_with(backend: Backend, extra: &[&str]) -> Ws {
         example_bot("invoice-case"),
     )
     .await;
-    let (stub, stub_url) = Stub::start().await;
-    Ws {
+    Keyed {
         key: deployed.workspace_key("automation").await,
         deployed,
-        stub,
-        stub_url,
+        stubs: Stub::start().await,
     }
 }
 
@@ -209,7 +191,7 @@ impl Ws {
     }
 
     fn invoice(&self) -> Value {
-        json!({"invoice_url": format!("{}/invoice/1", self.stub_url), "currency": "USD"})
+        json!({"invoice_url": format!("{}/invoice/1", self.stubs.url), "currency": "USD"})
     }
 
     /// Polls the task until its status is `want` (30 s at most); a final status other than
@@ -239,7 +221,7 @@ impl Ws {
         let r = self
             .post(
                 "/v1/webhooks",
-                json!({"url": format!("{}{path}", self.stub_url), "eventTypes": ["*"]}),
+                json!({"url": format!("{}{path}", self.stubs.url), "eventTypes": ["*"]}),
             )
             .await;
         assert_eq!(r.status, 201, "{}", r.text);
@@ -319,9 +301,9 @@ async fn a_task_through_every_path(backend: Backend) {
     );
     assert_eq!(w.api.http.get(&moved).send().await.unwrap().status(), 403);
     let (h, b) = w
-        .stub
+        .stubs
         .wait_until("task.completed", |_| {
-            w.stub.events(&t1, "task.completed").pop()
+            w.stubs.events(&t1, "task.completed").pop()
         })
         .await;
     assert!(
@@ -348,9 +330,9 @@ async fn a_task_through_every_path(backend: Backend) {
     assert_eq!(r.json()["code"], "task-not-done");
     let r = w.get(&format!("/v1/tasks/{t2}")).await;
     assert_eq!(r.header("retry-after"), Some("60"));
-    w.stub
+    w.stubs
         .wait_until("task.review_requested", |_| {
-            w.stub.events(&t2, "task.review_requested").pop()
+            w.stubs.events(&t2, "task.review_requested").pop()
         })
         .await;
     let r = w
@@ -470,8 +452,8 @@ async fn a_task_through_every_path(backend: Backend) {
         r["error"],
         json!({"code": "rejected", "message": "wrong vendor"})
     );
-    w.stub
-        .wait_until("task.failed", |_| w.stub.events(&t4, "task.failed").pop())
+    w.stubs
+        .wait_until("task.failed", |_| w.stubs.events(&t4, "task.failed").pop())
         .await;
 
     // Idempotency-Key on creation: the same task.
@@ -589,7 +571,7 @@ fn failing_bot(slow: &str) -> Value {
 
 async fn failures_are_clear_errors(backend: Backend) {
     let w = workspace(backend).await;
-    let (pid, env) = deploy(&w.api, &w.admin, failing_bot(&w.stub_url)).await;
+    let (pid, env) = deploy(&w.api, &w.admin, failing_bot(&w.stubs.url)).await;
     let _ = pid;
     let mut doc = json!({"name": "fails", "environmentId": env,
         "inputs": [{"name": "mode", "type": "string"}], "outputs": [], "timeoutSeconds": 30});
@@ -672,12 +654,12 @@ async fn review_survives_a_restart_and_a_killed_workers_task_is_taken_over(backe
 
     // A task whose bot is in an api call that never answers when the server dies.
     let auto = w.case("invoice-auto", false).await;
-    let hanging = json!({"invoice_url": format!("{}/slow/invoice", w.stub_url)});
+    let hanging = json!({"invoice_url": format!("{}/slow/invoice", w.stubs.url)});
     let t = w.task(&auto, hanging).await;
     w.wait(&t, "in_progress").await;
-    w.stub
+    w.stubs
         .wait_until("the bot's api call", |_| {
-            (*w.stub.slow_hits.lock().unwrap() >= 1).then_some(())
+            (*w.stubs.slow_hits.lock().unwrap() >= 1).then_some(())
         })
         .await;
     w.server.restart().await;
@@ -687,7 +669,7 @@ async fn review_survives_a_restart_and_a_killed_workers_task_is_taken_over(backe
     let done = w.wait(&t, "done").await;
     assert_eq!(done["outputs"]["total"], 0);
     assert_eq!(
-        *w.stub.slow_hits.lock().unwrap(),
+        *w.stubs.slow_hits.lock().unwrap(),
         2,
         "the task ran exactly once more"
     );
@@ -698,13 +680,13 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
     let auto = w.case("invoice-auto", false).await;
     let (ep, secret) = w.endpoint("/callbacks").await;
     // 500, 500, then 200: three attempts of one message, the same webhook-id each time.
-    w.stub.script.lock().unwrap().extend([500, 500]);
+    w.stubs.script.lock().unwrap().extend([500, 500]);
     let t = w.task(&auto, w.invoice()).await;
     w.wait(&t, "done").await;
     let got = w
-        .stub
+        .stubs
         .wait_until("three attempts", |_| {
-            let e = w.stub.events(&t, "task.completed");
+            let e = w.stubs.events(&t, "task.completed");
             (e.len() >= 3).then_some(e)
         })
         .await;
@@ -742,9 +724,9 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
     assert_ne!(new_secret, secret);
     let t2 = w.task(&auto, w.invoice()).await;
     let (h, b) = w
-        .stub
+        .stubs
         .wait_until("a callback after rotation", |_| {
-            w.stub.events(&t2, "task.completed").pop()
+            w.stubs.events(&t2, "task.completed").pop()
         })
         .await;
     assert_eq!(
@@ -754,7 +736,7 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
     assert!(verified(&h, &b, &secret) && verified(&h, &b, &new_secret));
 
     // 410 Gone disables the endpoint.
-    w.stub.script.lock().unwrap().push_back(410);
+    w.stubs.script.lock().unwrap().push_back(410);
     let t3 = w.task(&auto, w.invoice()).await;
     w.wait(&t3, "done").await;
     let e = poll_until("the endpoint disabled", || async {
@@ -775,7 +757,7 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
         .ok();
     assert_eq!(r["enabled"], true);
     assert!(
-        w.stub.events(&t4, "task.completed").is_empty(),
+        w.stubs.events(&t4, "task.completed").is_empty(),
         "a disabled endpoint gets nothing"
     );
 
@@ -800,7 +782,7 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
         .ok();
     let run = s(&r["runId"]);
     let (h, b) = w
-        .stub
+        .stubs
         .wait_until("run.completed", |seen| {
             seen.iter()
                 .filter(|(p, _, _)| p.starts_with("/callbacks"))
@@ -835,7 +817,7 @@ async fn inbound_hooks_verify_and_deduplicate(backend: Backend) {
     let secret = parse_secret(&s(&hook["secret"])).unwrap();
     let url = s(&hook["url"]);
     assert!(url.ends_with(&format!("/v1/hooks/{}", s(&hook["id"]))));
-    let body = json!({"invoice": {"url": format!("{}/invoice/9", w.stub_url)}, "currency": "JPY"})
+    let body = json!({"invoice": {"url": format!("{}/invoice/9", w.stubs.url)}, "currency": "JPY"})
         .to_string();
     let post = |id: &str, ts: i64, sig: String| {
         w.api
@@ -966,7 +948,7 @@ async fn inbound_hooks_verify_and_deduplicate(backend: Backend) {
     let t = w.wait(&task, "review").await;
     assert_eq!(
         t["inputs"],
-        json!({"invoice_url": format!("{}/invoice/9", w.stub_url), "currency": "JPY"})
+        json!({"invoice_url": format!("{}/invoice/9", w.stubs.url), "currency": "JPY"})
     );
     assert_eq!(t["outputs"]["currency"], "JPY");
 }
@@ -1041,7 +1023,7 @@ async fn an_endpoint_failing_through_its_schedule_is_disabled(backend: Backend) 
     let w = workspace_with(backend, &["--callback-retry-scale", "1000000"]).await;
     let auto = w.case("invoice-auto", false).await;
     let (ep, _) = w.endpoint("/callbacks").await;
-    w.stub.script.lock().unwrap().extend([500; 40]);
+    w.stubs.script.lock().unwrap().extend([500; 40]);
     let t = w.task(&auto, w.invoice()).await;
     w.wait(&t, "done").await;
     let failed = failed_messages(&w, &ep, 1).await;

@@ -322,6 +322,27 @@ where
     }
 }
 
+/// A deployed bot, the key its test calls with, and the test's own stand-ins (`E`). The
+/// deployment's fields are reached through `Deref`.
+pub struct Keyed<E = ()> {
+    pub deployed: Deployed,
+    pub key: String,
+    pub stubs: E,
+}
+
+impl<E> std::ops::Deref for Keyed<E> {
+    type Target = Deployed;
+    fn deref(&self) -> &Deployed {
+        &self.deployed
+    }
+}
+
+impl<E> std::ops::DerefMut for Keyed<E> {
+    fn deref_mut(&mut self) -> &mut Deployed {
+        &mut self.deployed
+    }
+}
+
 /// Serves `app` on a new loopback port for as long as the test runs; returns its base URL
 /// (`http://127.0.0.1:<port>`). The stand-ins for providers, customers' endpoints and
 /// api-action servers.
