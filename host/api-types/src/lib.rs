@@ -258,3 +258,57 @@ pub struct NewApiKey {
     #[serde(default)]
     pub name: Option<String>,
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cases and tasks
+//
+// A Case's and a task's documents are public shapes of their own (docs/agent-api.md); these
+// are the fields of them that clients rely on.
+
+/// A list of the Cases API (`/v1` and the project API's Cases routes): `{"data": [...]}`,
+/// unpaged.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ListOf<T> {
+    pub data: Vec<T>,
+}
+
+/// The fields of a Case document that clients rely on (the document holds the Case's whole
+/// definition beside them).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CaseRef {
+    pub id: String,
+    pub name: String,
+    /// Whether a person reviews the bot's outputs before the task is done.
+    #[serde(default)]
+    pub review: Value,
+}
+
+/// The fields of a task document that clients rely on.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TaskRef {
+    pub id: String,
+    pub status: String,
+    /// Why the task failed: a text, or an object with a `message`.
+    #[serde(default)]
+    pub error: Option<Value>,
+    #[serde(default)]
+    pub outputs: Option<Value>,
+}
+
+/// A task's outputs and its artifacts' download links.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TaskOutputs {
+    #[serde(default)]
+    pub outputs: Value,
+    #[serde(default)]
+    pub artifacts: Vec<ArtifactLink>,
+}
+
+/// An artifact of a task, with a signed URL that expires.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactLink {
+    pub name: String,
+    pub media_type: String,
+    pub url: String,
+}

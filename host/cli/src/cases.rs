@@ -3,6 +3,7 @@
 
 use super::{Ctx, project_id_of};
 use anyhow::{Context, Result, anyhow, bail};
+use botbox_api_types::{CaseRef, ListOf, TaskOutputs, TaskRef};
 use serde_json::{Map, Value as Json, json};
 use std::path::Path;
 
@@ -34,37 +35,25 @@ pub fn case_cmd(
             let file = file.ok_or_else(|| anyhow!("the Case file is required: -f case.yml"))?;
             let mut doc = read_case(file)?;
             doc.insert("environment".into(), json!(env));
-            let out = ctx.call(
+            let (case, out): (CaseRef, _) = ctx.call_view(
                 "POST",
                 &format!("/projects/{pid}/cases"),
                 Some(&Json::Object(doc)),
             )?;
             ctx.out(
-                format!(
-                    "Case {} ({}) runs on {env}",
-                    out["name"].as_str().unwrap_or(""),
-                    out["id"].as_str().unwrap_or("")
-                ),
+                format!("Case {} ({}) runs on {env}", case.name, case.id),
                 out,
             );
         }
         "list" => {
-            let out = ctx.call("GET", &format!("/projects/{pid}/cases"), None)?;
-            let lines: Vec<String> = out["data"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let (cases, out): (ListOf<CaseRef>, _) =
+                ctx.call_view("GET", &format!("/projects/{pid}/cases"), None)?;
+            let lines: Vec<String> = cases
+                .data
+                .iter()
                 .map(|c| {
-                    format!(
-                        "{}  {}{}",
-                        c["id"].as_str().unwrap_or(""),
-                        c["name"].as_str().unwrap_or(""),
-                        if c["review"] == true {
-                            "  (review)"
-                        } else {
-                            ""
-                        }
-                    )
+                    let review = if c.review == true { "  (review)" } else { "" };
+                    format!("{}  {}{review}", c.id, c.name)
                 })
                 .collect();
             ctx.out(
@@ -149,22 +138,15 @@ pub fn task_cmd(
     let (inputs, decision, comment) = (a.inputs, a.decision, a.comment);
     let out = match action {
         "list" => {
-            let out = ctx.call(
+            let (tasks, out): (ListOf<TaskRef>, _) = ctx.call_view(
                 "GET",
                 &format!("/projects/{pid}/cases/{target}/tasks"),
                 None,
             )?;
-            let lines: Vec<String> = out["data"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| {
-                    format!(
-                        "{}  {}",
-                        t["id"].as_str().unwrap_or(""),
-                        t["status"].as_str().unwrap_or("")
-                    )
-                })
+            let lines: Vec<String> = tasks
+                .data
+                .iter()
+                .map(|t| format!("{}  {}", t.id, t.status))
                 .collect();
             let text = if lines.is_empty() {
                 "No tasks.".into()
@@ -175,18 +157,16 @@ pub fn task_cmd(
             return Ok(());
         }
         "outputs" => {
-            let out = ctx.call(
+            let (o, out): (TaskOutputs, _) = ctx.call_view(
                 "GET",
                 &format!("/projects/{pid}/tasks/{target}/outputs"),
                 None,
             )?;
-            let mut text = serde_json::to_string_pretty(&out["outputs"]).unwrap_or_default();
-            for art in out["artifacts"].as_array().into_iter().flatten() {
+            let mut text = serde_json::to_string_pretty(&o.outputs).unwrap_or_default();
+            for art in &o.artifacts {
                 text.push_str(&format!(
                     "\nartifact {} ({}): {}",
-                    art["name"].as_str().unwrap_or(""),
-                    art["mediaType"].as_str().unwrap_or(""),
-                    art["url"].as_str().unwrap_or("")
+                    art.name, art.media_type, art.url
                 ));
             }
             ctx.out(text, out);
@@ -222,23 +202,25 @@ pub fn task_cmd(
             "unknown action {other:?}: use `task create`, `task list`, `task get`, `task outputs` or `task review`"
         ),
     };
-    ctx.out(task_line(&out), out);
+    let task: TaskRef = serde_json::from_value(out.clone())
+        .with_context(|| format!("task {target}: the server's answer is not a task"))?;
+    ctx.out(task_line(&task), out);
     Ok(())
 }
 
-fn task_line(t: &Json) -> String {
-    let mut s = format!(
-        "task {}  {}",
-        t["id"].as_str().unwrap_or(""),
-        t["status"].as_str().unwrap_or("")
-    );
-    if let Some(e) = t["error"].as_str().or(t["error"]["message"].as_str()) {
+fn task_line(t: &TaskRef) -> String {
+    let mut s = format!("task {}  {}", t.id, t.status);
+    let error = t
+        .error
+        .as_ref()
+        .and_then(|e| e.as_str().or(e["message"].as_str()));
+    if let Some(e) = error {
         s.push_str(&format!("\nerror: {e}"));
     }
-    if t["outputs"].is_object() {
+    if let Some(o) = t.outputs.as_ref().filter(|o| o.is_object()) {
         s.push_str(&format!(
             "\noutputs: {}",
-            serde_json::to_string_pretty(&t["outputs"]).unwrap_or_default()
+            serde_json::to_string_pretty(o).unwrap_or_default()
         ));
     }
     s

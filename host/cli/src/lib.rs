@@ -146,6 +146,18 @@ impl Ctx {
         shaped(method, path, self.call(method, path, body)?)
     }
 
+    /// [`Ctx::call`], read as `T` and also kept as it came (for `--json`, which shows the
+    /// server's whole answer).
+    pub fn call_view<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Json>,
+    ) -> Result<(T, Json)> {
+        let whole = self.call(method, path, body)?;
+        Ok((shaped(method, path, whole.clone())?, whole))
+    }
+
     /// [`Ctx::call_with`], read as `T` (see [`Ctx::call_as`]).
     pub fn call_with_as<T: serde::de::DeserializeOwned>(
         &self,
