@@ -6,6 +6,8 @@
 
 use super::Ctx;
 use anyhow::Result;
+use runtime_core::model::MsgType;
+use runtime_core::session::Response;
 use serde_json::{Map, Value as Json, json};
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -83,22 +85,30 @@ pub fn parse_line(line: &str) -> Result<Input, String> {
     }
 }
 
-fn show(r: &Json, debug: bool) -> String {
-    let body = match r["type"].as_str() {
-        Some("text") => r["content"].as_str().unwrap_or("").to_owned(),
+/// What the converse route answers that the console shows: the bot's responses (the
+/// language's own type, one definition with the engine) and the session to send back.
+#[derive(serde::Deserialize)]
+struct Conversed {
+    responses: Vec<Response>,
+    session: Json,
+}
+
+fn show(r: &Response, debug: bool) -> String {
+    let body = match r.msg_type {
+        MsgType::Text => r.content.clone().unwrap_or_default(),
         _ => {
-            let p = &r["payload"];
+            let p = r.payload.clone().unwrap_or(Json::Null);
             match p["template_type"].as_str() {
                 Some(t) => format!("[{t}] {p}"),
-                None => format!("[{}] {p}", r["type"].as_str().unwrap_or("data")),
+                None => format!("[{}] {p}", json!(r.msg_type).as_str().unwrap_or("data")),
             }
         }
     };
     if debug {
         format!(
             "{body}  ({}/{})",
-            r["flow"].as_str().unwrap_or("-"),
-            r["intent"].as_str().unwrap_or("-")
+            r.flow,
+            r.intent.as_deref().unwrap_or("-")
         )
     } else {
         body
@@ -155,18 +165,27 @@ pub fn console(ctx: &Ctx, dir: &Path, env: Option<&str>, debug: bool) -> Result<
                     &format!("/projects/{pid}/bot/converse"),
                     Some(&body),
                 ) {
-                    Ok(r) => {
+                    Ok(answer) => {
+                        let r: Conversed = match serde_json::from_value(answer) {
+                            Ok(r) => r,
+                            Err(e) => {
+                                println!(
+                                    "error: the converse answer is not the shape this CLI knows: {e}"
+                                );
+                                continue;
+                            }
+                        };
                         if ctx.json {
                             println!(
                                 "{}",
-                                json!({"responses": r["responses"], "session": r["session"]})
+                                json!({"responses": r.responses, "session": r.session})
                             );
                         } else {
-                            for resp in r["responses"].as_array().into_iter().flatten() {
+                            for resp in &r.responses {
                                 println!("{}", show(resp, debug));
                             }
                             if debug {
-                                let meta = &r["session"]["meta"];
+                                let meta = &r.session["meta"];
                                 println!(
                                     "  [flow {} state {}]",
                                     meta["lastFlow"].as_str().unwrap_or("-"),
@@ -174,7 +193,7 @@ pub fn console(ctx: &Ctx, dir: &Path, env: Option<&str>, debug: bool) -> Result<
                                 );
                             }
                         }
-                        session = Some(r["session"].clone());
+                        session = Some(r.session);
                     }
                     Err(e) => println!("error: {e:#}"),
                 }
