@@ -1,4 +1,5 @@
-//! The bot project API of seed 001: routes, the caller's identity, errors, paging, rate limit.
+//! The HTTP APIs: the bot project API of seed 001, channel webhooks, the agent API under
+//! `/v1` and Cases; the router, the caller's identity, errors, paging, rate limits.
 //!
 //! May depend on `botbox-service` and the crates below it. Must hold no logic beyond mapping
 //! HTTP to plain service and storage calls and back; the services it calls are built and
