@@ -189,12 +189,18 @@ pub struct InProcess {
 
 impl InProcess {
     pub async fn start(backend: Backend) -> InProcess {
+        let server = Self::start_empty(backend).await;
+        botbox::server::bootstrap_admin(&server.db, Some(ADMIN_PASSWORD))
+            .await
+            .unwrap();
+        server
+    }
+
+    /// [`InProcess::start`] without the first admin: the database as a first start finds it.
+    pub async fn start_empty(backend: Backend) -> InProcess {
         let dir = tempfile::tempdir().unwrap();
         let (db_url, pg_db) = fresh_database(backend, dir.path()).await;
         let db = botbox_store::Db::connect(&db_url).await.unwrap();
-        botbox::server::bootstrap_admin(&db, Some(ADMIN_PASSWORD))
-            .await
-            .unwrap();
         let mut live = botbox_service::live::LiveConfig::default();
         live.sandbox.cache_dir = GUEST_CACHE.into();
         let cfg = botbox::server::ServeConfig {

@@ -16,6 +16,7 @@ on_both_backends!(
     authorization_matrix,
     bad_input_changes_nothing,
     rate_limit,
+    servers_starting_together_create_one_admin,
 );
 
 fn s(v: &Value) -> String {
@@ -1307,6 +1308,32 @@ async fn rate_limit(backend: Backend) {
         prev = Some((remaining, reset));
     }
     assert!(refused, "no request without a token was refused");
+}
+
+/// Replicas started together on an empty database each create the first admin at the same
+/// moment: exactly one creates it and says so, the others find it made, and none fails.
+async fn servers_starting_together_create_one_admin(backend: Backend) {
+    let first = InProcess::start_empty(backend).await;
+    let db = first.db().await;
+    let starts: Vec<_> = (0..8)
+        .map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move { botbox::server::bootstrap_admin(&db, None).await })
+        })
+        .collect();
+    let mut created = 0;
+    for s in starts {
+        match s.await.unwrap() {
+            Ok(Some(_password)) => created += 1,
+            Ok(None) => {}
+            Err(e) => panic!("a server starting together with others failed: {e:#}"),
+        }
+    }
+    assert_eq!(
+        created, 1,
+        "exactly one start creates (and prints) the admin"
+    );
+    assert_eq!(db.user_count().await.unwrap(), 1);
 }
 
 /// The first start creates `admin` with a generated password, printed once.

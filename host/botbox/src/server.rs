@@ -65,7 +65,9 @@ pub async fn open_db(data_dir: &std::path::Path, database_url: Option<&str>) -> 
     Db::connect(&url).await
 }
 
-/// Creates the `admin` account on first start. Returns the generated password, if one was.
+/// Creates the `admin` account on first start. Returns the generated password, if this call
+/// generated one and created the account. Safe when several processes start together on an
+/// empty database: one creates the account, the others find it made.
 pub async fn bootstrap_admin(db: &Db, password: Option<&str>) -> Result<Option<String>> {
     if db.user_count().await? > 0 {
         return Ok(None);
@@ -75,8 +77,8 @@ pub async fn bootstrap_admin(db: &Db, password: Option<&str>) -> Result<Option<S
         None => (auth::new_password(), true),
     };
     let phc = auth::hash_password(&password);
-    db.insert_user("admin", &phc, "admin").await?;
-    Ok(generated.then_some(password))
+    let created = db.insert_first_user("admin", &phc, "admin").await?;
+    Ok((created && generated).then_some(password))
 }
 
 /// The wired server: the API state with every service built and started (workers, the

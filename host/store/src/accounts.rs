@@ -64,6 +64,31 @@ impl Db {
     }
 
     /// Adds a user; `password_hash` is already an argon2 PHC string.
+    /// Creates the first account, only while there is none: one statement, so that
+    /// processes starting together on an empty database (replicas) race safely. Returns
+    /// whether this call created it; `false` when any account exists (whoever made it).
+    pub async fn insert_first_user(
+        &self,
+        username: &str,
+        password_hash: &str,
+        role_id: &str,
+    ) -> DbResult<bool> {
+        let done = sqlx::query(
+            "INSERT INTO users (id, username, password_hash, role_id, created_at) \
+             SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS (SELECT 1 FROM users) \
+             ON CONFLICT (username) DO NOTHING",
+        )
+        .bind(new_id())
+        .bind(username)
+        .bind(password_hash)
+        .bind(role_id)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(DbError::from_sqlx)?;
+        Ok(done.rows_affected() == 1)
+    }
+
     pub async fn insert_user(
         &self,
         username: &str,
