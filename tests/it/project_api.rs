@@ -1383,6 +1383,25 @@ async fn first_start_prints_the_admin_password_once() {
     second.wait().unwrap();
 }
 
+/// A log written to a file (not a terminal) is plain text: no colour codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_written_to_a_file_has_no_colour_codes() {
+    let server = Server::start_logged(Backend::Sqlite, &[]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    // Disabling an account is logged (a warning with fields).
+    let (bob, _) = api.user(&admin, "bob", "developer").await;
+    api.call("POST", &format!("/users/{bob}/disable"), Some(&admin), None)
+        .await
+        .ok();
+    let log = server.log();
+    assert!(log.contains("account access changed"), "the log: {log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "escape codes in a log file: {log:?}"
+    );
+}
+
 /// `GET /ready` answers 200 once the server's sandbox is up (no token needed; `Server::start`
 /// itself waits for it), and 503 `failed` when it cannot start, while the server still serves
 /// the rest of the API.
@@ -1417,6 +1436,12 @@ async fn ready_says_when_the_sandbox_can_run_bots() {
     assert_eq!(
         (answer.status, answer.json()),
         (503, json!({"status": "failed"}))
+    );
+    // Liveness is not readiness: the process serves, so a restart is not what it needs.
+    let live = api.call("GET", "/live", None, None).await;
+    assert_eq!(
+        (live.status, live.json()),
+        (200, json!({"status": "alive"}))
     );
     // The rest of the API works.
     let token = api.admin_token().await;

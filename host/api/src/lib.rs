@@ -288,6 +288,7 @@ pub fn router(app: App) -> Router {
             "/ready",
             axum::routing::get(move || std::future::ready(ready(&live))),
         )
+        .route("/live", axum::routing::get(alive))
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(hooks)
         .merge(v1)
@@ -307,6 +308,13 @@ fn ready(live: &Live) -> Response {
         Readiness::Failed => (StatusCode::SERVICE_UNAVAILABLE, "failed"),
     };
     (status, axum::Json(serde_json::json!({"status": word}))).into_response()
+}
+
+/// `GET /live`: 200 `{"status": "alive"}` whenever the process answers at all, ready or not.
+/// For liveness probes: a server whose sandbox failed (`/ready` 503) still serves the rest
+/// of the API and retries the sandbox itself; restarting it would not help.
+async fn alive() -> Response {
+    axum::Json(serde_json::json!({"status": "alive"})).into_response()
 }
 
 /// The seed writes some paths with a trailing slash (`/projects/`) and some without; both

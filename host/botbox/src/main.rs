@@ -450,6 +450,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         .unwrap_or_else(|_| "info".into()),
                 )
                 .with_writer(std::io::stderr)
+                // Colour codes only for a person at a terminal, never in a file or a pipe
+                // that a log collector reads.
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .init();
             let mut live = LiveConfig::default();
             live.sandbox.cache_dir = a.cache_dir.unwrap_or_else(|| a.storage.data.join("cache"));
