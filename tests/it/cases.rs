@@ -1032,8 +1032,16 @@ async fn an_endpoint_failing_through_its_schedule_is_disabled(backend: Backend) 
         10,
         "the first attempt and nine retries"
     );
-    let e = w.get(&format!("/v1/webhooks/{ep}")).await.ok();
-    assert_eq!(e["failing"], true, "{e}");
+    // The message's failure is recorded, then the endpoint marked failing.
+    let e = poll_until("the endpoint failing", || async {
+        let e = w.get(&format!("/v1/webhooks/{ep}")).await.ok();
+        if e["failing"] == true {
+            Ok(e)
+        } else {
+            Err(e.to_string())
+        }
+    })
+    .await;
     assert_eq!(
         e["enabled"], true,
         "one exhausted message does not disable: {e}"
@@ -1044,8 +1052,16 @@ async fn an_endpoint_failing_through_its_schedule_is_disabled(backend: Backend) 
         w.wait(&t, "done").await;
     }
     failed_messages(&w, &ep, 3).await;
-    let e = w.get(&format!("/v1/webhooks/{ep}")).await.ok();
-    assert_eq!(e["enabled"], false, "{e}");
+    // The third message's failure is recorded, then the endpoint is disabled.
+    let e = poll_until("the endpoint disabled", || async {
+        let e = w.get(&format!("/v1/webhooks/{ep}")).await.ok();
+        if e["enabled"] == false {
+            Ok(e)
+        } else {
+            Err(e.to_string())
+        }
+    })
+    .await;
     assert!(
         s(&e["disabledReason"]).contains("3 messages in a row"),
         "{e}"
