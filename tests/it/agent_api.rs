@@ -272,16 +272,7 @@ async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
     assert_eq!(r.status, 404, "{}", r.text);
 
     // A workspace key (the user's own namespace) cannot chat.
-    let me = api.get("/me", &a.admin).await.ok();
-    let ws = api
-        .post(
-            &format!("/teams/{}/keys", s(&me["userId"])),
-            &a.admin,
-            json!({"name": "ws"}),
-        )
-        .await
-        .ok();
-    let ws_key = s(&ws["key"]);
+    let ws_key = a.workspace_key("ws").await;
     assert!(ws_key.starts_with("sk-ws-"));
     let r = api
         .post(

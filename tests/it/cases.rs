@@ -532,16 +532,8 @@ async fn a_task_through_every_path(backend: Backend) {
         .await;
     assert_eq!(r.status, 400, "another workspace's environment: {}", r.text);
     assert_eq!(r.json()["errors"][0]["pointer"], "/environmentId");
-    let ak = w
-        .api
-        .post(
-            &format!("/projects/{}/environments/{}/keys", w.pid, w.env),
-            &w.admin,
-            json!({}),
-        )
-        .await
-        .ok();
-    let r = w.api.get(&format!("/v1/tasks/{t1}"), &s(&ak["key"])).await;
+    let ak = w.agent_key("default").await;
+    let r = w.api.get(&format!("/v1/tasks/{t1}"), &ak).await;
     assert_eq!(r.status, 403, "{}", r.text);
 }
 
@@ -762,20 +754,12 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
     );
 
     // The agent API's runs reach the same endpoints: a chat run ends with run.completed.
-    let ak = w
-        .api
-        .post(
-            &format!("/projects/{}/environments/{}/keys", w.pid, w.env),
-            &w.admin,
-            json!({"name": "chat"}),
-        )
-        .await
-        .ok();
+    let ak = w.agent_key("chat").await;
     let r = w
         .api
         .post(
             "/v1/chat",
-            &s(&ak["key"]),
+            &ak,
             json!({"messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]}),
         )
         .await

@@ -136,7 +136,7 @@ pub fn task_cmd(
         _ => anyhow!("the task id is required: `botbox task {action} <id>`"),
     })?;
     let (inputs, decision, comment) = (a.inputs, a.decision, a.comment);
-    let out = match action {
+    let (task, out): (TaskRef, Json) = match action {
         "list" => {
             let (tasks, out): (ListOf<TaskRef>, _) = ctx.call_view(
                 "GET",
@@ -174,13 +174,13 @@ pub fn task_cmd(
         }
         "create" => {
             let body = json!({"inputs": parse_inputs(inputs)?});
-            ctx.call(
+            ctx.call_view(
                 "POST",
                 &format!("/projects/{pid}/cases/{target}/tasks"),
                 Some(&body),
             )?
         }
-        "get" => ctx.call("GET", &format!("/projects/{pid}/tasks/{target}"), None)?,
+        "get" => ctx.call_view("GET", &format!("/projects/{pid}/tasks/{target}"), None)?,
         "review" => {
             let d =
                 decision.ok_or_else(|| anyhow!("--decision approve|reject|changes is required"))?;
@@ -192,7 +192,7 @@ pub fn task_cmd(
                 // Edited outputs (approve): merged over the bot's, checked by the server.
                 body["outputs"] = Json::Object(parse_inputs(a.outputs)?);
             }
-            ctx.call(
+            ctx.call_view(
                 "POST",
                 &format!("/projects/{pid}/tasks/{target}/review"),
                 Some(&body),
@@ -202,8 +202,6 @@ pub fn task_cmd(
             "unknown action {other:?}: use `task create`, `task list`, `task get`, `task outputs` or `task review`"
         ),
     };
-    let task: TaskRef = serde_json::from_value(out.clone())
-        .with_context(|| format!("task {target}: the server's answer is not a task"))?;
     ctx.out(task_line(&task), out);
     Ok(())
 }

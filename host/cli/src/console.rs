@@ -160,21 +160,12 @@ pub fn console(ctx: &Ctx, dir: &Path, env: Option<&str>, debug: bool) -> Result<
                 if let Some(e) = env {
                     body["environmentName"] = json!(e);
                 }
-                match ctx.call(
+                match ctx.call_as::<Conversed>(
                     "POST",
                     &format!("/projects/{pid}/bot/converse"),
                     Some(&body),
                 ) {
-                    Ok(answer) => {
-                        let r: Conversed = match serde_json::from_value(answer) {
-                            Ok(r) => r,
-                            Err(e) => {
-                                println!(
-                                    "error: the converse answer is not the shape this CLI knows: {e}"
-                                );
-                                continue;
-                            }
-                        };
+                    Ok(r) => {
                         if ctx.json {
                             println!(
                                 "{}",
