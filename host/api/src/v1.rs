@@ -304,8 +304,6 @@ async fn idempotent(app: &App, ctx: &KeyCtx, key: String, req: Request, next: Ne
 /// (requests answer in seconds: a chat answers `queued` at once): its key is taken over.
 const IDEMPOTENCY_ABANDONED: Duration = Duration::from_secs(5 * 60);
 
-pub use botbox_service::agent::IDEMPOTENCY_RETENTION;
-
 /// The answer to a request whose key an earlier request took.
 fn replay(r: &botbox_store::IdempotencyRow, fingerprint: &str) -> Response {
     if r.fingerprint != fingerprint {
