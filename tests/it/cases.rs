@@ -25,7 +25,7 @@ fn flags() -> Vec<&'static str> {
     ]
 }
 
-fn case_doc(name: &str, review: bool, env: &str) -> Value {
+pub(crate) fn case_doc(name: &str, review: bool, env: &str) -> Value {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/invoice-case/case.yml"

@@ -150,6 +150,27 @@ impl Server {
         self.child.id()
     }
 
+    /// Sends `signal` (`libc::SIGTERM`, …) to the server process.
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+    }
+
+    /// Waits (at most `within`) for the server process to exit; its exit status.
+    pub async fn exited(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the server did not exit within {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The server's data folder (its SQLite database when not on PostgreSQL).
     pub fn data_dir(&self) -> &std::path::Path {
         self._dir.path()
@@ -183,6 +204,8 @@ pub struct InProcess {
     /// The public URL the server believes it has (webhook URLs start with it).
     pub base: String,
     db: botbox_store::Db,
+    /// The server's drain state (to start a drain without a signal).
+    pub drain: botbox_service::drain::Drain,
     pg_db: Option<String>,
     _dir: tempfile::TempDir,
 }
@@ -214,11 +237,13 @@ impl InProcess {
             callbacks: Default::default(),
             live,
             secret_key: None,
+            shutdown_timeout: Duration::from_secs(30),
         };
         let app = botbox::server::build(&cfg, db.clone(), cfg.addr)
             .await
             .unwrap();
         InProcess {
+            drain: app.live.drain.clone(),
             router: botbox_api::router(app),
             base: cfg.public_url.clone().unwrap(),
             db,

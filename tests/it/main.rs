@@ -16,5 +16,6 @@ mod hostile;
 mod kata_cli;
 mod live;
 mod nlu;
+mod operations;
 mod project_api;
 mod upgrade;

@@ -289,6 +289,7 @@ pub fn router(app: App) -> Router {
             axum::routing::get(move || std::future::ready(ready(&live))),
         )
         .route("/live", axum::routing::get(alive))
+        .route("/healthz", axum::routing::get(alive))
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(hooks)
         .merge(v1)
@@ -297,11 +298,16 @@ pub fn router(app: App) -> Router {
 }
 
 /// `GET /ready`: 200 `{"status": "ready"}` once this process can run bots (its sandbox is
-/// created), else 503 with `starting` or `failed` (the cause is in the log). No
+/// created) until it starts draining, else 503 with `starting`, `failed` (the cause is in
+/// the log) or `draining` (it is stopping: send new work elsewhere). No
 /// authentication and no rate limit: it tells nothing about any tenant. For load balancers'
 /// readiness checks, and for tests that must not time a guest compilation.
 fn ready(live: &Live) -> Response {
     use botbox_service::live::Readiness;
+    if live.drain.draining() {
+        let body = axum::Json(serde_json::json!({"status": "draining"}));
+        return (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+    }
     let (status, word) = match live.sandbox_readiness() {
         Readiness::Ready => (StatusCode::OK, "ready"),
         Readiness::Starting => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
@@ -310,7 +316,7 @@ fn ready(live: &Live) -> Response {
     (status, axum::Json(serde_json::json!({"status": word}))).into_response()
 }
 
-/// `GET /live`: 200 `{"status": "alive"}` whenever the process answers at all, ready or not.
+/// `GET /live` (and `/healthz`): 200 `{"status": "alive"}` whenever the process answers at all, ready or not.
 /// For liveness probes: a server whose sandbox failed (`/ready` 503) still serves the rest
 /// of the API and retries the sandbox itself; restarting it would not help.
 async fn alive() -> Response {

@@ -275,6 +275,11 @@ struct ServeArgs {
     /// A running task's lease in seconds: a task whose worker died is taken over after it.
     #[arg(long, env = "BOTBOX_TASK_LEASE_S", default_value_t = 30)]
     task_lease_s: u64,
+    /// Seconds a drain (after SIGTERM or SIGINT) may take: requests, agent runs, tasks and
+    /// deliveries in flight finish first; past it the process exits with them unfinished,
+    /// as a crash would (nothing stored is lost). A second signal exits at once.
+    #[arg(long, env = "BOTBOX_SHUTDOWN_TIMEOUT", default_value_t = 30)]
+    shutdown_timeout: u64,
 }
 
 #[derive(Subcommand)]
@@ -490,8 +495,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ..Default::default()
                 },
                 secret_key: a.secret_key,
+                shutdown_timeout: std::time::Duration::from_secs(a.shutdown_timeout),
             };
-            runtime()?.block_on(server::serve(cfg))?;
+            let rt = runtime()?;
+            let served = rt.block_on(server::serve(cfg));
+            // Threads still blocked (a step cut by the drain's time-out) are not waited for.
+            rt.shutdown_background();
+            served?;
             Ok(ExitCode::SUCCESS)
         }
         Command::User {

@@ -34,6 +34,8 @@ pub struct ServeConfig {
     pub live: LiveConfig,
     /// The server key (`--secret-key`); `secret.key` in the data folder when `None`.
     pub secret_key: Option<String>,
+    /// How long a drain (SIGTERM, SIGINT) may take before the process exits anyway.
+    pub shutdown_timeout: std::time::Duration,
 }
 
 /// Makes glibc's allocator give blocks of 128 KiB and more back to the OS when they are freed
@@ -115,6 +117,7 @@ pub async fn build(cfg: &ServeConfig, db: Db, addr: SocketAddr) -> Result<App> {
         live.egress(),
         api_cfg.server_key.clone(),
         cfg.callbacks.clone(),
+        live.drain.clone(),
     );
     let tasks = Tasks::new(
         db.clone(),
@@ -148,7 +151,7 @@ pub async fn build(cfg: &ServeConfig, db: Db, addr: SocketAddr) -> Result<App> {
     Ok(app)
 }
 
-/// Runs the server until the process is stopped.
+/// Runs the server until a SIGTERM or SIGINT has been drained (see [`drain`]).
 pub async fn serve(cfg: ServeConfig) -> Result<()> {
     let db = open_db(&cfg.data_dir, cfg.database_url.as_deref()).await?;
     if let Some(pw) = bootstrap_admin(&db, cfg.admin_password.as_deref()).await? {
@@ -160,14 +163,80 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         .with_context(|| format!("binding {}", cfg.addr))?;
     let addr = listener.local_addr()?;
     let app = build(&cfg, db, addr).await?;
+    let drain = app.live.drain.clone();
+    let db = app.db.clone();
     let router = api::router(app);
     let service = tower::service_fn(move |req: axum::extract::Request| {
         router.clone().oneshot(api::trim_trailing_slash(req))
     });
+    tokio::spawn(on_signals(drain.clone()));
     println!("botbox listening on http://{addr}");
     use std::io::Write;
     std::io::stdout().flush().ok();
-    serve_connections(listener, service).await
+    let connections = serve_connections(listener, service, drain.clone()).await;
+    finish_drain(&drain, connections, cfg.shutdown_timeout).await;
+    db.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The first SIGTERM or SIGINT starts the drain; a second one exits at once (status 1),
+/// leaving what was in flight as a crash would.
+async fn on_signals(drain: botbox_service::drain::Drain) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot listen for SIGTERM and SIGINT: stop the server with SIGKILL");
+        return;
+    };
+    let mut next = async || {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    };
+    let first = next().await;
+    tracing::info!(signal = first, in_flight = ?drain.in_flight(),
+        "drain started: not ready, accepting no new connections, finishing the work in flight");
+    drain.start();
+    let second = next().await;
+    tracing::warn!(signal = second, in_flight = ?drain.in_flight(),
+        "second signal: exiting at once");
+    std::process::exit(1);
+}
+
+/// Waits, up to `timeout`, for the open connections to finish their requests (hyper closes
+/// each after its response in flight) and for every other piece of work in flight; logs
+/// what is left every 5 s, and what was cut if the time runs out.
+async fn finish_drain(
+    drain: &botbox_service::drain::Drain,
+    connections: hyper_util::server::graceful::GracefulShutdown,
+    timeout: std::time::Duration,
+) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut done = std::pin::pin!(async {
+        connections.shutdown().await;
+        drain.finished().await;
+    });
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+    every.tick().await;
+    loop {
+        tokio::select! {
+            _ = &mut done => {
+                tracing::info!("drain finished: nothing in flight");
+                return;
+            }
+            _ = every.tick() => tracing::info!(in_flight = ?drain.in_flight(), "draining"),
+            _ = tokio::time::sleep_until(deadline) => {
+                tracing::warn!(in_flight = ?drain.in_flight(), timeout_s = timeout.as_secs_f64(),
+                    "drain time over: exiting with work in flight (as after a crash, nothing \
+                     stored is lost: replies are sent and tasks taken over by the next process)");
+                return;
+            }
+        }
+    }
 }
 
 /// Accepts connections and serves each in a task of its own, on the lane its requests ask
@@ -176,7 +245,15 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
 /// a connection that has carried several tenants' webhooks goes there only while it
 /// handles such a webhook, and waits for the next request on the main runtime. Requests
 /// carry their peer's address (`ConnectInfo<SocketAddr>`), as `axum::serve` gives.
-async fn serve_connections<S>(listener: tokio::net::TcpListener, service: S) -> Result<()>
+///
+/// Returns once `drain` starts, having closed the listener; the connections still open are
+/// in the returned [`GracefulShutdown`](hyper_util::server::graceful::GracefulShutdown),
+/// whose `shutdown` lets each finish its request in flight, then closes it.
+async fn serve_connections<S>(
+    listener: tokio::net::TcpListener,
+    service: S,
+    drain: botbox_service::drain::Drain,
+) -> hyper_util::server::graceful::GracefulShutdown
 where
     S: tower::Service<
             axum::extract::Request,
@@ -188,9 +265,16 @@ where
     S::Future: Send,
 {
     use botbox_lanes::{InFlight, Lane, hopping, prefer};
+    use botbox_service::drain::Work;
     use hyper_util::rt::{TokioExecutor, TokioIo};
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = drain.started() => return graceful,
+        };
+        let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             // The peer went away before we took it: nothing to serve.
             Err(e) if is_connection_error(&e) => continue,
@@ -214,13 +298,16 @@ where
                 prefer(Lane::Main);
                 in_hand.track(service.clone().oneshot(req))
             });
+        let connection = graceful.watch(
+            builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), hyper_service)
+                .into_owned(),
+        );
+        let busy = drain.busy(Work::Connections);
         tokio::spawn(hopping(
             async move {
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                if let Err(e) = builder
-                    .serve_connection_with_upgrades(TokioIo::new(stream), hyper_service)
-                    .await
-                {
+                let _busy = busy;
+                if let Err(e) = connection.await {
                     tracing::trace!(error = %e, "connection ended");
                 }
             },
@@ -263,7 +350,11 @@ mod tests {
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(super::serve_connections(listener, service));
+        let server = tokio::spawn(super::serve_connections(
+            listener,
+            service,
+            Default::default(),
+        ));
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(1)
             .build()

@@ -44,6 +44,7 @@ pub struct NluService {
     db: Db,
     models: moka::sync::Cache<(String, String), Arc<NluModel>>,
     training: Arc<tokio::sync::Semaphore>,
+    drain: crate::drain::Drain,
 }
 
 /// How a training ended.
@@ -57,9 +58,10 @@ pub enum Trained {
 }
 
 impl NluService {
-    pub fn new(db: Db, cfg: NluConfig) -> Arc<NluService> {
+    pub fn new(db: Db, cfg: NluConfig, drain: crate::drain::Drain) -> Arc<NluService> {
         Arc::new(NluService {
             db,
+            drain,
             models: moka::sync::Cache::builder()
                 .max_capacity(cfg.cache_bytes)
                 .weigher(|_, m: &Arc<NluModel>| u32::try_from(m.weight()).unwrap_or(u32::MAX))
@@ -186,7 +188,9 @@ impl NluService {
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let this = self.clone();
+        let busy = self.drain.busy(crate::drain::Work::Trainings);
         tokio::spawn(async move {
+            let _busy = busy;
             let out = this.train(&nlu).await;
             let ended = match out {
                 Ok(revision) => Trained::Done { revision },

@@ -208,6 +208,26 @@ impl Db {
         Ok(())
     }
 
+    /// Records at once the deliveries [`Self::outbox_sent_soon`] still holds, and waits for
+    /// a group commit in progress (at shutdown: a delivery not recorded would be sent again
+    /// by the next process).
+    pub(crate) async fn flush_sent(&self) -> DbResult<()> {
+        let Some(queue) = &self.commits else {
+            return Ok(());
+        };
+        // The committer holds the write turn for each group: taking it waits for one.
+        let ids = {
+            let _turn = self.write_turn().await;
+            std::mem::take(&mut queue.state.lock().unwrap().sent)
+        };
+        if !ids.is_empty() {
+            self.outbox_sent(&ids).await?;
+        }
+        // A group the committer took meanwhile has committed once the turn is free again.
+        drop(self.write_turn().await);
+        Ok(())
+    }
+
     /// Commits queued steps, a group of up to [`GROUP_MAX`] per transaction, main-lane steps
     /// first ([`next_group`]), until no step is queued; each group's transaction also
     /// records every delivery queued by [`Self::outbox_sent_soon`] so far (in [`SENT_MAX`]

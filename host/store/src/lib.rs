@@ -333,6 +333,16 @@ impl Db {
 }
 
 impl Db {
+    /// Records what is still queued (deliveries recorded in batches), then closes the
+    /// connection pool, waiting for the connections in use to be given back. For the end of
+    /// a drain: every step has committed by then.
+    pub async fn close(&self) {
+        if let Err(e) = self.flush_sent().await {
+            tracing::error!(error = %e, "recording deliveries at shutdown: they will be sent again");
+        }
+        self.pool.close().await;
+    }
+
     /// This process's turn to write (SQLite; nothing to wait for on PostgreSQL).
     pub(crate) async fn write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
         match &self.writes {

@@ -373,8 +373,10 @@ impl Agents {
         let h = handle.clone();
         let span = tracing::info_span!("agent_run", run = %r.run_id, tenant = %r.target.tenant,
             environment = %r.target.env.id, revision = tracing::field::Empty);
+        let busy = self.live.drain.busy(crate::drain::Work::AgentRuns);
         tokio::spawn(
             async move {
+                let _busy = busy;
                 me.run(h.clone(), r.target, r.message).await;
                 // Readers that hold the handle finish from memory; new ones read the store.
                 me.runs.lock().unwrap().remove(&h.id);

@@ -304,6 +304,7 @@ pub struct Callbacks {
     cfg: CallbackConfig,
     wake: tokio::sync::Notify,
     lanes: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+    drain: crate::drain::Drain,
 }
 
 /// What an attempt's answer means (§8.4).
@@ -330,9 +331,16 @@ impl Callbacks {
         self.cfg.allow_http
     }
 
-    pub fn new(db: Db, egress: Arc<Egress>, key: ServerKey, cfg: CallbackConfig) -> Arc<Self> {
+    pub fn new(
+        db: Db,
+        egress: Arc<Egress>,
+        key: ServerKey,
+        cfg: CallbackConfig,
+        drain: crate::drain::Drain,
+    ) -> Arc<Self> {
         Arc::new(Callbacks {
             db,
+            drain,
             egress,
             key,
             cfg,
@@ -349,11 +357,16 @@ impl Callbacks {
     pub fn spawn(self: &Arc<Self>) {
         let me = self.clone();
         tokio::spawn(async move {
-            loop {
+            // Sends nothing new once a drain starts: what is due stays stored for the next
+            // process (or another replica).
+            while !me.drain.draining() {
                 if let Err(e) = me.round().await {
                     tracing::warn!(error = %e, "sending callbacks");
                 }
-                let _ = tokio::time::timeout(me.cfg.poll, me.wake.notified()).await;
+                tokio::select! {
+                    _ = tokio::time::timeout(me.cfg.poll, me.wake.notified()) => {}
+                    _ = me.drain.started() => {}
+                }
             }
         });
     }
@@ -399,7 +412,9 @@ impl Callbacks {
                 continue;
             }
             let me = self.clone();
+            let busy = self.drain.busy(crate::drain::Work::Callbacks);
             tokio::spawn(async move {
+                let _busy = busy;
                 if let Err(e) = me.attempt(&m).await {
                     tracing::warn!(message = %m.id, error = %e, "callback attempt");
                 }

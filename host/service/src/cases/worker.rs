@@ -404,7 +404,9 @@ impl Tasks {
         let me = self.clone();
         tokio::spawn(async move {
             let mut rounds = 0u64;
-            loop {
+            // Takes no new task once a drain starts; those running finish (or their lease
+            // runs out and another worker takes them over).
+            while !me.live.drain.draining() {
                 let free = me.slots.available_permits();
                 if free > 0 {
                     match me
@@ -416,10 +418,12 @@ impl Tasks {
                             for t in tasks {
                                 let permit = me.slots.clone().acquire_owned().await;
                                 let me2 = me.clone();
+                                let busy = me.live.drain.busy(crate::drain::Work::Tasks);
                                 let span = tracing::info_span!("task", task = %t.id, case = %t.case_id,
                                     tenant = %t.workspace_id, attempt = t.attempts);
                                 tokio::spawn(
                                     async move {
+                                        let _busy = busy;
                                         me2.run(t).await;
                                         drop(permit);
                                         me2.wake.notify_one();
@@ -439,7 +443,10 @@ impl Tasks {
                         .prune_hook_receipts(now_ms() - 7 * 24 * 3600 * 1000)
                         .await;
                 }
-                let _ = tokio::time::timeout(me.cfg.poll, me.wake.notified()).await;
+                tokio::select! {
+                    _ = tokio::time::timeout(me.cfg.poll, me.wake.notified()) => {}
+                    _ = me.live.drain.started() => {}
+                }
             }
         });
         Ok(())

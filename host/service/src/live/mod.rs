@@ -249,6 +249,8 @@ pub enum Readiness {
 
 pub struct Live {
     pub db: Db,
+    /// The server's drain state, shared by every service built on this `Live`.
+    pub drain: crate::drain::Drain,
     routes: moka::sync::Cache<String, Route>,
     /// The sessions this process stored last (as stored: JSON, with the tag under which a
     /// warm instance keeps them), with their versions: a user's next message needs no read,
@@ -298,10 +300,11 @@ impl Live {
     /// tenant's share is spawned there.
     pub fn new(db: Db, cfg: LiveConfig) -> anyhow::Result<Arc<Live>> {
         let egress = Arc::new(Egress::new(&cfg.egress)?);
-        let nlu = NluService::new(db.clone(), cfg.nlu.clone());
+        let drain = crate::drain::Drain::default();
+        let nlu = NluService::new(db.clone(), cfg.nlu.clone(), drain.clone());
         let effects: Arc<dyn Effects> =
             Arc::new(LiveEffects::new(egress.clone())?.with_nlu(nlu.clone()));
-        Ok(Self::build(db, cfg, egress, effects, nlu))
+        Ok(Self::build(db, cfg, egress, effects, nlu, drain))
     }
 
     pub fn with_effects(
@@ -310,8 +313,9 @@ impl Live {
         egress: Arc<Egress>,
         effects: Arc<dyn Effects>,
     ) -> Arc<Live> {
-        let nlu = NluService::new(db.clone(), cfg.nlu.clone());
-        Self::build(db, cfg, egress, effects, nlu)
+        let drain = crate::drain::Drain::default();
+        let nlu = NluService::new(db.clone(), cfg.nlu.clone(), drain.clone());
+        Self::build(db, cfg, egress, effects, nlu, drain)
     }
 
     fn build(
@@ -320,10 +324,12 @@ impl Live {
         egress: Arc<Egress>,
         effects: Arc<dyn Effects>,
         nlu: Arc<NluService>,
+        drain: crate::drain::Drain,
     ) -> Arc<Live> {
         let (direct, direct_rx) = tokio::sync::mpsc::unbounded_channel();
         Arc::new(Live {
             db,
+            drain,
             nlu,
             sandbox: tokio::sync::OnceCell::new(),
             sandbox_failed: Default::default(),

@@ -68,12 +68,17 @@ struct Lanes {
     in_flight: Mutex<HashMap<String, String>>,
 }
 
+/// A delivered row's id on its way to being recorded as sent: a drain waits for the record
+/// (else the next process would send the row again).
+type Sent = (String, crate::drain::Busy);
+
 /// A step's rows on the direct path, counted against their channel's cap until dropped.
 type Queued = (Vec<OutboxRow>, Held);
 
 struct Held {
     count: Arc<AtomicUsize>,
     rows: usize,
+    _busy: crate::drain::Busy,
 }
 
 impl Drop for Held {
@@ -84,9 +89,13 @@ impl Drop for Held {
 
 impl Lanes {
     /// Counts `rows` rows against `channel`'s direct-path cap; `None` past it.
-    fn hold(&self, channel: &str, rows: usize) -> Option<Held> {
+    fn hold(&self, drain: &crate::drain::Drain, channel: &str, rows: usize) -> Option<Held> {
         let count = super::keyed(&self.direct_rows, channel, || AtomicUsize::new(0));
-        let held = Held { count, rows };
+        let held = Held {
+            count,
+            rows,
+            _busy: drain.busy(crate::drain::Work::Deliveries),
+        };
         let before = held.count.fetch_add(rows, Ordering::AcqRel);
         // Dropping `held` gives the rows back.
         (before + rows <= DIRECT_ROWS_PER_CHANNEL).then_some(held)
@@ -125,13 +134,15 @@ impl Lanes {
 
 pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Batch>) {
     // Successes of the direct path are recorded in batches: one UPDATE for many rows.
-    let (sent_tx, mut sent_rx) = mpsc::unbounded_channel::<String>();
+    let (sent_tx, mut sent_rx) = mpsc::unbounded_channel::<Sent>();
     {
         let live = live.clone();
         tokio::spawn(async move {
-            let mut ids = Vec::with_capacity(SENT_BATCH);
-            while sent_rx.recv_many(&mut ids, SENT_BATCH).await > 0 {
-                if let Err(e) = live.db.outbox_sent_soon(ids.split_off(0)).await {
+            let mut sent = Vec::with_capacity(SENT_BATCH);
+            while sent_rx.recv_many(&mut sent, SENT_BATCH).await > 0 {
+                // The batch's drain tokens are dropped once it is written (or not).
+                let ids = sent.drain(..).map(|(id, _busy)| id).collect();
+                if let Err(e) = live.db.outbox_sent_soon(ids).await {
                     // The rows stay pending: the worker sends them again after their lease.
                     tracing::error!(error = %format!("{e:#}"), "outbox: recording deliveries");
                 }
@@ -141,11 +152,15 @@ pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Bat
     let lanes = Arc::new(Lanes::default());
     let mut poll = tokio::time::interval(live.cfg.poll_interval);
     loop {
+        // Once a drain starts the poller takes no new rows; replies of steps still finishing
+        // come on the direct path and are sent.
+        let polling = !live.drain.draining();
         tokio::select! {
             Some((key, rows)) = direct.recv() => {
                 direct_send(&live, &lanes, &sent_tx, key, rows);
             }
-            _ = poll.tick() => {
+            _ = live.drain.started(), if polling => {}
+            _ = poll.tick(), if polling => {
                 if let Err(e) = poll_due(&live, &lanes).await {
                     tracing::error!(error = %format!("{e:#}"), "outbox");
                 }
@@ -158,14 +173,14 @@ pub(super) async fn run(live: Arc<Live>, mut direct: mpsc::UnboundedReceiver<Bat
 fn direct_send(
     live: &Arc<Live>,
     lanes: &Arc<Lanes>,
-    sent_tx: &mpsc::UnboundedSender<String>,
+    sent_tx: &mpsc::UnboundedSender<Sent>,
     key: String,
     rows: Vec<OutboxRow>,
 ) {
     // Past the channel's cap: left to the poller.
     let Some(held) = rows
         .first()
-        .and_then(|r| lanes.hold(&r.channel_id, rows.len()))
+        .and_then(|r| lanes.hold(&live.drain, &r.channel_id, rows.len()))
     else {
         return;
     };
@@ -195,7 +210,7 @@ fn direct_send(
 async fn conversation_lane(
     live: Arc<Live>,
     lanes: Arc<Lanes>,
-    sent_tx: mpsc::UnboundedSender<String>,
+    sent_tx: mpsc::UnboundedSender<Sent>,
     key: String,
     me: mpsc::UnboundedSender<Queued>,
     mut rx: mpsc::UnboundedReceiver<Queued>,
@@ -225,7 +240,7 @@ async fn conversation_lane(
 async fn deliver_direct(
     live: &Live,
     lanes: &Lanes,
-    sent_tx: &mpsc::UnboundedSender<String>,
+    sent_tx: &mpsc::UnboundedSender<Sent>,
     rows: Vec<OutboxRow>,
 ) {
     for row in rows {
@@ -284,7 +299,9 @@ async fn poll_due(live: &Arc<Live>, lanes: &Arc<Lanes>) -> anyhow::Result<usize>
         handed += 1;
         let live = live.clone();
         let lanes = lanes.clone();
+        let busy = live.drain.busy(crate::drain::Work::Deliveries);
         tokio::spawn(async move {
+            let _busy = busy;
             if let Some(_turn) = lanes.turn(&live, &row.channel_id).await {
                 // Claimed only once it can be sent: the lease then covers the attempt.
                 let lease = live.cfg.delivery_timeout.as_millis() as i64 * 2;
@@ -308,7 +325,7 @@ async fn poll_due(live: &Arc<Live>, lanes: &Arc<Lanes>) -> anyhow::Result<usize>
 async fn send(
     live: &Live,
     row: &OutboxRow,
-    sent: Option<&mpsc::UnboundedSender<String>>,
+    sent: Option<&mpsc::UnboundedSender<Sent>>,
 ) -> anyhow::Result<()> {
     let headers: Vec<(String, String)> = serde_json::from_str(&row.headers).unwrap_or_default();
     let attempts = row.attempts + 1;
@@ -331,7 +348,10 @@ async fn send(
         Err(e) => Err(e.to_string()),
     };
     match outcome {
-        Ok(()) => match sent.map(|tx| tx.send(row.id.clone())) {
+        Ok(()) => match sent.map(|tx| {
+            let busy = live.drain.busy(crate::drain::Work::Deliveries);
+            tx.send((row.id.clone(), busy))
+        }) {
             Some(Ok(())) => {}
             _ => {
                 live.db

@@ -18,12 +18,16 @@ pub fn next_fire(row: &botbox_store::ScheduleRow, now: i64) -> Option<i64> {
     Some(next).filter(|n| row.end_at.is_none_or(|end| *n <= end))
 }
 
+/// Fires due schedules every poll interval until a drain starts.
 pub(super) async fn run(live: Arc<Live>) {
-    loop {
+    while !live.drain.draining() {
         if let Err(e) = fire_due(&live).await {
             tracing::error!(error = %format!("{e:#}"), "schedules");
         }
-        tokio::time::sleep(live.cfg.poll_interval).await;
+        tokio::select! {
+            _ = tokio::time::sleep(live.cfg.poll_interval) => {}
+            _ = live.drain.started() => {}
+        }
     }
 }
 
