@@ -238,6 +238,7 @@ impl InProcess {
             live,
             secret_key: None,
             shutdown_timeout: Duration::from_secs(30),
+            metrics_addr: None,
         };
         let app = botbox::server::build(&cfg, db.clone(), cfg.addr)
             .await

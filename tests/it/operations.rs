@@ -269,3 +269,299 @@ async fn ready_fails_while_draining() {
         assert_eq!((r.status, r.json()), (200, json!({"status": "alive"})));
     }
 }
+
+/// A parsed `/metrics` exposition.
+struct Scrape(
+    openmetrics_parser::MetricsExposition<
+        openmetrics_parser::PrometheusType,
+        openmetrics_parser::PrometheusValue,
+    >,
+);
+
+/// What to read of a sample: a counter's or gauge's value, a histogram's count or sum.
+#[derive(Clone, Copy)]
+enum Read {
+    Value,
+    Count,
+    Sum,
+}
+
+impl Scrape {
+    async fn read(base: &str, token: &str) -> Scrape {
+        let r = reqwest::Client::new()
+            .get(format!("{base}/metrics"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let text = r.text().await.unwrap();
+        Scrape(
+            openmetrics_parser::prometheus::parse_prometheus(&text)
+                .unwrap_or_else(|e| panic!("the exposition does not parse: {e:?}\n{text}")),
+        )
+    }
+
+    /// The sum over the family `name`'s samples whose labels include `labels` (0 if none).
+    fn get(&self, name: &str, labels: &[(&str, &str)], read: Read) -> f64 {
+        use openmetrics_parser::PrometheusValue as V;
+        let Some(family) = self
+            .0
+            .families
+            .get(name)
+            .or_else(|| self.0.families.get(name.trim_end_matches("_total")))
+        else {
+            return 0.0;
+        };
+        family
+            .iter_samples()
+            .filter(|s| {
+                let set = s.get_labelset().unwrap();
+                labels
+                    .iter()
+                    .all(|(k, v)| set.get_label_value(k) == Some(*v))
+            })
+            .map(|s| match (&s.value, read) {
+                (V::Counter(c), Read::Value) => c.value.as_f64(),
+                (V::Gauge(v) | V::Unknown(v), Read::Value) => v.as_f64(),
+                (V::Histogram(h), Read::Count) => h.count.unwrap_or(0) as f64,
+                (V::Histogram(h), Read::Sum) => h.sum.as_ref().map_or(0.0, |s| s.as_f64()),
+                (v, _) => panic!("{name}: unexpected {v:?}"),
+            })
+            .sum()
+    }
+
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.get(name, labels, Read::Value)
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.0.families.contains_key(name)
+    }
+}
+
+fn echo_bot() -> Value {
+    one_state_bot(
+        json!({"end": true, "action": {"name": "text", "options": {"text": "echo $(content)"}}}),
+    )
+}
+
+/// After known traffic (three webhook messages answered and delivered), the exposition's
+/// counters and histograms moved by exactly that much; `/metrics` needs the metrics token or
+/// an admin's; with `--metrics-addr` it is served there and not on the main address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_steps_and_deliveries() {
+    let (rx, rx_url) = Receiver::start().await;
+    let server = Server::start(
+        Backend::Sqlite,
+        &["--allow-private-egress", "--metrics-token", "scrape-token"],
+    )
+    .await;
+    let d = Deployed::start(server, echo_bot()).await;
+    let channel = generic_channel(&d.api, &d.admin, &d.pid, &d.env, &rx_url).await;
+    let base = d.server.base.clone();
+    let anonymous = reqwest::get(format!("{base}/metrics")).await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let (_, developer) = d.api.user(&d.admin, "dev", "developer").await;
+    let r = d.api.get("/metrics", &developer).await;
+    assert_eq!(r.status, 403, "{}", r.text);
+    let by_admin = Scrape::read(&base, &d.admin).await;
+    assert!(by_admin.has("botbox_draining"));
+
+    let before = Scrape::read(&base, "scrape-token").await;
+    for k in 0..3 {
+        let body = json!({"userId": format!("u{k}"), "messages": [
+            {"id": format!("m{k}"), "type": "text", "content": format!("hi {k}")}]});
+        let r = hook(&d.api, &format!("{base}/webhooks/{channel}"), &[], &body).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    rx.wait_for(3).await;
+    // Deliveries are counted once sent and leave the backlog once recorded (in batches):
+    // poll the exposition until both happened.
+    let sent = [("outcome", "sent")];
+    let after = poll_until("three deliveries counted and recorded", || async {
+        let now = Scrape::read(&base, "scrape-token").await;
+        let n = now.value("botbox_deliveries_total", &sent)
+            - before.value("botbox_deliveries_total", &sent);
+        let pending = now.value("botbox_outbox_pending", &[]);
+        if n >= 3.0 && pending == 0.0 {
+            Ok(now)
+        } else {
+            Err(format!("{n} counted, {pending} pending"))
+        }
+    })
+    .await;
+    let delta = |name: &str, labels: &[(&str, &str)]| {
+        after.value(name, labels) - before.value(name, labels)
+    };
+    let delta_of =
+        |name: &str, read: Read| after.get(name, &[], read) - before.get(name, &[], read);
+    let webhook = [
+        ("route", "/webhooks/{channelId}"),
+        ("method", "POST"),
+        ("status", "200"),
+    ];
+    assert_eq!(delta("botbox_http_requests_total", &webhook), 3.0);
+    let latency = "botbox_http_request_duration_seconds";
+    assert_eq!(
+        after.get(latency, &webhook[..2], Read::Count)
+            - before.get(latency, &webhook[..2], Read::Count),
+        3.0
+    );
+    assert_eq!(delta("botbox_steps_total", &[("outcome", "ok")]), 3.0);
+    assert_eq!(delta_of("botbox_step_fuel", Read::Count), 3.0);
+    assert_eq!(delta_of("botbox_step_duration_seconds", Read::Count), 3.0);
+    assert_eq!(delta("botbox_deliveries_total", &sent), 3.0);
+    assert_eq!(delta_of("botbox_commit_steps", Read::Sum), 3.0);
+    assert!(after.value("botbox_sandbox_slots", &[]) > 0.0);
+    assert!(after.value("botbox_process_resident_memory_bytes", &[]) > 1e6);
+
+    // On an address of its own, and then not on the main one.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let metrics_addr = format!("127.0.0.1:{port}");
+    let own = Server::start(Backend::Sqlite, &["--metrics-addr", &metrics_addr]).await;
+    let admin = own.api().admin_token().await;
+    let r = own.api().get("/metrics", &admin).await;
+    assert_eq!(r.status, 404, "{}", r.text);
+    let r = reqwest::get(format!("http://{metrics_addr}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("botbox_draining 0"));
+}
+
+/// One source past its cap of requests in flight gets 503 with Retry-After at once while
+/// another tenant's request answers; a request whose answer does not start in time gets 503,
+/// and the provider's retry finds its message handled once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_is_shed_per_source_and_answers_time_out() {
+    let gated = Gated::start().await;
+    let (_rx, rx_url) = Receiver::start().await;
+    let server = Server::start(
+        Backend::Sqlite,
+        &[
+            "--allow-private-egress",
+            "--max-in-flight-per-source",
+            "2",
+            "--request-timeout",
+            "2",
+        ],
+    )
+    .await;
+    let d = Deployed::start(server, api_bot(&gated.url)).await;
+    let channel = generic_channel(&d.api, &d.admin, &d.pid, &d.env, &rx_url).await;
+    let url = format!("{}/webhooks/{channel}", d.server.base);
+    let message = |k: usize| {
+        json!({"userId": format!("u{k}"), "messages": [
+            {"id": format!("m{k}"), "type": "text", "content": format!("check u{k}")}]})
+    };
+    let mut held = Vec::new();
+    for k in 0..2 {
+        let (api, url, body) = (d.api.clone(), url.clone(), message(k));
+        held.push(tokio::spawn(
+            async move { hook(&api, &url, &[], &body).await },
+        ));
+    }
+    gated.wait_arrived(2).await;
+    let flood = hook(&d.api, &url, &[], &message(2)).await;
+    assert_eq!(flood.status, 503, "{}", flood.text);
+    assert_eq!(flood.header("retry-after"), Some("1"));
+    // Another source (a token) during the flood.
+    let other = d.api.get("/projects", &d.admin).await;
+    assert_eq!(other.status, 200, "{}", other.text);
+    // The held ones: no answer within 2 s.
+    for h in held {
+        let r = h.await.unwrap();
+        assert_eq!(r.status, 503, "{}", r.text);
+        assert_eq!(r.header("retry-after"), Some("1"));
+    }
+    gated.open();
+    // The provider retries: each message handled once.
+    for k in 0..2 {
+        poll_until("the retry to be answered", || async {
+            let r = hook(&d.api, &url, &[], &message(k)).await;
+            if r.status == 200 {
+                Ok(())
+            } else {
+                Err(format!("{} {}", r.status, r.text))
+            }
+        })
+        .await;
+    }
+    let db = d.server.db().await;
+    let lines = db
+        .list_transcripts(&d.pid, "production", 0, i64::MAX)
+        .await
+        .unwrap();
+    assert_eq!(lines.iter().filter(|l| l.direction == "in").count(), 2);
+}
+
+/// `--log-format json`: every line is a JSON object; each request has an access-log line
+/// with its route template and status, and the log holds no token or message text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_an_access_line_per_request_and_no_secrets() {
+    let (rx, rx_url) = Receiver::start().await;
+    let server = Server::start_logged(
+        Backend::Sqlite,
+        &["--allow-private-egress", "--log-format", "json"],
+    )
+    .await;
+    let d = Deployed::start(server, echo_bot()).await;
+    let channel = generic_channel(&d.api, &d.admin, &d.pid, &d.env, &rx_url).await;
+    let body = json!({"userId": "u1", "messages": [
+        {"id": "m1", "type": "text", "content": "my secret words"}]});
+    let r = hook(
+        &d.api,
+        &format!("{}/webhooks/{channel}", d.server.base),
+        &[],
+        &body,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    rx.wait_for(1).await;
+    let log = poll_until("the webhook's access line", || async {
+        let log = d.server.log();
+        if log.contains("/webhooks/{channelId}") {
+            Ok(log)
+        } else {
+            Err(log)
+        }
+    })
+    .await;
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let access: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["target"] == "botbox::access")
+        .collect();
+    let hook_line = access
+        .iter()
+        .find(|l| l["span"]["route"] == "/webhooks/{channelId}")
+        .expect("an access line for the webhook");
+    assert_eq!(hook_line["span"]["status"], 200, "{hook_line}");
+    assert_eq!(hook_line["span"]["method"], "POST");
+    assert!(hook_line["fields"]["latency_ms"].is_number());
+    assert!(access.iter().any(|l| l["span"]["route"] == "/projects"));
+    for secret in [d.admin.as_str(), "my secret words"] {
+        assert!(!log.contains(secret), "the log holds {secret:?}");
+    }
+}
+
+/// `botbox serve --help` lists serve's own options, not the client's.
+#[test]
+fn serve_help_lists_only_serve_options() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("--shutdown-timeout"), "{help}");
+    assert!(help.contains("--metrics-addr"), "{help}");
+    assert!(!help.contains("--json"), "{help}");
+    assert!(!help.contains("--server"), "{help}");
+}

@@ -15,10 +15,12 @@ mod accounts;
 pub mod agent;
 mod cases;
 mod deploy;
+pub mod exposition;
 mod kata;
 mod keys;
 mod live;
 pub mod nlu;
+pub mod overload;
 mod projects;
 pub mod v1;
 
@@ -27,7 +29,7 @@ pub use accounts::check_new_user;
 use axum::Router;
 use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 pub use botbox_api_types::PageOf;
@@ -81,6 +83,28 @@ pub struct ApiConfig {
     /// for an in-process test). Replicas on one database must share it: a secret shown by
     /// one must verify on the others.
     pub server_key: botbox_service::cases::webhooks::ServerKey,
+    /// Caps on requests in flight and the time-out on answers ([`overload`]).
+    pub overload: overload::Overload,
+    /// `GET /metrics` on this router: the exposition's renderer, and the bearer token that
+    /// may read it (besides an admin's). `None`: the route answers 404 (the metrics are on
+    /// their own listener, or off).
+    pub metrics: Option<MetricsRoute>,
+}
+
+/// How `GET /metrics` renders the exposition (the binary owns the recorder), and who may read it.
+#[derive(Clone)]
+pub struct MetricsRoute {
+    pub render: Arc<dyn Fn() -> String + Send + Sync>,
+    /// A token that may read `/metrics` besides admins' (`--metrics-token`).
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for MetricsRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsRoute")
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ApiConfig {
@@ -98,6 +122,8 @@ impl Default for ApiConfig {
             agent_chat_per_minute: 60,
             agent_read_per_minute: 600,
             server_key: botbox_service::cases::webhooks::ServerKey::from_bytes(rand::random()),
+            overload: overload::Overload::default(),
+            metrics: None,
         }
     }
 }
@@ -252,6 +278,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The whole HTTP surface: the API under the rate limit, `/openapi.json`, `/docs` and `/ready`.
 pub fn router(app: App) -> Router {
     let live = app.live.clone();
+    let limits = Arc::new(app.config.overload.clone());
+    let in_flight = Arc::new(overload::InFlight::default());
     let (api, mut doc) = api_routes().split_for_parts();
     let (v1, v1_doc) = v1_routes().split_for_parts();
     doc.merge(v1_doc);
@@ -282,7 +310,7 @@ pub fn router(app: App) -> Router {
         .layer(axum::middleware::from_fn(kata::layer))
         .layer(axum::extract::DefaultBodyLimit::max(app.config.body_limit))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
-        .with_state(app);
+        .with_state(app.clone());
     Router::new()
         .route(
             "/ready",
@@ -290,10 +318,18 @@ pub fn router(app: App) -> Router {
         )
         .route("/live", axum::routing::get(alive))
         .route("/healthz", axum::routing::get(alive))
+        .route(
+            "/metrics",
+            axum::routing::get(exposition::scrape).with_state(app.clone()),
+        )
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(hooks)
         .merge(v1)
         .merge(limited)
+        .route_layer(axum::middleware::from_fn(mark_route))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            overload::shed(limits.clone(), in_flight.clone(), req, next)
+        }))
         .layer(axum::middleware::from_fn(trace_request))
 }
 
@@ -342,17 +378,61 @@ pub fn trim_trailing_slash<B>(mut req: axum::http::Request<B>) -> axum::http::Re
 
 async fn trace_request(req: Request, next: Next) -> Response {
     use tracing::Instrument;
+    // Standard methods by name, anything else as one label: a client cannot grow the series.
+    let method = match *req.method() {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    };
+    // The route's template, not the path: one series and one log shape per route (paths
+    // carry ids; handlers' spans name the ids that matter, such as the channel).
     let span = tracing::info_span!(
         "request",
-        method = %req.method(),
-        path = %req.uri().path(),
+        method,
+        route = tracing::field::Empty,
         tenant = tracing::field::Empty,
         status = tracing::field::Empty,
     );
     let started = Instant::now();
     let res = next.run(req).instrument(span.clone()).await;
-    span.record("status", res.status().as_u16());
-    tracing::debug!(parent: &span, elapsed_ms = started.elapsed().as_millis() as u64, "done");
+    let elapsed = started.elapsed();
+    let status = res.status().as_u16();
+    span.record("status", status);
+    let route = res
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |m| m.as_str())
+        .to_owned();
+    metrics::counter!("botbox_http_requests_total", "method" => method,
+        "route" => route.clone(), "status" => status.to_string())
+    .increment(1);
+    metrics::histogram!("botbox_http_request_duration_seconds", "method" => method,
+        "route" => route.clone())
+    .record(elapsed.as_secs_f64());
+    // The access log: one line per request (target botbox::access; silence it with
+    // BOTBOX_LOG=info,botbox::access=off). No token, secret, path or message text.
+    tracing::info!(target: "botbox::access", parent: &span, route,
+        latency_ms = elapsed.as_secs_f64() * 1e3, "request");
+    res
+}
+
+/// Inside the router, once a route matched: names the route's template on the request's
+/// span and hands it to [`trace_request`] with the response.
+async fn mark_route(
+    matched: Option<axum::extract::MatchedPath>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let mut res = next.run(req).await;
+    if let Some(m) = matched {
+        tracing::Span::current().record("route", m.as_str());
+        res.extensions_mut().insert(m);
+    }
     res
 }
 
@@ -427,18 +507,23 @@ impl IntoResponse for ApiError {
             ApiError::StepFailed(m) => text(StatusCode::BAD_REQUEST, &m, ""),
             ApiError::NotFound(d) => text(StatusCode::NOT_FOUND, NOT_FOUND, &d),
             ApiError::Conflict(d) => text(StatusCode::CONFLICT, CONFLICT, &d),
-            ApiError::RateLimited(n) => text(
-                StatusCode::TOO_MANY_REQUESTS,
-                &format!("Ratelimit exceeded! {n} per minute"),
-                "",
-            ),
+            ApiError::RateLimited(n) => {
+                metrics::counter!("botbox_refusals_total", "reason" => "rate_limit").increment(1);
+                text(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &format!("Ratelimit exceeded! {n} per minute"),
+                    "",
+                )
+            }
             ApiError::Busy(m) => {
+                metrics::counter!("botbox_refusals_total", "reason" => "tenant_busy").increment(1);
                 let mut r = text(StatusCode::TOO_MANY_REQUESTS, &m, "");
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
                 r
             }
             ApiError::TooManyLogins => {
+                metrics::counter!("botbox_refusals_total", "reason" => "logins").increment(1);
                 let mut r = text(
                     StatusCode::TOO_MANY_REQUESTS,
                     "Too many failed logins for this account or from this address. Try again in 15 minutes.",
@@ -449,6 +534,7 @@ impl IntoResponse for ApiError {
                 r
             }
             ApiError::Unavailable(d) => {
+                metrics::counter!("botbox_refusals_total", "reason" => "unavailable").increment(1);
                 let mut r = text(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, &d);
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -81,6 +81,7 @@ impl V1Limits {
 }
 
 fn too_many_bad_keys(reset: i64) -> Response {
+    metrics::counter!("botbox_refusals_total", "reason" => "invalid_keys").increment(1);
     Problem::new(
         StatusCode::TOO_MANY_REQUESTS,
         "too-many-invalid-keys",
@@ -187,6 +188,7 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
         r
     };
     if !ok {
+        metrics::counter!("botbox_refusals_total", "reason" => "agent_quota").increment(1);
         let mut p = Problem::new(
             StatusCode::TOO_MANY_REQUESTS,
             "quota-exceeded",

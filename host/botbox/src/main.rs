@@ -280,6 +280,29 @@ struct ServeArgs {
     /// as a crash would (nothing stored is lost). A second signal exits at once.
     #[arg(long, env = "BOTBOX_SHUTDOWN_TIMEOUT", default_value_t = 30)]
     shutdown_timeout: u64,
+    /// Serve `GET /metrics` (Prometheus) on this address of its own, without authentication
+    /// (keep it private). Without it, `/metrics` is on the main address for an admin's token
+    /// or --metrics-token.
+    #[arg(long, env = "BOTBOX_METRICS_ADDR")]
+    metrics_addr: Option<SocketAddr>,
+    /// A bearer token that may read `/metrics` on the main address (for Prometheus'
+    /// `authorization` setting), besides admins' tokens.
+    #[arg(long, env = "BOTBOX_METRICS_TOKEN", hide_env_values = true)]
+    metrics_token: Option<String>,
+    /// Log lines as `text` (for people) or `json` (one object per line, for collectors).
+    #[arg(long, env = "BOTBOX_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// Requests in flight in the whole server; past it, 503 with Retry-After.
+    #[arg(long, env = "BOTBOX_MAX_IN_FLIGHT", default_value_t = 4096)]
+    max_in_flight: usize,
+    /// Requests in flight per source (a credential, a webhook's channel, else an address);
+    /// past it that source gets 503 with Retry-After while others go on.
+    #[arg(long, env = "BOTBOX_MAX_IN_FLIGHT_PER_SOURCE", default_value_t = 256)]
+    max_in_flight_per_source: usize,
+    /// Seconds for a request's answer to start (streams count until their headers); past
+    /// it, 503.
+    #[arg(long, env = "BOTBOX_REQUEST_TIMEOUT", default_value_t = 60)]
+    request_timeout: u64,
 }
 
 #[derive(Subcommand)]
@@ -299,7 +322,23 @@ enum UserCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    // The client's global options mean nothing to `serve`: its help leaves them out.
+    // A subcommand's own argument of a global's name stops the global's propagation there.
+    let command = Cli::command().mut_subcommand("serve", |serve| {
+        serve
+            .arg(
+                clap::Arg::new("json")
+                    .long("json")
+                    .hide(true)
+                    .action(clap::ArgAction::SetTrue),
+            )
+            .arg(clap::Arg::new("server").long("server").hide(true))
+    });
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -449,7 +488,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Validate { file } => validate(&file),
         Command::Serve(a) => {
             server::return_big_blocks_to_the_os();
-            tracing_subscriber::fmt()
+            let logs = tracing_subscriber::fmt()
                 .with_env_filter(
                     tracing_subscriber::EnvFilter::try_from_env("BOTBOX_LOG")
                         .unwrap_or_else(|_| "info".into()),
@@ -457,8 +496,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .with_writer(std::io::stderr)
                 // Colour codes only for a person at a terminal, never in a file or a pipe
                 // that a log collector reads.
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-                .init();
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+            if a.log_format == "json" {
+                logs.json().init();
+            } else {
+                logs.init();
+            }
+            let metrics = server::install_metrics()?;
             let mut live = LiveConfig::default();
             live.sandbox.cache_dir = a.cache_dir.unwrap_or_else(|| a.storage.data.join("cache"));
             if a.allow_private_egress {
@@ -483,8 +527,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     token_ttl_secs: a.token_ttl,
                     agent_chat_per_minute: a.agent_chat_limit,
                     agent_read_per_minute: a.agent_read_limit,
+                    overload: botbox_api::overload::Overload {
+                        max_in_flight: a.max_in_flight.max(1),
+                        max_in_flight_per_source: a.max_in_flight_per_source.max(1),
+                        request_timeout: std::time::Duration::from_secs(a.request_timeout.max(1)),
+                    },
+                    metrics: Some(botbox_api::MetricsRoute {
+                        render: {
+                            let m = metrics.clone();
+                            std::sync::Arc::new(move || m.render())
+                        },
+                        token: a.metrics_token,
+                    }),
                     ..ApiConfig::default()
                 },
+                metrics_addr: a.metrics_addr,
                 callbacks: botbox_service::cases::webhooks::CallbackConfig {
                     allow_http: a.allow_private_egress,
                     ..Default::default()
@@ -498,7 +555,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 shutdown_timeout: std::time::Duration::from_secs(a.shutdown_timeout),
             };
             let rt = runtime()?;
-            let served = rt.block_on(server::serve(cfg));
+            let served = rt.block_on(async {
+                // Histograms are buffered per thread until an upkeep folds them in.
+                tokio::spawn(async move {
+                    let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+                    loop {
+                        every.tick().await;
+                        metrics.run_upkeep();
+                    }
+                });
+                server::serve(cfg).await
+            });
             // Threads still blocked (a step cut by the drain's time-out) are not waited for.
             rt.shutdown_background();
             served?;

@@ -36,6 +36,26 @@ pub struct ServeConfig {
     pub secret_key: Option<String>,
     /// How long a drain (SIGTERM, SIGINT) may take before the process exits anyway.
     pub shutdown_timeout: std::time::Duration,
+    /// Where `GET /metrics` listens on its own (then not on the main address).
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// Installs the process's Prometheus recorder: histograms of seconds, fuel and group sizes
+/// get fixed buckets (one series per bucket; without them the exporter would render
+/// summaries, which cannot be aggregated across replicas). Call once, before serving.
+pub fn install_metrics() -> Result<metrics_exporter_prometheus::PrometheusHandle> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    const SECONDS: &[f64] = &[
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+        60.0,
+    ];
+    const FUEL: &[f64] = &[1e4, 1e5, 3e5, 1e6, 3e6, 1e7, 3e7, 1e8, 1e9];
+    const GROUP: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0];
+    Ok(PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS)?
+        .set_buckets_for_metric(Matcher::Full("botbox_step_fuel".into()), FUEL)?
+        .set_buckets_for_metric(Matcher::Full("botbox_commit_steps".into()), GROUP)?
+        .install_recorder()?)
 }
 
 /// Makes glibc's allocator give blocks of 128 KiB and more back to the OS when they are freed
@@ -152,7 +172,12 @@ pub async fn build(cfg: &ServeConfig, db: Db, addr: SocketAddr) -> Result<App> {
 }
 
 /// Runs the server until a SIGTERM or SIGINT has been drained (see [`drain`]).
-pub async fn serve(cfg: ServeConfig) -> Result<()> {
+pub async fn serve(mut cfg: ServeConfig) -> Result<()> {
+    // With an address of its own, `/metrics` is served there and not on the main router.
+    let own_metrics = match cfg.metrics_addr {
+        Some(addr) => cfg.api.metrics.take().map(|route| (addr, route)),
+        None => None,
+    };
     let db = open_db(&cfg.data_dir, cfg.database_url.as_deref()).await?;
     if let Some(pw) = bootstrap_admin(&db, cfg.admin_password.as_deref()).await? {
         println!("created the admin account: username admin, password {pw}");
@@ -163,6 +188,21 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         .with_context(|| format!("binding {}", cfg.addr))?;
     let addr = listener.local_addr()?;
     let app = build(&cfg, db, addr).await?;
+    if let Some((metrics_addr, route)) = own_metrics {
+        let listener = tokio::net::TcpListener::bind(metrics_addr)
+            .await
+            .with_context(|| format!("binding the metrics address {metrics_addr}"))?;
+        tracing::info!(addr = %listener.local_addr()?, "metrics on their own address");
+        let app = app.clone();
+        let metrics = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let (app, route) = (app.clone(), route.clone());
+                async move { api::exposition::render(&app, &route).await }
+            }),
+        );
+        tokio::spawn(async move { axum::serve(listener, metrics).await });
+    }
     let drain = app.live.drain.clone();
     let db = app.db.clone();
     let router = api::router(app);

@@ -279,6 +279,17 @@ pub enum SandboxError {
     Internal(anyhow::Error),
 }
 
+/// The sandbox's instances at one moment ([`Sandbox::stats`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SandboxStats {
+    /// Instances alive: running a step, or idle and warm.
+    pub live: usize,
+    /// Of those, idle (kept warm for the next step).
+    pub idle: usize,
+    /// The cap on instances alive (the pooling allocator's slots).
+    pub max: usize,
+}
+
 pub struct Sandbox {
     engine: Engine,
     pre: BotRuntimePre<StepState>,
@@ -386,6 +397,16 @@ impl Sandbox {
     /// Whether the pooling allocator is in use (else on-demand allocation).
     pub fn pooling(&self) -> bool {
         self.pooling
+    }
+
+    /// Instances now (for metrics).
+    pub fn stats(&self) -> SandboxStats {
+        let (live, max) = self.permits.counts();
+        SandboxStats {
+            live,
+            idle: self.idle.lock().unwrap().len(),
+            max,
+        }
     }
 
     pub fn limits(&self) -> &Limits {

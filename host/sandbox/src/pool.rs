@@ -184,6 +184,11 @@ impl Permits {
     fn free(&self) -> bool {
         *self.used.lock().unwrap() < self.max
     }
+
+    /// (instances alive, the cap).
+    pub fn counts(&self) -> (usize, usize) {
+        (*self.used.lock().unwrap(), self.max)
+    }
 }
 
 trait PermitsExt {

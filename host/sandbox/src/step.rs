@@ -38,7 +38,8 @@ impl Sandbox {
         effects: Arc<dyn Effects>,
     ) -> Result<RawOutcome, SandboxError> {
         let span = tracing::info_span!("bot_step", tenant = %tenant, revision = %revision.id, fuel = tracing::field::Empty, warm = tracing::field::Empty);
-        async {
+        let started = std::time::Instant::now();
+        let out = async {
             let turn = self.tenants.enter(tenant).await;
             let clock = StepClock::start();
             let step =
@@ -46,7 +47,9 @@ impl Sandbox {
             OnCpu::new(&self.cpu, &turn.tenant, &clock, step).await
         }
         .instrument(span)
-        .await
+        .await;
+        record_step(&out, started.elapsed());
+        out
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -176,6 +179,23 @@ impl Sandbox {
         }
         self.put_idle(inst);
         out
+    }
+}
+
+/// Metrics of one step: its outcome, its latency (the wait for the tenant's turn included)
+/// and, when it ran to its end, its fuel.
+fn record_step(out: &Result<RawOutcome, SandboxError>, took: std::time::Duration) {
+    let outcome = match out {
+        Ok(_) => "ok",
+        Err(SandboxError::Step(StepError::MaxRecursion(_))) => "max_recursion",
+        Err(SandboxError::Step(StepError::Aborted(_))) => "aborted",
+        Err(SandboxError::Step(StepError::InvalidMessage(_))) => "invalid_message",
+        Err(SandboxError::Internal(_)) => "internal",
+    };
+    metrics::counter!("botbox_steps_total", "outcome" => outcome).increment(1);
+    metrics::histogram!("botbox_step_duration_seconds").record(took.as_secs_f64());
+    if let Ok(o) = out {
+        metrics::histogram!("botbox_step_fuel").record(o.fuel_used as f64);
     }
 }
 

@@ -192,6 +192,8 @@ impl NluService {
         tokio::spawn(async move {
             let _busy = busy;
             let out = this.train(&nlu).await;
+            let outcome = if out.is_ok() { "done" } else { "failed" };
+            metrics::counter!("botbox_nlu_trainings_total", "outcome" => outcome).increment(1);
             let ended = match out {
                 Ok(revision) => Trained::Done { revision },
                 Err(e) => {

@@ -145,7 +145,13 @@ impl Db {
     /// fail the others.
     pub async fn commit_step(&self, w: StepWrite) -> Committed {
         let Some(queue) = &self.commits else {
-            return self.commit_alone(&w).await;
+            // PostgreSQL: a transaction per step.
+            let started = std::time::Instant::now();
+            let out = self.commit_alone(&w).await;
+            metrics::histogram!("botbox_commit_steps").record(1.0);
+            metrics::histogram!("botbox_commit_duration_seconds")
+                .record(started.elapsed().as_secs_f64());
+            return out;
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let start = {
@@ -263,7 +269,11 @@ impl Db {
             };
             let (writes, replies): (Vec<_>, Vec<_>) =
                 jobs.into_iter().map(|j| (j.write, j.reply)).unzip();
+            let started = std::time::Instant::now();
+            metrics::histogram!("botbox_commit_steps").record(writes.len() as f64);
             let results = queue.writer.commit(writes, sent).await;
+            metrics::histogram!("botbox_commit_duration_seconds")
+                .record(started.elapsed().as_secs_f64());
             for (reply, result) in replies.into_iter().zip(results) {
                 let _ = reply.send(result);
             }

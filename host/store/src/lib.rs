@@ -332,7 +332,40 @@ impl Db {
     }
 }
 
+/// Figures for the operator's metrics (`GET /metrics`), read at each scrape.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Backlog {
+    /// Outbox rows not yet delivered (pending or waiting for a retry).
+    pub outbox_pending: i64,
+    /// When the oldest of them was stored (ms since the epoch), if any.
+    pub outbox_oldest_ms: Option<i64>,
+    /// Agent runs by status.
+    pub runs: Vec<(String, i64)>,
+    /// Case tasks by status.
+    pub tasks: Vec<(String, i64)>,
+}
+
 impl Db {
+    /// The [`Backlog`]: three grouped counts (each on an index's leading column).
+    pub async fn backlog(&self) -> DbResult<Backlog> {
+        let (pending, oldest): (i64, Option<i64>) =
+            sqlx::query_as("SELECT COUNT(*), MIN(created_at) FROM outbox WHERE status = 'pending'")
+                .fetch_one(&self.pool)
+                .await?;
+        let runs = sqlx::query_as("SELECT status, COUNT(*) FROM agent_runs GROUP BY status")
+            .fetch_all(&self.pool)
+            .await?;
+        let tasks = sqlx::query_as("SELECT status, COUNT(*) FROM tasks GROUP BY status")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(Backlog {
+            outbox_pending: pending,
+            outbox_oldest_ms: oldest,
+            runs,
+            tasks,
+        })
+    }
+
     /// Records what is still queued (deliveries recorded in batches), then closes the
     /// connection pool, waiting for the connections in use to be given back. For the end of
     /// a drain: every step has committed by then.

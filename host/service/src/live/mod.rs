@@ -423,6 +423,11 @@ impl Live {
         });
     }
 
+    /// The sandbox's instances, once it exists (metrics).
+    pub fn sandbox_stats(&self) -> Option<botbox_sandbox::SandboxStats> {
+        self.sandbox.get().map(|s| s.stats())
+    }
+
     /// Whether the sandbox is ready (`GET /ready`).
     pub fn sandbox_readiness(&self) -> Readiness {
         if self.sandbox.initialized() {

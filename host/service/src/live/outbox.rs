@@ -347,6 +347,12 @@ async fn send(
         Ok(a) => Err(format!("{} answered {}", a.url, a.status)),
         Err(e) => Err(e.to_string()),
     };
+    let counted = match &outcome {
+        Ok(()) => "sent",
+        Err(_) if attempts >= live.cfg.outbox_max_attempts => "failed",
+        Err(_) => "retry",
+    };
+    metrics::counter!("botbox_deliveries_total", "outcome" => counted).increment(1);
     match outcome {
         Ok(()) => match sent.map(|tx| {
             let busy = live.drain.busy(crate::drain::Work::Deliveries);
@@ -397,23 +403,28 @@ mod tests {
     #[test]
     fn the_direct_path_holds_a_bounded_number_of_rows_per_channel() {
         let lanes = Lanes::default();
+        let drain = crate::drain::Drain::default();
         let mut held = Vec::new();
         for _ in 0..DIRECT_ROWS_PER_CHANNEL / 2 {
-            held.push(lanes.hold("hanging", 2).expect("under the cap"));
+            held.push(lanes.hold(&drain, "hanging", 2).expect("under the cap"));
         }
         assert!(
-            lanes.hold("hanging", 1).is_none(),
+            lanes.hold(&drain, "hanging", 1).is_none(),
             "one row over the cap is left to the poller"
         );
-        assert!(lanes.hold("other", DIRECT_ROWS_PER_CHANNEL).is_some());
+        assert!(
+            lanes
+                .hold(&drain, "other", DIRECT_ROWS_PER_CHANNEL)
+                .is_some()
+        );
         // A refused hold counted nothing: one batch delivered makes room for two rows.
         held.pop();
         held.push(
             lanes
-                .hold("hanging", 2)
+                .hold(&drain, "hanging", 2)
                 .expect("room for the two rows given back"),
         );
-        assert!(lanes.hold("hanging", 1).is_none());
+        assert!(lanes.hold(&drain, "hanging", 1).is_none());
     }
 
     #[test]

@@ -35,7 +35,10 @@ pub(super) async fn run(live: Arc<Live>) {
 pub async fn fire_due(live: &Live) -> anyhow::Result<usize> {
     let mut fired = 0;
     for row in live.db.due_schedules(now_ms(), 64).await? {
-        let next = next_fire(&row, now_ms());
+        let now = now_ms();
+        metrics::histogram!("botbox_schedule_lag_seconds")
+            .record((now - row.next_at).max(0) as f64 / 1e3);
+        let next = next_fire(&row, now);
         if !live.db.advance_schedule(&row, next).await? {
             continue; // another replica fires it
         }
