@@ -105,6 +105,48 @@ impl Server {
         }
     }
 
+    /// A server on SQLite in an existing data folder (a restored backup, say).
+    pub async fn start_on(dir: tempfile::TempDir, extra: &[&str]) -> Server {
+        let db_url = botbox_store::sqlite_url(dir.path());
+        let (child, base) = spawn(dir.path(), Backend::Sqlite, &db_url, extra, None, true).await;
+        Server {
+            child,
+            base,
+            db_url,
+            pg_db: None,
+            backend: Backend::Sqlite,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            _dir: dir,
+        }
+    }
+
+    /// `n` servers started at the same moment on one new, empty PostgreSQL database (each
+    /// with a data folder of its own), each returned once ready; the first drops the
+    /// database when dropped.
+    pub async fn start_together(n: usize, extra: &[&str]) -> Vec<Server> {
+        let dirs: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (db_url, pg_db) = fresh_database(Backend::Postgres, dirs[0].path()).await;
+        let started = futures::future::join_all(
+            dirs.iter()
+                .map(|dir| spawn(dir.path(), Backend::Postgres, &db_url, extra, None, true)),
+        )
+        .await;
+        let mut pg_db = pg_db;
+        started
+            .into_iter()
+            .zip(dirs)
+            .map(|((child, base), dir)| Server {
+                child,
+                base,
+                db_url: db_url.clone(),
+                pg_db: pg_db.take(),
+                backend: Backend::Postgres,
+                extra: extra.iter().map(|s| s.to_string()).collect(),
+                _dir: dir,
+            })
+            .collect()
+    }
+
     /// Another server process on the same PostgreSQL database: a second replica. It does
     /// not own the database (the first server drops it).
     pub async fn replica(&self) -> Server {

@@ -565,3 +565,159 @@ fn serve_help_lists_only_serve_options() {
     assert!(!help.contains("--json"), "{help}");
     assert!(!help.contains("--server"), "{help}");
 }
+
+/// A backup taken while messages flow, restored into a fresh folder: the restored server
+/// has the same projects and channel (its webhook answers, under the same key), and a
+/// transcript that is a prefix of the live one, holding at least what was stored before the
+/// backup began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_under_load_restores_into_a_working_server() {
+    let (_rx, rx_url) = Receiver::start().await;
+    let server = Server::start(Backend::Sqlite, &["--allow-private-egress"]).await;
+    let d = Deployed::start(server, echo_bot()).await;
+    let channel = generic_channel(&d.api, &d.admin, &d.pid, &d.env, &rx_url).await;
+    let url = format!("{}/webhooks/{channel}", d.server.base);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let sender = {
+        let (api, url, stop, sent) = (d.api.clone(), url.clone(), stop.clone(), sent.clone());
+        tokio::spawn(async move {
+            let mut k = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let body = json!({"userId": format!("u{}", k % 5), "messages": [
+                    {"id": format!("m{k}"), "type": "text", "content": format!("msg {k}")}]});
+                let r = hook(&api, &url, &[], &body).await;
+                assert_eq!(r.status, 200, "{}", r.text);
+                k += 1;
+                sent.store(k, Ordering::SeqCst);
+            }
+        })
+    };
+    poll_until("20 messages answered", || async {
+        let n = sent.load(Ordering::SeqCst);
+        if n >= 20 { Ok(()) } else { Err(format!("{n}")) }
+    })
+    .await;
+    let answered_before = sent.load(Ordering::SeqCst);
+    let out_dir = tempfile::tempdir().unwrap();
+    let archive = out_dir.path().join("botbox.backup");
+    let mut backup = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"));
+    backup
+        .args(["backup", "--out"])
+        .arg(&archive)
+        .arg("--data")
+        .arg(d.server.data_dir())
+        .env_remove("DATABASE_URL");
+    // Off the runtime's threads: the sender goes on meanwhile.
+    let backup = tokio::task::spawn_blocking(move || backup.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        backup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&backup.stderr)
+    );
+    poll_until("messages after the backup", || async {
+        let n = sent.load(Ordering::SeqCst);
+        if n >= answered_before + 10 {
+            Ok(())
+        } else {
+            Err(format!("{n}"))
+        }
+    })
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    sender.await.unwrap();
+    let live_lines = d
+        .server
+        .db()
+        .await
+        .list_transcripts(&d.pid, "production", 0, i64::MAX)
+        .await
+        .unwrap();
+
+    let restored_dir = tempfile::tempdir().unwrap();
+    let restore = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .arg("restore")
+        .arg(&archive)
+        .arg("--data")
+        .arg(restored_dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        restore.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restore.stderr)
+    );
+    // Restoring over a database is refused.
+    let again = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .arg("restore")
+        .arg(&archive)
+        .arg("--data")
+        .arg(restored_dir.path())
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a database"));
+    assert_eq!(
+        std::fs::read(restored_dir.path().join("secret.key")).unwrap(),
+        std::fs::read(d.server.data_dir().join("secret.key")).unwrap()
+    );
+
+    let restored = Server::start_on(restored_dir, &["--allow-private-egress"]).await;
+    let api = restored.api();
+    let admin = api.admin_token().await;
+    let projects = api.get("/projects", &admin).await.ok();
+    assert!(
+        projects.to_string().contains(&d.pid),
+        "the project is restored: {projects}"
+    );
+    let restored_lines = restored
+        .db()
+        .await
+        .list_transcripts(&d.pid, "production", 0, i64::MAX)
+        .await
+        .unwrap();
+    let key = |l: &botbox_store::TranscriptRow| (l.direction.clone(), l.message.clone());
+    let live: std::collections::HashSet<_> = live_lines.iter().map(key).collect();
+    assert!(restored_lines.iter().all(|l| live.contains(&key(l))));
+    let incoming = restored_lines
+        .iter()
+        .filter(|l| l.direction == "in")
+        .count();
+    assert!(
+        incoming >= answered_before && restored_lines.len() < live_lines.len(),
+        "restored {incoming} incoming lines; {answered_before} answered before the backup, {} lines live",
+        live_lines.len()
+    );
+    // The restored server serves the channel (same id, same key).
+    let body = json!({"userId": "u1", "messages": [
+        {"id": "after-restore", "type": "text", "content": "hello again"}]});
+    let r = hook(
+        &api,
+        &format!("{}/webhooks/{channel}", restored.base),
+        &[],
+        &body,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+}
+
+/// Three servers started at the same moment on an empty PostgreSQL database, ten times: all
+/// three ready every time (migrations run once under PostgreSQL's advisory lock, the first
+/// admin is created once), and each lets the admin in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_started_together_are_all_ready() {
+    if postgres_skipped("replicas_started_together_are_all_ready").await {
+        return;
+    }
+    for _ in 0..10 {
+        let servers = Server::start_together(3, &[]).await;
+        for s in &servers {
+            s.api().admin_token().await;
+        }
+        let admins = servers[0].db().await.user_count().await.unwrap();
+        assert_eq!(admins, 1);
+    }
+}

@@ -37,11 +37,28 @@ struct BotDir {
 #[derive(Subcommand)]
 enum Command {
     /// Runs the server (SQLite in the data folder unless DATABASE_URL is postgres://).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Validates a bot file and prints every problem with its path and position.
     Validate {
         /// bot.yml or bot.json
         file: PathBuf,
+    },
+    /// Writes a consistent copy of the SQLite database and the server key to one archive,
+    /// while the server keeps serving (PostgreSQL: use pg_dump, see docs/operations.md).
+    Backup {
+        /// The archive to write (must not exist).
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+    /// Puts a `botbox backup` archive back into a data folder that holds no database.
+    Restore {
+        /// The archive.
+        file: PathBuf,
+        /// The data folder to restore into.
+        #[arg(long, env = "BOTBOX_DATA", default_value = "data")]
+        data: PathBuf,
     },
     /// Manages accounts directly in the database.
     User {
@@ -486,6 +503,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
             ExitCode::from(1)
         }),
         Command::Validate { file } => validate(&file),
+        Command::Backup { out, storage } => {
+            let taken =
+                botbox::backup::backup(&storage.data, storage.database_url.as_deref(), &out)?;
+            println!(
+                "wrote {} (database {} bytes{})",
+                out.display(),
+                taken.db_bytes,
+                if taken.key {
+                    ", server key"
+                } else {
+                    "; no secret.key in the data folder: keep the --secret-key you run with"
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Restore { file, data } => {
+            botbox::backup::restore(&file, &data)?;
+            println!(
+                "restored {} into {}; start it with `botbox serve --data {}`",
+                file.display(),
+                data.display(),
+                data.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Serve(a) => {
             server::return_big_blocks_to_the_os();
             let logs = tracing_subscriber::fmt()

@@ -12,6 +12,7 @@
 
 mod accounts;
 mod agent;
+mod backup;
 mod cases;
 mod conversations;
 mod due;
@@ -23,6 +24,7 @@ mod writer;
 
 pub use accounts::*;
 pub use agent::*;
+pub use backup::backup_sqlite;
 pub use cases::*;
 pub use nlu::*;
 pub use projects::*;
