@@ -18,4 +18,5 @@ mod live;
 mod nlu;
 mod operations;
 mod project_api;
+mod retention;
 mod upgrade;

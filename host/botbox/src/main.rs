@@ -316,6 +316,9 @@ struct ServeArgs {
     /// past it that source gets 503 with Retry-After while others go on.
     #[arg(long, env = "BOTBOX_MAX_IN_FLIGHT_PER_SOURCE", default_value_t = 256)]
     max_in_flight_per_source: usize,
+    /// Days transcript lines are kept (0: for ever). Older lines are deleted every minute.
+    #[arg(long, env = "BOTBOX_TRANSCRIPT_RETENTION_DAYS", default_value_t = 90)]
+    transcript_retention_days: u64,
     /// Seconds for a request's answer to start (streams count until their headers); past
     /// it, 503.
     #[arg(long, env = "BOTBOX_REQUEST_TIMEOUT", default_value_t = 60)]
@@ -553,6 +556,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             live.egress.allow.extend(a.egress_allow);
             live.outbox_backoff = std::time::Duration::from_millis(a.outbox_backoff_ms);
             live.delivery_timeout = std::time::Duration::from_millis(a.delivery_timeout_ms.max(1));
+            live.retention.transcripts = (a.transcript_retention_days > 0)
+                .then(|| std::time::Duration::from_secs(a.transcript_retention_days * 24 * 3600));
             live.nlu = botbox_service::nlu::NluConfig {
                 cache_bytes: a.nlu_cache_mb << 20,
                 training_slots: a.nlu_training_slots.max(1),

@@ -18,6 +18,7 @@ mod conversations;
 mod due;
 mod nlu;
 mod projects;
+mod retention;
 mod rows;
 mod step;
 mod writer;
@@ -28,6 +29,7 @@ pub use backup::backup_sqlite;
 pub use cases::*;
 pub use nlu::*;
 pub use projects::*;
+pub use retention::*;
 pub use rows::*;
 pub use step::*;
 
@@ -300,6 +302,10 @@ impl Db {
             .await
             .map_err(|e| anyhow::anyhow!("connecting to the database: {e}"))?;
         if backend == Backend::Sqlite {
+            // Freed pages can go back to the file system (`Db::give_back_space`). Takes
+            // effect only on a new, empty database (before the first table); an older file
+            // keeps reusing its freed pages.
+            pool.execute("PRAGMA auto_vacuum = INCREMENTAL").await?;
             // Readers do not block the writer; persistent for the file.
             pool.execute("PRAGMA journal_mode=WAL").await?;
         }

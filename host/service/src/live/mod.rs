@@ -8,6 +8,7 @@
 
 mod outbox;
 mod receive;
+pub mod retention;
 mod schedules;
 
 pub use outbox::{CHANNEL_CONCURRENCY, TENANT_CONCURRENCY};
@@ -73,6 +74,8 @@ pub struct LiveConfig {
     pub waiting_per_tenant: usize,
     /// NL Studio models: cache size and training slots ([`crate::nlu`]).
     pub nlu: crate::nlu::NluConfig,
+    /// How long stored things are kept ([`retention`]).
+    pub retention: retention::Retention,
 }
 
 use botbox_lanes::cores;
@@ -101,6 +104,7 @@ impl Default for LiveConfig {
             messages_per_tenant_alone: cores() * 4,
             waiting_per_tenant: 64,
             nlu: Default::default(),
+            retention: Default::default(),
         }
     }
 }
@@ -360,25 +364,14 @@ impl Live {
         })
     }
 
-    /// Starts the outbox and schedule workers.
+    /// Starts the outbox, schedule and retention workers.
     pub fn spawn_workers(self: &Arc<Self>) {
         let rx = self.direct_rx.lock().unwrap().take();
         if let Some(rx) = rx {
             tokio::spawn(outbox::run(self.clone(), rx));
         }
         tokio::spawn(schedules::run(self.clone()));
-        // Bot errors are kept BOT_ERROR_DAYS days: pruned hourly.
-        let db = self.db.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(Duration::from_secs(3600));
-            loop {
-                every.tick().await;
-                let before = now_ms() - BOT_ERROR_DAYS * 24 * 3600 * 1000;
-                if let Err(e) = db.prune_bot_errors(before).await {
-                    tracing::warn!(error = %e, "pruning bot errors");
-                }
-            }
-        });
+        tokio::spawn(retention::run(self.clone()));
     }
 
     /// The sandbox, created on first use (compiling the guest once per cache folder) unless

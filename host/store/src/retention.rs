@@ -1,0 +1,112 @@
+//! Retention: deleting what has outlived its window, a small batch at a time.
+//!
+//! Each batch is one `DELETE` of at most [`PRUNE_BATCH`] rows, oldest first, found by an
+//! index: a batch is atomic, so a pruning interrupted half-way leaves whole rows, and on
+//! SQLite each batch takes the write turn alone, so steps' group commits go between
+//! batches instead of waiting for a whole pruning. On SQLite, databases created by this
+//! version use `auto_vacuum = INCREMENTAL`, and [`Db::give_back_space`] returns freed pages
+//! to the file system; older databases reuse their freed pages (the file stops growing,
+//! without shrinking).
+
+use super::{Backend, Db, DbResult};
+
+/// Rows deleted per statement (500): a batch holds SQLite's write turn for a few ms.
+pub const PRUNE_BATCH: i64 = 500;
+
+/// What the pruner deletes, each older than its own cutoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expired {
+    /// Outbox rows delivered (the transcript is the record; the outbox is a promise).
+    SentOutbox,
+    /// Outbox rows given up on (kept a while for inspection).
+    FailedOutbox,
+    /// Transcript lines.
+    Transcripts,
+    /// Provider message ids seen (the dedupe window: a provider's retry after it runs again).
+    InboundSeen,
+}
+
+impl Expired {
+    pub const ALL: [Expired; 4] = [
+        Expired::SentOutbox,
+        Expired::FailedOutbox,
+        Expired::Transcripts,
+        Expired::InboundSeen,
+    ];
+
+    /// The name in logs and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Expired::SentOutbox => "sent_outbox",
+            Expired::FailedOutbox => "failed_outbox",
+            Expired::Transcripts => "transcripts",
+            Expired::InboundSeen => "inbound_seen",
+        }
+    }
+
+    /// One batch: `$1` the cutoff (Unix ms), `$2` the batch size.
+    fn sql(self) -> &'static str {
+        match self {
+            // A delivered or failed row's `next_at` is when its last attempt ended.
+            Expired::SentOutbox => {
+                "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox \
+                 WHERE status = 'sent' AND next_at < $1 ORDER BY next_at LIMIT $2)"
+            }
+            Expired::FailedOutbox => {
+                "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox \
+                 WHERE status = 'failed' AND next_at < $1 ORDER BY next_at LIMIT $2)"
+            }
+            Expired::Transcripts => {
+                "DELETE FROM transcripts WHERE id IN (SELECT id FROM transcripts \
+                 WHERE created_at < $1 ORDER BY created_at LIMIT $2)"
+            }
+            Expired::InboundSeen => {
+                "DELETE FROM inbound_seen WHERE (channel_id, provider_id) IN \
+                 (SELECT channel_id, provider_id FROM inbound_seen \
+                 WHERE created_at < $1 ORDER BY created_at LIMIT $2)"
+            }
+        }
+    }
+}
+
+impl Db {
+    /// Deletes one batch (at most [`PRUNE_BATCH`] rows) of `what` older than `before`
+    /// (Unix ms); returns how many rows went.
+    pub async fn prune_batch(&self, what: Expired, before: i64) -> DbResult<u64> {
+        let _turn = self.write_turn().await;
+        let done = sqlx::query(what.sql())
+            .bind(before)
+            .bind(PRUNE_BATCH)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Deletes every row of `what` older than `before`, batch after batch (yielding
+    /// between them); returns how many rows went.
+    pub async fn prune(&self, what: Expired, before: i64) -> DbResult<u64> {
+        let mut total = 0;
+        loop {
+            let n = self.prune_batch(what, before).await?;
+            total += n;
+            if n < PRUNE_BATCH as u64 {
+                return Ok(total);
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// SQLite: returns up to `pages` free pages to the file system (databases created
+    /// with incremental auto-vacuum; a no-op elsewhere and on PostgreSQL, whose autovacuum
+    /// reclaims space itself).
+    pub async fn give_back_space(&self, pages: u32) -> DbResult<()> {
+        if self.backend != Backend::Sqlite {
+            return Ok(());
+        }
+        let _turn = self.write_turn().await;
+        sqlx::query(&format!("PRAGMA incremental_vacuum({pages})"))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
