@@ -346,19 +346,26 @@ fn echo_bot() -> Value {
     )
 }
 
+/// The echo bot deployed on `server`, with a generic channel whose replies go to a receiver:
+/// (the deployment, the channel's id, the receiver).
+async fn echo_on(server: Server) -> (Deployed, String, Receiver) {
+    let (rx, rx_url) = Receiver::start().await;
+    let d = Deployed::start(server, echo_bot()).await;
+    let channel = generic_channel(&d.api, &d.admin, &d.pid, &d.env, &rx_url).await;
+    (d, channel, rx)
+}
+
 /// After known traffic (three webhook messages answered and delivered), the exposition's
 /// counters and histograms moved by exactly that much; `/metrics` needs the metrics token or
 /// an admin's; with `--metrics-addr` it is served there and not on the main address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_steps_and_deliveries() {
-    let (rx, rx_url) = Receiver::start().await;
     let server = Server::start(
         Backend::Sqlite,
         &["--allow-private-egress", "--metrics-token", "scrape-token"],
     )
     .await;
-    let d = Deployed::start(server, echo_bot()).await;
-    let channel = generic_channel(&d.api, &d.admin, &d.pid, &d.env, &rx_url).await;
+    let (d, channel, rx) = echo_on(server).await;
     let base = d.server.base.clone();
     let anonymous = reqwest::get(format!("{base}/metrics")).await.unwrap();
     assert_eq!(anonymous.status(), 401);
@@ -503,14 +510,12 @@ async fn overload_is_shed_per_source_and_answers_time_out() {
 /// with its route template and status, and the log holds no token or message text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_carry_an_access_line_per_request_and_no_secrets() {
-    let (rx, rx_url) = Receiver::start().await;
     let server = Server::start_logged(
         Backend::Sqlite,
         &["--allow-private-egress", "--log-format", "json"],
     )
     .await;
-    let d = Deployed::start(server, echo_bot()).await;
-    let channel = generic_channel(&d.api, &d.admin, &d.pid, &d.env, &rx_url).await;
+    let (d, channel, rx) = echo_on(server).await;
     let body = json!({"userId": "u1", "messages": [
         {"id": "m1", "type": "text", "content": "my secret words"}]});
     let r = hook(
@@ -572,10 +577,8 @@ fn serve_help_lists_only_serve_options() {
 /// backup began.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_under_load_restores_into_a_working_server() {
-    let (_rx, rx_url) = Receiver::start().await;
     let server = Server::start(Backend::Sqlite, &["--allow-private-egress"]).await;
-    let d = Deployed::start(server, echo_bot()).await;
-    let channel = generic_channel(&d.api, &d.admin, &d.pid, &d.env, &rx_url).await;
+    let (d, channel, _rx) = echo_on(server).await;
     let url = format!("{}/webhooks/{channel}", d.server.base);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sent = Arc::new(AtomicUsize::new(0));
