@@ -255,6 +255,23 @@ async fn a_second_signal_exits_at_once() {
     assert!(d.server.log().contains("second signal"));
 }
 
+/// A database that does not answer makes `/ready` answer 503 `database`; `/live` still 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_fails_while_the_database_does_not_answer() {
+    let server = InProcess::start(Backend::Sqlite).await;
+    let api = server.api();
+    poll_until("ready", || async {
+        let r = api.raw("GET", "/ready", None, vec![]).await;
+        if r.status == 200 { Ok(()) } else { Err(r.text) }
+    })
+    .await;
+    server.db().await.pool.close().await;
+    let r = api.raw("GET", "/ready", None, vec![]).await;
+    assert_eq!((r.status, r.json()), (503, json!({"status": "database"})));
+    let r = api.raw("GET", "/live", None, vec![]).await;
+    assert_eq!(r.status, 200);
+}
+
 /// Once a drain starts `/ready` answers 503 `draining` (load balancers stop sending), while
 /// `/live` and `/healthz` still answer 200.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

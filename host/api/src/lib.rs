@@ -314,7 +314,10 @@ pub fn router(app: App) -> Router {
     Router::new()
         .route(
             "/ready",
-            axum::routing::get(move || std::future::ready(ready(&live))),
+            axum::routing::get(move || {
+                let live = live.clone();
+                async move { ready(&live).await }
+            }),
         )
         .route("/live", axum::routing::get(alive))
         .route("/healthz", axum::routing::get(alive))
@@ -334,22 +337,31 @@ pub fn router(app: App) -> Router {
 }
 
 /// `GET /ready`: 200 `{"status": "ready"}` once this process can run bots (its sandbox is
-/// created) until it starts draining, else 503 with `starting`, `failed` (the cause is in
-/// the log) or `draining` (it is stopping: send new work elsewhere). No
+/// created) and its database answers, until it starts draining; else 503 with `starting`,
+/// `failed` (the cause is in the log), `database` (it does not answer within 2 s) or
+/// `draining` (it is stopping: send new work elsewhere). No
 /// authentication and no rate limit: it tells nothing about any tenant. For load balancers'
 /// readiness checks, and for tests that must not time a guest compilation.
-fn ready(live: &Live) -> Response {
+async fn ready(live: &Live) -> Response {
     use botbox_service::live::Readiness;
-    if live.drain.draining() {
-        let body = axum::Json(serde_json::json!({"status": "draining"}));
-        return (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
-    }
-    let (status, word) = match live.sandbox_readiness() {
-        Readiness::Ready => (StatusCode::OK, "ready"),
-        Readiness::Starting => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
-        Readiness::Failed => (StatusCode::SERVICE_UNAVAILABLE, "failed"),
+    let unavailable = |word: &str| {
+        let body = axum::Json(serde_json::json!({"status": word}));
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
     };
-    (status, axum::Json(serde_json::json!({"status": word}))).into_response()
+    if live.drain.draining() {
+        return unavailable("draining");
+    }
+    // One trivial query, bounded: a database that does not answer makes the server unready.
+    let reachable = tokio::time::timeout(std::time::Duration::from_secs(2), live.db.ping()).await;
+    if !matches!(reachable, Ok(Ok(()))) {
+        tracing::warn!(answer = ?reachable.map(|r| r.err()), "readiness: the database does not answer");
+        return unavailable("database");
+    }
+    match live.sandbox_readiness() {
+        Readiness::Ready => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
+        Readiness::Starting => unavailable("starting"),
+        Readiness::Failed => unavailable("failed"),
+    }
 }
 
 /// `GET /live` (and `/healthz`): 200 `{"status": "alive"}` whenever the process answers at all, ready or not.

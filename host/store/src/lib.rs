@@ -374,6 +374,12 @@ impl Db {
         })
     }
 
+    /// One trivial query: whether the database answers (`GET /ready`).
+    pub async fn ping(&self) -> DbResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// Records what is still queued (deliveries recorded in batches), then closes the
     /// connection pool, waiting for the connections in use to be given back. For the end of
     /// a drain: every step has committed by then.
