@@ -44,6 +44,27 @@ async fn seen(db: &botbox_store::Db, id: &str, at: i64) {
     .await
 }
 
+/// A task in `status`, last changed at `at`, with one artifact (`art-<id>`).
+async fn task_with_artifact(db: &botbox_store::Db, id: &str, status: &str, at: i64) {
+    exec(
+        db,
+        &format!(
+            "INSERT INTO tasks (id, case_id, workspace_id, status, inputs, attempts, lease_until, \
+             created_by, created_at, updated_at) VALUES ('{id}', 'case', 'w', '{status}', '{{}}', \
+             1, 0, 'u', {at}, {at})"
+        ),
+    )
+    .await;
+    exec(
+        db,
+        &format!(
+            "INSERT INTO task_artifacts (id, task_id, name, media_type, size, content, created_at) \
+             VALUES ('art-{id}', '{id}', 'summary', 'text/plain', 2, 'aGk=', {at})"
+        ),
+    )
+    .await
+}
+
 async fn count(db: &botbox_store::Db, sql: &str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(&db.pool).await.unwrap()
 }
@@ -68,6 +89,11 @@ async fn the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest(backend: 
     transcript(&db, "t-young", now - 89 * DAY).await;
     seen(&db, "s-old", now - 8 * DAY).await;
     seen(&db, "s-young", now - 6 * DAY).await;
+    task_with_artifact(&db, "done-old", "done", now - 31 * DAY).await;
+    task_with_artifact(&db, "failed-old", "failed", now - 31 * DAY).await;
+    task_with_artifact(&db, "done-young", "done", now - 29 * DAY).await;
+    // Waiting for a review: its artifacts stay however old.
+    task_with_artifact(&db, "review-old", "review", now - 60 * DAY).await;
 
     // One batch: exactly PRUNE_BATCH rows go, the rest of them stay whole.
     let n = db
@@ -88,6 +114,12 @@ async fn the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest(backend: 
     assert_eq!(of("failed_outbox"), Some(1));
     assert_eq!(of("transcripts"), Some(1));
     assert_eq!(of("inbound_seen"), Some(1));
+    assert_eq!(of("task_artifacts"), Some(2));
+    let artifacts: Vec<String> = sqlx::query_scalar("SELECT id FROM task_artifacts ORDER BY id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(artifacts, ["art-done-young", "art-review-old"]);
     let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM outbox ORDER BY id")
         .fetch_all(&db.pool)
         .await

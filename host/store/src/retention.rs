@@ -24,14 +24,17 @@ pub enum Expired {
     Transcripts,
     /// Provider message ids seen (the dedupe window: a provider's retry after it runs again).
     InboundSeen,
+    /// Artifacts of tasks that ended (`done` or `failed`), by the task's last change.
+    TaskArtifacts,
 }
 
 impl Expired {
-    pub const ALL: [Expired; 4] = [
+    pub const ALL: [Expired; 5] = [
         Expired::SentOutbox,
         Expired::FailedOutbox,
         Expired::Transcripts,
         Expired::InboundSeen,
+        Expired::TaskArtifacts,
     ];
 
     /// The name in logs and metrics.
@@ -41,6 +44,7 @@ impl Expired {
             Expired::FailedOutbox => "failed_outbox",
             Expired::Transcripts => "transcripts",
             Expired::InboundSeen => "inbound_seen",
+            Expired::TaskArtifacts => "task_artifacts",
         }
     }
 
@@ -64,6 +68,12 @@ impl Expired {
                 "DELETE FROM inbound_seen WHERE (channel_id, provider_id) IN \
                  (SELECT channel_id, provider_id FROM inbound_seen \
                  WHERE created_at < $1 ORDER BY created_at LIMIT $2)"
+            }
+            // Ended tasks are found by the status index; their artifacts by the task's.
+            Expired::TaskArtifacts => {
+                "DELETE FROM task_artifacts WHERE id IN (SELECT a.id FROM task_artifacts a \
+                 JOIN tasks t ON t.id = a.task_id \
+                 WHERE t.status IN ('done', 'failed') AND t.updated_at < $1 LIMIT $2)"
             }
         }
     }

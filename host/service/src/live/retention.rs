@@ -18,6 +18,9 @@ pub struct Retention {
     pub transcripts: Option<Duration>,
     /// Provider message ids seen, the dedupe window (7 days: providers retry for hours).
     pub inbound_seen: Duration,
+    /// Artifacts of ended tasks, after the task's last change (30 days): a task's artifact
+    /// URLs answer 404 then, its outputs stay.
+    pub task_artifacts: Duration,
     /// Bot errors (30 days).
     pub bot_errors: Duration,
     /// Time between passes (60 s).
@@ -33,6 +36,7 @@ impl Default for Retention {
             failed_outbox: DAY * 7,
             transcripts: Some(DAY * 90),
             inbound_seen: DAY * 7,
+            task_artifacts: DAY * 30,
             bot_errors: DAY * super::BOT_ERROR_DAYS as u32,
             every: Duration::from_secs(60),
         }
@@ -46,6 +50,7 @@ impl Retention {
             Expired::FailedOutbox => Some(self.failed_outbox),
             Expired::Transcripts => self.transcripts,
             Expired::InboundSeen => Some(self.inbound_seen),
+            Expired::TaskArtifacts => Some(self.task_artifacts),
         }
     }
 }
