@@ -311,6 +311,34 @@ impl InProcess {
     }
 }
 
+/// A fresh database alone, migrated, with no server and no workers (for storage functions
+/// that a server's own background work would race with); dropped with it.
+pub struct BareDb {
+    pub db: botbox_store::Db,
+    pg_db: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl BareDb {
+    pub async fn new(backend: Backend) -> BareDb {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, pg_db) = fresh_database(backend, dir.path()).await;
+        BareDb {
+            db: botbox_store::Db::connect(&url).await.unwrap(),
+            pg_db,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for BareDb {
+    fn drop(&mut self) {
+        if let Some(name) = self.pg_db.take() {
+            drop_database(name);
+        }
+    }
+}
+
 impl Drop for InProcess {
     fn drop(&mut self) {
         if let Some(name) = self.pg_db.take() {

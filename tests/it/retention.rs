@@ -72,8 +72,9 @@ async fn count(db: &botbox_store::Db, sql: &str) -> i64 {
 on_both_backends!(the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest);
 
 async fn the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest(backend: Backend) {
-    let server = InProcess::start(backend).await;
-    let db = server.db().await;
+    // A database alone: a server's own pruner would race with the test's.
+    let bare = BareDb::new(backend).await;
+    let db = bare.db.clone();
     let now = now_ms();
     // More delivered rows past their minute than one batch holds.
     let old_sent = PRUNE_BATCH as usize * 2 + 7;
@@ -140,4 +141,65 @@ async fn the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest(backend: 
     };
     prune_all(&db, &forever, now).await;
     assert_eq!(count(&db, "SELECT COUNT(*) FROM transcripts").await, 2);
+}
+
+on_both_backends!(storage_counts_a_tenants_rows_and_bytes);
+
+/// After a known workload (three users' messages to an echo bot), `GET /storage` gives the
+/// tenant's transcript lines and sessions with their bytes as stored; another tenant's
+/// figures stay at zero.
+async fn storage_counts_a_tenants_rows_and_bytes(backend: Backend) {
+    let server = InProcess::start(backend).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let bot = one_state_bot(
+        serde_json::json!({"end": true, "action": {"name": "text", "options": {"text": "echo $(content)"}}}),
+    );
+    let (pid, env) = deploy(&api, &admin, bot).await;
+    let channel = generic_channel(&api, &admin, &pid, &env, "http://127.0.0.1:9/sink").await;
+    for k in 0..3 {
+        let body = serde_json::json!({"userId": format!("u{k}"), "messages": [
+            {"id": format!("m{k}"), "type": "text", "content": format!("hello {k}")}]});
+        let r = api
+            .raw(
+                "POST",
+                &format!("/webhooks/{channel}"),
+                None,
+                body.to_string().into_bytes(),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    let db = server.db().await;
+    let lines = db
+        .list_transcripts(&pid, "production", 0, i64::MAX)
+        .await
+        .unwrap();
+    let line_bytes: usize = lines.iter().map(|l| l.message.len()).sum();
+    let storage = api.get("/storage", &admin).await.ok();
+    let kind = |k: &str| {
+        storage["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["kind"] == k)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(kind("transcripts")["rows"], lines.len());
+    assert_eq!(kind("transcripts")["bytes"], line_bytes);
+    assert_eq!(kind("sessions")["rows"], 3);
+    assert!(kind("sessions")["bytes"].as_i64().unwrap() > 0);
+    assert_eq!(kind("task_artifacts")["rows"], 0);
+    let total: i64 = storage["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["bytes"].as_i64().unwrap())
+        .sum();
+    assert_eq!(storage["totalBytes"], total);
+
+    let (_, other) = api.user(&admin, "other", "developer").await;
+    let theirs = api.get("/storage", &other).await.ok();
+    assert_eq!(theirs["totalBytes"], 0, "{theirs}");
 }

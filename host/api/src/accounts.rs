@@ -23,6 +23,7 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(create_token, revoke_my_tokens))
         .routes(routes!(logout))
         .routes(routes!(me))
+        .routes(routes!(storage))
         .routes(routes!(create_user))
         .routes(routes!(user_teams))
         .routes(routes!(create_team))
@@ -238,6 +239,45 @@ async fn me(State(app): State<App>, caller: Caller) -> ApiResult<Json<Me>> {
         team_name,
         role_id: caller.role.name().into(),
         permissions: caller.role.permissions(),
+    }))
+}
+
+/// What a tenant stores of one kind.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StoredKind {
+    /// `transcripts`, `sessions`, `task_artifacts` or `nlu_models`.
+    pub kind: String,
+    pub rows: i64,
+    /// Bytes of the stored text (an artifact: its size).
+    pub bytes: i64,
+}
+
+/// What the caller's tenant stores.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Storage {
+    /// The tenant: the user, or the team of a team token.
+    pub owner_id: String,
+    pub kinds: Vec<StoredKind>,
+    pub total_bytes: i64,
+}
+
+/// What the caller's tenant (its user, or the team of a team token) stores: rows and bytes
+/// of its transcripts, sessions, task artifacts and NLU models. Computed when asked.
+#[utoipa::path(get, path = "/storage", tag = "auth", responses((status = 200, body = Storage)))]
+async fn storage(State(app): State<App>, caller: Caller) -> ApiResult<Json<Storage>> {
+    let kinds = app.db.storage_of(caller.owner()).await?;
+    Ok(Json(Storage {
+        owner_id: caller.owner().to_owned(),
+        total_bytes: kinds.iter().map(|k| k.bytes).sum(),
+        kinds: kinds
+            .into_iter()
+            .map(|k| StoredKind {
+                kind: k.kind.into(),
+                rows: k.rows,
+                bytes: k.bytes,
+            })
+            .collect(),
     }))
 }
 

@@ -79,7 +79,55 @@ impl Expired {
     }
 }
 
+/// What a tenant stores of one kind ([`Db::storage_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// `transcripts`, `sessions`, `task_artifacts` or `nlu_models`.
+    pub kind: &'static str,
+    pub rows: i64,
+    /// Bytes of the stored text (an artifact: its decoded size).
+    pub bytes: i64,
+}
+
 impl Db {
+    /// What the tenant `owner` (a user, or a team) stores, per kind: its projects'
+    /// transcripts, sessions and NLU models, its tasks' artifacts. Each a grouped scan of the
+    /// tenant's own rows (found by its projects or tasks), computed when asked.
+    pub async fn storage_of(&self, owner: &str) -> DbResult<Vec<Stored>> {
+        const KINDS: [(&str, &str); 4] = [
+            (
+                "transcripts",
+                "SELECT COUNT(*), CAST(COALESCE(SUM(OCTET_LENGTH(message)), 0) AS BIGINT) FROM transcripts \
+                 WHERE project_id IN (SELECT id FROM projects WHERE owner_id = $1)",
+            ),
+            (
+                "sessions",
+                "SELECT COUNT(*), CAST(COALESCE(SUM(OCTET_LENGTH(body)), 0) AS BIGINT) FROM sessions \
+                 WHERE environment_id IN (SELECT e.id FROM environments e \
+                 JOIN projects p ON p.id = e.project_id WHERE p.owner_id = $1)",
+            ),
+            (
+                "task_artifacts",
+                "SELECT COUNT(*), CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM task_artifacts \
+                 WHERE task_id IN (SELECT id FROM tasks WHERE workspace_id = $1)",
+            ),
+            (
+                "nlu_models",
+                "SELECT COUNT(*), CAST(COALESCE(SUM(OCTET_LENGTH(model)), 0) AS BIGINT) FROM nlu_models \
+                 WHERE project_id IN (SELECT id FROM projects WHERE owner_id = $1)",
+            ),
+        ];
+        let mut out = Vec::with_capacity(KINDS.len());
+        for (kind, sql) in KINDS {
+            let (rows, bytes): (i64, i64) = sqlx::query_as(sql)
+                .bind(owner)
+                .fetch_one(&self.pool)
+                .await?;
+            out.push(Stored { kind, rows, bytes });
+        }
+        Ok(out)
+    }
+
     /// Deletes one batch (at most [`PRUNE_BATCH`] rows) of `what` older than `before`
     /// (Unix ms); returns how many rows went.
     pub async fn prune_batch(&self, what: Expired, before: i64) -> DbResult<u64> {
