@@ -439,6 +439,7 @@ async fn metrics_count_requests_steps_and_deliveries() {
     assert_eq!(delta_of("botbox_commit_steps", Read::Sum), 3.0);
     assert!(after.value("botbox_sandbox_slots", &[]) > 0.0);
     assert!(after.value("botbox_process_resident_memory_bytes", &[]) > 1e6);
+    assert!(after.value("botbox_database_bytes", &[]) > 4096.0);
 
     // On an address of its own, and then not on the main one.
     let port = {

@@ -133,6 +133,9 @@ async fn the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest(backend: 
     assert_eq!(count(&db, "SELECT COUNT(*) FROM transcripts").await, 1);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM inbound_seen").await, 1);
 
+    // The database's size, as the metrics read it, on either backend.
+    assert!(db.size_bytes().await.unwrap() > 4096);
+
     // Transcripts kept for ever when the window is off.
     transcript(&db, "t-ancient", now - 1000 * DAY).await;
     let forever = Retention {

@@ -57,6 +57,10 @@ pub async fn render(app: &App, route: &crate::MetricsRoute) -> Response {
         }
         Err(e) => tracing::warn!(error = %e, "metrics: reading the backlog"),
     }
+    match app.db.size_bytes().await {
+        Ok(n) => gauge!("botbox_database_bytes").set(n as f64),
+        Err(e) => tracing::warn!(error = %e, "metrics: reading the database's size"),
+    }
     if let Some(s) = app.live.sandbox_stats() {
         gauge!("botbox_sandbox_instances", "state" => "busy").set((s.live - s.idle) as f64);
         gauge!("botbox_sandbox_instances", "state" => "idle").set(s.idle as f64);

@@ -128,6 +128,18 @@ impl Db {
         Ok(out)
     }
 
+    /// The database's size in bytes: SQLite's pages in use and free (the file, without its
+    /// WAL), PostgreSQL's `pg_database_size`.
+    pub async fn size_bytes(&self) -> DbResult<i64> {
+        let sql = match self.backend {
+            Backend::Sqlite => {
+                "SELECT p.page_count * s.page_size FROM pragma_page_count() p, pragma_page_size() s"
+            }
+            Backend::Postgres => "SELECT CAST(pg_database_size(current_database()) AS BIGINT)",
+        };
+        Ok(sqlx::query_scalar(sql).fetch_one(&self.pool).await?)
+    }
+
     /// Deletes one batch (at most [`PRUNE_BATCH`] rows) of `what` older than `before`
     /// (Unix ms); returns how many rows went.
     pub async fn prune_batch(&self, what: Expired, before: i64) -> DbResult<u64> {
