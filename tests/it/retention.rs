@@ -206,3 +206,53 @@ async fn storage_counts_a_tenants_rows_and_bytes(backend: Backend) {
     let theirs = api.get("/storage", &other).await.ok();
     assert_eq!(theirs["totalBytes"], 0, "{theirs}");
 }
+
+/// With `--storage-quota-mb 1`, a tenant storing more than 1 MiB gets 507 on its next bot
+/// push, naming the figures; another tenant pushes as before, and the first tenant's
+/// channel messages still run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_past_its_storage_quota_cannot_push() {
+    let server = Server::start(Backend::Sqlite, &["--storage-quota-mb", "1"]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let bot = example_bot("pizza");
+    let (pid, env) = deploy(&api, &admin, bot.clone()).await;
+    let db = server.db().await;
+    let big = "x".repeat(1_100_000);
+    sqlx::query(
+        "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, \
+         user_id, direction, message, flow, intent, state, created_at) VALUES \
+         ('big', $1, $2, 'production', 'c', 'u', 'in', $3, NULL, NULL, NULL, $4)",
+    )
+    .bind(&pid)
+    .bind(&env)
+    .bind(&big)
+    .bind(now_ms())
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let r = api
+        .post(
+            &format!("/projects/{pid}/bot/revisions"),
+            &admin,
+            bot.clone(),
+        )
+        .await;
+    assert_eq!(r.status, 507, "{}", r.text);
+    assert!(r.text.contains("storage quota reached"), "{}", r.text);
+    assert!(r.text.contains("of its 1048576"), "{}", r.text);
+    let (_, other) = api.user(&admin, "other", "developer").await;
+    deploy(&api, &other, bot).await;
+    // Messages are never refused for the quota.
+    let channel = generic_channel(&api, &admin, &pid, &env, "http://127.0.0.1:9/sink").await;
+    let body = serde_json::json!({"userId": "u1", "messages": [
+        {"id": "m1", "type": "text", "content": "hi"}]});
+    let r = hook(
+        &api,
+        &format!("{}/webhooks/{channel}", server.base),
+        &[],
+        &body,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+}

@@ -85,6 +85,10 @@ pub struct ApiConfig {
     pub server_key: botbox_service::cases::webhooks::ServerKey,
     /// Caps on requests in flight and the time-out on answers ([`overload`]).
     pub overload: overload::Overload,
+    /// A tenant's storage (`GET /storage`'s total) past which its bot pushes are refused
+    /// with 507 (`--storage-quota-mb`; `None`: no quota). Channel messages are never refused
+    /// for it: a provider's message is not lost to a quota.
+    pub storage_quota_bytes: Option<i64>,
     /// `GET /metrics` on this router: the exposition's renderer, and the bearer token that
     /// may read it (besides an admin's). `None`: the route answers 404 (the metrics are on
     /// their own listener, or off).
@@ -123,6 +127,7 @@ impl Default for ApiConfig {
             agent_read_per_minute: 600,
             server_key: botbox_service::cases::webhooks::ServerKey::from_bytes(rand::random()),
             overload: overload::Overload::default(),
+            storage_quota_bytes: None,
             metrics: None,
         }
     }
@@ -470,6 +475,8 @@ pub enum ApiError {
     Unavailable(String),
     /// A conversation step failed: 400 with the error text alone (reference §12.1).
     StepFailed(String),
+    /// 507: the tenant's storage quota is reached; the write was refused.
+    QuotaExceeded(String),
     Internal(anyhow::Error),
 }
 
@@ -517,6 +524,11 @@ impl IntoResponse for ApiError {
             }
             ApiError::Forbidden => text(StatusCode::FORBIDDEN, FORBIDDEN, ""),
             ApiError::StepFailed(m) => text(StatusCode::BAD_REQUEST, &m, ""),
+            ApiError::QuotaExceeded(m) => {
+                metrics::counter!("botbox_refusals_total", "reason" => "storage_quota")
+                    .increment(1);
+                text(StatusCode::INSUFFICIENT_STORAGE, &m, "")
+            }
             ApiError::NotFound(d) => text(StatusCode::NOT_FOUND, NOT_FOUND, &d),
             ApiError::Conflict(d) => text(StatusCode::CONFLICT, CONFLICT, &d),
             ApiError::RateLimited(n) => {

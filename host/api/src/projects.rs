@@ -486,6 +486,34 @@ async fn push_revision(
     store_revision(&app, project, bot, true).await
 }
 
+/// Refuses a write of the tenant `owner` once its storage reaches the quota (507, naming
+/// both figures; logged at warn for the operator).
+async fn check_quota(app: &App, owner: &str) -> ApiResult<()> {
+    let Some(quota) = app.config.storage_quota_bytes else {
+        return Ok(());
+    };
+    let used: i64 = app
+        .db
+        .storage_of(owner)
+        .await?
+        .iter()
+        .map(|k| k.bytes)
+        .sum();
+    if used < quota {
+        return Ok(());
+    }
+    tracing::warn!(
+        tenant = owner,
+        used,
+        quota,
+        "storage quota reached: a push was refused"
+    );
+    Err(ApiError::QuotaExceeded(format!(
+        "storage quota reached: this account stores {used} bytes of its {quota} \
+         (GET /storage says what); shorten the transcript retention or ask the operator"
+    )))
+}
+
 /// Validates, compiles and stores a new revision. `bump`: a version that exists becomes the
 /// next patch version (with a warning) instead of a 409.
 async fn store_revision(
@@ -494,6 +522,7 @@ async fn store_revision(
     mut bot: Json_,
     bump: bool,
 ) -> ApiResult<Json<Json_>> {
+    check_quota(app, &project.owner_id).await?;
     let id = project.id.clone();
     let Some(doc) = bot.as_object_mut() else {
         return Err(ApiError::bad("body: a Bot object is expected"));

@@ -316,6 +316,10 @@ struct ServeArgs {
     /// past it that source gets 503 with Retry-After while others go on.
     #[arg(long, env = "BOTBOX_MAX_IN_FLIGHT_PER_SOURCE", default_value_t = 256)]
     max_in_flight_per_source: usize,
+    /// A tenant's storage (transcripts, sessions, task artifacts, NLU models) in MiB past
+    /// which its bot pushes are refused with 507 (0: no quota). Messages are never refused.
+    #[arg(long, env = "BOTBOX_STORAGE_QUOTA_MB", default_value_t = 0)]
+    storage_quota_mb: u64,
     /// Days transcript lines are kept (0: for ever). Older lines are deleted every minute.
     #[arg(long, env = "BOTBOX_TRANSCRIPT_RETENTION_DAYS", default_value_t = 90)]
     transcript_retention_days: u64,
@@ -579,6 +583,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         max_in_flight_per_source: a.max_in_flight_per_source.max(1),
                         request_timeout: std::time::Duration::from_secs(a.request_timeout.max(1)),
                     },
+                    storage_quota_bytes: (a.storage_quota_mb > 0)
+                        .then(|| i64::try_from(a.storage_quota_mb << 20).unwrap_or(i64::MAX)),
                     metrics: Some(botbox_api::MetricsRoute {
                         render: {
                             let m = metrics.clone();
