@@ -425,16 +425,16 @@ async fn trace_request(req: Request, next: Next) -> Response {
         .get::<axum::extract::MatchedPath>()
         .map_or("unmatched", |m| m.as_str())
         .to_owned();
-    metrics::counter!("botbox_http_requests_total", "method" => method,
-        "route" => route.clone(), "status" => status.to_string())
-    .increment(1);
-    metrics::histogram!("botbox_http_request_duration_seconds", "method" => method,
-        "route" => route.clone())
-    .record(elapsed.as_secs_f64());
     // The access log: one line per request (target botbox::access; silence it with
     // BOTBOX_LOG=info,botbox::access=off). No token, secret, path or message text.
     tracing::info!(target: "botbox::access", parent: &span, route,
         latency_ms = elapsed.as_secs_f64() * 1e3, "request");
+    metrics::counter!("botbox_http_requests_total", "method" => method,
+        "route" => route.clone(), "status" => status.to_string())
+    .increment(1);
+    metrics::histogram!("botbox_http_request_duration_seconds", "method" => method,
+        "route" => route)
+    .record(elapsed.as_secs_f64());
     res
 }
 
@@ -558,7 +558,6 @@ impl IntoResponse for ApiError {
                 r
             }
             ApiError::Unavailable(d) => {
-                metrics::counter!("botbox_refusals_total", "reason" => "unavailable").increment(1);
                 let mut r = text(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, &d);
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -927,6 +926,7 @@ impl App {
         job: impl FnOnce() -> T + Send + 'static,
     ) -> ApiResult<T> {
         self.passwords.run(job).await.ok_or_else(|| {
+            metrics::counter!("botbox_refusals_total", "reason" => "password_queue").increment(1);
             ApiError::Unavailable("too many logins at once; try again in a moment".into())
         })
     }

@@ -16,7 +16,7 @@
 //! Cost per request: two short lock holds on one map and a timer.
 
 use axum::extract::{ConnectInfo, Request};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
@@ -134,11 +134,8 @@ fn unavailable(path: &str, detail: &str) -> Response {
     let mut res = if path.starts_with("/v1/") {
         botbox_service::agent::problem::Problem::unavailable(detail).into_response()
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("Service unavailable\n{detail}"),
-        )
-            .into_response()
+        // The project API's 503 (it carries `Retry-After: 1` too).
+        return crate::ApiError::Unavailable(detail.to_owned()).into_response();
     };
     res.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -492,16 +492,6 @@ impl Db {
 }
 
 impl Db {
-    /// Deletes the bot errors recorded before `before` (Unix ms); returns how many.
-    pub async fn prune_bot_errors(&self, before: i64) -> DbResult<u64> {
-        let _turn = self.write_turn().await;
-        let done = sqlx::query("DELETE FROM bot_errors WHERE created_at < $1")
-            .bind(before)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
     /// Bot errors of a project, newest first, filtered as asked.
     pub async fn bot_errors(
         &self,
@@ -732,11 +722,9 @@ mod tests {
             ..all.clone()
         };
         assert!(db.bot_errors("p", &by_code).await.unwrap().is_empty());
-        assert_eq!(db.prune_bot_errors(listed[0].created_at).await.unwrap(), 0);
-        assert_eq!(
-            db.prune_bot_errors(listed[0].created_at + 1).await.unwrap(),
-            1
-        );
+        let prune = |before| db.prune(crate::Expired::BotErrors, before);
+        assert_eq!(prune(listed[0].created_at).await.unwrap(), 0);
+        assert_eq!(prune(listed[0].created_at + 1).await.unwrap(), 1);
         assert!(db.bot_errors("p", &all).await.unwrap().is_empty());
     }
 

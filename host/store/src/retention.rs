@@ -26,15 +26,18 @@ pub enum Expired {
     InboundSeen,
     /// Artifacts of tasks that ended (`done` or `failed`), by the task's last change.
     TaskArtifacts,
+    /// Bot errors.
+    BotErrors,
 }
 
 impl Expired {
-    pub const ALL: [Expired; 5] = [
+    pub const ALL: [Expired; 6] = [
         Expired::SentOutbox,
         Expired::FailedOutbox,
         Expired::Transcripts,
         Expired::InboundSeen,
         Expired::TaskArtifacts,
+        Expired::BotErrors,
     ];
 
     /// The name in logs and metrics.
@@ -45,6 +48,7 @@ impl Expired {
             Expired::Transcripts => "transcripts",
             Expired::InboundSeen => "inbound_seen",
             Expired::TaskArtifacts => "task_artifacts",
+            Expired::BotErrors => "bot_errors",
         }
     }
 
@@ -74,6 +78,10 @@ impl Expired {
                 "DELETE FROM task_artifacts WHERE id IN (SELECT a.id FROM task_artifacts a \
                  JOIN tasks t ON t.id = a.task_id \
                  WHERE t.status IN ('done', 'failed') AND t.updated_at < $1 LIMIT $2)"
+            }
+            Expired::BotErrors => {
+                "DELETE FROM bot_errors WHERE id IN (SELECT id FROM bot_errors \
+                 WHERE created_at < $1 ORDER BY created_at LIMIT $2)"
             }
         }
     }

@@ -51,6 +51,7 @@ impl Retention {
             Expired::Transcripts => self.transcripts,
             Expired::InboundSeen => Some(self.inbound_seen),
             Expired::TaskArtifacts => Some(self.task_artifacts),
+            Expired::BotErrors => Some(self.bot_errors),
         }
     }
 }
@@ -71,10 +72,6 @@ pub async fn prune_all(db: &Db, r: &Retention, now: i64) -> Vec<(&'static str, u
             Ok(n) => pruned.push((what.name(), n)),
             Err(e) => tracing::warn!(what = what.name(), error = %e, "pruning"),
         }
-    }
-    match db.prune_bot_errors(cutoff(r.bot_errors)).await {
-        Ok(n) => pruned.push(("bot_errors", n)),
-        Err(e) => tracing::warn!(error = %e, "pruning bot errors"),
     }
     for (what, n) in &pruned {
         metrics::counter!("botbox_pruned_rows_total", "what" => *what).increment(*n);
