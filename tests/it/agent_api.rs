@@ -339,13 +339,23 @@ async fn ended_runs_are_pruned_after_their_retention(backend: Backend) {
         .unwrap();
     let ended = ended.expect("the run ended");
     // Within its retention: kept.
-    assert_eq!(db.prune_runs(ended).await.unwrap(), 0);
+    assert_eq!(
+        db.prune(botbox_store::Expired::AgentRuns, ended)
+            .await
+            .unwrap(),
+        0
+    );
     assert_eq!(
         a.v1("GET", &format!("/v1/chat/{run}"), None).await.status,
         200
     );
     // Past it: the run and its chunk log are gone.
-    assert_eq!(db.prune_runs(ended + 1).await.unwrap(), 1);
+    assert_eq!(
+        db.prune(botbox_store::Expired::AgentRuns, ended + 1)
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(
         a.v1("GET", &format!("/v1/chat/{run}"), None).await.status,
         404

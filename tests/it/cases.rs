@@ -1069,3 +1069,34 @@ on_both_backends!(
     inbound_hooks_verify_and_deduplicate,
     the_project_api_serves_the_cli,
 );
+
+/// With `--storage-quota-mb 1`, a workspace storing more than 1 MiB has its next task's
+/// artifacts refused: the task fails with `storage-quota` naming the figures, and nothing
+/// of it is stored as an artifact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_past_its_storage_quota_gets_no_artifacts() {
+    let w = workspace_with(Backend::Sqlite, &["--storage-quota-mb", "1"]).await;
+    let auto = w.case("invoice-auto", false).await;
+    let db = w.server.db().await;
+    sqlx::query(
+        "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, \
+         user_id, direction, message, flow, intent, state, created_at) VALUES \
+         ('big', $1, $2, 'production', 'c', 'u', 'in', $3, NULL, NULL, NULL, 0)",
+    )
+    .bind(&w.pid)
+    .bind(&w.env)
+    .bind("x".repeat(1_100_000))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let t = w.task(&auto, w.invoice()).await;
+    let f = w.wait(&t, "failed").await;
+    assert_eq!(f["error"]["code"], "storage-quota", "{f}");
+    assert!(s(&f["error"]["message"]).contains("of its 1048576"), "{f}");
+    let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM task_artifacts WHERE task_id = $1")
+        .bind(&t)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+}

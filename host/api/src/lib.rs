@@ -85,10 +85,6 @@ pub struct ApiConfig {
     pub server_key: botbox_service::cases::webhooks::ServerKey,
     /// Caps on requests in flight and the time-out on answers ([`overload`]).
     pub overload: overload::Overload,
-    /// A tenant's storage (`GET /storage`'s total) past which its bot pushes are refused
-    /// with 507 (`--storage-quota-mb`; `None`: no quota). Channel messages are never refused
-    /// for it: a provider's message is not lost to a quota.
-    pub storage_quota_bytes: Option<i64>,
     /// `GET /metrics` on this router: the exposition's renderer, and the bearer token that
     /// may read it (besides an admin's). `None`: the route answers 404 (the metrics are on
     /// their own listener, or off).
@@ -127,7 +123,6 @@ impl Default for ApiConfig {
             agent_read_per_minute: 600,
             server_key: botbox_service::cases::webhooks::ServerKey::from_bytes(rand::random()),
             overload: overload::Overload::default(),
-            storage_quota_bytes: None,
             metrics: None,
         }
     }

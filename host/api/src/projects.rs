@@ -18,6 +18,7 @@ pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(create_project, list_projects))
         .routes(routes!(get_project, put_project, delete_project))
+        .routes(routes!(get_retention, put_retention))
         .routes(routes!(project_by_name))
         .routes(routes!(get_bot))
         .routes(routes!(create_revision, list_revisions))
@@ -196,6 +197,83 @@ async fn get_project(
 ) -> ApiResult<Json<Project>> {
     let p = project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
     Ok(Json(project_json(p)?))
+}
+
+/// How long a project's transcript lines are kept.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetentionView {
+    /// Days this project's transcript lines are kept; `null`: for ever.
+    pub transcript_days: Option<f64>,
+    /// Whether an administrator set this project's own window (else it is the server's
+    /// `--transcript-retention`).
+    pub overridden: bool,
+    /// The server's window in days (`null`: for ever).
+    pub server_transcript_days: Option<f64>,
+}
+
+/// A project's own transcript window, set by an administrator.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetentionUpdate {
+    /// Days (1 to 36500), 0 for ever, or `null` to follow the server's window again.
+    pub transcript_days: Option<i64>,
+}
+
+async fn retention_view(app: &App, project: &str) -> ApiResult<RetentionView> {
+    let days = |d: std::time::Duration| d.as_secs_f64() / 86_400.0;
+    let server = app.live.cfg.retention.transcripts.map(days);
+    let own = app.db.transcript_retention_days(project).await?;
+    Ok(RetentionView {
+        transcript_days: match own {
+            None => server,
+            Some(0) => None,
+            Some(d) => Some(d as f64),
+        },
+        overridden: own.is_some(),
+        server_transcript_days: server,
+    })
+}
+
+/// How long the project's transcript lines are kept (readable by whoever reads the project).
+#[utoipa::path(get, path = "/projects/{projectId}/retention", tag = "projects",
+    params(("projectId" = String, Path)), responses((status = 200, body = RetentionView), (status = 404)))]
+async fn get_retention(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<RetentionView>> {
+    project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
+    Ok(Json(retention_view(&app, &id).await?))
+}
+
+/// Sets the project's own transcript window: administrators only, since a longer window
+/// spends the server's disk (a tenant's storage counts toward its quota either way).
+#[utoipa::path(put, path = "/projects/{projectId}/retention", tag = "projects",
+    params(("projectId" = String, Path)), request_body = RetentionUpdate,
+    responses((status = 200, body = RetentionView), (status = 403), (status = 404)))]
+async fn put_retention(
+    State(app): State<App>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Body(req): Body<RetentionUpdate>,
+) -> ApiResult<Json<RetentionView>> {
+    if !caller.is_admin() {
+        return Err(ApiError::Forbidden);
+    }
+    project_for(&app, &caller, &id, Action::Update, Resource::Projects).await?;
+    if let Some(d) = req.transcript_days
+        && !(0..=36_500).contains(&d)
+    {
+        return Err(ApiError::bad(format!(
+            "transcriptDays: 0 (for ever) to 36500 days, or null for the server's window (got {d})"
+        )));
+    }
+    app.db
+        .set_transcript_retention_days(&id, req.transcript_days)
+        .await?;
+    tracing::info!(project = %id, days = ?req.transcript_days, "transcript retention set");
+    Ok(Json(retention_view(&app, &id).await?))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -489,19 +567,12 @@ async fn push_revision(
 /// Refuses a write of the tenant `owner` once its storage reaches the quota (507, naming
 /// both figures; logged at warn for the operator).
 async fn check_quota(app: &App, owner: &str) -> ApiResult<()> {
-    let Some(quota) = app.config.storage_quota_bytes else {
+    let Some(quota) = app.live.cfg.storage_quota_bytes else {
         return Ok(());
     };
-    let used: i64 = app
-        .db
-        .storage_of(owner)
-        .await?
-        .iter()
-        .map(|k| k.bytes)
-        .sum();
-    if used < quota {
+    let Some(used) = app.db.over_quota(owner, quota).await? else {
         return Ok(());
-    }
+    };
     tracing::warn!(
         tenant = owner,
         used,

@@ -10,12 +10,12 @@ use std::process::{Child, Command, Stdio};
 
 pub const PASSWORD: &str = "bench-admin-password";
 
-/// A number from the environment, or `default`.
 /// The value at fraction `p` (0.5: the median) of `sorted`, which is not empty.
 pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> T {
     sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
 }
 
+/// A number from the environment, or `default`.
 pub fn env_num(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -27,7 +27,7 @@ pub fn env_num(name: &str, default: usize) -> usize {
 pub struct BenchServer {
     child: Child,
     pub base: String,
-    _data: tempfile::TempDir,
+    data: tempfile::TempDir,
 }
 
 impl BenchServer {
@@ -63,11 +63,27 @@ impl BenchServer {
         };
         std::thread::spawn(move || for _ in lines {});
         wait_ready(&base)?;
-        Ok(BenchServer {
-            child,
-            base,
-            _data: data,
-        })
+        Ok(BenchServer { child, base, data })
+    }
+
+    /// The server's resident memory in bytes (`VmRSS` of its `/proc` status).
+    pub fn rss_bytes(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let kb = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .ok_or_else(|| anyhow::anyhow!("no VmRSS in the server's status"))?;
+        Ok(kb * 1024)
+    }
+
+    /// Bytes of the SQLite database on disk: the file with its WAL (0 on PostgreSQL).
+    pub fn database_file_bytes(&self) -> u64 {
+        ["botbox.db", "botbox.db-wal"]
+            .iter()
+            .filter_map(|f| std::fs::metadata(self.data.path().join(f)).ok())
+            .map(|m| m.len())
+            .sum()
     }
 }
 

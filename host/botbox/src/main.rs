@@ -320,9 +320,21 @@ struct ServeArgs {
     /// which its bot pushes are refused with 507 (0: no quota). Messages are never refused.
     #[arg(long, env = "BOTBOX_STORAGE_QUOTA_MB", default_value_t = 0)]
     storage_quota_mb: u64,
-    /// Days transcript lines are kept (0: for ever). Older lines are deleted every minute.
-    #[arg(long, env = "BOTBOX_TRANSCRIPT_RETENTION_DAYS", default_value_t = 90)]
-    transcript_retention_days: u64,
+    /// How long transcript lines are kept: `90d`, `12h`, a bare number of days, or 0 for
+    /// ever. Older lines are deleted every minute. An admin may set a project's own window.
+    #[arg(long, alias = "transcript-retention-days", env = "BOTBOX_TRANSCRIPT_RETENTION",
+        default_value = "90d", value_parser = parse_window)]
+    transcript_retention: Window,
+    /// Sessions not changed for this long are deleted (their user starts afresh), as for
+    /// --transcript-retention; default 0: kept for ever.
+    #[arg(long, env = "BOTBOX_SESSION_RETENTION", default_value = "0", value_parser = parse_window)]
+    session_retention: Window,
+    /// Time between pruning passes (soak benchmarks shorten it).
+    #[arg(long, env = "BOTBOX_PRUNE_EVERY", default_value = "60s", value_parser = humantime::parse_duration, hide = true)]
+    prune_every: std::time::Duration,
+    /// Every retention window divided by this (soak benchmarks).
+    #[arg(long, default_value_t = 1, hide = true)]
+    retention_scale: u32,
     /// Seconds for a request's answer to start (streams count until their headers); past
     /// it, 503.
     #[arg(long, env = "BOTBOX_REQUEST_TIMEOUT", default_value_t = 60)]
@@ -560,8 +572,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             live.egress.allow.extend(a.egress_allow);
             live.outbox_backoff = std::time::Duration::from_millis(a.outbox_backoff_ms);
             live.delivery_timeout = std::time::Duration::from_millis(a.delivery_timeout_ms.max(1));
-            live.retention.transcripts = (a.transcript_retention_days > 0)
-                .then(|| std::time::Duration::from_secs(a.transcript_retention_days * 24 * 3600));
+            live.retention.transcripts = a.transcript_retention.0;
+            live.retention.idle_sessions = a.session_retention.0;
+            live.retention.every = a.prune_every;
+            live.retention = live.retention.scaled(a.retention_scale);
+            live.storage_quota_bytes = (a.storage_quota_mb > 0)
+                .then(|| i64::try_from(a.storage_quota_mb << 20).unwrap_or(i64::MAX));
             live.nlu = botbox_service::nlu::NluConfig {
                 cache_bytes: a.nlu_cache_mb << 20,
                 training_slots: a.nlu_training_slots.max(1),
@@ -583,8 +599,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         max_in_flight_per_source: a.max_in_flight_per_source.max(1),
                         request_timeout: std::time::Duration::from_secs(a.request_timeout.max(1)),
                     },
-                    storage_quota_bytes: (a.storage_quota_mb > 0)
-                        .then(|| i64::try_from(a.storage_quota_mb << 20).unwrap_or(i64::MAX)),
                     metrics: Some(botbox_api::MetricsRoute {
                         render: {
                             let m = metrics.clone();
@@ -690,4 +704,19 @@ fn validate(path: &std::path::Path) -> Result<ExitCode> {
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// A retention window: `None` keeps for ever.
+#[derive(Debug, Clone, Copy)]
+struct Window(Option<std::time::Duration>);
+
+/// `0` (for ever), a bare number of days, or a duration (`90d`, `12h`, `30m`).
+fn parse_window(s: &str) -> Result<Window, String> {
+    let s = s.trim();
+    let d = match s.parse::<u64>() {
+        Ok(days) => std::time::Duration::from_secs(days.saturating_mul(24 * 3600)),
+        Err(_) => humantime::parse_duration(s)
+            .map_err(|e| format!("{e} (expected 0, a number of days, or a duration like 90d)"))?,
+    };
+    Ok(Window((!d.is_zero()).then_some(d)))
 }

@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// Keys a rate limiter tracks at most: each costs about 100 bytes, so the map stays under
-/// ~10 MB however many addresses an attacker uses. Past it, new keys of the current window go
-/// untracked (see `RateLimiter::count`).
+/// Keys a rate limiter tracks at most in one window: each costs about 100 bytes, so the map
+/// stays under ~10 MB however many addresses an attacker uses. Past it, new keys of the
+/// current window go untracked (see `RateLimiter::count`); keys of past windows are dropped
+/// at the first count of a new window.
 pub const RATE_KEYS_MAX: usize = 100_000;
 
 /// A fixed window per key, so "100 per minute" means exactly that.
@@ -15,7 +16,7 @@ pub const RATE_KEYS_MAX: usize = 100_000;
 pub struct RateLimiter {
     window_secs: i64,
     windows: Mutex<HashMap<String, (i64, u32)>>,
-    /// The window of the last sweep of a full map.
+    /// The window of the last sweep (keys of older windows are gone).
     swept: Mutex<i64>,
 }
 
@@ -62,20 +63,20 @@ impl RateLimiter {
         let window = now_secs / self.window_secs;
         let reset = self.window_secs - now_secs % self.window_secs;
         let mut map = self.windows.lock().unwrap();
-        if map.len() >= RATE_KEYS_MAX && !map.contains_key(key) {
-            // Full: drop the keys of past windows (once per window: the sweep is not repeated
-            // while the map stays full of current keys).
+        {
+            // The first count of each window drops the keys of past windows: the state kept
+            // is one window's keys, however many keys came and went before.
             let mut swept = self.swept.lock().unwrap();
-            if *swept != window {
+            if *swept < window {
                 *swept = window;
                 map.retain(|_, (w, _)| *w == window);
             }
-            if map.len() >= RATE_KEYS_MAX {
-                // Still full of this window's keys: a new key is let through untracked
-                // rather than pooled with others (a pool would let an attacker with many
-                // addresses lock everyone else out). Memory stays bounded either way.
-                return (true, limit, reset);
-            }
+        }
+        if map.len() >= RATE_KEYS_MAX && !map.contains_key(key) {
+            // Still full of this window's keys: a new key is let through untracked rather
+            // than pooled with others (a pool would let an attacker with many addresses lock
+            // everyone else out). Memory stays bounded either way.
+            return (true, limit, reset);
         }
         if add == 0 {
             return match map.get(key) {
@@ -114,5 +115,19 @@ mod tests {
         assert!(!l.hit("ch", 5, 3).0);
         // A new window starts from zero.
         assert_eq!(l.hit_n("ch", 5, 5, 60), (true, 0, 60));
+    }
+
+    #[test]
+    fn keys_of_past_windows_are_dropped_when_a_new_window_starts() {
+        let l = RateLimiter::new(60);
+        for i in 0..1000 {
+            l.hit(&format!("addr-{i}"), 10, 5);
+        }
+        assert_eq!(l.keys(), 1000);
+        // Looking (a count of 0) in the next window sweeps too.
+        assert!(!l.over("addr-1", 10, 61));
+        assert_eq!(l.keys(), 0);
+        l.hit("addr-1", 10, 62);
+        assert_eq!(l.keys(), 1);
     }
 }

@@ -500,34 +500,6 @@ impl Db {
     }
 }
 
-impl Db {
-    /// Deletes the runs that ended before `before` (Unix ms), with their chunk logs and
-    /// steers, in one transaction; returns how many runs. Runs in flight are never touched.
-    pub async fn prune_runs(&self, before: i64) -> DbResult<u64> {
-        let _turn = self.write_turn().await;
-        let mut tx = self.pool.begin().await?;
-        let old = "SELECT id FROM agent_runs WHERE status NOT IN ('queued', 'in_progress') AND ended_at < $1";
-        sqlx::query(&format!(
-            "DELETE FROM agent_run_chunks WHERE run_id IN ({old})"
-        ))
-        .bind(before)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(&format!("DELETE FROM agent_steers WHERE run_id IN ({old})"))
-            .bind(before)
-            .execute(&mut *tx)
-            .await?;
-        let done = sqlx::query(
-            "DELETE FROM agent_runs WHERE status NOT IN ('queued', 'in_progress') AND ended_at < $1",
-        )
-        .bind(before)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await.map_err(super::DbError::from_sqlx)?;
-        Ok(done.rows_affected())
-    }
-}
-
 /// A stored `/v1` answer under an `Idempotency-Key` (`status` None: still running).
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct IdempotencyRow {
@@ -655,16 +627,6 @@ impl Db {
     pub async fn forget_running_idempotent(&self) -> DbResult<u64> {
         let _turn = self.write_turn().await;
         let r = sqlx::query("DELETE FROM v1_idempotency WHERE status IS NULL")
-            .execute(&self.pool)
-            .await?;
-        Ok(r.rows_affected())
-    }
-
-    /// Answers older than `before` go.
-    pub async fn prune_idempotent(&self, before: i64) -> DbResult<u64> {
-        let _turn = self.write_turn().await;
-        let r = sqlx::query("DELETE FROM v1_idempotency WHERE created_at < $1")
-            .bind(before)
             .execute(&self.pool)
             .await?;
         Ok(r.rows_affected())

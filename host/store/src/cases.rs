@@ -881,17 +881,6 @@ impl Db {
     pub async fn delete_hook(&self, workspace: &str, id: &str) -> DbResult<bool> {
         self.delete_in::<HookRow>(workspace, id).await
     }
-
-    /// Receipts older than `before` go (the dedupe window is far longer than the 5-minute
-    /// timestamp tolerance, so a replay past it is refused as stale anyway).
-    pub async fn prune_hook_receipts(&self, before: i64) -> DbResult<u64> {
-        let _turn = self.write_turn().await;
-        let r = sqlx::query("DELETE FROM inbound_hook_receipts WHERE created_at < $1")
-            .bind(before)
-            .execute(&self.pool)
-            .await?;
-        Ok(r.rows_affected())
-    }
 }
 
 /// Inserts one message per enabled endpoint of `workspace` subscribed to each event.

@@ -10,6 +10,15 @@
 //! Options (environment): LOAD_USERS (concurrent users, default 64), LOAD_MESSAGES (total,
 //! default 20000), LOAD_IDS (0: messages without provider ids; default 1),
 //! DATABASE_URL (postgres://… to measure PostgreSQL instead).
+//!
+//! Soak mode (LOAD_SOAK_SECS > 0): the same load for that long instead of a message count,
+//! each user a new one every order (so sessions, caches and per-user state churn), with
+//! every retention window divided by LOAD_RETENTION_SCALE (default 129600: transcripts 1 min,
+//! the dedupe window 5 s), idle sessions kept 2 min and a pruning pass every 5 s. Every
+//! LOAD_SAMPLE_SECS (default 10) it prints the messages/s, the server's RSS and the
+//! database's size on disk; at the end, whether both levelled off after the warm-up (the
+//! first third): the largest value of the last third within 10 % of the largest of the
+//! middle third.
 
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -22,7 +31,17 @@ use botbox_bench::{Api, BenchServer, PASSWORD, env_num, percentile};
 async fn main() -> anyhow::Result<()> {
     let users = env_num("LOAD_USERS", 64);
     let total = env_num("LOAD_MESSAGES", 20_000);
-    let server = BenchServer::start(&[])?;
+    let soak = Duration::from_secs(env_num("LOAD_SOAK_SECS", 0) as u64);
+    let scale = env_num("LOAD_RETENTION_SCALE", 129_600).to_string();
+    let soak_args = [
+        "--retention-scale",
+        &scale,
+        "--session-retention",
+        "2m",
+        "--prune-every",
+        "5s",
+    ];
+    let server = BenchServer::start(if soak.is_zero() { &[] } else { &soak_args })?;
     let base = server.base.clone();
 
     // The sink that receives the replies.
@@ -76,28 +95,43 @@ async fn main() -> anyhow::Result<()> {
 
     let with_ids = env_num("LOAD_IDS", 1) != 0;
     let sent = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
+    let deadline = (!soak.is_zero()).then(|| started + soak);
     let mut tasks = Vec::new();
     for u in 0..users {
         let http = http.clone();
         let webhook = webhook.clone();
         let sent = sent.clone();
+        let done = done.clone();
         let order = order.clone();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             let mut i = 0usize;
-            while sent.fetch_add(1, Ordering::Relaxed) < total {
+            let more = || match deadline {
+                Some(d) => Instant::now() < d,
+                None => sent.fetch_add(1, Ordering::Relaxed) < total,
+            };
+            while more() {
                 // A provider id on every message, as real providers send: the receive
                 // pipeline checks it and records it with the step.
                 let mut m = order[i % order.len()].clone();
                 if with_ids {
                     m["id"] = json!(format!("m{i}"));
                 }
-                let body = json!({"userId": format!("user-{u}"), "messages": [m]});
+                // A soak's users are new ones every order: per-user state churns.
+                let user = match deadline {
+                    Some(_) => format!("user-{u}-{}", i / order.len()),
+                    None => format!("user-{u}"),
+                };
+                let body = json!({"userId": user, "messages": [m]});
                 let t0 = Instant::now();
                 let r = http.post(&webhook).json(&body).send().await;
                 match r {
-                    Ok(r) if r.status().is_success() => lat.push(t0.elapsed()),
+                    Ok(r) if r.status().is_success() => {
+                        lat.push(t0.elapsed());
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
                     Ok(r) => eprintln!("status {}", r.status()),
                     Err(e) => eprintln!("error {e}"),
                 }
@@ -105,6 +139,9 @@ async fn main() -> anyhow::Result<()> {
             }
             lat
         }));
+    }
+    if let Some(deadline) = deadline {
+        sample(&server, &done, deadline).await;
     }
     let mut lat: Vec<Duration> = Vec::new();
     for t in tasks {
@@ -150,4 +187,60 @@ async fn main() -> anyhow::Result<()> {
     );
     drop(server);
     Ok(())
+}
+
+/// Soak mode: every LOAD_SAMPLE_SECS until `deadline`, the messages/s of the interval, the
+/// server's RSS and the database's bytes on disk; then whether both levelled off.
+async fn sample(server: &BenchServer, done: &AtomicUsize, deadline: Instant) {
+    let every = Duration::from_secs(env_num("LOAD_SAMPLE_SECS", 10) as u64);
+    let started = Instant::now();
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let mut rss = Vec::new();
+    let mut disk = Vec::new();
+    let mut last = 0;
+    println!("     t   messages/s   RSS MiB   database MiB");
+    while Instant::now() + every <= deadline {
+        tokio::time::sleep(every).await;
+        let now = done.load(Ordering::Relaxed);
+        let r = server.rss_bytes().unwrap_or(0);
+        let d = server.database_file_bytes();
+        println!(
+            "{:>5.0}s {:>11.0} {:>9.1} {:>14.1}",
+            started.elapsed().as_secs_f64(),
+            (now - last) as f64 / every.as_secs_f64(),
+            mib(r),
+            mib(d)
+        );
+        last = now;
+        rss.push(r);
+        disk.push(d);
+    }
+    for (what, v) in [("RSS", &rss), ("database", &disk)] {
+        match levelled(v) {
+            Some((middle, end)) => println!(
+                "  {what}: largest of the middle third {:.1} MiB, of the last third {:.1} MiB \
+                 ({:+.1} %): {}",
+                mib(middle),
+                mib(end),
+                (end as f64 / middle.max(1) as f64 - 1.0) * 100.0,
+                if end as f64 <= middle as f64 * 1.10 {
+                    "levelled off"
+                } else {
+                    "STILL GROWING"
+                }
+            ),
+            None => println!("  {what}: too few samples to judge (run longer)"),
+        }
+    }
+}
+
+/// The largest sample of the middle third and of the last third (the first third is the
+/// warm-up); `None` with fewer than six samples.
+fn levelled(samples: &[u64]) -> Option<(u64, u64)> {
+    if samples.len() < 6 {
+        return None;
+    }
+    let third = samples.len() / 3;
+    let max = |s: &[u64]| s.iter().copied().max().unwrap_or(0);
+    Some((max(&samples[third..2 * third]), max(&samples[2 * third..])))
 }

@@ -15,9 +15,6 @@ pub mod stream;
 pub use problem::{Problem, V1Result};
 pub use run::{Agents, RunHandle};
 
-/// How long an idempotent answer is kept (reference §11: 24 h).
-pub const IDEMPOTENCY_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-
 /// Identifier prefixes (reference §1).
 pub const RUN_PREFIX: &str = "run_";
 pub const CONVERSATION_PREFIX: &str = "conv_";

@@ -612,35 +612,15 @@ impl Agents {
     pub fn spawn_sweeper(self: &Arc<Self>) {
         let me = self.clone();
         tokio::spawn(async move {
-            let mut minutes = 0u64;
             loop {
                 tokio::time::sleep(Duration::from_secs(60)).await;
                 if let Err(e) = me.sweep(false).await {
                     tracing::warn!(error = %e, "sweeping orphaned runs");
                 }
-                // Hourly: runs ended more than RUN_RETENTION ago go, with their chunk logs.
-                minutes += 1;
-                if minutes.is_multiple_of(60) {
-                    let before = botbox_store::now_ms() - RUN_RETENTION.as_millis() as i64;
-                    match me.db.prune_runs(before).await {
-                        Ok(n) if n > 0 => tracing::info!(runs = n, "pruned ended runs"),
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(error = %e, "pruning ended runs"),
-                    }
-                    // And `/v1` idempotent answers older than their 24 h.
-                    let before =
-                        botbox_store::now_ms() - super::IDEMPOTENCY_RETENTION.as_millis() as i64;
-                    if let Err(e) = me.db.prune_idempotent(before).await {
-                        tracing::warn!(error = %e, "pruning idempotent answers");
-                    }
-                }
             }
         });
     }
 }
-
-/// How long an ended run (and its chunk log, its steers) is kept (reference §4: 24 h).
-pub const RUN_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 enum Ended {
     Cancelled,

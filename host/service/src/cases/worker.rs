@@ -403,7 +403,6 @@ impl Tasks {
         }
         let me = self.clone();
         tokio::spawn(async move {
-            let mut rounds = 0u64;
             // Takes no new task once a drain starts; those running finish (or their lease
             // runs out and another worker takes them over).
             while !me.live.drain.draining() {
@@ -434,14 +433,6 @@ impl Tasks {
                         }
                         Err(e) => tracing::warn!(error = %e, "taking tasks"),
                     }
-                }
-                rounds += 1;
-                // Hourly: inbound hooks' webhook-id receipts older than 7 days go.
-                if rounds.is_multiple_of(3600 * 1000 / me.cfg.poll.as_millis().max(1) as u64) {
-                    let _ = me
-                        .db
-                        .prune_hook_receipts(now_ms() - 7 * 24 * 3600 * 1000)
-                        .await;
                 }
                 tokio::select! {
                     _ = tokio::time::timeout(me.cfg.poll, me.wake.notified()) => {}
@@ -604,6 +595,26 @@ impl Tasks {
                 });
             }
         };
+        if !artifacts.is_empty()
+            && let Some(quota) = self.live.cfg.storage_quota_bytes
+            && let Some(used) = self.db.over_quota(&t.workspace_id, quota).await?
+        {
+            tracing::warn!(
+                tenant = %t.workspace_id,
+                task = %t.id,
+                used,
+                quota,
+                "storage quota reached: a task's artifacts were refused"
+            );
+            metrics::counter!("botbox_refusals_total", "reason" => "storage_quota").increment(1);
+            return Ok(RunEnd::Failed {
+                code: "storage-quota",
+                message: format!(
+                    "storage quota reached: this workspace stores {used} bytes of its {quota}, \
+                     so the task's artifacts were not stored (GET /storage says what)"
+                ),
+            });
+        }
         let artifacts = artifacts
             .into_iter()
             .map(|(name, media_type, bytes)| NewArtifact {

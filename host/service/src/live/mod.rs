@@ -76,6 +76,11 @@ pub struct LiveConfig {
     pub nlu: crate::nlu::NluConfig,
     /// How long stored things are kept ([`retention`]).
     pub retention: retention::Retention,
+    /// A tenant's stored bytes (`Db::storage_of`) past which its writes that can wait are
+    /// refused: bot pushes (507) and Case task artifacts (the task fails with
+    /// `storage-quota`). Channel messages never are: a provider's message is not lost for
+    /// it. `None` (default): no quota.
+    pub storage_quota_bytes: Option<i64>,
 }
 
 use botbox_lanes::cores;
@@ -105,6 +110,7 @@ impl Default for LiveConfig {
             waiting_per_tenant: 64,
             nlu: Default::default(),
             retention: Default::default(),
+            storage_quota_bytes: None,
         }
     }
 }
