@@ -66,15 +66,19 @@ impl BenchServer {
         Ok(BenchServer { child, base, data })
     }
 
-    /// The server's resident memory in bytes (`VmRSS` of its `/proc` status).
-    pub fn rss_bytes(&self) -> anyhow::Result<u64> {
+    /// The server's resident memory in bytes: all of it (`VmRSS`) and its anonymous part
+    /// (`RssAnon`: the heap and the guests' linear memories, not mapped files).
+    pub fn rss_bytes(&self) -> anyhow::Result<(u64, u64)> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        let kb = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .ok_or_else(|| anyhow::anyhow!("no VmRSS in the server's status"))?;
-        Ok(kb * 1024)
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .map(|kb| kb * 1024)
+                .ok_or_else(|| anyhow::anyhow!("no {name} in the server's status"))
+        };
+        Ok((field("VmRSS:")?, field("RssAnon:")?))
     }
 
     /// Bytes of the SQLite database on disk: the file with its WAL (0 on PostgreSQL).

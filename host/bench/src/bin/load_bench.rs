@@ -198,17 +198,18 @@ async fn sample(server: &BenchServer, done: &AtomicUsize, deadline: Instant) {
     let mut rss = Vec::new();
     let mut disk = Vec::new();
     let mut last = 0;
-    println!("     t   messages/s   RSS MiB   database MiB");
+    println!("     t   messages/s   RSS MiB  (anonymous)   database MiB");
     while Instant::now() + every <= deadline {
         tokio::time::sleep(every).await;
         let now = done.load(Ordering::Relaxed);
-        let r = server.rss_bytes().unwrap_or(0);
+        let (r, anon) = server.rss_bytes().unwrap_or((0, 0));
         let d = server.database_file_bytes();
         println!(
-            "{:>5.0}s {:>11.0} {:>9.1} {:>14.1}",
+            "{:>5.0}s {:>11.0} {:>9.1} {:>12.1} {:>14.1}",
             started.elapsed().as_secs_f64(),
             (now - last) as f64 / every.as_secs_f64(),
             mib(r),
+            mib(anon),
             mib(d)
         );
         last = now;
