@@ -7,7 +7,7 @@
 //! step gets a fresh `JsRuntime`, so one conversation's JavaScript globals are never visible
 //! to the next step on this instance.
 
-use crate::js::JsRuntime;
+use crate::js::{HostClock, JsRuntime};
 use runtime_core::engine::StepError as CoreError;
 use runtime_core::host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome, LogLevel};
 use runtime_core::model::CompiledBot;
@@ -92,7 +92,7 @@ impl Guest for Component {
                 return Err(StepError::NotLoaded);
             };
             let mut host = WasmHost {
-                js: JsRuntime::new(),
+                js: JsRuntime::new(HostClock::new(imports::now_ms, bot.timezone)),
             };
             let result = runtime_core::converse_owned(bot, session, message, &mut host);
             for line in host.js.take_logs() {

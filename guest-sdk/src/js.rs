@@ -4,12 +4,15 @@
 //! that needs JavaScript, so steps of bots without JS never pay for it (~0.7 ms in wasm).
 //! Nothing of a runtime survives its step: no conversation can see another's JS globals.
 
+use boa_engine::context::time::JsInstant;
+use boa_engine::context::{Clock, HostHooks};
 use boa_engine::error::EngineError;
 use boa_engine::{Context, JsError, JsObject, JsValue, Source};
 use runtime_core::host::{HostError, JsCall, JsOutcome};
 use runtime_core::model::Method;
 use serde_json::Value as Json;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// boa's own recursion limit: deep recursion becomes an uncatchable error, not a stack overflow.
 const RECURSION_LIMIT: usize = 400;
@@ -23,16 +26,55 @@ var console = {
 console.info = console.log; console.warn = console.log; console.error = console.log;
 "#;
 
-#[derive(Default)]
 pub struct JsRuntime {
     ctx: Option<Context>,
     /// Compiled functions by cache key (expression source + parameters, or method).
     functions: HashMap<String, JsObject>,
+    clock: Rc<HostClock>,
+}
+
+/// The engine's clock for JavaScript: `Date.now()` and `new Date()` read the same time as
+/// `context.$now`, schedules and `invalidate` (the host's, which tests set), and local dates
+/// are in the project's timezone, as the engine's are.
+pub struct HostClock {
+    now_ms: Box<dyn Fn() -> i64>,
+    /// The project's UTC offset in seconds.
+    offset_s: i32,
+}
+
+impl HostClock {
+    /// `now_ms` gives the host's time (Unix ms); `timezone` is the bot's (hours from UTC).
+    pub fn new(now_ms: impl Fn() -> i64 + 'static, timezone: f64) -> HostClock {
+        HostClock {
+            now_ms: Box::new(now_ms),
+            offset_s: (timezone * 3600.0).round() as i32,
+        }
+    }
+}
+
+impl Clock for HostClock {
+    fn now(&self) -> JsInstant {
+        let ms = (self.now_ms)().max(0) as u64;
+        JsInstant::new(ms / 1000, ((ms % 1000) * 1_000_000) as u32)
+    }
+    fn system_time_millis(&self) -> i64 {
+        (self.now_ms)()
+    }
+}
+
+impl HostHooks for HostClock {
+    fn local_timezone_offset_seconds(&self, _unix_time_seconds: i64) -> i32 {
+        self.offset_s
+    }
 }
 
 impl JsRuntime {
-    pub fn new() -> JsRuntime {
-        JsRuntime::default()
+    pub fn new(clock: HostClock) -> JsRuntime {
+        JsRuntime {
+            ctx: None,
+            functions: HashMap::new(),
+            clock: Rc::new(clock),
+        }
     }
 
     /// Whether a boa context was created (JavaScript ran in this step).
@@ -41,8 +83,13 @@ impl JsRuntime {
     }
 
     fn ctx(&mut self) -> &mut Context {
+        let clock = self.clock.clone();
         self.ctx.get_or_insert_with(|| {
-            let mut ctx = Context::default();
+            let mut ctx = Context::builder()
+                .clock(clock.clone())
+                .host_hooks(clock)
+                .build()
+                .expect("a context builds");
             ctx.runtime_limits_mut()
                 .set_recursion_limit(RECURSION_LIMIT);
             ctx.eval(Source::from_bytes(PRELUDE))
@@ -235,7 +282,7 @@ mod tests {
 
     #[test]
     fn method_forms() {
-        let mut rt = JsRuntime::new();
+        let mut rt = JsRuntime::new(HostClock::new(|| 0, 0.0));
         assert_eq!(
             call(
                 &mut rt,
@@ -285,7 +332,7 @@ mod tests {
 
     #[test]
     fn in_place_changes_are_returned() {
-        let mut rt = JsRuntime::new();
+        let mut rt = JsRuntime::new(HostClock::new(|| 0, 0.0));
         let m = method("touch", Some(&["ctx"]), "ctx.context.n = 1;", None);
         let out = call(&mut rt, &m, &[json!({"context": {}})]).unwrap();
         assert_eq!(out.value, None);
@@ -294,7 +341,7 @@ mod tests {
 
     #[test]
     fn exceptions_are_site_errors_and_recursion_aborts() {
-        let mut rt = JsRuntime::new();
+        let mut rt = JsRuntime::new(HostClock::new(|| 0, 0.0));
         let m = method("boom", Some(&[]), "throw new Error('nope')", None);
         assert!(
             matches!(call(&mut rt, &m, &[]), Err(HostError::Failed(msg)) if msg.contains("nope"))
@@ -313,7 +360,7 @@ mod tests {
 
     #[test]
     fn expressions_with_scope_and_console() {
-        let mut rt = JsRuntime::new();
+        let mut rt = JsRuntime::new(HostClock::new(|| 0, 0.0));
         let scope = json!({"content": "a b", "context": {"n": 2}});
         let out = rt
             .call(JsCall::Expr {

@@ -1,18 +1,36 @@
 //! runtime-core + boa in-process, with a test environment's clock, randomness and HTTP stubs.
 
-use crate::js::JsRuntime;
+use crate::js::{HostClock, JsRuntime};
 use runtime_core::engine::StepError;
 use runtime_core::host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome, LogLevel};
 use runtime_core::model::CompiledBot;
 use runtime_core::session::{ConverseResult, Message, Session};
 use runtime_core::testing::{Stepper, TestEnv};
 use serde_json::Value as Json;
+use std::cell::Cell;
+use std::rc::Rc;
 
 /// A [`Host`] over a [`TestEnv`], with JavaScript on a per-step [`JsRuntime`].
 pub struct NativeHost<'e> {
     pub env: &'e mut TestEnv,
     pub js: JsRuntime,
     pub logs: Vec<String>,
+    /// The environment's time as JavaScript reads it (set before each JS call).
+    pub js_now: Rc<Cell<i64>>,
+}
+
+impl<'e> NativeHost<'e> {
+    /// A host over `env` for `bot`, JavaScript on its own clock cell.
+    pub fn new(env: &'e mut TestEnv, bot: &CompiledBot) -> NativeHost<'e> {
+        let js_now = Rc::new(Cell::new(env.now));
+        let cell = js_now.clone();
+        NativeHost {
+            env,
+            js: JsRuntime::new(HostClock::new(move || cell.get(), bot.timezone)),
+            logs: vec![],
+            js_now,
+        }
+    }
 }
 
 impl Host for NativeHost<'_> {
@@ -36,6 +54,7 @@ impl Host for NativeHost<'_> {
         )))
     }
     fn js(&mut self, call: JsCall<'_>) -> Result<JsOutcome, HostError> {
+        self.js_now.set(self.env.now);
         self.js.call(call)
     }
     fn log(&mut self, _level: LogLevel, message: &str) {
@@ -55,11 +74,7 @@ impl Stepper for NativeStepper {
         msg: Message,
         env: &mut TestEnv,
     ) -> Result<ConverseResult, StepError> {
-        let mut host = NativeHost {
-            env,
-            js: JsRuntime::new(),
-            logs: vec![],
-        };
+        let mut host = NativeHost::new(env, bot);
         runtime_core::converse(bot, session, msg, &mut host)
     }
 }

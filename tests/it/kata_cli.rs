@@ -254,7 +254,15 @@ async fn kata_cli_journey(backend: Backend) {
         stale.body
     );
 
-    // create-deployment: every revision it reads is a string it can cut.
+    // create-deployment: every revision it reads is a string it can cut. A project made
+    // with an NLU has its initial NLU revision before any training (kata-cli cuts the
+    // newest one's string and crashed on a project without).
+    assert_eq!(
+        k.get(&format!("/projects/{pid}/nlu/revisions")).await["data"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
     k.get(&format!("/projects/{pid}")).await;
     let bot_rev = k.get(&format!("/projects/{pid}/bot/")).await["revision"]
         .as_str()

@@ -892,7 +892,9 @@ pub fn check_nlu_lang(lang: &str) -> ApiResult<()> {
     })
 }
 
-/// Creates the NLU of a project made with `options.nlu`: named after the project.
+/// Creates the NLU of a project made with `options.nlu`: named after the project, with its
+/// initial revision (a model of no sentences), as a project has an initial bot revision:
+/// clients such as kata-cli read the newest NLU revision of a project to deploy it.
 pub async fn create_for_project(
     app: &App,
     project_id: &str,
@@ -902,7 +904,8 @@ pub async fn create_for_project(
     visibility: &str,
 ) -> ApiResult<NluRow> {
     check_nlu_lang(lang)?;
-    app.db
+    let nlu = app
+        .db
         .insert_nlu(project_id, owner_id, name, lang, visibility)
         .await
         .map_err(|e| match e {
@@ -910,5 +913,18 @@ pub async fn create_for_project(
                 "an NLU named {name} already exists for this owner (bots address NLUs as <account>:<name>)"
             )),
             e => e.into(),
-        })
+        })?;
+    let trained = app
+        .live
+        .nlu
+        .start_training(nlu.clone())
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
+    match trained.await {
+        Ok(Trained::Done { .. }) => Ok(nlu),
+        Ok(Trained::Failed(e)) => Err(ApiError::Internal(anyhow::anyhow!(
+            "the initial revision of NLU {name}: {e}"
+        ))),
+        Err(e) => Err(ApiError::Internal(e.into())),
+    }
 }
