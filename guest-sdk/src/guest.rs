@@ -79,6 +79,13 @@ impl Guest for Component {
         Ok(())
     }
 
+    fn check_js(sites: String) -> Result<String, String> {
+        let sites: Vec<runtime_core::JsSite> =
+            serde_json::from_str(&sites).map_err(|e| format!("sites do not parse: {e}"))?;
+        let problems = crate::js::check_sites(&sites);
+        Ok(serde_json::to_string(&problems).expect("problems serialise"))
+    }
+
     fn converse(session: SessionIn, keep_as: u64, message: String) -> Result<StepOut, StepError> {
         let session: Session = match session {
             SessionIn::Json(json) => serde_json::from_str(&json)

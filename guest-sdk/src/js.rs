@@ -7,9 +7,10 @@
 use boa_engine::context::time::JsInstant;
 use boa_engine::context::{Clock, HostHooks};
 use boa_engine::error::EngineError;
-use boa_engine::{Context, JsError, JsObject, JsValue, Source};
+use boa_engine::{Context, JsError, JsObject, JsValue, Script, Source};
 use runtime_core::host::{HostError, JsCall, JsOutcome};
 use runtime_core::model::Method;
+use runtime_core::{JsCode, JsProblem, JsSite};
 use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -132,9 +133,7 @@ impl JsRuntime {
                 let f = match self.functions.get(&key) {
                     Some(f) => f.clone(),
                     None => {
-                        let code =
-                            format!("(function({}) {{ return ({src}\n); }})", names.join(", "));
-                        let f = self.compile_fn(&code)?;
+                        let f = self.compile_fn(&expr_form(src, &names).src)?;
                         self.functions.insert(key, f.clone());
                         f
                     }
@@ -171,30 +170,18 @@ impl JsRuntime {
             .ok_or_else(|| HostError::Failed("not a function".into()))
     }
 
-    /// Method compilation order of §11.1.
+    /// Method compilation order of §11.1: the first form that compiles.
     fn compile_method(&mut self, m: &Method, arity: usize) -> Result<JsObject, HostError> {
-        let params = m
-            .params
-            .clone()
-            .unwrap_or_else(|| conventional_params(arity));
-        let params = params.join(", ");
-        let code = &m.code;
-        if let Some(entry) = &m.entry {
-            return self.compile_fn(&format!(
-                "(function () {{ var module = {{ exports: {{}} }}; var exports = module.exports;\n{code}\n; return ({entry}); }})()"
-            ));
+        let forms = method_forms(m, arity);
+        let mut last = None;
+        for f in &forms {
+            match self.compile_fn(&f.src) {
+                Ok(f) => return Ok(f),
+                Err(HostError::Abort(e)) => return Err(HostError::Abort(e)),
+                Err(e) => last = Some(e),
+            }
         }
-        if declares_function(code, &m.name) {
-            return self.compile_fn(&format!(
-                "(function () {{\n{code}\n; return {}; }})()",
-                m.name
-            ));
-        }
-        match self.compile_fn(&format!("(function ({params}) {{ return ({code}\n); }})")) {
-            Ok(f) => Ok(f),
-            Err(HostError::Abort(e)) => Err(HostError::Abort(e)),
-            Err(_) => self.compile_fn(&format!("(function ({params}) {{\n{code}\n}})")),
-        }
+        Err(last.unwrap_or_else(|| HostError::Failed("no method form".into())))
     }
 
     fn invoke(&mut self, f: &JsObject, args: &[Json]) -> Result<JsOutcome, HostError> {
@@ -216,6 +203,130 @@ impl JsRuntime {
             args: args_after,
         })
     }
+}
+
+/// A method or expression wrapped to compile, with where its own code starts in the
+/// wrapper: the lines before it, and the characters before it on its first line.
+struct Wrapped {
+    src: String,
+    lines_before: usize,
+    columns_before: usize,
+}
+
+/// An expression as a function of its variables.
+fn expr_form(src: &str, names: &[&str]) -> Wrapped {
+    let head = format!("(function({}) {{ return (", names.join(", "));
+    Wrapped {
+        columns_before: head.chars().count(),
+        src: format!("{head}{src}\n); }})"),
+        lines_before: 0,
+    }
+}
+
+/// The forms a method is compiled in, tried in this order (§11.1).
+fn method_forms(m: &Method, arity: usize) -> Vec<Wrapped> {
+    let params = m
+        .params
+        .clone()
+        .unwrap_or_else(|| conventional_params(arity))
+        .join(", ");
+    let code = &m.code;
+    let on_next_line = |src: String| Wrapped {
+        src,
+        lines_before: 1,
+        columns_before: 0,
+    };
+    if let Some(entry) = &m.entry {
+        return vec![on_next_line(format!(
+            "(function () {{ var module = {{ exports: {{}} }}; var exports = module.exports;\n{code}\n; return ({entry}); }})()"
+        ))];
+    }
+    if declares_function(code, &m.name) {
+        return vec![on_next_line(format!(
+            "(function () {{\n{code}\n; return {}; }})()",
+            m.name
+        ))];
+    }
+    let head = format!("(function ({params}) {{ return (");
+    vec![
+        Wrapped {
+            columns_before: head.chars().count(),
+            src: format!("{head}{code}\n); }})"),
+            lines_before: 0,
+        },
+        on_next_line(format!("(function ({params}) {{\n{code}\n}})")),
+    ]
+}
+
+/// Parses every site as it would be compiled, without running anything; returns the syntax
+/// errors with their line and column in the site's own code. A method is in error when
+/// none of its forms parses (the error of its last form, the function body, is given).
+pub fn check_sites(sites: &[JsSite]) -> Vec<JsProblem> {
+    let mut ctx = Context::default();
+    ctx.runtime_limits_mut()
+        .set_recursion_limit(RECURSION_LIMIT);
+    let mut problems = Vec::new();
+    for (i, site) in sites.iter().enumerate() {
+        let (forms, code) = match &site.code {
+            JsCode::Method(m) => (method_forms(m, 6), m.code.as_str()),
+            JsCode::Expr(src) => (vec![expr_form(src, &[])], src.as_str()),
+        };
+        let mut error = None;
+        for f in &forms {
+            match Script::parse(Source::from_bytes(&f.src), None, &mut ctx) {
+                Ok(_) => {
+                    error = None;
+                    break;
+                }
+                Err(e) => error = Some((e, f)),
+            }
+        }
+        if let Some((e, f)) = error {
+            let message = match e.try_native(&mut ctx) {
+                Ok(n) => n.message().to_string(),
+                Err(_) => e.to_string(),
+            };
+            let (message, line, column) = site_position(&message, f, code);
+            problems.push(JsProblem {
+                site: i,
+                line,
+                column,
+                message,
+            });
+        }
+    }
+    problems
+}
+
+/// boa's "… at line L, col C" (in the wrapper) as the message without it and the line and
+/// column in the site's code (clamped to the code: an error found at the wrapper's end,
+/// such as a missing `}`, is at the code's end).
+fn site_position(message: &str, f: &Wrapped, code: &str) -> (String, usize, usize) {
+    let found = message.rfind(" at line ").and_then(|at| {
+        let (l, c) = message[at + 9..].split_once(", col ")?;
+        let c: String = c.chars().take_while(char::is_ascii_digit).collect();
+        Some((
+            at,
+            l.trim().parse::<usize>().ok()?,
+            c.parse::<usize>().ok()?,
+        ))
+    });
+    let Some((at, line, col)) = found else {
+        return (message.to_string(), 1, 1);
+    };
+    let text = message[..at].to_string();
+    let lines: Vec<&str> = code.split('\n').collect();
+    let end = (
+        lines.len(),
+        lines.last().map_or(0, |l| l.chars().count()) + 1,
+    );
+    let (line, col) = match line.checked_sub(f.lines_before) {
+        None | Some(0) => (1, 1),
+        Some(1) => (1, col.saturating_sub(f.columns_before).max(1)),
+        Some(l) if l > lines.len() => end,
+        Some(l) => (l, col),
+    };
+    (text, line, col)
 }
 
 /// Parameters of a method whose key has no parentheses, by call site arity (§11.3).
@@ -274,6 +385,44 @@ mod tests {
             entry: entry.map(str::to_string),
             flow: None,
         }
+    }
+
+    #[test]
+    fn syntax_errors_are_found_without_running_and_placed_in_the_sites_code() {
+        let body = "var a = 1;\nvar b = {x: 1;\nreturn a;";
+        let sites = vec![
+            JsSite {
+                path: "methods.ok(ctx)".into(),
+                code: JsCode::Method(method("ok", Some(&["ctx"]), "return ctx + 1;", None)),
+            },
+            JsSite {
+                path: "methods.broken(ctx)".into(),
+                code: JsCode::Method(method("broken", Some(&["ctx"]), body, None)),
+            },
+            JsSite {
+                path: "methods.open".into(),
+                code: JsCode::Method(method("open", None, "if (x) {\n  y();", None)),
+            },
+            JsSite {
+                path: "x.condition".into(),
+                code: JsCode::Expr("`${a}` +".into()),
+            },
+            JsSite {
+                path: "y.condition".into(),
+                code: JsCode::Expr("while (true) {}".into()),
+            },
+        ];
+        let p = check_sites(&sites);
+        let at: Vec<(usize, usize, usize)> = p.iter().map(|p| (p.site, p.line, p.column)).collect();
+        // The object literal's `;` on line 2, column 14; the missing `}` at the code's end;
+        // the expression's missing operand and a statement where an expression goes.
+        assert_eq!(at[0], (1, 2, 14), "{p:?}");
+        assert_eq!(at[1].0, 2);
+        assert_eq!((at[1].1, at[1].2), (2, 7), "{p:?}");
+        assert_eq!(at[2].0, 3);
+        assert_eq!(at[3].0, 4);
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(!p[0].message.contains(" at line "), "{}", p[0].message);
     }
 
     fn call(rt: &mut JsRuntime, m: &Method, args: &[Json]) -> Result<JsOutcome, HostError> {

@@ -38,6 +38,59 @@ const MAX_QUOTED: usize = 80;
 pub struct Compiled {
     pub bot: CompiledBot,
     pub warnings: Vec<Problem>,
+    /// Every piece of JavaScript in the bot, with where it is written: the host has the
+    /// sandbox guest parse them (runtime-core has no JavaScript parser) so that a syntax
+    /// error is a validation error, not a failure at run time.
+    pub js_sites: Vec<JsSite>,
+}
+
+/// A piece of JavaScript and where it is written.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct JsSite {
+    /// Path of the string holding the code (`methods.lookup(ctx)`,
+    /// `flows.order.states.ask.transitions.done.condition`).
+    pub path: String,
+    pub code: JsCode,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JsCode {
+    /// A method, compiled as the guest compiles it (§11.1).
+    Method(Method),
+    /// An expression outside the fast subset.
+    Expr(String),
+}
+
+/// A syntax error in a [`JsSite`]: `line` and `column` (1-based) count in the site's own
+/// code, as written in the bot.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct JsProblem {
+    /// Index of the site in the list checked.
+    pub site: usize,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl JsProblem {
+    /// The validation error: the site's path, the message and where in the code.
+    pub fn to_problem(&self, site: &JsSite) -> Problem {
+        let what = match site.code {
+            JsCode::Method(_) => "method",
+            JsCode::Expr(_) => "expression",
+        };
+        Problem {
+            severity: Severity::Error,
+            path: site.path.clone(),
+            message: format!(
+                "JavaScript syntax error at line {}, column {} of the {what}: {}",
+                self.line, self.column, self.message
+            ),
+            line: None,
+            column: None,
+        }
+    }
 }
 
 /// Problems that reject a bot (errors first, then the warnings found alongside).
@@ -77,6 +130,7 @@ pub fn compile_with_positions(doc: &Json, pos: Option<&Positions>) -> Result<Com
         copied: 0,
         sizes: HashMap::new(),
         regexes: HashMap::new(),
+        js_sites: Vec::new(),
     };
     // Everything below walks the document recursively: its depth is checked first, without
     // recursion (a document parsed from text is already within it; one built otherwise may
@@ -118,6 +172,7 @@ pub fn compile_with_positions(doc: &Json, pos: Option<&Positions>) -> Result<Com
         Some(bot) if !rejected => Ok(Compiled {
             bot,
             warnings: problems,
+            js_sites: c.js_sites,
         }),
         _ => Err(Rejected { problems }),
     }
@@ -290,6 +345,8 @@ struct Lower<'p> {
     sizes: HashMap<*const Json, usize>,
     /// Patterns already checked, by (source, flags): NLU uses share their definition's.
     regexes: HashMap<(String, String), Result<RegexLit, String>>,
+    /// The JavaScript found, for the host's syntax check ([`Compiled::js_sites`]).
+    js_sites: Vec<JsSite>,
 }
 
 /// The states of a flow, in order and by name (for transitions).
@@ -501,6 +558,12 @@ impl<'p> Lower<'p> {
     /// limit (too deep or too long: nothing could evaluate it).
     fn expr(&mut self, src: &str, path: &str) -> CompiledExpr {
         let e = CompiledExpr::new(src);
+        if e.kind == ExprKind::Js {
+            self.js_sites.push(JsSite {
+                path: path.to_string(),
+                code: JsCode::Expr(src.to_string()),
+            });
+        }
         if let ExprKind::Invalid(msg) = &e.kind {
             let message = format!("expression \"{}\" does not parse: {msg}", short(src));
             if e.over_limit() {
@@ -665,15 +728,19 @@ impl<'p> Lower<'p> {
                 }
                 None => (sig.trim().to_string(), None),
             };
-            let (code, entry) = match v {
-                Json::String(code) => (code.clone(), None),
+            let (code, entry, code_path) = match v {
+                Json::String(code) => (code.clone(), None, mp.clone()),
                 Json::Object(m) => {
                     self.unknown_keys(m, &mp, &["code", "entry"]);
                     let code = self.str_field(m, "code", &mp);
                     if code.is_none() {
                         self.error(&mp, "a method object needs \"code\"");
                     }
-                    (code.unwrap_or_default(), self.str_field(m, "entry", &mp))
+                    (
+                        code.unwrap_or_default(),
+                        self.str_field(m, "entry", &mp),
+                        path_join(&mp, "code"),
+                    )
                 }
                 other => {
                     self.error(
@@ -689,13 +756,18 @@ impl<'p> Lower<'p> {
             self.method_index
                 .entry((flow.map(str::to_string), name.clone()))
                 .or_insert(self.methods.len());
-            self.methods.push(Method {
+            let method = Method {
                 name,
                 params,
                 code,
                 entry,
                 flow: flow.map(str::to_string),
+            };
+            self.js_sites.push(JsSite {
+                path: code_path,
+                code: JsCode::Method(method.clone()),
             });
+            self.methods.push(method);
         }
     }
 

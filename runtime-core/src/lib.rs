@@ -16,7 +16,7 @@ pub mod session;
 pub mod source;
 pub mod value;
 
-pub use compile::{Compiled, Rejected, compile, compile_source};
+pub use compile::{Compiled, JsCode, JsProblem, JsSite, Rejected, compile, compile_source};
 pub use engine::{StepError, converse, converse_owned};
 pub use host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome};
 pub use model::CompiledBot;

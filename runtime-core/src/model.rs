@@ -258,7 +258,7 @@ pub enum Part {
     Expr(CompiledExpr),
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Method {
     /// Name before the parenthesis of the signature.
     pub name: String,

@@ -14,9 +14,22 @@ use yaml_rust2::scanner::Marker;
 #[derive(Debug, Default, Clone)]
 pub struct Positions {
     map: PositionMap,
+    /// Where each string value's text starts, for places inside it (JavaScript).
+    values: HashMap<String, ValueAt>,
 }
 
 type PositionMap = HashMap<String, (usize, usize)>;
+
+/// Where a scalar value's own text starts.
+#[derive(Debug, Clone, Copy)]
+struct ValueAt {
+    line: usize,
+    column: usize,
+    /// A block scalar (`|`, `>`): its text starts on the next line, at its indentation.
+    block: bool,
+    /// A quoted scalar: its text starts one column after the quote.
+    quoted: bool,
+}
 
 impl Positions {
     /// The position of `path`, or of its nearest written ancestor.
@@ -29,6 +42,20 @@ impl Positions {
             let cut = p.rfind(['.', '['])?;
             p = &p[..cut];
         }
+    }
+
+    /// The position in the file of `line`:`column` (1-based) of the string value at `path`
+    /// (a method's code): exact for block scalars and one-line values; else the value's
+    /// start. `None` when the value was not recorded.
+    pub fn inside(&self, path: &str, line: usize, column: usize) -> Option<(usize, usize)> {
+        let v = self.values.get(path)?;
+        Some(if v.block {
+            (v.line + line - 1, v.column + column - 1)
+        } else if line == 1 {
+            (v.line, v.column + usize::from(v.quoted) + column - 1)
+        } else {
+            (v.line, v.column)
+        })
     }
 }
 
@@ -111,14 +138,36 @@ pub fn parse_document(text: &str) -> Result<(Json, Positions), Problem> {
                 },
             });
     }
-    let (json, map) = read_yaml(text)?;
-    Ok((json, Positions { map }))
+    let (json, map, mut values) = read_yaml(text)?;
+    // A block scalar's text starts on the first line after its indicator (`|`, `>-`, …),
+    // at that line's indentation; the scanner marks it there or on the indicator's line.
+    let lines: Vec<&str> = text.lines().collect();
+    let indicator = |l: &str| {
+        let t = l.trim_end();
+        ["|", ">", "|-", ">-", "|+", ">+"]
+            .iter()
+            .any(|i| t.ends_with(i))
+    };
+    for v in values.values_mut().filter(|v| v.block) {
+        if let Some((i, l)) = lines
+            .iter()
+            .enumerate()
+            .skip(v.line.saturating_sub(1))
+            .find(|(_, l)| !l.trim().is_empty() && !indicator(l))
+        {
+            v.line = i + 1;
+            v.column = l.len() - l.trim_start().len() + 1;
+        }
+    }
+    Ok((json, Positions { map, values }))
 }
 
 /// Reads YAML text (one document) to JSON within the limits of [`parse_document`]. Also for
 /// other YAML read from tenants (conversation tests), so that it is bounded the same way.
 pub fn read_yaml_bounded(text: &str) -> Result<Json, String> {
-    read_yaml(text).map(|(j, _)| j).map_err(|p| p.to_string())
+    read_yaml(text)
+        .map(|(j, _, _)| j)
+        .map_err(|p| p.to_string())
 }
 
 /// Reads YAML in two passes. yaml-rust2's events first, without recursion: they give the
@@ -126,7 +175,7 @@ pub fn read_yaml_bounded(text: &str) -> Result<Json, String> {
 /// time proportional to the depth on every token of a flow collection: `[[[[…` 100,000
 /// deep takes it a minute. serde_yaml then builds the value (its scalars are the ones bots
 /// were written for) within the depth and value budget.
-fn read_yaml(text: &str) -> Result<(Json, PositionMap), Problem> {
+fn read_yaml(text: &str) -> Result<(Json, PositionMap, HashMap<String, ValueAt>), Problem> {
     let problem =
         |path: String, message: String, line: Option<usize>, column: Option<usize>| Problem {
             severity: Severity::Error,
@@ -189,7 +238,7 @@ fn read_yaml(text: &str) -> Result<(Json, PositionMap), Problem> {
             return Err(problem(String::new(), too_deep_message(), Some(line), None));
         }
     }
-    Ok((serde_yaml_read(text)?, rec.map))
+    Ok((serde_yaml_read(text)?, rec.map, rec.values))
 }
 
 /// serde_yaml's value of `text`, within the depth and value budget.
@@ -485,6 +534,7 @@ enum Frame {
 struct Recorder {
     stack: Vec<Frame>,
     map: PositionMap,
+    values: HashMap<String, ValueAt>,
     /// Bytes of paths that may still be recorded.
     room: usize,
 }
@@ -551,7 +601,7 @@ impl MarkedEventReceiver for Recorder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         let pos = (mark.line(), mark.col() + 1);
         match ev {
-            Event::Scalar(text, ..) => {
+            Event::Scalar(text, style, ..) => {
                 if let Some(Frame::Map { path, key, .. }) = self.stack.last_mut()
                     && key.is_none()
                 {
@@ -566,6 +616,21 @@ impl MarkedEventReceiver for Recorder {
                     return;
                 }
                 if let Some(p) = self.value_path() {
+                    use yaml_rust2::scanner::TScalarStyle as S;
+                    if text.contains('\n')
+                        || matches!(style, S::Literal | S::Folded)
+                        || text.len() > 8
+                    {
+                        self.values.insert(
+                            p.clone(),
+                            ValueAt {
+                                line: pos.0,
+                                column: pos.1,
+                                block: matches!(style, S::Literal | S::Folded),
+                                quoted: matches!(style, S::SingleQuoted | S::DoubleQuoted),
+                            },
+                        );
+                    }
                     self.map.entry(p).or_insert(pos);
                 }
             }
@@ -617,6 +682,19 @@ mod tests {
             pos.find("flows.order.states.ask.action[1].name.deeper"),
             Some((8, 13))
         );
+    }
+
+    #[test]
+    fn places_inside_string_values() {
+        let src = "methods:\n  lookup(ctx): |\n    var a = 1;\n      var b = {x: 1;\n  one: \"return   x;\"\n  plain: return   y;\n";
+        let (_, pos) = parse_document(src).unwrap();
+        // Line 2, column 14 of the block: the file's line 4 (the block starts on line 3 at
+        // column 5).
+        assert_eq!(pos.inside("methods.lookup(ctx)", 2, 14), Some((4, 18)));
+        assert_eq!(pos.inside("methods.lookup(ctx)", 1, 1), Some((3, 5)));
+        // One-line values: after the quote, or where the plain text starts.
+        assert_eq!(pos.inside("methods.one", 1, 10), Some((5, 18)));
+        assert_eq!(pos.inside("methods.plain", 1, 10), Some((6, 19)));
     }
 
     #[test]

@@ -604,3 +604,81 @@ async fn cases_and_tasks() {
     })
     .await
 }
+
+/// A JavaScript syntax error in a method is a validation error everywhere an author looks
+/// before running: `botbox validate`, `botbox push` (checked locally) and the server's push
+/// (checked in its sandbox, for clients that skip the CLI), each naming the method and,
+/// in the CLI, the file, line and column of the error inside the method.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn javascript_syntax_errors_are_refused_before_running() {
+    let server = Server::start(Backend::Sqlite, &[]).await;
+    let url = server.base.clone();
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("shop");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Line 6 of the file is the method's second line; its `;` (column 21 of the method,
+    // 25 of the file) ends an object literal that wanted `,` or `}`.
+    let bot = "name: shop\n\
+               methods:\n\
+               \x20 fine(ctx): \"return 1;\"\n\
+               \x20 lookup(message, context, data, options, config, result): |\n\
+               \x20   var order = {id: message.content};\n\
+               \x20   var line = {total: 1;\n\
+               \x20   return 'Order ' + order.id;\n\
+               flows:\n\
+               \x20 status:\n\
+               \x20   intents: {ask: {initial: true, condition: \"content == 'status'\"}}\n\
+               \x20   states:\n\
+               \x20     init:\n\
+               \x20       initial: true\n\
+               \x20       end: true\n\
+               \x20       action: {name: text, options: {text: hi}}\n";
+    std::fs::write(dir.join("bot.yml"), bot).unwrap();
+    let o = bb(home.path(), &dir, &url, &["validate", "bot.yml"], "");
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("bot.yml:6:25: error: methods.lookup(message, context, data, options, config, result): JavaScript syntax error at line 2, column 21 of the method"),
+        "{}",
+        o.stdout
+    );
+    ok(bb(
+        home.path(),
+        &dir,
+        &url,
+        &["login", "-u", "admin", "-p", ADMIN_PASSWORD],
+        "",
+    ));
+    let o = bb(home.path(), &dir, &url, &["push"], "");
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("bot.yml:6:25: error"), "{}", o.stderr);
+
+    // The server refuses it too, for clients that push without the CLI.
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let doc: Value =
+        serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(bot).unwrap()).unwrap();
+    let p = api
+        .post(
+            "/projects",
+            &admin,
+            json!({"name": "shop", "options": {"bot": true}}),
+        )
+        .await
+        .ok();
+    let pid = p["id"].as_str().unwrap();
+    let r = api
+        .post(&format!("/projects/{pid}/bot/revisions"), &admin, doc)
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(
+        r.text.contains("methods.lookup(message, context, data, options, config, result): JavaScript syntax error at line 2, column 21 of the method"),
+        "{}",
+        r.text
+    );
+    // Fixed, it goes through.
+    let fixed = bot.replace("{total: 1;", "{total: 1};");
+    std::fs::write(dir.join("bot.yml"), &fixed).unwrap();
+    let o = ok(bb(home.path(), &dir, &url, &["validate", "bot.yml"], ""));
+    assert!(o.contains("ok (1 flows, 0 warnings)"), "{o}");
+}

@@ -659,6 +659,32 @@ async fn store_revision(
                 .join("\n"),
         )
     })?;
+    // JavaScript is parsed in the sandbox (the host has no parser of its own): a syntax
+    // error rejects the bot like any validation error, naming the method or expression.
+    let js_problems = app
+        .live
+        .check_js(&project.owner_id, compiled.js_sites.clone())
+        .await
+        .map_err(|e| match e {
+            botbox_service::live::LiveError::Step(m) => ApiError::bad(format!(
+                "error: the bot's JavaScript could not be checked: {m}"
+            )),
+            e => ApiError::Internal(e.into()),
+        })?;
+    if !js_problems.is_empty() {
+        return Err(ApiError::BadRequest(
+            js_problems
+                .iter()
+                .filter_map(|p| {
+                    Some(format!(
+                        "error: {}",
+                        p.to_problem(compiled.js_sites.get(p.site)?)
+                    ))
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ));
+    }
     let mut bot = bot;
     // `nl` NLUs whose model this bot may not use (missing, or another account's private
     // one) cannot run: said at push time.

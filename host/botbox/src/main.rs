@@ -690,6 +690,16 @@ fn validate(path: &std::path::Path) -> Result<ExitCode> {
             for w in &c.warnings {
                 println!("{}", loaded.locate(w));
             }
+            if !c.js_sites.is_empty() {
+                let errors = botbox_cli::js_errors(&loaded, &c, &botbox_cli::local_sandbox(None)?)?;
+                if !errors.is_empty() {
+                    for e in &errors {
+                        println!("{e}");
+                    }
+                    println!("{shown}: {} JavaScript syntax error(s)", errors.len());
+                    return Ok(ExitCode::from(1));
+                }
+            }
             println!(
                 "{shown}: ok ({} flows, {} warnings)",
                 c.bot.flows.len(),

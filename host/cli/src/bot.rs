@@ -2,6 +2,7 @@
 //! (reference §1.2), and every validation problem located in the file it came from.
 
 use runtime_core::source::{Positions, Problem, Severity, parse_document};
+use runtime_core::{JsProblem, JsSite};
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 
@@ -13,26 +14,47 @@ pub struct LoadedBot {
 }
 
 impl LoadedBot {
+    /// The file `path` was written in, its positions, and the path inside that file.
+    fn source_of<'a>(&'a self, path: &'a str) -> Option<(&'a Path, &'a Positions, &'a str)> {
+        let (prefix, file, pos) = self
+            .sources
+            .iter()
+            .filter(|(prefix, _, _)| {
+                prefix.is_empty()
+                    || path == *prefix
+                    || path.starts_with(&format!("{prefix}."))
+                    || path.starts_with(&format!("{prefix}["))
+            })
+            .max_by_key(|(prefix, _, _)| prefix.len())?;
+        Some((file, pos, path[prefix.len()..].trim_start_matches('.')))
+    }
+
+    /// A JavaScript syntax error at its place in the file: `file:line:column: error: path:
+    /// message`, the line and column those of the error inside the code.
+    pub fn locate_js(&self, site: &JsSite, p: &JsProblem) -> String {
+        let problem = p.to_problem(site);
+        if let Some((file, pos, rel)) = self.source_of(&site.path)
+            && let Some((l, c)) = pos.inside(rel, p.line, p.column)
+        {
+            return format!(
+                "{}:{l}:{c}: error: {}: {}",
+                file.display(),
+                problem.path,
+                problem.message
+            );
+        }
+        self.locate(&problem)
+    }
+
     /// `file:line:column: severity: path: message` for a problem.
     pub fn locate(&self, p: &Problem) -> String {
         let sev = match p.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        let best = self
-            .sources
-            .iter()
-            .filter(|(prefix, _, _)| {
-                prefix.is_empty()
-                    || p.path == *prefix
-                    || p.path.starts_with(&format!("{prefix}."))
-                    || p.path.starts_with(&format!("{prefix}["))
-            })
-            .max_by_key(|(prefix, _, _)| prefix.len());
-        let Some((prefix, file, pos)) = best else {
+        let Some((file, pos, rel)) = self.source_of(&p.path) else {
             return format!("{sev}: {}: {}", p.path, p.message);
         };
-        let rel = p.path[prefix.len()..].trim_start_matches('.');
         let at = match pos.find(rel) {
             Some((l, c)) => format!("{}:{l}:{c}", file.display()),
             None => file.display().to_string(),

@@ -472,6 +472,63 @@ pub fn load_valid(dir: &Path) -> Result<(bot::LoadedBot, runtime_core::Compiled)
     }
 }
 
+/// [`load_valid`], and the bot's JavaScript parsed as the server parses it at push (in a
+/// sandbox started here only for a bot with JavaScript): a syntax error fails with its
+/// file, line and column.
+pub fn load_checked(dir: &Path) -> Result<(bot::LoadedBot, runtime_core::Compiled)> {
+    let (loaded, compiled) = load_valid(dir)?;
+    if !compiled.js_sites.is_empty() {
+        fail_on_js_errors(&loaded, &compiled, &local_sandbox(None)?)?;
+    }
+    Ok((loaded, compiled))
+}
+
+/// Fails with every JavaScript syntax error of the bot, located in its files.
+pub fn fail_on_js_errors(
+    loaded: &bot::LoadedBot,
+    compiled: &runtime_core::Compiled,
+    sandbox: &botbox_sandbox::Sandbox,
+) -> Result<()> {
+    let lines = js_errors(loaded, compiled, sandbox)?;
+    if lines.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{}\n{} error(s): the bot is not valid",
+        lines.join("\n"),
+        lines.len()
+    )
+}
+
+/// The bot's JavaScript syntax errors, located in its files (none: empty).
+pub fn js_errors(
+    loaded: &bot::LoadedBot,
+    compiled: &runtime_core::Compiled,
+    sandbox: &botbox_sandbox::Sandbox,
+) -> Result<Vec<String>> {
+    let sites = &compiled.js_sites;
+    let problems = botbox_sandbox::block_on(sandbox.check_js("local", sites))
+        .map_err(|e| anyhow!("checking the bot's JavaScript: {e}"))?;
+    Ok(problems
+        .iter()
+        .filter_map(|p| Some(loaded.locate_js(sites.get(p.site)?, p)))
+        .collect())
+}
+
+/// A sandbox for this machine's own runs (`botbox test`, JavaScript checks); its compiled
+/// guest is cached under `cache_dir` (default: `$BOTBOX_CACHE`, else the CLI's home).
+pub fn local_sandbox(cache_dir: Option<PathBuf>) -> Result<botbox_sandbox::Sandbox> {
+    let cache_dir = cache_dir
+        .or_else(|| std::env::var_os("BOTBOX_CACHE").map(PathBuf::from))
+        .unwrap_or_else(|| home().join("cache"));
+    botbox_sandbox::Sandbox::new(botbox_sandbox::SandboxConfig {
+        cache_dir,
+        slots: 4,
+        warm_per_revision: 1,
+        ..Default::default()
+    })
+}
+
 /// The project named like the bot, created when missing.
 fn project_for(ctx: &Ctx, name: &str, create: bool) -> Result<Project> {
     let mut page = 1;
@@ -498,7 +555,7 @@ fn project_for(ctx: &Ctx, name: &str, create: bool) -> Result<Project> {
 }
 
 pub fn push(ctx: &Ctx, dir: &Path) -> Result<()> {
-    let (loaded, compiled) = load_valid(dir)?;
+    let (loaded, compiled) = load_checked(dir)?;
     for w in &compiled.warnings {
         eprintln!("{}", loaded.locate(w));
     }
@@ -787,7 +844,6 @@ pub fn test(ctx: &Ctx, dir: &Path, remote: bool, cache_dir: Option<PathBuf>) -> 
         .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yml" | "yaml")))
         .collect();
     files.sort();
-    let _ = loaded;
     let mut stepper: Box<dyn Stepper> = if remote {
         let (pid, _) = project_id_of(ctx, dir)?;
         Box::new(RemoteStepper { ctx, pid })
@@ -799,12 +855,8 @@ pub fn test(ctx: &Ctx, dir: &Path, remote: bool, cache_dir: Option<PathBuf>) -> 
                 cache_dir.display()
             );
         }
-        let sandbox = botbox_sandbox::Sandbox::new(botbox_sandbox::SandboxConfig {
-            cache_dir,
-            slots: 4,
-            warm_per_revision: 1,
-            ..Default::default()
-        })?;
+        let sandbox = local_sandbox(Some(cache_dir))?;
+        fail_on_js_errors(&loaded, &compiled, &sandbox)?;
         let revision = botbox_sandbox::Revision::new("local", &compiled.bot);
         Box::new(OwnedSandboxStepper { sandbox, revision })
     };

@@ -23,6 +23,7 @@
 //! them on the step threads ([`spawn`]) or through [`block_on`].
 
 mod artifact;
+mod check;
 mod clock;
 pub mod effects;
 mod imports;

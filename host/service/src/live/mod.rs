@@ -130,6 +130,15 @@ pub enum LiveError {
     Internal(#[from] anyhow::Error),
 }
 
+impl From<SandboxError> for LiveError {
+    fn from(e: SandboxError) -> Self {
+        match e {
+            SandboxError::Step(e) => LiveError::Step(e.to_string()),
+            SandboxError::Internal(e) => LiveError::Internal(e),
+        }
+    }
+}
+
 impl From<botbox_store::DbError> for LiveError {
     fn from(e: botbox_store::DbError) -> Self {
         LiveError::Internal(e.into())
@@ -670,10 +679,27 @@ impl Live {
         )
         .await
         .map_err(|e| anyhow!("step task: {e}"))?;
-        out.map_err(|e| match e {
-            SandboxError::Step(e) => LiveError::Step(e.to_string()),
-            SandboxError::Internal(e) => LiveError::Internal(e),
-        })
+        out.map_err(LiveError::from)
+    }
+
+    /// The syntax errors of a bot's JavaScript ([`runtime_core::Compiled::js_sites`]),
+    /// parsed by the sandbox guest in the tenant's turn ([`Sandbox::check_js`]).
+    pub async fn check_js(
+        &self,
+        tenant: &str,
+        sites: Vec<runtime_core::JsSite>,
+    ) -> Result<Vec<runtime_core::JsProblem>, LiveError> {
+        if sites.is_empty() {
+            return Ok(vec![]);
+        }
+        let sandbox = self.sandbox().await?;
+        let tenant = tenant.to_owned();
+        let lane = self.lane(&tenant);
+        let out =
+            botbox_sandbox::spawn(lane, async move { sandbox.check_js(&tenant, &sites).await })
+                .await
+                .map_err(|e| anyhow!("check task: {e}"))?;
+        out.map_err(LiveError::from)
     }
 
     /// Fails a step that produced more responses than a step may.
