@@ -682,3 +682,112 @@ async fn javascript_syntax_errors_are_refused_before_running() {
     let o = ok(bb(home.path(), &dir, &url, &["validate", "bot.yml"], ""));
     assert!(o.contains("ok (1 flows, 0 warnings)"), "{o}");
 }
+
+/// People without a shell on the server: an administrator adds bob through the API, bob
+/// changes his password, the administrator resets it and disables him; teams are made and
+/// joined from the CLI alone (the walk-through's switch-team); `user add --data` refuses a
+/// folder without a database instead of creating one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn people_and_teams_from_the_cli_alone() {
+    let server = Server::start(Backend::Sqlite, &[]).await;
+    let url = server.base.clone();
+    let admin_home = tempfile::tempdir().unwrap();
+    let bob_home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let admin = |args: &[&str], stdin: &str| bb(admin_home.path(), work.path(), &url, args, stdin);
+    let bob = |args: &[&str], stdin: &str| bb(bob_home.path(), work.path(), &url, args, stdin);
+    ok(admin(&["login", "-u", "admin", "-p", ADMIN_PASSWORD], ""));
+
+    // A folder without a database: refused, and nothing is created there.
+    let empty = tempfile::tempdir().unwrap();
+    let o = admin(
+        &[
+            "user",
+            "add",
+            "eve",
+            "--password",
+            "eve-password-1",
+            "--data",
+            empty.path().to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("no database in"), "{}", o.stderr);
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
+
+    let out = ok(admin(
+        &["user", "add", "bob", "--password", "bob-password-1"],
+        "",
+    ));
+    assert!(out.contains("added user bob"), "{out}");
+    ok(bob(&["login", "-u", "bob", "-p", "bob-password-1"], ""));
+    // A wrong current password changes nothing.
+    let o = bob(&["passwd"], "not-my-password\nbob-password-2\n");
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("currentPassword is incorrect"),
+        "{}",
+        o.stderr
+    );
+    let out = ok(bob(&["passwd"], "bob-password-1\nbob-password-2\n"));
+    assert!(out.contains("Password changed"), "{out}");
+    // The CLI's own token still works; the old password does not.
+    assert!(ok(bob(&["whoami"], "")).contains("bob"));
+    let api = server.api();
+    assert_eq!(
+        api.raw(
+            "POST",
+            "/login",
+            None,
+            json!({"username": "bob", "password": "bob-password-1"})
+                .to_string()
+                .into_bytes()
+        )
+        .await
+        .status,
+        401
+    );
+    api.login("bob", "bob-password-2").await;
+
+    // Teams from the CLI: create, invite, list, switch.
+    ok(admin(&["team", "create", "acme"], ""));
+    let out = ok(admin(
+        &["team", "invite", "acme", "bob", "--role", "developer"],
+        "",
+    ));
+    assert!(out.contains("bob is a developer of team acme"), "{out}");
+    let out = ok(bob(&["team", "list"], ""));
+    assert!(out.contains("acme  (developer"), "{out}");
+    assert!(ok(bob(&["switch-team", "acme"], "")).contains("Switched to team: acme"));
+    ok(admin(&["team", "remove", "acme", "bob"], ""));
+    assert!(ok(bob(&["team", "list"], "")).contains("no teams"));
+    ok(bob(&["switch", "user"], ""));
+    assert!(ok(bob(&["whoami"], "")).contains("bob"));
+
+    // The administrator resets bob's password (his sessions end) and disables him.
+    let out = ok(admin(
+        &[
+            "user",
+            "reset-password",
+            "bob",
+            "--password",
+            "bob-password-3",
+        ],
+        "",
+    ));
+    assert!(out.contains("password of bob reset"), "{out}");
+    assert_ne!(bob(&["whoami"], "").code, 0, "bob's token was revoked");
+    api.login("bob", "bob-password-3").await;
+    ok(admin(&["user", "disable", "bob"], ""));
+    let o = bob(&["login", "-u", "bob", "-p", "bob-password-3"], "");
+    assert_ne!(o.code, 0);
+    ok(admin(&["user", "enable", "bob"], ""));
+    ok(bob(&["login", "-u", "bob", "-p", "bob-password-3"], ""));
+    // Not an administrator: refused.
+    let o = bob(
+        &["user", "add", "mallory", "--password", "mallory-password"],
+        "",
+    );
+    assert_ne!(o.code, 0);
+}

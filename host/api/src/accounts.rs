@@ -30,6 +30,8 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(get_team, delete_team))
         .routes(routes!(add_member, remove_member))
         .routes(routes!(disable_user))
+        .routes(routes!(change_my_password))
+        .routes(routes!(reset_password))
         .routes(routes!(enable_user))
 }
 
@@ -172,6 +174,95 @@ pub struct Revoked {
 async fn revoke_my_tokens(State(app): State<App>, caller: Caller) -> ApiResult<Json<Revoked>> {
     let revoked = app.db.delete_user_tokens(&caller.user_id).await?;
     Ok(Json(Revoked { revoked }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PasswordChange {
+    pub current_password: String,
+    pub new_password: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PasswordReset {
+    pub password: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PasswordChanged {
+    /// Tokens of the account revoked (all but the caller's own, for a change).
+    pub revoked_other_tokens: bool,
+}
+
+/// Changes the caller's own password: the current one must be given. Every other token of
+/// the account is revoked (sessions elsewhere end); the caller's stays valid.
+#[utoipa::path(put, path = "/me/password", tag = "auth", request_body = PasswordChange,
+    responses((status = 200, body = PasswordChanged), (status = 400), (status = 401)))]
+async fn change_my_password(
+    State(app): State<App>,
+    client: Option<Extension<ClientKey>>,
+    caller: Caller,
+    Body(req): Body<PasswordChange>,
+) -> ApiResult<Json<PasswordChanged>> {
+    let user = app
+        .db
+        .user_by_id(&caller.user_id)
+        .await?
+        .ok_or(ApiError::Unauthorized(BAD_CREDENTIALS))?;
+    check_new_user(&user.username, &req.new_password, &user.role_id)
+        .map_err(|e| ApiError::bad(format!("newPassword: {e}")))?;
+    // Guessing the current password is throttled like logins.
+    let client = client.map(|c| c.0.0).unwrap_or_default();
+    app.login_allowed(&user.username, &client)?;
+    let (current, phc) = (req.current_password, user.password_hash.clone());
+    if !app
+        .password_job(move || auth::verify_password(&current, &phc))
+        .await?
+    {
+        return Err(ApiError::Unauthorized("currentPassword is incorrect"));
+    }
+    app.login_succeeded(&user.username, &client);
+    let new = req.new_password;
+    let phc = app.password_job(move || auth::hash_password(&new)).await?;
+    app.db
+        .set_password(&user.id, &phc, Some(&caller.token_hash))
+        .await?;
+    tracing::warn!(user = %user.id, "password changed by its owner");
+    Ok(Json(PasswordChanged {
+        revoked_other_tokens: true,
+    }))
+}
+
+/// Sets another account's password (platform administrators only); every token of that
+/// account is revoked.
+#[utoipa::path(put, path = "/users/{userId}/password", tag = "teams", request_body = PasswordReset,
+    params(("userId" = String, Path)),
+    responses((status = 200, body = PasswordChanged), (status = 400), (status = 403), (status = 404)))]
+async fn reset_password(
+    State(app): State<App>,
+    caller: Caller,
+    Path(user_id): Path<String>,
+    Body(req): Body<PasswordReset>,
+) -> ApiResult<Json<PasswordChanged>> {
+    if !caller.is_admin() || caller.team_id.is_some() {
+        return Err(ApiError::Forbidden);
+    }
+    let u = app
+        .db
+        .user_by_id(&user_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("user {user_id}")))?;
+    check_new_user(&u.username, &req.password, &u.role_id)
+        .map_err(|e| ApiError::bad(format!("password: {e}")))?;
+    let new = req.password;
+    let phc = app.password_job(move || auth::hash_password(&new)).await?;
+    app.db.set_password(&u.id, &phc, None).await?;
+    tracing::warn!(user = %u.id, by = %caller.user_id, "password reset by an administrator");
+    Ok(Json(PasswordChanged {
+        revoked_other_tokens: true,
+    }))
 }
 
 /// Disables an account (platform administrators only): every token of it is revoked in the

@@ -72,7 +72,11 @@ pub struct TrainingStatus {
 
 async fn summary(app: &App, nlu: NluRow) -> ApiResult<NluSummary> {
     let account = app.db.account_name(&nlu.owner_id).await?;
-    let revision = app.db.nlu_model_revision(&nlu.id, None).await?;
+    let revision = app
+        .db
+        .nlu_model_revision(&nlu.id, None)
+        .await?
+        .map(|(r, _)| r);
     Ok(NluSummary {
         nlu_id: format!("{account}:{}", nlu.name),
         entities: entities_of(&nlu).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?,

@@ -60,10 +60,18 @@ enum Command {
         #[arg(long, env = "BOTBOX_DATA", default_value = "data")]
         data: PathBuf,
     },
-    /// Manages accounts directly in the database.
+    /// Manages accounts: through the server's API (administrators), or with `user add
+    /// --data DIR` straight in an existing database on the server machine.
     User {
         #[command(subcommand)]
         command: UserCommand,
+    },
+    /// Changes your password (asked for on stdin: current, then new).
+    Passwd,
+    /// Teams: create, invite, remove, list (with your own account's token).
+    Team {
+        #[command(subcommand)]
+        command: TeamCommand,
     },
     /// Logs in to a botbox server and keeps the token.
     Login {
@@ -343,7 +351,8 @@ struct ServeArgs {
 
 #[derive(Subcommand)]
 enum UserCommand {
-    /// Adds a user.
+    /// Adds a user: on the server you are logged in to (administrators), or with --data
+    /// (or --database-url) straight into that existing database.
     Add {
         username: String,
         /// The password (asked for when absent).
@@ -352,9 +361,43 @@ enum UserCommand {
         /// admin, developer or viewer.
         #[arg(long, default_value = "developer")]
         role: String,
-        #[command(flatten)]
-        storage: StorageArgs,
+        /// The server's data folder: write to its database instead of calling the API. The
+        /// database must exist (start the server once first); none is ever created here.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// PostgreSQL instead of the data folder's SQLite (with the same meaning as --data).
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+        database_url: Option<String>,
     },
+    /// Sets another user's password (administrators); their sessions are signed out.
+    ResetPassword {
+        username: String,
+        /// The new password (asked for when absent).
+        #[arg(long, env = "BOTBOX_NEW_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+    },
+    /// Disables an account: it cannot log in and its tokens stop working.
+    Disable { username: String },
+    /// Enables a disabled account again.
+    Enable { username: String },
+}
+
+#[derive(Subcommand)]
+enum TeamCommand {
+    /// Creates a team (you become its teamAdmin).
+    Create { name: String },
+    /// Adds a user to one of your teams, or changes their role.
+    Invite {
+        team: String,
+        username: String,
+        /// teamAdmin, developer or viewer.
+        #[arg(long, default_value = "developer")]
+        role: String,
+    },
+    /// Removes a user from one of your teams.
+    Remove { team: String, username: String },
+    /// Your teams and your role in each.
+    List,
 }
 
 fn main() -> ExitCode {
@@ -638,23 +681,62 @@ fn run(cli: Cli) -> Result<ExitCode> {
             served?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::User {
-            command:
-                UserCommand::Add {
+        Command::User { command } => user_cmd(command, &ctx),
+        Command::Passwd => {
+            let current = rpassword_prompt("current password: ")?;
+            let new = rpassword_prompt("new password: ")?;
+            cli::people::passwd(&ctx()?, &current, &new).map(ok)
+        }
+        Command::Team { command } => {
+            let ctx = ctx()?;
+            match command {
+                TeamCommand::Create { name } => cli::people::team_create(&ctx, &name),
+                TeamCommand::Invite {
+                    team,
                     username,
-                    password,
                     role,
-                    storage,
-                },
+                } => cli::people::team_invite(&ctx, &team, &username, &role),
+                TeamCommand::Remove { team, username } => {
+                    cli::people::team_remove(&ctx, &team, &username)
+                }
+                TeamCommand::List => cli::people::team_list(&ctx),
+            }
+            .map(ok)
+        }
+    }
+}
+
+fn user_cmd(command: UserCommand, ctx: &dyn Fn() -> Result<botbox_cli::Ctx>) -> Result<ExitCode> {
+    let ok = |()| ExitCode::SUCCESS;
+    let password_of = |given: Option<String>, who: &str| match given {
+        Some(p) => Ok(p),
+        None => rpassword_prompt(&format!("password for {who}: ")),
+    };
+    match command {
+        UserCommand::Add {
+            username,
+            password,
+            role,
+            data,
+            database_url,
         } => {
-            let password = match password {
-                Some(p) => p,
-                None => rpassword_prompt(&format!("password for {username}: "))?,
-            };
+            let password = password_of(password, &username)?;
             botbox_api::check_new_user(&username, &password, &role)
                 .map_err(|e| anyhow::anyhow!(e))?;
+            if data.is_none() && database_url.is_none() {
+                return botbox_cli::people::user_add(&ctx()?, &username, &password, &role).map(ok);
+            }
+            let data = data.unwrap_or_else(|| PathBuf::from("data"));
+            if database_url.is_none() && !data.join("botbox.db").exists() {
+                anyhow::bail!(
+                    "no database in {}: give the server's data folder (--data DIR, where \
+                     `botbox serve` keeps botbox.db), or leave --data out to add the user \
+                     through the server you are logged in to",
+                    data.display()
+                );
+            }
             runtime()?.block_on(async {
-                let db = server::open_db(&storage.data, storage.database_url.as_deref()).await?;
+                let db = server::open_db(&data, database_url.as_deref()).await?;
                 let phc = botbox_service::auth::hash_password(&password);
                 match db.insert_user(&username, &phc, &role).await {
                     Ok(u) => {
@@ -668,6 +750,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     Err(e) => Err(e.into()),
                 }
             })
+        }
+        UserCommand::ResetPassword { username, password } => {
+            let password = password_of(password, &username)?;
+            botbox_cli::people::user_reset_password(&ctx()?, &username, &password).map(ok)
+        }
+        UserCommand::Disable { username } => {
+            botbox_cli::people::user_set_disabled(&ctx()?, &username, true).map(ok)
+        }
+        UserCommand::Enable { username } => {
+            botbox_cli::people::user_set_disabled(&ctx()?, &username, false).map(ok)
         }
     }
 }

@@ -181,7 +181,7 @@ pub async fn serve(mut cfg: ServeConfig) -> Result<()> {
     let db = open_db(&cfg.data_dir, cfg.database_url.as_deref()).await?;
     if let Some(pw) = bootstrap_admin(&db, cfg.admin_password.as_deref()).await? {
         println!("created the admin account: username admin, password {pw}");
-        println!("(shown once; change it by adding users with `botbox user add`)");
+        println!("(shown once; log in and change it with `botbox passwd`)");
     }
     let listener = tokio::net::TcpListener::bind(cfg.addr)
         .await

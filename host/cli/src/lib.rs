@@ -11,6 +11,7 @@
 pub mod bot;
 pub mod cases;
 pub mod console;
+pub mod people;
 
 use anyhow::{Context, Result, anyhow, bail};
 use botbox_api_types::{

@@ -104,14 +104,17 @@ impl NluService {
     }
 
     /// The model a caller uses: pinned for the NLUs of the caller's own project when its
-    /// deployment pins an NLU revision, else the newest. An NLU never trained predicts with a
-    /// model of its entities alone (dictionaries and rules).
+    /// deployment pins an NLU revision, else the newest. An NLU never trained, or whose model
+    /// learnt no sentences (a new project's initial revision), predicts with a model of its
+    /// entities alone (dictionaries and rules) as they are now.
     pub async fn model(&self, nlu: &NluRow, pin: Option<&str>) -> Result<Arc<NluModel>, String> {
         let revision = self
             .db
             .nlu_model_revision(&nlu.id, pin)
             .await
-            .map_err(db_err)?;
+            .map_err(db_err)?
+            .filter(|(_, sentences)| *sentences > 0)
+            .map(|(r, _)| r);
         let Some(revision) = revision else {
             let key = (nlu.id.clone(), format!("untrained@{}", nlu.updated_at));
             if let Some(m) = self.models.get(&key) {

@@ -172,6 +172,30 @@ impl Db {
             .rows_affected())
     }
 
+    /// Replaces an account's password hash and revokes its tokens but `keep` (the token
+    /// hash of the request that changed its own password), in one transaction.
+    pub async fn set_password(
+        &self,
+        user_id: &str,
+        phc: &str,
+        keep: Option<&str>,
+    ) -> DbResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query("UPDATE users SET password_hash = $1 WHERE id = $2")
+            .bind(phc)
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query("DELETE FROM tokens WHERE user_id = $1 AND hash <> $2")
+            .bind(user_id)
+            .bind(keep.unwrap_or(""))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(n == 1)
+    }
+
     /// Disables or enables an account. Disabling also revokes all its tokens, in the same
     /// transaction, so no request authenticated by an old token runs after it.
     pub async fn set_user_disabled(&self, user_id: &str, disabled: bool) -> DbResult<bool> {

@@ -316,16 +316,17 @@ impl Db {
 
     /// The revision of the model a caller should use: the newest of the NLU, or, with a pin
     /// (a project NLU revision), the newest at or before that revision in the NLU's project.
-    /// `None` when the NLU has no model (yet, or at the pin).
+    /// `None` when the NLU has no model (yet, or at the pin); else the revision and the
+    /// sentences it was trained on.
     pub async fn nlu_model_revision(
         &self,
         nlu_id: &str,
         pin: Option<&str>,
-    ) -> DbResult<Option<String>> {
-        let row: Option<(String,)> = match pin {
+    ) -> DbResult<Option<(String, i64)>> {
+        let row: Option<(String, i64)> = match pin {
             None => {
                 sqlx::query_as(
-                    "SELECT revision FROM nlu_models WHERE nlu_id = $1 ORDER BY seq DESC LIMIT 1",
+                    "SELECT revision, sentences FROM nlu_models WHERE nlu_id = $1 ORDER BY seq DESC LIMIT 1",
                 )
                 .bind(nlu_id)
                 .fetch_optional(&self.pool)
@@ -333,7 +334,7 @@ impl Db {
             }
             Some(pin) => {
                 sqlx::query_as(
-                    "SELECT m.revision FROM nlu_models m WHERE m.nlu_id = $1 AND m.seq <= \
+                    "SELECT m.revision, m.sentences FROM nlu_models m WHERE m.nlu_id = $1 AND m.seq <= \
                      (SELECT p.seq FROM nlu_models p WHERE p.project_id = m.project_id AND p.revision = $2) \
                      ORDER BY m.seq DESC LIMIT 1",
                 )
@@ -343,7 +344,7 @@ impl Db {
                 .await?
             }
         };
-        Ok(row.map(|r| r.0))
+        Ok(row)
     }
 
     pub async fn nlu_model(&self, nlu_id: &str, revision: &str) -> DbResult<Option<ModelRow>> {
