@@ -303,6 +303,7 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
                 }
             },
             Ok(r) => {
+                let failed_before = failures.len();
                 if let Some(want) = &st.error {
                     failures.push(format!(
                         "{label}: expected error \"{want}\", but the step succeeded with {}",
@@ -351,6 +352,13 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
                     let got = serde_json::to_value(&r.schedules).unwrap_or(Json::Null);
                     if let Err(e) = subset(&Json::Array(want.clone()), &got, "schedules") {
                         failures.push(format!("{label}: {e}"));
+                    }
+                }
+                // What went wrong inside the step (a method that threw, an api call refused
+                // or answered with an error) is the likeliest cause of a failed expectation.
+                if failures.len() > failed_before {
+                    for e in &r.errors {
+                        failures.push(format!("{label}: the bot's error: {e}"));
                     }
                 }
                 session = r.session;

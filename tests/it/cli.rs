@@ -791,3 +791,135 @@ async fn people_and_teams_from_the_cli_alone() {
     );
     assert_ne!(o.code, 0);
 }
+
+/// A step's errors reach the author wherever they look: a method that throws and an api
+/// action refused by the egress policy (saying how an operator may allow it) show in
+/// `botbox test` beside the failed expectation, in the console, in the errors API for
+/// console and channel steps, and in `botbox errors`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_time_errors_reach_the_author() {
+    // No --allow-private-egress: an api action to loopback is refused.
+    let server = Server::start(Backend::Sqlite, &[]).await;
+    let url = server.base.clone();
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("oops");
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    let bot = r#"name: oops
+methods:
+  boom(message, context, data, options, config, result): "throw new Error('no stock for ' + message.content);"
+flows:
+  main:
+    intents:
+      any: {initial: true, type: text}
+    states:
+      init:
+        initial: true
+        transitions:
+          answer: "intent == 'any'"
+      answer:
+        end: true
+        action:
+          - {name: method, method: boom}
+          - {name: api, options: {method: GET, uri: "http://127.0.0.1:9/stock"}}
+          - {name: text, options: {text: "stock: $(result.count)"}}
+"#;
+    std::fs::write(dir.join("bot.yml"), bot).unwrap();
+    std::fs::write(
+        dir.join("tests/oops.yml"),
+        "tests:\n  - name: stock\n    steps:\n      - send: pizza\n        expect: [\"stock: 3\"]\n",
+    )
+    .unwrap();
+    let run = |args: &[&str], stdin: &str| bb(home.path(), &dir, &url, args, stdin);
+
+    // botbox test (local sandbox, no egress policy of the server's: the api call fails on
+    // the closed port) shows the thrown error beside the failure.
+    let o = run(&["test"], "");
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stdout.contains("the bot's error: method boom")
+            && o.stdout.contains("no stock for pizza"),
+        "{}",
+        o.stdout
+    );
+
+    ok(run(&["login", "-u", "admin", "-p", ADMIN_PASSWORD], ""));
+    ok(run(&["push"], ""));
+    // The console prints the step's errors under its replies.
+    let out = ok(run(&["console"], "pizza\nexit\n"));
+    assert!(out.contains("! method boom"), "{out}");
+    assert!(
+        out.contains("refused by the server's egress policy") && out.contains("--egress-allow"),
+        "{out}"
+    );
+    // A channel step's errors too.
+    ok(run(&["deploy", "--env", "production"], ""));
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let projects = api.get("/projects", &admin).await.ok();
+    let pid = projects["data"][0]["id"].as_str().unwrap().to_owned();
+    let envs = api
+        .get(&format!("/projects/{pid}/environments"), &admin)
+        .await
+        .ok();
+    let env = envs["data"][0]["id"].as_str().unwrap().to_owned();
+    let channel =
+        common::generic_channel(&api, &admin, &pid, &env, "http://127.0.0.1:9/sink").await;
+    let r = api
+        .raw(
+            "POST",
+            &format!("/webhooks/{channel}"),
+            None,
+            json!({"userId": "u1", "messages": [{"id": "m1", "type": "text", "content": "pasta"}]})
+                .to_string()
+                .into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let errors = api
+        .get(&format!("/projects/{pid}/errors"), &admin)
+        .await
+        .ok();
+    let seen: Vec<(String, String, String)> = errors["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["channelId"].as_str().unwrap().to_owned(),
+                e["errorCode"].as_str().unwrap().to_owned(),
+                e["errorMessage"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for (ch, code, needle) in [
+        ("console", "method-error", "no stock for pizza"),
+        ("console", "api-error", "egress policy"),
+        (channel.as_str(), "method-error", "no stock for pasta"),
+        (channel.as_str(), "api-error", "egress policy"),
+    ] {
+        assert!(
+            seen.iter()
+                .any(|(c, k, m)| c == ch && k == code && m.contains(needle)),
+            "{ch} {code} {needle}: {seen:?}"
+        );
+    }
+    // botbox errors: oldest first, with the channel.
+    let out = ok(run(&["errors", "--since", "1h"], ""));
+    let lines: Vec<&str> = out.lines().collect();
+    // Each step: the method, the api call, then the text's expression on the null result.
+    assert_eq!(lines.len(), 6, "{out}");
+    assert!(
+        lines[0].contains("bot/method-error  [console]") && lines[0].contains("no stock for pizza"),
+        "{out}"
+    );
+    assert!(lines[1].contains("bot/api-error  [console]"), "{out}");
+    assert!(
+        lines[2].contains("bot/expression-error  [console]"),
+        "{out}"
+    );
+    assert!(
+        lines[3].contains(&format!("bot/method-error  [{channel}]")),
+        "{out}"
+    );
+}

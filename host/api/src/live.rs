@@ -115,6 +115,7 @@ async fn converse(
 ) -> ApiResult<Json<Json_>> {
     // A step performs the bot's api calls and may change stored sessions: update rights.
     let project = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
+    let mut env_id = String::new();
     let rev = match (&req.environment_name, &req.revision) {
         (Some(name), _) => {
             let env = app
@@ -122,6 +123,7 @@ async fn converse(
                 .environment_by_name(&pid, name)
                 .await?
                 .ok_or_else(|| ApiError::not_found(format!("environment {name}")))?;
+            env_id = env.id.clone();
             app.live.environment_revision(&env).await?
         }
         (None, Some(r)) => app.live.revision(&pid, r).await?,
@@ -140,23 +142,37 @@ async fn converse(
                 .map_err(|e| ApiError::bad(format!("session: {e}")))?;
             app.live
                 .run_step(&project.owner_id, rev, session, message)
-                .await?
-                .result
+                .await
+                .map(|d| d.result)
         }
         (None, Some(sid)) => {
             let key = format!("console:{pid}:{sid}");
             app.live
                 .converse_stored(&key, &project.owner_id, rev, message)
-                .await?
+                .await
         }
-        (None, None) => {
+        (None, None) => app
+            .live
+            .run_step(&project.owner_id, rev, console_session(), message)
+            .await
+            .map(|d| d.result),
+    }
+    .and_then(|r| app.live.check_responses(r.responses.len()).map(|()| r));
+    // The console's errors are the bot's errors too (channel `console`).
+    match &result {
+        Ok(r) => {
             app.live
-                .run_step(&project.owner_id, rev, console_session(), message)
-                .await?
-                .result
+                .record_errors(&pid, &env_id, "console", Ok(&r.errors))
+                .await
         }
-    };
-    app.live.check_responses(result.responses.len())?;
+        Err(LiveError::Step(e)) => {
+            app.live
+                .record_errors(&pid, &env_id, "console", Err(e))
+                .await
+        }
+        Err(_) => {}
+    }
+    let result = result?;
     Ok(Json(
         serde_json::to_value(result).map_err(|e| ApiError::Internal(e.into()))?,
     ))

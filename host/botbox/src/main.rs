@@ -203,6 +203,21 @@ enum Command {
         #[arg(long)]
         debug: bool,
     },
+    /// The bot's errors from every kind of step (channels, console, agent runs, Case tasks),
+    /// oldest first.
+    Errors {
+        #[command(flatten)]
+        dir: BotDir,
+        /// Only this environment's.
+        #[arg(long)]
+        env: Option<String>,
+        /// Only those of the last … (`1h`, `2d`, `30m`).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        since: Option<std::time::Duration>,
+        /// Keep printing new errors as they happen (Ctrl-C stops).
+        #[arg(long, short)]
+        follow: bool,
+    },
     /// Runs the bot's conversation tests (tests/*.yml) in the local sandbox.
     Test {
         #[command(flatten)]
@@ -552,6 +567,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             },
         )
         .map(ok),
+        Command::Errors {
+            dir,
+            env,
+            since,
+            follow,
+        } => cli::errors(&ctx()?, &dir.dir, env.as_deref(), since, follow).map(ok),
         Command::Console { dir, env, debug } => {
             cli::console::console(&ctx()?, &dir.dir, env.as_deref(), debug).map(ok)
         }

@@ -91,6 +91,9 @@ pub fn parse_line(line: &str) -> Result<Input, String> {
 struct Conversed {
     responses: Vec<Response>,
     session: Json,
+    /// The step's user errors (a method that threw, an api call that failed, …).
+    #[serde(default)]
+    errors: Vec<String>,
 }
 
 fn show(r: &Response, debug: bool) -> String {
@@ -169,11 +172,14 @@ pub fn console(ctx: &Ctx, dir: &Path, env: Option<&str>, debug: bool) -> Result<
                         if ctx.json {
                             println!(
                                 "{}",
-                                json!({"responses": r.responses, "session": r.session})
+                                json!({"responses": r.responses, "session": r.session, "errors": r.errors})
                             );
                         } else {
                             for resp in &r.responses {
                                 println!("{}", show(resp, debug));
+                            }
+                            for e in &r.errors {
+                                println!("  ! {e}");
                             }
                             if debug {
                                 let meta = &r.session["meta"];

@@ -644,6 +644,78 @@ pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The bot's errors (every kind of step: channels, console, agent runs, Case tasks), oldest
+/// first, since `since` ago (or all kept), of one environment or all; with `follow`, new
+/// ones as they come (polled every 2 s) until interrupted.
+pub fn errors(
+    ctx: &Ctx,
+    dir: &Path,
+    env: Option<&str>,
+    since: Option<std::time::Duration>,
+    follow: bool,
+) -> Result<()> {
+    let (pid, _) = project_id_of(ctx, dir)?;
+    let env_id = match env {
+        Some(name) => Some(
+            find_env(ctx, &pid, name)?
+                .ok_or_else(|| anyhow!("no environment {name} (`botbox env list`)"))?
+                .id,
+        ),
+        None => None,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let mut start = since.map_or(0, |s| now - s.as_millis() as i64);
+    loop {
+        // Newest first, a page at a time: read until the start, then print oldest first.
+        let mut found: Vec<Json> = Vec::new();
+        for page in 1.. {
+            let mut path = format!("/projects/{pid}/errors?limit=100&page={page}&start={start}");
+            if let Some(e) = &env_id {
+                path.push_str(&format!("&environmentId={e}"));
+            }
+            let got = ctx.call("GET", &path, None)?;
+            let data = got["data"].as_array().cloned().unwrap_or_default();
+            let n = data.len();
+            found.extend(data);
+            if n < 100 {
+                break;
+            }
+        }
+        found.reverse();
+        for e in &found {
+            let at = e["timestamp"].as_i64().unwrap_or(0);
+            start = start.max(at + 1);
+            if ctx.json {
+                println!("{e}");
+            } else {
+                println!(
+                    "{}  {}/{}  [{}]  {}",
+                    time_text(at),
+                    e["errorGroup"].as_str().unwrap_or(""),
+                    e["errorCode"].as_str().unwrap_or(""),
+                    e["channelId"].as_str().unwrap_or(""),
+                    e["errorMessage"].as_str().unwrap_or("")
+                );
+            }
+        }
+        if !follow {
+            if found.is_empty() && !ctx.json {
+                eprintln!("no errors");
+            }
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+}
+
+/// A Unix time in ms as RFC 3339 (UTC, seconds).
+fn time_text(ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
 fn find_env(ctx: &Ctx, pid: &str, name: &str) -> Result<Option<Environment>> {
     let envs: PageOf<Environment> = ctx.call_as(
         "GET",

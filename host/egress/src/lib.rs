@@ -143,7 +143,9 @@ impl Lookup for SystemLookup {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EgressError {
     /// The policy refused the destination (or a redirect hop): nothing was sent to it.
-    #[error("{url}: refused: {reason}")]
+    #[error(
+        "{url}: refused by the server's egress policy: {reason} (an operator may allow it with --egress-allow)"
+    )]
     Refused { url: String, reason: String },
     #[error("{url}: invalid request: {reason}")]
     Invalid { url: String, reason: String },

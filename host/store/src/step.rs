@@ -3,7 +3,7 @@
 //! run them through [`Exec`].
 
 use super::rows::{NewBotError, NewTranscript, OutboxRow, ScheduleRow};
-use super::{DbResult, new_row_id};
+use super::{Db, DbResult, new_row_id, now_ms};
 
 /// What a step changes, written in one transaction: the session (if nobody else stored one
 /// since it was read), transcripts, outbound deliveries and schedules.
@@ -288,17 +288,16 @@ pub(crate) async fn group_statements<E: Exec>(
         }
         e.exec(&sql, &args).await?;
     }
-    // Bot errors are rare: one statement each.
-    for b in kept.iter().flat_map(|w| &w.errors) {
+    // Bot errors are rare: one statement each; their times keep their order in the step.
+    for (i, b) in kept.iter().flat_map(|w| &w.errors).enumerate() {
         e.exec(
-            "INSERT INTO bot_errors (id, project_id, environment_id, channel_id, created_at, error_group, error_code, message) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            INSERT_BOT_ERROR,
             &[
                 new_row_id().into(),
                 (&b.project_id).into(),
                 (&b.environment_id).into(),
                 (&b.channel_id).into(),
-                now.into(),
+                (now + i as i64).into(),
                 b.group.into(),
                 (&b.code).into(),
                 (&b.message).into(),
@@ -380,4 +379,36 @@ pub(crate) async fn group_statements<E: Exec>(
         .into_iter()
         .map(|ok| ok.then(|| created.next().expect("rows of a stored step")))
         .collect())
+}
+
+/// One bot error (`NewBotError`), with its id and time.
+const INSERT_BOT_ERROR: &str = "INSERT INTO bot_errors (id, project_id, environment_id, channel_id, created_at, error_group, error_code, message) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+
+impl Db {
+    /// Records bot errors of steps that commit no channel step (console, agent and task
+    /// steps that failed, console steps); one transaction.
+    pub async fn insert_bot_errors(&self, rows: &[NewBotError]) -> DbResult<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let now = now_ms();
+        let _turn = self.write_turn().await;
+        let mut tx = self.pool.begin().await?;
+        for (i, b) in rows.iter().enumerate() {
+            sqlx::query(INSERT_BOT_ERROR)
+                .bind(new_row_id())
+                .bind(&b.project_id)
+                .bind(&b.environment_id)
+                .bind(&b.channel_id)
+                .bind(now + i as i64)
+                .bind(b.group)
+                .bind(&b.code)
+                .bind(&b.message)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await.map_err(super::DbError::from_sqlx)?;
+        Ok(())
+    }
 }

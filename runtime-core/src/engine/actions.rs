@@ -279,22 +279,38 @@ impl Step<'_, '_> {
         };
         let resp = match self.host.http(&req) {
             Ok(r) => r,
+            // The bot goes on with a null result; the author sees why in the step's errors.
             Err(HostError::Failed(e)) => {
-                self.host.log(
-                    crate::host::LogLevel::Info,
-                    &format!("api action {name}: {e}"),
-                );
+                self.user_error(format!("api action {name}: {e}"));
                 return Ok(Json::Null);
             }
             Err(HostError::Abort(e)) => {
                 return Err(StepError::Aborted(format!("api action {name}: {e}")));
             }
         };
-        if resp.status != 200 || resp.body.len() > MAX_API_BODY {
+        if resp.status != 200 {
+            self.user_error(format!(
+                "api action {name}: {} answered HTTP {} (the result is null)",
+                req.url.split(['?', '#']).next().unwrap_or_default(),
+                resp.status
+            ));
             return Ok(Json::Null);
         }
-        let Ok(parsed) = serde_json::from_str::<Json>(&resp.body) else {
+        if resp.body.len() > MAX_API_BODY {
+            self.user_error(format!(
+                "api action {name}: the answer of {} bytes is over {MAX_API_BODY} (the result is null)",
+                resp.body.len()
+            ));
             return Ok(Json::Null);
+        }
+        let parsed = match serde_json::from_str::<Json>(&resp.body) {
+            Ok(p) => p,
+            Err(e) => {
+                self.user_error(format!(
+                    "api action {name}: the answer is not JSON ({e}; the result is null)"
+                ));
+                return Ok(Json::Null);
+            }
         };
         Ok(match options.get("resultPath").and_then(Json::as_str) {
             Some(p) => get_path(&parsed, p).cloned().unwrap_or(Json::Null),

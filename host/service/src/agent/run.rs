@@ -520,10 +520,17 @@ impl Agents {
             // Cancel wins over a step in flight: its api call is aborted by the effects and
             // its outcome is never stored, so the session stays as it was.
             let (report, new_session) = tokio::select! {
-                r = step => r.map_err(|e| match e {
-                    LiveError::Step(e) | LiveError::NotDeployed(e) | LiveError::Busy(e) => Ended::Failed(e),
-                    LiveError::Internal(e) => internal(e),
-                })?,
+                r = step => match r {
+                    Ok(r) => r,
+                    Err(LiveError::Step(e)) => {
+                        self.live
+                            .record_errors(&target.env.project_id, &target.env.id, "agent", Err(&e))
+                            .await;
+                        return Err(Ended::Failed(e));
+                    }
+                    Err(LiveError::NotDeployed(e) | LiveError::Busy(e)) => return Err(Ended::Failed(e)),
+                    Err(LiveError::Internal(e)) => return Err(internal(e)),
+                },
                 _ = h.wait_cancel() => return Err(Ended::Cancelled),
             };
             if h.cancelled() {
@@ -540,6 +547,20 @@ impl Agents {
                 body: new_session.json.clone(),
                 read_version: version,
                 background: botbox_lanes::in_background(),
+                errors: report
+                    .errors
+                    .iter()
+                    .take(crate::live::ERRORS_PER_STEP)
+                    .map(|e| {
+                        crate::live::new_bot_error(
+                            &target.env.project_id,
+                            &target.env.id,
+                            "agent",
+                            "bot",
+                            e,
+                        )
+                    })
+                    .collect(),
                 ..StepWrite::default()
             };
             match self.db.commit_step(w).await.map_err(internal)? {

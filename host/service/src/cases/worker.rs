@@ -556,7 +556,16 @@ impl Tasks {
                 });
             }
             Ok(Err(LiveError::Busy(_))) => return Ok(RunEnd::Busy),
-            Ok(Err(LiveError::Step(m))) | Ok(Err(LiveError::NotDeployed(m))) => {
+            Ok(Err(LiveError::Step(m))) => {
+                self.live
+                    .record_errors(&env.project_id, &env.id, "task", Err(&m))
+                    .await;
+                return Ok(RunEnd::Failed {
+                    code: "step-failed",
+                    message: m,
+                });
+            }
+            Ok(Err(LiveError::NotDeployed(m))) => {
                 return Ok(RunEnd::Failed {
                     code: "step-failed",
                     message: m,
@@ -565,6 +574,9 @@ impl Tasks {
             Ok(Err(LiveError::Internal(e))) => return Err(e),
             Ok(Ok(r)) => r,
         };
+        self.live
+            .record_errors(&env.project_id, &env.id, "task", Ok(&report.errors))
+            .await;
         let s: Json = serde_json::from_str(&new_session.json)?;
         if let Some(flow) = s["current"].as_str() {
             let state = s["states"][flow].as_str().unwrap_or("?");

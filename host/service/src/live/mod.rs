@@ -682,6 +682,36 @@ impl Live {
         out.map_err(LiveError::from)
     }
 
+    /// Records the errors of a step that commits no channel step (console, agent and task
+    /// steps): its user errors (`Ok`, [`ERRORS_PER_STEP`] at most) or its failure (`Err`), so
+    /// that `GET /projects/{id}/errors` shows every kind of step. A storage failure is
+    /// logged, never the step's.
+    pub async fn record_errors(
+        &self,
+        project_id: &str,
+        environment_id: &str,
+        channel: &str,
+        step: Result<&[String], &str>,
+    ) {
+        let rows: Vec<_> = match step {
+            Ok(errors) => errors
+                .iter()
+                .take(ERRORS_PER_STEP)
+                .map(|e| new_bot_error(project_id, environment_id, channel, "bot", e))
+                .collect(),
+            Err(e) => vec![new_bot_error(
+                project_id,
+                environment_id,
+                channel,
+                "step",
+                e,
+            )],
+        };
+        if let Err(e) = self.db.insert_bot_errors(&rows).await {
+            tracing::warn!(project = %project_id, error = %e, "recording bot errors");
+        }
+    }
+
     /// The syntax errors of a bot's JavaScript ([`runtime_core::Compiled::js_sites`]),
     /// parsed by the sandbox guest in the tenant's turn ([`Sandbox::check_js`]).
     pub async fn check_js(
@@ -921,19 +951,17 @@ impl Live {
                 intent,
                 state,
             };
-            let bot_error = |group: &'static str, message: &str| botbox_store::NewBotError {
-                project_id: env.project_id.clone(),
-                environment_id: env.id.clone(),
-                channel_id: channel.id.clone(),
-                group,
-                code: error_code(message).into(),
-                message: message.chars().take(2_000).collect(),
+            let bot_error = |group: &'static str, message: &str| {
+                new_bot_error(&env.project_id, &env.id, &channel.id, group, message)
             };
             let body = match &step {
                 Ok((r, new_session)) => {
-                    // At most 20 per step: a bot that errs in a loop cannot flood the table.
-                    w.errors
-                        .extend(r.errors.iter().take(20).map(|e| bot_error("bot", e)));
+                    w.errors.extend(
+                        r.errors
+                            .iter()
+                            .take(ERRORS_PER_STEP)
+                            .map(|e| bot_error("bot", e)),
+                    );
                     let meta = r.meta.as_ref();
                     let flow = meta.and_then(|m| m.last_flow.clone());
                     let state = meta.and_then(|m| m.last_state.clone());
@@ -1284,6 +1312,28 @@ pub const ERROR_CODES: &[(&str, &str, u32)] = &[
     ("step", "timeout", 4007),
     ("step", "error", 4099),
 ];
+
+/// Bot errors recorded per step at most: a bot that errs in a loop cannot flood the table.
+pub const ERRORS_PER_STEP: usize = 20;
+
+/// A bot error of a step (`group`: `step` when it failed, `bot` for a user error in a step
+/// that went on) on `channel` (a channel's id, or `console`, `agent`, `task`).
+pub fn new_bot_error(
+    project_id: &str,
+    environment_id: &str,
+    channel: &str,
+    group: &'static str,
+    message: &str,
+) -> botbox_store::NewBotError {
+    botbox_store::NewBotError {
+        project_id: project_id.to_owned(),
+        environment_id: environment_id.to_owned(),
+        channel_id: channel.to_owned(),
+        group,
+        code: error_code(message).into(),
+        message: message.chars().take(2_000).collect(),
+    }
+}
 
 /// The `errorCode` of a bot error (`GET /projects/{id}/errors`), from its message: which
 /// limit stopped a step, or which part of the bot failed.
