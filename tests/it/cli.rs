@@ -923,3 +923,96 @@ flows:
         "{out}"
     );
 }
+
+/// The CLI shows conversations and gives a deployed bot back as files: `botbox transcript`
+/// renders a known conversation line by line, the structured transcript API gives messages
+/// as objects, and `botbox pull --env` writes the deployed revision to a bot.yml that
+/// validates and is the bot that was pushed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transcripts_and_pull_from_the_cli() {
+    let server = Server::start(Backend::Sqlite, &[]).await;
+    let url = server.base.clone();
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("hello");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello"),
+        &dir,
+    );
+    let run = |args: &[&str]| bb(home.path(), &dir, &url, args, "");
+    ok(run(&["login", "-u", "admin", "-p", ADMIN_PASSWORD]));
+    ok(run(&["push"]));
+    ok(run(&["deploy", "--env", "production"]));
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let pid = api.get("/projects", &admin).await.ok()["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let envs = api
+        .get(&format!("/projects/{pid}/environments"), &admin)
+        .await
+        .ok();
+    let env = envs["data"][0]["id"].as_str().unwrap().to_owned();
+    let channel =
+        common::generic_channel(&api, &admin, &pid, &env, "http://127.0.0.1:9/sink").await;
+    for (user, text) in [("ann", "hi"), ("bob", "hi"), ("ann", "what")] {
+        let r = api
+            .raw(
+                "POST",
+                &format!("/webhooks/{channel}"),
+                None,
+                json!({"userId": user, "messages": [{"type": "text", "content": text}]})
+                    .to_string()
+                    .into_bytes(),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    let out = ok(run(&["transcript", "--env", "production", "--user", "ann"]));
+    let lines: Vec<String> = out
+        .lines()
+        // Without the time, which the test cannot know.
+        .map(|l| l.split_once("  ").unwrap().1.to_owned())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "ann  > hi",
+            "ann  < hi!  (hello/greeting)",
+            "ann  > what",
+            "ann  < sorry!  (hello/fallback)",
+        ],
+        "{out}"
+    );
+    let t = api
+        .get(
+            &format!("/projects/{pid}/transcripts?environment=production&limit=2"),
+            &admin,
+        )
+        .await
+        .ok();
+    assert_eq!(t["data"].as_array().unwrap().len(), 2);
+    assert_eq!(t["data"][0]["message"]["content"], "hi", "{t}");
+    assert!(t["nextAfter"].is_i64(), "{t}");
+
+    // pull: the deployed revision back as files.
+    let pulled = work.path().join("pulled");
+    let o = ok(run(&[
+        "pull",
+        "hello",
+        "--env",
+        "production",
+        "--dir",
+        pulled.to_str().unwrap(),
+    ]));
+    assert!(o.contains("wrote"), "{o}");
+    let again = run(&["pull", "hello", "--dir", pulled.to_str().unwrap()]);
+    assert_ne!(again.code, 0, "an existing bot.yml is kept");
+    let text = std::fs::read_to_string(pulled.join("bot.yml")).unwrap();
+    let back: Value = serde_yaml::from_str(&text).unwrap();
+    let original: Value = common::example_bot("hello");
+    assert_eq!(back["flows"], original["flows"], "{text}");
+    assert_eq!(back["name"], "hello");
+    ok(bb(home.path(), &pulled, &url, &["validate", "bot.yml"], ""));
+}

@@ -216,7 +216,10 @@ async fn delivery_tokens_stay_out_of_logs_and_last_error() {
         assert!(log.contains(e.as_str()), "{name}: {e} not logged:\n{log}");
     }
     let by_name = |n: &str| &errors.iter().find(|(name, _)| *name == n).unwrap().1;
-    assert!(by_name("tg-refused").contains("refused: 127.0.0.1 is loopback"));
+    assert!(
+        by_name("tg-refused")
+            .contains("refused by the server's egress policy: 127.0.0.1 is loopback")
+    );
     assert!(by_name("tg-500").contains("answered 500"));
     assert!(by_name("fb").contains("answered 500"));
     assert!(!log.contains("SECRET"), "a token in the log:\n{log}");

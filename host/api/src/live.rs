@@ -19,6 +19,7 @@ pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
         .routes(routes!(converse))
         .routes(routes!(list_transcript))
+        .routes(routes!(transcripts))
         .routes(routes!(list_errors))
 }
 
@@ -227,6 +228,100 @@ async fn list_transcript(
             })
             .collect(),
     ))
+}
+
+/// A transcript line with its message as an object.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TranscriptLine {
+    pub id: String,
+    pub environment: String,
+    pub channel_id: String,
+    pub user_id: String,
+    /// `in` (from the user) or `out` (from the bot).
+    pub direction: String,
+    /// The message as the bot received or sent it (`{type, content?, payload?, …}`).
+    #[schema(value_type = Object)]
+    pub message: Json_,
+    pub flow: Option<String>,
+    pub intent: Option<String>,
+    pub state: Option<String>,
+    /// Unix milliseconds.
+    pub timestamp: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Transcript {
+    pub data: Vec<TranscriptLine>,
+    /// Give it as `after` to read the next page (`null`: this was the last).
+    pub next_after: Option<i64>,
+}
+
+/// An environment's transcript, oldest first, its messages as objects: lines after
+/// `after` (Unix ms, exclusive; default the beginning) up to `end`, of one user or all,
+/// `limit` per page (1 to 1000, default 200). The seed's `list_transcript` keeps its shape.
+#[utoipa::path(get, path = "/projects/{projectId}/transcripts", tag = "analytics",
+    params(("projectId" = String, Path), ("environment" = String, Query, description = "name or slug"),
+        ("user" = Option<String>, Query), ("after" = Option<i64>, Query), ("end" = Option<i64>, Query),
+        ("limit" = Option<i64>, Query)),
+    responses((status = 200, body = Transcript), (status = 400), (status = 404)))]
+async fn transcripts(
+    State(app): State<App>,
+    caller: Caller,
+    Path(pid): Path<String>,
+    uri: Uri,
+) -> ApiResult<Json<Transcript>> {
+    project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let q = super::query_pairs(uri.query());
+    let num = |name: &str, default: i64| -> ApiResult<i64> {
+        match q.get(name) {
+            None => Ok(default),
+            Some(v) => v.parse::<i64>().map_err(|_| {
+                ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))
+            }),
+        }
+    };
+    let env_name = q
+        .get("environment")
+        .ok_or_else(|| ApiError::bad("environment: the environment's name is required"))?;
+    let env = app
+        .db
+        .environment_by_name(&pid, env_name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("environment {env_name}")))?;
+    let limit = num("limit", 200)?;
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad(format!("limit: 1 to 1000 (got {limit})")));
+    }
+    let rows = app
+        .db
+        .transcript_page(
+            &pid,
+            &env.name,
+            q.get("user").map(String::as_str),
+            num("after", -1)?,
+            num("end", i64::MAX)?,
+            limit,
+        )
+        .await?;
+    let next_after = (rows.len() as i64 == limit).then(|| rows.last().map_or(0, |r| r.created_at));
+    let data = rows
+        .into_iter()
+        .map(|r| TranscriptLine {
+            message: serde_json::from_str(&r.message).unwrap_or(Json_::String(r.message)),
+            id: r.id,
+            environment: r.environment_name,
+            channel_id: r.channel_id,
+            user_id: r.user_id,
+            direction: r.direction,
+            flow: r.flow,
+            intent: r.intent,
+            state: r.state,
+            timestamp: r.created_at,
+        })
+        .collect();
+    Ok(Json(Transcript { data, next_after }))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

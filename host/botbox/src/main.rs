@@ -203,6 +203,37 @@ enum Command {
         #[arg(long)]
         debug: bool,
     },
+    /// An environment's conversations, oldest first, as a person reads them.
+    Transcript {
+        #[command(flatten)]
+        dir: BotDir,
+        /// The environment (name or slug).
+        #[arg(long, default_value = "production")]
+        env: String,
+        /// Only this user's messages.
+        #[arg(long)]
+        user: Option<String>,
+        /// Only the last … (`1h`, `2d`, `30m`).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        since: Option<std::time::Duration>,
+    },
+    /// Writes a project's bot back to files: `<dir>/bot.yml`.
+    Pull {
+        /// The project (the bot's name).
+        project: String,
+        /// The revision deployed to this environment (default: the latest revision).
+        #[arg(long, conflicts_with = "revision")]
+        env: Option<String>,
+        /// This revision.
+        #[arg(long)]
+        revision: Option<String>,
+        /// Where to write (default: a folder named like the project).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Overwrite an existing bot.yml.
+        #[arg(long)]
+        force: bool,
+    },
     /// The bot's errors from every kind of step (channels, console, agent runs, Case tasks),
     /// oldest first.
     Errors {
@@ -567,6 +598,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
             },
         )
         .map(ok),
+        Command::Transcript {
+            dir,
+            env,
+            user,
+            since,
+        } => cli::transcript(&ctx()?, &dir.dir, &env, user.as_deref(), since).map(ok),
+        Command::Pull {
+            project,
+            env,
+            revision,
+            dir,
+            force,
+        } => {
+            let out = dir.unwrap_or_else(|| PathBuf::from(&project));
+            cli::pull(
+                &ctx()?,
+                &project,
+                env.as_deref(),
+                revision.as_deref(),
+                &out,
+                force,
+            )
+            .map(ok)
+        }
         Command::Errors {
             dir,
             env,

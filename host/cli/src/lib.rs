@@ -710,6 +710,164 @@ pub fn errors(
     }
 }
 
+/// An environment's conversations as a person reads them, oldest first: one line per
+/// message, `>` from the user, `<` from the bot (with its flow and intent), of one user or
+/// all, since `since` ago (or all kept).
+pub fn transcript(
+    ctx: &Ctx,
+    dir: &Path,
+    env: &str,
+    user: Option<&str>,
+    since: Option<std::time::Duration>,
+) -> Result<()> {
+    let (pid, _) = project_id_of(ctx, dir)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let mut after = since.map_or(-1, |s| now - s.as_millis() as i64);
+    let mut shown = 0;
+    loop {
+        let mut path = format!(
+            "/projects/{pid}/transcripts?environment={}&after={after}&limit=500",
+            enc(env)
+        );
+        if let Some(u) = user {
+            path.push_str(&format!("&user={}", enc(u)));
+        }
+        let page = ctx.call("GET", &path, None)?;
+        for line in page["data"].as_array().into_iter().flatten() {
+            shown += 1;
+            if ctx.json {
+                println!("{line}");
+            } else {
+                println!("{}", transcript_line(line));
+            }
+        }
+        match page["nextAfter"].as_i64() {
+            Some(a) => after = a,
+            None => break,
+        }
+    }
+    if shown == 0 && !ctx.json {
+        eprintln!("no messages");
+    }
+    Ok(())
+}
+
+/// `s` for a URL's path segment or query value.
+pub(crate) fn enc(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// `time  user  > text` for a message in, `time  user  < text  (flow/intent)` out; a
+/// template as its kind and the titles or buttons a person would see.
+fn transcript_line(l: &Json) -> String {
+    let m = &l["message"];
+    let s = |v: &Json| v.as_str().unwrap_or("").to_owned();
+    let body = match m["type"].as_str().unwrap_or("") {
+        "text" => s(&m["content"]),
+        "command" => format!("[command {}]", s(&m["content"])),
+        _ => {
+            let p = &m["payload"];
+            match p["template_type"].as_str() {
+                Some(t) => {
+                    let items = p["items"].as_array();
+                    let parts: Vec<String> = match items {
+                        Some(items) => items
+                            .iter()
+                            .map(|i| s(&i["title"]))
+                            .filter(|t| !t.is_empty())
+                            .collect(),
+                        None => p["actions"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|a| s(&a["label"]))
+                            .collect(),
+                    };
+                    let text = p["items"]["text"]
+                        .as_str()
+                        .or(p["text"].as_str())
+                        .map(|t| format!("{t} "))
+                        .unwrap_or_default();
+                    format!("[{t}] {text}{}", parts.join(" | "))
+                }
+                None => format!("[{}] {}", s(&m["type"]), p),
+            }
+        }
+    };
+    let (arrow, tail) = if l["direction"] == "in" {
+        (">", String::new())
+    } else {
+        (
+            "<",
+            format!(
+                "  ({}/{})",
+                l["flow"].as_str().unwrap_or("-"),
+                l["intent"].as_str().unwrap_or("-")
+            ),
+        )
+    };
+    format!(
+        "{}  {}  {arrow} {body}{tail}",
+        time_text(l["timestamp"].as_i64().unwrap_or(0)),
+        s(&l["userId"])
+    )
+}
+
+/// Writes a revision of the project `name` back to `out/bot.yml`: the one deployed to
+/// `env`, or `revision`, else the latest. An existing file is kept unless `force`.
+pub fn pull(
+    ctx: &Ctx,
+    name: &str,
+    env: Option<&str>,
+    revision: Option<&str>,
+    out: &Path,
+    force: bool,
+) -> Result<()> {
+    let project = project_for(ctx, name, false)?;
+    let pid = &project.id;
+    let rev = match (env, revision) {
+        (_, Some(r)) => r.to_owned(),
+        (Some(e), None) => {
+            let env = find_env(ctx, pid, e)?
+                .ok_or_else(|| anyhow!("no environment {e} (`botbox env list`)"))?;
+            let d: Deployment = ctx.call_as(
+                "GET",
+                &format!(
+                    "/projects/{pid}/deployment/versions/{}",
+                    env.deployment_version
+                ),
+                None,
+            )?;
+            d.bot_revision
+        }
+        (None, None) => project
+            .bot_latest_revision
+            .ok_or_else(|| anyhow!("project {name} has no revision yet"))?,
+    };
+    let mut doc = ctx.call("GET", &format!("/projects/{pid}/bot/revisions/{rev}"), None)?;
+    if let Some(o) = doc.as_object_mut() {
+        for k in ["id", "revision", "warnings"] {
+            o.remove(k);
+        }
+    }
+    let file = out.join("bot.yml");
+    if file.exists() && !force {
+        bail!(
+            "{} exists: pull into another folder (--dir) or give --force to overwrite it",
+            file.display()
+        );
+    }
+    std::fs::create_dir_all(out)?;
+    std::fs::write(&file, serde_yaml::to_string(&doc)?)?;
+    ctx.out(
+        format!("wrote {} (revision {rev})", file.display()),
+        json!({"file": file, "revision": rev}),
+    );
+    Ok(())
+}
+
 /// A Unix time in ms as RFC 3339 (UTC, seconds).
 fn time_text(ms: i64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);

@@ -2,7 +2,7 @@
 //! shell on the server. Team commands act with the user's own token (not a team token):
 //! creating and managing teams is the user's business, whichever team the CLI acts for.
 
-use super::{Ctx, UserTeam};
+use super::{Ctx, UserTeam, enc};
 use anyhow::{Result, anyhow, bail};
 use serde_json::{Value as Json, json};
 
@@ -33,10 +33,6 @@ fn account_id(ctx: &Ctx, name: &str) -> Result<String> {
         .as_str()
         .map(str::to_owned)
         .ok_or_else(|| anyhow!("no user {name}"))
-}
-
-fn enc(s: &str) -> String {
-    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 /// Changes the logged-in user's password; the CLI's own token stays valid, every other

@@ -437,6 +437,40 @@ impl Db {
         .await?)
     }
 
+    /// Transcript lines of an environment after `after` (Unix ms, exclusive) up to `end`
+    /// (inclusive), of one user or all, oldest first, at most `limit`: a page of the
+    /// structured transcript (`GET /projects/{id}/transcripts`).
+    pub async fn transcript_page(
+        &self,
+        project_id: &str,
+        environment_name: &str,
+        user_id: Option<&str>,
+        after: i64,
+        end: i64,
+        limit: i64,
+    ) -> DbResult<Vec<TranscriptRow>> {
+        let by_user = if user_id.is_some() {
+            "AND user_id = $6"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT id, environment_name, channel_id, user_id, direction, message, flow, intent, state, created_at \
+             FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at > $3 AND created_at <= $4 \
+             {by_user} ORDER BY created_at, id LIMIT $5"
+        );
+        let mut q = sqlx::query_as(&sql)
+            .bind(project_id)
+            .bind(environment_name)
+            .bind(after)
+            .bind(end)
+            .bind(limit);
+        if let Some(u) = user_id {
+            q = q.bind(u);
+        }
+        Ok(q.fetch_all(&self.pool).await?)
+    }
+
     pub async fn due_schedules(&self, now: i64, limit: i64) -> DbResult<Vec<ScheduleRow>> {
         Ok(sqlx::query_as(
             "SELECT id, session_id, channel_id, user_id, message, next_at, end_at, every_ms FROM schedules \
