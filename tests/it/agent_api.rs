@@ -1038,3 +1038,78 @@ async fn rate_limits_idempotency_cors_and_docs() {
     assert_eq!(page.status, 200);
     assert!(page.text.contains("/v1/chat"));
 }
+
+/// An agent run's step errors are the bot's errors too (channel `agent`): a method that
+/// throws and an api call that times out are listed by `GET /projects/{id}/errors`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_runs_errors_are_listed_with_the_bots() {
+    // The api holds its first request: the call times out after its 5 s.
+    let (_slow, url) = SlowApi::start(true).await;
+    let bot: Value = serde_json::to_value(
+        serde_yaml::from_str::<serde_yaml::Value>(&format!(
+            r#"name: oops
+methods:
+  boom(message, context, data, options, config, result): "throw new Error('no stock');"
+flows:
+  main:
+    intents:
+      any: {{initial: true, type: text}}
+    states:
+      init:
+        initial: true
+        transitions:
+          answer: "intent == 'any'"
+      answer:
+        end: true
+        action:
+          - {{name: method, method: boom}}
+          - {{name: api, options: {{method: GET, uri: "{url}/stock"}}}}
+          - {{name: text, options: {{text: "done"}}}}
+"#
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let a = agent(Backend::Sqlite, bot, &["--allow-private-egress"]).await;
+    let body = a
+        .v1(
+            "POST",
+            "/v1/chat",
+            Some(json!({"messages": [user_msg("u1", "pizza")]})),
+        )
+        .await
+        .ok();
+    let run = s(&body["runId"]);
+    let stream = a.get_stream(&run, None).await;
+    let c = chunks(&stream.text().await.unwrap(), 1);
+    assert_eq!(c.last().unwrap(), "[DONE]");
+    // The stream carries them for a debugging view, transient.
+    assert!(
+        c.iter().any(|ch| ch["type"] == "data-bot-error"
+            && s(&ch["data"]["message"]).contains("no stock")
+            && ch["transient"] == true),
+        "{c:?}"
+    );
+    let errors = a
+        .api
+        .get(&format!("/projects/{}/errors", a.pid), &a.admin)
+        .await
+        .ok();
+    let seen: Vec<(String, String)> = errors["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["channelId"] == "agent")
+        .map(|e| (s(&e["errorCode"]), s(&e["errorMessage"])))
+        .collect();
+    assert!(
+        seen.iter()
+            .any(|(c, m)| c == "method-error" && m.contains("no stock")),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|(c, m)| c == "timeout" && m.contains("timed out")),
+        "{seen:?}"
+    );
+}

@@ -572,6 +572,13 @@ impl Agents {
                 }
             }
             let mut chunks = stream::responses(&report.responses, &mut next_text);
+            chunks.extend(
+                report
+                    .errors
+                    .iter()
+                    .take(crate::live::ERRORS_PER_STEP)
+                    .map(|e| stream::bot_error(e)),
+            );
             chunks.push(stream::finish_step());
             h.emit(chunks);
             self.flush(h, None).await.map_err(internal)?;

@@ -73,6 +73,12 @@ pub fn run_status(status: &str) -> Json {
     json!({"type": "data-run-status", "data": {"status": status}, "transient": true})
 }
 
+/// A user error of the step (a method that threw, an api call that failed): transient, for
+/// the author's debugging view (also in `GET /projects/{id}/errors`, channel `agent`).
+pub fn bot_error(message: &str) -> Json {
+    json!({"type": "data-bot-error", "data": {"message": message}, "transient": true})
+}
+
 pub fn steer_delivered(steer_id: &str) -> Json {
     json!({"type": "data-steer", "data": {"steerId": steer_id, "status": "delivered"}, "transient": true})
 }
