@@ -564,7 +564,6 @@ fn failing_bot(slow: &str) -> Value {
 async fn failures_are_clear_errors(backend: Backend) {
     let w = workspace(backend).await;
     let (pid, env) = deploy(&w.api, &w.admin, failing_bot(&w.stubs.url)).await;
-    let _ = pid;
     let mut doc = json!({"name": "fails", "environmentId": env,
         "inputs": [{"name": "mode", "type": "string"}], "outputs": [], "timeoutSeconds": 30});
     let fast = s(&w.post("/v1/cases", doc.clone()).await.json()["id"]);
@@ -579,6 +578,18 @@ async fn failures_are_clear_errors(backend: Backend) {
         s(&f["error"]["message"]).to_lowercase().contains("fuel")
             || s(&f["error"]["message"]).contains("spin"),
         "{f}"
+    );
+    // The bot's author finds it with the bot's errors too (channel `task`).
+    let errors = w
+        .api
+        .get(&format!("/projects/{pid}/errors"), &w.admin)
+        .await
+        .ok();
+    assert!(
+        errors["data"].as_array().unwrap().iter().any(|e| e["channelId"] == "task"
+            && e["errorGroup"] == "step"
+            && e["environmentId"] == env.as_str()),
+        "{errors}"
     );
 
     let t = w.task(&fast, json!({"mode": "wait"})).await;
