@@ -586,9 +586,13 @@ async fn failures_are_clear_errors(backend: Backend) {
         .await
         .ok();
     assert!(
-        errors["data"].as_array().unwrap().iter().any(|e| e["channelId"] == "task"
-            && e["errorGroup"] == "step"
-            && e["environmentId"] == env.as_str()),
+        errors["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["channelId"] == "task"
+                && e["errorGroup"] == "step"
+                && e["environmentId"] == env.as_str()),
         "{errors}"
     );
 

@@ -8,6 +8,7 @@
 mod common;
 
 mod agent_api;
+mod analytics;
 mod cases;
 mod cli;
 mod crash;

@@ -20,6 +20,7 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(converse))
         .routes(routes!(list_transcript))
         .routes(routes!(transcripts))
+        .routes(routes!(analytics))
         .routes(routes!(list_errors))
 }
 
@@ -228,6 +229,145 @@ async fn list_transcript(
             })
             .collect(),
     ))
+}
+
+/// Counts of one time bucket of [`AnalyticsView`].
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalyticsBucket {
+    /// The bucket's start, Unix ms.
+    pub start: i64,
+    /// Messages from users.
+    pub messages: i64,
+    /// Messages from the bot.
+    pub replies: i64,
+    /// Distinct users who wrote.
+    pub active_users: i64,
+    /// Bot errors (failed steps and user errors).
+    pub errors: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Counted {
+    pub name: String,
+    pub count: i64,
+}
+
+/// An environment's analytics over a time range.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalyticsView {
+    pub environment: String,
+    /// The range, Unix ms: `[from, to)`.
+    pub from: i64,
+    pub to: i64,
+    /// `hour` or `day` (UTC).
+    pub bucket: String,
+    /// Buckets with any message or error, in order (empty ones are left out).
+    pub series: Vec<AnalyticsBucket>,
+    pub messages: i64,
+    /// Distinct users who wrote in the range.
+    pub active_users: i64,
+    /// Share of users' messages no intent matched (no intent, or the one named
+    /// `fallback`); 0 without messages.
+    pub fallback_rate: f64,
+    /// Users' messages by intent and by flow, the 10 most frequent.
+    pub top_intents: Vec<Counted>,
+    pub top_flows: Vec<Counted>,
+}
+
+/// An environment's analytics, aggregated by the server: messages, replies, active users
+/// and errors per hour or day, top intents and flows, fallback rate. `from`/`to` are Unix
+/// ms (default: the last 7 days); `bucket` is `hour` or `day` (default: hours up to 3 days,
+/// else days); at most 2,000 buckets.
+#[utoipa::path(get, path = "/projects/{projectId}/analytics", tag = "analytics",
+    params(("projectId" = String, Path), ("environment" = String, Query, description = "name or slug"),
+        ("from" = Option<i64>, Query), ("to" = Option<i64>, Query), ("bucket" = Option<String>, Query)),
+    responses((status = 200, body = AnalyticsView), (status = 400), (status = 404)))]
+async fn analytics(
+    State(app): State<App>,
+    caller: Caller,
+    Path(pid): Path<String>,
+    uri: Uri,
+) -> ApiResult<Json<AnalyticsView>> {
+    project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
+    let q = super::query_pairs(uri.query());
+    let num = |name: &str, default: i64| -> ApiResult<i64> {
+        match q.get(name) {
+            None => Ok(default),
+            Some(v) => v.parse::<i64>().map_err(|_| {
+                ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))
+            }),
+        }
+    };
+    const HOUR: i64 = 3_600_000;
+    const DAY: i64 = 24 * HOUR;
+    let env_name = q
+        .get("environment")
+        .ok_or_else(|| ApiError::bad("environment: the environment's name is required"))?;
+    let env = app
+        .db
+        .environment_by_name(&pid, env_name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("environment {env_name}")))?;
+    let to = num("to", botbox_store::now_ms())?;
+    let from = num("from", to - 7 * DAY)?;
+    if from >= to {
+        return Err(ApiError::bad(format!(
+            "from: must be before to (got from {from}, to {to})"
+        )));
+    }
+    let bucket = match q.get("bucket").map(String::as_str) {
+        None if to - from <= 3 * DAY => "hour",
+        None => "day",
+        Some(b @ ("hour" | "day")) => b,
+        Some(other) => {
+            return Err(ApiError::bad(format!(
+                "bucket: hour or day (got {other:?})"
+            )));
+        }
+    };
+    let bucket_ms = if bucket == "hour" { HOUR } else { DAY };
+    if (to - from) / bucket_ms > 2_000 {
+        return Err(ApiError::bad(format!(
+            "from, to: at most 2000 {bucket}s at once"
+        )));
+    }
+    let a = app
+        .db
+        .analytics(&pid, (&env.name, &env.id), from, to, bucket_ms)
+        .await?;
+    let counted = |v: Vec<(String, i64)>| {
+        v.into_iter()
+            .map(|(name, count)| Counted { name, count })
+            .collect()
+    };
+    Ok(Json(AnalyticsView {
+        environment: env.name,
+        from,
+        to,
+        bucket: bucket.into(),
+        series: a
+            .buckets
+            .into_iter()
+            .map(|b| AnalyticsBucket {
+                start: b.start,
+                messages: b.messages,
+                replies: b.replies,
+                active_users: b.active_users,
+                errors: b.errors,
+            })
+            .collect(),
+        messages: a.messages,
+        active_users: a.active_users,
+        fallback_rate: if a.messages == 0 {
+            0.0
+        } else {
+            a.fallback_messages as f64 / a.messages as f64
+        },
+        top_intents: counted(a.top_intents),
+        top_flows: counted(a.top_flows),
+    }))
 }
 
 /// A transcript line with its message as an object.

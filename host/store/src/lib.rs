@@ -12,6 +12,7 @@
 
 mod accounts;
 mod agent;
+mod analytics;
 mod backup;
 mod cases;
 mod conversations;
@@ -25,6 +26,7 @@ mod writer;
 
 pub use accounts::*;
 pub use agent::*;
+pub use analytics::*;
 pub use backup::backup_sqlite;
 pub use cases::*;
 pub use nlu::*;

@@ -1,0 +1,111 @@
+//! The analytics endpoint: the server aggregates an environment's transcripts and errors
+//! into buckets, top intents and flows and a fallback rate, on both backends.
+
+use crate::common::*;
+use serde_json::{Value, json};
+
+on_both_backends!(analytics_aggregate_a_known_conversation);
+
+/// Three messages of two users to the hello bot now, and one line and one error two hours
+/// earlier: two hourly buckets with their counts, the intents and flow, a fallback rate
+/// of two in four.
+async fn analytics_aggregate_a_known_conversation(backend: Backend) {
+    let server = InProcess::start(backend).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (pid, env) = deploy(&api, &admin, example_bot("hello")).await;
+    let channel = generic_channel(&api, &admin, &pid, &env, "http://127.0.0.1:9/sink").await;
+    for (user, text) in [("ann", "hi"), ("bob", "hi"), ("ann", "what")] {
+        let body = json!({"userId": user, "messages": [{"type": "text", "content": text}]});
+        let r = api
+            .raw(
+                "POST",
+                &format!("/webhooks/{channel}"),
+                None,
+                body.to_string().into_bytes(),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    const HOUR: i64 = 3_600_000;
+    let now = botbox_store::now_ms();
+    let earlier = (now / HOUR - 2) * HOUR + 60_000;
+    let db = server.db().await;
+    sqlx::query(
+        "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, \
+         user_id, direction, message, flow, intent, state, created_at) VALUES \
+         ('old', $1, $2, 'production', 'c', 'cid', 'in', '{}', 'hello', NULL, 'init', $3)",
+    )
+    .bind(&pid)
+    .bind(&env)
+    .bind(earlier)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    db.insert_bot_errors(&[botbox_service::live::new_bot_error(
+        &pid,
+        &env,
+        "c",
+        "bot",
+        "method boom threw",
+    )])
+    .await
+    .unwrap();
+    sqlx::query("UPDATE bot_errors SET created_at = $1")
+        .bind(earlier)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+
+    let path = format!(
+        "/projects/{pid}/analytics?environment=production&from={}&to={}",
+        now - 3 * HOUR,
+        now + HOUR
+    );
+    let a: Value = api.get(&path, &admin).await.ok();
+    assert_eq!(a["bucket"], "hour");
+    assert_eq!(
+        a["series"],
+        json!([
+            {"start": earlier / HOUR * HOUR, "messages": 1, "replies": 0, "activeUsers": 1, "errors": 1},
+            {"start": now / HOUR * HOUR, "messages": 3, "replies": 3, "activeUsers": 2, "errors": 0},
+        ]),
+        "{a}"
+    );
+    assert_eq!(a["messages"], 4);
+    assert_eq!(a["activeUsers"], 3);
+    assert_eq!(
+        a["fallbackRate"], 0.5,
+        "two of four: the old line and 'what'"
+    );
+    assert_eq!(
+        a["topIntents"],
+        json!([{"name": "greeting", "count": 2}, {"name": "fallback", "count": 1}])
+    );
+    assert_eq!(a["topFlows"], json!([{"name": "hello", "count": 4}]));
+
+    // Days, and clear errors for a bad range or bucket.
+    let day = api
+        .get(
+            &format!("/projects/{pid}/analytics?environment=production&bucket=day"),
+            &admin,
+        )
+        .await
+        .ok();
+    assert_eq!(day["bucket"], "day");
+    let r = api
+        .get(
+            &format!("/projects/{pid}/analytics?environment=production&bucket=week"),
+            &admin,
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(r.text.contains("bucket: hour or day"), "{}", r.text);
+    let r = api
+        .get(
+            &format!("/projects/{pid}/analytics?environment=production&from=10&to=5"),
+            &admin,
+        )
+        .await;
+    assert_eq!(r.status, 400);
+}
