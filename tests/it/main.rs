@@ -11,6 +11,7 @@ mod agent_api;
 mod analytics;
 mod cases;
 mod cli;
+mod console;
 mod crash;
 mod egress;
 mod hostile;

@@ -14,6 +14,7 @@
 mod accounts;
 pub mod agent;
 mod cases;
+mod console;
 mod deploy;
 pub mod exposition;
 mod kata;
@@ -326,6 +327,7 @@ pub fn router(app: App) -> Router {
             axum::routing::get(exposition::scrape).with_state(app.clone()),
         )
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
+        .merge(console::routes())
         .merge(hooks)
         .merge(v1)
         .merge(limited)

@@ -1,0 +1,269 @@
+// The botbox console: a single page over the project API, in plain JavaScript (no build step,
+// no dependency). Everything a bot or a user wrote is put in the page as text (textContent,
+// never innerHTML); links and images take only http(s) URLs. The server sends it with a
+// Content-Security-Policy that allows no inline script.
+'use strict';
+
+const TOKEN = 'botbox.token';
+const main = document.getElementById('main');
+const statusLine = document.getElementById('status');
+
+/** An element with attributes (`on…` are listeners) and children (strings become text). */
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+/** `u` when it is an http(s) URL, else null (no `javascript:`, no `data:` from a bot). */
+function safeUrl(u) {
+  try {
+    const url = new URL(String(u), location.href);
+    return url.protocol === 'https:' || url.protocol === 'http:' ? url.href : null;
+  } catch { return null; }
+}
+
+function show(...nodes) {
+  main.replaceChildren(...nodes);
+  main.focus();
+}
+
+function say(text) { statusLine.textContent = text; }
+
+class ApiError extends Error {}
+
+async function api(method, path, body) {
+  const headers = { 'content-type': 'application/json' };
+  const token = sessionStorage.getItem(TOKEN);
+  if (token) headers.authorization = `Bearer ${token}`;
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  if (res.status === 401 && path !== '/login') {
+    sessionStorage.removeItem(TOKEN);
+    signIn('Your session ended: sign in again.');
+    throw new ApiError('not signed in');
+  }
+  if (!res.ok) {
+    let msg = text;
+    try { const j = JSON.parse(text); msg = j.message || j.detail || j.title || text; } catch { /* plain text */ }
+    throw new ApiError(`${res.status}: ${msg}`);
+  }
+  return text ? JSON.parse(text) : null;
+}
+
+function errorBox(e) { return el('p', { class: 'error', role: 'alert' }, String(e.message || e)); }
+
+function time(ms) { return ms ? new Date(Number(ms)).toLocaleString() : ''; }
+
+// ---------------------------------------------------------------------------------------
+// Sign in
+
+function signIn(message) {
+  document.getElementById('who').textContent = '';
+  document.getElementById('nav').replaceChildren();
+  const err = el('p', { class: 'error', role: 'alert' }, message || '');
+  const user = el('input', { id: 'username', name: 'username', autocomplete: 'username', required: true });
+  const pass = el('input', { id: 'password', name: 'password', type: 'password', autocomplete: 'current-password', required: true });
+  const form = el('form', { class: 'card signin', onsubmit: async (ev) => {
+    ev.preventDefault();
+    err.textContent = '';
+    try {
+      const t = await api('POST', '/login', { username: user.value, password: pass.value });
+      sessionStorage.setItem(TOKEN, t.id);
+      location.hash = '#/';
+      route();
+    } catch (e) { err.textContent = e.message.replace(/^401: /, ''); }
+  } },
+  el('h1', {}, 'Sign in to botbox'),
+  el('label', { for: 'username' }, 'Username'), user,
+  el('label', { for: 'password' }, 'Password'), pass,
+  el('p', {}, el('button', { class: 'primary', type: 'submit', id: 'signin' }, 'Sign in')),
+  err);
+  show(form);
+  user.focus();
+}
+
+async function header() {
+  const me = await api('GET', '/me');
+  document.getElementById('who').textContent = `${me.username}${me.teamName ? ' · ' + me.teamName : ''}`;
+  document.getElementById('nav').replaceChildren(
+    el('a', { href: '#/' }, 'Projects'),
+    el('button', { type: 'button', id: 'signout', onclick: async () => {
+      try { await api('POST', '/logout'); } catch { /* signed out anyway */ }
+      sessionStorage.removeItem(TOKEN);
+      signIn();
+    } }, 'Sign out'));
+}
+
+// ---------------------------------------------------------------------------------------
+// Projects
+
+async function projects() {
+  const page = await api('GET', '/projects?limit=100');
+  const rows = page.data.map((p) => el('tr', {},
+    el('td', {}, el('a', { href: `#/p/${encodeURIComponent(p.id)}` }, p.name)),
+    el('td', {}, p.label || p.description || ''),
+    el('td', { class: 'muted' }, time(p.updatedAt || p.createdAt))));
+  show(el('h1', {}, 'Projects'), el('div', { class: 'card' }, rows.length
+    ? el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Name'), el('th', {}, 'Description'), el('th', {}, 'Updated'))), el('tbody', {}, rows))
+    : el('p', { class: 'muted' }, 'No projects yet: `botbox push` in a bot folder makes one.')));
+}
+
+function nextVersion(versions) {
+  const parse = (v) => (String(v).match(/^(\d+)\.(\d+)\.(\d+)$/) || []).slice(1).map(Number);
+  let best = [0, 0, 0];
+  for (const v of versions) {
+    const p = parse(v);
+    if (p.length === 3 && (p[0] > best[0] || (p[0] === best[0] && (p[1] > best[1] || (p[1] === best[1] && p[2] > best[2]))))) best = p;
+  }
+  return `${best[0]}.${best[1]}.${best[2] + 1}`;
+}
+
+async function project(pid) {
+  const [p, revs, envs, deps] = await Promise.all([
+    api('GET', `/projects/${encodeURIComponent(pid)}`),
+    api('GET', `/projects/${encodeURIComponent(pid)}/bot/revisions?limit=20`),
+    api('GET', `/projects/${encodeURIComponent(pid)}/environments?limit=100`),
+    api('GET', `/projects/${encodeURIComponent(pid)}/deployment/versions?limit=20`).catch(() => ({ data: [] })),
+  ]);
+  const envNames = envs.data.map((e) => e.name);
+  const deploy = async (rev) => {
+    const target = prompt(`Deploy ${rev.version} to which environment?`, envNames[0] || 'production');
+    if (!target) return;
+    const env = envs.data.find((e) => e.name === target || e.slug === target);
+    const version = nextVersion(deps.data.map((d) => d.version));
+    if (!confirm(`Deploy bot ${rev.version} as deployment ${version} to ${target}?`)) return;
+    try {
+      await api('POST', `/projects/${encodeURIComponent(pid)}/deployment/versions`, { version, botRevision: rev.revision });
+      if (env) await api('PUT', `/projects/${encodeURIComponent(pid)}/environments/${encodeURIComponent(env.id)}`, { depVersion: version });
+      else await api('POST', `/projects/${encodeURIComponent(pid)}/environments`, { depId: pid, depVersion: version, name: target });
+      say(`Deployed ${rev.version} to ${target}`);
+      await project(pid);
+    } catch (e) { say(e.message); }
+  };
+  const revRows = revs.data.map((r) => el('tr', {},
+    el('td', {}, r.version), el('td', { class: 'muted' }, time(r.createdAt)),
+    el('td', { class: 'muted' }, String(r.revision || '').slice(0, 10)),
+    el('td', {}, el('button', { type: 'button', class: 'deploy', 'data-version': r.version, onclick: () => deploy(r) }, 'Deploy…'))));
+  const envRows = envs.data.map((e) => el('tr', {},
+    el('td', {}, e.name), el('td', {}, e.deploymentVersion || e.depVersion || ''),
+    el('td', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}/chat/${encodeURIComponent(e.name)}`, class: 'chat-link' }, 'Chat'))));
+  const depRows = deps.data.map((d) => el('tr', {}, el('td', {}, d.version), el('td', { class: 'muted' }, String(d.botRevision || '').slice(0, 10))));
+  show(
+    el('h1', {}, p.name),
+    el('div', { class: 'card' }, el('h2', {}, 'Environments'), envRows.length
+      ? el('table', { id: 'environments' }, el('thead', {}, el('tr', {}, el('th', {}, 'Environment'), el('th', {}, 'Deployment'), el('th', {}, ''))), el('tbody', {}, envRows))
+      : el('p', { class: 'muted' }, 'No environment yet: deploy a revision.')),
+    el('div', { class: 'card' }, el('h2', {}, 'Bot revisions'), revRows.length
+      ? el('table', { id: 'revisions' }, el('thead', {}, el('tr', {}, el('th', {}, 'Version'), el('th', {}, 'Pushed'), el('th', {}, 'Revision'), el('th', {}, ''))), el('tbody', {}, revRows))
+      : el('p', { class: 'muted' }, 'No revision yet: `botbox push` makes one.')),
+    el('div', { class: 'card' }, el('h2', {}, 'Deployments'), depRows.length
+      ? el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Version'), el('th', {}, 'Bot revision'))), el('tbody', {}, depRows))
+      : el('p', { class: 'muted' }, 'No deployment yet.')));
+}
+
+// ---------------------------------------------------------------------------------------
+// Chat tester
+
+function chat(pid, envName) {
+  let session = null;
+  const log = el('div', { class: 'chat', id: 'chat', 'aria-live': 'polite' });
+  const debug = el('dl', { class: 'debug', id: 'debug' });
+  const input = el('input', { id: 'text', 'aria-label': 'Message', autocomplete: 'off' });
+  const bubble = (who, ...content) => { const b = el('div', { class: `bubble ${who}` }, ...content); log.append(b); log.scrollTop = log.scrollHeight; return b; };
+  const actionsOf = (acts) => el('div', { class: 'actions' }, (acts || []).map((a) => {
+    if (a.type === 'url') {
+      const href = safeUrl(a.url);
+      return href ? el('a', { href, target: '_blank', rel: 'noopener noreferrer' }, a.label || href) : null;
+    }
+    return el('button', { type: 'button', class: 'reply', onclick: () => {
+      if (a.type === 'message') send({ type: 'text', content: a.text || a.label || '' }, a.label);
+      else send({ type: 'data', payload: a.payload === undefined ? {} : a.payload }, a.label);
+    } }, a.label || '…');
+  }));
+  const image = (u, alt) => { const src = safeUrl(u); return src ? el('img', { src, alt: alt || '', loading: 'lazy' }) : null; };
+  const render = (r) => {
+    if (r.type === 'text') { bubble('bot', r.content || ''); return; }
+    const p = r.payload || {};
+    const items = p.items;
+    switch (p.template_type) {
+      case 'carousel': {
+        const cards = (Array.isArray(items) ? items : []).map((it) => el('div', { class: 'item' },
+          image(it.thumbnailImageUrl, it.title), el('strong', {}, it.title || ''), el('div', {}, it.text || ''), actionsOf(it.actions)));
+        log.append(el('div', { class: 'cards' }, cards));
+        break;
+      }
+      case 'button': case 'confirm':
+        bubble('bot', el('strong', {}, (items && items.title) || ''), el('div', {}, (items && items.text) || ''), actionsOf(items && items.actions));
+        break;
+      case 'image':
+        bubble('bot', image((items && (items.originalContentUrl || items.previewImageUrl)) || p.url, 'image') || '[image]');
+        break;
+      case 'sticker':
+        bubble('bot', `[sticker ${(items && items.stickerId) || ''}]`);
+        break;
+      default:
+        bubble('bot', p.template_type ? `[${p.template_type}]` : JSON.stringify(p));
+    }
+    const quick = items && !Array.isArray(items) && items.quickreply;
+    if (Array.isArray(quick)) log.append(actionsOf(quick.filter((q) => q.type !== 'location').map((q) => ({ type: 'postback', label: q.label, payload: q.payload }))));
+  };
+  const showDebug = (res) => {
+    const meta = (res.session && res.session.meta) || {};
+    const msg = (res.messages && res.messages[0]) || {};
+    const rows = [['Flow', meta.lastFlow || '-'], ['State', meta.lastState || '-'], ['Intent', msg.intent || '-'],
+      ['Context', JSON.stringify((res.session && res.session.contexes && meta.lastFlow && res.session.contexes[meta.lastFlow]) || {}, null, 1)],
+      ['Errors', (res.errors || []).join('\n') || 'none']];
+    debug.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { 'data-field': k.toLowerCase() }, v)]));
+  };
+  async function send(message, shown) {
+    bubble('user', shown || message.content || JSON.stringify(message.payload));
+    try {
+      const res = await api('POST', `/projects/${encodeURIComponent(pid)}/bot/converse`, { message, session, environmentName: envName });
+      session = res.session;
+      for (const r of res.responses || []) render(r);
+      showDebug(res);
+    } catch (e) { log.append(errorBox(e)); }
+  }
+  const form = el('form', { class: 'send', onsubmit: (ev) => {
+    ev.preventDefault();
+    const text = input.value.trim();
+    if (!text) return;
+    input.value = '';
+    send({ type: 'text', content: text });
+  } }, input, el('button', { class: 'primary', type: 'submit', id: 'send' }, 'Send'),
+  el('button', { type: 'button', onclick: () => { session = null; log.replaceChildren(); debug.replaceChildren(); } }, 'Clear'));
+  show(el('h1', {}, `Chat · ${envName}`),
+    el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project')),
+    el('div', { class: 'grid' },
+      el('div', { class: 'card' }, log, form),
+      el('div', { class: 'card' }, el('h2', {}, 'Last step'), debug)));
+  input.focus();
+}
+
+// ---------------------------------------------------------------------------------------
+
+async function route() {
+  if (!sessionStorage.getItem(TOKEN)) { signIn(); return; }
+  try {
+    await header();
+    const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+    if (parts[0] === 'p' && parts[2] === 'chat') chat(parts[1], parts[3]);
+    else if (parts[0] === 'p' && parts[1]) await project(parts[1]);
+    else await projects();
+  } catch (e) {
+    if (!(e instanceof ApiError && e.message === 'not signed in')) show(errorBox(e));
+  }
+}
+
+window.addEventListener('hashchange', route);
+route();

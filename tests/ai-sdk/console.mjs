@@ -1,0 +1,127 @@
+// The web console in a real browser: headless Chromium (Debian's `chromium`, CHROMIUM_BIN to
+// override) driven by playwright-core. Sign in; open the pizza project (pushed through the
+// API); deploy its revision to production from the page (prompt and confirmation); chat:
+// "I want pizza" shows the carousel as cards, clicking Pepperoni goes on, the debug panel
+// names the flow and intent; then a bot whose replies, button labels, image URLs and context
+// carry script payloads: they show as text and none runs. Screenshots in artifacts/.
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { api, here, password, startServer } from './lib.mjs';
+
+const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
+const { base, stop } = await startServer();
+const dir = join(here, 'artifacts');
+mkdirSync(dir, { recursive: true });
+let browser;
+let failed = false;
+try {
+  const admin = (await api(base, 'POST', '/login', null, { username: 'admin', password })).id;
+  const pizza = await api(base, 'POST', '/projects', admin, { name: 'pizza' });
+  await api(base, 'POST', `/projects/${pizza.id}/bot/revisions`, admin, JSON.parse(readFileSync(join(here, 'pizza.json'), 'utf8')));
+  // A hostile bot: every string a page could render is a script payload.
+  const payload = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>';
+  const hostile = {
+    name: 'hostile',
+    flows: {
+      main: {
+        intents: { any: { initial: true, type: 'text' } },
+        states: {
+          init: { initial: true, transitions: { reply: "intent == 'any'" } },
+          reply: {
+            end: true,
+            action: [
+              { name: 'text', options: { text: payload } },
+              { name: 'template', options: { type: 'button', items: { title: payload, text: payload, actions: [
+                { type: 'postback', label: payload, payload: { x: payload } },
+                { type: 'url', label: 'evil link', url: 'javascript:window.__pwned=3' }] } } },
+              { name: 'template', options: { type: 'carousel', items: [
+                { title: payload, text: payload, thumbnailImageUrl: 'javascript:window.__pwned=4', actions: [] }] } },
+            ],
+          },
+        },
+        actions: {},
+      },
+    },
+  };
+  const hp = await api(base, 'POST', '/projects', admin, { name: 'hostile' });
+  const hrev = await api(base, 'POST', `/projects/${hp.id}/bot/revisions`, admin, hostile);
+  await api(base, 'POST', `/projects/${hp.id}/deployment/versions`, admin, { version: '1.0.0', botRevision: hrev.revision });
+  await api(base, 'POST', `/projects/${hp.id}/environments`, admin, { depId: hp.id, depVersion: '1.0.0', name: 'production' });
+
+  browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox'] });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const dialogs = [];
+  page.on('dialog', async (d) => {
+    dialogs.push(`${d.type()}: ${d.message()}`);
+    if (d.type() === 'prompt') await d.accept('production');
+    else if (d.type() === 'confirm') await d.accept();
+    else await d.dismiss();
+  });
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+
+  // Sign in (a wrong password first: said in words).
+  await page.goto(base + '/');
+  await page.fill('#username', 'admin');
+  await page.fill('#password', 'wrong');
+  await page.click('#signin');
+  await page.waitForSelector('[role=alert] >> text=incorrect', { timeout: 30000 });
+  await page.fill('#password', password);
+  await page.click('#signin');
+  await page.click('a >> text=pizza', { timeout: 30000 });
+
+  // Deploy the pushed revision to production from the page.
+  await page.waitForSelector('#revisions');
+  await page.click('#revisions button.deploy');
+  await page.waitForSelector('#environments >> text=production', { timeout: 30000 });
+  assert.ok(dialogs.some((d) => d.startsWith('prompt')) && dialogs.some((d) => d.startsWith('confirm')), dialogs.join('; '));
+
+  // Chat: the carousel as cards, a click on a card's button, the debug panel.
+  await page.click('#environments a.chat-link');
+  await page.fill('#text', 'I want pizza');
+  await page.click('#send');
+  await page.waitForSelector('.cards .item >> text=Pepperoni', { timeout: 30000 });
+  assert.equal(await page.locator('.cards .item').count(), 2);
+  assert.equal(await page.textContent('[data-field=flow]'), 'order');
+  await page.click('.cards .item button.reply >> text=Pepperoni');
+  await page.waitForSelector('.bubble.bot >> text=How many? (1-9)', { timeout: 30000 });
+  await page.fill('#text', '2');
+  await page.click('#send');
+  await page.waitForSelector('.bubble.bot >> text=Is it correct: 2 x pepperoni?', { timeout: 30000 });
+  await page.click('button.reply >> text=Yes');
+  await page.waitForSelector('.bubble.bot >> text=Thank you for your order', { timeout: 30000 });
+  assert.equal(await page.textContent('[data-field=errors]'), 'none');
+  await page.screenshot({ path: join(dir, 'console-chat.png'), fullPage: true });
+
+  // A phone-sized window keeps the chat usable.
+  await page.setViewportSize({ width: 390, height: 800 });
+  assert.ok(await page.isVisible('#send'));
+  await page.screenshot({ path: join(dir, 'console-phone.png'), fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 900 });
+
+  // The hostile bot: its payloads are text, nothing runs.
+  await page.goto(`${base}/#/p/${hp.id}/chat/production`);
+  await page.fill('#text', 'hi');
+  await page.click('#send');
+  await page.waitForSelector('.cards .item', { timeout: 30000 });
+  const shown = await page.textContent('#chat');
+  assert.ok(shown.includes('<img src=x onerror='), shown);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.equal(await page.locator('#chat img').count(), 0, 'a javascript: image URL is not used');
+  assert.equal(await page.locator('#chat a').count(), 0, 'a javascript: link is not made');
+  await page.click('#chat button.reply');
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.deepEqual(errors, []);
+  assert.ok(!dialogs.some((d) => d.startsWith('alert')), dialogs.join('; '));
+  await page.screenshot({ path: join(dir, 'console-hostile.png'), fullPage: true });
+  console.log('ok console: sign in, deploy with confirmation, chat with cards and buttons, debug panel, script payloads stay text');
+} catch (e) {
+  failed = true;
+  console.error(e);
+} finally {
+  if (browser) await browser.close();
+  stop();
+}
+process.exit(failed ? 1 : 0);
