@@ -2,7 +2,8 @@
 // override) driven by playwright-core. Sign in; open the pizza project (pushed through the
 // API); deploy its revision to production from the page (prompt and confirmation); chat:
 // "I want pizza" shows the carousel as cards, clicking Pepperoni goes on, the debug panel
-// names the flow and intent; then a bot whose replies, button labels, image URLs and context
+// names the flow and intent; a channel's conversation in the transcripts; an agent key
+// created (shown once) and revoked; the errors page; then a bot whose replies, button labels, image URLs and context
 // carry script payloads: they show as text and none runs. Screenshots in artifacts/.
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -95,7 +96,33 @@ try {
   assert.equal(await page.textContent('[data-field=errors]'), 'none');
   await page.screenshot({ path: join(dir, 'console-chat.png'), fullPage: true });
 
+  // That conversation in the transcripts (console steps are not channel traffic: a webhook
+  // message is sent for the transcript), and keys created once and revoked.
+  const envs = await api(base, 'GET', `/projects/${pizza.id}/environments`, admin);
+  const prod = envs.data.find((e) => e.name === 'production');
+  const ch = await api(base, 'POST', `/projects/${pizza.id}/environments/${prod.id}/channels`, admin, { name: 'web', type: 'generic', url: 'https://example.com/hook' });
+  const hook = await fetch(ch.webhook, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: 'visitor-7', messages: [{ type: 'text', content: 'I want pizza' }] }) });
+  assert.equal(hook.status, 200);
+  await page.goto(`${base}/#/p/${pizza.id}`);
+  await page.click('#environments a.transcripts-link');
+  await page.waitForSelector('.conversation >> text=visitor-7', { timeout: 30000 });
+  assert.ok((await page.textContent('#conversations')).includes('[carousel] Pepperoni'), await page.textContent('#conversations'));
+  await page.goto(`${base}/#/p/${pizza.id}/keys/production`);
+  await page.fill('#keyname', 'web-widget');
+  await page.click('#create-key');
+  await page.waitForSelector('#newkey', { timeout: 30000 });
+  const key = await page.textContent('#newkey');
+  assert.ok(key.startsWith('sak_'), key);
+  await page.click('#keys button.revoke');
+  await page.waitForSelector('#keys >> text=revoked', { timeout: 30000 });
+  const used = await fetch(`${base}/v1/chat`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ messages: [] }) });
+  assert.equal(used.status, 401, 'a revoked key is refused');
+  await page.goto(`${base}/#/p/${pizza.id}/errors`);
+  await page.waitForSelector('text=No errors', { timeout: 30000 });
+
   // A phone-sized window keeps the chat usable.
+  await page.goto(`${base}/#/p/${pizza.id}/chat/production`);
+  await page.waitForSelector('#send');
   await page.setViewportSize({ width: 390, height: 800 });
   assert.ok(await page.isVisible('#send'));
   await page.screenshot({ path: join(dir, 'console-phone.png'), fullPage: true });

@@ -154,12 +154,14 @@ async function project(pid) {
     el('td', {}, r.version), el('td', { class: 'muted' }, time(r.createdAt)),
     el('td', { class: 'muted' }, String(r.revision || '').slice(0, 10)),
     el('td', {}, el('button', { type: 'button', class: 'deploy', 'data-version': r.version, onclick: () => deploy(r) }, 'Deploy…'))));
+  const envLink = (e, what, label) => el('a', { href: `#/p/${encodeURIComponent(pid)}/${what}/${encodeURIComponent(e.name)}`, class: `${what}-link` }, label);
   const envRows = envs.data.map((e) => el('tr', {},
     el('td', {}, e.name), el('td', {}, e.deploymentVersion || e.depVersion || ''),
-    el('td', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}/chat/${encodeURIComponent(e.name)}`, class: 'chat-link' }, 'Chat'))));
+    el('td', { class: 'links' }, envLink(e, 'chat', 'Chat'), ' · ', envLink(e, 'transcripts', 'Transcripts'), ' · ', envLink(e, 'keys', 'Keys'))));
   const depRows = deps.data.map((d) => el('tr', {}, el('td', {}, d.version), el('td', { class: 'muted' }, String(d.botRevision || '').slice(0, 10))));
   show(
     el('h1', {}, p.name),
+    el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}/errors`, id: 'errors-link' }, 'Errors')),
     el('div', { class: 'card' }, el('h2', {}, 'Environments'), envRows.length
       ? el('table', { id: 'environments' }, el('thead', {}, el('tr', {}, el('th', {}, 'Environment'), el('th', {}, 'Deployment'), el('th', {}, ''))), el('tbody', {}, envRows))
       : el('p', { class: 'muted' }, 'No environment yet: deploy a revision.')),
@@ -251,6 +253,105 @@ function chat(pid, envName) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Transcripts, errors, keys
+
+/** A message of a transcript line as a person reads it. */
+function messageText(m) {
+  if (!m || typeof m !== 'object') return String(m);
+  if (m.type === 'text') return m.content || '';
+  if (m.type === 'command') return `[command ${m.content || ''}]`;
+  const p = m.payload || {};
+  if (p.template_type) {
+    const items = Array.isArray(p.items) ? p.items : (p.items ? [p.items] : []);
+    const parts = items.map((i) => [i.title, i.text].filter(Boolean).join(': ')).filter(Boolean);
+    return `[${p.template_type}] ${parts.join(' | ')}`;
+  }
+  return `[${m.type}] ${JSON.stringify(p)}`;
+}
+
+async function transcripts(pid, envName) {
+  const user = el('input', { id: 'user', 'aria-label': 'User id', placeholder: 'any user' });
+  const hours = el('select', { id: 'since', 'aria-label': 'Since' },
+    [['1', 'last hour'], ['24', 'last day'], ['168', 'last week'], ['', 'all kept']].map(([v, t]) => el('option', { value: v }, t)));
+  hours.value = '24';
+  const out = el('div', { id: 'conversations' });
+  const load = async () => {
+    out.replaceChildren(el('p', { class: 'muted' }, 'Loading…'));
+    try {
+      const after = hours.value ? Date.now() - Number(hours.value) * 3600_000 : -1;
+      let q = `/projects/${encodeURIComponent(pid)}/transcripts?environment=${encodeURIComponent(envName)}&after=${after}&limit=1000`;
+      if (user.value.trim()) q += `&user=${encodeURIComponent(user.value.trim())}`;
+      const page = await api('GET', q);
+      const byUser = new Map();
+      for (const l of page.data) {
+        if (!byUser.has(l.userId)) byUser.set(l.userId, []);
+        byUser.get(l.userId).push(l);
+      }
+      if (!byUser.size) { out.replaceChildren(el('p', { class: 'muted' }, 'No messages in this range.')); return; }
+      out.replaceChildren(...[...byUser].map(([u, lines]) => el('section', { class: 'card conversation' },
+        el('h2', {}, `${u} · ${lines.length} messages`),
+        el('div', { class: 'chat' }, lines.map((l) => el('div', { class: `bubble ${l.direction === 'in' ? 'user' : 'bot'}`, title: time(l.timestamp) },
+          messageText(l.message),
+          l.direction === 'out' && l.intent ? el('div', { class: 'meta' }, `${l.flow || '-'} / ${l.intent}`) : null))))));
+    } catch (e) { out.replaceChildren(errorBox(e)); }
+  };
+  show(el('h1', {}, `Transcripts · ${envName}`),
+    el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project')),
+    el('form', { class: 'card filters', onsubmit: (ev) => { ev.preventDefault(); load(); } },
+      el('label', { for: 'user' }, 'User'), user, el('label', { for: 'since' }, 'Time'), hours,
+      el('p', {}, el('button', { class: 'primary', type: 'submit', id: 'filter' }, 'Show'))),
+    out);
+  await load();
+}
+
+async function errorsView(pid) {
+  const page = await api('GET', `/projects/${encodeURIComponent(pid)}/errors?limit=100`);
+  const rows = page.data.map((e) => el('tr', {},
+    el('td', { class: 'muted' }, time(e.timestamp)), el('td', {}, `${e.errorGroup}/${e.errorCode}`),
+    el('td', {}, e.channelId), el('td', { class: 'message' }, e.errorMessage)));
+  show(el('h1', {}, 'Errors'),
+    el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project')),
+    el('div', { class: 'card' }, rows.length
+      ? el('table', { id: 'errors' }, el('thead', {}, el('tr', {}, el('th', {}, 'Time'), el('th', {}, 'Kind'), el('th', {}, 'Channel'), el('th', {}, 'Message'))), el('tbody', {}, rows))
+      : el('p', { class: 'muted' }, 'No errors: every step went through.')));
+}
+
+async function keys(pid, envName) {
+  const envs = await api('GET', `/projects/${encodeURIComponent(pid)}/environments?limit=100`);
+  const env = envs.data.find((e) => e.name === envName);
+  if (!env) throw new ApiError(`no environment ${envName}`);
+  const base = `/projects/${encodeURIComponent(pid)}/environments/${encodeURIComponent(env.id)}/keys`;
+  const created = el('div', { id: 'created', role: 'status' });
+  const list = el('div');
+  const refresh = async () => {
+    const ks = await api('GET', base);
+    const rows = ks.map((k) => el('tr', {},
+      el('td', {}, k.name), el('td', { class: 'mono' }, k.hint), el('td', { class: 'muted' }, k.revokedAt ? 'revoked' : 'active'),
+      el('td', {}, k.revokedAt ? null : el('button', { type: 'button', class: 'revoke', onclick: async () => {
+        if (!confirm(`Revoke key ${k.name} (${k.hint})? Clients using it stop working at once.`)) return;
+        try { await api('DELETE', `${base}/${encodeURIComponent(k.id)}`); say(`Revoked ${k.name}`); await refresh(); } catch (e) { say(e.message); }
+      } }, 'Revoke'))));
+    list.replaceChildren(rows.length
+      ? el('table', { id: 'keys' }, el('thead', {}, el('tr', {}, el('th', {}, 'Name'), el('th', {}, 'Key'), el('th', {}, 'State'), el('th', {}, ''))), el('tbody', {}, rows))
+      : el('p', { class: 'muted' }, 'No keys yet.'));
+  };
+  const name = el('input', { id: 'keyname', 'aria-label': 'Key name', placeholder: 'name', required: true });
+  show(el('h1', {}, `Agent keys · ${envName}`),
+    el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project')),
+    el('form', { class: 'card', onsubmit: async (ev) => {
+      ev.preventDefault();
+      try {
+        const k = await api('POST', base, { name: name.value.trim() });
+        name.value = '';
+        created.replaceChildren(el('p', {}, 'The new key, shown this once — copy it now:'), el('p', { class: 'mono', id: 'newkey' }, k.key));
+        await refresh();
+      } catch (e) { created.replaceChildren(errorBox(e)); }
+    } }, el('label', { for: 'keyname' }, 'New key'), name, ' ', el('button', { class: 'primary', type: 'submit', id: 'create-key' }, 'Create'), created),
+    el('div', { class: 'card' }, list));
+  await refresh();
+}
+
+// ---------------------------------------------------------------------------------------
 
 async function route() {
   if (!sessionStorage.getItem(TOKEN)) { signIn(); return; }
@@ -258,6 +359,9 @@ async function route() {
     await header();
     const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
     if (parts[0] === 'p' && parts[2] === 'chat') chat(parts[1], parts[3]);
+    else if (parts[0] === 'p' && parts[2] === 'transcripts') await transcripts(parts[1], parts[3]);
+    else if (parts[0] === 'p' && parts[2] === 'keys') await keys(parts[1], parts[3]);
+    else if (parts[0] === 'p' && parts[2] === 'errors') await errorsView(parts[1]);
     else if (parts[0] === 'p' && parts[1]) await project(parts[1]);
     else await projects();
   } catch (e) {
