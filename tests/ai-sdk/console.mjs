@@ -3,7 +3,8 @@
 // API); deploy its revision to production from the page (prompt and confirmation); chat:
 // "I want pizza" shows the carousel as cards, clicking Pepperoni goes on, the debug panel
 // names the flow and intent; a channel's conversation in the transcripts; an agent key
-// created (shown once) and revoked; the errors page; then a bot whose replies, button labels, image URLs and context
+// created (shown once) and revoked; the errors page; a task in review approved with a note;
+// then a bot whose replies, button labels, image URLs and context
 // carry script payloads: they show as text and none runs. Screenshots in artifacts/.
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -119,6 +120,40 @@ try {
   assert.equal(used.status, 401, 'a revoked key is refused');
   await page.goto(`${base}/#/p/${pizza.id}/errors`);
   await page.waitForSelector('text=No errors', { timeout: 30000 });
+
+  // The review queue: a task whose bot proposed outputs waits; approved from the page.
+  const tb = await api(base, 'POST', '/projects', admin, { name: 'approvals' });
+  const taskBot = { name: 'approvals', flows: { main: {
+    intents: { task: { initial: true, type: 'data', condition: "payload.type == 'task'" } },
+    states: {
+      init: { initial: true, transitions: { done: { condition: "intent == 'task'", mapping: { 'data.outputs': '({total: payload.inputs.n * 2})' } } } },
+      done: { end: true, action: [{ name: 'text', options: { text: 'ok' } }] } },
+    actions: {} } } };
+  const trev = await api(base, 'POST', `/projects/${tb.id}/bot/revisions`, admin, taskBot);
+  await api(base, 'POST', `/projects/${tb.id}/deployment/versions`, admin, { version: '1.0.0', botRevision: trev.revision });
+  const tenv = await api(base, 'POST', `/projects/${tb.id}/environments`, admin, { depId: tb.id, depVersion: '1.0.0', name: 'production' });
+  const tcase = await api(base, 'POST', `/projects/${tb.id}/cases`, admin, { name: 'double', environmentId: tenv.id, review: true,
+    inputs: [{ name: 'n', type: 'number' }], outputs: [{ name: 'total', type: 'number' }], timeoutSeconds: 30 });
+  const task = await api(base, 'POST', `/projects/${tb.id}/cases/${tcase.id}/tasks`, admin, { inputs: { n: 21 } });
+  for (const t0 = Date.now(); ; await new Promise((r) => setTimeout(r, 50))) {
+    const t = await api(base, 'GET', `/projects/${tb.id}/tasks/${task.id}`, admin);
+    if (t.status === 'review') break;
+    assert.ok(['pending', 'in_progress'].includes(t.status), JSON.stringify(t));
+    assert.ok(Date.now() - t0 < 30000, 'the task reached review');
+  }
+  await page.goto(`${base}/#/p/${tb.id}`);
+  await page.click('#cases-link');
+  const review = page.locator(`section.review[data-task="${task.id}"]`);
+  await review.waitFor({ timeout: 30000 });
+  assert.ok((await review.textContent()).includes('"total": 42'), await review.textContent());
+  await review.locator('button.reject').click();
+  await page.waitForSelector('section.review [role=alert] >> text=Say why', { timeout: 30000 });
+  await review.locator('textarea').fill('checked by hand');
+  await review.locator('button.approve').click();
+  await page.waitForSelector(`tr[data-task="${task.id}"] td.status >> text=done`, { timeout: 30000 });
+  const decided = await api(base, 'GET', `/projects/${tb.id}/tasks/${task.id}`, admin);
+  assert.equal(decided.status, 'done');
+  assert.equal(decided.reviews[0].comment, 'checked by hand');
 
   // A phone-sized window keeps the chat usable.
   await page.goto(`${base}/#/p/${pizza.id}/chat/production`);

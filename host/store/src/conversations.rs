@@ -890,10 +890,20 @@ mod tests {
         w.outbox
             .push(("https://example.com/0".into(), "[]".into(), "{}".into()));
         let rows = db.commit_step(w).await.unwrap().unwrap();
+        let committer = |q: &CommitQueue| q.state.lock().unwrap().committer;
+        // The step's own committer may still be finishing after its answer: wait until it
+        // has left, so that a committer seen below is one the record started.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while committer(&queue) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the step's committer never left"
+            );
+            tokio::task::yield_now().await;
+        }
         // The turn held, a committer that started would stay (waiting for it).
         let turn = db.write_turn().await;
         db.outbox_sent_soon(vec![rows[0].id.clone()]).await.unwrap();
-        let committer = |q: &CommitQueue| q.state.lock().unwrap().committer;
         assert!(
             !committer(&queue),
             "one record started a transaction at once"

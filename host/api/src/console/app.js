@@ -161,7 +161,8 @@ async function project(pid) {
   const depRows = deps.data.map((d) => el('tr', {}, el('td', {}, d.version), el('td', { class: 'muted' }, String(d.botRevision || '').slice(0, 10))));
   show(
     el('h1', {}, p.name),
-    el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}/errors`, id: 'errors-link' }, 'Errors')),
+    el('p', { class: 'links' }, el('a', { href: `#/p/${encodeURIComponent(pid)}/errors`, id: 'errors-link' }, 'Errors'), ' · ',
+      el('a', { href: `#/p/${encodeURIComponent(pid)}/cases`, id: 'cases-link' }, 'Cases and reviews')),
     el('div', { class: 'card' }, el('h2', {}, 'Environments'), envRows.length
       ? el('table', { id: 'environments' }, el('thead', {}, el('tr', {}, el('th', {}, 'Environment'), el('th', {}, 'Deployment'), el('th', {}, ''))), el('tbody', {}, envRows))
       : el('p', { class: 'muted' }, 'No environment yet: deploy a revision.')),
@@ -351,6 +352,51 @@ async function keys(pid, envName) {
   await refresh();
 }
 
+/** Cases of the project with their tasks by state, and the review queue: a task in review
+ * shows its inputs and proposed outputs; a person approves it or rejects it with a note. */
+async function cases(pid) {
+  const P = `/projects/${encodeURIComponent(pid)}`;
+  const list = await api('GET', `${P}/cases`);
+  const pretty = (v) => el('pre', { class: 'mono' }, JSON.stringify(v === undefined ? null : v, null, 2));
+  const sections = [];
+  const queue = [];
+  for (const c of list.data) {
+    const tasks = (await api('GET', `${P}/cases/${encodeURIComponent(c.id)}/tasks`)).data;
+    for (const t of tasks.filter((t) => t.status === 'review')) {
+      const note = el('textarea', { 'aria-label': 'Note', rows: 2, class: 'note', placeholder: 'A note for the record (required to reject)' });
+      const err = el('p', { class: 'error', role: 'alert' });
+      const decide = async (decision) => {
+        err.textContent = '';
+        if (decision === 'reject' && !note.value.trim()) { err.textContent = 'Say why it is rejected.'; return; }
+        try {
+          await api('POST', `${P}/tasks/${encodeURIComponent(t.id)}/review`, { decision, comment: note.value.trim() || undefined });
+          say(`Task ${t.id.slice(0, 12)} ${decision === 'approve' ? 'approved' : 'rejected'}`);
+          await cases(pid);
+        } catch (e) { err.textContent = e.message; }
+      };
+      queue.push(el('section', { class: 'card review', 'data-task': t.id },
+        el('h2', {}, `${c.name} · task ${t.id.slice(0, 12)}`),
+        el('div', { class: 'grid' }, el('div', {}, el('strong', {}, 'Inputs'), pretty(t.inputs)), el('div', {}, el('strong', {}, 'Proposed outputs'), pretty(t.outputs))),
+        note,
+        el('p', { class: 'actions' },
+          el('button', { type: 'button', class: 'primary approve', onclick: () => decide('approve') }, 'Approve'),
+          el('button', { type: 'button', class: 'reject', onclick: () => decide('reject') }, 'Reject')),
+        err));
+    }
+    const rows = tasks.map((t) => el('tr', { 'data-task': t.id },
+      el('td', { class: 'mono' }, t.id.slice(0, 12)), el('td', { class: 'status' }, t.status),
+      el('td', { class: 'muted' }, t.createdAt || ''), el('td', {}, t.error ? `${t.error.code}: ${t.error.message}` : '')));
+    sections.push(el('div', { class: 'card' }, el('h2', {}, `${c.name}${c.review ? ' (review)' : ''}`), rows.length
+      ? el('table', { class: 'tasks' }, el('thead', {}, el('tr', {}, el('th', {}, 'Task'), el('th', {}, 'Status'), el('th', {}, 'Created'), el('th', {}, 'Error'))), el('tbody', {}, rows))
+      : el('p', { class: 'muted' }, 'No tasks.')));
+  }
+  show(el('h1', {}, 'Cases'),
+    el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project')),
+    el('h2', {}, 'Waiting for review'),
+    queue.length ? el('div', { id: 'queue' }, queue) : el('p', { class: 'muted', id: 'queue' }, 'Nothing waits for a review.'),
+    ...(sections.length ? sections : [el('p', { class: 'muted' }, 'No Cases: `botbox case create` makes one.')]));
+}
+
 // ---------------------------------------------------------------------------------------
 
 async function route() {
@@ -362,6 +408,7 @@ async function route() {
     else if (parts[0] === 'p' && parts[2] === 'transcripts') await transcripts(parts[1], parts[3]);
     else if (parts[0] === 'p' && parts[2] === 'keys') await keys(parts[1], parts[3]);
     else if (parts[0] === 'p' && parts[2] === 'errors') await errorsView(parts[1]);
+    else if (parts[0] === 'p' && parts[2] === 'cases') await cases(parts[1]);
     else if (parts[0] === 'p' && parts[1]) await project(parts[1]);
     else await projects();
   } catch (e) {
