@@ -13,10 +13,13 @@ import { chromium } from 'playwright-core';
 import { api, here, password, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
-const { base, stop } = await startServer();
+// The console's requests count toward the user's project-API rate limit (100 a minute by
+// default); this test makes a few hundred.
+const { base, stop } = await startServer(['--rate-limit', '10000']);
 const dir = join(here, 'artifacts');
 mkdirSync(dir, { recursive: true });
 let browser;
+let page;
 let failed = false;
 try {
   const admin = (await api(base, 'POST', '/login', null, { username: 'admin', password })).id;
@@ -53,7 +56,7 @@ try {
   await api(base, 'POST', `/projects/${hp.id}/environments`, admin, { depId: hp.id, depVersion: '1.0.0', name: 'production' });
 
   browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox'] });
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   const dialogs = [];
   page.on('dialog', async (d) => {
     dialogs.push(`${d.type()}: ${d.message()}`);
@@ -121,6 +124,34 @@ try {
   await page.goto(`${base}/#/p/${pizza.id}/errors`);
   await page.waitForSelector('text=No errors', { timeout: 30000 });
 
+  // Analytics of that environment: the figures and a chart drawn from the server's
+  // aggregation; the bot's source by flow.
+  await page.goto(`${base}/#/p/${pizza.id}/analytics/production`);
+  await page.waitForSelector('#total-messages', { timeout: 30000 });
+  assert.ok(Number((await page.textContent('#total-messages')).split(' ')[0]) >= 1);
+  assert.ok(await page.locator('svg.chart rect').count() >= 1);
+  await page.screenshot({ path: join(dir, 'console-analytics.png'), fullPage: true });
+  await page.goto(`${base}/#/p/${pizza.id}/bot`);
+  await page.waitForSelector('details.flow >> text=order', { timeout: 30000 });
+
+  // Deploy again (0.0.2), then roll back to 0.0.1 after a confirmation.
+  await page.goto(`${base}/#/p/${pizza.id}`);
+  await page.waitForSelector('#revisions');
+  await page.click('#revisions button.deploy');
+  await page.waitForSelector('#environments >> text=0.0.2', { timeout: 30000 });
+  await page.click('button.rollback[data-version="0.0.1"]');
+  await page.waitForSelector('#environments td >> text=/^0\\.0\\.1$/', { timeout: 30000 });
+
+  // Acting for a team: its (empty) projects, then back to the user's own.
+  await api(base, 'POST', '/teams', admin, { name: 'acme' });
+  await page.reload();
+  await page.waitForSelector('#team', { timeout: 30000 });
+  await page.selectOption('#team', { label: 'acme' });
+  await page.waitForSelector('text=No projects yet', { timeout: 30000 });
+  assert.ok((await page.textContent('#who')).includes('acme'));
+  await page.selectOption('#team', { label: 'Myself' });
+  await page.waitForSelector('a >> text=pizza', { timeout: 30000 });
+
   // The review queue: a task whose bot proposed outputs waits; approved from the page.
   const tb = await api(base, 'POST', '/projects', admin, { name: 'approvals' });
   const taskBot = { name: 'approvals', flows: { main: {
@@ -182,6 +213,11 @@ try {
 } catch (e) {
   failed = true;
   console.error(e);
+  // What the page showed when it failed.
+  if (page) {
+    await page.screenshot({ path: join(dir, 'console-failure.png'), fullPage: true }).catch(() => {});
+    console.error('page:', await page.textContent('main').catch(() => '?'));
+  }
 } finally {
   if (browser) await browser.close();
   stop();

@@ -33,7 +33,7 @@ function safeUrl(u) {
 }
 
 function show(...nodes) {
-  main.replaceChildren(...nodes);
+  main.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false));
   main.focus();
 }
 
@@ -95,13 +95,36 @@ function signIn(message) {
 async function header() {
   const me = await api('GET', '/me');
   document.getElementById('who').textContent = `${me.username}${me.teamName ? ' · ' + me.teamName : ''}`;
-  document.getElementById('nav').replaceChildren(
+  // Acting for a team: a team token, from the user's own token (kept beside it).
+  const userToken = sessionStorage.getItem(`${TOKEN}.user`) || sessionStorage.getItem(TOKEN);
+  let teams = [];
+  try {
+    const res = await fetch(`/users/${encodeURIComponent(me.userId)}/teams`, { headers: { authorization: `Bearer ${userToken}` } });
+    if (res.ok) teams = await res.json();
+  } catch { /* no teams shown */ }
+  const teamPick = teams.length ? el('select', { id: 'team', 'aria-label': 'Act for', onchange: async (ev) => {
+    const id = ev.target.value;
+    try {
+      if (!id) { sessionStorage.setItem(TOKEN, userToken); }
+      else {
+        const res = await fetch('/tokens', { method: 'POST', headers: { authorization: `Bearer ${userToken}`, 'content-type': 'application/json' }, body: JSON.stringify({ type: 'team', teamId: id }) });
+        if (!res.ok) throw new Error(`${res.status}: ${await res.text()}`);
+        sessionStorage.setItem(`${TOKEN}.user`, userToken);
+        sessionStorage.setItem(TOKEN, (await res.json()).id);
+      }
+      location.hash = '#/';
+      route();
+    } catch (e) { say(e.message); }
+  } }, el('option', { value: '' }, 'Myself'), teams.map((t) => el('option', { value: t.id, selected: me.teamId === t.id }, t.name))) : null;
+  document.getElementById('nav').replaceChildren(...[
     el('a', { href: '#/' }, 'Projects'),
+    teamPick,
     el('button', { type: 'button', id: 'signout', onclick: async () => {
       try { await api('POST', '/logout'); } catch { /* signed out anyway */ }
       sessionStorage.removeItem(TOKEN);
+      sessionStorage.removeItem(`${TOKEN}.user`);
       signIn();
-    } }, 'Sign out'));
+    } }, 'Sign out')].filter(Boolean));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -157,12 +180,23 @@ async function project(pid) {
   const envLink = (e, what, label) => el('a', { href: `#/p/${encodeURIComponent(pid)}/${what}/${encodeURIComponent(e.name)}`, class: `${what}-link` }, label);
   const envRows = envs.data.map((e) => el('tr', {},
     el('td', {}, e.name), el('td', {}, e.deploymentVersion || e.depVersion || ''),
-    el('td', { class: 'links' }, envLink(e, 'chat', 'Chat'), ' · ', envLink(e, 'transcripts', 'Transcripts'), ' · ', envLink(e, 'keys', 'Keys'))));
-  const depRows = deps.data.map((d) => el('tr', {}, el('td', {}, d.version), el('td', { class: 'muted' }, String(d.botRevision || '').slice(0, 10))));
+    el('td', { class: 'links' }, envLink(e, 'chat', 'Chat'), ' · ', envLink(e, 'transcripts', 'Transcripts'), ' · ',
+      envLink(e, 'analytics', 'Analytics'), ' · ', envLink(e, 'keys', 'Keys'))));
+  const rollback = async (d) => {
+    if (!confirm(`Roll back to deployment ${d.version}? Every environment on a newer version moves to it.`)) return;
+    try {
+      const r = await api('POST', `/deployments/${encodeURIComponent(d.id)}/rollback`, { version: d.version, changelog: 'from the console' });
+      say(r.environments.length ? `Rolled back ${r.environments.join(', ')} to ${d.version}` : `Nothing was newer than ${d.version}`);
+      await project(pid);
+    } catch (e) { say(e.message); }
+  };
+  const depRows = deps.data.map((d) => el('tr', {}, el('td', {}, d.version), el('td', { class: 'muted' }, String(d.botRevision || '').slice(0, 10)),
+    el('td', {}, el('button', { type: 'button', class: 'rollback', 'data-version': d.version, onclick: () => rollback(d) }, 'Roll back to this'))));
   show(
     el('h1', {}, p.name),
     el('p', { class: 'links' }, el('a', { href: `#/p/${encodeURIComponent(pid)}/errors`, id: 'errors-link' }, 'Errors'), ' · ',
-      el('a', { href: `#/p/${encodeURIComponent(pid)}/cases`, id: 'cases-link' }, 'Cases and reviews')),
+      el('a', { href: `#/p/${encodeURIComponent(pid)}/cases`, id: 'cases-link' }, 'Cases and reviews'), ' · ',
+      el('a', { href: `#/p/${encodeURIComponent(pid)}/bot`, id: 'bot-link' }, 'Bot source')),
     el('div', { class: 'card' }, el('h2', {}, 'Environments'), envRows.length
       ? el('table', { id: 'environments' }, el('thead', {}, el('tr', {}, el('th', {}, 'Environment'), el('th', {}, 'Deployment'), el('th', {}, ''))), el('tbody', {}, envRows))
       : el('p', { class: 'muted' }, 'No environment yet: deploy a revision.')),
@@ -397,6 +431,99 @@ async function cases(pid) {
     ...(sections.length ? sections : [el('p', { class: 'muted' }, 'No Cases: `botbox case create` makes one.')]));
 }
 
+/** A bar chart (SVG, drawn here: a few hundred bars need no chart library) of `values` with
+ * their `labels`; the figures are also in a table beside it for screen readers. */
+function barChart(title, labels, values) {
+  const NS = 'http://www.w3.org/2000/svg';
+  const w = 720, h = 180, pad = 24;
+  const max = Math.max(1, ...values);
+  const svg = document.createElementNS(NS, 'svg');
+  svg.setAttribute('viewBox', `0 0 ${w} ${h + pad}`);
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', title);
+  svg.setAttribute('class', 'chart');
+  const bw = (w - pad) / Math.max(1, values.length);
+  values.forEach((v, i) => {
+    const r = document.createElementNS(NS, 'rect');
+    const bh = Math.round((v / max) * (h - 10));
+    r.setAttribute('x', String(pad + i * bw + 1));
+    r.setAttribute('y', String(h - bh));
+    r.setAttribute('width', String(Math.max(1, bw - 2)));
+    r.setAttribute('height', String(bh));
+    const t = document.createElementNS(NS, 'title');
+    t.textContent = `${labels[i]}: ${v}`;
+    r.append(t);
+    svg.append(r);
+  });
+  const axis = document.createElementNS(NS, 'text');
+  axis.setAttribute('x', '0');
+  axis.setAttribute('y', '12');
+  axis.textContent = String(max);
+  svg.append(axis);
+  return el('figure', { class: 'figure' }, el('figcaption', {}, title), svg);
+}
+
+async function analyticsView(pid, envName) {
+  const range = el('select', { id: 'range', 'aria-label': 'Range' },
+    [['24', 'last 24 hours, by hour'], ['168', 'last 7 days, by day'], ['720', 'last 30 days, by day']].map(([v, t]) => el('option', { value: v }, t)));
+  const out = el('div', { id: 'analytics' });
+  const load = async () => {
+    out.replaceChildren(el('p', { class: 'muted' }, 'Loading…'));
+    try {
+      const hours = Number(range.value);
+      const to = Date.now();
+      const a = await api('GET', `/projects/${encodeURIComponent(pid)}/analytics?environment=${encodeURIComponent(envName)}&from=${to - hours * 3600_000}&to=${to + 1}&bucket=${hours <= 24 ? 'hour' : 'day'}`);
+      const label = (ms) => (a.bucket === 'hour' ? new Date(ms).toLocaleString([], { hour: '2-digit', day: 'numeric', month: 'short' }) : new Date(ms).toLocaleDateString());
+      // Every bucket of the range, empty ones as zero (the server leaves them out).
+      const size = a.bucket === 'hour' ? 3600_000 : 86_400_000;
+      const byStart = new Map(a.series.map((b) => [b.start, b]));
+      const series = [];
+      for (let t = Math.floor(a.from / size) * size; t < a.to; t += size) {
+        series.push(byStart.get(t) || { start: t, messages: 0, replies: 0, activeUsers: 0, errors: 0 });
+      }
+      const labels = series.map((b) => label(b.start));
+      const counted = (title, rows) => el('div', { class: 'card' }, el('h2', {}, title), rows.length
+        ? el('table', {}, el('tbody', {}, rows.map((r) => el('tr', {}, el('td', {}, r.name), el('td', {}, r.count)))))
+        : el('p', { class: 'muted' }, 'None in this range.'));
+      out.replaceChildren(
+        el('div', { class: 'card figures' },
+          el('span', { id: 'total-messages' }, `${a.messages} messages`), ' · ',
+          el('span', {}, `${a.activeUsers} active users`), ' · ',
+          el('span', {}, `fallback ${(a.fallbackRate * 100).toFixed(1)} %`), ' · ',
+          el('span', {}, `${a.series.reduce((n, b) => n + b.errors, 0)} errors`)),
+        a.series.length ? el('div', { class: 'card' },
+          barChart(`Messages per ${a.bucket}`, labels, series.map((b) => b.messages)),
+          barChart(`Active users per ${a.bucket}`, labels, series.map((b) => b.activeUsers)),
+          barChart(`Errors per ${a.bucket}`, labels, series.map((b) => b.errors)))
+          : el('p', { class: 'muted card' }, 'No messages in this range.'),
+        el('div', { class: 'grid' }, counted('Top intents', a.topIntents), counted('Top flows', a.topFlows)));
+    } catch (e) { out.replaceChildren(errorBox(e)); }
+  };
+  range.addEventListener('change', load);
+  show(el('h1', {}, `Analytics · ${envName}`),
+    el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project')),
+    el('p', {}, el('label', { for: 'range' }, 'Range'), range), out);
+  await load();
+}
+
+/** The latest bot revision, flow by flow: intents, states with their actions and
+ * transitions, methods; read-only (edit and `botbox push` from the files). */
+async function botSource(pid) {
+  const bot = await api('GET', `/projects/${encodeURIComponent(pid)}/bot`);
+  const pretty = (v) => el('pre', { class: 'mono' }, JSON.stringify(v, null, 2));
+  const flows = Object.entries(bot.flows || {}).map(([name, f]) => el('details', { class: 'card flow', open: true },
+    el('summary', {}, el('strong', {}, name), ` · ${Object.keys(f.states || {}).length} states, ${Object.keys(f.intents || {}).length} intents`),
+    el('h2', {}, 'Intents'), pretty(f.intents || {}),
+    el('h2', {}, 'States'),
+    Object.entries(f.states || {}).map(([s, st]) => el('details', { class: 'state' },
+      el('summary', {}, s, st.initial ? ' (initial)' : '', st.end ? ' (end)' : ''), pretty(st)))));
+  show(el('h1', {}, `${bot.name || 'Bot'} ${bot.version || ''}`),
+    el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project')),
+    flows.length ? flows : el('p', { class: 'muted' }, 'No flows.'),
+    bot.methods ? el('div', { class: 'card' }, el('h2', {}, 'Methods'),
+      Object.entries(bot.methods).map(([sig, code]) => el('div', {}, el('strong', { class: 'mono' }, sig), el('pre', { class: 'mono' }, typeof code === 'string' ? code : JSON.stringify(code, null, 2))))) : null);
+}
+
 // ---------------------------------------------------------------------------------------
 
 async function route() {
@@ -409,6 +536,8 @@ async function route() {
     else if (parts[0] === 'p' && parts[2] === 'keys') await keys(parts[1], parts[3]);
     else if (parts[0] === 'p' && parts[2] === 'errors') await errorsView(parts[1]);
     else if (parts[0] === 'p' && parts[2] === 'cases') await cases(parts[1]);
+    else if (parts[0] === 'p' && parts[2] === 'analytics') await analyticsView(parts[1], parts[3]);
+    else if (parts[0] === 'p' && parts[2] === 'bot') await botSource(parts[1]);
     else if (parts[0] === 'p' && parts[1]) await project(parts[1]);
     else await projects();
   } catch (e) {
