@@ -186,6 +186,36 @@ try {
   assert.equal(decided.status, 'done');
   assert.equal(decided.reviews[0].comment, 'checked by hand');
 
+  // NL Studio: train from the page, label a span by selecting it, predict.
+  const nl = await api(base, 'POST', '/projects', admin, { name: 'words', options: { nlu: true, nluLang: 'en', nluVisibility: 'private' } });
+  const ents = `/projects/${nl.id}/nlus/words/entities`;
+  await api(base, 'POST', ents, admin, { type: 'trait', profile: 'intent', labels: ['greet', 'bye'], name: 'intent' });
+  await api(base, 'POST', ents, admin, { type: 'phrase', profile: 'default', name: 'food' });
+  await page.goto(`${base}/#/p/${nl.id}`);
+  await page.click('#nl-link');
+  await page.fill('#lines', 'hello #intent:greet\nhi there #intent:greet\ngood morning #intent:greet\nbye #intent:bye\ngoodbye #intent:bye\nsee you later #intent:bye\nI want pizza #intent:greet');
+  await page.click('#train');
+  await page.waitForSelector('#training-status >> text=success', { timeout: 60000 });
+  const pizzaLine = page.locator('.sentence', { hasText: 'I want pizza' });
+  await pizzaLine.waitFor();
+  await pizzaLine.evaluate((node) => {
+    const t = node.firstChild;
+    const r = document.createRange();
+    r.setStart(t, 7);
+    r.setEnd(t, 12);
+    const s = window.getSelection();
+    s.removeAllRanges();
+    s.addRange(r);
+    node.dispatchEvent(new MouseEvent('mouseup', { bubbles: true }));
+  });
+  await page.click('button.apply-label');
+  await page.waitForSelector('.sentence mark >> text=pizza', { timeout: 30000 });
+  assert.equal(await page.getAttribute('.sentence mark', 'title'), 'food');
+  await page.fill('#predict-text', 'hello there');
+  await page.click('#predict');
+  await page.waitForSelector('#prediction >> text=greet', { timeout: 30000 });
+  await page.screenshot({ path: join(dir, 'console-nl.png'), fullPage: true });
+
   // A phone-sized window keeps the chat usable.
   await page.goto(`${base}/#/p/${pizza.id}/chat/production`);
   await page.waitForSelector('#send');
