@@ -49,6 +49,37 @@ fn ok(o: Out) -> String {
     o.stdout
 }
 
+/// The only project (pushed and deployed by the CLI) with a generic channel on its first
+/// environment: (project id, channel id).
+async fn pushed_on_a_channel(api: &common::Api, admin: &str) -> (String, String) {
+    let pid = api.get("/projects", admin).await.ok()["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let envs = api
+        .get(&format!("/projects/{pid}/environments"), admin)
+        .await
+        .ok();
+    let env = envs["data"][0]["id"].as_str().unwrap().to_owned();
+    let channel = common::generic_channel(api, admin, &pid, &env, "http://127.0.0.1:9/sink").await;
+    (pid, channel)
+}
+
+/// `user` says `text` on a generic channel's webhook (answered 200).
+async fn say(api: &common::Api, channel: &str, user: &str, text: &str) {
+    let r = api
+        .raw(
+            "POST",
+            &format!("/webhooks/{channel}"),
+            None,
+            json!({"userId": user, "messages": [{"type": "text", "content": text}]})
+                .to_string()
+                .into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
@@ -856,26 +887,8 @@ flows:
     ok(run(&["deploy", "--env", "production"], ""));
     let api = server.api();
     let admin = api.admin_token().await;
-    let projects = api.get("/projects", &admin).await.ok();
-    let pid = projects["data"][0]["id"].as_str().unwrap().to_owned();
-    let envs = api
-        .get(&format!("/projects/{pid}/environments"), &admin)
-        .await
-        .ok();
-    let env = envs["data"][0]["id"].as_str().unwrap().to_owned();
-    let channel =
-        common::generic_channel(&api, &admin, &pid, &env, "http://127.0.0.1:9/sink").await;
-    let r = api
-        .raw(
-            "POST",
-            &format!("/webhooks/{channel}"),
-            None,
-            json!({"userId": "u1", "messages": [{"id": "m1", "type": "text", "content": "pasta"}]})
-                .to_string()
-                .into_bytes(),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    let (pid, channel) = pushed_on_a_channel(&api, &admin).await;
+    say(&api, &channel, "u1", "pasta").await;
     let errors = api
         .get(&format!("/projects/{pid}/errors"), &admin)
         .await
@@ -945,29 +958,9 @@ async fn transcripts_and_pull_from_the_cli() {
     ok(run(&["deploy", "--env", "production"]));
     let api = server.api();
     let admin = api.admin_token().await;
-    let pid = api.get("/projects", &admin).await.ok()["data"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let envs = api
-        .get(&format!("/projects/{pid}/environments"), &admin)
-        .await
-        .ok();
-    let env = envs["data"][0]["id"].as_str().unwrap().to_owned();
-    let channel =
-        common::generic_channel(&api, &admin, &pid, &env, "http://127.0.0.1:9/sink").await;
+    let (pid, channel) = pushed_on_a_channel(&api, &admin).await;
     for (user, text) in [("ann", "hi"), ("bob", "hi"), ("ann", "what")] {
-        let r = api
-            .raw(
-                "POST",
-                &format!("/webhooks/{channel}"),
-                None,
-                json!({"userId": user, "messages": [{"type": "text", "content": text}]})
-                    .to_string()
-                    .into_bytes(),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.text);
+        say(&api, &channel, user, text).await;
     }
     let out = ok(run(&["transcript", "--env", "production", "--user", "ann"]));
     let lines: Vec<String> = out

@@ -194,14 +194,7 @@ async fn list_transcript(
 ) -> ApiResult<Json<Vec<Map<String, Json_>>>> {
     project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
     let q = super::query_pairs(uri.query());
-    let num = |name: &str, default: i64| -> ApiResult<i64> {
-        match q.get(name) {
-            None => Ok(default),
-            Some(v) => v.parse::<i64>().map_err(|_| {
-                ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))
-            }),
-        }
-    };
+    let num = |name: &str, default: i64| unix_ms(&q, name, default);
     let start = num("startTimeStamp", 0)?;
     let end = num("endTimeStamp", i64::MAX)?;
     let env = app
@@ -292,14 +285,7 @@ async fn analytics(
 ) -> ApiResult<Json<AnalyticsView>> {
     project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
     let q = super::query_pairs(uri.query());
-    let num = |name: &str, default: i64| -> ApiResult<i64> {
-        match q.get(name) {
-            None => Ok(default),
-            Some(v) => v.parse::<i64>().map_err(|_| {
-                ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))
-            }),
-        }
-    };
+    let num = |name: &str, default: i64| unix_ms(&q, name, default);
     const HOUR: i64 = 3_600_000;
     const DAY: i64 = 24 * HOUR;
     let env_name = q
@@ -370,6 +356,21 @@ async fn analytics(
     }))
 }
 
+/// The query parameter `name` as Unix milliseconds, or `default` when absent; a 400 naming
+/// it when it is not a number.
+fn unix_ms(
+    q: &std::collections::HashMap<String, String>,
+    name: &str,
+    default: i64,
+) -> ApiResult<i64> {
+    match q.get(name) {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))),
+    }
+}
+
 /// A transcript line with its message as an object.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -414,14 +415,7 @@ async fn transcripts(
 ) -> ApiResult<Json<Transcript>> {
     project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
     let q = super::query_pairs(uri.query());
-    let num = |name: &str, default: i64| -> ApiResult<i64> {
-        match q.get(name) {
-            None => Ok(default),
-            Some(v) => v.parse::<i64>().map_err(|_| {
-                ApiError::bad(format!("{name}: Unix time in milliseconds (got {v:?})"))
-            }),
-        }
-    };
+    let num = |name: &str, default: i64| unix_ms(&q, name, default);
     let env_name = q
         .get("environment")
         .ok_or_else(|| ApiError::bad("environment: the environment's name is required"))?;
@@ -430,7 +424,12 @@ async fn transcripts(
         .environment_by_name(&pid, env_name)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("environment {env_name}")))?;
-    let limit = num("limit", 200)?;
+    let limit = match q.get("limit") {
+        None => 200,
+        Some(v) => v
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad(format!("limit: 1 to 1000 (got {v:?})")))?,
+    };
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::bad(format!("limit: 1 to 1000 (got {limit})")));
     }
