@@ -20,6 +20,7 @@ const dir = join(here, 'artifacts');
 mkdirSync(dir, { recursive: true });
 let browser;
 let page;
+const dialogs = [];
 let failed = false;
 try {
   const admin = (await api(base, 'POST', '/login', null, { username: 'admin', password })).id;
@@ -57,7 +58,6 @@ try {
 
   browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  const dialogs = [];
   page.on('dialog', async (d) => {
     dialogs.push(`${d.type()}: ${d.message()}`);
     if (d.type() === 'prompt') await d.accept('production');
@@ -123,6 +123,16 @@ try {
   assert.equal(used.status, 401, 'a revoked key is refused');
   await page.goto(`${base}/#/p/${pizza.id}/errors`);
   await page.waitForSelector('text=No errors', { timeout: 30000 });
+  // The channel with its webhook on the project page; a workspace key made and revoked.
+  await page.goto(`${base}/#/p/${pizza.id}`);
+  await page.waitForSelector(`#environments .channel >> text=${ch.webhook}`, { timeout: 30000 });
+  await page.click('#workspace-keys');
+  await page.fill('#keyname', 'automation');
+  await page.click('#create-key');
+  await page.waitForSelector('#newkey', { timeout: 30000 });
+  assert.ok((await page.textContent('#newkey')).startsWith('sk-ws-'));
+  await page.click('#keys button.revoke');
+  await page.waitForSelector('#keys >> text=revoked', { timeout: 30000 });
 
   // Analytics of that environment: the figures and a chart drawn from the server's
   // aggregation; the bot's source by flow.
@@ -225,7 +235,10 @@ try {
   await page.setViewportSize({ width: 1280, height: 900 });
 
   // The hostile bot: its payloads are text, nothing runs.
+  // From one chat page to another: a reload, so the old page's form cannot take the input.
   await page.goto(`${base}/#/p/${hp.id}/chat/production`);
+  await page.reload();
+  await page.waitForSelector('#send');
   await page.fill('#text', 'hi');
   await page.click('#send');
   await page.waitForSelector('.cards .item', { timeout: 30000 });
@@ -247,6 +260,7 @@ try {
   if (page) {
     await page.screenshot({ path: join(dir, 'console-failure.png'), fullPage: true }).catch(() => {});
     console.error('page:', await page.textContent('main').catch(() => '?'));
+    console.error('status:', await page.textContent('#status').catch(() => '?'), 'dialogs:', dialogs.join('; '));
   }
 } finally {
   if (browser) await browser.close();

@@ -120,6 +120,7 @@ async function header() {
   } }, el('option', { value: '' }, 'Myself'), teams.map((t) => el('option', { value: t.id, selected: me.teamId === t.id }, t.name))) : null;
   document.getElementById('nav').replaceChildren(...[
     el('a', { href: '#/' }, 'Projects'),
+    el('a', { href: '#/keys', id: 'workspace-keys' }, 'Workspace keys'),
     teamPick,
     el('button', { type: 'button', id: 'signout', onclick: async () => {
       try { await api('POST', '/logout'); } catch { /* signed out anyway */ }
@@ -161,6 +162,8 @@ async function project(pid) {
     api('GET', `/projects/${encodeURIComponent(pid)}/deployment/versions?limit=20`).catch(() => ({ data: [] })),
   ]);
   const envNames = envs.data.map((e) => e.name);
+  const channels = await Promise.all(envs.data.map((e) => api('GET', `/projects/${encodeURIComponent(pid)}/environments/${encodeURIComponent(e.id)}/channels`)
+    .then((c) => (Array.isArray(c) ? c : (c && c.data) || [])).catch(() => [])));
   const deploy = async (rev) => {
     const target = prompt(`Deploy ${rev.version} to which environment?`, envNames[0] || 'production');
     if (!target) return;
@@ -180,8 +183,10 @@ async function project(pid) {
     el('td', { class: 'muted' }, String(r.revision || '').slice(0, 10)),
     el('td', {}, el('button', { type: 'button', class: 'deploy', 'data-version': r.version, onclick: () => deploy(r) }, 'Deploy…'))));
   const envLink = (e, what, label) => el('a', { href: `#/p/${encodeURIComponent(pid)}/${what}/${encodeURIComponent(e.name)}`, class: `${what}-link` }, label);
-  const envRows = envs.data.map((e) => el('tr', {},
-    el('td', {}, e.name), el('td', {}, e.deploymentVersion || e.depVersion || ''),
+  const envRows = envs.data.map((e, i) => el('tr', {},
+    el('td', {}, e.name,
+      (channels[i] || []).map((c) => el('div', { class: 'muted channel' }, `${c.name} (${c.type}) · webhook `, el('span', { class: 'mono' }, c.webhook)))),
+    el('td', {}, e.deploymentVersion || e.depVersion || ''),
     el('td', { class: 'links' }, envLink(e, 'chat', 'Chat'), ' · ', envLink(e, 'transcripts', 'Transcripts'), ' · ',
       envLink(e, 'analytics', 'Analytics'), ' · ', envLink(e, 'keys', 'Keys'))));
   const rollback = async (d) => {
@@ -354,11 +359,25 @@ async function errorsView(pid) {
       : el('p', { class: 'muted' }, 'No errors: every step went through.')));
 }
 
+/** An environment's agent keys (`pid`, `envName`), or with no project the workspace keys of
+ * whom the console acts for (the user, or the team of a team token). */
 async function keys(pid, envName) {
-  const envs = await api('GET', `/projects/${encodeURIComponent(pid)}/environments?limit=100`);
-  const env = envs.data.find((e) => e.name === envName);
-  if (!env) throw new ApiError(`no environment ${envName}`);
-  const base = `/projects/${encodeURIComponent(pid)}/environments/${encodeURIComponent(env.id)}/keys`;
+  let base;
+  let title;
+  let back;
+  if (pid) {
+    const envs = await api('GET', `/projects/${encodeURIComponent(pid)}/environments?limit=100`);
+    const env = envs.data.find((e) => e.name === envName);
+    if (!env) throw new ApiError(`no environment ${envName}`);
+    base = `/projects/${encodeURIComponent(pid)}/environments/${encodeURIComponent(env.id)}/keys`;
+    title = `Agent keys · ${envName}`;
+    back = el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project');
+  } else {
+    const me = await api('GET', '/me');
+    base = `/teams/${encodeURIComponent(me.teamId || me.userId)}/keys`;
+    title = `Workspace keys · ${me.teamName || me.username}`;
+    back = el('a', { href: '#/' }, '← Projects');
+  }
   const created = el('div', { id: 'created', role: 'status' });
   const list = el('div');
   const refresh = async () => {
@@ -374,8 +393,8 @@ async function keys(pid, envName) {
       : el('p', { class: 'muted' }, 'No keys yet.'));
   };
   const name = el('input', { id: 'keyname', 'aria-label': 'Key name', placeholder: 'name', required: true });
-  show(el('h1', {}, `Agent keys · ${envName}`),
-    el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project')),
+  show(el('h1', {}, title),
+    el('p', {}, back),
     el('form', { class: 'card', onsubmit: async (ev) => {
       ev.preventDefault();
       try {
@@ -620,7 +639,8 @@ async function route() {
   try {
     await header();
     const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
-    if (parts[0] === 'p' && parts[2] === 'chat') chat(parts[1], parts[3]);
+    if (parts[0] === 'keys') await keys(null, null);
+    else if (parts[0] === 'p' && parts[2] === 'chat') chat(parts[1], parts[3]);
     else if (parts[0] === 'p' && parts[2] === 'transcripts') await transcripts(parts[1], parts[3]);
     else if (parts[0] === 'p' && parts[2] === 'keys') await keys(parts[1], parts[3]);
     else if (parts[0] === 'p' && parts[2] === 'errors') await errorsView(parts[1]);
