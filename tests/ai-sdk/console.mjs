@@ -247,6 +247,7 @@ try {
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   assert.equal(await page.locator('#chat img').count(), 0, 'a javascript: image URL is not used');
   assert.equal(await page.locator('#chat a').count(), 0, 'a javascript: link is not made');
+  assert.equal(await page.textContent('[data-field=calls]'), 'none');
   await page.click('#chat button.reply');
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   assert.deepEqual(errors, []);

@@ -45,3 +45,60 @@ async fn the_console_is_served_with_a_strict_policy() {
         "{page}"
     );
 }
+
+/// The converse answer lists the step's calls for the console's debug panel: each method
+/// run, and each api call with its answer or its error (here the egress policy's refusal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_step_lists_its_api_and_method_calls() {
+    let server = InProcess::start(Backend::Sqlite).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let bot: serde_json::Value = serde_json::to_value(
+        serde_yaml::from_str::<serde_yaml::Value>(
+            r#"name: calls
+methods:
+  twice(message, context, data, options, config, result): "return 'twice';"
+flows:
+  main:
+    intents:
+      any: {initial: true, type: text}
+    states:
+      init:
+        initial: true
+        transitions:
+          answer: "intent == 'any'"
+      answer:
+        end: true
+        action:
+          - {name: method, method: twice}
+          - {name: api, options: {method: GET, uri: "http://127.0.0.1:9/stock?key=1"}}
+"#,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let (pid, _) = deploy(&api, &admin, bot).await;
+    let r = api
+        .post(
+            &format!("/projects/{pid}/bot/converse"),
+            &admin,
+            serde_json::json!({"message": {"type": "text", "content": "go"}}),
+        )
+        .await
+        .ok();
+    let calls = r["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{r}");
+    assert_eq!(
+        calls[0],
+        serde_json::json!({"type": "method", "name": "twice"})
+    );
+    assert_eq!(calls[1]["type"], "api");
+    assert_eq!(calls[1]["method"], "GET");
+    assert!(
+        calls[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("refused by the server's egress policy"),
+        "{r}"
+    );
+}

@@ -138,24 +138,27 @@ async fn converse(
     };
     let message =
         Message::from_json(&req.message).map_err(|e| ApiError::bad(format!("message: {e}")))?;
+    // The step's api and method calls, for the author's debug view.
+    let log = std::sync::Arc::new(botbox_service::effects::CallLog::new(app.live.effects()));
+    let effects: std::sync::Arc<dyn botbox_sandbox::effects::Effects> = log.clone();
     let result = match (&req.session, &req.session_id) {
         (Some(s), _) => {
             let session: Session = serde_json::from_value(s.clone())
                 .map_err(|e| ApiError::bad(format!("session: {e}")))?;
             app.live
-                .run_step(&project.owner_id, rev, session, message)
+                .run_step_with(&project.owner_id, rev, session, message, effects)
                 .await
                 .map(|d| d.result)
         }
         (None, Some(sid)) => {
             let key = format!("console:{pid}:{sid}");
             app.live
-                .converse_stored(&key, &project.owner_id, rev, message)
+                .converse_stored(&key, &project.owner_id, rev, message, effects)
                 .await
         }
         (None, None) => app
             .live
-            .run_step(&project.owner_id, rev, console_session(), message)
+            .run_step_with(&project.owner_id, rev, console_session(), message, effects)
             .await
             .map(|d| d.result),
     }
@@ -175,9 +178,9 @@ async fn converse(
         Err(_) => {}
     }
     let result = result?;
-    Ok(Json(
-        serde_json::to_value(result).map_err(|e| ApiError::Internal(e.into()))?,
-    ))
+    let mut answer = serde_json::to_value(result).map_err(|e| ApiError::Internal(e.into()))?;
+    answer["calls"] = Json_::Array(log.take());
+    Ok(Json(answer))
 }
 
 /// Transcripts of an environment between two times (Unix milliseconds, inclusive): every

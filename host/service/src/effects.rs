@@ -169,3 +169,94 @@ fn getrandom_fill(buf: &mut [u8]) {
         *b = (t >> (i * 8)) as u8;
     }
 }
+
+/// Bytes of an api answer shown (in the agent stream, in the console's step) at most.
+pub const SHOWN_BODY_MAX: usize = 4096;
+
+/// An api call's outcome as the author's tools show it: `{status, body}` (the body cut at
+/// [`SHOWN_BODY_MAX`] bytes), or the error. Headers are never shown: they may carry the
+/// tenant's secrets.
+pub fn shown_answer(result: &Result<HttpResponse, String>) -> Result<Json, String> {
+    result.as_ref().map_err(Clone::clone).map(|r| {
+        let mut body = r.body.clone();
+        if body.len() > SHOWN_BODY_MAX {
+            let mut cut = SHOWN_BODY_MAX;
+            while !body.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            body.truncate(cut);
+        }
+        serde_json::json!({"status": r.status, "body": body})
+    })
+}
+
+/// Effects that keep a log of a step's calls for its author (the console's debug panel):
+/// each api call with its method, URL and answer or error, and each JavaScript method run.
+pub struct CallLog {
+    inner: Arc<dyn Effects>,
+    calls: std::sync::Mutex<Vec<Json>>,
+}
+
+/// Calls logged per step at most (a bot looping over api calls is cut at its host-call cap
+/// anyway).
+const CALLS_MAX: usize = 50;
+
+impl CallLog {
+    pub fn new(inner: Arc<dyn Effects>) -> CallLog {
+        CallLog {
+            inner,
+            calls: Default::default(),
+        }
+    }
+
+    /// The calls so far, in order.
+    pub fn take(&self) -> Vec<Json> {
+        std::mem::take(&mut self.calls.lock().unwrap())
+    }
+
+    fn push(&self, call: Json) {
+        let mut calls = self.calls.lock().unwrap();
+        if calls.len() < CALLS_MAX {
+            calls.push(call);
+        }
+    }
+}
+
+impl Effects for CallLog {
+    fn now_ms(&self) -> i64 {
+        self.inner.now_ms()
+    }
+    fn random_u64(&self) -> u64 {
+        self.inner.random_u64()
+    }
+    fn http<'a>(
+        &'a self,
+        req: &'a HttpRequest,
+        limits: &'a Limits,
+    ) -> EffectFuture<'a, Result<HttpResponse, String>> {
+        Box::pin(async move {
+            let result = self.inner.http(req, limits).await;
+            let mut call = serde_json::json!({"type": "api", "method": req.method, "url": req.url});
+            match shown_answer(&result) {
+                Ok(answer) => call["result"] = answer,
+                Err(e) => call["error"] = Json::String(e),
+            }
+            self.push(call);
+            result
+        })
+    }
+    fn nl_predict<'a>(
+        &'a self,
+        scope: &'a NlScope,
+        nlu_id: &'a str,
+        text: &'a str,
+        options: &'a Json,
+    ) -> EffectFuture<'a, Result<Json, String>> {
+        self.inner.nl_predict(scope, nlu_id, text, options)
+    }
+    fn js_method(&self, name: Option<&str>) {
+        if let Some(name) = name {
+            self.push(serde_json::json!({"type": "method", "name": name}));
+        }
+    }
+}

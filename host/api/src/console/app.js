@@ -267,6 +267,8 @@ function chat(pid, envName) {
     const msg = (res.messages && res.messages[0]) || {};
     const rows = [['Flow', meta.lastFlow || '-'], ['State', meta.lastState || '-'], ['Intent', msg.intent || '-'],
       ['Context', JSON.stringify((res.session && res.session.contexes && meta.lastFlow && res.session.contexes[meta.lastFlow]) || {}, null, 1)],
+      ['Calls', (res.calls || []).map((c) => (c.type === 'method' ? `method ${c.name}`
+        : `${c.method} ${c.url} → ${c.error ? 'error: ' + c.error : `${c.result.status} ${String(c.result.body).slice(0, 200)}`}`)).join('\n') || 'none'],
       ['Errors', (res.errors || []).join('\n') || 'none']];
     debug.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { 'data-field': k.toLowerCase() }, v)]));
   };

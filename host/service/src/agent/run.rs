@@ -229,9 +229,6 @@ struct RunEffects {
     js_call: Mutex<Option<String>>,
 }
 
-/// Bytes of an api answer shown in the stream at most.
-const TOOL_OUTPUT_MAX: usize = 4096;
-
 impl Effects for RunEffects {
     fn now_ms(&self) -> i64 {
         self.inner.now_ms()
@@ -257,18 +254,8 @@ impl Effects for RunEffects {
                 _ = self.run.wait_cancel() => Err("the run was cancelled".to_owned()),
             };
             if let Some(id) = call {
-                let shown = result.as_ref().map(|r| {
-                    let mut body = r.body.clone();
-                    if body.len() > TOOL_OUTPUT_MAX {
-                        let mut cut = TOOL_OUTPUT_MAX;
-                        while !body.is_char_boundary(cut) {
-                            cut -= 1;
-                        }
-                        body.truncate(cut);
-                    }
-                    json!({"status": r.status, "body": body})
-                });
-                self.run.tool_finished(&id, shown.map_err(|e| e.clone()));
+                self.run
+                    .tool_finished(&id, crate::effects::shown_answer(&result));
             }
             result
         })

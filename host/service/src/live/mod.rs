@@ -580,10 +580,28 @@ impl Live {
         session: Session,
         message: Message,
     ) -> Result<StepDone, LiveError> {
+        self.run_step_with(tenant, rev, session, message, self.effects.clone())
+            .await
+    }
+
+    /// [`Live::run_step`] with effects of the caller's (the console logs the step's calls).
+    pub async fn run_step_with(
+        &self,
+        tenant: &str,
+        rev: Arc<Revision>,
+        session: Session,
+        message: Message,
+        effects: Arc<dyn Effects>,
+    ) -> Result<StepDone, LiveError> {
         let out = self
-            .in_sandbox(tenant, rev, move |sb, tenant, rev, effects| async move {
-                sb.step(&tenant, &rev, &session, &message, effects).await
-            })
+            .in_sandbox_with(
+                tenant,
+                rev,
+                effects,
+                move |sb, tenant, rev, effects| async move {
+                    sb.step(&tenant, &rev, &session, &message, effects).await
+                },
+            )
             .await?;
         let StepOutcome {
             result, fuel_used, ..
@@ -640,22 +658,9 @@ impl Live {
         self.effects.clone()
     }
 
-    /// Runs `call` on the sandbox's step threads, in a span naming the tenant and revision.
-    /// The sandbox bounds the tenant's steps in flight and shares the CPU between tenants.
-    async fn in_sandbox<T, F>(
-        &self,
-        tenant: &str,
-        rev: Arc<Revision>,
-        call: impl FnOnce(Arc<Sandbox>, String, Arc<Revision>, Arc<dyn Effects>) -> F,
-    ) -> Result<T, LiveError>
-    where
-        F: Future<Output = Result<T, SandboxError>> + Send + 'static,
-        T: Send + 'static,
-    {
-        self.in_sandbox_with(tenant, rev, self.effects.clone(), call)
-            .await
-    }
-
+    /// Runs `call` on the sandbox's step threads with `effects`, in a span naming the tenant
+    /// and revision. The sandbox bounds the tenant's steps in flight and shares the CPU
+    /// between tenants.
     async fn in_sandbox_with<T, F>(
         &self,
         tenant: &str,
@@ -1090,6 +1095,7 @@ impl Live {
         tenant: &str,
         rev: Arc<Revision>,
         message: Message,
+        effects: Arc<dyn Effects>,
     ) -> Result<ConverseResult, LiveError> {
         let lock = self.lock_for(key);
         let _turn = lock.lock().await;
@@ -1106,7 +1112,13 @@ impl Live {
                 }
             };
             let done = self
-                .run_step(tenant, rev.clone(), session, message.clone())
+                .run_step_with(
+                    tenant,
+                    rev.clone(),
+                    session,
+                    message.clone(),
+                    effects.clone(),
+                )
                 .await?;
             self.check_responses(done.result.responses.len())?;
             let body = serde_json::to_string(&done.result.session).context("session")?;
