@@ -100,6 +100,27 @@ try {
   assert.equal(await page.textContent('[data-field=errors]'), 'none');
   await page.screenshot({ path: join(dir, 'console-chat.png'), fullPage: true });
 
+  // A quick reply (Messenger's `items.quickreply`) is a button that sends its payload.
+  const qp = await api(base, 'POST', '/projects', admin, { name: 'drinks' });
+  const drinks = { name: 'drinks', flows: { main: {
+    intents: { menu: { initial: true, condition: "content == 'menu'" }, tea: { initial: true, type: 'data', condition: "payload.drink == 'tea'" } },
+    states: {
+      init: { initial: true, transitions: { ask: "intent == 'menu'", tea: "intent == 'tea'" } },
+      ask: { end: true, action: [{ name: 'template', options: { type: 'button', items: { title: 'Drinks', text: 'Pick one',
+        actions: [], quickreply: [{ type: 'text', label: 'Tea', payload: { drink: 'tea' } }] } } }] },
+      tea: { end: true, action: [{ name: 'text', options: { text: 'You picked tea.' } }] } },
+    actions: {} } } };
+  const qrev = await api(base, 'POST', `/projects/${qp.id}/bot/revisions`, admin, drinks);
+  await api(base, 'POST', `/projects/${qp.id}/deployment/versions`, admin, { version: '1.0.0', botRevision: qrev.revision });
+  await api(base, 'POST', `/projects/${qp.id}/environments`, admin, { depId: qp.id, depVersion: '1.0.0', name: 'production' });
+  await page.goto(`${base}/#/p/${qp.id}/chat/production`);
+  await page.reload();
+  await page.waitForSelector('#send');
+  await page.fill('#text', 'menu');
+  await page.click('#send');
+  await page.click('button.reply >> text=Tea', { timeout: 30000 });
+  await page.waitForSelector('.bubble.bot >> text=You picked tea.', { timeout: 30000 });
+
   // That conversation in the transcripts (console steps are not channel traffic: a webhook
   // message is sent for the transcript), and keys created once and revoked.
   const envs = await api(base, 'GET', `/projects/${pizza.id}/environments`, admin);
