@@ -164,6 +164,8 @@ try {
   await page.screenshot({ path: join(dir, 'console-analytics.png'), fullPage: true });
   await page.goto(`${base}/#/p/${pizza.id}/bot`);
   await page.waitForSelector('details.flow >> text=order', { timeout: 30000 });
+  await page.click('#yaml-toggle');
+  await page.waitForSelector('#yaml >> text=maxRecursion: 10', { timeout: 30000 });
 
   // Deploy again (0.0.2), then roll back to 0.0.1 after a confirmation.
   await page.goto(`${base}/#/p/${pizza.id}`);

@@ -102,3 +102,34 @@ flows:
         "{r}"
     );
 }
+
+/// The bot as YAML for the console's source view: the same document, and a clear 400 for a
+/// format it does not know.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bot_reads_as_yaml() {
+    let server = InProcess::start(Backend::Sqlite).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (pid, _) = deploy(&api, &admin, example_bot("hello")).await;
+    let r = api
+        .get(&format!("/projects/{pid}/bot?format=yaml"), &admin)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(
+        r.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/yaml")
+    );
+    let back: serde_json::Value =
+        serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(&r.text).unwrap()).unwrap();
+    assert_eq!(
+        back,
+        api.get(&format!("/projects/{pid}/bot"), &admin).await.ok()
+    );
+    let r = api
+        .get(&format!("/projects/{pid}/bot?format=xml"), &admin)
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(r.text.contains("format: json or yaml"), "{}", r.text);
+}

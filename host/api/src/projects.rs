@@ -490,22 +490,45 @@ async fn cms(
 }
 
 /// The latest bot revision, as stored: the pushed document with `id`, `version` and
-/// `revision` set by the server.
+/// `revision` set by the server; with `?format=yaml`, the same document as YAML text (what a
+/// person reads, and what `botbox pull` writes).
 #[utoipa::path(get, path = "/projects/{projectId}/bot", tag = "bot",
-    params(("projectId" = String, Path)),
+    params(("projectId" = String, Path), ("format" = Option<String>, Query, description = "json (default) or yaml")),
     responses((status = 200, description = "Bot (document 3)", body = Object), (status = 404, description = "no revision yet")))]
 async fn get_bot(
     State(app): State<App>,
     caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult<Json<Json_>> {
+    uri: axum::http::Uri,
+) -> ApiResult<axum::response::Response> {
+    use axum::response::IntoResponse;
     project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
     let r = app
         .db
         .latest_revision(&id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("project {id} has no bot revision yet")))?;
-    Ok(Json(stored_bot(&r)?))
+    let bot = stored_bot(&r)?;
+    match super::query_pairs(uri.query())
+        .get("format")
+        .map(String::as_str)
+    {
+        None | Some("json") => Ok(Json(bot).into_response()),
+        Some("yaml") => {
+            let text = serde_yaml::to_string(&bot).map_err(|e| ApiError::Internal(e.into()))?;
+            Ok((
+                [(
+                    axum::http::header::CONTENT_TYPE,
+                    "application/yaml; charset=utf-8",
+                )],
+                text,
+            )
+                .into_response())
+        }
+        Some(other) => Err(ApiError::bad(format!(
+            "format: json or yaml (got {other:?})"
+        ))),
+    }
 }
 
 /// The next patch version after the highest `a.b.c` version of `existing`.

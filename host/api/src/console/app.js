@@ -534,6 +534,15 @@ async function analyticsView(pid, envName) {
  * transitions, methods; read-only (edit and `botbox push` from the files). */
 async function botSource(pid) {
   const bot = await api('GET', `/projects/${encodeURIComponent(pid)}/bot`);
+  const yaml = el('pre', { class: 'mono', id: 'yaml' });
+  const yamlView = el('details', { class: 'card' }, el('summary', { id: 'yaml-toggle' }, 'The whole bot as YAML'), yaml);
+  yamlView.addEventListener('toggle', async () => {
+    if (!yamlView.open || yaml.textContent) return;
+    try {
+      const res = await fetch(`/projects/${encodeURIComponent(pid)}/bot?format=yaml`, { headers: { authorization: `Bearer ${sessionStorage.getItem(TOKEN)}` } });
+      yaml.textContent = res.ok ? await res.text() : `${res.status}: ${await res.text()}`;
+    } catch (e) { yaml.textContent = String(e); }
+  });
   const pretty = (v) => el('pre', { class: 'mono' }, JSON.stringify(v, null, 2));
   const flows = Object.entries(bot.flows || {}).map(([name, f]) => el('details', { class: 'card flow', open: true },
     el('summary', {}, el('strong', {}, name), ` · ${Object.keys(f.states || {}).length} states, ${Object.keys(f.intents || {}).length} intents`),
@@ -543,6 +552,7 @@ async function botSource(pid) {
       el('summary', {}, s, st.initial ? ' (initial)' : '', st.end ? ' (end)' : ''), pretty(st)))));
   show(el('h1', {}, `${bot.name || 'Bot'} ${bot.version || ''}`),
     el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project')),
+    yamlView,
     flows.length ? flows : el('p', { class: 'muted' }, 'No flows.'),
     bot.methods ? el('div', { class: 'card' }, el('h2', {}, 'Methods'),
       Object.entries(bot.methods).map(([sig, code]) => el('div', {}, el('strong', { class: 'mono' }, sig), el('pre', { class: 'mono' }, typeof code === 'string' ? code : JSON.stringify(code, null, 2))))) : null);
