@@ -826,7 +826,7 @@ async fn people_and_teams_from_the_cli_alone() {
 /// A step's errors reach the author wherever they look: a method that throws and an api
 /// action refused by the egress policy (saying how an operator may allow it) show in
 /// `botbox test` beside the failed expectation, in the console, in the errors API for
-/// console and channel steps, and in `botbox errors`.
+/// console and channel steps, and in `botbox errors` (with `--follow`, as they happen).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_time_errors_reach_the_author() {
     // No --allow-private-egress: an api action to loopback is refused.
@@ -935,6 +935,47 @@ flows:
         lines[3].contains(&format!("bot/method-error  [{channel}]")),
         "{out}"
     );
+
+    // --follow: what is there, then new errors as they happen, until stopped.
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .args(["errors", "--follow"])
+        .current_dir(&dir)
+        .env("BOTBOX_HOME", home.path())
+        .env("BOTBOX_SERVER", &url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = follow.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(std::time::Duration::from_secs(30))
+            .expect("a line")
+    };
+    for _ in 0..6 {
+        next();
+    }
+    say(&api, &channel, "u2", "salad").await;
+    let mut new = Vec::new();
+    while !new
+        .iter()
+        .any(|l: &String| l.contains("no stock for salad"))
+    {
+        new.push(next());
+    }
+    follow.kill().unwrap();
+    follow.wait().unwrap();
 }
 
 /// The CLI shows conversations and gives a deployed bot back as files: `botbox transcript`
