@@ -249,6 +249,32 @@ try {
   await page.waitForSelector('#prediction >> text=greet', { timeout: 30000 });
   await page.screenshot({ path: join(dir, 'console-nl.png'), fullPage: true });
 
+  // Errors with filters: a bot whose method throws, one console step; its user error is
+  // listed, and a filter on failed steps shows none.
+  const op = await api(base, 'POST', '/projects', admin, { name: 'oops' });
+  const oops = { name: 'oops', methods: { 'boom(message, context, data, options, config, result)': "throw new Error('no stock');" },
+    flows: { main: { intents: { any: { initial: true, type: 'text' } },
+      states: { init: { initial: true, transitions: { answer: "intent == 'any'" } },
+        answer: { end: true, action: [{ name: 'method', method: 'boom' }, { name: 'text', options: { text: 'sorry' } }] } },
+      actions: {} } } };
+  await api(base, 'POST', `/projects/${op.id}/bot/revisions`, admin, oops);
+  // No environment: the latest revision.
+  await page.goto(`${base}/#/p/${op.id}/chat`);
+  await page.reload();
+  await page.waitForSelector('#send');
+  await page.fill('#text', 'pizza');
+  await page.click('#send');
+  await page.waitForSelector('[data-field=errors] >> text=no stock', { timeout: 30000 });
+  await page.goto(`${base}/#/p/${op.id}/errors`);
+  await page.waitForSelector('#errors >> text=bot/method-error', { timeout: 30000 });
+  await page.selectOption('#error-group', 'step');
+  await page.fill('#error-channel', 'console');
+  await page.click('#error-filter');
+  await page.waitForSelector('text=No errors', { timeout: 30000 });
+  await page.selectOption('#error-group', 'bot');
+  await page.click('#error-filter');
+  await page.waitForSelector('#errors >> text=no stock', { timeout: 30000 });
+
   // A phone-sized window keeps the chat usable.
   await page.goto(`${base}/#/p/${pizza.id}/chat/production`);
   await page.waitForSelector('#send');

@@ -208,7 +208,9 @@ async function project(pid) {
     el('div', { class: 'card' }, el('h2', {}, 'Environments'), envRows.length
       ? el('table', { id: 'environments' }, el('thead', {}, el('tr', {}, el('th', {}, 'Environment'), el('th', {}, 'Deployment'), el('th', {}, ''))), el('tbody', {}, envRows))
       : el('p', { class: 'muted' }, 'No environment yet: deploy a revision.')),
-    el('div', { class: 'card' }, el('h2', {}, 'Bot revisions'), revRows.length
+    el('div', { class: 'card' }, el('h2', {}, 'Bot revisions'),
+      revRows.length ? el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}/chat` }, 'Chat with the latest revision')) : null,
+      revRows.length
       ? el('table', { id: 'revisions' }, el('thead', {}, el('tr', {}, el('th', {}, 'Version'), el('th', {}, 'Pushed'), el('th', {}, 'Revision'), el('th', {}, ''))), el('tbody', {}, revRows))
       : el('p', { class: 'muted' }, 'No revision yet: `botbox push` makes one.')),
     el('div', { class: 'card' }, el('h2', {}, 'Deployments'), depRows.length
@@ -275,7 +277,7 @@ function chat(pid, envName) {
   async function send(message, shown) {
     bubble('user', shown || message.content || JSON.stringify(message.payload));
     try {
-      const res = await api('POST', `/projects/${encodeURIComponent(pid)}/bot/converse`, { message, session, environmentName: envName });
+      const res = await api('POST', `/projects/${encodeURIComponent(pid)}/bot/converse`, { message, session, ...(envName ? { environmentName: envName } : {}) });
       session = res.session;
       for (const r of res.responses || []) render(r);
       showDebug(res);
@@ -289,7 +291,7 @@ function chat(pid, envName) {
     send({ type: 'text', content: text });
   } }, input, el('button', { class: 'primary', type: 'submit', id: 'send' }, 'Send'),
   el('button', { type: 'button', onclick: () => { session = null; log.replaceChildren(); debug.replaceChildren(); } }, 'Clear'));
-  show(el('h1', {}, `Chat · ${envName}`),
+  show(el('h1', {}, `Chat · ${envName || 'latest revision'}`),
     el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project')),
     el('div', { class: 'grid' },
       el('div', { class: 'card' }, log, form),
@@ -350,19 +352,36 @@ async function transcripts(pid, envName) {
 }
 
 async function errorsView(pid) {
-  const page = await api('GET', `/projects/${encodeURIComponent(pid)}/errors?limit=100`);
-  const rows = page.data.map((e) => el('tr', {},
-    el('td', { class: 'muted' }, time(e.timestamp)), el('td', {}, `${e.errorGroup}/${e.errorCode}`),
-    el('td', {}, e.channelId), el('td', { class: 'message' }, e.errorMessage)));
+  const envs = await api('GET', `/projects/${encodeURIComponent(pid)}/environments?limit=100`);
+  const env = el('select', { id: 'error-env', 'aria-label': 'Environment' }, el('option', { value: '' }, 'every environment'),
+    envs.data.map((e) => el('option', { value: e.id }, e.name)));
+  const group = el('select', { id: 'error-group', 'aria-label': 'Kind' },
+    [['', 'every kind'], ['step', 'failed steps'], ['bot', 'user errors']].map(([v, t]) => el('option', { value: v }, t)));
+  const channel = el('input', { id: 'error-channel', 'aria-label': 'Channel', placeholder: 'channel id, console, agent, task' });
+  const out = el('div', { class: 'card' });
+  const load = async () => {
+    let q = `/projects/${encodeURIComponent(pid)}/errors?limit=100`;
+    if (env.value) q += `&environmentId=${encodeURIComponent(env.value)}`;
+    if (group.value) q += `&errorGroup=${encodeURIComponent(group.value)}`;
+    if (channel.value.trim()) q += `&channelId=${encodeURIComponent(channel.value.trim())}`;
+    try {
+      const page = await api('GET', q);
+      const rows = page.data.map((e) => el('tr', {},
+        el('td', { class: 'muted' }, time(e.timestamp)), el('td', {}, `${e.errorGroup}/${e.errorCode}`),
+        el('td', {}, e.channelId), el('td', { class: 'message' }, e.errorMessage)));
+      out.replaceChildren(rows.length
+        ? el('table', { id: 'errors' }, el('thead', {}, el('tr', {}, el('th', {}, 'Time'), el('th', {}, 'Kind'), el('th', {}, 'Channel'), el('th', {}, 'Message'))), el('tbody', {}, rows))
+        : el('p', { class: 'muted' }, 'No errors: every step went through.'));
+    } catch (e) { out.replaceChildren(errorBox(e)); }
+  };
   show(el('h1', {}, 'Errors'),
     el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project')),
-    el('div', { class: 'card' }, rows.length
-      ? el('table', { id: 'errors' }, el('thead', {}, el('tr', {}, el('th', {}, 'Time'), el('th', {}, 'Kind'), el('th', {}, 'Channel'), el('th', {}, 'Message'))), el('tbody', {}, rows))
-      : el('p', { class: 'muted' }, 'No errors: every step went through.')));
+    el('form', { class: 'card filters', onsubmit: (ev) => { ev.preventDefault(); load(); } },
+      env, ' ', group, ' ', channel, ' ', el('button', { class: 'primary', type: 'submit', id: 'error-filter' }, 'Show')),
+    out);
+  await load();
 }
 
-/** An environment's agent keys (`pid`, `envName`), or with no project the workspace keys of
- * whom the console acts for (the user, or the team of a team token). */
 async function keys(pid, envName) {
   let base;
   let title;
