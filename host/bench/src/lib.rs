@@ -81,6 +81,11 @@ impl BenchServer {
         Ok((field("VmRSS:")?, field("RssAnon:")?))
     }
 
+    /// The server's CPU time so far (user + system), from its `/proc` stat.
+    pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        cpu_seconds(self.child.id())
+    }
+
     /// Bytes of the SQLite database on disk: the file with its WAL (0 on PostgreSQL).
     pub fn database_file_bytes(&self) -> u64 {
         ["botbox.db", "botbox.db-wal"]
@@ -219,4 +224,20 @@ impl Api {
             .await?;
         Ok(text(&ch["webhook"]))
     }
+}
+
+/// A process's CPU time so far (user + system seconds), from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| anyhow::anyhow!("unreadable /proc/{pid}/stat"))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are the 14th and 15th fields: 12th and 13th after the name.
+    let ticks: f64 = f[11].parse::<f64>()? + f[12].parse::<f64>()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok(ticks / hz.max(1.0))
 }

@@ -11,6 +11,12 @@
 //! default 20000), LOAD_IDS (0: messages without provider ids; default 1),
 //! DATABASE_URL (postgres://… to measure PostgreSQL instead).
 //!
+//! The server's CPU time per message (user + system, from its `/proc` stat) is printed too:
+//! it does not depend on the machine's mood as much as throughput does. Then (unless
+//! LOAD_FLOOR=0) the same load runs against the floor: this binary started again with
+//! `--floor`, a bare axum server that only parses the same JSON bodies and answers 200, and
+//! the ratio botbox / floor is printed.
+//!
 //! Soak mode (LOAD_SOAK_SECS > 0): the same load for that long instead of a message count,
 //! each user a new one every order (so sessions, caches and per-user state churn), with
 //! every retention window divided by LOAD_RETENTION_SCALE (default 129600: transcripts 1 min,
@@ -29,6 +35,9 @@ use botbox_bench::{Api, BenchServer, PASSWORD, env_num, percentile};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    if std::env::args().nth(1).as_deref() == Some("--floor") {
+        return floor().await;
+    }
     let users = env_num("LOAD_USERS", 64);
     let total = env_num("LOAD_MESSAGES", 20_000);
     let soak = Duration::from_secs(env_num("LOAD_SOAK_SECS", 0) as u64);
@@ -94,60 +103,23 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let with_ids = env_num("LOAD_IDS", 1) != 0;
-    let sent = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
+    let cpu_before = server.cpu_seconds()?;
     let started = Instant::now();
     let deadline = (!soak.is_zero()).then(|| started + soak);
-    let mut tasks = Vec::new();
-    for u in 0..users {
-        let http = http.clone();
-        let webhook = webhook.clone();
-        let sent = sent.clone();
-        let done = done.clone();
-        let order = order.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut i = 0usize;
-            let more = || match deadline {
-                Some(d) => Instant::now() < d,
-                None => sent.fetch_add(1, Ordering::Relaxed) < total,
-            };
-            while more() {
-                // A provider id on every message, as real providers send: the receive
-                // pipeline checks it and records it with the step.
-                let mut m = order[i % order.len()].clone();
-                if with_ids {
-                    m["id"] = json!(format!("m{i}"));
-                }
-                // A soak's users are new ones every order: per-user state churns.
-                let user = match deadline {
-                    Some(_) => format!("user-{u}-{}", i / order.len()),
-                    None => format!("user-{u}"),
-                };
-                let body = json!({"userId": user, "messages": [m]});
-                let t0 = Instant::now();
-                let r = http.post(&webhook).json(&body).send().await;
-                match r {
-                    Ok(r) if r.status().is_success() => {
-                        lat.push(t0.elapsed());
-                        done.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(r) => eprintln!("status {}", r.status()),
-                    Err(e) => eprintln!("error {e}"),
-                }
-                i += 1;
-            }
-            lat
-        }));
-    }
+    let load = Load {
+        users,
+        total,
+        with_ids,
+        deadline,
+    };
+    let tasks = players(&http, &webhook, &load, &order, &done);
     if let Some(deadline) = deadline {
         sample(&server, &done, deadline).await;
     }
-    let mut lat: Vec<Duration> = Vec::new();
-    for t in tasks {
-        lat.extend(t.await?);
-    }
+    let mut lat = collect(tasks).await?;
     let elapsed = started.elapsed();
+    let cpu = server.cpu_seconds()? - cpu_before;
     lat.sort();
     let pct = |p: f64| percentile(&lat, p);
     // Let the outbox drain.
@@ -185,7 +157,132 @@ async fn main() -> anyhow::Result<()> {
         "  deliveries  {} reply batches received by the sink",
         delivered.load(Ordering::Relaxed)
     );
+    let per_message = |cpu: f64, n: usize| cpu / n.max(1) as f64 * 1e6;
+    println!(
+        "  server CPU  {:.0} µs per message ({cpu:.1} s, user + system; deliveries included)",
+        per_message(cpu, lat.len())
+    );
     drop(server);
+    let rate = lat.len() as f64 / elapsed.as_secs_f64();
+    if env_num("LOAD_FLOOR", 1) == 0 || deadline.is_some() {
+        return Ok(());
+    }
+    // The floor: the same load against a server that only parses the bodies.
+    let exe = std::env::current_exe()?;
+    let mut child = std::process::Command::new(exe)
+        .arg("--floor")
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let addr = {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
+        line.trim()
+            .strip_prefix("floor listening on ")
+            .ok_or_else(|| anyhow::anyhow!("the floor did not start: {line:?}"))?
+            .to_owned()
+    };
+    let floor_url = format!("{addr}/webhooks/floor");
+    let cpu_before = botbox_bench::cpu_seconds(child.id())?;
+    let started = Instant::now();
+    let floor_done = Arc::new(AtomicUsize::new(0));
+    let floor_lat = collect(players(&http, &floor_url, &load, &order, &floor_done)).await?;
+    let floor_elapsed = started.elapsed();
+    let floor_cpu = botbox_bench::cpu_seconds(child.id())? - cpu_before;
+    let _ = child.kill();
+    let _ = child.wait();
+    let floor_rate = floor_lat.len() as f64 / floor_elapsed.as_secs_f64();
+    println!(
+        "  floor       {floor_rate:>8.0} requests/s, {:.0} µs CPU per request (a bare axum server parsing the same bodies)",
+        per_message(floor_cpu, floor_lat.len())
+    );
+    println!("  ratio       {:.3} of the floor", rate / floor_rate);
+    Ok(())
+}
+
+/// What the players do: `users` at once, `total` messages in all, or until `deadline`.
+struct Load {
+    users: usize,
+    total: usize,
+    with_ids: bool,
+    deadline: Option<Instant>,
+}
+
+/// Starts the users, each playing the pizza `order` again and again against `url`; each
+/// answered message counts in `done`. The handles give each user's latencies.
+fn players(
+    http: &reqwest::Client,
+    url: &str,
+    load: &Load,
+    order: &[Value],
+    done: &Arc<AtomicUsize>,
+) -> Vec<tokio::task::JoinHandle<Vec<Duration>>> {
+    let sent = Arc::new(AtomicUsize::new(0));
+    (0..load.users)
+        .map(|u| {
+            let http = http.clone();
+            let url = url.to_owned();
+            let sent = sent.clone();
+            let done = done.clone();
+            let order = order.to_vec();
+            let (total, with_ids, deadline) = (load.total, load.with_ids, load.deadline);
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                let mut i = 0usize;
+                let more = || match deadline {
+                    Some(d) => Instant::now() < d,
+                    None => sent.fetch_add(1, Ordering::Relaxed) < total,
+                };
+                while more() {
+                    // A provider id on every message, as real providers send: the receive
+                    // pipeline checks it and records it with the step.
+                    let mut m = order[i % order.len()].clone();
+                    if with_ids {
+                        m["id"] = json!(format!("m{i}"));
+                    }
+                    // A soak's users are new ones every order: per-user state churns.
+                    let user = match deadline {
+                        Some(_) => format!("user-{u}-{}", i / order.len()),
+                        None => format!("user-{u}"),
+                    };
+                    let body = json!({"userId": user, "messages": [m]});
+                    let t0 = Instant::now();
+                    match http.post(&url).json(&body).send().await {
+                        Ok(r) if r.status().is_success() => {
+                            lat.push(t0.elapsed());
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(r) => eprintln!("status {}", r.status()),
+                        Err(e) => eprintln!("error {e}"),
+                    }
+                    i += 1;
+                }
+                lat
+            })
+        })
+        .collect()
+}
+
+async fn collect(
+    tasks: Vec<tokio::task::JoinHandle<Vec<Duration>>>,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await?);
+    }
+    Ok(lat)
+}
+
+/// `--floor`: a bare axum server that parses each body as JSON and answers `{"status":"ok"}`,
+/// the least a webhook server can do; prints its address, serves until killed.
+async fn floor() -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    println!("floor listening on http://{}", listener.local_addr()?);
+    let app = axum::Router::new().fallback(|axum::Json(body): axum::Json<Value>| async move {
+        std::hint::black_box(body);
+        axum::Json(json!({"status": "ok"}))
+    });
+    axum::serve(listener, app).await?;
     Ok(())
 }
 
