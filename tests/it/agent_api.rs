@@ -1045,31 +1045,13 @@ async fn rate_limits_idempotency_cors_and_docs() {
 async fn an_agent_runs_errors_are_listed_with_the_bots() {
     // The api holds its first request: the call times out after its 5 s.
     let (_slow, url) = SlowApi::start(true).await;
-    let bot: Value = serde_json::to_value(
-        serde_yaml::from_str::<serde_yaml::Value>(&format!(
-            r#"name: oops
-methods:
-  boom(message, context, data, options, config, result): "throw new Error('no stock');"
-flows:
-  main:
-    intents:
-      any: {{initial: true, type: text}}
-    states:
-      init:
-        initial: true
-        transitions:
-          answer: "intent == 'any'"
-      answer:
-        end: true
-        action:
-          - {{name: method, method: boom}}
-          - {{name: api, options: {{method: GET, uri: "{url}/stock"}}}}
-          - {{name: text, options: {{text: "done"}}}}
-"#
-        ))
-        .unwrap(),
-    )
-    .unwrap();
+    let bot = method_and_api_bot(
+        "oops",
+        "boom",
+        "throw new Error('no stock');",
+        &format!("{url}/stock"),
+        "done",
+    );
     let a = agent(Backend::Sqlite, bot, &["--allow-private-egress"]).await;
     let body = a
         .v1(

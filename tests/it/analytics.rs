@@ -17,15 +17,7 @@ async fn analytics_aggregate_a_known_conversation(backend: Backend) {
     let channel = generic_channel(&api, &admin, &pid, &env, "http://127.0.0.1:9/sink").await;
     for (user, text) in [("ann", "hi"), ("bob", "hi"), ("ann", "what")] {
         let body = json!({"userId": user, "messages": [{"type": "text", "content": text}]});
-        let r = api
-            .raw(
-                "POST",
-                &format!("/webhooks/{channel}"),
-                None,
-                body.to_string().into_bytes(),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.text);
+        post_webhook(&api, &channel, &body).await;
     }
     const HOUR: i64 = 3_600_000;
     let now = botbox_store::now_ms();

@@ -67,17 +67,8 @@ async fn pushed_on_a_channel(api: &common::Api, admin: &str) -> (String, String)
 
 /// `user` says `text` on a generic channel's webhook (answered 200).
 async fn say(api: &common::Api, channel: &str, user: &str, text: &str) {
-    let r = api
-        .raw(
-            "POST",
-            &format!("/webhooks/{channel}"),
-            None,
-            json!({"userId": user, "messages": [{"type": "text", "content": text}]})
-                .to_string()
-                .into_bytes(),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    let body = json!({"userId": user, "messages": [{"type": "text", "content": text}]});
+    common::post_webhook(api, channel, &body).await;
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -836,25 +827,14 @@ async fn run_time_errors_reach_the_author() {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("oops");
     std::fs::create_dir_all(dir.join("tests")).unwrap();
-    let bot = r#"name: oops
-methods:
-  boom(message, context, data, options, config, result): "throw new Error('no stock for ' + message.content);"
-flows:
-  main:
-    intents:
-      any: {initial: true, type: text}
-    states:
-      init:
-        initial: true
-        transitions:
-          answer: "intent == 'any'"
-      answer:
-        end: true
-        action:
-          - {name: method, method: boom}
-          - {name: api, options: {method: GET, uri: "http://127.0.0.1:9/stock"}}
-          - {name: text, options: {text: "stock: $(result.count)"}}
-"#;
+    let bot = serde_yaml::to_string(&common::method_and_api_bot(
+        "oops",
+        "boom",
+        "throw new Error('no stock for ' + message.content);",
+        "http://127.0.0.1:9/stock",
+        "stock: $(result.count)",
+    ))
+    .unwrap();
     std::fs::write(dir.join("bot.yml"), bot).unwrap();
     std::fs::write(
         dir.join("tests/oops.yml"),

@@ -1022,3 +1022,38 @@ pub fn texts(delivery: &Value) -> Vec<String> {
         })
         .collect()
 }
+
+/// Posts `body` to a generic channel's webhook (in-process or on the real server) and
+/// checks it is answered 200.
+pub async fn post_webhook(api: &Api, channel: &str, body: &Value) {
+    let r = api
+        .raw(
+            "POST",
+            &format!("/webhooks/{channel}"),
+            None,
+            body.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+}
+
+/// A one-flow bot that, for any text, runs the method `method` (whose code is `code`), then
+/// an api GET of `uri`, then says `text`: the smallest bot with a method call and an api
+/// call for the tests of a step's calls and errors.
+pub fn method_and_api_bot(name: &str, method: &str, code: &str, uri: &str, text: &str) -> Value {
+    json!({
+        "name": name,
+        "methods": {format!("{method}(message, context, data, options, config, result)"): code},
+        "flows": {"main": {
+            "intents": {"any": {"initial": true, "type": "text"}},
+            "states": {
+                "init": {"initial": true, "transitions": {"answer": "intent == 'any'"}},
+                "answer": {"end": true, "action": [
+                    {"name": "method", "method": method},
+                    {"name": "api", "options": {"method": "GET", "uri": uri}},
+                    {"name": "text", "options": {"text": text}}
+                ]}
+            }
+        }}
+    })
+}

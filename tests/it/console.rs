@@ -53,30 +53,13 @@ async fn a_console_step_lists_its_api_and_method_calls() {
     let server = InProcess::start(Backend::Sqlite).await;
     let api = server.api();
     let admin = api.admin_token().await;
-    let bot: serde_json::Value = serde_json::to_value(
-        serde_yaml::from_str::<serde_yaml::Value>(
-            r#"name: calls
-methods:
-  twice(message, context, data, options, config, result): "return 'twice';"
-flows:
-  main:
-    intents:
-      any: {initial: true, type: text}
-    states:
-      init:
-        initial: true
-        transitions:
-          answer: "intent == 'any'"
-      answer:
-        end: true
-        action:
-          - {name: method, method: twice}
-          - {name: api, options: {method: GET, uri: "http://127.0.0.1:9/stock?key=1"}}
-"#,
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let bot = method_and_api_bot(
+        "calls",
+        "twice",
+        "return 'twice';",
+        "http://127.0.0.1:9/stock?key=1",
+        "done",
+    );
     let (pid, _) = deploy(&api, &admin, bot).await;
     let r = api
         .post(

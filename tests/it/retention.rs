@@ -461,15 +461,7 @@ async fn storage_counts_a_tenants_rows_and_bytes(backend: Backend) {
     for k in 0..3 {
         let body = serde_json::json!({"userId": format!("u{k}"), "messages": [
             {"id": format!("m{k}"), "type": "text", "content": format!("hello {k}")}]});
-        let r = api
-            .raw(
-                "POST",
-                &format!("/webhooks/{channel}"),
-                None,
-                body.to_string().into_bytes(),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.text);
+        post_webhook(&api, &channel, &body).await;
     }
     let db = server.db().await;
     let lines = db

@@ -291,14 +291,7 @@ async fn analytics(
     let num = |name: &str, default: i64| unix_ms(&q, name, default);
     const HOUR: i64 = 3_600_000;
     const DAY: i64 = 24 * HOUR;
-    let env_name = q
-        .get("environment")
-        .ok_or_else(|| ApiError::bad("environment: the environment's name is required"))?;
-    let env = app
-        .db
-        .environment_by_name(&pid, env_name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("environment {env_name}")))?;
+    let env = environment_param(&app, &pid, &q).await?;
     let to = num("to", botbox_store::now_ms())?;
     let from = num("from", to - 7 * DAY)?;
     if from >= to {
@@ -357,6 +350,22 @@ async fn analytics(
         top_intents: counted(a.top_intents),
         top_flows: counted(a.top_flows),
     }))
+}
+
+/// The project's environment named (or slugged) by the `environment` query parameter: a 400
+/// when it is missing, a 404 when there is none.
+async fn environment_param(
+    app: &App,
+    pid: &str,
+    q: &std::collections::HashMap<String, String>,
+) -> ApiResult<botbox_store::EnvironmentRow> {
+    let name = q
+        .get("environment")
+        .ok_or_else(|| ApiError::bad("environment: the environment's name is required"))?;
+    app.db
+        .environment_by_name(pid, name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("environment {name}")))
 }
 
 /// The query parameter `name` as Unix milliseconds, or `default` when absent; a 400 naming
@@ -419,14 +428,7 @@ async fn transcripts(
     project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
     let q = super::query_pairs(uri.query());
     let num = |name: &str, default: i64| unix_ms(&q, name, default);
-    let env_name = q
-        .get("environment")
-        .ok_or_else(|| ApiError::bad("environment: the environment's name is required"))?;
-    let env = app
-        .db
-        .environment_by_name(&pid, env_name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("environment {env_name}")))?;
+    let env = environment_param(&app, &pid, &q).await?;
     let limit = match q.get("limit") {
         None => 200,
         Some(v) => v
