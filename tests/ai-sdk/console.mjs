@@ -161,6 +161,9 @@ try {
   await page.waitForSelector('#total-messages', { timeout: 30000 });
   assert.ok(Number((await page.textContent('#total-messages')).split(' ')[0]) >= 1);
   assert.ok(await page.locator('svg.chart rect').count() >= 1);
+  // Step latency from the steps' stored times (the webhook message's step).
+  assert.match(await page.textContent('#latency'), /^step latency p50 [\d.]+ (µs|ms|s), p99 [\d.]+ (µs|ms|s)$/);
+  assert.ok(await page.locator('svg.chart[aria-label^="Step latency p99"] rect').count() >= 1);
   await page.screenshot({ path: join(dir, 'console-analytics.png'), fullPage: true });
   await page.goto(`${base}/#/p/${pizza.id}/bot`);
   await page.waitForSelector('details.flow >> text=order', { timeout: 30000 });
@@ -257,7 +260,11 @@ try {
       states: { init: { initial: true, transitions: { answer: "intent == 'any'" } },
         answer: { end: true, action: [{ name: 'method', method: 'boom' }, { name: 'text', options: { text: 'sorry' } }] } },
       actions: {} } } };
-  await api(base, 'POST', `/projects/${op.id}/bot/revisions`, admin, oops);
+  // A misspelt key: pushed with a warning, which the revision list shows.
+  const orev = await api(base, 'POST', `/projects/${op.id}/bot/revisions`, admin, { ...oops, transtions: 1 });
+  await page.goto(`${base}/#/p/${op.id}`);
+  await page.click('#revisions details.warnings summary', { timeout: 30000 });
+  assert.ok((await page.textContent('#revisions details.warnings')).includes('transtions'), await page.textContent('#revisions'));
   // No environment: the latest revision.
   await page.goto(`${base}/#/p/${op.id}/chat`);
   await page.reload();
@@ -274,6 +281,18 @@ try {
   await page.selectOption('#error-group', 'bot');
   await page.click('#error-filter');
   await page.waitForSelector('#errors >> text=no stock', { timeout: 30000 });
+  // A channel user's error links to that conversation in the transcripts.
+  await api(base, 'POST', `/projects/${op.id}/deployment/versions`, admin, { version: '1.0.0', botRevision: orev.revision });
+  const oenv = await api(base, 'POST', `/projects/${op.id}/environments`, admin, { depId: op.id, depVersion: '1.0.0', name: 'production' });
+  const och = await api(base, 'POST', `/projects/${op.id}/environments/${oenv.id}/channels`, admin, { name: 'web', type: 'generic', url: 'https://example.com/hook' });
+  const sent = await fetch(och.webhook, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: 'visitor-9', messages: [{ type: 'text', content: 'one margherita' }] }) });
+  assert.equal(sent.status, 200);
+  await page.fill('#error-channel', '');
+  await page.click('#error-filter');
+  await page.click('#errors a.conversation-link >> text=visitor-9', { timeout: 30000 });
+  await page.waitForSelector('.conversation >> text=visitor-9', { timeout: 30000 });
+  assert.ok((await page.textContent('#conversations')).includes('one margherita'), await page.textContent('#conversations'));
+  assert.equal(await page.inputValue('#user'), 'visitor-9');
 
   // A phone-sized window keeps the chat usable.
   await page.goto(`${base}/#/p/${pizza.id}/chat/production`);

@@ -6,9 +6,9 @@ use serde_json::{Value, json};
 
 on_both_backends!(analytics_aggregate_a_known_conversation);
 
-/// Three messages of two users to the hello bot now, and one line and one error two hours
-/// earlier: two hourly buckets with their counts, the intents and flow, a fallback rate
-/// of two in four.
+/// Three messages of two users to the hello bot now, and one line (its step took 2.5 ms) and
+/// one error two hours earlier: two hourly buckets with their counts and step latencies, the
+/// intents and flow, a fallback rate of two in four.
 async fn analytics_aggregate_a_known_conversation(backend: Backend) {
     let server = InProcess::start(backend).await;
     let api = server.api();
@@ -25,8 +25,8 @@ async fn analytics_aggregate_a_known_conversation(backend: Backend) {
     let db = server.db().await;
     sqlx::query(
         "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, \
-         user_id, direction, message, flow, intent, state, created_at) VALUES \
-         ('old', $1, $2, 'production', 'c', 'cid', 'in', '{}', 'hello', NULL, 'init', $3)",
+         user_id, direction, message, flow, intent, state, created_at, step_us) VALUES \
+         ('old', $1, $2, 'production', 'c', 'cid', 'in', '{}', 'hello', NULL, 'init', $3, 2567)",
     )
     .bind(&pid)
     .bind(&env)
@@ -37,7 +37,7 @@ async fn analytics_aggregate_a_known_conversation(backend: Backend) {
     db.insert_bot_errors(&[botbox_service::live::new_bot_error(
         &pid,
         &env,
-        "c",
+        ("c", Some("u1")),
         "bot",
         "method boom threw",
     )])
@@ -56,12 +56,53 @@ async fn analytics_aggregate_a_known_conversation(backend: Backend) {
     );
     let a: Value = api.get(&path, &admin).await.ok();
     assert_eq!(a["bucket"], "hour");
+    // The live steps' times are the machine's: read back from the transcript (each user
+    // message's line carries its step's), then rounded as the server rounds them.
+    let lines: Value = api
+        .get(
+            // After the old line (exclusive): the three live messages and their replies.
+            &format!("/projects/{pid}/transcripts?environment=production&after={earlier}"),
+            &admin,
+        )
+        .await
+        .ok();
+    let mut times: Vec<i64> = lines["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["direction"] == "in")
+        .map(|l| {
+            l["stepUs"]
+                .as_i64()
+                .expect("a user's line has its step's time")
+        })
+        .map(two_digits)
+        .collect();
+    times.sort();
+    assert_eq!(times.len(), 3, "{lines}");
+    assert!(
+        lines["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| (l["direction"] == "out") == l["stepUs"].is_null())
+    );
     assert_eq!(
         a["series"],
         json!([
-            {"start": earlier / HOUR * HOUR, "messages": 1, "replies": 0, "activeUsers": 1, "errors": 1},
-            {"start": now / HOUR * HOUR, "messages": 3, "replies": 3, "activeUsers": 2, "errors": 0},
+            {"start": earlier / HOUR * HOUR, "messages": 1, "replies": 0, "activeUsers": 1, "errors": 1,
+             "latencyP50Us": 2500, "latencyP99Us": 2500},
+            {"start": now / HOUR * HOUR, "messages": 3, "replies": 3, "activeUsers": 2, "errors": 0,
+             "latencyP50Us": times[1], "latencyP99Us": times[2]},
         ]),
+        "{a}"
+    );
+    // Over the range: four steps, the median the second smallest, the 99th the largest.
+    let mut all = vec![2500, times[0], times[1], times[2]];
+    all.sort();
+    assert_eq!(
+        (a["latencyP50Us"].as_i64(), a["latencyP99Us"].as_i64()),
+        (Some(all[1]), Some(all[3])),
         "{a}"
     );
     assert_eq!(a["messages"], 4);
@@ -100,4 +141,13 @@ async fn analytics_aggregate_a_known_conversation(backend: Backend) {
         )
         .await;
     assert_eq!(r.status, 400);
+}
+
+/// A time rounded down to two significant digits, as the analytics report it.
+fn two_digits(us: i64) -> i64 {
+    let mut unit = 1;
+    while us / unit >= 100 {
+        unit *= 10;
+    }
+    us / unit * unit
 }

@@ -457,6 +457,10 @@ async fn kata_cli_journey(backend: Backend) {
     let e = &errors["data"][0];
     assert!(e["timestamp"].is_i64(), "{errors}");
     assert_eq!(e["errorCode"], "method-error");
+    assert_eq!(
+        e["userId"], "u1",
+        "the error names the user whose conversation it was"
+    );
     assert!(
         e["errorMessage"].as_str().unwrap().contains("kaboom"),
         "{e}"

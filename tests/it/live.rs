@@ -690,6 +690,7 @@ async fn steps_committed_together_keep_their_own_outcomes(backend: Backend) {
                     flow: None,
                     intent: None,
                     state: None,
+                    step_us: Some(n as i64),
                 })
                 .collect(),
             outbox: (0..replies)

@@ -503,6 +503,11 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
     );
     assert_eq!(ok["transtions"], 1, "unknown keys are kept");
     let first = s(&ok["revision"]);
+    // The revision list keeps the warnings found at push (the console shows them).
+    let listed = api.get(&revs, &admin).await.ok();
+    assert_eq!(listed["data"][0]["revision"], ok["revision"], "{listed}");
+    assert_eq!(listed["data"][0]["warnings"], ok["warnings"], "{listed}");
+    assert_eq!(listed["data"][1]["warnings"], json!([]), "{listed}");
 
     // The same version again: 409 naming it; the first revision is untouched.
     bot["desc"] = json!("changed");

@@ -163,6 +163,8 @@ pub struct RevisionSummary {
     pub revision: String,
     pub version: String,
     pub created_at: i64,
+    /// The validation warnings found when it was pushed.
+    pub warnings: Vec<String>,
 }
 
 /// The fields of a push's answer that clients rely on. The answer is the bot document as

@@ -163,16 +163,17 @@ async fn converse(
             .map(|d| d.result),
     }
     .and_then(|r| app.live.check_responses(r.responses.len()).map(|()| r));
-    // The console's errors are the bot's errors too (channel `console`).
+    // The console's errors are the bot's errors too (channel `console`, the session as user).
+    let console_user = req.session_id.as_deref();
     match &result {
         Ok(r) => {
             app.live
-                .record_errors(&pid, &env_id, "console", Ok(&r.errors))
+                .record_errors(&pid, &env_id, ("console", console_user), Ok(&r.errors))
                 .await
         }
         Err(LiveError::Step(e)) => {
             app.live
-                .record_errors(&pid, &env_id, "console", Err(e))
+                .record_errors(&pid, &env_id, ("console", console_user), Err(e))
                 .await
         }
         Err(_) => {}
@@ -241,6 +242,10 @@ pub struct AnalyticsBucket {
     pub active_users: i64,
     /// Bot errors (failed steps and user errors).
     pub errors: i64,
+    /// The steps' latency in microseconds, median and 99th percentile, to two significant
+    /// digits rounded down (`null` without timed steps).
+    pub latency_p50_us: Option<i64>,
+    pub latency_p99_us: Option<i64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -270,10 +275,13 @@ pub struct AnalyticsView {
     /// Users' messages by intent and by flow, the 10 most frequent.
     pub top_intents: Vec<Counted>,
     pub top_flows: Vec<Counted>,
+    /// Step latency over the whole range, as in each bucket.
+    pub latency_p50_us: Option<i64>,
+    pub latency_p99_us: Option<i64>,
 }
 
-/// An environment's analytics, aggregated by the server: messages, replies, active users
-/// and errors per hour or day, top intents and flows, fallback rate. `from`/`to` are Unix
+/// An environment's analytics, aggregated by the server: messages, replies, active users,
+/// errors and step latency (p50, p99) per hour or day, top intents and flows, fallback rate. `from`/`to` are Unix
 /// ms (default: the last 7 days); `bucket` is `hour` or `day` (default: hours up to 3 days,
 /// else days); at most 2,000 buckets.
 #[utoipa::path(get, path = "/projects/{projectId}/analytics", tag = "analytics",
@@ -338,6 +346,8 @@ async fn analytics(
                 replies: b.replies,
                 active_users: b.active_users,
                 errors: b.errors,
+                latency_p50_us: b.latency.p50_us,
+                latency_p99_us: b.latency.p99_us,
             })
             .collect(),
         messages: a.messages,
@@ -349,6 +359,8 @@ async fn analytics(
         },
         top_intents: counted(a.top_intents),
         top_flows: counted(a.top_flows),
+        latency_p50_us: a.latency.p50_us,
+        latency_p99_us: a.latency.p99_us,
     }))
 }
 
@@ -401,6 +413,8 @@ pub struct TranscriptLine {
     pub state: Option<String>,
     /// Unix milliseconds.
     pub timestamp: i64,
+    /// On a user's message: how long the bot's step took, in microseconds.
+    pub step_us: Option<i64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -463,6 +477,7 @@ async fn transcripts(
             intent: r.intent,
             state: r.state,
             timestamp: r.created_at,
+            step_us: r.step_us,
         })
         .collect();
     Ok(Json(Transcript { data, next_after }))
@@ -484,6 +499,10 @@ pub struct BotError {
     pub error_message: String,
     pub environment_id: String,
     pub channel_id: String,
+    /// The user whose step erred: a channel user, or the conversation of a console or agent
+    /// step (`null` for task steps). With the time it finds the conversation in
+    /// `GET /projects/{id}/transcripts`.
+    pub user_id: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -577,6 +596,7 @@ async fn list_errors(
                 error_message: r.message,
                 environment_id: r.environment_id,
                 channel_id: r.channel_id,
+                user_id: r.user_id,
             })
             .collect(),
     }))

@@ -143,7 +143,7 @@ async fn create_project(
         let revision =
             hex::encode(&Sha256::digest(format!("{}\n{source}", row.id).as_bytes())[..20]);
         app.db
-            .insert_revision(&row.id, &revision, "0.0.0", &source, "")
+            .insert_revision(&row.id, &revision, "0.0.0", &source, "", "[]")
             .await?;
     }
     let row = if options.bot {
@@ -405,6 +405,11 @@ async fn list_revisions(
             revision: r.id,
             version: r.version,
             created_at: r.created_at,
+            warnings: r
+                .warnings
+                .as_deref()
+                .and_then(|w| serde_json::from_str(w).ok())
+                .unwrap_or_default(),
         })
         .collect();
     Ok(Json(super::page_of(paging, page.total, data)))
@@ -732,7 +737,14 @@ async fn store_revision(
     }
     let revision = hex::encode(&Sha256::digest(format!("{id}\n{source}").as_bytes())[..20]);
     app.db
-        .insert_revision(&id, &revision, &version, &source, &compiled_json)
+        .insert_revision(
+            &id,
+            &revision,
+            &version,
+            &source,
+            &compiled_json,
+            &json!(warnings).to_string(),
+        )
         .await
         .map_err(taken(format!(
             "bot version {version} already exists in project {id}"

@@ -1,6 +1,6 @@
 //! Analytics of an environment's conversations, aggregated in the database: messages and
 //! active users per time bucket, top intents and flows, the share of messages no intent
-//! understood, bot errors per bucket. Each figure is one grouped scan of the range, found by
+//! understood, bot errors per bucket, step latency percentiles. Each figure is one grouped scan of the range, found by
 //! the transcripts' (project_id, environment_name, created_at) index and the bot errors'
 //! (project_id, created_at) index; nothing is downloaded line by line.
 
@@ -19,6 +19,46 @@ pub struct Bucket {
     pub active_users: i64,
     /// Bot errors (steps that failed, user errors) in the bucket.
     pub errors: i64,
+    /// The steps' latency, median and 99th percentile, in microseconds ([`Latency`]).
+    pub latency: Latency,
+}
+
+/// Percentiles of the time incoming messages' steps took, in microseconds, to two
+/// significant digits rounded down (the database groups the times into buckets of that
+/// width: a few hundred groups whatever the traffic). `None` without timed steps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub p50_us: Option<i64>,
+    pub p99_us: Option<i64>,
+}
+
+/// A step time rounded down to two significant digits, in SQL both backends run.
+const LATENCY_BUCKET: &str = "CASE WHEN step_us < 100 THEN step_us \
+     WHEN step_us < 1000 THEN step_us / 10 * 10 \
+     WHEN step_us < 10000 THEN step_us / 100 * 100 \
+     WHEN step_us < 100000 THEN step_us / 1000 * 1000 \
+     WHEN step_us < 1000000 THEN step_us / 10000 * 10000 \
+     WHEN step_us < 10000000 THEN step_us / 100000 * 100000 \
+     ELSE step_us / 1000000 * 1000000 END";
+
+impl Latency {
+    /// The percentiles of a histogram of (time, count) pairs sorted by time.
+    pub fn of(histogram: &[(i64, i64)]) -> Latency {
+        let total: i64 = histogram.iter().map(|(_, n)| n).sum();
+        let at = |p: f64| {
+            // The smallest time with at least ceil(p * total) steps at or under it.
+            let rank = ((p * total as f64).ceil() as i64).max(1);
+            let mut seen = 0;
+            histogram.iter().find_map(|&(t, n)| {
+                seen += n;
+                (seen >= rank).then_some(t)
+            })
+        };
+        Latency {
+            p50_us: at(0.50),
+            p99_us: at(0.99),
+        }
+    }
 }
 
 /// An environment's analytics over `[from, to)`.
@@ -34,6 +74,8 @@ pub struct Analytics {
     /// Incoming messages no intent matched (no intent, or the intent named `fallback`).
     pub fallback_messages: i64,
     pub messages: i64,
+    /// Step latency over the whole range.
+    pub latency: Latency,
 }
 
 impl Db {
@@ -83,6 +125,7 @@ impl Db {
                 replies,
                 active_users,
                 errors: 0,
+                latency: Latency::default(),
             })
             .collect();
         for (start, n) in errors {
@@ -96,10 +139,34 @@ impl Db {
                         replies: 0,
                         active_users: 0,
                         errors: n,
+                        latency: Latency::default(),
                     },
                 ),
             }
         }
+        // (bucket start, step time, steps), ordered by both.
+        let times: Vec<(i64, i64, i64)> = sqlx::query_as(&format!(
+            "SELECT (created_at / $5) * $5 AS t, {LATENCY_BUCKET} AS b, COUNT(*) \
+             {RANGE} AND direction = 'in' AND step_us IS NOT NULL GROUP BY t, b ORDER BY t, b"
+        ))
+        .bind(project)
+        .bind(env_name)
+        .bind(from)
+        .bind(to)
+        .bind(bucket_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut all: std::collections::BTreeMap<i64, i64> = Default::default();
+        for group in times.chunk_by(|a, b| a.0 == b.0) {
+            let histogram: Vec<(i64, i64)> = group.iter().map(|&(_, t, n)| (t, n)).collect();
+            for &(t, n) in &histogram {
+                *all.entry(t).or_default() += n;
+            }
+            if let Ok(i) = buckets.binary_search_by_key(&group[0].0, |b| b.start) {
+                buckets[i].latency = Latency::of(&histogram);
+            }
+        }
+        let latency = Latency::of(&all.into_iter().collect::<Vec<_>>());
         let (messages, fallback_messages, active_users): (i64, i64, i64) =
             sqlx::query_as(&format!(
                 "SELECT COUNT(*), \
@@ -136,6 +203,23 @@ impl Db {
             top_flows,
             fallback_messages,
             messages,
+            latency,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Latency;
+
+    #[test]
+    fn percentiles_of_a_histogram() {
+        // 100 steps: 50 at 10 us, 49 at 20 us, 1 at 900 us.
+        let l = Latency::of(&[(10, 50), (20, 49), (900, 1)]);
+        assert_eq!((l.p50_us, l.p99_us), (Some(10), Some(20)));
+        let l = Latency::of(&[(10, 50), (20, 48), (900, 2)]);
+        assert_eq!((l.p50_us, l.p99_us), (Some(10), Some(900)));
+        assert_eq!(Latency::of(&[(7, 1)]).p99_us, Some(7));
+        assert_eq!(Latency::of(&[]), Latency::default());
     }
 }

@@ -425,7 +425,7 @@ impl Db {
         end: i64,
     ) -> DbResult<Vec<TranscriptRow>> {
         Ok(sqlx::query_as(
-            "SELECT id, environment_name, channel_id, user_id, direction, message, flow, intent, state, created_at \
+            "SELECT id, environment_name, channel_id, user_id, direction, message, flow, intent, state, created_at, step_us \
              FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at >= $3 AND created_at <= $4 \
              ORDER BY created_at, id",
         )
@@ -455,7 +455,7 @@ impl Db {
             ""
         };
         let sql = format!(
-            "SELECT id, environment_name, channel_id, user_id, direction, message, flow, intent, state, created_at \
+            "SELECT id, environment_name, channel_id, user_id, direction, message, flow, intent, state, created_at, step_us \
              FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at > $3 AND created_at <= $4 \
              {by_user} ORDER BY created_at, id LIMIT $5"
         );
@@ -541,7 +541,7 @@ impl Db {
             )
         };
         let sql = format!(
-            "SELECT id, environment_id, channel_id, created_at, error_group, error_code, message FROM bot_errors \
+            "SELECT id, environment_id, channel_id, user_id, created_at, error_group, error_code, message FROM bot_errors \
              WHERE project_id = $1 AND created_at >= $2 AND created_at <= $3 \
              AND ($4 IS NULL OR environment_id = $4) AND ($5 IS NULL OR channel_id = $5) \
              AND ($6 IS NULL OR error_group = $6) {codes} \
@@ -737,6 +737,7 @@ mod tests {
             project_id: "p".into(),
             environment_id: "e".into(),
             channel_id: "c".into(),
+            user_id: Some("u".into()),
             group: "bot",
             code: "method-error".into(),
             message: "method boom threw".into(),

@@ -28,6 +28,8 @@ pub struct RevisionRow {
     pub source: String,
     pub compiled: String,
     pub created_at: i64,
+    /// The validation warnings found at push, as a JSON list of strings.
+    pub warnings: Option<String>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -75,7 +77,7 @@ pub struct ChannelRow {
 
 const PROJECT_COLS: &str = "id, owner_id, name, label, description, options, bot_latest_revision, \
      nlu_latest_revision, cms_latest_revision, created_at, updated_at";
-const REVISION_COLS: &str = "id, project_id, seq, version, source, compiled, created_at";
+const REVISION_COLS: &str = "id, project_id, seq, version, source, compiled, created_at, warnings";
 const DEPLOYMENT_COLS: &str = "id, project_id, seq, version, bot_revision, nlu_revision, \
      cms_revision, created_at, updated_at";
 const ENV_COLS: &str = "id, project_id, name, slug, deployment_version, created_at";
@@ -190,7 +192,8 @@ impl Db {
         Ok(())
     }
 
-    /// Stores a new revision and makes it the project's latest, in one transaction. The
+    /// Stores a new revision with its validation `warnings` (a JSON list) and makes it the
+    /// project's latest, in one transaction. The
     /// sequence number is computed by the INSERT itself, so the transaction starts as a
     /// write (SQLite cannot upgrade a read snapshot that another writer has moved past).
     pub async fn insert_revision(
@@ -200,12 +203,13 @@ impl Db {
         version: &str,
         source: &str,
         compiled: &str,
+        warnings: &str,
     ) -> DbResult<RevisionRow> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
         sqlx::query(
-            "INSERT INTO bot_revisions (id, project_id, seq, version, source, compiled, created_at) \
-             SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6 FROM bot_revisions WHERE project_id = $2",
+            "INSERT INTO bot_revisions (id, project_id, seq, version, source, compiled, created_at, warnings) \
+             SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7 FROM bot_revisions WHERE project_id = $2",
         )
         .bind(id)
         .bind(project_id)
@@ -213,6 +217,7 @@ impl Db {
         .bind(source)
         .bind(compiled)
         .bind(now)
+        .bind(warnings)
         .execute(&mut *tx)
         .await
         .map_err(DbError::from_sqlx)?;
@@ -693,6 +698,8 @@ pub struct RevisionInfo {
     pub id: String,
     pub version: String,
     pub created_at: i64,
+    /// The validation warnings found at push, as a JSON list of strings.
+    pub warnings: Option<String>,
 }
 
 impl Db {
@@ -717,7 +724,7 @@ impl Db {
         offset: i64,
     ) -> DbResult<Page<RevisionInfo>> {
         let filter = ("project_id = $1", &[project_id][..]);
-        let cols = "id, version, created_at";
+        let cols = "id, version, created_at, warnings";
         self.page(cols, "bot_revisions", filter, "seq DESC", (limit, offset))
             .await
     }

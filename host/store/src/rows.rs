@@ -31,6 +31,8 @@ pub struct TranscriptRow {
     pub intent: Option<String>,
     pub state: Option<String>,
     pub created_at: i64,
+    /// On an incoming line: how long its step took, in microseconds.
+    pub step_us: Option<i64>,
 }
 
 /// A transcript line to record.
@@ -47,6 +49,8 @@ pub struct NewTranscript {
     pub flow: Option<String>,
     pub intent: Option<String>,
     pub state: Option<String>,
+    /// On an incoming line: how long its step took, in microseconds.
+    pub step_us: Option<i64>,
 }
 
 /// A bot error to record with its step.
@@ -55,6 +59,8 @@ pub struct NewBotError {
     pub project_id: String,
     pub environment_id: String,
     pub channel_id: String,
+    /// The channel user (or console, agent conversation) whose step erred.
+    pub user_id: Option<String>,
     /// `step` or `bot`.
     pub group: &'static str,
     pub code: String,
@@ -67,6 +73,7 @@ pub struct BotErrorRow {
     pub id: String,
     pub environment_id: String,
     pub channel_id: String,
+    pub user_id: Option<String>,
     pub created_at: i64,
     pub error_group: String,
     pub error_code: String,

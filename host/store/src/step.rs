@@ -56,7 +56,7 @@ pub const SCHEDULE_FORMAT: i64 = 1;
 /// Delivered outbox rows recorded as sent in one statement at most (256).
 pub(crate) const SENT_MAX: usize = 256;
 
-/// Rows per multi-row INSERT: 12 parameters each at most, 4,800 in all, well under SQLite's
+/// Rows per multi-row INSERT: 13 parameters each at most, 5,200 in all, well under SQLite's
 /// 32,766 and PostgreSQL's 65,535. Larger sets are inserted in chunks.
 const ROWS_PER_INSERT: usize = 400;
 
@@ -265,10 +265,10 @@ pub(crate) async fn group_statements<E: Exec>(
     for (c, chunk) in lines.chunks(ROWS_PER_INSERT).enumerate() {
         let sql = format!(
             "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
-             direction, message, flow, intent, state, created_at) VALUES {}",
-            placeholders(chunk.len(), 12)
+             direction, message, flow, intent, state, created_at, step_us) VALUES {}",
+            placeholders(chunk.len(), 13)
         );
-        let mut args: Vec<Arg> = Vec::with_capacity(chunk.len() * 12);
+        let mut args: Vec<Arg> = Vec::with_capacity(chunk.len() * 13);
         for (n, t) in chunk.iter().enumerate() {
             args.extend([
                 new_row_id().into(),
@@ -284,6 +284,7 @@ pub(crate) async fn group_statements<E: Exec>(
                 (&t.state).into(),
                 // Keeps the order of lines when listed by time.
                 (now + (c * ROWS_PER_INSERT + n) as i64).into(),
+                Arg::Int(t.step_us),
             ]);
         }
         e.exec(&sql, &args).await?;
@@ -301,6 +302,7 @@ pub(crate) async fn group_statements<E: Exec>(
                 b.group.into(),
                 (&b.code).into(),
                 (&b.message).into(),
+                Arg::Text(b.user_id.as_deref().map(Into::into)),
             ],
         )
         .await?;
@@ -382,8 +384,8 @@ pub(crate) async fn group_statements<E: Exec>(
 }
 
 /// One bot error (`NewBotError`), with its id and time.
-const INSERT_BOT_ERROR: &str = "INSERT INTO bot_errors (id, project_id, environment_id, channel_id, created_at, error_group, error_code, message) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+const INSERT_BOT_ERROR: &str = "INSERT INTO bot_errors (id, project_id, environment_id, channel_id, created_at, error_group, error_code, message, user_id) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 impl Db {
     /// Records bot errors of steps that commit no channel step (console, agent and task
@@ -405,6 +407,7 @@ impl Db {
                 .bind(b.group)
                 .bind(&b.code)
                 .bind(&b.message)
+                .bind(&b.user_id)
                 .execute(&mut *tx)
                 .await?;
         }

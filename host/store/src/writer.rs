@@ -240,6 +240,7 @@ mod tests {
                 flow: None,
                 intent: None,
                 state: None,
+                step_us: Some(10),
             }],
             outbox: vec![("https://example.com/".into(), "[]".into(), "{}".into())],
             ..StepWrite::default()

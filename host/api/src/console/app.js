@@ -65,6 +65,14 @@ async function api(method, path, body) {
 function errorBox(e) { return el('p', { class: 'error', role: 'alert' }, String(e.message || e)); }
 
 function time(ms) { return ms ? new Date(Number(ms)).toLocaleString() : ''; }
+/** `1 message`, `3 messages`. */
+function plural(n, noun) { return `${n} ${noun}${n === 1 ? '' : 's'}`; }
+/** Microseconds as a person reads them: `840 µs`, `12.5 ms`, `3.2 s`. */
+function duration(us) {
+  if (us < 1000) return `${us} µs`;
+  if (us < 1_000_000) return `${Number((us / 1000).toPrecision(3))} ms`;
+  return `${Number((us / 1_000_000).toPrecision(3))} s`;
+}
 
 // ---------------------------------------------------------------------------------------
 // Sign in
@@ -178,9 +186,15 @@ async function project(pid) {
       await project(pid);
     } catch (e) { say(e.message); }
   };
+  const warnings = (r) => {
+    const w = r.warnings || [];
+    return w.length
+      ? el('details', { class: 'warnings' }, el('summary', {}, `${w.length} warning${w.length > 1 ? 's' : ''}`), el('ul', {}, w.map((t) => el('li', {}, t))))
+      : el('span', { class: 'muted' }, 'none');
+  };
   const revRows = revs.data.map((r) => el('tr', {},
     el('td', {}, r.version), el('td', { class: 'muted' }, time(r.createdAt)),
-    el('td', { class: 'muted' }, String(r.revision || '').slice(0, 10)),
+    el('td', { class: 'muted' }, String(r.revision || '').slice(0, 10)), el('td', {}, warnings(r)),
     el('td', {}, el('button', { type: 'button', class: 'deploy', 'data-version': r.version, onclick: () => deploy(r) }, 'Deploy…'))));
   const envLink = (e, what, label) => el('a', { href: `#/p/${encodeURIComponent(pid)}/${what}/${encodeURIComponent(e.name)}`, class: `${what}-link` }, label);
   const envRows = envs.data.map((e, i) => el('tr', {},
@@ -211,7 +225,7 @@ async function project(pid) {
     el('div', { class: 'card' }, el('h2', {}, 'Bot revisions'),
       revRows.length ? el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}/chat` }, 'Chat with the latest revision')) : null,
       revRows.length
-      ? el('table', { id: 'revisions' }, el('thead', {}, el('tr', {}, el('th', {}, 'Version'), el('th', {}, 'Pushed'), el('th', {}, 'Revision'), el('th', {}, ''))), el('tbody', {}, revRows))
+      ? el('table', { id: 'revisions' }, el('thead', {}, el('tr', {}, el('th', {}, 'Version'), el('th', {}, 'Pushed'), el('th', {}, 'Revision'), el('th', {}, 'Warnings'), el('th', {}, ''))), el('tbody', {}, revRows))
       : el('p', { class: 'muted' }, 'No revision yet: `botbox push` makes one.')),
     el('div', { class: 'card' }, el('h2', {}, 'Deployments'), depRows.length
       ? el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Version'), el('th', {}, 'Bot revision'))), el('tbody', {}, depRows))
@@ -316,17 +330,22 @@ function messageText(m) {
   return `[${m.type}] ${JSON.stringify(p)}`;
 }
 
-async function transcripts(pid, envName) {
-  const user = el('input', { id: 'user', 'aria-label': 'User id', placeholder: 'any user' });
+/** An environment's conversations; `who` and `at` (Unix ms) come from an error's link: that
+ * user's messages in the hour around that time. */
+async function transcripts(pid, envName, who, at) {
+  const user = el('input', { id: 'user', 'aria-label': 'User id', placeholder: 'any user', value: who || '' });
+  const around = Number(at) > 0 ? Number(at) : null;
   const hours = el('select', { id: 'since', 'aria-label': 'Since' },
-    [['1', 'last hour'], ['24', 'last day'], ['168', 'last week'], ['', 'all kept']].map(([v, t]) => el('option', { value: v }, t)));
-  hours.value = '24';
+    [...(around ? [['around', `around ${time(around)}`]] : []),
+      ['1', 'last hour'], ['24', 'last day'], ['168', 'last week'], ['', 'all kept']].map(([v, t]) => el('option', { value: v }, t)));
+  hours.value = around ? 'around' : '24';
   const out = el('div', { id: 'conversations' });
   const load = async () => {
     out.replaceChildren(el('p', { class: 'muted' }, 'Loading…'));
     try {
-      const after = hours.value ? Date.now() - Number(hours.value) * 3600_000 : -1;
-      let q = `/projects/${encodeURIComponent(pid)}/transcripts?environment=${encodeURIComponent(envName)}&after=${after}&limit=1000`;
+      let q = `/projects/${encodeURIComponent(pid)}/transcripts?environment=${encodeURIComponent(envName)}&limit=1000`;
+      if (hours.value === 'around') q += `&after=${around - 1800_000}&end=${around + 1800_000}`;
+      else q += `&after=${hours.value ? Date.now() - Number(hours.value) * 3600_000 : -1}`;
       if (user.value.trim()) q += `&user=${encodeURIComponent(user.value.trim())}`;
       const page = await api('GET', q);
       const byUser = new Map();
@@ -337,7 +356,8 @@ async function transcripts(pid, envName) {
       if (!byUser.size) { out.replaceChildren(el('p', { class: 'muted' }, 'No messages in this range.')); return; }
       out.replaceChildren(...[...byUser].map(([u, lines]) => el('section', { class: 'card conversation' },
         el('h2', {}, `${u} · ${lines.length} messages`),
-        el('div', { class: 'chat' }, lines.map((l) => el('div', { class: `bubble ${l.direction === 'in' ? 'user' : 'bot'}`, title: time(l.timestamp) },
+        el('div', { class: 'chat' }, lines.map((l) => el('div', { class: `bubble ${l.direction === 'in' ? 'user' : 'bot'}`,
+          title: time(l.timestamp) + (l.stepUs != null ? ` · step ${duration(l.stepUs)}` : '') },
           messageText(l.message),
           l.direction === 'out' && l.intent ? el('div', { class: 'meta' }, `${l.flow || '-'} / ${l.intent}`) : null))))));
     } catch (e) { out.replaceChildren(errorBox(e)); }
@@ -366,11 +386,17 @@ async function errorsView(pid) {
     if (channel.value.trim()) q += `&channelId=${encodeURIComponent(channel.value.trim())}`;
     try {
       const page = await api('GET', q);
+      // Channel steps have transcripts: the error links to its user's conversation then.
+      const current = await api('GET', `/projects/${encodeURIComponent(pid)}/environments?limit=100`);
+      const envName = new Map(current.data.map((e) => [e.id, e.name]));
+      const conversation = (e) => (e.userId && envName.has(e.environmentId) && !['console', 'agent', 'task'].includes(e.channelId)
+        ? el('a', { class: 'conversation-link', href: `#/p/${encodeURIComponent(pid)}/transcripts/${encodeURIComponent(envName.get(e.environmentId))}/${encodeURIComponent(e.userId)}/${e.timestamp}` }, e.userId)
+        : el('span', { class: 'muted' }, e.userId || ''));
       const rows = page.data.map((e) => el('tr', {},
         el('td', { class: 'muted' }, time(e.timestamp)), el('td', {}, `${e.errorGroup}/${e.errorCode}`),
-        el('td', {}, e.channelId), el('td', { class: 'message' }, e.errorMessage)));
+        el('td', {}, e.channelId), el('td', {}, conversation(e)), el('td', { class: 'message' }, e.errorMessage)));
       out.replaceChildren(rows.length
-        ? el('table', { id: 'errors' }, el('thead', {}, el('tr', {}, el('th', {}, 'Time'), el('th', {}, 'Kind'), el('th', {}, 'Channel'), el('th', {}, 'Message'))), el('tbody', {}, rows))
+        ? el('table', { id: 'errors' }, el('thead', {}, el('tr', {}, el('th', {}, 'Time'), el('th', {}, 'Kind'), el('th', {}, 'Channel'), el('th', {}, 'Conversation'), el('th', {}, 'Message'))), el('tbody', {}, rows))
         : el('p', { class: 'muted' }, 'No errors: every step went through.'));
     } catch (e) { out.replaceChildren(errorBox(e)); }
   };
@@ -476,10 +502,11 @@ async function cases(pid) {
 
 /** A bar chart (SVG, drawn here: a few hundred bars need no chart library) of `values` with
  * their `labels`; the figures are also in a table beside it for screen readers. */
-function barChart(title, labels, values) {
+function barChart(title, labels, values, fmt = String) {
   const NS = 'http://www.w3.org/2000/svg';
   const w = 720, h = 180, pad = 24;
   const max = Math.max(1, ...values);
+  // `fmt` writes a value for people (a count, a duration).
   const svg = document.createElementNS(NS, 'svg');
   svg.setAttribute('viewBox', `0 0 ${w} ${h + pad}`);
   svg.setAttribute('role', 'img');
@@ -494,14 +521,14 @@ function barChart(title, labels, values) {
     r.setAttribute('width', String(Math.max(1, bw - 2)));
     r.setAttribute('height', String(bh));
     const t = document.createElementNS(NS, 'title');
-    t.textContent = `${labels[i]}: ${v}`;
+    t.textContent = `${labels[i]}: ${fmt(v)}`;
     r.append(t);
     svg.append(r);
   });
   const axis = document.createElementNS(NS, 'text');
   axis.setAttribute('x', '0');
   axis.setAttribute('y', '12');
-  axis.textContent = String(max);
+  axis.textContent = fmt(max);
   svg.append(axis);
   return el('figure', { class: 'figure' }, el('figcaption', {}, title), svg);
 }
@@ -522,7 +549,7 @@ async function analyticsView(pid, envName) {
       const byStart = new Map(a.series.map((b) => [b.start, b]));
       const series = [];
       for (let t = Math.floor(a.from / size) * size; t < a.to; t += size) {
-        series.push(byStart.get(t) || { start: t, messages: 0, replies: 0, activeUsers: 0, errors: 0 });
+        series.push(byStart.get(t) || { start: t, messages: 0, replies: 0, activeUsers: 0, errors: 0, latencyP50Us: null, latencyP99Us: null });
       }
       const labels = series.map((b) => label(b.start));
       const counted = (title, rows) => el('div', { class: 'card' }, el('h2', {}, title), rows.length
@@ -530,14 +557,18 @@ async function analyticsView(pid, envName) {
         : el('p', { class: 'muted' }, 'None in this range.'));
       out.replaceChildren(
         el('div', { class: 'card figures' },
-          el('span', { id: 'total-messages' }, `${a.messages} messages`), ' · ',
-          el('span', {}, `${a.activeUsers} active users`), ' · ',
+          el('span', { id: 'total-messages' }, plural(a.messages, 'message')), ' · ',
+          el('span', {}, plural(a.activeUsers, 'active user')), ' · ',
           el('span', {}, `fallback ${(a.fallbackRate * 100).toFixed(1)} %`), ' · ',
-          el('span', {}, `${a.series.reduce((n, b) => n + b.errors, 0)} errors`)),
+          el('span', {}, plural(a.series.reduce((n, b) => n + b.errors, 0), 'error')), ' · ',
+          el('span', { id: 'latency' }, a.latencyP50Us == null ? 'no timed steps'
+            : `step latency p50 ${duration(a.latencyP50Us)}, p99 ${duration(a.latencyP99Us)}`)),
         a.series.length ? el('div', { class: 'card' },
           barChart(`Messages per ${a.bucket}`, labels, series.map((b) => b.messages)),
           barChart(`Active users per ${a.bucket}`, labels, series.map((b) => b.activeUsers)),
-          barChart(`Errors per ${a.bucket}`, labels, series.map((b) => b.errors)))
+          barChart(`Errors per ${a.bucket}`, labels, series.map((b) => b.errors)),
+          barChart(`Step latency p50 per ${a.bucket}`, labels, series.map((b) => b.latencyP50Us || 0), duration),
+          barChart(`Step latency p99 per ${a.bucket}`, labels, series.map((b) => b.latencyP99Us || 0), duration))
           : el('p', { class: 'muted card' }, 'No messages in this range.'),
         el('div', { class: 'grid' }, counted('Top intents', a.topIntents), counted('Top flows', a.topFlows)));
     } catch (e) { out.replaceChildren(errorBox(e)); }
@@ -667,12 +698,13 @@ async function nlStudio(pid, chosen) {
 
 async function route() {
   if (!sessionStorage.getItem(TOKEN)) { signIn(); return; }
+  say(''); // what the last page said is not about this one
   try {
     await header();
     const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
     if (parts[0] === 'keys') await keys(null, null);
     else if (parts[0] === 'p' && parts[2] === 'chat') chat(parts[1], parts[3]);
-    else if (parts[0] === 'p' && parts[2] === 'transcripts') await transcripts(parts[1], parts[3]);
+    else if (parts[0] === 'p' && parts[2] === 'transcripts') await transcripts(parts[1], parts[3], parts[4], parts[5]);
     else if (parts[0] === 'p' && parts[2] === 'keys') await keys(parts[1], parts[3]);
     else if (parts[0] === 'p' && parts[2] === 'errors') await errorsView(parts[1]);
     else if (parts[0] === 'p' && parts[2] === 'cases') await cases(parts[1]);

@@ -36,7 +36,7 @@ async fn main() -> anyhow::Result<()> {
         let n = ROWS.min(lines - i);
         let mut sql = String::from(
             "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, \
-             user_id, direction, message, flow, intent, state, created_at) VALUES ",
+             user_id, direction, message, flow, intent, state, created_at, step_us) VALUES ",
         );
         for k in 0..n {
             let j = i + k;
@@ -50,9 +50,15 @@ async fn main() -> anyhow::Result<()> {
                 "NULL".into()
             };
             let flow = if j % 3 == 0 { "order" } else { "main" };
+            // Step times spread from 10 us to 50 ms on the users' lines.
+            let step_us = if j % 2 == 0 {
+                (10 + (j * 7_919) % 50_000).to_string()
+            } else {
+                "NULL".into()
+            };
             sql.push_str(&format!(
                 "('b{j:09}', 'bench', 'env', 'production', 'c', 'u{}', '{dir}', \
-                 '{{\"type\":\"text\",\"content\":\"hello there\"}}', '{flow}', {intent}, 's', {})",
+                 '{{\"type\":\"text\",\"content\":\"hello there\"}}', '{flow}', {intent}, 's', {}, {step_us})",
                 j % 1000,
                 start + j * step
             ));

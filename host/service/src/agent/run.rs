@@ -511,7 +511,12 @@ impl Agents {
                     Ok(r) => r,
                     Err(LiveError::Step(e)) => {
                         self.live
-                            .record_errors(&target.env.project_id, &target.env.id, "agent", Err(&e))
+                            .record_errors(
+                                &target.env.project_id,
+                                &target.env.id,
+                                ("agent", Some(&h.conversation_id)),
+                                Err(&e),
+                            )
                             .await;
                         return Err(Ended::Failed(e));
                     }
@@ -542,7 +547,7 @@ impl Agents {
                         crate::live::new_bot_error(
                             &target.env.project_id,
                             &target.env.id,
-                            "agent",
+                            ("agent", Some(&h.conversation_id)),
                             "bot",
                             e,
                         )

@@ -558,7 +558,7 @@ impl Tasks {
             Ok(Err(LiveError::Busy(_))) => return Ok(RunEnd::Busy),
             Ok(Err(LiveError::Step(m))) => {
                 self.live
-                    .record_errors(&env.project_id, &env.id, "task", Err(&m))
+                    .record_errors(&env.project_id, &env.id, ("task", None), Err(&m))
                     .await;
                 return Ok(RunEnd::Failed {
                     code: "step-failed",
@@ -575,7 +575,7 @@ impl Tasks {
             Ok(Ok(r)) => r,
         };
         self.live
-            .record_errors(&env.project_id, &env.id, "task", Ok(&report.errors))
+            .record_errors(&env.project_id, &env.id, ("task", None), Ok(&report.errors))
             .await;
         let s: Json = serde_json::from_str(&new_session.json)?;
         if let Some(flow) = s["current"].as_str() {

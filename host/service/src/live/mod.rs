@@ -695,22 +695,18 @@ impl Live {
         &self,
         project_id: &str,
         environment_id: &str,
-        channel: &str,
+        (channel, user): (&str, Option<&str>),
         step: Result<&[String], &str>,
     ) {
+        let error =
+            |group, e: &str| new_bot_error(project_id, environment_id, (channel, user), group, e);
         let rows: Vec<_> = match step {
             Ok(errors) => errors
                 .iter()
                 .take(ERRORS_PER_STEP)
-                .map(|e| new_bot_error(project_id, environment_id, channel, "bot", e))
+                .map(|e| error("bot", e))
                 .collect(),
-            Err(e) => vec![new_bot_error(
-                project_id,
-                environment_id,
-                channel,
-                "step",
-                e,
-            )],
+            Err(e) => vec![error("step", e)],
         };
         if let Err(e) = self.db.insert_bot_errors(&rows).await {
             tracing::warn!(project = %project_id, error = %e, "recording bot errors");
@@ -927,6 +923,8 @@ impl Live {
                     }
                 },
             };
+            // From asking for a CPU slot to the answer: the analytics' step latency.
+            let started = std::time::Instant::now();
             let step = self
                 .run_step_json(
                     &route.owner,
@@ -939,6 +937,7 @@ impl Live {
                     self.check_responses(r.responses.len())?;
                     Ok((r, s))
                 });
+            let step_us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
             let mut w = StepWrite::default();
             let transcript = |direction: &'static str,
                               message: String,
@@ -955,9 +954,16 @@ impl Live {
                 flow,
                 intent,
                 state,
+                step_us: (direction == "in").then_some(step_us),
             };
             let bot_error = |group: &'static str, message: &str| {
-                new_bot_error(&env.project_id, &env.id, &channel.id, group, message)
+                new_bot_error(
+                    &env.project_id,
+                    &env.id,
+                    (&channel.id, Some(&item.user_id)),
+                    group,
+                    message,
+                )
             };
             let body = match &step {
                 Ok((r, new_session)) => {
@@ -1329,11 +1335,12 @@ pub const ERROR_CODES: &[(&str, &str, u32)] = &[
 pub const ERRORS_PER_STEP: usize = 20;
 
 /// A bot error of a step (`group`: `step` when it failed, `bot` for a user error in a step
-/// that went on) on `channel` (a channel's id, or `console`, `agent`, `task`).
+/// that went on) on `channel` (a channel's id, or `console`, `agent`, `task`) for `user` (a
+/// channel user, a console session, an agent conversation).
 pub fn new_bot_error(
     project_id: &str,
     environment_id: &str,
-    channel: &str,
+    (channel, user): (&str, Option<&str>),
     group: &'static str,
     message: &str,
 ) -> botbox_store::NewBotError {
@@ -1341,6 +1348,7 @@ pub fn new_bot_error(
         project_id: project_id.to_owned(),
         environment_id: environment_id.to_owned(),
         channel_id: channel.to_owned(),
+        user_id: user.map(str::to_owned),
         group,
         code: error_code(message).into(),
         message: message.chars().take(2_000).collect(),
