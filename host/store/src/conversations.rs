@@ -8,7 +8,8 @@ use super::{Db, DbError, DbResult, now_ms};
 /// writer thread that runs the groups' transactions.
 pub(crate) struct CommitQueue {
     state: std::sync::Mutex<QueueState>,
-    writer: super::writer::Writer,
+    /// SQLite's writer thread; `None` on PostgreSQL, whose groups run on a pool connection.
+    writer: Option<super::writer::Writer>,
     /// Where the committer task runs: the runtime that opened the database (the main one),
     /// whoever queues the first step. It holds the write turn while it works, for every
     /// tenant's steps; started from a task on the background runtime
@@ -22,7 +23,7 @@ pub(crate) struct CommitQueue {
 
 impl CommitQueue {
     /// Called on the runtime that is to run the committer.
-    pub(crate) fn new(writer: super::writer::Writer) -> CommitQueue {
+    pub(crate) fn new(writer: Option<super::writer::Writer>) -> CommitQueue {
         CommitQueue {
             state: Default::default(),
             writer,
@@ -138,21 +139,17 @@ impl Db {
     /// `None`, writing nothing, when another step stored it in between: the caller runs the
     /// step again on the newer session.
     ///
-    /// On SQLite (one writer at a time) steps are committed in groups: a step queues its
-    /// writes, and a committer task, taking the write turn, has the writer thread
-    /// ([`super::writer`]) commit everything queued in one transaction, a few statements for
-    /// the whole group. A group that fails is retried step by step, so one bad step cannot
-    /// fail the others.
+    /// Steps are committed in groups: a step queues its writes, and one committer task
+    /// commits everything queued in one transaction, a few statements for the whole group
+    /// and one flush to disk, on SQLite's writer thread ([`super::writer`], under the write
+    /// turn) or on a PostgreSQL pool connection. While a group commits the next one forms,
+    /// so under load a commit's cost is shared by the steps that arrived meanwhile; a step
+    /// alone commits at once. A group that fails (a constraint, a PostgreSQL deadlock with
+    /// another replica's group) is retried step by step, so one bad step cannot fail the
+    /// others. Each step's guarantees are its own transaction's: its session is written
+    /// only if still at its read version, its provider id is recorded with it.
     pub async fn commit_step(&self, w: StepWrite) -> Committed {
-        let Some(queue) = &self.commits else {
-            // PostgreSQL: a transaction per step.
-            let started = std::time::Instant::now();
-            let out = self.commit_alone(&w).await;
-            metrics::histogram!("botbox_commit_steps").record(1.0);
-            metrics::histogram!("botbox_commit_duration_seconds")
-                .record(started.elapsed().as_secs_f64());
-            return out;
-        };
+        let queue = &self.commits;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let start = {
             let mut q = queue.state.lock().unwrap();
@@ -180,11 +177,9 @@ impl Db {
     /// would wait behind them.
     /// Returns once the ids are queued; a failure is logged, and the rows stay pending, to
     /// be sent again after their lease (as when a process stops between a delivery and its
-    /// record). On PostgreSQL, recorded at once.
+    /// record).
     pub async fn outbox_sent_soon(&self, ids: Vec<String>) -> DbResult<()> {
-        let Some(queue) = &self.commits else {
-            return self.outbox_sent(&ids).await;
-        };
+        let queue = &self.commits;
         let (start, timer) = {
             let mut q = queue.state.lock().unwrap();
             q.sent.extend(ids);
@@ -216,12 +211,11 @@ impl Db {
 
     /// Records at once the deliveries [`Self::outbox_sent_soon`] still holds, and waits for
     /// a group commit in progress (at shutdown: a delivery not recorded would be sent again
-    /// by the next process).
+    /// by the next process). On PostgreSQL a group in progress holds a pool connection,
+    /// which closing the pool waits for.
     pub(crate) async fn flush_sent(&self) -> DbResult<()> {
-        let Some(queue) = &self.commits else {
-            return Ok(());
-        };
-        // The committer holds the write turn for each group: taking it waits for one.
+        let queue = &self.commits;
+        // On SQLite the committer holds the write turn for each group: taking it waits for one.
         let ids = {
             let _turn = self.write_turn().await;
             std::mem::take(&mut queue.state.lock().unwrap().sent)
@@ -240,7 +234,8 @@ impl Db {
     /// chunks; after a stall that may be thousands of ids, the same work that separate
     /// transactions would do). Deliveries with no step to ride with get a transaction of their
     /// own once due ([`SENT_DELAY`], [`SENT_MAX`]). The transactions run on the SQLite writer
-    /// thread ([`super::writer`]); this task holds the write turn meanwhile.
+    /// thread ([`super::writer`]), this task holding the write turn meanwhile, or on a
+    /// PostgreSQL pool connection.
     async fn commit_queued(self, queue: std::sync::Arc<CommitQueue>) {
         #[cfg(test)]
         queue
@@ -271,7 +266,10 @@ impl Db {
                 jobs.into_iter().map(|j| (j.write, j.reply)).unzip();
             let started = std::time::Instant::now();
             metrics::histogram!("botbox_commit_steps").record(writes.len() as f64);
-            let results = queue.writer.commit(writes, sent).await;
+            let results = match &queue.writer {
+                Some(writer) => writer.commit(writes, sent).await,
+                None => self.commit_group_on_pool(&writes, &sent).await,
+            };
             metrics::histogram!("botbox_commit_duration_seconds")
                 .record(started.elapsed().as_secs_f64());
             for (reply, result) in replies.into_iter().zip(results) {
@@ -283,39 +281,69 @@ impl Db {
     /// Steps queued for the next group commit (tests form groups with it).
     #[cfg(test)]
     pub(crate) fn queued_steps(&self) -> usize {
-        self.commits
-            .as_ref()
-            .map_or(0, |q| q.state.lock().unwrap().jobs.len())
+        self.commits.state.lock().unwrap().jobs.len()
     }
 
-    /// Commits one step in its own transaction on the pool (PostgreSQL's path).
+    /// Commits one step in its own transaction on the pool.
     async fn commit_alone(&self, w: &StepWrite) -> Committed {
-        self.commit_on_pool(std::slice::from_ref(w))
+        self.commit_on_pool(std::slice::from_ref(w), &[])
             .await
-            .and_then(|mut v| v.pop().expect("one result"))
+            .map(|mut v| v.pop().expect("one result"))
+    }
+
+    /// PostgreSQL's group commit: one transaction for the group; if it fails, the delivery
+    /// records in one of their own, then each step in one of its own (as the SQLite writer
+    /// does).
+    async fn commit_group_on_pool(&self, writes: &[StepWrite], sent: &[String]) -> Vec<Committed> {
+        match self.commit_on_pool(writes, sent).await {
+            Ok(stored) => stored.into_iter().map(Ok).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, steps = writes.len(), sent = sent.len(), "group commit failed; committing its parts one by one");
+                if !sent.is_empty()
+                    && let Err(e) = self.commit_on_pool(&[], sent).await
+                {
+                    // The rows stay pending: sent again after their lease.
+                    tracing::error!(error = %format!("{e:#}"), rows = sent.len(), "outbox: recording deliveries");
+                }
+                let mut out = Vec::with_capacity(writes.len());
+                for w in writes {
+                    out.push(self.commit_alone(w).await);
+                }
+                out
+            }
+        }
     }
 
     /// One transaction for `writes` (a group commit, without delivery records; see
     /// [`group_statements`]), on the path the backend's live commits take: on SQLite the
     /// writer thread, under the write turn (a group that fails is retried step by step
-    /// there); on PostgreSQL the pool. Public so that tests can form a group of their
-    /// choosing.
+    /// there); on PostgreSQL a pool connection (a failure fails the call). Public so that
+    /// tests can form a group of their choosing.
     pub async fn commit_together(&self, writes: Vec<StepWrite>) -> DbResult<Vec<Committed>> {
-        match &self.commits {
-            Some(queue) => {
+        match self.commits.writer.as_ref() {
+            Some(writer) => {
                 let _turn = self.write_turn().await;
-                Ok(queue.writer.commit(writes, Vec::new()).await)
+                Ok(writer.commit(writes, Vec::new()).await)
             }
-            None => self.commit_on_pool(&writes).await,
+            None => Ok(self
+                .commit_on_pool(&writes, &[])
+                .await?
+                .into_iter()
+                .map(Ok)
+                .collect()),
         }
     }
 
-    /// One transaction for `writes` on the pool, through sqlx.
-    async fn commit_on_pool(&self, writes: &[StepWrite]) -> DbResult<Vec<Committed>> {
+    /// One transaction for `writes` and the delivery records `sent` on the pool, through sqlx.
+    async fn commit_on_pool(
+        &self,
+        writes: &[StepWrite],
+        sent: &[String],
+    ) -> DbResult<Vec<Option<Vec<OutboxRow>>>> {
         let mut tx = self.pool.begin().await?;
-        let stored = group_statements(&mut *tx, writes, &[], now_ms()).await?;
+        let stored = group_statements(&mut *tx, writes, sent, now_ms()).await?;
         tx.commit().await?;
-        Ok(stored.into_iter().map(Ok).collect())
+        Ok(stored)
     }
 
     /// Whether a step already ran and stored the message `provider_id` of a channel user.
@@ -578,6 +606,104 @@ mod tests {
         }
     }
 
+    /// PostgreSQL commits in groups too: steps queued while a group commits go in one
+    /// transaction, and a group with a failing step is committed again step by step (the
+    /// others stored with their transcripts and outbox rows, the failing one writing
+    /// nothing), with the delivery records queued with it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_commits_in_groups_and_a_failing_step_fails_alone() {
+        use sqlx::Executor;
+        let Some(db) = super::super::test_postgres().await else {
+            return;
+        };
+        // Stands for any error a step's statements can meet.
+        db.pool
+            .execute(
+                "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN \
+                 IF NEW.user_id = 'bad' THEN RAISE EXCEPTION 'refused by the test'; END IF; \
+                 RETURN NEW; END $$ LANGUAGE plpgsql",
+            )
+            .await
+            .unwrap();
+        db.pool
+            .execute("CREATE TRIGGER refuse BEFORE INSERT ON transcripts FOR EACH ROW EXECUTE FUNCTION refuse()")
+            .await
+            .unwrap();
+        let step = |user: &str| {
+            let mut w = write(0);
+            w.session_id = format!("s-{user}");
+            w.user_id = user.into();
+            w.transcripts.push(crate::NewTranscript {
+                project_id: "p".into(),
+                environment_id: "e".into(),
+                environment_name: "dev".into(),
+                channel_id: "c".into(),
+                user_id: user.into(),
+                direction: "in",
+                message: "hi".into(),
+                flow: None,
+                intent: None,
+                state: None,
+                step_us: Some(5),
+            });
+            w.outbox
+                .push(("https://example.com/".into(), "[]".into(), "{}".into()));
+            w
+        };
+        let first = db.commit_step(step("early")).await.unwrap().unwrap();
+        let queue = db.commits.clone();
+        // Stand for a committer at work (on SQLite the write turn would be held), so that
+        // the steps and the delivery record queue up; then start one.
+        while std::mem::replace(&mut queue.state.lock().unwrap().committer, true) {
+            tokio::task::yield_now().await;
+        }
+        db.outbox_sent_soon(vec![first[0].id.clone()])
+            .await
+            .unwrap();
+        let steps: Vec<_> = ["u1", "bad", "u3"]
+            .into_iter()
+            .map(|u| {
+                let (db, w) = (db.clone(), step(u));
+                tokio::spawn(async move { db.commit_step(w).await })
+            })
+            .collect();
+        while db.queued_steps() < 3 {
+            tokio::task::yield_now().await;
+        }
+        queue.start(&db);
+        let mut outcomes = Vec::new();
+        for s in steps {
+            outcomes.push(s.await.unwrap());
+        }
+        let groups = queue.state.lock().unwrap().groups.clone();
+        assert_eq!(
+            groups,
+            [vec![false], vec![false; 3]],
+            "the first step, then one group of three"
+        );
+        assert_eq!(outcomes[0].as_ref().unwrap().as_ref().unwrap().len(), 1);
+        let err = outcomes[1].as_ref().unwrap_err().to_string();
+        assert!(err.contains("refused by the test"), "{err}");
+        assert_eq!(outcomes[2].as_ref().unwrap().as_ref().unwrap().len(), 1);
+        let sessions: Vec<(String,)> =
+            sqlx::query_as("SELECT user_id FROM sessions ORDER BY user_id")
+                .fetch_all(&db.pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            sessions,
+            [("early".into(),), ("u1".into(),), ("u3".into(),)]
+        );
+        let rows = db.outbox_rows("c").await.unwrap();
+        assert_eq!(rows.len(), 3, "no outbox row of the failed step");
+        let sent: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.status == "sent")
+            .map(|r| r.id.as_str())
+            .collect();
+        assert_eq!(sent, [first[0].id.as_str()]);
+    }
+
     /// The group committer holds the write turn for every tenant's steps: it runs on the
     /// runtime that opened the database even when the step that starts it comes from the
     /// background runtime (a tenant over its share), not at that runtime's nice 10.
@@ -598,14 +724,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(stored.is_some(), "the step was committed");
-        let ran = db
-            .commits
-            .as_ref()
-            .unwrap()
-            .ran_in_background
-            .lock()
-            .unwrap()
-            .clone();
+        let ran = db.commits.ran_in_background.lock().unwrap().clone();
         assert_eq!(ran, vec![false]);
     }
 
@@ -680,7 +799,7 @@ mod tests {
         let rows = db.commit_step(w).await.unwrap().unwrap();
         let ids = |r: &[OutboxRow]| r.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
         let queued = |db: &Db| {
-            let q = db.commits.as_ref().unwrap().state.lock().unwrap();
+            let q = db.commits.state.lock().unwrap();
             (q.jobs.len(), q.sent.len())
         };
         // Another write holds the turn while the ids and a step queue up behind it.
@@ -852,7 +971,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_main_lane_step_is_committed_before_background_steps_queued_earlier() {
         let (_dir, db) = super::super::test_sqlite().await;
-        let queue = db.commits.clone().expect("SQLite commits in groups");
+        let queue = db.commits.clone();
         let turn = db.write_turn().await;
         let mut waiting = Vec::new();
         for i in 0..3 {
@@ -886,7 +1005,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn delivery_records_alone_wait_unless_many() {
         let (_dir, db) = super::super::test_sqlite().await;
-        let queue = db.commits.clone().expect("SQLite commits in groups");
+        let queue = db.commits.clone();
         let mut w = write(1);
         w.outbox
             .push(("https://example.com/0".into(), "[]".into(), "{}".into()));
@@ -927,7 +1046,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_cancelled_caller_does_not_abandon_its_group() {
         let (_dir, db) = super::super::test_sqlite().await;
-        let queue = db.commits.clone().expect("SQLite commits in groups");
+        let queue = db.commits.clone();
         // Hold the write turn so that every step queues.
         let turn = db.write_turn().await;
         let mut first = Box::pin(db.commit_step(write(0)));

@@ -89,8 +89,8 @@ pub struct Db {
     /// arrival order, instead of meeting SQLite's busy handler, which sleeps (1 ms, 2 ms,
     /// 5 ms, ...) and would make the tail latency under load. `None` on PostgreSQL (row locks).
     writes: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
-    /// Steps waiting for a group commit (SQLite only; see [`Db::commit_step`]).
-    commits: Option<std::sync::Arc<CommitQueue>>,
+    /// Steps waiting for a group commit (see [`Db::commit_step`]).
+    commits: std::sync::Arc<CommitQueue>,
     /// Restarts of the SQLite log by the [`checkpointer`] so far (read by its test).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) log_restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -325,12 +325,11 @@ impl Db {
                 log_restarts.clone(),
             ));
         }
-        let commits = match backend {
-            Backend::Sqlite => Some(std::sync::Arc::new(CommitQueue::new(
-                writer::Writer::start(url)?,
-            ))),
+        let writer = match backend {
+            Backend::Sqlite => Some(writer::Writer::start(url)?),
             Backend::Postgres => None,
         };
+        let commits = std::sync::Arc::new(CommitQueue::new(writer));
         Ok(Db {
             pool,
             backend,
@@ -486,6 +485,42 @@ pub(crate) async fn test_sqlite() -> (tempfile::TempDir, Db) {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::connect(&sqlite_url(dir.path())).await.unwrap();
     (dir, db)
+}
+
+/// A fresh PostgreSQL database of its own on 127.0.0.1:5432 (user `postgres`), for unit
+/// tests; `None`, with a notice, when nothing answers there, unless
+/// `BOTBOX_REQUIRE_POSTGRES=1` (then it fails). The database is left behind (a few, named
+/// `botbox_unit_…`, per run).
+#[cfg(test)]
+pub(crate) async fn test_postgres() -> Option<Db> {
+    let admin = "postgres://postgres@127.0.0.1:5432/postgres";
+    sqlx::any::install_default_drivers();
+    let conn = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        sqlx::AnyPool::connect(admin),
+    )
+    .await;
+    let pool = match conn {
+        Ok(Ok(p)) => p,
+        _ if std::env::var_os("BOTBOX_REQUIRE_POSTGRES").is_some_and(|v| v != "0") => {
+            panic!("PostgreSQL at 127.0.0.1:5432 does not answer")
+        }
+        _ => {
+            eprintln!("notice: PostgreSQL at 127.0.0.1:5432 does not answer: test skipped");
+            return None;
+        }
+    };
+    let name = format!("botbox_unit_{}", new_id());
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    Some(
+        Db::connect(&format!("postgres://postgres@127.0.0.1:5432/{name}"))
+            .await
+            .unwrap(),
+    )
 }
 
 #[cfg(test)]
