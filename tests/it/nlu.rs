@@ -13,6 +13,7 @@ on_both_backends!(
     deployments_pin_their_nlu_model,
     a_failed_training_keeps_the_model_and_one_training_runs_at_a_time,
     every_example_nl_bot_passes_its_conversation_tests,
+    the_api_trains_and_predicts_as_the_nlu_crate_does,
 );
 
 fn example_path(name: &str) -> std::path::PathBuf {
@@ -788,4 +789,73 @@ async fn every_example_nl_bot_passes_its_conversation_tests(backend: Backend) {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert!(ran >= 5, "ran {ran} cases");
+}
+
+/// One code path: a model trained through the API (entities by PUT, the line-format file by
+/// `train`) predicts exactly what `NluModel::train` on the same entities and parsed lines
+/// predicts — the path `nlu-bench` measures — labels, scores and spans, for sentences seen
+/// in training and not.
+async fn the_api_trains_and_predicts_as_the_nlu_crate_does(backend: Backend) {
+    let server = Server::start(backend, &[]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (_, alice) = api.user(&admin, "alice", "developer").await;
+    let pid = nlu_project(&api, &alice, "shop", "en").await;
+    let base = format!("/projects/{pid}/nlus/shop");
+    let nlu = example_nlu();
+    api.put(&base, &alice, json!({"entities": nlu["entities"]}))
+        .await
+        .ok();
+    let training = example_training();
+    let t = form(
+        &api,
+        &format!("{base}/train"),
+        &alice,
+        &[],
+        Some(("training.txt", training.clone())),
+    )
+    .await
+    .ok();
+    assert_eq!(t["status"], "success", "{t}");
+
+    let entities = serde_json::from_value(nlu["entities"].clone()).unwrap();
+    let parsed = botbox_nlu::lines::parse_text(&training);
+    assert!(parsed.errors.is_empty());
+    let local =
+        botbox_nlu::model::NluModel::train(botbox_nlu::Lang::En, &entities, &parsed.rows).unwrap();
+    let sentences = [
+        "I want two pepperoni pizzas",
+        "hello there",
+        "cancel my order please",
+        "what is the weather like",
+        "one veggie and a margarita",
+        "hi, can I get a pizza",
+    ];
+    for text in sentences {
+        let p = form(&api, &format!("{base}/predict"), &alice, &[text], None)
+            .await
+            .ok();
+        let want = serde_json::to_value(local.predict(text)).unwrap();
+        assert!(
+            same(&p["result"], &want),
+            "{text}: {} against {want}",
+            p["result"]
+        );
+    }
+}
+
+/// Equal JSON, numbers within 1e-12 (a float read back from text may differ in its last bit).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() < 1e-12
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
 }

@@ -141,7 +141,7 @@ impl Default for Config {
             updates: 10_000,
             min_epochs: 4,
             max_epochs: 40,
-            prune: 0.1,
+            prune: 0.05,
             calibrate: true,
             balanced: true,
             min_grad: 0.03,

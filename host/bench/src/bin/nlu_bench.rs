@@ -1,5 +1,6 @@
 //! NLU benchmark: `cargo build --release -p botbox -p botbox-bench`, then from the repo root
-//! `target/release/nlu-bench [CORPUS_DIR] [--cv [--nested]] [--clinc FILE]`.
+//! `target/release/nlu-bench [CORPUS_DIR] [--cv [--nested]] [--clinc FILE]
+//! [--clinc-oos FILE [--test]]`.
 //!
 //! 1. **Intent F1** on the three corpora of Braun et al. 2017 ("Evaluating Natural Language
 //!    Understanding Services for Conversational Question Answering Systems", SIGdial 2017):
@@ -31,6 +32,17 @@
 //! chosen from that table (test sentences are never used for choosing). With `--nested` as
 //! well, then scores by nested CV the alternative of choosing a setting per training set.
 //!
+//! The intent figures are the API's: the test split's model is trained as a user of the NLU
+//! API trains one (a trait entity, the sentences in the line format, `NluModel::train`) and
+//! predicted by `NluModel::predict`, so a sentence may get no intent (counter-example class
+//! or a score under `MIN_TRAIT_SCORE`): one false negative.
+//!
+//! With `--clinc-oos FILE` (CLINC150's `data_full.json`), prints in-scope accuracy and
+//! out-of-scope recall through the same path on its validation split (`--test`: its test
+//! split, for the published figure only); `NLU_CLINC_CV=1` prints the reject-threshold
+//! cross-validation on its training sentences, `NLU_CLINC_ROWS=1` trait settings on the
+//! validation split.
+//!
 //! With `--clinc FILE` (CLINC150's `data_small.json`, not part of this repository), prints
 //! instead the feature rows' top-1 on CLINC150's validation sentences (150 intents, trained
 //! on 10 and 50 sentences per intent): many labels on real sentences.
@@ -46,6 +58,8 @@
 
 use botbox_nlu::Lang;
 use botbox_nlu::classify::{Config, Example, TraitModel};
+use botbox_nlu::lines::parse_text;
+use botbox_nlu::model::{EntitySpec, NluModel};
 use botbox_nlu::tagger::{Span, Tagger};
 use serde_json::Value;
 use std::time::Instant;
@@ -62,7 +76,13 @@ const CORPORA: [&str; 3] = ["ChatbotCorpus", "AskUbuntuCorpus", "WebApplications
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    // `--clinc FILE` is a mode of its own: it reads only that file.
+    // `--clinc-oos FILE` and `--clinc FILE` are modes of their own: they read only that file.
+    if let Some(i) = args.iter().position(|a| a == "--clinc-oos") {
+        let path = args
+            .get(i + 1)
+            .ok_or_else(|| anyhow::anyhow!("--clinc-oos needs the path of data_full.json"))?;
+        return clinc_oos(path, args.iter().any(|a| a == "--test"));
+    }
     if let Some(i) = args.iter().position(|a| a == "--clinc") {
         let path = args
             .get(i + 1)
@@ -101,13 +121,27 @@ fn main() -> anyhow::Result<()> {
     for (name, sents) in &corpora {
         let train: Vec<&Sentence> = sents.iter().filter(|s| s.training).collect();
         let test: Vec<&Sentence> = sents.iter().filter(|s| !s.training).collect();
-        let model = train_intents(&train, &Config::default());
+        // What a user of the API does: one trait entity, the training sentences in the line
+        // format, a prediction per test sentence (NluModel, as the server trains and serves).
+        let (model, bytes) = if mask_mode().is_empty() {
+            let m = train_as_the_api_does(&train);
+            let bytes = serde_json::to_vec(&m).unwrap().len();
+            (Either::Api(m), bytes)
+        } else {
+            let m = train_intents(&train, &Config::default());
+            let bytes = serde_json::to_vec(&m.model).unwrap().len();
+            (Either::Bench(m), bytes)
+        };
         let (mut tp, mut fp, mut fneg) = (0, 0, 0);
         for s in &test {
-            match model.predict(s).first() {
+            let top = match &model {
+                Either::Api(m) => predict_as_the_api_does(m, &s.text),
+                Either::Bench(m) => m.predict(s).first().cloned(),
+            };
+            match top {
                 Some((label, score)) => {
-                    let ok = *label == s.intent;
-                    calib.push((*score, ok));
+                    let ok = label == s.intent;
+                    calib.push((score, ok));
                     if ok {
                         tp += 1;
                     } else {
@@ -124,7 +158,7 @@ fn main() -> anyhow::Result<()> {
             train.len(),
             test.len(),
             prf(tp, fp, fneg),
-            serde_json::to_vec(&model.model).unwrap().len()
+            bytes
         );
         tp_all += tp;
         fp_all += fp;
@@ -304,6 +338,56 @@ fn train_intents(train: &[&Sentence], cfg: &Config) -> Intents {
     let model = TraitModel::train_with(&ex, &[], Lang::En, cfg).expect("training");
     let tagger = (!mask_mode().is_empty()).then(|| train_tagger(train.iter().copied()));
     Intents { model, tagger }
+}
+
+/// The intent model of the test split: the API's (`NluModel`, trained from lines) or, with
+/// `NLU_MASK`, the bench's own masked `TraitModel`.
+enum Either {
+    Api(NluModel),
+    Bench(Intents),
+}
+
+/// A corpus intent as a line-format label (`Make Update` → `Make_Update`).
+fn label_of(intent: &str) -> String {
+    intent.replace(' ', "_")
+}
+
+/// Trains as a user of the NLU API does: an NLU with one trait entity `intent` declaring
+/// the corpus's intents, the training sentences in the line format (`text #intent:Label`),
+/// parsed by `lines::parse_text` and trained by `NluModel::train`, the server's own code.
+fn train_as_the_api_does(train: &[&Sentence]) -> NluModel {
+    let mut labels: Vec<String> = Vec::new();
+    for s in train {
+        let l = label_of(&s.intent);
+        if !labels.contains(&l) {
+            labels.push(l);
+        }
+    }
+    let entities: std::collections::BTreeMap<String, EntitySpec> = serde_json::from_value(
+        serde_json::json!({"intent": {"type": "trait", "profile": "intent", "labels": labels}}),
+    )
+    .expect("entity spec");
+    let text: String = train
+        .iter()
+        .map(|s| {
+            format!(
+                "{} #intent:{}
+",
+                s.text,
+                label_of(&s.intent)
+            )
+        })
+        .collect();
+    let parsed = parse_text(&text);
+    assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+    NluModel::train(Lang::En, &entities, &parsed.rows).expect("training")
+}
+
+/// The `intent` prediction as the API answers it (label mapped back to the corpus's name),
+/// or `None` when the model predicts no intent.
+fn predict_as_the_api_does(m: &NluModel, text: &str) -> Option<(String, f64)> {
+    let p = m.predict(text).remove("intent")?.into_iter().next()?;
+    Some((p.value.replace('_', " "), p.score))
 }
 
 /// Reads one corpus; entity token spans become character spans.
@@ -560,6 +644,7 @@ fn candidates() -> Vec<(&'static str, Config)> {
             }),
         ),
         ("prune 0.01", with(&|c| c.prune = 0.01)),
+        ("prune 0.05", with(&|c| c.prune = 0.05)),
         ("prune 0.2", with(&|c| c.prune = 0.2)),
         ("min_grad 0.01", with(&|c| c.min_grad = 0.01)),
         ("min_grad 0.1", with(&|c| c.min_grad = 0.1)),
@@ -629,6 +714,282 @@ fn clinc(path: &str) -> anyhow::Result<()> {
         &val,
     );
     Ok(())
+}
+
+/// CLINC150 full with its out-of-scope sentences, through the API's path: one trait entity of
+/// 150 labels, the 15,000 training sentences tagged and the 100 out-of-scope training
+/// sentences untagged (counter-examples), `NluModel::train`; scored on the validation split
+/// (3,000 in-scope, 100 out-of-scope sentences) or, with `--test`, the test split (4,500 and
+/// 1,000; for the published figure only, never for choosing). In-scope accuracy: the top
+/// intent is the right one; out-of-scope recall: no intent predicted.
+fn clinc_oos(path: &str, test: bool) -> anyhow::Result<()> {
+    let v: Value = serde_json::from_str(
+        &std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{path}: {e}"))?,
+    )?;
+    let pairs = |key: &str| -> Vec<(String, String)> {
+        v[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                (
+                    p[0].as_str().unwrap_or_default().to_string(),
+                    p[1].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    };
+    let (split, in_key, oos_key) = if test {
+        ("test", "test", "oos_test")
+    } else {
+        ("validation", "val", "oos_val")
+    };
+    let train = pairs("train");
+    let mut labels: Vec<String> = Vec::new();
+    for (_, l) in &train {
+        if !labels.contains(l) {
+            labels.push(l.clone());
+        }
+    }
+    let entities: std::collections::BTreeMap<String, EntitySpec> = serde_json::from_value(
+        serde_json::json!({"intent": {"type": "trait", "profile": "intent", "labels": labels}}),
+    )?;
+    // As a JSON upload (a few sentences end in a `#` word, which the line format reads as
+    // a tag): a sentence with its trait label, and the out-of-scope ones without.
+    let mut rows: Vec<Value> = train
+        .iter()
+        .map(|(t, l)| {
+            let n = t.chars().count();
+            serde_json::json!({"input": t, "entities": [
+                {"entity": "intent", "label": l, "value": l, "start": 0, "end": n}]})
+        })
+        .collect();
+    for (t, _) in pairs("oos_train") {
+        rows.push(serde_json::json!({"input": t, "entities": []}));
+    }
+    let parsed = botbox_nlu::lines::parse_file(Some("train.json"), &serde_json::to_string(&rows)?);
+    anyhow::ensure!(parsed.errors.is_empty(), "{:?}", &parsed.errors[..1]);
+    if std::env::var_os("NLU_CLINC_CV").is_some() {
+        reject_cv(&train, &pairs("oos_train"));
+        return Ok(());
+    }
+    if std::env::var_os("NLU_CLINC_ROWS").is_some() {
+        clinc_rows(&parsed.rows, &pairs(in_key), &pairs(oos_key));
+    }
+    let started = Instant::now();
+    let model = NluModel::train(Lang::En, &entities, &parsed.rows).map_err(anyhow::Error::msg)?;
+    let trained = started.elapsed();
+    let predict = |t: &str| predict_as_the_api_does(&model, t).map(|p| p.0.replace(' ', "_"));
+    let inscope = pairs(in_key);
+    let right = inscope
+        .iter()
+        .filter(|(t, l)| predict(t).as_deref() == Some(l.as_str()))
+        .count();
+    let oos = pairs(oos_key);
+    let rejected = oos.iter().filter(|(t, _)| predict(t).is_none()).count();
+    println!("== CLINC150 full, out-of-scope included, through the API's path ({split} split)");
+    println!(
+        "trained on {} sentences in {:.1} s; in-scope accuracy {:.1} % ({right}/{}), out-of-scope recall {:.1} % ({rejected}/{})",
+        parsed.rows.len(),
+        trained.as_secs_f64(),
+        100.0 * right as f64 / inscope.len() as f64,
+        inscope.len(),
+        100.0 * rejected as f64 / oos.len() as f64,
+        oos.len()
+    );
+    Ok(())
+}
+
+/// `NLU_CLINC_CV=1`: a reject threshold on the top score chosen on CLINC150's TRAINING
+/// sentences alone: 5 folds, each holding out 30 whole intents (their sentences play the
+/// out-of-scope ones) and every 5th sentence of the other intents (in-scope); trained on
+/// the rest plus the out-of-scope training sentences (untagged). Prints, per threshold, the
+/// in-scope accuracy and out-of-scope recall over the folds.
+fn reject_cv(train: &[(String, String)], oos_train: &[(String, String)]) {
+    let mut intents: Vec<&str> = Vec::new();
+    for (_, l) in train {
+        if !intents.contains(&l.as_str()) {
+            intents.push(l);
+        }
+    }
+    // A fixed interleaving, so that each fold holds intents of every domain.
+    let taus = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6];
+    let (mut ins_ok, mut ins_n) = (vec![0usize; taus.len()], 0usize);
+    let (mut oos_ok, mut oos_n) = (vec![0usize; taus.len()], 0usize);
+    for fold in 0..5 {
+        let out_of_scope = |l: &str| intents.iter().position(|i| *i == l).unwrap() % 5 == fold;
+        let mut ex: Vec<Example> = Vec::new();
+        let (mut ins, mut oos): (Vec<(&str, &str)>, Vec<&str>) = (Vec::new(), Vec::new());
+        for (i, (t, l)) in train.iter().enumerate() {
+            if out_of_scope(l) {
+                if i % 5 == 0 {
+                    oos.push(t);
+                }
+            } else if i % 5 == 0 {
+                ins.push((t, l));
+            } else {
+                ex.push(Example {
+                    text: t,
+                    label: Some(l),
+                });
+            }
+        }
+        for (t, _) in oos_train {
+            ex.push(Example {
+                text: t,
+                label: None,
+            });
+        }
+        let m = TraitModel::train_with(&ex, &[], Lang::En, &Config::default()).expect("training");
+        let top = |t: &str| -> (Option<String>, f64) {
+            let p = m.predict(t);
+            let none = (1.0 - p.iter().map(|s| s.1).sum::<f64>()).max(0.0);
+            match p.first() {
+                Some((l, s)) if *s > none => (Some(l.clone()), *s),
+                Some((_, s)) => (None, *s),
+                None => (None, 0.0),
+            }
+        };
+        for (t, l) in &ins {
+            let (p, s) = top(t);
+            for (k, tau) in taus.iter().enumerate() {
+                ins_ok[k] += (p.as_deref() == Some(*l) && s >= *tau) as usize;
+            }
+        }
+        for t in &oos {
+            let (p, s) = top(t);
+            for (k, tau) in taus.iter().enumerate() {
+                oos_ok[k] += (p.is_none() || s < *tau) as usize;
+            }
+        }
+        ins_n += ins.len();
+        oos_n += oos.len();
+    }
+    println!(
+        "== Reject threshold by 5-fold CV on CLINC150's training sentences (30 intents held out per fold)"
+    );
+    for (k, tau) in taus.iter().enumerate() {
+        println!(
+            "reject < {tau:.1}: in-scope {:>5.1} %  out-of-scope recall {:>5.1} %",
+            100.0 * ins_ok[k] as f64 / ins_n as f64,
+            100.0 * oos_ok[k] as f64 / oos_n as f64
+        );
+    }
+}
+
+/// `NLU_CLINC_ROWS=1`: trait-model settings on CLINC150's validation split, each scored as
+/// the API decides (an intent when its score beats the counter-example class's), then with
+/// a reject threshold on the top score.
+fn clinc_rows(
+    rows: &[botbox_nlu::TrainingData],
+    inscope: &[(String, String)],
+    oos: &[(String, String)],
+) {
+    let label = |r: &botbox_nlu::TrainingData| r.entities.first().and_then(|e| e.label.clone());
+    let labels: Vec<Option<String>> = rows.iter().map(label).collect();
+    let ex: Vec<Example> = rows
+        .iter()
+        .zip(&labels)
+        .map(|(r, l)| Example {
+            text: &r.input,
+            label: l.as_deref(),
+        })
+        .collect();
+    let base = Config::default();
+    let rows_to_try: Vec<(&str, Config)> = vec![
+        ("default", base.clone()),
+        (
+            "min 8 epochs",
+            Config {
+                min_epochs: 8,
+                ..base.clone()
+            },
+        ),
+        (
+            "min 12 epochs",
+            Config {
+                min_epochs: 12,
+                ..base.clone()
+            },
+        ),
+        (
+            "not balanced",
+            Config {
+                balanced: false,
+                ..base.clone()
+            },
+        ),
+        (
+            "min_grad 0.01",
+            Config {
+                min_grad: 0.01,
+                ..base.clone()
+            },
+        ),
+        (
+            "prune 0.05",
+            Config {
+                prune: 0.05,
+                ..base.clone()
+            },
+        ),
+        (
+            "prune 0.02",
+            Config {
+                prune: 0.02,
+                ..base.clone()
+            },
+        ),
+        (
+            "no pruning",
+            Config {
+                prune: 0.0,
+                ..base.clone()
+            },
+        ),
+    ];
+    let only: Option<String> = std::env::var("NLU_CLINC_ROWS").ok().filter(|v| v != "1");
+    for (name, cfg) in rows_to_try {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|x| x == name))
+        {
+            continue;
+        }
+        let started = Instant::now();
+        let m = TraitModel::train_with(&ex, &[], Lang::En, &cfg).expect("training");
+        let took = started.elapsed().as_secs_f64();
+        let top = |t: &str| -> (Option<String>, f64) {
+            let p = m.predict(t);
+            let none = (1.0 - p.iter().map(|s| s.1).sum::<f64>()).max(0.0);
+            match p.first() {
+                Some((l, s)) if *s > none => (Some(l.clone()), *s),
+                Some((_, s)) => (None, *s),
+                None => (None, 0.0),
+            }
+        };
+        let ins: Vec<(Option<String>, f64, bool)> = inscope
+            .iter()
+            .map(|(t, l)| {
+                let (p, s) = top(t);
+                let ok = p.as_deref() == Some(l.as_str());
+                (p, s, ok)
+            })
+            .collect();
+        let out: Vec<(Option<String>, f64)> = oos.iter().map(|(t, _)| top(t)).collect();
+        for tau in [0.0, 0.1, 0.2, 0.3, 0.4] {
+            let acc = ins
+                .iter()
+                .filter(|(p, s, ok)| *ok && p.is_some() && *s >= tau)
+                .count();
+            let rej = out.iter().filter(|(p, s)| p.is_none() || *s < tau).count();
+            println!(
+                "{name:<20} train {took:>5.1} s  reject < {tau:.1}: in-scope {:>5.1} %  out-of-scope recall {:>5.1} %",
+                100.0 * acc as f64 / ins.len() as f64,
+                100.0 * rej as f64 / out.len() as f64
+            );
+        }
+    }
 }
 
 /// Prints each feature row's top-1 on `test` when trained (with calibration) on each of
