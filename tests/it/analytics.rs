@@ -98,7 +98,7 @@ async fn analytics_aggregate_a_known_conversation(backend: Backend) {
         "{a}"
     );
     // Over the range: four steps, the median the second smallest, the 99th the largest.
-    let mut all = vec![2500, times[0], times[1], times[2]];
+    let mut all = [2500, times[0], times[1], times[2]];
     all.sort();
     assert_eq!(
         (a["latencyP50Us"].as_i64(), a["latencyP99Us"].as_i64()),
