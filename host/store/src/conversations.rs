@@ -629,27 +629,7 @@ mod tests {
             .execute("CREATE TRIGGER refuse BEFORE INSERT ON transcripts FOR EACH ROW EXECUTE FUNCTION refuse()")
             .await
             .unwrap();
-        let step = |user: &str| {
-            let mut w = write(0);
-            w.session_id = format!("s-{user}");
-            w.user_id = user.into();
-            w.transcripts.push(crate::NewTranscript {
-                project_id: "p".into(),
-                environment_id: "e".into(),
-                environment_name: "dev".into(),
-                channel_id: "c".into(),
-                user_id: user.into(),
-                direction: "in",
-                message: "hi".into(),
-                flow: None,
-                intent: None,
-                state: None,
-                step_us: Some(5),
-            });
-            w.outbox
-                .push(("https://example.com/".into(), "[]".into(), "{}".into()));
-            w
-        };
+        use crate::test_steps::step;
         let first = db.commit_step(step("early")).await.unwrap().unwrap();
         let queue = db.commits.clone();
         // Stand for a committer at work (on SQLite the write turn would be held), so that
@@ -681,27 +661,7 @@ mod tests {
             [vec![false], vec![false; 3]],
             "the first step, then one group of three"
         );
-        assert_eq!(outcomes[0].as_ref().unwrap().as_ref().unwrap().len(), 1);
-        let err = outcomes[1].as_ref().unwrap_err().to_string();
-        assert!(err.contains("refused by the test"), "{err}");
-        assert_eq!(outcomes[2].as_ref().unwrap().as_ref().unwrap().len(), 1);
-        let sessions: Vec<(String,)> =
-            sqlx::query_as("SELECT user_id FROM sessions ORDER BY user_id")
-                .fetch_all(&db.pool)
-                .await
-                .unwrap();
-        assert_eq!(
-            sessions,
-            [("early".into(),), ("u1".into(),), ("u3".into(),)]
-        );
-        let rows = db.outbox_rows("c").await.unwrap();
-        assert_eq!(rows.len(), 3, "no outbox row of the failed step");
-        let sent: Vec<&str> = rows
-            .iter()
-            .filter(|r| r.status == "sent")
-            .map(|r| r.id.as_str())
-            .collect();
-        assert_eq!(sent, [first[0].id.as_str()]);
+        crate::test_steps::failing_step_failed_alone(&db, &first[0].id, &outcomes).await;
     }
 
     /// The group committer holds the write turn for every tenant's steps: it runs on the

@@ -487,6 +487,65 @@ pub(crate) async fn test_sqlite() -> (tempfile::TempDir, Db) {
     (dir, db)
 }
 
+/// The steps and checks shared by the group-commit tests of both backends.
+#[cfg(test)]
+pub(crate) mod test_steps {
+    use crate::{Committed, Db, StepWrite};
+
+    /// A step of `user` with one transcript line and one reply.
+    pub(crate) fn step(user: &str) -> StepWrite {
+        StepWrite {
+            session_id: format!("s-{user}"),
+            environment_id: "e".into(),
+            channel_id: "c".into(),
+            user_id: user.into(),
+            body: "{}".into(),
+            transcripts: vec![crate::NewTranscript {
+                project_id: "p".into(),
+                environment_id: "e".into(),
+                environment_name: "dev".into(),
+                channel_id: "c".into(),
+                user_id: user.into(),
+                direction: "in",
+                message: "hi".into(),
+                flow: None,
+                intent: None,
+                state: None,
+                step_us: Some(10),
+            }],
+            outbox: vec![("https://example.com/".into(), "[]".into(), "{}".into())],
+            ..StepWrite::default()
+        }
+    }
+
+    /// After a group of the steps of `u1`, `bad` (refused by the test's trigger) and `u3`,
+    /// behind a first step `early` whose reply `sent` was recorded with the group: the bad
+    /// step failed alone, the others and the delivery record were stored.
+    pub(crate) async fn failing_step_failed_alone(db: &Db, sent: &str, outcomes: &[Committed]) {
+        assert_eq!(outcomes[0].as_ref().unwrap().as_ref().unwrap().len(), 1);
+        let err = outcomes[1].as_ref().unwrap_err().to_string();
+        assert!(err.contains("refused by the test"), "{err}");
+        assert_eq!(outcomes[2].as_ref().unwrap().as_ref().unwrap().len(), 1);
+        let sessions: Vec<(String,)> =
+            sqlx::query_as("SELECT user_id FROM sessions ORDER BY user_id")
+                .fetch_all(&db.pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            sessions,
+            [("early".into(),), ("u1".into(),), ("u3".into(),)]
+        );
+        let rows = db.outbox_rows("c").await.unwrap();
+        assert_eq!(rows.len(), 3, "no outbox row of the failed step");
+        let recorded: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.status == "sent")
+            .map(|r| r.id.as_str())
+            .collect();
+        assert_eq!(recorded, [sent]);
+    }
+}
+
 /// A fresh PostgreSQL database of its own on 127.0.0.1:5432 (user `postgres`), for unit
 /// tests; `None`, with a notice, when nothing answers there, unless
 /// `BOTBOX_REQUIRE_POSTGRES=1` (then it fails). The database is left behind (a few, named

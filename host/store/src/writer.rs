@@ -220,32 +220,8 @@ impl Exec for Runner<'_> {
 mod tests {
     use super::*;
     use crate::test_sqlite;
+    use crate::test_steps::step;
     use sqlx::Executor;
-
-    fn step(user: &str) -> StepWrite {
-        StepWrite {
-            session_id: format!("s-{user}"),
-            environment_id: "e".into(),
-            channel_id: "c".into(),
-            user_id: user.into(),
-            body: "{}".into(),
-            transcripts: vec![super::super::NewTranscript {
-                project_id: "p".into(),
-                environment_id: "e".into(),
-                environment_name: "dev".into(),
-                channel_id: "c".into(),
-                user_id: user.into(),
-                direction: "in",
-                message: "hi".into(),
-                flow: None,
-                intent: None,
-                state: None,
-                step_us: Some(10),
-            }],
-            outbox: vec![("https://example.com/".into(), "[]".into(), "{}".into())],
-            ..StepWrite::default()
-        }
-    }
 
     /// `$n` is bound to the n-th argument wherever it stands and however often it occurs, as
     /// sqlx binds it on the pool; a placeholder with no argument is an error naming it.
@@ -304,27 +280,7 @@ mod tests {
         for s in steps {
             outcomes.push(s.await.unwrap());
         }
-        assert_eq!(outcomes[0].as_ref().unwrap().as_ref().unwrap().len(), 1);
-        let err = outcomes[1].as_ref().unwrap_err().to_string();
-        assert!(err.contains("refused by the test"), "{err}");
-        assert_eq!(outcomes[2].as_ref().unwrap().as_ref().unwrap().len(), 1);
-        let sessions: Vec<(String,)> =
-            sqlx::query_as("SELECT user_id FROM sessions ORDER BY user_id")
-                .fetch_all(&db.pool)
-                .await
-                .unwrap();
-        assert_eq!(
-            sessions,
-            [("early".into(),), ("u1".into(),), ("u3".into(),)]
-        );
-        let rows = db.outbox_rows("c").await.unwrap();
-        assert_eq!(rows.len(), 3, "no outbox row of the failed step");
-        let sent: Vec<&str> = rows
-            .iter()
-            .filter(|r| r.status == "sent")
-            .map(|r| r.id.as_str())
-            .collect();
-        assert_eq!(sent, [first[0].id.as_str()]);
+        crate::test_steps::failing_step_failed_alone(&db, &first[0].id, &outcomes).await;
     }
 
     /// A URL whose database would not be the same file for the pool and the writer (in

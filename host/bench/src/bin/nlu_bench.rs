@@ -800,6 +800,18 @@ fn clinc_oos(path: &str, test: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A trait model's answer before any reject threshold: its best label and score, or no
+/// label (with the best score) when the counter-example class is likelier.
+fn decide(m: &TraitModel, text: &str) -> (Option<String>, f64) {
+    let p = m.predict(text);
+    let none = (1.0 - p.iter().map(|s| s.1).sum::<f64>()).max(0.0);
+    match p.first() {
+        Some((l, s)) if *s > none => (Some(l.clone()), *s),
+        Some((_, s)) => (None, *s),
+        None => (None, 0.0),
+    }
+}
+
 /// `NLU_CLINC_CV=1`: a reject threshold on the top score chosen on CLINC150's TRAINING
 /// sentences alone: 5 folds, each holding out 30 whole intents (their sentences play the
 /// out-of-scope ones) and every 5th sentence of the other intents (in-scope); trained on
@@ -841,15 +853,7 @@ fn reject_cv(train: &[(String, String)], oos_train: &[(String, String)]) {
             });
         }
         let m = TraitModel::train_with(&ex, &[], Lang::En, &Config::default()).expect("training");
-        let top = |t: &str| -> (Option<String>, f64) {
-            let p = m.predict(t);
-            let none = (1.0 - p.iter().map(|s| s.1).sum::<f64>()).max(0.0);
-            match p.first() {
-                Some((l, s)) if *s > none => (Some(l.clone()), *s),
-                Some((_, s)) => (None, *s),
-                None => (None, 0.0),
-            }
-        };
+        let top = |t: &str| decide(&m, t);
         for (t, l) in &ins {
             let (p, s) = top(t);
             for (k, tau) in taus.iter().enumerate() {
@@ -959,15 +963,7 @@ fn clinc_rows(
         let started = Instant::now();
         let m = TraitModel::train_with(&ex, &[], Lang::En, &cfg).expect("training");
         let took = started.elapsed().as_secs_f64();
-        let top = |t: &str| -> (Option<String>, f64) {
-            let p = m.predict(t);
-            let none = (1.0 - p.iter().map(|s| s.1).sum::<f64>()).max(0.0);
-            match p.first() {
-                Some((l, s)) if *s > none => (Some(l.clone()), *s),
-                Some((_, s)) => (None, *s),
-                None => (None, 0.0),
-            }
-        };
+        let top = |t: &str| decide(&m, t);
         let ins: Vec<(Option<String>, f64, bool)> = inscope
             .iter()
             .map(|(t, l)| {
