@@ -91,32 +91,31 @@ impl Db {
     ) -> DbResult<Analytics> {
         let (env_name, env_id) = environment;
         const RANGE: &str = "FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at >= $3 AND created_at < $4";
-        let series: Vec<(i64, i64, i64, i64)> = sqlx::query_as(&format!(
-            "SELECT (created_at / $5) * $5 AS t, \
+        let range = (from, to);
+        let series: Vec<(i64, i64, i64, i64)> = self
+            .grouped(
+                &format!(
+                    "SELECT (created_at / $5) * $5 AS t, \
              CAST(SUM(CASE WHEN direction = 'in' THEN 1 ELSE 0 END) AS BIGINT), \
              CAST(SUM(CASE WHEN direction = 'out' THEN 1 ELSE 0 END) AS BIGINT), \
              COUNT(DISTINCT CASE WHEN direction = 'in' THEN user_id END) \
              {RANGE} GROUP BY t ORDER BY t"
-        ))
-        .bind(project)
-        .bind(env_name)
-        .bind(from)
-        .bind(to)
-        .bind(bucket_ms)
-        .fetch_all(&self.pool)
-        .await?;
-        let errors: Vec<(i64, i64)> = sqlx::query_as(
-            "SELECT (created_at / $5) * $5 AS t, COUNT(*) FROM bot_errors \
-             WHERE project_id = $1 AND environment_id = $2 AND created_at >= $3 AND created_at < $4 \
-             GROUP BY t ORDER BY t",
-        )
-        .bind(project)
-        .bind(env_id)
-        .bind(from)
-        .bind(to)
-        .bind(bucket_ms)
-        .fetch_all(&self.pool)
-        .await?;
+                ),
+                (project, env_name),
+                range,
+                Some(bucket_ms),
+            )
+            .await?;
+        let errors: Vec<(i64, i64)> = self
+            .grouped(
+                "SELECT (created_at / $5) * $5 AS t, COUNT(*) FROM bot_errors \
+                 WHERE project_id = $1 AND environment_id = $2 AND created_at >= $3 AND created_at < $4 \
+                 GROUP BY t ORDER BY t",
+                (project, env_id),
+                range,
+                Some(bucket_ms),
+            )
+            .await?;
         let mut buckets: Vec<Bucket> = series
             .into_iter()
             .map(|(start, messages, replies, active_users)| Bucket {
@@ -145,17 +144,17 @@ impl Db {
             }
         }
         // (bucket start, step time, steps), ordered by both.
-        let times: Vec<(i64, i64, i64)> = sqlx::query_as(&format!(
-            "SELECT (created_at / $5) * $5 AS t, {LATENCY_BUCKET} AS b, COUNT(*) \
-             {RANGE} AND direction = 'in' AND step_us IS NOT NULL GROUP BY t, b ORDER BY t, b"
-        ))
-        .bind(project)
-        .bind(env_name)
-        .bind(from)
-        .bind(to)
-        .bind(bucket_ms)
-        .fetch_all(&self.pool)
-        .await?;
+        let times: Vec<(i64, i64, i64)> = self
+            .grouped(
+                &format!(
+                    "SELECT (created_at / $5) * $5 AS t, {LATENCY_BUCKET} AS b, COUNT(*) \
+                     {RANGE} AND direction = 'in' AND step_us IS NOT NULL GROUP BY t, b ORDER BY t, b"
+                ),
+                (project, env_name),
+                range,
+                Some(bucket_ms),
+            )
+            .await?;
         let mut all: std::collections::BTreeMap<i64, i64> = Default::default();
         for group in times.chunk_by(|a, b| a.0 == b.0) {
             let histogram: Vec<(i64, i64)> = group.iter().map(|&(_, t, n)| (t, n)).collect();
@@ -167,30 +166,26 @@ impl Db {
             }
         }
         let latency = Latency::of(&all.into_iter().collect::<Vec<_>>());
-        let (messages, fallback_messages, active_users): (i64, i64, i64) =
-            sqlx::query_as(&format!(
-                "SELECT COUNT(*), \
-                 CAST(COALESCE(SUM(CASE WHEN intent IS NULL OR intent = 'fallback' THEN 1 ELSE 0 END), 0) AS BIGINT), \
-                 COUNT(DISTINCT user_id) {RANGE} AND direction = 'in'"
-            ))
-            .bind(project)
-            .bind(env_name)
-            .bind(from)
-            .bind(to)
-            .fetch_one(&self.pool)
+        let totals: Vec<(i64, i64, i64)> = self
+            .grouped(
+                &format!(
+                    "SELECT COUNT(*), \
+                     CAST(COALESCE(SUM(CASE WHEN intent IS NULL OR intent = 'fallback' THEN 1 ELSE 0 END), 0) AS BIGINT), \
+                     COUNT(DISTINCT user_id) {RANGE} AND direction = 'in'"
+                ),
+                (project, env_name),
+                range,
+                None,
+            )
             .await?;
+        let (messages, fallback_messages, active_users) = totals[0];
         let top = |column: &'static str| {
             let sql = format!(
                 "SELECT {column}, COUNT(*) AS n {RANGE} AND direction = 'in' AND {column} IS NOT NULL \
                  GROUP BY {column} ORDER BY n DESC, {column} LIMIT 10"
             );
             async move {
-                sqlx::query_as::<_, (String, i64)>(&sql)
-                    .bind(project)
-                    .bind(env_name)
-                    .bind(from)
-                    .bind(to)
-                    .fetch_all(&self.pool)
+                self.grouped::<(String, i64)>(&sql, (project, env_name), range, None)
                     .await
             }
         };
@@ -205,6 +200,31 @@ impl Db {
             messages,
             latency,
         })
+    }
+}
+
+impl Db {
+    /// Rows of `sql`, whose `$1`–`$4` are the project, the environment (its name, or its id
+    /// for the errors) and the range `[from, to)`, and `$5` the bucket's length when given.
+    async fn grouped<O>(
+        &self,
+        sql: &str,
+        (project, environment): (&str, &str),
+        (from, to): (i64, i64),
+        bucket_ms: Option<i64>,
+    ) -> DbResult<Vec<O>>
+    where
+        O: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
+    {
+        let mut q = sqlx::query_as::<_, O>(sql)
+            .bind(project)
+            .bind(environment)
+            .bind(from)
+            .bind(to);
+        if let Some(b) = bucket_ms {
+            q = q.bind(b);
+        }
+        Ok(q.fetch_all(&self.pool).await?)
     }
 }
 
