@@ -640,21 +640,7 @@ mod tests {
         db.outbox_sent_soon(vec![first[0].id.clone()])
             .await
             .unwrap();
-        let steps: Vec<_> = ["u1", "bad", "u3"]
-            .into_iter()
-            .map(|u| {
-                let (db, w) = (db.clone(), step(u));
-                tokio::spawn(async move { db.commit_step(w).await })
-            })
-            .collect();
-        while db.queued_steps() < 3 {
-            tokio::task::yield_now().await;
-        }
-        queue.start(&db);
-        let mut outcomes = Vec::new();
-        for s in steps {
-            outcomes.push(s.await.unwrap());
-        }
+        let outcomes = crate::test_steps::commit_three(&db, || queue.start(&db)).await;
         let groups = queue.state.lock().unwrap().groups.clone();
         assert_eq!(
             groups,

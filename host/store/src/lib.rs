@@ -518,6 +518,27 @@ pub(crate) mod test_steps {
         }
     }
 
+    /// Queues the steps of `u1`, `bad` and `u3` (while the caller holds the committer back),
+    /// lets the committer go with `release` once all three wait, and gives their outcomes.
+    pub(crate) async fn commit_three(db: &Db, release: impl FnOnce()) -> Vec<Committed> {
+        let steps: Vec<_> = ["u1", "bad", "u3"]
+            .into_iter()
+            .map(|u| {
+                let (db, w) = (db.clone(), step(u));
+                tokio::spawn(async move { db.commit_step(w).await })
+            })
+            .collect();
+        while db.queued_steps() < 3 {
+            tokio::task::yield_now().await;
+        }
+        release();
+        let mut outcomes = Vec::new();
+        for s in steps {
+            outcomes.push(s.await.unwrap());
+        }
+        outcomes
+    }
+
     /// After a group of the steps of `u1`, `bad` (refused by the test's trigger) and `u3`,
     /// behind a first step `early` whose reply `sent` was recorded with the group: the bad
     /// step failed alone, the others and the delivery record were stored.

@@ -265,21 +265,8 @@ mod tests {
         db.outbox_sent_soon(vec![first[0].id.clone()])
             .await
             .unwrap();
-        let steps: Vec<_> = ["u1", "bad", "u3"]
-            .into_iter()
-            .map(|u| {
-                let db = db.clone();
-                tokio::spawn(async move { db.commit_step(step(u)).await })
-            })
-            .collect();
-        while db.queued_steps() < 3 {
-            tokio::task::yield_now().await;
-        }
-        drop(turn); // one group takes the three steps and the delivery
-        let mut outcomes = Vec::new();
-        for s in steps {
-            outcomes.push(s.await.unwrap());
-        }
+        // One group takes the three steps and the delivery once the turn is free.
+        let outcomes = crate::test_steps::commit_three(&db, || drop(turn)).await;
         crate::test_steps::failing_step_failed_alone(&db, &first[0].id, &outcomes).await;
     }
 

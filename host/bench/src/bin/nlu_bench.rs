@@ -135,7 +135,9 @@ fn main() -> anyhow::Result<()> {
         let (mut tp, mut fp, mut fneg) = (0, 0, 0);
         for s in &test {
             let top = match &model {
-                Either::Api(m) => predict_as_the_api_does(m, &s.text),
+                // Line-format labels back to the corpus's names (`Make_Update`).
+                Either::Api(m) => predict_as_the_api_does(m, &s.text)
+                    .map(|(label, score)| (label.replace('_', " "), score)),
                 Either::Bench(m) => m.predict(s).first().cloned(),
             };
             match top {
@@ -383,11 +385,11 @@ fn train_as_the_api_does(train: &[&Sentence]) -> NluModel {
     NluModel::train(Lang::En, &entities, &parsed.rows).expect("training")
 }
 
-/// The `intent` prediction as the API answers it (label mapped back to the corpus's name),
-/// or `None` when the model predicts no intent.
+/// The `intent` prediction as the API answers it (its label and score), or `None` when the
+/// model predicts no intent.
 fn predict_as_the_api_does(m: &NluModel, text: &str) -> Option<(String, f64)> {
     let p = m.predict(text).remove("intent")?.into_iter().next()?;
-    Some((p.value.replace('_', " "), p.score))
+    Some((p.value, p.score))
 }
 
 /// Reads one corpus; entity token spans become character spans.
@@ -779,7 +781,7 @@ fn clinc_oos(path: &str, test: bool) -> anyhow::Result<()> {
     let started = Instant::now();
     let model = NluModel::train(Lang::En, &entities, &parsed.rows).map_err(anyhow::Error::msg)?;
     let trained = started.elapsed();
-    let predict = |t: &str| predict_as_the_api_does(&model, t).map(|p| p.0.replace(' ', "_"));
+    let predict = |t: &str| predict_as_the_api_does(&model, t).map(|p| p.0);
     let inscope = pairs(in_key);
     let right = inscope
         .iter()
