@@ -30,6 +30,8 @@ thread_local! {
     static BOT: RefCell<Option<CompiledBot>> = const { RefCell::new(None) };
     /// Sessions of earlier steps, by the host's tag, oldest first (see [`keep`]).
     static KEPT: RefCell<VecDeque<(u64, Session, usize)>> = const { RefCell::new(VecDeque::new()) };
+    /// JavaScript for the loaded bot, its context kept between steps.
+    static JS: RefCell<Option<JsRuntime>> = const { RefCell::new(None) };
 }
 
 /// Sessions kept at most, and their JSON's total size at most. The host mirrors the count
@@ -75,6 +77,11 @@ impl Guest for Component {
                 runtime_core::model::COMPILED_FORMAT
             ));
         }
+        let mut js = JsRuntime::new(HostClock::new(imports::now_ms, bot.timezone));
+        if bot.uses_js {
+            js.prepare();
+        }
+        JS.with(|cell| *cell.borrow_mut() = Some(js));
         BOT.with(|b| *b.borrow_mut() = Some(bot));
         Ok(())
     }
@@ -98,11 +105,14 @@ impl Guest for Component {
             let Some(bot) = b.as_ref() else {
                 return Err(StepError::NotLoaded);
             };
-            let mut host = WasmHost {
-                js: JsRuntime::new(HostClock::new(imports::now_ms, bot.timezone)),
-            };
-            let result = runtime_core::converse_owned(bot, session, message, &mut host);
-            for line in host.js.take_logs() {
+            let (result, logs) = JS.with(|js| {
+                let mut js = js.borrow_mut();
+                let js = js.as_mut().expect("loaded with the bot");
+                let result =
+                    runtime_core::converse_owned(bot, session, message, &mut WasmHost { js });
+                (result, js.finish_step())
+            });
+            for line in logs {
                 imports::log(imports::LogLevel::Console, &line);
             }
             match result {
@@ -125,11 +135,11 @@ impl Guest for Component {
     }
 }
 
-struct WasmHost {
-    js: JsRuntime,
+struct WasmHost<'a> {
+    js: &'a mut JsRuntime,
 }
 
-impl Host for WasmHost {
+impl Host for WasmHost<'_> {
     fn now_ms(&mut self) -> i64 {
         imports::now_ms()
     }

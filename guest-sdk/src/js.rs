@@ -1,39 +1,132 @@
 //! JavaScript for bots, on boa: methods (§11) and expressions outside the fast subset.
 //!
-//! One [`JsRuntime`] serves one step. Its boa `Context` is created lazily, on the first call
-//! that needs JavaScript, so steps of bots without JS never pay for it (~0.7 ms in wasm).
-//! Nothing of a runtime survives its step: no conversation can see another's JS globals.
+//! One [`JsRuntime`] lives as long as its guest instance, which serves one bot revision, and
+//! its boa `Context` is created on the first step that needs JavaScript (~0.7 ms in wasm, so
+//! steps of bots without JS never pay for it). Steps reuse the context, so the guarantee that
+//! no step sees what another step did in JavaScript rests on [`LOCKDOWN`] and
+//! [`JsRuntime::finish_step`]:
+//!
+//! - every built-in object (reachable from the global object or from a sample of syntax such
+//!   as generators and iterators) is frozen before any bot code runs, and the global object's
+//!   own properties are made read-only and non-configurable;
+//! - each step calls fresh functions: the context caches a *factory* per method or expression
+//!   and calls it once per step, so closure state (a method's top-level `var`s, properties put
+//!   on `arguments.callee`) starts anew each step;
+//! - at the end of every step the globals the step added are deleted, pending promise jobs
+//!   are dropped (none ever runs), and if the global object cannot be restored (a global
+//!   defined non-configurable, its prototype changed, extensions prevented) the context is
+//!   thrown away and the next step builds a new one.
 
 use boa_engine::context::time::JsInstant;
 use boa_engine::context::{Clock, HostHooks};
 use boa_engine::error::EngineError;
-use boa_engine::{Context, JsError, JsObject, JsValue, Script, Source};
+use boa_engine::job::IdleJobExecutor;
+use boa_engine::object::IntegrityLevel;
+use boa_engine::property::{PropertyDescriptor, PropertyKey};
+use boa_engine::{
+    Context, JsError, JsNativeError, JsObject, JsResult, JsValue, Script, Source, js_string,
+};
 use runtime_core::host::{HostError, JsCall, JsOutcome};
 use runtime_core::model::Method;
 use runtime_core::{JsCode, JsProblem, JsSite};
 use serde_json::Value as Json;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 /// boa's own recursion limit: deep recursion becomes an uncatchable error, not a stack overflow.
 const RECURSION_LIMIT: usize = 400;
 
-const PRELUDE: &str = r#"
-var __botbox_logs = [];
-var console = {
-  log: function () { __botbox_logs.push(Array.prototype.map.call(arguments, function (a) {
-    return typeof a === 'string' ? a : JSON.stringify(a); }).join(' ')); }
-};
-console.info = console.log; console.warn = console.log; console.error = console.log;
-"#;
+/// Factories kept per context at most; beyond it the cache starts again (expressions are keyed
+/// by their scope's names, which a bot's data can vary).
+const MAX_FACTORIES: usize = 4096;
+
+/// Run once per context, before any bot code: defines `console` and tames the assignments that
+/// freezing would break; returns the function that drains the console's lines (reachable from
+/// nowhere else) and objects of built-in kinds that no global names (generators, iterators,
+/// `arguments`), from which [`lock_down`] reaches the intrinsics behind them. The walk and the
+/// freezing are in Rust: in JavaScript they cost over 50 M fuel.
+///
+/// Taming: assigning `o.toString = f` (or `E.prototype.name = 'E'`) on an object that inherits
+/// a frozen data property fails, so the few properties programs commonly shadow that way become
+/// accessors whose setter defines the property on the receiver instead; on the built-in
+/// itself the setter throws.
+const LOCKDOWN: &str = r#"(function (global) {
+  'use strict';
+  var getDesc = Object.getOwnPropertyDescriptor, defProp = Object.defineProperty;
+  var logs = [];
+  var log = function () {
+    var parts = [];
+    for (var i = 0; i < arguments.length; i++) {
+      var a = arguments[i];
+      parts.push(typeof a === 'string' ? a : JSON.stringify(a));
+    }
+    logs.push(parts.join(' '));
+  };
+  defProp(global, 'console', { value: { log: log, info: log, warn: log, error: log, debug: log },
+    writable: true, enumerable: false, configurable: true });
+
+  function tame(obj, key) {
+    var d = getDesc(obj, key);
+    if (!d || !('value' in d) || !d.writable) return;
+    var value = d.value;
+    defProp(obj, key, {
+      get: function () { return value; },
+      set: function (v) {
+        if (this === obj) throw new TypeError('cannot assign ' + String(key) + ' of a built-in');
+        defProp(this, key, { value: v, writable: true, enumerable: true, configurable: true });
+      },
+      enumerable: d.enumerable, configurable: false
+    });
+  }
+  ['constructor', 'toString', 'toLocaleString', 'valueOf', 'hasOwnProperty', 'isPrototypeOf',
+   'propertyIsEnumerable'].forEach(function (k) { tame(Object.prototype, k); });
+  ['constructor', 'toString'].forEach(function (k) { tame(Function.prototype, k); });
+  [Error, EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError, AggregateError]
+    .forEach(function (E) {
+      ['constructor', 'name', 'message', 'toString'].forEach(function (k) { tame(E.prototype, k); });
+    });
+
+  var samples = [];
+  [
+    function () { return function* () {}; },
+    function () { return (function* () {})(); },
+    function () { return async function () {}; },
+    function () { return async function* () {}; },
+    function () { return (async function* () {})(); },
+    function () { return [][Symbol.iterator](); },
+    function () { return new Map()[Symbol.iterator](); },
+    function () { return new Set()[Symbol.iterator](); },
+    function () { return ''[Symbol.iterator](); },
+    function () { return /a/g[Symbol.matchAll]('a'); },
+    function () { return [].values().map(function (x) { return x; }); },
+    function () { return Iterator.from({ next: function () { return { done: true }; } }); },
+    function () { return (function () { 'use strict'; return arguments; })(); },
+    function () { return (function () { return arguments; })(); }
+  ].forEach(function (s) { try { samples.push(s()); } catch (e) {} });
+  return [function () { return logs.splice(0); }, samples];
+})(this)"#;
 
 pub struct JsRuntime {
-    ctx: Option<Context>,
-    /// Compiled functions by cache key (expression source + parameters, or method).
-    functions: HashMap<String, JsObject>,
+    js: Option<Js>,
+    /// Functions made for this step, by cache key (see [`JsRuntime::call`]).
+    step_functions: HashMap<String, JsObject>,
     clock: Rc<HostClock>,
 }
 
+/// A locked-down context and what the runtime keeps of it between steps.
+struct Js {
+    ctx: Context,
+    /// The function [`LOCKDOWN`] returned: drains `console` lines.
+    take_logs: JsObject,
+    /// The global object's own properties after lockdown (all non-configurable).
+    globals: HashSet<PropertyKey>,
+    /// The global object's prototype after lockdown.
+    global_proto: Option<JsObject>,
+    /// Factories of compiled functions by cache key: `(function () { return <form>; })`.
+    factories: HashMap<String, JsObject>,
+    /// Whether JavaScript ran since the last [`JsRuntime::finish_step`].
+    dirty: bool,
+}
 /// The engine's clock for JavaScript: `Date.now()` and `new Date()` read the same time as
 /// `context.$now`, schedules and `invalidate` (the host's, which tests set), and local dates
 /// are in the project's timezone, as the engine's are.
@@ -72,39 +165,61 @@ impl HostHooks for HostClock {
 impl JsRuntime {
     pub fn new(clock: HostClock) -> JsRuntime {
         JsRuntime {
-            ctx: None,
-            functions: HashMap::new(),
+            js: None,
+            step_functions: HashMap::new(),
             clock: Rc::new(clock),
         }
     }
 
-    /// Whether a boa context was created (JavaScript ran in this step).
-    pub fn used(&self) -> bool {
-        self.ctx.is_some()
+    /// Builds and locks down the context now rather than in the first step that needs it.
+    pub fn prepare(&mut self) {
+        self.js().dirty = false;
     }
 
-    fn ctx(&mut self) -> &mut Context {
+    /// The context, built and locked down on first use.
+    fn js(&mut self) -> &mut Js {
         let clock = self.clock.clone();
-        self.ctx.get_or_insert_with(|| {
+        let js = self.js.get_or_insert_with(|| {
             let mut ctx = Context::builder()
                 .clock(clock.clone())
                 .host_hooks(clock)
+                .job_executor(Rc::new(IdleJobExecutor))
                 .build()
                 .expect("a context builds");
             ctx.runtime_limits_mut()
                 .set_recursion_limit(RECURSION_LIMIT);
-            ctx.eval(Source::from_bytes(PRELUDE))
-                .expect("prelude evaluates");
-            ctx
-        })
+            let take_logs = lock_down(&mut ctx).expect("the lockdown runs");
+            let global = ctx.global_object();
+            let globals = global
+                .own_property_keys(&mut ctx)
+                .expect("the global object has keys")
+                .into_iter()
+                .collect();
+            let global_proto = global.prototype();
+            Js {
+                ctx,
+                take_logs,
+                globals,
+                global_proto,
+                factories: HashMap::new(),
+                dirty: false,
+            }
+        });
+        js.dirty = true;
+        js
     }
 
-    /// Lines written with `console.log` since the last call.
-    pub fn take_logs(&mut self) -> Vec<String> {
-        let Some(ctx) = self.ctx.as_mut() else {
+    /// Ends a step: returns the lines written with `console.log` during it and puts the
+    /// context back as the lockdown left it (or drops it when that cannot be done). Call after
+    /// every step, failed ones included.
+    pub fn finish_step(&mut self) -> Vec<String> {
+        self.step_functions.clear();
+        let Some(js) = self.js.as_mut().filter(|js| js.dirty) else {
             return vec![];
         };
-        match ctx.eval(Source::from_bytes("__botbox_logs.splice(0)")) {
+        js.dirty = false;
+        let ctx = &mut js.ctx;
+        let logs = match js.take_logs.call(&JsValue::undefined(), &[], ctx) {
             Ok(v) => match v.to_json(ctx) {
                 Ok(Some(Json::Array(a))) => a
                     .into_iter()
@@ -113,7 +228,12 @@ impl JsRuntime {
                 _ => vec![],
             },
             Err(_) => vec![],
+        };
+        ctx.clear_kept_objects();
+        if !restore_globals(js) {
+            self.js = None;
         }
+        logs
     }
 
     /// Performs one JS call for the engine.
@@ -130,14 +250,7 @@ impl JsRuntime {
                     })
                     .unwrap_or_default();
                 let key = format!("expr\u{0}{}\u{0}{src}", names.join(","));
-                let f = match self.functions.get(&key) {
-                    Some(f) => f.clone(),
-                    None => {
-                        let f = self.compile_fn(&expr_form(src, &names).src)?;
-                        self.functions.insert(key, f.clone());
-                        f
-                    }
-                };
+                let f = self.function(key, || vec![expr_form(src, &names)])?;
                 let args: Vec<Json> = names.iter().map(|n| scope[*n].clone()).collect();
                 self.invoke(&f, &args)
             }
@@ -148,44 +261,46 @@ impl JsRuntime {
                     method.name,
                     args.len()
                 );
-                let f = match self.functions.get(&key) {
-                    Some(f) => f.clone(),
-                    None => {
-                        let f = self.compile_method(method, args.len())?;
-                        self.functions.insert(key, f.clone());
-                        f
-                    }
-                };
+                let f = self.function(key, || method_forms(method, args.len()))?;
                 self.invoke(&f, args)
             }
         }
     }
 
-    fn compile_fn(&mut self, code: &str) -> Result<JsObject, HostError> {
-        let ctx = self.ctx();
-        let v = ctx
-            .eval(Source::from_bytes(code))
-            .map_err(|e| to_host_error(e, ctx))?;
-        v.as_callable()
-            .ok_or_else(|| HostError::Failed("not a function".into()))
-    }
-
-    /// Method compilation order of §11.1: the first form that compiles.
-    fn compile_method(&mut self, m: &Method, arity: usize) -> Result<JsObject, HostError> {
-        let forms = method_forms(m, arity);
-        let mut last = None;
-        for f in &forms {
-            match self.compile_fn(&f.src) {
-                Ok(f) => return Ok(f),
-                Err(HostError::Abort(e)) => return Err(HostError::Abort(e)),
-                Err(e) => last = Some(e),
-            }
+    /// This step's function under `key`: made once per step by the context's factory, which
+    /// is compiled from the first of `forms` that compiles (§11.1) on first use.
+    fn function(
+        &mut self,
+        key: String,
+        forms: impl FnOnce() -> Vec<Wrapped>,
+    ) -> Result<JsObject, HostError> {
+        if let Some(f) = self.step_functions.get(&key) {
+            return Ok(f.clone());
         }
-        Err(last.unwrap_or_else(|| HostError::Failed("no method form".into())))
+        let js = self.js();
+        let factory = match js.factories.get(&key) {
+            Some(f) => f.clone(),
+            None => {
+                let f = compile_factory(&mut js.ctx, &forms())?;
+                if js.factories.len() >= MAX_FACTORIES {
+                    js.factories.clear();
+                }
+                js.factories.insert(key.clone(), f.clone());
+                f
+            }
+        };
+        let ctx = &mut js.ctx;
+        let f = factory
+            .call(&JsValue::undefined(), &[], ctx)
+            .map_err(|e| to_host_error(e, ctx))?
+            .as_callable()
+            .ok_or_else(|| HostError::Failed("not a function".into()))?;
+        self.step_functions.insert(key, f.clone());
+        Ok(f)
     }
 
     fn invoke(&mut self, f: &JsObject, args: &[Json]) -> Result<JsOutcome, HostError> {
-        let ctx = self.ctx();
+        let ctx = &mut self.js().ctx;
         let mut js_args = Vec::with_capacity(args.len());
         for a in args {
             js_args.push(JsValue::from_json(a, ctx).map_err(|e| to_host_error(e, ctx))?);
@@ -203,6 +318,113 @@ impl JsRuntime {
             args: args_after,
         })
     }
+}
+
+/// Freezes every object reachable from the global object and from [`LOCKDOWN`]'s samples
+/// (through properties, accessors and prototypes), then makes the global object's own
+/// properties read-only and non-configurable. Returns the console's drain.
+fn lock_down(ctx: &mut Context) -> JsResult<JsObject> {
+    let out = ctx.eval(Source::from_bytes(LOCKDOWN))?;
+    let item = |i: u32, ctx: &mut Context| -> JsResult<JsValue> {
+        out.as_object()
+            .ok_or_else(|| JsNativeError::typ().with_message("lockdown result"))?
+            .get(i, ctx)
+    };
+    let take_logs = item(0, ctx)?
+        .as_callable()
+        .ok_or_else(|| JsNativeError::typ().with_message("lockdown result"))?;
+    let samples = item(1, ctx)?;
+    let global = ctx.global_object();
+    let mut todo: Vec<JsObject> = vec![];
+    let samples = samples.as_object().expect("an array");
+    for i in 0..samples.get(js_string!("length"), ctx)?.to_u32(ctx)? {
+        todo.extend(samples.get(i, ctx)?.as_object());
+    }
+    let own =
+        |o: &JsObject, ctx: &mut Context| -> JsResult<Vec<(PropertyKey, PropertyDescriptor)>> {
+            let keys = o.own_property_keys(ctx)?;
+            let b = o.borrow();
+            Ok(keys
+                .into_iter()
+                .filter_map(|k| b.properties().get(&k).map(|d| (k, d)))
+                .collect())
+        };
+    let reachable = |d: &PropertyDescriptor| -> Vec<JsObject> {
+        [d.value(), d.get(), d.set()]
+            .into_iter()
+            .flatten()
+            .filter_map(JsValue::as_object)
+            .collect()
+    };
+    let globals = own(&global, ctx)?;
+    for (_, d) in &globals {
+        todo.extend(reachable(d));
+    }
+    todo.extend(global.prototype());
+    let mut seen: HashSet<JsObject> = HashSet::new();
+    while let Some(o) = todo.pop() {
+        if o == global || !seen.insert(o.clone()) {
+            continue;
+        }
+        todo.extend(o.prototype());
+        for (_, d) in own(&o, ctx)? {
+            todo.extend(reachable(&d));
+        }
+        o.set_integrity_level(IntegrityLevel::Frozen, ctx)?;
+    }
+    for (k, d) in globals {
+        if d.configurable() == Some(true) {
+            let locked = PropertyDescriptor::builder()
+                .configurable(false)
+                .maybe_writable(d.writable().map(|_| false));
+            global.define_property_or_throw(k, locked, ctx)?;
+        }
+    }
+    Ok(take_logs)
+}
+
+/// Compiles the first of `forms` that compiles as a factory: a function returning the form's
+/// value. A form that throws while compiling (a module's top level) throws when called.
+fn compile_factory(ctx: &mut Context, forms: &[Wrapped]) -> Result<JsObject, HostError> {
+    let mut last = None;
+    for f in forms {
+        let src = format!("(function () {{ return {}; }})", f.src);
+        match ctx.eval(Source::from_bytes(&src)) {
+            Ok(v) => {
+                return v
+                    .as_callable()
+                    .ok_or_else(|| HostError::Failed("not a function".into()));
+            }
+            Err(e) => match to_host_error(e, ctx) {
+                HostError::Abort(e) => return Err(HostError::Abort(e)),
+                e => last = Some(e),
+            },
+        }
+    }
+    Err(last.unwrap_or_else(|| HostError::Failed("no method form".into())))
+}
+
+/// Deletes the globals a step added; false when the global object cannot be put back as the
+/// lockdown left it (then the context must not serve another step).
+fn restore_globals(js: &mut Js) -> bool {
+    let ctx = &mut js.ctx;
+    let global = ctx.global_object();
+    if global.prototype() != js.global_proto || !global.is_extensible(ctx).unwrap_or(false) {
+        return false;
+    }
+    let Ok(keys) = global.own_property_keys(ctx) else {
+        return false;
+    };
+    // The lockdown's globals cannot be deleted, so the same count means none was added.
+    if keys.len() == js.globals.len() {
+        return true;
+    }
+    for k in keys.into_iter().filter(|k| !js.globals.contains(k)) {
+        if global.delete_property_or_throw(k, ctx).is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 /// A method or expression wrapped to compile, with where its own code starts in the
@@ -525,6 +747,6 @@ mod tests {
             None,
         );
         call(&mut rt, &m, &[]).unwrap();
-        assert_eq!(rt.take_logs(), vec!["hi {\"a\":1}".to_string()]);
+        assert_eq!(rt.finish_step(), vec!["hi {\"a\":1}".to_string()]);
     }
 }

@@ -710,6 +710,7 @@ impl<'p> Lower<'p> {
             config,
             max_recursion,
             fallback_flow,
+            uses_js: !self.js_sites.is_empty(),
         })
     }
 

@@ -14,7 +14,8 @@ use serde_json::Value as Json;
 /// - 1: the same model, with `format`.
 /// - 2: `reenter` is an action type (`ActionKind::Reenter`; before, a state action named
 ///   `reenter` was stored as an unknown action).
-pub const COMPILED_FORMAT: u32 = 2;
+/// - 3: `uses_js`.
+pub const COMPILED_FORMAT: u32 = 3;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CompiledBot {
@@ -33,6 +34,12 @@ pub struct CompiledBot {
     pub max_recursion: u32,
     /// The first declared flow with `fallback: true`.
     pub fallback_flow: Option<usize>,
+    /// Whether the bot has JavaScript (methods, or expressions outside the fast subset). The
+    /// guest builds and locks down its JavaScript context when it loads such a bot, under the
+    /// load's budget instead of the first step's (~25 M fuel). Text templated at run time
+    /// can still need JavaScript in a bot without it; the first such step builds the context.
+    #[serde(default)]
+    pub uses_js: bool,
 }
 
 impl CompiledBot {

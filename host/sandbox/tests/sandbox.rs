@@ -335,6 +335,186 @@ fn a_js_global_written_in_one_conversation_is_invisible_to_the_next() {
     assert_eq!(texts(&out.result), vec!["clean"]);
 }
 
+/// A bot whose JavaScript tries to leave something behind for the next step: `attack NAME`
+/// runs one attack and then the checks, `probe` runs the checks alone.
+const MUTATOR: &str = r#"
+name: mutator
+methods:
+  js(message): |
+    function check() {
+      // Only syntax here: the attacks may have replaced any built-in this would call.
+      var bad = '';
+      function t(name, ok) {
+        try { if (!ok()) bad += '; ' + name; } catch (e) { bad += '; ' + name + ' threw ' + e; }
+      }
+      t('Object.prototype', function () { return ({}).polluted === undefined; });
+      t('Array.prototype.push', function () { var a = []; return a.push(7) === 1 && a[0] === 7; });
+      t('JSON.parse', function () { return JSON.parse('{"a":1}').a === 1; });
+      t('Math.random', function () { var r = Math.random(); return r !== 0.5 && r >= 0 && r < 1; });
+      t('a global', function () { return typeof secret === 'undefined'; });
+      t('an implicit global', function () { return typeof leaky === 'undefined'; });
+      t('the global prototype', function () { return typeof inherited === 'undefined'; });
+      t('an extensible global', function () { return Object.isExtensible(globalThis); });
+      t('String.prototype.trim', function () { return ' a '.trim() === 'a'; });
+      t('Function.prototype.call', function () { return Math.max.call(null, 1, 2) === 2; });
+      t('generators', function () { return (function* () { yield 1; })().next().value === 1; });
+      t('array iterators', function () { var n = 0; for (var x of [1, 2]) n += x; return n === 3; });
+      t('Error.prototype', function () { return String(new Error('m')) === 'Error: m'; });
+      t('RegExp.prototype.exec', function () { return 'ab'.replace(/b/, 'c') === 'ac'; });
+      t('the JSON global', function () { return typeof JSON.stringify === 'function'; });
+      t('console', function () { return console.log !== undefined && console.log.evil === undefined; });
+      return bad === '' ? 'clean' : bad;
+    }
+    var attacks = {
+      prototype: function () { Object.prototype.polluted = 'leak'; },
+      defineOnPrototype: function () { Object.defineProperty(Object.prototype, 'polluted', {value: 'leak'}); },
+      push: function () { Array.prototype.push = function () { return 'hijacked'; }; },
+      parse: function () { JSON.parse = function () { return {a: 'evil'}; }; },
+      random: function () { Math.random = function () { return 0.5; }; },
+      getter: function () {
+        Object.defineProperty(globalThis, 'secret', {get: function () { return 'leak'; }, configurable: true});
+      },
+      fixedGetter: function () {
+        Object.defineProperty(globalThis, 'secret', {get: function () { return 'leak'; }});
+      },
+      implicit: function () { leaky = 'leak'; },
+      indirectEval: function () { (0, eval)('var leaky = 1'); },
+      globalPrototype: function () { Object.setPrototypeOf(globalThis, {inherited: 'leak'}); },
+      preventExtensions: function () { Object.preventExtensions(globalThis); },
+      trim: function () { String.prototype.trim = function () { return 'evil'; }; },
+      call: function () { Function.prototype.call = function () { return 'evil'; }; },
+      generator: function () {
+        Object.getPrototypeOf(function* () {}).prototype.next = function () { return {value: 'evil'}; };
+      },
+      iterator: function () {
+        Object.getPrototypeOf([][Symbol.iterator]()).next = function () { return {done: true}; };
+      },
+      errorToString: function () { Error.prototype.toString = function () { return 'evil'; }; },
+      exec: function () { RegExp.prototype.exec = function () { return null; }; },
+      replaceJSON: function () { JSON = {}; },
+      deleteJSON: function () { delete globalThis.JSON; },
+      console: function () { console.log.evil = 1; console.log = undefined; },
+      promise: function () { Promise.resolve().then(function () { leaky = 'late'; }); }
+    };
+    var name = message.content.split(' ')[1];
+    if (name) {
+      if (!attacks[name]) return 'no attack ' + name;
+      try { attacks[name](); } catch (e) {}
+    }
+    return check();
+  counter(): "var n = 0; function counter() { n += 1; return 'n=' + n; }"
+  callee(): "arguments.callee.n = (arguments.callee.n || 0) + 1; return 'n=' + arguments.callee.n;"
+  compat(): |
+    var out = [];
+    for (i = 0; i < 2; i++) {}
+    out.push(i);
+    var o = {};
+    o.toString = function () { return 'custom'; };
+    out.push(String(o));
+    function E(m) { this.message = m; }
+    E.prototype = Object.create(Error.prototype);
+    E.prototype.name = 'E';
+    E.prototype.constructor = E;
+    out.push(String(new E('x')));
+    class F extends Error { constructor(m) { super(m); this.name = 'F'; } }
+    out.push(String(new F('y')));
+    return out.join(',');
+flows:
+  f:
+    intents:
+      any: {initial: true, type: text}
+    states:
+      s:
+        initial: true
+        transitions:
+          js: "content.startsWith('attack') || content == 'probe'"
+          counter: "content == 'counter'"
+          callee: "content == 'callee'"
+          compat: "content == 'compat'"
+      js: {end: true, action: {name: method, method: js}}
+      counter: {end: true, action: {name: method, method: counter}}
+      callee: {end: true, action: {name: method, method: callee}}
+      compat: {end: true, action: {name: method, method: compat}}
+"#;
+
+/// One sandbox whose revision keeps one warm instance, so consecutive steps share it.
+fn one_warm_instance() -> Sandbox {
+    Sandbox::new(SandboxConfig {
+        warm_per_revision: 1,
+        ..config(Limits::default())
+    })
+    .expect("sandbox")
+}
+
+fn warm_say(sb: &Sandbox, rev: &Revision, text: &str) -> (String, bool) {
+    let out = block_on(sb.step(TENANT, rev, &fresh_session(), &Message::text(text), live()))
+        .unwrap_or_else(|e| panic!("{text}: {e}"));
+    (texts(&out.result).join(" | "), out.warm)
+}
+
+#[test]
+fn nothing_a_step_does_to_javascript_built_ins_or_globals_reaches_the_next_step() {
+    let sb = one_warm_instance();
+    let rev = Revision::new("mutator", &compile_source(MUTATOR).unwrap().bot);
+    assert_eq!(warm_say(&sb, &rev, "probe").0, "clean");
+    let attacks = [
+        "prototype",
+        "defineOnPrototype",
+        "push",
+        "parse",
+        "random",
+        "getter",
+        "fixedGetter",
+        "implicit",
+        "indirectEval",
+        "globalPrototype",
+        "preventExtensions",
+        "trim",
+        "call",
+        "generator",
+        "iterator",
+        "errorToString",
+        "exec",
+        "replaceJSON",
+        "deleteJSON",
+        "console",
+        "promise",
+    ];
+    let mut leaks = vec![];
+    for attack in attacks {
+        let (during, _) = warm_say(&sb, &rev, &format!("attack {attack}"));
+        assert!(!during.starts_with("no attack"), "{during}");
+        let (after, warm) = warm_say(&sb, &rev, "probe");
+        assert!(warm, "after {attack}: the probe ran on the warm instance");
+        if after != "clean" {
+            leaks.push(format!("{attack} (during: {during}) left: {after}"));
+        }
+    }
+    assert!(leaks.is_empty(), "{leaks:#?}");
+}
+
+#[test]
+fn a_methods_own_state_starts_anew_each_step() {
+    let sb = one_warm_instance();
+    let rev = Revision::new("mutator", &compile_source(MUTATOR).unwrap().bot);
+    warm_say(&sb, &rev, "compat");
+    for method in ["counter", "callee"] {
+        for _ in 0..2 {
+            assert_eq!(warm_say(&sb, &rev, method), ("n=1".to_string(), true));
+        }
+    }
+}
+
+#[test]
+fn ordinary_javascript_still_works_with_built_ins_frozen() {
+    let sb = one_warm_instance();
+    let rev = Revision::new("mutator", &compile_source(MUTATOR).unwrap().bot);
+    // Twice: the implicit global `i` of the first step is gone, and the second can make it again.
+    for _ in 0..2 {
+        assert_eq!(warm_say(&sb, &rev, "compat").0, "2,custom,E: x,F: y");
+    }
+}
+
 #[test]
 fn the_host_enforces_max_recursion_whatever_the_guest_believes() {
     let mut lying = example("chain");

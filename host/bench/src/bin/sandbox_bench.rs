@@ -249,6 +249,69 @@ flows:
         .unwrap()
         .fuel_used;
 
+    // JavaScript on a new instance: the first JS step builds and locks down the context.
+    let mut js_cold = vec![];
+    let mut js_cold_fuel = 0;
+    for i in 0..10 {
+        let r = Revision::new(&format!("js-cold-{i}"), &js_bot);
+        let t = Instant::now();
+        let out = block_on(sb.step(TENANT, &r, &s0, &js_msg, effects.clone())).unwrap();
+        js_cold.push(t.elapsed());
+        js_cold_fuel = out.fuel_used;
+    }
+    js_cold.sort();
+    let js_cold_ms = js_cold[js_cold.len() / 2].as_secs_f64() * 1e3;
+
+    // The pizza bot's pick step, its mapping written as a JavaScript method instead of a
+    // declarative mapping, against the same step of the plain bot (alternated rounds).
+    let mapped_source = std::fs::read_to_string(root.join("examples/pizza/bot.yml"))?;
+    let declarative = "            mapping:\n              context.pizza: payload.pizza\n";
+    anyhow::ensure!(
+        mapped_source.contains(declarative),
+        "the pizza bot's pick mapping moved"
+    );
+    let mapped_source = mapped_source
+        .replace(declarative, "            mapping: pickPizza\n")
+        .replace(
+            "\nflows:\n",
+            "\nmethods:\n  pickPizza(ctx): \"ctx.context.pizza = ctx.payload.pizza;\"\nflows:\n",
+        );
+    let mapped = compile_source(&mapped_source)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .bot;
+    let mapped_rev = Revision::new("pizza-mapped", &mapped);
+    let pick = SessionJson::new(serde_json::to_string(&sessions[1])?);
+    let pick_step = |rev: &Revision| {
+        let out =
+            block_on(sb.step_json(TENANT, rev, &pick, &messages[1], effects.clone())).unwrap();
+        assert!(
+            out.session.json.contains("pepperoni"),
+            "the pick was mapped"
+        );
+    };
+    pick_step(&mapped_rev);
+    // `BOTBOX_PROFILE_JS=n`: only run the mapped pick step n times (for perf).
+    if let Some(n) = std::env::var("BOTBOX_PROFILE_JS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        for _ in 0..n {
+            pick_step(&mapped_rev);
+        }
+        return Ok(());
+    }
+    let (mut plain_pick, mut mapped_pick, mut pick_ratios) = (vec![], vec![], vec![]);
+    for _round in 0..15 {
+        let p = median_us(40, || pick_step(&rev));
+        let m = median_us(40, || pick_step(&mapped_rev));
+        plain_pick.push(p);
+        mapped_pick.push(m);
+        pick_ratios.push(m / p);
+    }
+    let plain_pick_us = median(&mut plain_pick);
+    let mapped_pick_us = median(&mut mapped_pick);
+    let pick_ratio = median(&mut pick_ratios);
+
     // Cold start: a revision never seen before, to its first answer (artifact cached).
     let mut cold = vec![];
     for i in 0..20 {
@@ -286,6 +349,12 @@ flows:
     println!(
         "  same step without JS                   {without_js:>9.1} µs  (JS call costs {:.1} µs)",
         with_js - without_js
+    );
+    println!(
+        "  first JS step of a new revision        {js_cold_ms:>9.2} ms  ({js_cold_fuel} fuel: context and lockdown)"
+    );
+    println!(
+        "  pizza pick step, JS mapping method     {mapped_pick_us:>9.1} µs  ({pick_ratio:.2}x the declarative mapping's {plain_pick_us:.1} µs)"
     );
     println!("  new revision to first answer (median)  {cold_ms:>9.2} ms");
     println!(
