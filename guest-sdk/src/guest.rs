@@ -3,9 +3,9 @@
 //!
 //! The guest keeps the loaded bot between steps, and the last sessions it produced, each under
 //! a tag the host chose, so that a conversation's next step can name its session instead of
-//! sending it again. A kept session is only ever handed to the step that names its tag. Each
-//! step gets a fresh `JsRuntime`, so one conversation's JavaScript globals are never visible
-//! to the next step on this instance.
+//! sending it again. A kept session is only ever handed to the step that names its tag. One
+//! `JsRuntime` serves the instance's steps and puts its context back as it was after each
+//! one (see `js.rs`), so nothing one conversation does in JavaScript reaches the next.
 
 use crate::js::{HostClock, JsRuntime};
 use runtime_core::engine::StepError as CoreError;

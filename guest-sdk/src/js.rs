@@ -1,8 +1,9 @@
 //! JavaScript for bots, on boa: methods (§11) and expressions outside the fast subset.
 //!
-//! One [`JsRuntime`] lives as long as its guest instance, which serves one bot revision, and
-//! its boa `Context` is created on the first step that needs JavaScript (~0.7 ms in wasm, so
-//! steps of bots without JS never pay for it). Steps reuse the context, so the guarantee that
+//! One [`JsRuntime`] lives as long as its guest instance, which serves one bot revision. Its
+//! boa `Context` is built and locked down when a bot with JavaScript loads ([`JsRuntime::prepare`],
+//! ~25 M fuel), or else by the first step that needs it; bots without JavaScript never pay
+//! for it. Steps reuse the context, so the guarantee that
 //! no step sees what another step did in JavaScript rests on [`LOCKDOWN`] and
 //! [`JsRuntime::finish_step`]:
 //!

@@ -62,7 +62,8 @@ impl Host for NativeHost<'_> {
     }
 }
 
-/// Runs steps natively: a fresh JS runtime per step, as the sandbox does.
+/// Runs steps natively, a fresh JS runtime per step (the sandbox keeps one per instance and
+/// resets it after each step: the same answers).
 #[derive(Default)]
 pub struct NativeStepper;
 
