@@ -926,6 +926,41 @@ fn clinc_rows(
             },
         ),
         (
+            "ensemble 3",
+            Config {
+                ensemble: 3,
+                ..base.clone()
+            },
+        ),
+        (
+            "l2 3e-5",
+            Config {
+                l2: 3e-5,
+                ..base.clone()
+            },
+        ),
+        (
+            "chars 1-6",
+            Config {
+                features: botbox_nlu::classify::FeatureConfig {
+                    char_min: 1,
+                    char_max: 6,
+                    ..base.features.clone()
+                },
+                ..base.clone()
+            },
+        ),
+        (
+            "char weight 1",
+            Config {
+                features: botbox_nlu::classify::FeatureConfig {
+                    char_weight: 1.0,
+                    ..base.features.clone()
+                },
+                ..base.clone()
+            },
+        ),
+        (
             "min_grad 0.01",
             Config {
                 min_grad: 0.01,
