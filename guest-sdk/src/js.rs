@@ -373,8 +373,9 @@ fn lock_down(ctx: &mut Context) -> JsResult<JsObject> {
         }
         o.set_integrity_level(IntegrityLevel::Frozen, ctx)?;
     }
+    // Non-configurable but writable globals too (a value can still be made read-only).
     for (k, d) in globals {
-        if d.configurable() == Some(true) {
+        if d.configurable() == Some(true) || d.writable() == Some(true) {
             let locked = PropertyDescriptor::builder()
                 .configurable(false)
                 .maybe_writable(d.writable().map(|_| false));

@@ -363,6 +363,21 @@ methods:
       t('RegExp.prototype.exec', function () { return 'ab'.replace(/b/, 'c') === 'ac'; });
       t('the JSON global', function () { return typeof JSON.stringify === 'function'; });
       t('console', function () { return console.log !== undefined && console.log.evil === undefined; });
+      t('every global and its properties', function () {
+        var keys = Reflect.ownKeys(globalThis);
+        for (var i = 0; i < keys.length; i++) {
+          var v = globalThis[keys[i]];
+          if (v === 'evil') return false;
+          if ((typeof v === 'object' && v !== null) || typeof v === 'function') {
+            var inner = Reflect.ownKeys(v);
+            for (var j = 0; j < inner.length; j++) {
+              var d = Object.getOwnPropertyDescriptor(v, inner[j]);
+              if (d && d.value === 'evil') return false;
+            }
+          }
+        }
+        return true;
+      });
       return bad === '' ? 'clean' : bad;
     }
     var attacks = {
@@ -394,7 +409,18 @@ methods:
       replaceJSON: function () { JSON = {}; },
       deleteJSON: function () { delete globalThis.JSON; },
       console: function () { console.log.evil = 1; console.log = undefined; },
-      promise: function () { Promise.resolve().then(function () { leaky = 'late'; }); }
+      promise: function () { Promise.resolve().then(function () { leaky = 'late'; }); },
+      everything: function () {
+        var keys = Reflect.ownKeys(globalThis);
+        for (var i = 0; i < keys.length; i++) {
+          var v = globalThis[keys[i]];
+          if ((typeof v === 'object' && v !== null) || typeof v === 'function') {
+            var inner = Reflect.ownKeys(v);
+            for (var j = 0; j < inner.length; j++) { try { v[inner[j]] = 'evil'; } catch (e) {} }
+          }
+        }
+        for (var k = 0; k < keys.length; k++) { try { globalThis[keys[k]] = 'evil'; } catch (e) {} }
+      }
     };
     var name = message.content.split(' ')[1];
     if (name) {
@@ -437,11 +463,15 @@ flows:
       compat: {end: true, action: {name: method, method: compat}}
 "#;
 
-/// One sandbox whose revision keeps one warm instance, so consecutive steps share it.
+/// One sandbox whose revision keeps one warm instance, so consecutive steps share it; fuel
+/// for the checks that read every property of every global.
 fn one_warm_instance() -> Sandbox {
     Sandbox::new(SandboxConfig {
         warm_per_revision: 1,
-        ..config(Limits::default())
+        ..config(Limits {
+            fuel: 2_000_000_000,
+            ..Limits::default()
+        })
     })
     .expect("sandbox")
 }
@@ -479,6 +509,7 @@ fn nothing_a_step_does_to_javascript_built_ins_or_globals_reaches_the_next_step(
         "deleteJSON",
         "console",
         "promise",
+        "everything",
     ];
     let mut leaks = vec![];
     for attack in attacks {
