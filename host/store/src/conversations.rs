@@ -355,6 +355,9 @@ impl Db {
     /// ids) adding the user changes nothing. Each channel module documents its id. The id is
     /// recorded by the step's own commit ([`StepWrite::provider_id`]), never before it.
     pub async fn seen(&self, channel_id: &str, user_id: &str, provider_id: &str) -> DbResult<bool> {
+        if let Some(w) = &self.commits.writer {
+            return w.seen(channel_id, &seen_key(user_id, provider_id));
+        }
         Ok(sqlx::query_scalar::<_, i64>(
             "SELECT COUNT(*) FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2",
         )

@@ -25,7 +25,14 @@ use std::sync::mpsc;
 /// `Writer` is dropped.
 pub(crate) struct Writer {
     jobs: mpsc::Sender<Job>,
+    /// The database file, for [`Writer::seen`]'s connections.
+    path: std::path::PathBuf,
+    /// Idle read connections of [`Writer::seen`] ([`READERS`] at most).
+    readers: std::sync::Mutex<Vec<rusqlite::Connection>>,
 }
+
+/// Read connections kept idle for [`Writer::seen`] (one per thread that may read at once).
+const READERS: usize = 8;
 
 /// One group: its steps, the deliveries to record, and where to send the outcome.
 struct Job {
@@ -65,12 +72,40 @@ impl Writer {
             "the SQLite URL {url:?} cannot be used: an in-memory database would be another \
              one for the writer thread's connection; give a file (sqlite://<path>)"
         );
-        let conn = open(&path)?;
+        let conn = open(&path)
+            .map_err(|e| anyhow::anyhow!("opening {} for the writer: {e}", path.display()))?;
         let (jobs, queue) = mpsc::channel();
         std::thread::Builder::new()
             .name("botbox-sqlite-writer".into())
             .spawn(move || run(conn, queue))?;
-        Ok(Writer { jobs })
+        Ok(Writer {
+            jobs,
+            path,
+            readers: Default::default(),
+        })
+    }
+
+    /// Whether `inbound_seen` holds (`channel_id`, `key`): the provider-id check before each
+    /// message's step, answered on the caller's thread by a connection of its own. Through
+    /// the pool it would be two hand-offs between threads (to sqlx's worker and back) for a
+    /// read of one index entry of a few microseconds. In WAL mode a reader does not wait for
+    /// the writer, so this does not block on the group commits.
+    pub(crate) fn seen(&self, channel_id: &str, key: &str) -> DbResult<bool> {
+        let idle = self.readers.lock().unwrap().pop();
+        let conn = match idle {
+            Some(c) => c,
+            None => open(&self.path)?,
+        };
+        let seen = conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM inbound_seen WHERE channel_id = ?1 AND provider_id = ?2)",
+            )
+            .and_then(|mut q| q.query_row((channel_id, key), |r| r.get::<_, bool>(0)));
+        let mut readers = self.readers.lock().unwrap();
+        if readers.len() < READERS {
+            readers.push(conn);
+        }
+        Ok(seen?)
     }
 
     /// Commits `writes` in one transaction, with `sent` recorded as sent (a group that fails
@@ -100,13 +135,13 @@ fn crashed(n: usize, sent: usize) -> Vec<Committed> {
     (0..n).map(|_| Err(DbError::worker_gone())).collect()
 }
 
-fn open(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
+/// A connection to the database file with the pool's settings (the writer's and the readers').
+fn open(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection> {
     use rusqlite::OpenFlags;
     let conn = rusqlite::Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| anyhow::anyhow!("opening {} for the writer: {e}", path.display()))?;
+    )?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.execute_batch(&super::sqlite_pragmas().join(";"))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
