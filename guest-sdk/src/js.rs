@@ -42,8 +42,9 @@ const RECURSION_LIMIT: usize = 400;
 const MAX_FACTORIES: usize = 4096;
 
 /// Run once per context, before any bot code: defines `console` and tames the assignments that
-/// freezing would break; returns the function that drains the console's lines (reachable from
-/// nowhere else) and objects of built-in kinds that no global names (generators, iterators,
+/// freezing would break; returns the function that drains the console's lines and the object
+/// whose `logged` says there are lines to drain (both reachable from nowhere else), and
+/// objects of built-in kinds that no global names (generators, iterators,
 /// `arguments`), from which [`lock_down`] reaches the intrinsics behind them. The walk and the
 /// freezing are in Rust: in JavaScript they cost over 50 M fuel.
 ///
@@ -54,7 +55,7 @@ const MAX_FACTORIES: usize = 4096;
 const LOCKDOWN: &str = r#"(function (global) {
   'use strict';
   var getDesc = Object.getOwnPropertyDescriptor, defProp = Object.defineProperty;
-  var logs = [];
+  var logs = [], state = { logged: false };
   var log = function () {
     var parts = [];
     for (var i = 0; i < arguments.length; i++) {
@@ -62,6 +63,7 @@ const LOCKDOWN: &str = r#"(function (global) {
       parts.push(typeof a === 'string' ? a : JSON.stringify(a));
     }
     logs.push(parts.join(' '));
+    state.logged = true;
   };
   defProp(global, 'console', { value: { log: log, info: log, warn: log, error: log, debug: log },
     writable: true, enumerable: false, configurable: true });
@@ -104,7 +106,7 @@ const LOCKDOWN: &str = r#"(function (global) {
     function () { return (function () { 'use strict'; return arguments; })(); },
     function () { return (function () { return arguments; })(); }
   ].forEach(function (s) { try { samples.push(s()); } catch (e) {} });
-  return [function () { return logs.splice(0); }, samples];
+  return [function () { state.logged = false; return logs.splice(0); }, samples, state];
 })(this)"#;
 
 pub struct JsRuntime {
@@ -119,6 +121,8 @@ struct Js {
     ctx: Context,
     /// The function [`LOCKDOWN`] returned: drains `console` lines.
     take_logs: JsObject,
+    /// `logged`: whether there are lines to drain (read without calling into JavaScript).
+    log_state: JsObject,
     /// The global object's own properties after lockdown (all non-configurable).
     globals: HashSet<PropertyKey>,
     /// The global object's prototype after lockdown.
@@ -189,7 +193,7 @@ impl JsRuntime {
                 .expect("a context builds");
             ctx.runtime_limits_mut()
                 .set_recursion_limit(RECURSION_LIMIT);
-            let take_logs = lock_down(&mut ctx).expect("the lockdown runs");
+            let (take_logs, log_state) = lock_down(&mut ctx).expect("the lockdown runs");
             let global = ctx.global_object();
             let globals = global
                 .own_property_keys(&mut ctx)
@@ -200,6 +204,7 @@ impl JsRuntime {
             Js {
                 ctx,
                 take_logs,
+                log_state,
                 globals,
                 global_proto,
                 factories: HashMap::new(),
@@ -220,7 +225,16 @@ impl JsRuntime {
         };
         js.dirty = false;
         let ctx = &mut js.ctx;
-        let logs = match js.take_logs.call(&JsValue::undefined(), &[], ctx) {
+        let logged = js
+            .log_state
+            .get(js_string!("logged"), ctx)
+            .is_ok_and(|v| v.to_boolean());
+        let drained = if logged {
+            js.take_logs.call(&JsValue::undefined(), &[], ctx)
+        } else {
+            Ok(JsValue::undefined())
+        };
+        let logs = match drained {
             Ok(v) => match v.to_json(ctx) {
                 Ok(Some(Json::Array(a))) => a
                     .into_iter()
@@ -323,8 +337,8 @@ impl JsRuntime {
 
 /// Freezes every object reachable from the global object and from [`LOCKDOWN`]'s samples
 /// (through properties, accessors and prototypes), then makes the global object's own
-/// properties read-only and non-configurable. Returns the console's drain.
-fn lock_down(ctx: &mut Context) -> JsResult<JsObject> {
+/// properties read-only and non-configurable. Returns the console's drain and its state.
+fn lock_down(ctx: &mut Context) -> JsResult<(JsObject, JsObject)> {
     let out = ctx.eval(Source::from_bytes(LOCKDOWN))?;
     let item = |i: u32, ctx: &mut Context| -> JsResult<JsValue> {
         out.as_object()
@@ -335,6 +349,9 @@ fn lock_down(ctx: &mut Context) -> JsResult<JsObject> {
         .as_callable()
         .ok_or_else(|| JsNativeError::typ().with_message("lockdown result"))?;
     let samples = item(1, ctx)?;
+    let log_state = item(2, ctx)?
+        .as_object()
+        .ok_or_else(|| JsNativeError::typ().with_message("lockdown result"))?;
     let global = ctx.global_object();
     let mut todo: Vec<JsObject> = vec![];
     let samples = samples.as_object().expect("an array");
@@ -382,7 +399,7 @@ fn lock_down(ctx: &mut Context) -> JsResult<JsObject> {
             global.define_property_or_throw(k, locked, ctx)?;
         }
     }
-    Ok(take_logs)
+    Ok((take_logs, log_state))
 }
 
 /// Compiles the first of `forms` that compiles as a factory: a function returning the form's
