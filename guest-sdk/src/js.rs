@@ -267,9 +267,13 @@ impl JsRuntime {
                 let key = format!("expr\u{0}{}\u{0}{src}", names.join(","));
                 let f = self.function(key, || vec![expr_form(src, &names)])?;
                 let args: Vec<Json> = names.iter().map(|n| scope[*n].clone()).collect();
-                self.invoke(&f, &args)
+                self.invoke(&f, &args, &[])
             }
-            JsCall::Method { method, args } => {
+            JsCall::Method {
+                method,
+                args,
+                read_back,
+            } => {
                 let key = format!(
                     "method\u{0}{}\u{0}{}\u{0}{}",
                     method.flow.as_deref().unwrap_or(""),
@@ -277,7 +281,7 @@ impl JsRuntime {
                     args.len()
                 );
                 let f = self.function(key, || method_forms(method, args.len()))?;
-                self.invoke(&f, args)
+                self.invoke(&f, args, read_back)
             }
         }
     }
@@ -314,7 +318,14 @@ impl JsRuntime {
         Ok(f)
     }
 
-    fn invoke(&mut self, f: &JsObject, args: &[Json]) -> Result<JsOutcome, HostError> {
+    /// Calls `f`; the arguments of `read_back` are converted back after the call, the others
+    /// come back as null (methods only: an expression's are never read).
+    fn invoke(
+        &mut self,
+        f: &JsObject,
+        args: &[Json],
+        read_back: &[usize],
+    ) -> Result<JsOutcome, HostError> {
         let ctx = &mut self.js().ctx;
         let mut js_args = Vec::with_capacity(args.len());
         for a in args {
@@ -324,10 +335,18 @@ impl JsRuntime {
             .call(&JsValue::undefined(), &js_args, ctx)
             .map_err(|e| to_host_error(e, ctx))?;
         let value = ret.to_json(ctx).map_err(|e| to_host_error(e, ctx))?;
-        let args_after = js_args
-            .iter()
-            .map(|a| a.to_json(ctx).ok().flatten().unwrap_or(Json::Null))
-            .collect();
+        let args_after = if read_back.is_empty() {
+            vec![]
+        } else {
+            js_args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| match read_back.contains(&i) {
+                    true => a.to_json(ctx).ok().flatten().unwrap_or(Json::Null),
+                    false => Json::Null,
+                })
+                .collect()
+        };
         Ok(JsOutcome {
             value,
             args: args_after,
@@ -667,7 +686,11 @@ mod tests {
     }
 
     fn call(rt: &mut JsRuntime, m: &Method, args: &[Json]) -> Result<JsOutcome, HostError> {
-        rt.call(JsCall::Method { method: m, args })
+        rt.call(JsCall::Method {
+            method: m,
+            args,
+            read_back: &[0, 1, 2],
+        })
     }
 
     #[test]

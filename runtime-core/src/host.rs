@@ -28,11 +28,15 @@ pub enum JsCall<'a> {
     Method {
         method: &'a Method,
         args: &'a [Json],
+        /// The indexes of the arguments whose state after the call the engine reads (a
+        /// method may change its arguments in place); converting the others back would be
+        /// work for nothing.
+        read_back: &'a [usize],
     },
 }
 
-/// The result of a JS call: the returned value (`None` = undefined) and the arguments as they
-/// are after the call (methods may change their arguments in place).
+/// The result of a JS call: the returned value (`None` = undefined) and, for a method, its
+/// arguments as they are after the call: those of `read_back`, the others null.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct JsOutcome {
     pub value: Option<Json>,

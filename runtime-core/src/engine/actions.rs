@@ -135,7 +135,8 @@ impl Step<'_, '_> {
                         self.bot.config.clone(),
                         result.clone(),
                     ];
-                    let Some(out) = self.call_method(mr, args)? else {
+                    // Context and data changed in place are kept (§11.3).
+                    let Some(out) = self.call_method(mr, args, &[1, 2])? else {
                         continue;
                     };
                     self.method_return(

@@ -681,7 +681,7 @@ impl Step<'_, '_> {
     ) -> Result<Option<usize>, StepError> {
         let mut ctx = self.ctx_object(s, flow, msg, intent, attrs, meta);
         ctx["state"] = Json::String(meta.state.clone());
-        let Some(out) = self.call_method(mapper, vec![ctx])? else {
+        let Some(out) = self.call_method(mapper, vec![ctx], &[])? else {
             return Ok(None);
         };
         let (name, obj) = match &out.value {
@@ -777,7 +777,7 @@ impl Step<'_, '_> {
             }
             Mapping::Method(mr) => {
                 let ctx = self.ctx_object(s, flow, msg, intent, attrs, meta);
-                if let Some(out) = self.call_method(mr, vec![ctx])? {
+                if let Some(out) = self.call_method(mr, vec![ctx], &[0])? {
                     let ret = match out.value {
                         Some(v @ Json::Object(_)) => v,
                         _ => out.args.into_iter().next().unwrap_or(Json::Null),
@@ -791,11 +791,13 @@ impl Step<'_, '_> {
         Ok(())
     }
 
-    /// Calls a bot method. `Ok(None)`: unknown method or a JS exception (logged).
+    /// Calls a bot method; `read_back`: the arguments whose state after the call is read.
+    /// `Ok(None)`: unknown method or a JS exception (logged).
     pub fn call_method(
         &mut self,
         mr: &MethodRef,
         args: Vec<Json>,
+        read_back: &[usize],
     ) -> Result<Option<crate::host::JsOutcome>, StepError> {
         let Some(mi) = mr.index else {
             self.user_error(format!("unknown method \"{}\"", mr.name));
@@ -805,6 +807,7 @@ impl Step<'_, '_> {
         match self.host.js(JsCall::Method {
             method,
             args: &args,
+            read_back,
         }) {
             Ok(out) => Ok(Some(out)),
             Err(HostError::Failed(e)) => {
