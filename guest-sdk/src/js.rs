@@ -193,14 +193,8 @@ impl JsRuntime {
                 .expect("a context builds");
             ctx.runtime_limits_mut()
                 .set_recursion_limit(RECURSION_LIMIT);
-            let (take_logs, log_state) = lock_down(&mut ctx).expect("the lockdown runs");
-            let global = ctx.global_object();
-            let globals = global
-                .own_property_keys(&mut ctx)
-                .expect("the global object has keys")
-                .into_iter()
-                .collect();
-            let global_proto = global.prototype();
+            let (take_logs, log_state, globals) = lock_down(&mut ctx).expect("the lockdown runs");
+            let global_proto = ctx.global_object().prototype();
             Js {
                 ctx,
                 take_logs,
@@ -229,20 +223,19 @@ impl JsRuntime {
             .log_state
             .get(js_string!("logged"), ctx)
             .is_ok_and(|v| v.to_boolean());
-        let drained = if logged {
-            js.take_logs.call(&JsValue::undefined(), &[], ctx)
-        } else {
-            Ok(JsValue::undefined())
-        };
-        let logs = match drained {
-            Ok(v) => match v.to_json(ctx) {
+        let logs = match logged {
+            false => vec![],
+            true => match js
+                .take_logs
+                .call(&JsValue::undefined(), &[], ctx)
+                .and_then(|v| v.to_json(ctx))
+            {
                 Ok(Some(Json::Array(a))) => a
                     .into_iter()
                     .filter_map(|l| l.as_str().map(str::to_string))
                     .collect(),
                 _ => vec![],
             },
-            Err(_) => vec![],
         };
         ctx.clear_kept_objects();
         if !restore_globals(js) {
@@ -356,8 +349,9 @@ impl JsRuntime {
 
 /// Freezes every object reachable from the global object and from [`LOCKDOWN`]'s samples
 /// (through properties, accessors and prototypes), then makes the global object's own
-/// properties read-only and non-configurable. Returns the console's drain and its state.
-fn lock_down(ctx: &mut Context) -> JsResult<(JsObject, JsObject)> {
+/// properties read-only and non-configurable. Returns the console's drain, its state, and
+/// the global object's keys (which no step can delete from now on).
+fn lock_down(ctx: &mut Context) -> JsResult<(JsObject, JsObject, HashSet<PropertyKey>)> {
     let out = ctx.eval(Source::from_bytes(LOCKDOWN))?;
     let item = |i: u32, ctx: &mut Context| -> JsResult<JsValue> {
         out.as_object()
@@ -410,15 +404,17 @@ fn lock_down(ctx: &mut Context) -> JsResult<(JsObject, JsObject)> {
         o.set_integrity_level(IntegrityLevel::Frozen, ctx)?;
     }
     // Non-configurable but writable globals too (a value can still be made read-only).
+    let mut keys = HashSet::with_capacity(globals.len());
     for (k, d) in globals {
         if d.configurable() == Some(true) || d.writable() == Some(true) {
             let locked = PropertyDescriptor::builder()
                 .configurable(false)
                 .maybe_writable(d.writable().map(|_| false));
-            global.define_property_or_throw(k, locked, ctx)?;
+            global.define_property_or_throw(k.clone(), locked, ctx)?;
         }
+        keys.insert(k);
     }
-    Ok((take_logs, log_state))
+    Ok((take_logs, log_state, keys))
 }
 
 /// Compiles the first of `forms` that compiles as a factory: a function returning the form's

@@ -249,7 +249,8 @@ flows:
         .unwrap()
         .fuel_used;
 
-    // JavaScript on a new instance: the first JS step builds and locks down the context.
+    // JavaScript on a new revision: the time includes the instance's load, which builds and
+    // locks down the context; the fuel is the step's own.
     let mut js_cold = vec![];
     let mut js_cold_fuel = 0;
     for i in 0..10 {
@@ -351,7 +352,7 @@ flows:
         with_js - without_js
     );
     println!(
-        "  first JS step of a new revision        {js_cold_ms:>9.2} ms  ({js_cold_fuel} fuel: context and lockdown)"
+        "  first JS step of a new revision        {js_cold_ms:>9.2} ms  ({js_cold_fuel} fuel in the step; the lockdown is the load's)"
     );
     println!(
         "  pizza pick step, JS mapping method     {mapped_pick_us:>9.1} µs  ({pick_ratio:.2}x the declarative mapping's {plain_pick_us:.1} µs)"
