@@ -18,6 +18,7 @@
 //!   defined non-configurable, its prototype changed, extensions prevented) the context is
 //!   thrown away and the next step builds a new one.
 
+use crate::js_json::{from_js, from_js_keys, to_js};
 use boa_engine::context::time::JsInstant;
 use boa_engine::context::{Clock, HostHooks};
 use boa_engine::error::EngineError;
@@ -27,7 +28,7 @@ use boa_engine::property::{PropertyDescriptor, PropertyKey};
 use boa_engine::{
     Context, JsError, JsNativeError, JsObject, JsResult, JsValue, Script, Source, js_string,
 };
-use runtime_core::host::{HostError, JsCall, JsOutcome};
+use runtime_core::host::{HostError, JsCall, JsOutcome, ReadKey};
 use runtime_core::model::Method;
 use runtime_core::{JsCode, JsProblem, JsSite};
 use serde_json::Value as Json;
@@ -228,7 +229,7 @@ impl JsRuntime {
             true => match js
                 .take_logs
                 .call(&JsValue::undefined(), &[], ctx)
-                .and_then(|v| v.to_json(ctx))
+                .and_then(|v| from_js(&v, ctx))
             {
                 Ok(Some(Json::Array(a))) => a
                     .into_iter()
@@ -260,12 +261,13 @@ impl JsRuntime {
                 let key = format!("expr\u{0}{}\u{0}{src}", names.join(","));
                 let f = self.function(key, || vec![expr_form(src, &names)])?;
                 let args: Vec<Json> = names.iter().map(|n| scope[*n].clone()).collect();
-                self.invoke(&f, &args, &[])
+                self.invoke(&f, &args, &[], &[])
             }
             JsCall::Method {
                 method,
                 args,
                 read_back,
+                read_keys,
             } => {
                 let key = format!(
                     "method\u{0}{}\u{0}{}\u{0}{}",
@@ -274,7 +276,7 @@ impl JsRuntime {
                     args.len()
                 );
                 let f = self.function(key, || method_forms(method, args.len()))?;
-                self.invoke(&f, args, read_back)
+                self.invoke(&f, args, read_back, read_keys)
             }
         }
     }
@@ -311,23 +313,25 @@ impl JsRuntime {
         Ok(f)
     }
 
-    /// Calls `f`; the arguments of `read_back` are converted back after the call, the others
-    /// come back as null (methods only: an expression's are never read).
+    /// Calls `f`; the arguments of `read_back` are converted back after the call (only their
+    /// `read_keys` when not empty), the others come back as null (methods only: an
+    /// expression's are never read).
     fn invoke(
         &mut self,
         f: &JsObject,
         args: &[Json],
         read_back: &[usize],
+        read_keys: &[ReadKey],
     ) -> Result<JsOutcome, HostError> {
         let ctx = &mut self.js().ctx;
         let mut js_args = Vec::with_capacity(args.len());
         for a in args {
-            js_args.push(JsValue::from_json(a, ctx).map_err(|e| to_host_error(e, ctx))?);
+            js_args.push(to_js(a, ctx));
         }
         let ret = f
             .call(&JsValue::undefined(), &js_args, ctx)
             .map_err(|e| to_host_error(e, ctx))?;
-        let value = ret.to_json(ctx).map_err(|e| to_host_error(e, ctx))?;
+        let value = from_js(&ret, ctx).map_err(|e| to_host_error(e, ctx))?;
         let args_after = if read_back.is_empty() {
             vec![]
         } else {
@@ -335,7 +339,10 @@ impl JsRuntime {
                 .iter()
                 .enumerate()
                 .map(|(i, a)| match read_back.contains(&i) {
-                    true => a.to_json(ctx).ok().flatten().unwrap_or(Json::Null),
+                    true => from_js_keys(a, read_keys, ctx)
+                        .ok()
+                        .flatten()
+                        .unwrap_or(Json::Null),
                     false => Json::Null,
                 })
                 .collect()
@@ -686,6 +693,7 @@ mod tests {
             method: m,
             args,
             read_back: &[0, 1, 2],
+            read_keys: &[],
         })
     }
 

@@ -6,6 +6,7 @@
 
 pub mod alloc;
 pub mod js;
+mod js_json;
 pub mod json;
 pub mod native;
 

@@ -32,7 +32,19 @@ pub enum JsCall<'a> {
         /// method may change its arguments in place); converting the others back would be
         /// work for nothing.
         read_back: &'a [usize],
+        /// When not empty, only these top-level keys of the read-back arguments are read (a
+        /// mapping method's ctx: `context` and `data`); the others are left out.
+        read_keys: &'a [ReadKey<'a>],
     },
+}
+
+/// A top-level key of a read-back argument that the engine reads.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadKey<'a> {
+    pub name: &'a str,
+    /// The keys starting with `$` inside it are left out: the engine's meta keys, which it
+    /// recomputes every step and never stores.
+    pub without_meta: bool,
 }
 
 /// The result of a JS call: the returned value (`None` = undefined) and, for a method, its

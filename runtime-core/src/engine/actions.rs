@@ -136,7 +136,7 @@ impl Step<'_, '_> {
                         result.clone(),
                     ];
                     // Context and data changed in place are kept (§11.3).
-                    let Some(out) = self.call_method(mr, args, &[1, 2])? else {
+                    let Some(out) = self.call_method(mr, args, &[1, 2], &[])? else {
                         continue;
                     };
                     self.method_return(

@@ -7,7 +7,7 @@ pub(crate) mod actions;
 mod nlu;
 pub mod vars;
 
-use crate::host::{Host, HostError, JsCall};
+use crate::host::{Host, HostError, JsCall, ReadKey};
 use crate::model::{CompiledBot, Flow, Mapping, MethodRef};
 use crate::session::{ConverseResult, HistoryEntry, Message, Meta, Response, ScheduleOp, Session};
 use serde_json::{Map, Value as Json};
@@ -681,7 +681,7 @@ impl Step<'_, '_> {
     ) -> Result<Option<usize>, StepError> {
         let mut ctx = self.ctx_object(s, flow, msg, intent, attrs, meta);
         ctx["state"] = Json::String(meta.state.clone());
-        let Some(out) = self.call_method(mapper, vec![ctx], &[])? else {
+        let Some(out) = self.call_method(mapper, vec![ctx], &[], &[])? else {
             return Ok(None);
         };
         let (name, obj) = match &out.value {
@@ -777,7 +777,7 @@ impl Step<'_, '_> {
             }
             Mapping::Method(mr) => {
                 let ctx = self.ctx_object(s, flow, msg, intent, attrs, meta);
-                if let Some(out) = self.call_method(mr, vec![ctx], &[0])? {
+                if let Some(out) = self.call_method(mr, vec![ctx], &[0], STORED_CTX_KEYS)? {
                     let ret = match out.value {
                         Some(v @ Json::Object(_)) => v,
                         _ => out.args.into_iter().next().unwrap_or(Json::Null),
@@ -791,13 +791,15 @@ impl Step<'_, '_> {
         Ok(())
     }
 
-    /// Calls a bot method; `read_back`: the arguments whose state after the call is read.
+    /// Calls a bot method; `read_back`: the arguments whose state after the call is read
+    /// (`read_keys`: only these top-level keys of them, when not empty).
     /// `Ok(None)`: unknown method or a JS exception (logged).
     pub fn call_method(
         &mut self,
         mr: &MethodRef,
         args: Vec<Json>,
         read_back: &[usize],
+        read_keys: &[ReadKey],
     ) -> Result<Option<crate::host::JsOutcome>, StepError> {
         let Some(mi) = mr.index else {
             self.user_error(format!("unknown method \"{}\"", mr.name));
@@ -808,6 +810,7 @@ impl Step<'_, '_> {
             method,
             args: &args,
             read_back,
+            read_keys,
         }) {
             Ok(out) => Ok(Some(out)),
             Err(HostError::Failed(e)) => {
@@ -818,6 +821,19 @@ impl Step<'_, '_> {
         }
     }
 }
+
+/// The members of a ctx object a mapping method's changes are read from (what
+/// [`store_ctx`] stores).
+const STORED_CTX_KEYS: &[ReadKey] = &[
+    ReadKey {
+        name: "context",
+        without_meta: true,
+    },
+    ReadKey {
+        name: "data",
+        without_meta: false,
+    },
+];
 
 /// Stores `context` and `data` members of a returned ctx object (meta keys dropped).
 fn store_ctx(s: &mut Session, flow: &str, o: &Map<String, Json>) {

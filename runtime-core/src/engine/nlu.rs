@@ -27,7 +27,7 @@ impl Step<'_, '_> {
                 continue;
             };
             for p in &c.process {
-                out = match self.call_method(p, vec![out], &[])? {
+                out = match self.call_method(p, vec![out], &[], &[])? {
                     Some(o) => o.value.unwrap_or(Json::Null),
                     None => Json::Null,
                 };
@@ -71,7 +71,7 @@ impl Step<'_, '_> {
                 v = get_path(&v, p).cloned().unwrap_or(Json::Null);
             }
             for p in &a.process {
-                v = match self.call_method(p, vec![v], &[])? {
+                v = match self.call_method(p, vec![v], &[], &[])? {
                     Some(o) => o.value.unwrap_or(Json::Null),
                     None => Json::Null,
                 };
@@ -142,7 +142,7 @@ impl Step<'_, '_> {
                 } else {
                     vec![message, nlu.options.clone(), self.bot.config.clone()]
                 };
-                self.call_method(mr, args, &[])?
+                self.call_method(mr, args, &[], &[])?
                     .and_then(|o| o.value)
                     .unwrap_or(Json::Null)
             }
@@ -156,7 +156,7 @@ impl Step<'_, '_> {
             }
         };
         for p in &nlu.process {
-            out = match self.call_method(p, vec![out], &[])? {
+            out = match self.call_method(p, vec![out], &[], &[])? {
                 Some(o) => o.value.unwrap_or(Json::Null),
                 None => Json::Null,
             };

@@ -289,6 +289,7 @@ flows:
             out.session.json.contains("pepperoni"),
             "the pick was mapped"
         );
+        out.fuel_used
     };
     pick_step(&mapped_rev);
     // `BOTBOX_PROFILE_JS=n`: only run the mapped pick step n times (for perf).
@@ -303,12 +304,17 @@ flows:
     }
     let (mut plain_pick, mut mapped_pick, mut pick_ratios) = (vec![], vec![], vec![]);
     for _round in 0..15 {
-        let p = median_us(40, || pick_step(&rev));
-        let m = median_us(40, || pick_step(&mapped_rev));
+        let p = median_us(40, || {
+            pick_step(&rev);
+        });
+        let m = median_us(40, || {
+            pick_step(&mapped_rev);
+        });
         plain_pick.push(p);
         mapped_pick.push(m);
         pick_ratios.push(m / p);
     }
+    let (plain_pick_fuel, mapped_pick_fuel) = (pick_step(&rev), pick_step(&mapped_rev));
     let plain_pick_us = median(&mut plain_pick);
     let mapped_pick_us = median(&mut mapped_pick);
     let pick_ratio = median(&mut pick_ratios);
@@ -355,7 +361,7 @@ flows:
         "  first JS step of a new revision        {js_cold_ms:>9.2} ms  ({js_cold_fuel} fuel in the step; the lockdown is the load's)"
     );
     println!(
-        "  pizza pick step, JS mapping method     {mapped_pick_us:>9.1} µs  ({pick_ratio:.2}x the declarative mapping's {plain_pick_us:.1} µs)"
+        "  pizza pick step, JS mapping method     {mapped_pick_us:>9.1} µs  ({pick_ratio:.2}x the declarative mapping's {plain_pick_us:.1} µs; fuel {mapped_pick_fuel} against {plain_pick_fuel})"
     );
     println!("  new revision to first answer (median)  {cold_ms:>9.2} ms");
     println!(
