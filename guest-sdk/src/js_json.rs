@@ -23,9 +23,7 @@ use boa_engine::object::builtins::JsArray;
 use boa_engine::property::{Attribute, PropertyKey};
 use boa_engine::string::JsStrVariant;
 use boa_engine::value::JsVariant;
-use boa_engine::{
-    Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue, js_string,
-};
+use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, js_string};
 use runtime_core::host::ReadKey;
 use serde_json::{Map, Value as Json};
 
@@ -83,13 +81,9 @@ pub fn from_js_keys(
         };
         let v = match p.value().map(|v| v.variant()) {
             Some(JsVariant::Object(inner)) if k.without_meta && !inner.is_array() => {
-                if path.iter().any(|o| JsObject::equals(o, &inner)) {
-                    return Err(cycle());
-                }
-                path.push(inner.clone());
-                let out = object(&inner, ctx, &mut path, |name| name.starts_with('$'));
-                path.pop();
-                Some(out?)
+                Some(nested(&inner, ctx, &mut path, |name| {
+                    name.starts_with('$')
+                })?)
             }
             _ => property(&obj, &key, ctx, &mut path)?,
         };
@@ -100,10 +94,23 @@ pub fn from_js_keys(
     Ok(Some(Json::Object(map)))
 }
 
-fn cycle() -> JsError {
-    JsNativeError::typ()
-        .with_message("cyclic object value")
-        .into()
+/// `obj` as JSON, inside the objects of `path` (a cycle if it is one of them). `skip`: its
+/// keys left out.
+fn nested(
+    obj: &JsObject,
+    ctx: &mut Context,
+    path: &mut Vec<JsObject>,
+    skip: impl Fn(&str) -> bool,
+) -> JsResult<Json> {
+    if path.iter().any(|o| JsObject::equals(o, obj)) {
+        return Err(JsNativeError::typ()
+            .with_message("cyclic object value")
+            .into());
+    }
+    path.push(obj.clone());
+    let out = object(obj, ctx, path, skip);
+    path.pop();
+    out
 }
 
 fn from_js_inner(
@@ -128,15 +135,7 @@ fn from_js_inner(
                 .with_message("cannot convert Symbol to JSON")
                 .into());
         }
-        JsVariant::Object(obj) => {
-            if path.iter().any(|o| JsObject::equals(o, &obj)) {
-                return Err(cycle());
-            }
-            path.push(obj.clone());
-            let out = object(&obj, ctx, path, |_| false);
-            path.pop();
-            out?
-        }
+        JsVariant::Object(obj) => nested(&obj, ctx, path, |_| false)?,
     }))
 }
 
@@ -158,7 +157,7 @@ fn property(
     }
 }
 
-/// An object or array as JSON; `path` holds it. `skip`: the object's keys left out.
+/// An object or array as JSON; `path` ends with it. `skip`: the object's keys left out.
 fn object(
     obj: &JsObject,
     ctx: &mut Context,
