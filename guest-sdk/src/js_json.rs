@@ -23,7 +23,9 @@ use boa_engine::object::builtins::JsArray;
 use boa_engine::property::{Attribute, PropertyKey};
 use boa_engine::string::JsStrVariant;
 use boa_engine::value::JsVariant;
-use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, js_string};
+use boa_engine::{
+    Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue, js_string,
+};
 use runtime_core::host::ReadKey;
 use serde_json::{Map, Value as Json};
 
@@ -103,14 +105,20 @@ fn nested(
     skip: impl Fn(&str) -> bool,
 ) -> JsResult<Json> {
     if path.iter().any(|o| JsObject::equals(o, obj)) {
-        return Err(JsNativeError::typ()
-            .with_message("cyclic object value")
-            .into());
+        return Err(type_error("cyclic object value"));
     }
     path.push(obj.clone());
     let out = object(obj, ctx, path, skip);
     path.pop();
     out
+}
+
+/// boa's message for a symbol, as a value or as a key.
+const NO_SYMBOLS: &str = "cannot convert Symbol to JSON";
+
+/// The TypeError a value JSON cannot hold raises (boa's messages).
+fn type_error(message: &'static str) -> JsError {
+    JsNativeError::typ().with_message(message).into()
 }
 
 fn from_js_inner(
@@ -125,16 +133,8 @@ fn from_js_inner(
         JsVariant::Integer32(i) => Json::from(i),
         JsVariant::Float64(f) => Json::from(f),
         JsVariant::String(s) => Json::String(std_string(&s)),
-        JsVariant::BigInt(_) => {
-            return Err(JsNativeError::typ()
-                .with_message("cannot convert bigint to JSON")
-                .into());
-        }
-        JsVariant::Symbol(_) => {
-            return Err(JsNativeError::typ()
-                .with_message("cannot convert Symbol to JSON")
-                .into());
-        }
+        JsVariant::BigInt(_) => return Err(type_error("cannot convert bigint to JSON")),
+        JsVariant::Symbol(_) => return Err(type_error(NO_SYMBOLS)),
         JsVariant::Object(obj) => nested(&obj, ctx, path, |_| false)?,
     }))
 }
@@ -181,11 +181,7 @@ fn object(
         let name = match &key {
             PropertyKey::String(s) => std_string(s),
             PropertyKey::Index(i) => i.get().to_string(),
-            PropertyKey::Symbol(_) => {
-                return Err(JsNativeError::typ()
-                    .with_message("cannot convert Symbol to JSON")
-                    .into());
-            }
+            PropertyKey::Symbol(_) => return Err(type_error(NO_SYMBOLS)),
         };
         if skip(&name) {
             continue;
