@@ -188,6 +188,21 @@ try {
   await page.selectOption('#team', { label: 'Myself' });
   await page.waitForSelector('a >> text=pizza', { timeout: 30000 });
 
+  // Owners: a developer's project named like the admin's is not in the admin's list, which
+  // says whose each project is; every tenant's only through the explicit link.
+  await api(base, 'POST', '/users', admin, { username: 'dev1', password: 'dev1-password', roleId: 'developer' });
+  const dev1 = (await api(base, 'POST', '/login', null, { username: 'dev1', password: 'dev1-password' })).id;
+  await api(base, 'POST', '/projects', dev1, { name: 'pizza' });
+  await page.goto(`${base}/#/`);
+  await page.waitForSelector('#all-tenants', { timeout: 30000 });
+  const mine = await page.textContent('main table');
+  assert.ok(mine.includes('admin (user)') && !mine.includes('dev1'), mine);
+  await page.click('#all-tenants');
+  await page.waitForSelector('main td >> text=dev1 (user)', { timeout: 30000 });
+  assert.equal(await page.locator('main td >> text=/^pizza$/').count(), 2);
+  await page.goto(`${base}/#/`);
+  await page.waitForSelector('a >> text=pizza', { timeout: 30000 });
+
   // The review queue: a task whose bot proposed outputs waits; approved from the page.
   const tb = await api(base, 'POST', '/projects', admin, { name: 'approvals' });
   const taskBot = { name: 'approvals', flows: { main: {

@@ -9,14 +9,14 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// Runs `botbox <args>` with its own config home, in `cwd`, feeding `stdin`.
-fn bb(home: &Path, cwd: &Path, server: &str, args: &[&str], stdin: &str) -> Out {
+pub(crate) fn bb(home: &Path, cwd: &Path, server: &str, args: &[&str], stdin: &str) -> Out {
     let mut child = Command::new(env!("CARGO_BIN_EXE_botbox"))
         .args(args)
         .current_dir(cwd)
@@ -44,7 +44,7 @@ fn bb(home: &Path, cwd: &Path, server: &str, args: &[&str], stdin: &str) -> Out 
 }
 
 #[track_caller]
-fn ok(o: Out) -> String {
+pub(crate) fn ok(o: Out) -> String {
     assert_eq!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
     o.stdout
 }
@@ -71,7 +71,7 @@ async fn say(api: &common::Api, channel: &str, user: &str, text: &str) {
     common::post_webhook(api, channel, &body).await;
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
@@ -745,14 +745,33 @@ async fn people_and_teams_from_the_cli_alone() {
     assert!(out.contains("added user bob"), "{out}");
     ok(bob(&["login", "-u", "bob", "-p", "bob-password-1"], ""));
     // A wrong current password changes nothing.
-    let o = bob(&["passwd"], "not-my-password\nbob-password-2\n");
+    // A wrong current password says so first (not "not logged in").
+    let o = bob(
+        &["passwd"],
+        "not-my-password\nbob-password-2\nbob-password-2\n",
+    );
     assert_ne!(o.code, 0);
     assert!(
-        o.stderr.contains("currentPassword is incorrect"),
+        o.stderr
+            .starts_with("error: currentPassword: incorrect; the password was not changed"),
         "{}",
         o.stderr
     );
-    let out = ok(bob(&["passwd"], "bob-password-1\nbob-password-2\n"));
+    // The new password is asked twice: two that differ change nothing.
+    let o = bob(
+        &["passwd"],
+        "bob-password-1\nbob-password-2\nbob-password-X\n",
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("the two new passwords differ"),
+        "{}",
+        o.stderr
+    );
+    let out = ok(bob(
+        &["passwd"],
+        "bob-password-1\nbob-password-2\nbob-password-2\n",
+    ));
     assert!(out.contains("Password changed"), "{out}");
     // The CLI's own token still works; the old password does not.
     assert!(ok(bob(&["whoami"], "")).contains("bob"));

@@ -254,7 +254,12 @@ pub struct InProcess {
 
 impl InProcess {
     pub async fn start(backend: Backend) -> InProcess {
-        let server = Self::start_empty(backend).await;
+        Self::start_with(backend, botbox_api::ApiConfig::default()).await
+    }
+
+    /// [`InProcess::start`] with the API's settings `api` (a higher rate limit, say).
+    pub async fn start_with(backend: Backend, api: botbox_api::ApiConfig) -> InProcess {
+        let server = Self::start_configured(backend, api).await;
         botbox::server::bootstrap_admin(&server.db, Some(ADMIN_PASSWORD))
             .await
             .unwrap();
@@ -263,6 +268,10 @@ impl InProcess {
 
     /// [`InProcess::start`] without the first admin: the database as a first start finds it.
     pub async fn start_empty(backend: Backend) -> InProcess {
+        Self::start_configured(backend, botbox_api::ApiConfig::default()).await
+    }
+
+    async fn start_configured(backend: Backend, api: botbox_api::ApiConfig) -> InProcess {
         let dir = tempfile::tempdir().unwrap();
         let (db_url, pg_db) = fresh_database(backend, dir.path()).await;
         let db = botbox_store::Db::connect(&db_url).await.unwrap();
@@ -274,7 +283,7 @@ impl InProcess {
             database_url: Some(db_url),
             admin_password: Some(ADMIN_PASSWORD.into()),
             public_url: Some("http://botbox.test".into()),
-            api: botbox_api::ApiConfig::default(),
+            api,
             tasks: Default::default(),
             callbacks: Default::default(),
             live,

@@ -7,6 +7,7 @@
 #[macro_use]
 mod common;
 
+mod access;
 mod agent_api;
 mod analytics;
 mod cases;
@@ -21,4 +22,5 @@ mod nlu;
 mod operations;
 mod project_api;
 mod retention;
+mod tenants;
 mod upgrade;

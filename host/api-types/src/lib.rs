@@ -44,12 +44,19 @@ pub struct Token {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Me {
+    /// The user; for a workspace key, the key's id.
     pub user_id: String,
+    /// The user's name; for a workspace key, `key:<its name>`.
     pub username: String,
+    /// The team of a team token, or the workspace of a workspace key.
     pub team_id: Option<String>,
     pub team_name: Option<String>,
     pub role_id: String,
     pub permissions: Vec<String>,
+    /// What authenticated the request: `login` (a login token: the user and their teams),
+    /// `team` (a team token) or `workspaceKey`.
+    #[serde(default)]
+    pub credential: String,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -58,6 +65,21 @@ pub struct User {
     pub id: String,
     pub username: String,
     pub role_id: String,
+}
+
+/// An account as an administrator's user list shows it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Account {
+    pub id: String,
+    pub username: String,
+    /// The platform role: `admin`, `developer` or `viewer`.
+    pub role_id: String,
+    pub disabled: bool,
+    /// Unix time in ms.
+    pub created_at: i64,
+    /// The names of the teams it belongs to.
+    pub teams: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -149,12 +171,34 @@ pub struct ProjectOptions {
 pub struct Project {
     pub id: String,
     pub name: String,
+    /// Whose project it is: a user or a team.
+    pub owner: Owner,
     pub label: Option<String>,
     pub description: Option<String>,
     pub bot_latest_revision: Option<String>,
     pub nlu_latest_revision: Option<String>,
     pub cms_latest_revision: Option<String>,
     pub options: ProjectOptions,
+}
+
+/// The owner of a project: a user's own namespace or a team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Owner {
+    /// A user id or a team id.
+    pub id: String,
+    /// `user` or `team`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The user's or the team's name.
+    pub name: String,
+}
+
+impl std::fmt::Display for Owner {
+    /// `user dev1` or `team acme`: how people read an owner.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind, self.name)
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -3,7 +3,7 @@
 use super::{ApiError, ApiResult, App, Body, Caller, ClientKey, unix_secs};
 use axum::Json;
 use axum::extract::{Extension, Path, State};
-use botbox_api_types::{Me, Member, Team, TeamUser, Token, User, UserTeam};
+use botbox_api_types::{Account, Me, Member, Team, TeamUser, Token, User, UserTeam};
 use botbox_service::auth::{self, Role, TEAM_ROLE_NAMES};
 use botbox_store::{DbError, TokenRow};
 use serde::{Deserialize, Serialize};
@@ -24,7 +24,7 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(logout))
         .routes(routes!(me))
         .routes(routes!(storage))
-        .routes(routes!(create_user))
+        .routes(routes!(create_user, list_users))
         .routes(routes!(user_teams))
         .routes(routes!(create_team))
         .routes(routes!(get_team, delete_team))
@@ -127,6 +127,7 @@ async fn create_token(
     caller: Caller,
     Body(req): Body<TokenRequest>,
 ) -> ApiResult<Json<Token>> {
+    caller.require_person()?;
     if req.kind != "team" {
         return Err(ApiError::bad(format!(
             "type: only \"team\" tokens can be requested (got {:?})",
@@ -158,6 +159,7 @@ pub struct LoggedOut {
 /// Revokes the token that authenticates this request.
 #[utoipa::path(post, path = "/logout", tag = "auth", responses((status = 200, body = LoggedOut)))]
 async fn logout(State(app): State<App>, caller: Caller) -> ApiResult<Json<LoggedOut>> {
+    caller.require_person()?;
     app.db.delete_token(&caller.token_hash).await?;
     Ok(Json(LoggedOut { ok: true }))
 }
@@ -172,6 +174,7 @@ pub struct Revoked {
 /// me out everywhere", after a token leaked.
 #[utoipa::path(delete, path = "/tokens", tag = "auth", responses((status = 200, body = Revoked)))]
 async fn revoke_my_tokens(State(app): State<App>, caller: Caller) -> ApiResult<Json<Revoked>> {
+    caller.require_person()?;
     let revoked = app.db.delete_user_tokens(&caller.user_id).await?;
     Ok(Json(Revoked { revoked }))
 }
@@ -199,13 +202,14 @@ pub struct PasswordChanged {
 /// Changes the caller's own password: the current one must be given. Every other token of
 /// the account is revoked (sessions elsewhere end); the caller's stays valid.
 #[utoipa::path(put, path = "/me/password", tag = "auth", request_body = PasswordChange,
-    responses((status = 200, body = PasswordChanged), (status = 400), (status = 401)))]
+    responses((status = 200, body = PasswordChanged), (status = 400, description = "the current password is wrong, or the new one is too short"), (status = 401)))]
 async fn change_my_password(
     State(app): State<App>,
     client: Option<Extension<ClientKey>>,
     caller: Caller,
     Body(req): Body<PasswordChange>,
 ) -> ApiResult<Json<PasswordChanged>> {
+    caller.require_person()?;
     let user = app
         .db
         .user_by_id(&caller.user_id)
@@ -221,7 +225,9 @@ async fn change_my_password(
         .password_job(move || auth::verify_password(&current, &phc))
         .await?
     {
-        return Err(ApiError::Unauthorized("currentPassword is incorrect"));
+        return Err(ApiError::bad(
+            "currentPassword: incorrect; the password was not changed",
+        ));
     }
     app.login_succeeded(&user.username, &client);
     let new = req.new_password;
@@ -246,6 +252,7 @@ async fn reset_password(
     Path(user_id): Path<String>,
     Body(req): Body<PasswordReset>,
 ) -> ApiResult<Json<PasswordChanged>> {
+    caller.require_person()?;
     if !caller.is_admin() || caller.team_id.is_some() {
         return Err(ApiError::Forbidden);
     }
@@ -274,6 +281,7 @@ async fn disable_user(
     caller: Caller,
     Path(user_id): Path<String>,
 ) -> ApiResult<Json<User>> {
+    caller.require_person()?;
     set_disabled(&app, &caller, &user_id, true).await
 }
 
@@ -285,6 +293,7 @@ async fn enable_user(
     caller: Caller,
     Path(user_id): Path<String>,
 ) -> ApiResult<Json<User>> {
+    caller.require_person()?;
     set_disabled(&app, &caller, &user_id, false).await
 }
 
@@ -330,6 +339,12 @@ async fn me(State(app): State<App>, caller: Caller) -> ApiResult<Json<Me>> {
         team_name,
         role_id: caller.role.name().into(),
         permissions: caller.role.permissions(),
+        credential: match caller.acting {
+            auth::Acting::User => "login",
+            auth::Acting::Team(_) => "team",
+            auth::Acting::WorkspaceKey { .. } => "workspaceKey",
+        }
+        .into(),
     }))
 }
 
@@ -393,9 +408,7 @@ pub fn check_new_user(username: &str, password: &str, role: &str) -> Result<(), 
             "username: 1 to 64 letters, digits, '.', '_' or '-' (got {username:?})"
         ));
     }
-    if password.chars().count() < 8 {
-        return Err("password: at least 8 characters".into());
-    }
+    auth::check_password(password).map_err(|e| format!("password: {e}"))?;
     match Role::parse(role) {
         Some(Role::TeamAdmin) | None => Err(format!(
             "roleId: one of admin, developer, viewer (got {role:?})"
@@ -412,6 +425,7 @@ async fn create_user(
     caller: Caller,
     Body(req): Body<NewUser>,
 ) -> ApiResult<Json<User>> {
+    caller.require_person()?;
     if !caller.is_admin() {
         return Err(ApiError::Forbidden);
     }
@@ -438,6 +452,29 @@ async fn create_user(
     }))
 }
 
+/// Every account with its platform role and teams (platform administrators only).
+#[utoipa::path(get, path = "/users", tag = "teams",
+    responses((status = 200, body = [Account]), (status = 403)))]
+async fn list_users(State(app): State<App>, caller: Caller) -> ApiResult<Json<Vec<Account>>> {
+    caller.require_person()?;
+    if !caller.is_admin() {
+        return Err(ApiError::Forbidden);
+    }
+    let mut out = Vec::new();
+    for u in app.db.list_users().await? {
+        let teams = app.db.user_teams(&u.id).await?;
+        out.push(Account {
+            teams: teams.into_iter().map(|t| t.name).collect(),
+            id: u.id,
+            username: u.username,
+            role_id: u.role_id,
+            disabled: u.disabled != 0,
+            created_at: u.created_at,
+        });
+    }
+    Ok(Json(out))
+}
+
 /// The teams of a user (the user themself, or an administrator).
 #[utoipa::path(get, path = "/users/{userId}/teams", tag = "teams",
     params(("userId" = String, Path)), responses((status = 200, body = [UserTeam]), (status = 403)))]
@@ -446,6 +483,7 @@ async fn user_teams(
     caller: Caller,
     Path(user): Path<String>,
 ) -> ApiResult<Json<Vec<UserTeam>>> {
+    caller.require_person()?;
     // By id (the seed) or by name (kata-cli).
     let user_id = match app.db.user_by_name(&user).await? {
         Some(u) if u.id != user => u.id,
@@ -494,6 +532,7 @@ async fn get_token(
     caller: Caller,
     Path(token): Path<String>,
 ) -> ApiResult<Json<Token>> {
+    caller.require_person()?;
     let hash = auth::token_hash(&token);
     if hash != caller.token_hash {
         return Err(ApiError::not_found("token"));
@@ -526,6 +565,7 @@ async fn get_user(
     caller: Caller,
     Path(key): Path<String>,
 ) -> ApiResult<Json<serde_json::Value>> {
+    caller.require_person()?;
     let user = match app.db.user_by_id(&key).await? {
         Some(u) => Some(u),
         None => app.db.user_by_name(&key).await?,
@@ -563,9 +603,10 @@ async fn get_user(
     responses((status = 200, body = Object), (status = 404)))]
 async fn user_info(
     State(app): State<App>,
-    _caller: Caller,
+    caller: Caller,
     Path(key): Path<String>,
 ) -> ApiResult<Json<serde_json::Value>> {
+    caller.require_person()?;
     let u = app
         .db
         .user_by_name(&key)
@@ -585,6 +626,7 @@ async fn team_users(
     caller: Caller,
     Path(team_id): Path<String>,
 ) -> ApiResult<Json<Vec<TeamUser>>> {
+    caller.require_person()?;
     let t = team_for_member(&app, &caller, &team_id).await?;
     Ok(Json(
         app.db
@@ -643,6 +685,7 @@ async fn create_team(
     caller: Caller,
     Body(req): Body<NewTeam>,
 ) -> ApiResult<Json<Team>> {
+    caller.require_person()?;
     // The creator becomes teamAdmin: only a role that may create for itself may create a
     // team (a viewer could otherwise raise its own rights through one).
     if !auth::may_create_team(caller.platform_role) {
@@ -682,6 +725,7 @@ async fn get_team(
     caller: Caller,
     Path(team_id): Path<String>,
 ) -> ApiResult<Json<Team>> {
+    caller.require_person()?;
     let t = team_for_member(&app, &caller, &team_id).await?;
     Ok(Json(team_json(&app, t).await?))
 }
@@ -747,6 +791,7 @@ async fn delete_team(
     caller: Caller,
     Path(team_name): Path<String>,
 ) -> ApiResult<Json<Team>> {
+    caller.require_person()?;
     let t = team_by_id_or_name(&app, &team_name, false).await?;
     require_team_admin(&app, &caller, &t.id, &team_name).await?;
     let n = app.db.count_owned_projects(&t.id).await?;
@@ -778,6 +823,7 @@ async fn add_member(
     Path((team_id, user_id)): Path<(String, String)>,
     Body(req): Body<MemberRole>,
 ) -> ApiResult<Json<MemberRole>> {
+    caller.require_person()?;
     if app.db.team_by_id(&team_id).await?.is_none() {
         return Err(ApiError::not_found(format!("team {team_id}")));
     }
@@ -835,6 +881,7 @@ async fn remove_member(
     caller: Caller,
     Path((team_id, user_id)): Path<(String, String)>,
 ) -> ApiResult<Json<Member>> {
+    caller.require_person()?;
     if app.db.team_by_id(&team_id).await?.is_none() {
         return Err(ApiError::not_found(format!("team {team_id}")));
     }

@@ -1,11 +1,11 @@
 //! Deployment versions, environments and channels.
 
 use super::projects::next_patch;
-use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, project_for};
+use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, project_access, project_for};
 use axum::Json;
 use axum::extract::{Path, State};
 use botbox_api_types::{Channel, Deployment, Environment};
-use botbox_service::auth::{Action, Resource};
+use botbox_service::auth::{Action, Resource, Role};
 use botbox_store::{ChannelFields, ChannelRow, DbError, DeploymentRow, EnvironmentRow};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json_};
@@ -59,7 +59,6 @@ async fn rollback(
     Path(id): Path<String>,
     Body(req): Body<RollbackRequest>,
 ) -> ApiResult<Json<RolledBack>> {
-    caller.require(Action::Update, Resource::Deployments)?;
     let d = app
         .db
         .deployment_by_id(&id)
@@ -74,7 +73,10 @@ async fn rollback(
         Resource::Deployments,
     )
     .await
-    .map_err(|_| ApiError::not_found(format!("deployment {id}")))?;
+    .map_err(|e| match e {
+        ApiError::NotFound(_) => ApiError::not_found(format!("deployment {id}")),
+        e => e,
+    })?;
     if let Some(v) = req.version.as_deref().filter(|v| *v != d.version) {
         return Err(ApiError::bad(format!(
             "version: deployment {id} is version {}, not {v}",
@@ -458,7 +460,8 @@ async fn get_environment(
     Path((pid, eid)): Path<(String, String)>,
 ) -> ApiResult<Json<Environment>> {
     // The seed lists list_*_environments for this route.
-    project_for(&app, &caller, &pid, Action::List, Resource::Environments).await?;
+    let (_, role) =
+        project_access(&app, &caller, &pid, Action::List, Resource::Environments).await?;
     let mut env = environment_json(environment_or_404(&app, &pid, &eid).await?);
     let channels = app
         .db
@@ -466,7 +469,7 @@ async fn get_environment(
         .await?
         .items
         .into_iter()
-        .map(|c| channel_json(&app, c, reveals_secrets(&caller)))
+        .map(|c| channel_json(&app, c, reveals_secrets(role)))
         .collect::<ApiResult<_>>()?;
     env.channels = Some(channels);
     Ok(Json(env))
@@ -553,9 +556,10 @@ fn visible_options(options: &str, reveal: bool) -> ApiResult<Map<String, Json_>>
     Ok(o)
 }
 
-/// Whether the caller sees channel secrets: only with update rights on channels.
-fn reveals_secrets(caller: &Caller) -> bool {
-    caller.role.reach(Action::Update, Resource::Channels) != botbox_service::auth::Reach::None
+/// Whether the caller sees channel secrets: only with update rights on the project's
+/// channels (its role over the project's owner).
+fn reveals_secrets(role: Role) -> bool {
+    botbox_service::auth::allows(role, Action::Update, Resource::Channels)
 }
 
 /// Largest channel options object, in bytes of JSON: provider credentials and settings are
@@ -685,7 +689,7 @@ async fn list_channels(
     Path((pid, eid)): Path<(String, String)>,
     paging: Paging,
 ) -> ApiResult<Json<PageOf<Channel>>> {
-    project_for(&app, &caller, &pid, Action::List, Resource::Channels).await?;
+    let (_, role) = project_access(&app, &caller, &pid, Action::List, Resource::Channels).await?;
     environment_or_404(&app, &pid, &eid).await?;
     let page = app
         .db
@@ -694,7 +698,7 @@ async fn list_channels(
     let data = page
         .items
         .into_iter()
-        .map(|c| channel_json(&app, c, reveals_secrets(&caller)))
+        .map(|c| channel_json(&app, c, reveals_secrets(role)))
         .collect::<ApiResult<_>>()?;
     Ok(Json(super::page_of(paging, page.total, data)))
 }
@@ -738,11 +742,11 @@ async fn get_channel(
     caller: Caller,
     Path((pid, eid, cid)): Path<(String, String, String)>,
 ) -> ApiResult<Json<Channel>> {
-    project_for(&app, &caller, &pid, Action::Read, Resource::Channels).await?;
+    let (_, role) = project_access(&app, &caller, &pid, Action::Read, Resource::Channels).await?;
     channel_json(
         &app,
         channel_or_404(&app, &pid, &eid, &cid).await?,
-        reveals_secrets(&caller),
+        reveals_secrets(role),
     )
     .map(Json)
 }

@@ -195,11 +195,8 @@ async fn has_active_job(
 #[utoipa::path(delete, path = "/caches", tag = "projects", responses((status = 200, body = Object)))]
 async fn clear_caches(State(app): State<App>, caller: Caller) -> ApiResult<Json<Json_>> {
     caller.require(Action::Update, Resource::Projects)?;
-    let projects = app
-        .db
-        .list_projects(Some(caller.owner()), i64::MAX, 0)
-        .await?
-        .items;
+    let owner = [caller.owner()];
+    let projects = app.db.list_projects(Some(&owner), i64::MAX, 0).await?.items;
     let ids: Vec<String> = projects.into_iter().map(|p| p.id).collect();
     app.live.forget_projects(&ids);
     Ok(Json(json!({ "cleared": ids.len() })))

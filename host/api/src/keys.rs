@@ -76,6 +76,7 @@ async fn create_env_key(
     Path((pid, eid)): Path<(String, String)>,
     bytes: axum::body::Bytes,
 ) -> ApiResult<Json<ApiKey>> {
+    caller.require_person()?;
     let p = env_for(&app, &caller, &pid, &eid, Action::Update).await?;
     let req = new_key_body(&bytes)?;
     let name = key_name(&req)?;
@@ -103,6 +104,7 @@ async fn list_env_keys(
     caller: Caller,
     Path((pid, eid)): Path<(String, String)>,
 ) -> ApiResult<Json<Vec<ApiKey>>> {
+    caller.require_person()?;
     env_for(&app, &caller, &pid, &eid, Action::Read).await?;
     let rows = app.db.list_api_keys(KeyKind::Agent.name(), &eid).await?;
     Ok(Json(rows.into_iter().map(|k| key_json(k, None)).collect()))
@@ -117,6 +119,7 @@ async fn revoke_env_key(
     caller: Caller,
     Path((pid, eid, kid)): Path<(String, String, String)>,
 ) -> ApiResult<Json<ApiKey>> {
+    caller.require_person()?;
     env_for(&app, &caller, &pid, &eid, Action::Update).await?;
     revoke(&app, KeyKind::Agent, &eid, &kid).await
 }
@@ -171,6 +174,7 @@ async fn create_team_key(
     Path(team_id): Path<String>,
     bytes: axum::body::Bytes,
 ) -> ApiResult<Json<ApiKey>> {
+    caller.require_person()?;
     require_workspace(&app, &caller, &team_id, true).await?;
     let req = new_key_body(&bytes)?;
     let name = key_name(&req)?;
@@ -198,6 +202,7 @@ async fn list_team_keys(
     caller: Caller,
     Path(team_id): Path<String>,
 ) -> ApiResult<Json<Vec<ApiKey>>> {
+    caller.require_person()?;
     require_workspace(&app, &caller, &team_id, false).await?;
     let rows = app
         .db
@@ -215,6 +220,7 @@ async fn revoke_team_key(
     caller: Caller,
     Path((team_id, kid)): Path<(String, String)>,
 ) -> ApiResult<Json<ApiKey>> {
+    caller.require_person()?;
     require_workspace(&app, &caller, &team_id, true).await?;
     revoke(&app, KeyKind::Workspace, &team_id, &kid).await
 }

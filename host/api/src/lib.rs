@@ -34,7 +34,8 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 pub use botbox_api_types::PageOf;
-use botbox_service::auth::{Action, Reach, Resource, Role, token_hash};
+use botbox_service::agent::keys::KeyKind;
+use botbox_service::auth::{Acting, Action, Principal, Reach, Resource, Role, token_hash};
 use botbox_service::live::Live;
 use botbox_store::{Db, DbError, ProjectRow};
 use serde::de::DeserializeOwned;
@@ -308,6 +309,10 @@ pub fn router(app: App) -> Router {
             app.clone(),
             rate_limit,
         ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            project_gate,
+        ))
         .layer(axum::middleware::from_fn(kata::layer))
         .layer(axum::extract::DefaultBodyLimit::max(app.config.body_limit))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
@@ -450,6 +455,59 @@ async fn mark_route(
     res
 }
 
+/// Every route under `/projects/{projectId}` passes here before its handler, and before its
+/// body is read: the caller must have a relation to the project's owner (else 404, the
+/// project's existence not revealed) and, for anything but a read, a role that may change
+/// it (else 403). Handlers check their own action again; this gate makes the answer to a
+/// stranger or a viewer the same on every route, whatever the body, and no new route can
+/// forget it. NL reads (`GET`, predict, debug of `/nlus/{nluName}`) pass on the NLU's own
+/// rule: a public NLU is readable by anyone signed in.
+async fn project_gate(
+    State(app): State<App>,
+    matched: Option<axum::extract::MatchedPath>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let Some(route) = matched.filter(|m| m.as_str().starts_with("/projects/{projectId}")) else {
+        return next.run(req).await;
+    };
+    let route = route.as_str();
+    let read = matches!(*req.method(), Method::GET | Method::HEAD)
+        || route.ends_with("/nlus/{nluName}/predict")
+        || route.ends_with("/nlus/{nluName}/debug");
+    let nl_read = read && route.contains("/nlus/{nluName}");
+    let (mut parts, body) = req.into_parts();
+    match gate_check(&app, &mut parts, read, nl_read).await {
+        Ok(caller) => {
+            parts.extensions.insert(caller);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn gate_check(app: &App, parts: &mut Parts, read: bool, nl_read: bool) -> ApiResult<Caller> {
+    let caller = Caller::from_request_parts(parts, app).await?;
+    let params = axum::extract::RawPathParams::from_request_parts(parts, app)
+        .await
+        .map_err(|e| ApiError::bad(e.body_text()))?;
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_owned())
+            .unwrap_or_default()
+    };
+    let pid = param("projectId");
+    if nl_read {
+        nlu::nlu_for(app, &caller, &pid, &param("nluName"), false).await?;
+    } else {
+        let action = if read { Action::Read } else { Action::Update };
+        project_access(app, &caller, &pid, action, Resource::Projects).await?;
+    }
+    Ok(caller)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors
 
@@ -461,6 +519,8 @@ pub enum ApiError {
     /// Missing, unknown or expired token; or wrong credentials (with their own message).
     Unauthorized(&'static str),
     Forbidden,
+    /// 403 with the reason, when the caller can act on it (a key used where a person must).
+    ForbiddenBecause(String),
     NotFound(String),
     Conflict(String),
     RateLimited(u32),
@@ -520,6 +580,7 @@ impl IntoResponse for ApiError {
                 r
             }
             ApiError::Forbidden => text(StatusCode::FORBIDDEN, FORBIDDEN, ""),
+            ApiError::ForbiddenBecause(d) => text(StatusCode::FORBIDDEN, FORBIDDEN, &d),
             ApiError::StepFailed(m) => text(StatusCode::BAD_REQUEST, &m, ""),
             ApiError::QuotaExceeded(m) => {
                 metrics::counter!("botbox_refusals_total", "reason" => "storage_quota")
@@ -689,23 +750,30 @@ pub(crate) fn query_pairs(query: Option<&str>) -> HashMap<String, String> {
 // ---------------------------------------------------------------------------------------------
 // The caller
 
-/// Who is calling: from the bearer token (header, or `?token=`).
+/// Who is calling: from the bearer token (header, or `?token=`): a login token, a team
+/// token or a workspace key ([`Acting`]).
 #[derive(Debug, Clone)]
 pub struct Caller {
+    /// The user behind a token; for a workspace key, the key's own id (a key is not a
+    /// person: account routes refuse it).
     pub user_id: String,
+    /// The user's name; for a workspace key, `key:<its name>`.
     pub username: String,
-    /// Set for a team token: the caller acts for this team.
+    /// Set for a team token (its team) and a workspace key (its workspace).
     pub team_id: Option<String>,
-    /// The live role: the user's platform role, or the role in the team for a team token.
+    /// The live role: the user's platform role for a login token, the role in the team
+    /// for a team token, developer for a workspace key.
     pub role: Role,
     /// The user's platform role, whatever the token: what the user may do outside a team
-    /// (create teams, for one).
+    /// (create teams, for one). Developer for a workspace key.
     pub platform_role: Role,
+    pub acting: Acting,
     pub token_hash: String,
 }
 
 impl Caller {
-    /// The owner the caller acts for: the team of a team token, else the user.
+    /// The owner the caller creates for by default: the team of a team token, the
+    /// workspace of a key, else the user.
     pub fn owner(&self) -> &str {
         self.team_id.as_deref().unwrap_or(&self.user_id)
     }
@@ -718,8 +786,50 @@ impl Caller {
         }
     }
 
+    /// An administrator acting as such (a login token of a platform administrator).
     pub fn is_admin(&self) -> bool {
-        self.role == Role::Admin
+        self.role == Role::Admin && self.acting == Acting::User
+    }
+
+    /// 403 unless a person holds the credential: accounts, teams, tokens and keys are
+    /// administered by people, never by a workspace key.
+    pub fn require_person(&self) -> ApiResult<()> {
+        if self.acting.is_person() {
+            Ok(())
+        } else {
+            Err(ApiError::ForbiddenBecause(
+                "a workspace key automates projects (push, deploy, environments, channels, NLU, Cases); accounts, teams, tokens and keys need a person's login".into(),
+            ))
+        }
+    }
+
+    fn principal(&self) -> Principal<'_> {
+        Principal {
+            user_id: &self.user_id,
+            acting: &self.acting,
+            role: self.role,
+        }
+    }
+
+    /// The caller's role over the resources of `owner_id`, `None` without a relation.
+    pub async fn role_on(&self, app: &App, owner_id: &str) -> ApiResult<Option<Role>> {
+        Ok(botbox_service::auth::role_on(&app.db, self.principal(), owner_id).await?)
+    }
+
+    /// The owners whose projects the caller lists by default: the user and the user's
+    /// teams for a login token (an administrator's too), the team or workspace otherwise.
+    pub async fn owners(&self, app: &App) -> ApiResult<Vec<String>> {
+        let mut owners = vec![self.owner().to_owned()];
+        if self.acting == Acting::User {
+            owners.extend(
+                app.db
+                    .user_teams(&self.user_id)
+                    .await?
+                    .into_iter()
+                    .map(|t| t.id),
+            );
+        }
+        Ok(owners)
     }
 }
 
@@ -734,11 +844,23 @@ fn bearer(parts: &Parts) -> Option<String> {
     query_pairs(parts.uri.query()).remove("token")
 }
 
+/// The answer to a key of the agent API on the project API: it is not a credential here.
+const AGENT_KEY_HERE: &str = "An agent key (sak_…) only chats on /v1; the project API takes a login token or a workspace key (sk-ws-…).";
+
 impl FromRequestParts<App> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, Self::Rejection> {
+        // Already authenticated by the project gate (extensions are the server's own).
+        if let Some(c) = parts.extensions.get::<Caller>() {
+            return Ok(c.clone());
+        }
         let token = bearer(parts).ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+        match KeyKind::of(&token) {
+            Some(KeyKind::Workspace) => return workspace_caller(app, &token).await,
+            Some(KeyKind::Agent) => return Err(ApiError::Unauthorized(AGENT_KEY_HERE)),
+            None => {}
+        }
         let hash = token_hash(&token);
         let row = app
             .db
@@ -776,12 +898,38 @@ impl FromRequestParts<App> for Caller {
         Ok(Caller {
             user_id: user.id,
             username: user.username,
+            acting: match &row.team_id {
+                Some(t) => Acting::Team(t.clone()),
+                None => Acting::User,
+            },
             team_id: row.team_id,
             role,
             platform_role,
             token_hash: hash,
         })
     }
+}
+
+/// The caller a workspace key stands for: developer rights on its workspace's projects.
+/// Revocation is effective on the next request (keys are looked up, never cached).
+async fn workspace_caller(app: &App, key: &str) -> ApiResult<Caller> {
+    let (_, row) = botbox_service::agent::keys::authenticate(&app.db, key)
+        .await?
+        .filter(|(kind, _)| *kind == KeyKind::Workspace)
+        .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+    tracing::Span::current().record("tenant", row.owner_id.as_str());
+    Ok(Caller {
+        username: format!("key:{}", row.name),
+        team_id: Some(row.owner_id.clone()),
+        role: Role::Developer,
+        platform_role: Role::Developer,
+        acting: Acting::WorkspaceKey {
+            workspace: row.owner_id.clone(),
+            key_id: row.id.clone(),
+        },
+        token_hash: token_hash(key),
+        user_id: row.id,
+    })
 }
 
 pub fn unix_secs() -> i64 {
@@ -791,9 +939,34 @@ pub fn unix_secs() -> i64 {
         .unwrap_or(0)
 }
 
-/// Loads a project the caller may act on: 403 when the role does not allow the action at
-/// all, 404 when the project does not exist or belongs to another owner (its existence is
-/// not revealed).
+/// Loads a project the caller may act on, with the caller's role over it: 404 when the
+/// project does not exist or the caller has no relation to its owner (its existence is not
+/// revealed), 403 when the caller's role there does not allow the action.
+pub async fn project_access(
+    app: &App,
+    caller: &Caller,
+    project_id: &str,
+    action: Action,
+    resource: Resource,
+) -> ApiResult<(ProjectRow, Role)> {
+    let missing = || ApiError::not_found(format!("project {project_id}"));
+    let p = app.db.project(project_id).await?.ok_or_else(missing)?;
+    let role = caller
+        .role_on(app, &p.owner_id)
+        .await?
+        .ok_or_else(missing)?;
+    if !botbox_service::auth::allows(role, action, resource) {
+        return Err(ApiError::ForbiddenBecause(format!(
+            "your role on project {project_id} ({}) may not {} its {}",
+            role.name(),
+            action.name(),
+            resource.name()
+        )));
+    }
+    Ok((p, role))
+}
+
+/// [`project_access`], the project alone.
 pub async fn project_for(
     app: &App,
     caller: &Caller,
@@ -801,16 +974,9 @@ pub async fn project_for(
     action: Action,
     resource: Resource,
 ) -> ApiResult<ProjectRow> {
-    let reach = caller.require(action, resource)?;
-    let p = app
-        .db
-        .project(project_id)
+    Ok(project_access(app, caller, project_id, action, resource)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("project {project_id}")))?;
-    if reach == Reach::Own && p.owner_id != caller.owner() {
-        return Err(ApiError::not_found(format!("project {project_id}")));
-    }
-    Ok(p)
+        .0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -842,11 +1008,19 @@ async fn rate_limit(State(app): State<App>, req: Request, next: Next) -> Respons
     // A token counts on its own only if it is real (a live token in the database; known
     // ones are cached): a made-up token counts against the address it came from.
     let client = address_key(&parts);
-    let key = match bearer(&parts).map(|t| token_hash(&t)) {
-        Some(h) => match app.valid_tokens.get(&h) {
+    let key = match bearer(&parts).map(|t| (KeyKind::of(&t), token_hash(&t))) {
+        Some((kind, h)) => match app.valid_tokens.get(&h) {
             Some(user) => format!("u:{user}"),
             // An address already over its limit gets its 429 without a database read.
             None if app.limiter.over(&client, limit, unix_secs()) => client.clone(),
+            // A workspace key counts against itself (its id), like a user's tokens.
+            None if kind == Some(KeyKind::Workspace) => match app.db.live_api_key(&h).await {
+                Ok(Some(row)) => {
+                    app.valid_tokens.insert(h.clone(), row.id.clone());
+                    format!("u:{}", row.id)
+                }
+                _ => client.clone(),
+            },
             None => match app.db.token_by_hash(&h).await {
                 Ok(Some(row)) if row.expire > unix_secs() => {
                     app.valid_tokens.insert(h.clone(), row.user_id.clone());

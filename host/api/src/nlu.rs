@@ -12,7 +12,7 @@ use axum::http::header;
 use botbox_nlu::lines::{self, LineError};
 use botbox_nlu::model::{self, EntitySpec, check_entities, check_row_entities};
 use botbox_nlu::{TrainingData, TrainingEntity};
-use botbox_service::auth::{Action, Reach, Resource};
+use botbox_service::auth::{Action, Resource};
 use botbox_service::nlu::{MAX_TRAINING_ROWS, Trained, cut, entities_of};
 use botbox_store::{NluRow, TrainingRow};
 use serde::{Deserialize, Serialize};
@@ -109,18 +109,18 @@ pub(super) async fn nlu_for(
     write: bool,
 ) -> ApiResult<NluRow> {
     let action = if write { Action::Update } else { Action::Read };
-    let reach = caller.require(action, Resource::Projects)?;
     let missing = || ApiError::not_found(format!("NLU {name} of project {project_id}"));
     let nlu = app
         .db
         .project_nlu(project_id, nlu_name(name))
         .await?
         .ok_or_else(missing)?;
-    let owned = reach == Reach::Any || nlu.owner_id == caller.owner();
-    if owned || (!write && nlu.visibility == "public") {
-        Ok(nlu)
-    } else {
-        Err(missing())
+    match caller.role_on(app, &nlu.owner_id).await? {
+        Some(role) if botbox_service::auth::allows(role, action, Resource::Projects) => Ok(nlu),
+        Some(_) if write => Err(ApiError::Forbidden),
+        _ if !write && nlu.visibility == "public" => Ok(nlu),
+        Some(_) => Err(ApiError::Forbidden),
+        None => Err(missing()),
     }
 }
 

@@ -3,7 +3,7 @@
 use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, project_for};
 use axum::Json;
 use axum::extract::{Path, State};
-use botbox_api_types::{Project, ProjectOptions, RevisionSummary};
+use botbox_api_types::{Owner, Project, ProjectOptions, RevisionSummary};
 use botbox_service::auth::{Action, Reach, Resource};
 use botbox_store::{DbError, NewProject, ProjectRow};
 use runtime_core::source::Severity;
@@ -45,10 +45,26 @@ fn check_options(o: &ProjectOptions) -> ApiResult<()> {
     Ok(())
 }
 
-fn project_json(p: ProjectRow) -> ApiResult<Project> {
+/// Who owns `id`, as answers show it: a user or a team with its name.
+pub(crate) async fn owner_of(app: &App, id: &str) -> ApiResult<Owner> {
+    let (name, team) = app.db.owner_name(id).await?.unwrap_or_default();
+    Ok(Owner {
+        id: id.to_owned(),
+        kind: if team { "team" } else { "user" }.into(),
+        name,
+    })
+}
+
+async fn project_json(app: &App, p: ProjectRow) -> ApiResult<Project> {
+    let owner = owner_of(app, &p.owner_id).await?;
+    project_with_owner(p, owner)
+}
+
+fn project_with_owner(p: ProjectRow, owner: Owner) -> ApiResult<Project> {
     let options: ProjectOptions =
         serde_json::from_str(&p.options).map_err(|e| ApiError::Internal(e.into()))?;
     Ok(Project {
+        owner,
         id: p.id,
         name: p.name,
         label: p.label,
@@ -68,6 +84,10 @@ pub struct NewProjectRequest {
     pub description: Option<String>,
     #[serde(default)]
     pub options: ProjectOptions,
+    /// Create it for this team (the caller must be a developer or teamAdmin of it). By
+    /// default a project belongs to the caller's own namespace (a login token), the team
+    /// of a team token, or the workspace of a workspace key.
+    pub team_id: Option<String>,
 }
 
 fn check_name(field: &str, name: &str) -> ApiResult<()> {
@@ -91,32 +111,53 @@ fn taken(what: String) -> impl FnOnce(DbError) -> ApiError {
     }
 }
 
-/// Creates a project owned by the caller's owner (the user, or the team of a team token).
+/// The owner a new project gets: `teamId` when given (404 for a team the caller is not
+/// in, 403 for a role that cannot create there), else the caller's default owner.
+async fn new_project_owner(app: &App, caller: &Caller, team_id: Option<&str>) -> ApiResult<Owner> {
+    let id = team_id.unwrap_or(caller.owner());
+    let role = caller
+        .role_on(app, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("team {id}")))?;
+    if !botbox_service::auth::allows(role, Action::Create, Resource::Projects) {
+        return Err(ApiError::Forbidden);
+    }
+    let owner = owner_of(app, id).await?;
+    if team_id.is_some() && owner.kind != "team" {
+        return Err(ApiError::not_found(format!("team {id}")));
+    }
+    Ok(owner)
+}
+
+/// Creates a project owned by the caller's owner (the user, the team of a team token, the
+/// workspace of a key) or by the team `teamId` names.
 #[utoipa::path(post, path = "/projects", tag = "projects", request_body = NewProjectRequest,
-    responses((status = 200, body = Project), (status = 400), (status = 403), (status = 409)))]
+    responses((status = 200, body = Project), (status = 400), (status = 403), (status = 404, description = "teamId names a team the caller is not in"), (status = 409)))]
 async fn create_project(
     State(app): State<App>,
     caller: Caller,
     Body(req): Body<NewProjectRequest>,
 ) -> ApiResult<Json<Project>> {
-    caller.require(Action::Create, Resource::Projects)?;
+    caller
+        .require(Action::Create, Resource::Projects)
+        .or_else(|e| match req.team_id {
+            // A platform viewer may still create for a team where they are a developer.
+            Some(_) => Ok(Reach::Own),
+            None => Err(e),
+        })?;
+    let owner = new_project_owner(&app, &caller, req.team_id.as_deref()).await?;
     check_name("name", &req.name)?;
     check_options(&req.options)?;
     let mut options = req.options;
     if options.nlu && options.nlu_id.is_none() {
-        let owner_name = match &caller.team_id {
-            Some(t) => app.db.team_by_id(t).await?.map(|t| t.name),
-            None => Some(caller.username.clone()),
-        }
-        .unwrap_or_default();
-        options.nlu_id = Some(format!("{owner_name}:{}", req.name));
+        options.nlu_id = Some(format!("{}:{}", owner.name, req.name));
     }
     if options.nlu {
         // The project's NLU is named after it; bots address it as <account>:<name>.
         super::nlu::check_nlu_lang(&options.nlu_lang)?;
-        if app.db.owner_nlu(caller.owner(), &req.name).await?.is_some() {
+        if app.db.owner_nlu(&owner.id, &req.name).await?.is_some() {
             return Err(ApiError::Conflict(format!(
-                "an NLU named {} already exists for this owner",
+                "an NLU named {} already exists for {owner}",
                 req.name
             )));
         }
@@ -124,14 +165,17 @@ async fn create_project(
     let row = app
         .db
         .insert_project(&NewProject {
-            owner_id: caller.owner().into(),
+            owner_id: owner.id.clone(),
             name: req.name.clone(),
             label: req.label,
             description: req.description,
             options: serde_json::to_string(&options).expect("options serialise"),
         })
         .await
-        .map_err(taken(format!("project {} already exists", req.name)))?;
+        .map_err(taken(format!(
+            "{owner} already has a project named {}",
+            req.name
+        )))?;
     if options.bot {
         // The seed types botLatestRevision as a string, and kata-cli pushes on top of the
         // latest revision: a bot project starts with an empty one (version 0.0.0, no
@@ -155,36 +199,68 @@ async fn create_project(
         super::nlu::create_for_project(
             &app,
             &row.id,
-            caller.owner(),
+            &owner.id,
             &req.name,
             &options.nlu_lang,
             &options.nlu_visibility,
         )
         .await?;
     }
-    Ok(Json(project_json(row)?))
+    Ok(Json(project_with_owner(row, owner)?))
 }
 
-/// The caller's projects (everyone's with `list_any_projects`), newest first.
+/// The caller's projects, newest first: with a login token the user's own and their
+/// teams'; with a team token or a workspace key that owner's. `owner` narrows the list to
+/// one owner the caller reaches (a user or team id); `owner=all` is every tenant's
+/// projects, for administrators only.
 #[utoipa::path(get, path = "/projects", tag = "projects",
-    params(("limit" = Option<i64>, Query, description = "1 to 100, default 20"), ("page" = Option<i64>, Query, description = "from 1")),
-    responses((status = 200, body = PageOf<Project>)))]
+    params(("limit" = Option<i64>, Query, description = "1 to 100, default 20"), ("page" = Option<i64>, Query, description = "from 1"),
+        ("owner" = Option<String>, Query, description = "a user or team id, or `all` (administrators: every tenant)")),
+    responses((status = 200, body = PageOf<Project>), (status = 403), (status = 404)))]
 async fn list_projects(
     State(app): State<App>,
     caller: Caller,
     paging: Paging,
+    uri: axum::http::Uri,
 ) -> ApiResult<Json<PageOf<Project>>> {
-    let reach = caller.require(Action::List, Resource::Projects)?;
-    let owner = (reach == Reach::Own).then(|| caller.owner());
+    let owners: Option<Vec<String>> = match super::query_pairs(uri.query()).remove("owner") {
+        Some(o) if o == "all" => {
+            if !caller.is_admin() {
+                return Err(ApiError::ForbiddenBecause(
+                    "owner=all lists every tenant's projects: administrators only".into(),
+                ));
+            }
+            None
+        }
+        Some(o) => {
+            let role = caller.role_on(&app, &o).await?;
+            if role.is_none() {
+                return Err(ApiError::not_found(format!("owner {o}")));
+            }
+            Some(vec![o])
+        }
+        None => Some(caller.owners(&app).await?),
+    };
+    let owner_refs: Option<Vec<&str>> = owners
+        .as_ref()
+        .map(|o| o.iter().map(String::as_str).collect());
     let page = app
         .db
-        .list_projects(owner, paging.limit, paging.offset())
+        .list_projects(owner_refs.as_deref(), paging.limit, paging.offset())
         .await?;
-    let data = page
-        .items
-        .into_iter()
-        .map(project_json)
-        .collect::<ApiResult<_>>()?;
+    let mut seen: std::collections::HashMap<String, Owner> = Default::default();
+    let mut data = Vec::with_capacity(page.items.len());
+    for p in page.items {
+        let owner = match seen.get(&p.owner_id) {
+            Some(o) => o.clone(),
+            None => {
+                let o = owner_of(&app, &p.owner_id).await?;
+                seen.insert(p.owner_id.clone(), o.clone());
+                o
+            }
+        };
+        data.push(project_with_owner(p, owner)?);
+    }
     Ok(Json(super::page_of(paging, page.total, data)))
 }
 
@@ -196,7 +272,7 @@ async fn get_project(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Project>> {
     let p = project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
-    Ok(Json(project_json(p)?))
+    Ok(Json(project_json(&app, p).await?))
 }
 
 /// How long a project's transcript lines are kept.
@@ -345,7 +421,7 @@ async fn put_project(
         .project(&id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("project {id}")))?;
-    Ok(Json(project_json(p)?))
+    Ok(Json(project_json(&app, p).await?))
 }
 
 /// Deletes a project and everything below it: revisions, deployments, environments, channels
@@ -360,27 +436,49 @@ async fn delete_project(
     let p = project_for(&app, &caller, &id, Action::Delete, Resource::Projects).await?;
     app.db.delete_project(&id).await?;
     app.live.routes_changed();
-    Ok(Json(project_json(p)?))
+    Ok(Json(project_json(&app, p).await?))
 }
 
-/// The caller's project of that name (kata-cli's select-project).
+/// The caller's project of that name (kata-cli's select-project): among the caller's own
+/// owner's first (the user, the team of a team token, the key's workspace), then among the
+/// user's teams'. Two teams' projects of that name are a 409 listing both owners: nothing
+/// is ever picked by name across owners.
 #[utoipa::path(get, path = "/projects/getProjectByName", tag = "projects",
-    params(("name" = String, Query)), responses((status = 200, body = Project), (status = 404)))]
+    params(("name" = String, Query)), responses((status = 200, body = Project), (status = 404), (status = 409)))]
 async fn project_by_name(
     State(app): State<App>,
     caller: Caller,
     uri: axum::http::Uri,
 ) -> ApiResult<Json<Project>> {
-    caller.require(Action::Read, Resource::Projects)?;
     let name = super::query_pairs(uri.query())
         .remove("name")
         .ok_or_else(|| ApiError::bad("query parameter name is required"))?;
-    let p = app
-        .db
-        .project_by_name(caller.owner(), &name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("project {name}")))?;
-    Ok(Json(project_json(p)?))
+    let missing = || ApiError::not_found(format!("project {name}"));
+    if let Some(p) = app.db.project_by_name(caller.owner(), &name).await? {
+        project_for(&app, &caller, &p.id, Action::Read, Resource::Projects).await?;
+        return Ok(Json(project_json(&app, p).await?));
+    }
+    let owners = caller.owners(&app).await?;
+    let refs: Vec<&str> = owners.iter().map(String::as_str).collect();
+    let mut found = app.db.projects_named(&refs, &name).await?;
+    match found.len() {
+        0 => Err(missing()),
+        1 => {
+            let p = found.remove(0);
+            project_for(&app, &caller, &p.id, Action::Read, Resource::Projects).await?;
+            Ok(Json(project_json(&app, p).await?))
+        }
+        _ => {
+            let mut list = Vec::new();
+            for p in &found {
+                list.push(format!("{} ({})", p.id, owner_of(&app, &p.owner_id).await?));
+            }
+            Err(ApiError::Conflict(format!(
+                "several projects named {name} are yours: {}; address one by id",
+                list.join(", ")
+            )))
+        }
+    }
 }
 
 /// The project's bot revisions, newest first.

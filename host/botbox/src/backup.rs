@@ -51,7 +51,7 @@ pub fn backup(data: &Path, database_url: Option<&str>, out: &Path) -> Result<Tak
     let copy = work.path().join(DB_FILE);
     botbox_store::backup_sqlite(&db, &copy)?;
     let tmp = work.path().join("archive.tar");
-    let mut tar = tar::Builder::new(std::fs::File::create(&tmp)?);
+    let mut tar = tar::Builder::new(owner_only(&tmp)?);
     tar.append_path_with_name(&copy, DB_FILE)?;
     let key = data.join(KEY_FILE);
     let has_key = key.exists();
@@ -75,6 +75,25 @@ pub fn backup(data: &Path, database_url: Option<&str>, out: &Path) -> Result<Tak
         db_bytes: std::fs::metadata(&copy)?.len(),
         key: has_key,
     })
+}
+
+/// Creates `path` readable and writable by its owner alone (0600 whatever the umask): an
+/// archive holds every tenant's data and the server key.
+fn owner_only(path: &Path) -> Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    let f = o
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    // A file that existed keeps its mode through open: set it.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(f)
 }
 
 /// Unpacks the archive `file` into the data folder `data`, which must hold no database.
@@ -102,13 +121,9 @@ pub fn restore(file: &Path, data: &Path) -> Result<()> {
             ABOUT_FILE => continue,
             other => anyhow::bail!("{}: unexpected entry {other:?}", file.display()),
         };
-        let mut out = std::fs::File::create(&target)?;
+        let mut out = owner_only(&target)?;
         std::io::copy(&mut entry, &mut out)?;
         out.sync_all()?;
-        if name == KEY_FILE {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600))?;
-        }
     }
     anyhow::ensure!(
         found_db,
@@ -116,4 +131,42 @@ pub fn restore(file: &Path, data: &Path) -> Result<()> {
         file.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    /// Under the common umask 022 a plain `File::create` makes 0644: the archive (every
+    /// tenant's data and the server key) and the restored files must be the owner's alone.
+    #[tokio::test]
+    async fn archives_and_restored_files_are_the_owners_alone_whatever_the_umask() {
+        // SAFETY: umask only changes the mode of files created afterwards; 022 is the
+        // usual default, so other tests in this process see nothing unusual.
+        unsafe { libc::umask(0o022) };
+        let data = tempfile::tempdir().unwrap();
+        let db = botbox_store::Db::connect(&botbox_store::sqlite_url(data.path()))
+            .await
+            .unwrap();
+        db.close().await;
+        std::fs::write(data.path().join(KEY_FILE), [7u8; 32]).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let archive = out.path().join("botbox.backup");
+        let taken = backup(data.path(), None, &archive).unwrap();
+        assert!(taken.key);
+        assert_eq!(mode(&archive), 0o600, "the archive");
+        let restored = out.path().join("restored");
+        restore(&archive, &restored).unwrap();
+        assert_eq!(
+            mode(&restored.join(DB_FILE)),
+            0o600,
+            "the restored database"
+        );
+        assert_eq!(mode(&restored.join(KEY_FILE)), 0o600, "the restored key");
+    }
 }

@@ -23,6 +23,10 @@ struct Cli {
     /// The botbox server (default: the one of the last login, else http://127.0.0.1:8080).
     #[arg(long, global = true, env = "BOTBOX_SERVER")]
     server: Option<String>,
+    /// The project to act on, by id, whatever the folder is bound to (an administrator's
+    /// only way to act on another tenant's project).
+    #[arg(long, global = true, env = "BOTBOX_PROJECT")]
+    project: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -66,14 +70,15 @@ enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
-    /// Changes your password (asked for on stdin: current, then new).
+    /// Changes your password (asked for with echo off: the current one, then the new one
+    /// twice).
     Passwd,
     /// Teams: create, invite, remove, list (with your own account's token).
     Team {
         #[command(subcommand)]
         command: TeamCommand,
     },
-    /// Logs in to a botbox server and keeps the token.
+    /// Logs in to a botbox server and keeps the token (or a workspace key, `-t sk-ws-…`).
     Login {
         #[arg(short, long)]
         username: Option<String>,
@@ -100,7 +105,13 @@ enum Command {
         name: Option<String>,
     },
     /// Creates a bot skeleton that passes its tests.
-    Init { name: String },
+    Init {
+        name: String,
+        /// Create the project for this team at the first push (default: the owner the CLI
+        /// acts for).
+        #[arg(long)]
+        team: Option<String>,
+    },
     /// Validates the bot locally and creates a revision on the server.
     Push {
         #[command(flatten)]
@@ -422,6 +433,8 @@ enum UserCommand {
         #[arg(long, env = "BOTBOX_NEW_PASSWORD", hide_env_values = true)]
         password: Option<String>,
     },
+    /// Every account with its role and teams (administrators).
+    List,
     /// Disables an account: it cannot log in and its tokens stop working.
     Disable { username: String },
     /// Enables a disabled account again.
@@ -444,6 +457,8 @@ enum TeamCommand {
     Remove { team: String, username: String },
     /// Your teams and your role in each.
     List,
+    /// A team's members and their roles.
+    Members { team: String },
 }
 
 fn main() -> ExitCode {
@@ -481,7 +496,11 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     use botbox_cli as cli;
-    let ctx = || cli::Ctx::new(cli.server.clone(), cli.json);
+    let ctx = || {
+        let mut c = cli::Ctx::new(cli.server.clone(), cli.json)?;
+        c.project = cli.project.clone();
+        anyhow::Ok(c)
+    };
     let ok = |()| ExitCode::SUCCESS;
     match cli.command {
         Command::Login {
@@ -497,7 +516,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             ("user", _) => cli::switch_user(&mut ctx()?).map(ok),
             _ => anyhow::bail!("usage: botbox switch team <name> | botbox switch user"),
         },
-        Command::Init { name } => cli::init(&ctx()?, &name).map(ok),
+        Command::Init { name, team } => cli::init(&ctx()?, &name, team.as_deref()).map(ok),
         Command::Push { dir } => cli::push(&ctx()?, &dir.dir).map(ok),
         Command::Deploy {
             dir,
@@ -758,11 +777,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::User { command } => user_cmd(command, &ctx),
-        Command::Passwd => {
-            let current = rpassword_prompt("current password: ")?;
-            let new = rpassword_prompt("new password: ")?;
-            cli::people::passwd(&ctx()?, &current, &new).map(ok)
-        }
+        Command::Passwd => cli::people::passwd(&ctx()?).map(ok),
         Command::Team { command } => {
             let ctx = ctx()?;
             match command {
@@ -776,6 +791,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     cli::people::team_remove(&ctx, &team, &username)
                 }
                 TeamCommand::List => cli::people::team_list(&ctx),
+                TeamCommand::Members { team } => cli::people::team_members(&ctx, &team),
             }
             .map(ok)
         }
@@ -786,7 +802,7 @@ fn user_cmd(command: UserCommand, ctx: &dyn Fn() -> Result<botbox_cli::Ctx>) -> 
     let ok = |()| ExitCode::SUCCESS;
     let password_of = |given: Option<String>, who: &str| match given {
         Some(p) => Ok(p),
-        None => rpassword_prompt(&format!("password for {who}: ")),
+        None => new_password(who),
     };
     match command {
         UserCommand::Add {
@@ -831,6 +847,7 @@ fn user_cmd(command: UserCommand, ctx: &dyn Fn() -> Result<botbox_cli::Ctx>) -> 
             let password = password_of(password, &username)?;
             botbox_cli::people::user_reset_password(&ctx()?, &username, &password).map(ok)
         }
+        UserCommand::List => botbox_cli::people::user_list(&ctx()?).map(ok),
         UserCommand::Disable { username } => {
             botbox_cli::people::user_set_disabled(&ctx()?, &username, true).map(ok)
         }
@@ -840,14 +857,15 @@ fn user_cmd(command: UserCommand, ctx: &dyn Fn() -> Result<botbox_cli::Ctx>) -> 
     }
 }
 
-/// Reads a line from stdin after a prompt (the terminal echoes it; pipe it in scripts).
-fn rpassword_prompt(prompt: &str) -> Result<String> {
-    use std::io::Write;
-    eprint!("{prompt}");
-    std::io::stderr().flush().ok();
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line)?;
-    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
+/// A new password for `who`, typed twice with echo off (one line of stdin when piped).
+fn new_password(who: &str) -> Result<String> {
+    let p = botbox_cli::prompt_secret(&format!("password for {who}: "))?;
+    if std::io::IsTerminal::is_terminal(&std::io::stdin())
+        && botbox_cli::prompt_secret(&format!("password for {who} again: "))? != p
+    {
+        anyhow::bail!("the two passwords differ; nothing was changed");
+    }
+    Ok(p)
 }
 
 fn validate(path: &std::path::Path) -> Result<ExitCode> {

@@ -91,6 +91,13 @@ pub async fn open_db(data_dir: &std::path::Path, database_url: Option<&str>) -> 
 /// generated one and created the account. Safe when several processes start together on an
 /// empty database: one creates the account, the others find it made.
 pub async fn bootstrap_admin(db: &Db, password: Option<&str>) -> Result<Option<String>> {
+    if let Some(p) = password {
+        // The same rule as every account's: a configuration error stops the start, even
+        // when the account exists already (the setting is wrong either way).
+        auth::check_password(p).map_err(|e| {
+            anyhow::anyhow!("BOTBOX_ADMIN_PASSWORD (--admin-password): {e}; refusing to start")
+        })?;
+    }
     if db.user_count().await? > 0 {
         return Ok(None);
     }

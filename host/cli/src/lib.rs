@@ -12,10 +12,11 @@ pub mod bot;
 pub mod cases;
 pub mod console;
 pub mod people;
+pub mod project;
 
 use anyhow::{Context, Result, anyhow, bail};
 use botbox_api_types::{
-    ApiKey, Channel, Deployment, Environment, Me, PageOf, Project, RevisionPushed, Token, UserTeam,
+    ApiKey, Channel, Deployment, Environment, Me, PageOf, RevisionPushed, Token, UserTeam,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
@@ -89,6 +90,8 @@ pub struct Ctx {
     pub config: CliConfig,
     pub server: String,
     pub json: bool,
+    /// `--project <id>`: the project every project command acts on, whatever the folder.
+    pub project: Option<String>,
     http: reqwest::Client,
     rt: tokio::runtime::Runtime,
 }
@@ -105,6 +108,7 @@ impl Ctx {
             config,
             server,
             json,
+            project: None,
             http: reqwest::Client::builder()
                 .timeout(std::time::Duration::from_secs(60))
                 .build()?,
@@ -123,11 +127,16 @@ impl Ctx {
         }
     }
 
+    /// `BOTBOX_TOKEN` (a token or a workspace key, for CI jobs: nothing is stored), else
+    /// the stored token of the login or team the CLI acts for.
     fn token(&self) -> Result<String> {
+        if let Some(t) = std::env::var("BOTBOX_TOKEN").ok().filter(|t| !t.is_empty()) {
+            return Ok(t);
+        }
         self.config
             .token()
             .map(str::to_owned)
-            .ok_or_else(|| anyhow!("not logged in: run `botbox login` first"))
+            .ok_or_else(|| anyhow!("not logged in: run `botbox login` first (or set BOTBOX_TOKEN)"))
     }
 
     /// Calls the API; turns the server's plain-text errors into messages.
@@ -199,9 +208,20 @@ impl Ctx {
                 200..=299 => serde_json::from_str(&text).with_context(|| format!("{method} {path}: not JSON")),
                 401 if path == "/login" => bail!("{text}"),
                 401 => bail!("not logged in, or the session expired: run `botbox login` ({text})"),
-                _ => bail!("{method} {path}: {status}\n{text}"),
+                _ => bail!("{} ({method} {path}: {status})", server_says(&text)),
             }
         })
+    }
+}
+
+/// What an error answer says, the one true thing first: the server's detail line (after
+/// the generic first sentence the project API's plain-text errors start with), else its
+/// whole text.
+fn server_says(text: &str) -> String {
+    let text = text.trim();
+    match text.split_once('\n') {
+        Some((_, detail)) if !detail.trim().is_empty() => detail.trim().to_owned(),
+        _ => text.to_owned(),
     }
 }
 
@@ -238,7 +258,7 @@ pub fn login(
             };
             let password = match password {
                 Some(p) => p,
-                None => prompt("password: ")?,
+                None => prompt_secret("password: ")?,
             };
             let t: Token = ctx.call_with_as(
                 "POST",
@@ -250,6 +270,10 @@ pub fn login(
         }
     };
     let me: Me = ctx.call_with_as("GET", "/me", None, Some(&token))?;
+    let (username, key) = match me.credential.as_str() {
+        "workspaceKey" => (me.username.clone(), true),
+        _ => (username, false),
+    };
     ctx.config = CliConfig {
         server: Some(ctx.server.clone()),
         username: Some(username.clone()),
@@ -259,9 +283,16 @@ pub fn login(
         current_team: None,
     };
     ctx.config.save()?;
+    let what = if key {
+        format!(
+            "Logged in with workspace key {username} (developer rights on its workspace's projects)"
+        )
+    } else {
+        format!("Logged in as {username}")
+    };
     ctx.out(
-        format!("Logged in as {username}"),
-        json!({"username": username, "userId": me.user_id, "server": ctx.server}),
+        what,
+        json!({"username": username, "userId": me.user_id, "server": ctx.server, "credential": me.credential}),
     );
     Ok(())
 }
@@ -367,6 +398,17 @@ fn prompt(label: &str) -> Result<String> {
     Ok(line.trim_end_matches(['\r', '\n']).to_owned())
 }
 
+/// Reads a secret after `label`: from the terminal with echo off when there is one, else a
+/// line of stdin (scripts pipe it in). Nothing typed is shown.
+pub fn prompt_secret(label: &str) -> Result<String> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        return rpassword::prompt_password(label)
+            .with_context(|| format!("reading {}", label.trim_end_matches([':', ' '])));
+    }
+    prompt(label)
+}
+
 fn confirm(label: &str) -> Result<bool> {
     Ok(matches!(prompt(label)?.trim(), "y" | "Y" | "yes"))
 }
@@ -420,7 +462,9 @@ const SKELETON_TEST: &str = "tests:
         expect: [\"Sorry, I only understand hi.\"]
 ";
 
-pub fn init(ctx: &Ctx, name: &str) -> Result<()> {
+/// Creates the bot folder `name`, bound to no project yet: its first push creates the
+/// project (for `team` when given) and records its id in the folder's `.botbox.json`.
+pub fn init(ctx: &Ctx, name: &str, team: Option<&str>) -> Result<()> {
     if name.is_empty()
         || !name
             .chars()
@@ -443,8 +487,13 @@ pub fn init(ctx: &Ctx, name: &str) -> Result<()> {
         dir.join("tests/hello.yml"),
         SKELETON_TEST.replace("NAME", name),
     )?;
+    project::Binding {
+        team: team.map(str::to_owned),
+        ..Default::default()
+    }
+    .write(dir)?;
     ctx.out(
-        format!("Created {name}/ (bot.yml, flows/hello.yml, tests/hello.yml). Next: cd {name} && botbox test"),
+        format!("Created {name}/ (bot.yml, flows/hello.yml, tests/hello.yml, {}). Next: cd {name} && botbox test", project::BINDING_FILE),
         json!({"created": name}),
     );
     Ok(())
@@ -530,31 +579,6 @@ pub fn local_sandbox(cache_dir: Option<PathBuf>) -> Result<botbox_sandbox::Sandb
     })
 }
 
-/// The project named like the bot, created when missing.
-fn project_for(ctx: &Ctx, name: &str, create: bool) -> Result<Project> {
-    let mut page = 1;
-    loop {
-        let p: PageOf<Project> =
-            ctx.call_as("GET", &format!("/projects?limit=100&page={page}"), None)?;
-        let n = p.data.len();
-        if let Some(found) = p.data.into_iter().find(|d| d.name == name) {
-            return Ok(found);
-        }
-        if n < 100 {
-            break;
-        }
-        page += 1;
-    }
-    if !create {
-        bail!("no project named {name}: run `botbox push` first");
-    }
-    ctx.call_as(
-        "POST",
-        "/projects",
-        Some(&json!({"name": name, "options": {"bot": true}})),
-    )
-}
-
 pub fn push(ctx: &Ctx, dir: &Path) -> Result<()> {
     let (loaded, compiled) = load_checked(dir)?;
     for w in &compiled.warnings {
@@ -564,7 +588,7 @@ pub fn push(ctx: &Ctx, dir: &Path) -> Result<()> {
     if !ctx.json {
         eprintln!("pushing {name} to {} …", ctx.server);
     }
-    let project = project_for(ctx, &name, true)?;
+    let project = project::resolve(ctx, Some(dir), &name, true)?;
     let pid = project.id.as_str();
     let mut doc = loaded.doc.clone();
     if let Some(o) = doc.as_object_mut() {
@@ -577,9 +601,10 @@ pub fn push(ctx: &Ctx, dir: &Path) -> Result<()> {
     )?;
     ctx.out(
         format!(
-            "Pushed {name} version {} as revision {} ({} warning(s))",
+            "Pushed {name} version {} as revision {} to project {} ({} warning(s))",
             r.version,
             r.revision,
+            project::describe(&project),
             compiled.warnings.len()
         ),
         json!({"project": pid, "revision": r.revision, "version": r.version}),
@@ -604,9 +629,9 @@ pub fn bump(latest: Option<&str>, part: &str) -> String {
 
 pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str) -> Result<()> {
     let (_, compiled) = load_valid(dir)?;
-    let project = project_for(ctx, &compiled.bot.name, false)?;
-    let pid = project.id;
-    let rev = project.bot_latest_revision.ok_or_else(|| {
+    let project = project::resolve(ctx, Some(dir), &compiled.bot.name, false)?;
+    let pid = project.id.clone();
+    let rev = project.bot_latest_revision.clone().ok_or_else(|| {
         anyhow!(
             "project {} has no revision yet: run `botbox push` first",
             compiled.bot.name
@@ -636,8 +661,9 @@ pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str) -> Result<()> {
     };
     ctx.out(
         format!(
-            "Deployed {} {version} (revision {rev}) to environment {env_name}",
-            compiled.bot.name
+            "Deployed {} {version} (revision {rev}) to environment {env_name} of project {}",
+            compiled.bot.name,
+            project::describe(&project)
         ),
         json!({"project": pid, "version": version, "revision": rev, "environment": env}),
     );
@@ -825,7 +851,7 @@ pub fn pull(
     out: &Path,
     force: bool,
 ) -> Result<()> {
-    let project = project_for(ctx, name, false)?;
+    let project = project::resolve(ctx, None, name, false)?;
     let pid = &project.id;
     let rev = match (env, revision) {
         (_, Some(r)) => r.to_owned(),
@@ -844,6 +870,7 @@ pub fn pull(
         }
         (None, None) => project
             .bot_latest_revision
+            .clone()
             .ok_or_else(|| anyhow!("project {name} has no revision yet"))?,
     };
     let mut doc = ctx.call("GET", &format!("/projects/{pid}/bot/revisions/{rev}"), None)?;
@@ -861,9 +888,21 @@ pub fn pull(
     }
     std::fs::create_dir_all(out)?;
     std::fs::write(&file, serde_yaml::to_string(&doc)?)?;
+    // The folder is bound to the project it came from: later commands there act on it.
+    project::Binding {
+        project_id: Some(project.id.clone()),
+        project: Some(project.name.clone()),
+        owner: Some(project.owner.to_string()),
+        team: None,
+    }
+    .write(out)?;
     ctx.out(
-        format!("wrote {} (revision {rev})", file.display()),
-        json!({"file": file, "revision": rev}),
+        format!(
+            "wrote {} (revision {rev} of project {})",
+            file.display(),
+            project::describe(&project)
+        ),
+        json!({"file": file, "revision": rev, "project": project.id}),
     );
     Ok(())
 }
@@ -886,9 +925,10 @@ fn find_env(ctx: &Ctx, pid: &str, name: &str) -> Result<Option<Environment>> {
         .find(|e| e.name == name || e.slug == name))
 }
 
+/// The id and bot name of the project the bot in `dir` is bound to (see [`project`]).
 pub(crate) fn project_id_of(ctx: &Ctx, dir: &Path) -> Result<(String, String)> {
     let (_, compiled) = load_valid(dir)?;
-    let project = project_for(ctx, &compiled.bot.name, false)?;
+    let project = project::resolve(ctx, Some(dir), &compiled.bot.name, false)?;
     Ok((project.id, compiled.bot.name))
 }
 

@@ -2,11 +2,16 @@
 //! shell on the server. Team commands act with the user's own token (not a team token):
 //! creating and managing teams is the user's business, whichever team the CLI acts for.
 
-use super::{Ctx, UserTeam, enc};
+use super::{Ctx, UserTeam, enc, prompt_secret};
 use anyhow::{Result, anyhow, bail};
+use botbox_api_types::{Account, TeamUser};
 use serde_json::{Value as Json, json};
 
+/// The user's own token: `BOTBOX_TOKEN` when set, else the stored login's.
 fn user_token(ctx: &Ctx) -> Result<String> {
+    if let Some(t) = std::env::var("BOTBOX_TOKEN").ok().filter(|t| !t.is_empty()) {
+        return Ok(t);
+    }
     ctx.config
         .user_token
         .clone()
@@ -35,9 +40,16 @@ fn account_id(ctx: &Ctx, name: &str) -> Result<String> {
         .ok_or_else(|| anyhow!("no user {name}"))
 }
 
-/// Changes the logged-in user's password; the CLI's own token stays valid, every other
-/// token of the account is revoked.
-pub fn passwd(ctx: &Ctx, current: &str, new: &str) -> Result<()> {
+/// Changes the logged-in user's password, asked for on the terminal with echo off: the
+/// current one, then the new one twice. The CLI's own token stays valid, every other token
+/// of the account is revoked.
+pub fn passwd(ctx: &Ctx) -> Result<()> {
+    let current = prompt_secret("current password: ")?;
+    let new = prompt_secret("new password: ")?;
+    let again = prompt_secret("new password again: ")?;
+    if new != again {
+        bail!("the two new passwords differ; the password was not changed");
+    }
     as_user(
         ctx,
         "PUT",
@@ -47,6 +59,47 @@ pub fn passwd(ctx: &Ctx, current: &str, new: &str) -> Result<()> {
     ctx.out(
         "Password changed (sessions elsewhere were signed out)",
         json!({"changed": true}),
+    );
+    Ok(())
+}
+
+/// Every account with its role and teams (administrators only).
+pub fn user_list(ctx: &Ctx) -> Result<()> {
+    let users: Vec<Account> = serde_json::from_value(as_user(ctx, "GET", "/users", None)?)
+        .map_err(|e| anyhow!("GET /users: {e}"))?;
+    let lines: Vec<String> = users
+        .iter()
+        .map(|u| {
+            let teams = if u.teams.is_empty() {
+                String::new()
+            } else {
+                format!("  teams: {}", u.teams.join(", "))
+            };
+            let off = if u.disabled { "  (disabled)" } else { "" };
+            format!("{}  {}  {}{off}{teams}", u.username, u.role_id, u.id)
+        })
+        .collect();
+    ctx.out(lines.join("\n"), serde_json::to_value(&users)?);
+    Ok(())
+}
+
+/// The members of one of the user's teams, with their roles.
+pub fn team_members(ctx: &Ctx, team: &str) -> Result<()> {
+    let tid = team_id(ctx, team)?;
+    let members: Vec<TeamUser> = serde_json::from_value(as_user(
+        ctx,
+        "GET",
+        &format!("/teams/{}/users", enc(&tid)),
+        None,
+    )?)
+    .map_err(|e| anyhow!("GET /teams/{tid}/users: {e}"))?;
+    let lines: Vec<String> = members
+        .iter()
+        .map(|m| format!("{}  {}", m.username, m.role_id))
+        .collect();
+    ctx.out(
+        format!("team {team}:\n{}", lines.join("\n")),
+        serde_json::to_value(&members)?,
     );
     Ok(())
 }

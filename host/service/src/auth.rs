@@ -5,8 +5,13 @@
 //! owner). Roles are fixed in code and grant sets of permissions; users have a platform role,
 //! team members a role in the team.
 //!
-//! Owner scope: a user token acts for the user, a team token (from `POST /tokens`, what the
-//! CLI's switch-team uses) acts for the team. `_own_` covers the resources of that owner.
+//! Owner scope ([`Acting`], [`role_on`]): `_own_` covers the resources of the user or the
+//! user's team. A login token reaches the user's own projects with the user's platform role
+//! and each team's projects with the user's role in that team (checked live, so a removed
+//! member loses them at once); a team token (`POST /tokens`, the CLI's switch-team) acts for
+//! its team alone; a workspace key acts for its workspace (a team, or one user's own
+//! namespace) with developer rights and never administers anything. Only a platform
+//! administrator's login token has `_any_`: every tenant's projects.
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -139,6 +144,76 @@ impl Role {
         }
         out
     }
+}
+
+/// What a credential acts for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acting {
+    /// A login token: the user, and the teams they belong to.
+    User,
+    /// A team token: that team only, with the user's role in it.
+    Team(String),
+    /// A workspace key (`sk-ws-…`): the projects of its workspace (a team id, or a user id
+    /// for a user's own namespace), with developer rights. No account, team or key
+    /// administration, whatever the role of the person who created it.
+    WorkspaceKey { workspace: String, key_id: String },
+}
+
+impl Acting {
+    /// Whether a person holds the credential (a login or team token), as opposed to a key
+    /// held by automation. Account, team and key administration require a person.
+    pub fn is_person(&self) -> bool {
+        !matches!(self, Acting::WorkspaceKey { .. })
+    }
+}
+
+/// Who is asking, as [`role_on`] needs it: the user behind the credential, what it acts
+/// for, and its live role (platform role for a login token, team role for a team token,
+/// developer for a workspace key).
+#[derive(Debug, Clone, Copy)]
+pub struct Principal<'a> {
+    pub user_id: &'a str,
+    pub acting: &'a Acting,
+    pub role: Role,
+}
+
+/// The role `who` holds over the resources of `owner_id` (a user or team id), or `None`
+/// when it has no relation to that owner: callers answer 404 then, so a stranger learns
+/// nothing about another tenant's resources. A team's role is read from storage on every
+/// call: a removed member or a lowered role takes effect on the next request.
+pub async fn role_on(
+    db: &botbox_store::Db,
+    who: Principal<'_>,
+    owner_id: &str,
+) -> botbox_store::DbResult<Option<Role>> {
+    Ok(match who.acting {
+        Acting::WorkspaceKey { workspace, .. } => {
+            (workspace == owner_id).then_some(Role::Developer)
+        }
+        Acting::Team(team) => (team == owner_id).then_some(who.role),
+        Acting::User if who.role == Role::Admin => Some(Role::Admin),
+        Acting::User if who.user_id == owner_id => Some(who.role),
+        Acting::User => db
+            .membership(owner_id, who.user_id)
+            .await?
+            .and_then(|r| Role::parse(&r)),
+    })
+}
+
+/// Whether `role` may do `action` on `resource` at all (on an owner it has a relation to).
+pub fn allows(role: Role, action: Action, resource: Resource) -> bool {
+    role.reach(action, resource) != Reach::None
+}
+
+/// The shortest password any account may have, the first administrator's included.
+pub const MIN_PASSWORD_CHARS: usize = 8;
+
+/// Checks a password against the rule every account shares.
+pub fn check_password(password: &str) -> Result<(), String> {
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        return Err(format!("at least {MIN_PASSWORD_CHARS} characters"));
+    }
+    Ok(())
 }
 
 /// An argon2id PHC string for a password.

@@ -122,6 +122,23 @@ impl Db {
             .await?)
     }
 
+    /// Every account, by name (administrators' user list).
+    pub async fn list_users(&self) -> DbResult<Vec<UserRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, username, password_hash, role_id, created_at, disabled FROM users ORDER BY username",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The name of an owner id and whether it is a team: `Some((name, is_team))`.
+    pub async fn owner_name(&self, id: &str) -> DbResult<Option<(String, bool)>> {
+        if let Some(u) = self.user_by_id(id).await? {
+            return Ok(Some((u.username, false)));
+        }
+        Ok(self.team_by_id(id).await?.map(|t| (t.name, true)))
+    }
+
     pub async fn user_by_id(&self, id: &str) -> DbResult<Option<UserRow>> {
         Ok(sqlx::query_as(
             "SELECT id, username, password_hash, role_id, created_at, disabled FROM users WHERE id = $1",

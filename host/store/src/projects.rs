@@ -149,20 +149,32 @@ impl Db {
     }
 
     /// Projects of one owner (`Some`), or of everyone (`None`), newest first.
+    /// Projects newest first: of the given owners, or every project (`None`: an
+    /// administrator's view of all tenants).
     pub async fn list_projects(
         &self,
-        owner: Option<&str>,
+        owners: Option<&[&str]>,
         limit: i64,
         offset: i64,
     ) -> DbResult<Page<ProjectRow>> {
-        // Every project for an administrator (no owner), else the owner's.
-        let keys: Vec<&str> = owner.into_iter().collect();
-        let filter = if keys.is_empty() { "" } else { "owner_id = $1" };
+        let keys: &[&str] = owners.unwrap_or(&[]);
+        let filter = match owners {
+            None => String::new(),
+            // No owner at all: nothing (an impossible id keeps the query's shape).
+            Some([]) => "owner_id IS NULL".to_owned(),
+            Some(o) => format!(
+                "owner_id IN ({})",
+                (1..=o.len())
+                    .map(|i| format!("${i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         let order = "created_at DESC, id";
         self.page(
             PROJECT_COLS,
             "projects",
-            (filter, &keys),
+            (&filter, keys),
             order,
             (limit, offset),
         )
@@ -742,6 +754,25 @@ impl Db {
         .bind(name)
         .fetch_optional(&self.pool)
         .await?)
+    }
+
+    /// The projects named `name` among `owners`' (oldest first).
+    pub async fn projects_named(&self, owners: &[&str], name: &str) -> DbResult<Vec<ProjectRow>> {
+        if owners.is_empty() {
+            return Ok(vec![]);
+        }
+        let list = (2..owners.len() + 2)
+            .map(|i| format!("${i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT {PROJECT_COLS} FROM projects WHERE name = $1 AND owner_id IN ({list}) ORDER BY created_at, id"
+        );
+        let mut q = sqlx::query_as(&sql).bind(name);
+        for o in owners {
+            q = q.bind(*o);
+        }
+        Ok(q.fetch_all(&self.pool).await?)
     }
 }
 

@@ -136,19 +136,26 @@ async function header() {
       sessionStorage.removeItem(`${TOKEN}.user`);
       signIn();
     } }, 'Sign out')].filter(Boolean));
+  return me;
 }
 
 // ---------------------------------------------------------------------------------------
 // Projects
 
-async function projects() {
-  const page = await api('GET', '/projects?limit=100');
+/** The projects the caller reaches (its own and its teams'), each with its owner; an
+ *  administrator also gets a link to every tenant's (`#/all`). */
+async function projects(me, all) {
+  const page = await api('GET', `/projects?limit=100${all ? '&owner=all' : ''}`);
   const rows = page.data.map((p) => el('tr', {},
     el('td', {}, el('a', { href: `#/p/${encodeURIComponent(p.id)}` }, p.name)),
+    el('td', {}, p.owner ? `${p.owner.name} (${p.owner.type})` : ''),
     el('td', {}, p.label || p.description || ''),
     el('td', { class: 'muted' }, time(p.updatedAt || p.createdAt))));
-  show(el('h1', {}, 'Projects'), el('div', { class: 'card' }, rows.length
-    ? el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Name'), el('th', {}, 'Description'), el('th', {}, 'Updated'))), el('tbody', {}, rows))
+  const admin = me && me.roleId === 'admin' && me.credential === 'login';
+  const filter = admin ? el('p', {}, el('a', { href: all ? '#/' : '#/all', id: 'all-tenants' },
+    all ? 'Show only my projects and my teams\'' : 'Show every tenant\'s projects')) : null;
+  show(el('h1', {}, all ? 'Projects of every tenant' : 'Projects'), filter, el('div', { class: 'card' }, rows.length
+    ? el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Name'), el('th', {}, 'Owner'), el('th', {}, 'Description'), el('th', {}, 'Updated'))), el('tbody', {}, rows))
     : el('p', { class: 'muted' }, 'No projects yet: `botbox push` in a bot folder makes one.')));
 }
 
@@ -215,6 +222,7 @@ async function project(pid) {
     el('td', {}, el('button', { type: 'button', class: 'rollback', 'data-version': d.version, onclick: () => rollback(d) }, 'Roll back to this'))));
   show(
     el('h1', {}, p.name),
+    p.owner ? el('p', { class: 'muted', id: 'owner' }, `Owned by ${p.owner.type} ${p.owner.name}`) : null,
     el('p', { class: 'links' }, el('a', { href: `#/p/${encodeURIComponent(pid)}/errors`, id: 'errors-link' }, 'Errors'), ' · ',
       el('a', { href: `#/p/${encodeURIComponent(pid)}/cases`, id: 'cases-link' }, 'Cases and reviews'), ' · ',
       el('a', { href: `#/p/${encodeURIComponent(pid)}/bot`, id: 'bot-link' }, 'Bot source'), ' · ',
@@ -700,7 +708,7 @@ async function route() {
   if (!sessionStorage.getItem(TOKEN)) { signIn(); return; }
   say(''); // what the last page said is not about this one
   try {
-    await header();
+    const me = await header();
     const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
     if (parts[0] === 'keys') await keys(null, null);
     else if (parts[0] === 'p' && parts[2] === 'chat') chat(parts[1], parts[3]);
@@ -712,7 +720,7 @@ async function route() {
     else if (parts[0] === 'p' && parts[2] === 'bot') await botSource(parts[1]);
     else if (parts[0] === 'p' && parts[2] === 'nl') await nlStudio(parts[1], parts[3]);
     else if (parts[0] === 'p' && parts[1]) await project(parts[1]);
-    else await projects();
+    else await projects(me, parts[0] === 'all');
   } catch (e) {
     if (!(e instanceof ApiError && e.message === 'not signed in')) show(errorBox(e));
   }

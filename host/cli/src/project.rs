@@ -1,0 +1,194 @@
+//! Which project a command acts on. Never a guess: an explicit `--project <id>` first, then
+//! the id the bot folder is bound to (`.botbox.json`, written by the first push, `init` and
+//! `pull`, meant to be committed), and only then the bot's name, looked up among the
+//! projects of the owner the CLI acts for (the user, or the team of `switch-team`, or the
+//! workspace of a key). A name found only under other owners the caller reaches is an error
+//! that lists them; an administrator reaches another tenant's project only by its id.
+
+use super::{Ctx, enc};
+use anyhow::{Context, Result, anyhow, bail};
+use botbox_api_types::{Me, PageOf, Project, UserTeam};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::path::Path;
+
+/// The file in a bot folder that binds it to its project.
+pub const BINDING_FILE: &str = ".botbox.json";
+
+/// What `.botbox.json` holds.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Binding {
+    /// The project's id on the server (`null` until the first push).
+    pub project_id: Option<String>,
+    /// The project's name and owner when it was bound, for people reading the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The team the first push creates the project for (`init --team`); else the owner
+    /// the CLI acts for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
+}
+
+impl Binding {
+    pub fn read(dir: &Path) -> Result<Option<Binding>> {
+        let path = dir.join(BINDING_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(t) => serde_json::from_str(&t)
+                .map(Some)
+                .with_context(|| format!("{}: not a project binding", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(BINDING_FILE);
+        std::fs::write(&path, serde_json::to_string_pretty(self)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// This binding pointing at `p`.
+    fn bound_to(&self, p: &Project) -> Binding {
+        Binding {
+            project_id: Some(p.id.clone()),
+            project: Some(p.name.clone()),
+            owner: Some(p.owner.to_string()),
+            team: self.team.clone(),
+        }
+    }
+}
+
+/// `mybot of user dev1 (id …)`: how every command names the project it acted on.
+pub fn describe(p: &Project) -> String {
+    format!("{} of {} ({})", p.name, p.owner, p.id)
+}
+
+/// Says on stderr which project a command acts on (stdout stays the command's answer).
+pub fn announce(ctx: &Ctx, p: &Project) {
+    if !ctx.json {
+        eprintln!("project {}", describe(p));
+    }
+}
+
+/// The project by id; `from` says where the id came from, for the error.
+fn by_id(ctx: &Ctx, id: &str, from: &str) -> Result<Project> {
+    ctx.call_as("GET", &format!("/projects/{}", enc(id)), None)
+        .map_err(|e| {
+            anyhow!(
+                "project {id} ({from}) is not one you can reach on {}: {e:#}",
+                ctx.server
+            )
+        })
+}
+
+/// Every page of `GET /projects` with `query`.
+fn all_projects(ctx: &Ctx, query: &str) -> Result<Vec<Project>> {
+    let mut out = Vec::new();
+    for page in 1.. {
+        let p: PageOf<Project> = ctx.call_as(
+            "GET",
+            &format!("/projects?limit=100&page={page}{query}"),
+            None,
+        )?;
+        let n = p.data.len();
+        out.extend(p.data);
+        if n < 100 {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// The owner the CLI acts for: the team of a team token or a key's workspace, else the user.
+fn acting_owner(ctx: &Ctx) -> Result<String> {
+    let me: Me = ctx.call_as("GET", "/me", None)?;
+    Ok(me.team_id.unwrap_or(me.user_id))
+}
+
+/// The id of the caller's team `name`.
+fn team_id(ctx: &Ctx, name: &str) -> Result<String> {
+    let me: Me = ctx.call_as("GET", "/me", None)?;
+    let teams: Vec<UserTeam> =
+        ctx.call_as("GET", &format!("/users/{}/teams", enc(&me.user_id)), None)?;
+    teams
+        .into_iter()
+        .find(|t| t.name == name)
+        .map(|t| t.id)
+        .ok_or_else(|| anyhow!("you are not a member of a team named {name} (`botbox team list`)"))
+}
+
+/// The project a command in `dir` (or on the bot `name`) acts on. With `create`, a project
+/// the name does not find is created (for the binding's team, else the acting owner), and
+/// the folder is bound to the project the push acted on.
+pub fn resolve(ctx: &Ctx, dir: Option<&Path>, name: &str, create: bool) -> Result<Project> {
+    let binding = match dir {
+        Some(d) => Binding::read(d)?,
+        None => None,
+    };
+    let project = if let Some(id) = &ctx.project {
+        by_id(ctx, id, "--project")?
+    } else if let Some(id) = binding.as_ref().and_then(|b| b.project_id.clone()) {
+        let p = by_id(
+            ctx,
+            &id,
+            &format!(
+                "{BINDING_FILE} in {}",
+                dir.unwrap_or(Path::new(".")).display()
+            ),
+        )?;
+        if p.name != name {
+            eprintln!(
+                "note: the bot is named {name}, the folder is bound to project {}",
+                describe(&p)
+            );
+        }
+        return Ok(announced(ctx, p));
+    } else {
+        by_name(ctx, binding.as_ref(), name, create)?
+    };
+    if let (Some(d), true) = (dir, create) {
+        binding.unwrap_or_default().bound_to(&project).write(d)?;
+    }
+    Ok(announced(ctx, project))
+}
+
+fn announced(ctx: &Ctx, p: Project) -> Project {
+    announce(ctx, &p);
+    p
+}
+
+/// The project named `name` of the owner the CLI acts for (or the binding's team).
+fn by_name(ctx: &Ctx, binding: Option<&Binding>, name: &str, create: bool) -> Result<Project> {
+    let team = binding.and_then(|b| b.team.as_deref());
+    let owner = match team {
+        Some(t) => team_id(ctx, t)?,
+        None => acting_owner(ctx)?,
+    };
+    let mine = all_projects(ctx, &format!("&owner={}", enc(&owner)))?;
+    if let Some(p) = mine.into_iter().find(|p| p.name == name) {
+        return Ok(p);
+    }
+    if create {
+        let mut body = json!({"name": name, "options": {"bot": true}});
+        if team.is_some() {
+            body["teamId"] = json!(owner);
+        }
+        return ctx.call_as("POST", "/projects", Some(&body));
+    }
+    let elsewhere: Vec<String> = all_projects(ctx, "")?
+        .into_iter()
+        .filter(|p| p.name == name)
+        .map(|p| format!("  {} ({})", p.id, p.owner))
+        .collect();
+    if elsewhere.is_empty() {
+        bail!("no project named {name} is yours: run `botbox push` first");
+    }
+    bail!(
+        "no project named {name} is yours; other owners you work with have one:\n{}\n\
+         name it: --project <id> (or `botbox switch-team <team>` to act for that team)",
+        elsewhere.join("\n")
+    )
+}
