@@ -219,11 +219,11 @@ async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
             .unwrap();
     assert_eq!(raw, 0);
 
-    // A viewer cannot create keys; another developer does not see the project.
+    // Neither a viewer nor another developer without a relation to the project sees it.
     let (_, viewer) = api.user(&a.admin, "keyviewer", "viewer").await;
     let (_, dev) = api.user(&a.admin, "keydev", "developer").await;
     let path = format!("/projects/{}/environments/{}/keys", a.pid, a.env);
-    assert_eq!(api.post(&path, &viewer, json!({})).await.status, 403);
+    assert_eq!(api.post(&path, &viewer, json!({})).await.status, 404);
     assert_eq!(api.post(&path, &dev, json!({})).await.status, 404);
 
     // The key works; a second environment's key does not reach the first one's runs.

@@ -427,16 +427,35 @@ async fn walkthrough() {
         "Switched to team: acme"
     );
     assert!(ok(bob(&["whoami"])).contains("bob in team acme"));
-    // Work done as the team belongs to the team.
-    ok(bob(&["push", "--dir", "counter"]));
+    // The admin's folder is bound to the admin's project: bob's push there goes nowhere.
+    let o = bob(&["push", "--dir", "counter"]);
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("is not one you can reach"),
+        "{}",
+        o.stderr
+    );
+    // Bob's own copy, bound to nothing: work done as the team belongs to the team.
+    copy_dir(
+        &work.path().join("counter"),
+        &work.path().join("bob-counter"),
+    );
+    std::fs::remove_file(work.path().join("bob-counter/.botbox.json")).unwrap();
+    let o = bob(&["push", "--dir", "bob-counter"]);
+    assert!(
+        o.stderr.contains("project counter of team acme"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
         ok(bob(&["switch", "team", "other"])).trim(),
         "Switched to team: other"
     );
-    let o = bob(&["deploy", "--dir", "counter"]);
-    assert_ne!(o.code, 0, "team other has no project counter");
+    let o = bob(&["deploy", "--dir", "bob-counter"]);
+    assert_ne!(o.code, 0, "the folder is bound to team acme's project");
     assert!(
-        o.stderr.contains("no project named counter"),
+        o.stderr.contains("is not one you can reach") && o.stderr.contains("switch"),
         "{}",
         o.stderr
     );
@@ -744,8 +763,8 @@ async fn people_and_teams_from_the_cli_alone() {
     ));
     assert!(out.contains("added user bob"), "{out}");
     ok(bob(&["login", "-u", "bob", "-p", "bob-password-1"], ""));
-    // A wrong current password changes nothing.
-    // A wrong current password says so first (not "not logged in").
+    // A wrong current password changes nothing, and the error says so first (not "not
+    // logged in").
     let o = bob(
         &["passwd"],
         "not-my-password\nbob-password-2\nbob-password-2\n",

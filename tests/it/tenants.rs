@@ -222,6 +222,10 @@ async fn nobody_acts_on_a_project_that_is_not_theirs() {
     };
     assert!(ok(with_key(&["push"])).contains("of team acme"));
     assert!(ok(with_key(&["deploy", "--env", "production"])).contains("production"));
+    // Or kept by `login -t`, like a token.
+    let o = ok(ci.run("teambot", &["login", "-t", &key]));
+    assert!(o.contains("Logged in with workspace key key:ci"), "{o}");
+    assert!(ok(ci.run("teambot", &["env", "list"])).contains("production"));
     // Never beyond its workspace, never administration.
     fails(
         with_key(&["env", "list", "--project", p1]),

@@ -25,7 +25,12 @@ struct Cli {
     server: Option<String>,
     /// The project to act on, by id, whatever the folder is bound to (an administrator's
     /// only way to act on another tenant's project).
-    #[arg(long, global = true, env = "BOTBOX_PROJECT")]
+    #[arg(
+        long = "project",
+        id = "project_id",
+        global = true,
+        env = "BOTBOX_PROJECT"
+    )]
     project: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -230,8 +235,9 @@ enum Command {
     },
     /// Writes a project's bot back to files: `<dir>/bot.yml`.
     Pull {
-        /// The project (the bot's name).
-        project: String,
+        /// The project, by name among those of whoever the CLI acts for (or give
+        /// `--project <id>`).
+        name: Option<String>,
         /// The revision deployed to this environment (default: the latest revision).
         #[arg(long, conflicts_with = "revision")]
         env: Option<String>,
@@ -624,23 +630,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             since,
         } => cli::transcript(&ctx()?, &dir.dir, &env, user.as_deref(), since).map(ok),
         Command::Pull {
-            project,
+            name,
             env,
             revision,
             dir,
             force,
-        } => {
-            let out = dir.unwrap_or_else(|| PathBuf::from(&project));
-            cli::pull(
-                &ctx()?,
-                &project,
-                env.as_deref(),
-                revision.as_deref(),
-                &out,
-                force,
-            )
-            .map(ok)
-        }
+        } => cli::pull(
+            &ctx()?,
+            name.as_deref(),
+            env.as_deref(),
+            revision.as_deref(),
+            dir.as_deref(),
+            force,
+        )
+        .map(ok),
         Command::Errors {
             dir,
             env,

@@ -399,14 +399,18 @@ fn prompt(label: &str) -> Result<String> {
 }
 
 /// Reads a secret after `label`: from the terminal with echo off when there is one, else a
-/// line of stdin (scripts pipe it in). Nothing typed is shown.
+/// line of stdin without a prompt (scripts pipe it in). Nothing typed is shown.
 pub fn prompt_secret(label: &str) -> Result<String> {
     use std::io::IsTerminal;
+    let what = label.trim_end_matches([':', ' ']);
     if std::io::stdin().is_terminal() {
-        return rpassword::prompt_password(label)
-            .with_context(|| format!("reading {}", label.trim_end_matches([':', ' '])));
+        return rpassword::prompt_password(label).with_context(|| format!("reading {what}"));
     }
-    prompt(label)
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line)? == 0 {
+        bail!("no input for {what}");
+    }
+    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
 }
 
 fn confirm(label: &str) -> Result<bool> {
@@ -841,17 +845,24 @@ fn transcript_line(l: &Json) -> String {
     )
 }
 
-/// Writes a revision of the project `name` back to `out/bot.yml`: the one deployed to
-/// `env`, or `revision`, else the latest. An existing file is kept unless `force`.
+/// Writes a revision of the project `name` (or `--project`) back to `out/bot.yml` (default:
+/// a folder named like the project), bound to the project: the one deployed to `env`, or
+/// `revision`, else the latest. An existing file is kept unless `force`.
 pub fn pull(
     ctx: &Ctx,
-    name: &str,
+    name: Option<&str>,
     env: Option<&str>,
     revision: Option<&str>,
-    out: &Path,
+    out: Option<&Path>,
     force: bool,
 ) -> Result<()> {
-    let project = project::resolve(ctx, None, name, false)?;
+    if name.is_none() && ctx.project.is_none() {
+        bail!("which project? `botbox pull <name>` or `botbox pull --project <id>`");
+    }
+    let project = project::resolve(ctx, None, name.unwrap_or_default(), false)?;
+    let name = project.name.as_str();
+    let default_out = PathBuf::from(name);
+    let out = out.unwrap_or(&default_out);
     let pid = &project.id;
     let rev = match (env, revision) {
         (_, Some(r)) => r.to_owned(),

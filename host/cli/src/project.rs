@@ -73,12 +73,13 @@ pub fn announce(ctx: &Ctx, p: &Project) {
     }
 }
 
-/// The project by id; `from` says where the id came from, for the error.
-fn by_id(ctx: &Ctx, id: &str, from: &str) -> Result<Project> {
+/// The project by id; `from` says where the id came from and `hint` what to do when it
+/// cannot be reached, for the error.
+fn by_id(ctx: &Ctx, id: &str, from: &str, hint: &str) -> Result<Project> {
     ctx.call_as("GET", &format!("/projects/{}", enc(id)), None)
         .map_err(|e| {
             anyhow!(
-                "project {id} ({from}) is not one you can reach on {}: {e:#}",
+                "project {id} ({from}) is not one you can reach on {} ({e:#}){hint}",
                 ctx.server
             )
         })
@@ -129,7 +130,7 @@ pub fn resolve(ctx: &Ctx, dir: Option<&Path>, name: &str, create: bool) -> Resul
         None => None,
     };
     let project = if let Some(id) = &ctx.project {
-        by_id(ctx, id, "--project")?
+        by_id(ctx, id, "--project", "")?
     } else if let Some(id) = binding.as_ref().and_then(|b| b.project_id.clone()) {
         let p = by_id(
             ctx,
@@ -137,6 +138,11 @@ pub fn resolve(ctx: &Ctx, dir: Option<&Path>, name: &str, create: bool) -> Resul
             &format!(
                 "{BINDING_FILE} in {}",
                 dir.unwrap_or(Path::new(".")).display()
+            ),
+            &format!(
+                "\nthe folder is bound to that project: act as its owner (`botbox switch user` or \
+                 `botbox switch-team <team>`), name another with --project <id>, or remove \
+                 {BINDING_FILE} to bind the folder again"
             ),
         )?;
         if p.name != name {
