@@ -200,6 +200,12 @@ try {
   await page.click('#all-tenants');
   await page.waitForSelector('main td >> text=dev1 (user)', { timeout: 30000 });
   assert.equal(await page.locator('main td >> text=/^pizza$/').count(), 2);
+  await page.screenshot({ path: join(dir, 'console-owners.png'), fullPage: true });
+  await page.setViewportSize({ width: 390, height: 800 });
+  await page.screenshot({ path: join(dir, 'console-owners-phone.png'), fullPage: true });
+  const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(wide <= 390, `the project list scrolls sideways on a phone: ${wide} px`);
+  await page.setViewportSize({ width: 1280, height: 900 });
   await page.goto(`${base}/#/`);
   await page.waitForSelector('a >> text=pizza', { timeout: 30000 });
 

@@ -153,7 +153,7 @@ async function projects(me, all) {
     el('td', { class: 'muted' }, time(p.updatedAt || p.createdAt))));
   const admin = me && me.roleId === 'admin' && me.credential === 'login';
   const filter = admin ? el('p', {}, el('a', { href: all ? '#/' : '#/all', id: 'all-tenants' },
-    all ? 'Show only my projects and my teams\'' : 'Show every tenant\'s projects')) : null;
+    all ? 'Show my projects and my teams\' only' : 'Show every tenant\'s projects')) : null;
   show(el('h1', {}, all ? 'Projects of every tenant' : 'Projects'), filter, el('div', { class: 'card' }, rows.length
     ? el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Name'), el('th', {}, 'Owner'), el('th', {}, 'Description'), el('th', {}, 'Updated'))), el('tbody', {}, rows))
     : el('p', { class: 'muted' }, 'No projects yet: `botbox push` in a bot folder makes one.')));
