@@ -562,7 +562,32 @@ async fn every_other_route_answers_each_credential_as_its_row(backend: Backend) 
     );
 }
 
+/// A key of a user's own namespace acts within that user's rights: it stops with the
+/// account and works again when it is enabled.
+async fn a_users_key_stops_with_the_account(backend: Backend) {
+    let (_server, w) = world(backend).await;
+    let admin = w.creds["admin"].clone().unwrap();
+    let dev1_id = s(&w.api.get("/me", &w.dev1).await.ok()["userId"]);
+    let project = format!("/projects/{}", w.dev1_project);
+    assert_eq!(w.call("dev1-key", "GET", &project, b"").await.0, 200);
+    let disabled = w
+        .api
+        .post(&format!("/users/{dev1_id}/disable"), &admin, json!({}))
+        .await;
+    assert_eq!(disabled.status, 200, "{}", disabled.text);
+    assert_eq!(w.call("dev1-key", "GET", &project, b"").await.0, 401);
+    assert_eq!(w.call("dev1-key", "GET", "/projects", b"").await.0, 401);
+    // The team's key is the team's, whoever made it.
+    assert_eq!(w.call("acme-key", "GET", "/projects", b"").await.0, 200);
+    w.api
+        .post(&format!("/users/{dev1_id}/enable"), &admin, json!({}))
+        .await
+        .ok();
+    assert_eq!(w.call("dev1-key", "GET", &project, b"").await.0, 200);
+}
+
 on_both_backends!(
     every_project_route_answers_each_credential_as_its_cell,
     every_other_route_answers_each_credential_as_its_row,
+    a_users_key_stops_with_the_account,
 );

@@ -910,19 +910,27 @@ impl FromRequestParts<App> for Caller {
     }
 }
 
-/// The caller a workspace key stands for: developer rights on its workspace's projects.
+/// The caller a workspace key stands for: developer rights on its workspace's projects
+/// (a user's namespace: no more than that user's).
 /// Revocation is effective on the next request (keys are looked up, never cached).
 async fn workspace_caller(app: &App, key: &str) -> ApiResult<Caller> {
     let (_, row) = botbox_service::agent::keys::authenticate(&app.db, key)
         .await?
         .filter(|(kind, _)| *kind == KeyKind::Workspace)
         .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+    // A key of a user's own namespace acts within that user's rights: none once the account
+    // is disabled, reads only while it is a viewer. A team's key is the team's.
+    let role = match app.db.user_by_id(&row.owner_id).await? {
+        Some(u) if u.disabled != 0 => return Err(ApiError::Unauthorized(NOT_LOGGED_IN)),
+        Some(u) if Role::parse(&u.role_id) == Some(Role::Viewer) => Role::Viewer,
+        _ => Role::Developer,
+    };
     tracing::Span::current().record("tenant", row.owner_id.as_str());
     Ok(Caller {
         username: format!("key:{}", row.name),
         team_id: Some(row.owner_id.clone()),
-        role: Role::Developer,
-        platform_role: Role::Developer,
+        role,
+        platform_role: role,
         acting: Acting::WorkspaceKey {
             workspace: row.owner_id.clone(),
             key_id: row.id.clone(),

@@ -154,8 +154,9 @@ pub enum Acting {
     /// A team token: that team only, with the user's role in it.
     Team(String),
     /// A workspace key (`sk-ws-…`): the projects of its workspace (a team id, or a user id
-    /// for a user's own namespace), with developer rights. No account, team or key
-    /// administration, whatever the role of the person who created it.
+    /// for a user's own namespace), with developer rights (a user's namespace: no more than
+    /// that user's). No account, team or key administration, whatever the role of the
+    /// person who created it.
     WorkspaceKey { workspace: String, key_id: String },
 }
 
@@ -187,9 +188,7 @@ pub async fn role_on(
     owner_id: &str,
 ) -> botbox_store::DbResult<Option<Role>> {
     Ok(match who.acting {
-        Acting::WorkspaceKey { workspace, .. } => {
-            (workspace == owner_id).then_some(Role::Developer)
-        }
+        Acting::WorkspaceKey { workspace, .. } => (workspace == owner_id).then_some(who.role),
         Acting::Team(team) => (team == owner_id).then_some(who.role),
         Acting::User if who.role == Role::Admin => Some(Role::Admin),
         Acting::User if who.user_id == owner_id => Some(who.role),
