@@ -155,12 +155,24 @@ fn project_cells() -> [(&'static str, Cell, Cell); 13] {
 
 /// The project API's routes (method, template), from the OpenAPI document.
 fn routes() -> Vec<(String, String)> {
+    all_routes()
+        .into_iter()
+        .filter(|(_, p)| !p.starts_with("/v1"))
+        .collect()
+}
+
+/// The agent API's routes (method, template).
+fn v1_routes() -> Vec<(String, String)> {
+    all_routes()
+        .into_iter()
+        .filter(|(_, p)| p.starts_with("/v1"))
+        .collect()
+}
+
+fn all_routes() -> Vec<(String, String)> {
     let doc = serde_json::to_value(botbox_api::openapi()).unwrap();
     let mut out = Vec::new();
     for (path, ops) in doc["paths"].as_object().unwrap() {
-        if path.starts_with("/v1") {
-            continue;
-        }
         for method in ops.as_object().unwrap().keys() {
             if ["get", "post", "put", "delete", "patch"].contains(&method.as_str()) {
                 out.push((method.to_uppercase(), path.clone()));
@@ -562,6 +574,134 @@ async fn every_other_route_answers_each_credential_as_its_row(backend: Backend) 
     );
 }
 
+/// The agent API (`/v1`): (method, path, body, status for admin's login token, the team's
+/// workspace key, an agent key, no credential; 0: not tried). Requests without a valid key
+/// are throttled per address (30 a minute), so those cells sample one route per family.
+fn v1_rows() -> Vec<(&'static str, &'static str, Value, [u16; 4])> {
+    let none = Value::Null;
+    vec![
+        ("POST", "/v1/chat", json!({}), [401, 403, 400, 401]),
+        ("GET", "/v1/chat/nope", none.clone(), [0, 403, 404, 0]),
+        ("POST", "/v1/chat/nope/cancel", json!({}), [0, 403, 404, 0]),
+        ("POST", "/v1/chat/nope/steer", json!({}), [0, 403, 404, 0]),
+        (
+            "GET",
+            "/v1/chat/nope/stream",
+            none.clone(),
+            [0, 403, 404, 0],
+        ),
+        ("GET", "/v1/cases", none.clone(), [401, 200, 403, 401]),
+        ("POST", "/v1/cases", json!({}), [0, 400, 403, 0]),
+        ("GET", "/v1/cases/nope", none.clone(), [0, 404, 403, 0]),
+        ("PUT", "/v1/cases/nope", json!({}), [0, 404, 403, 0]),
+        ("DELETE", "/v1/cases/nope", none.clone(), [0, 404, 403, 0]),
+        (
+            "GET",
+            "/v1/cases/nope/tasks",
+            none.clone(),
+            [0, 404, 403, 0],
+        ),
+        ("POST", "/v1/cases/nope/tasks", json!({}), [0, 404, 403, 0]),
+        ("GET", "/v1/tasks/nope", none.clone(), [401, 404, 403, 401]),
+        (
+            "GET",
+            "/v1/tasks/nope/outputs",
+            none.clone(),
+            [0, 404, 403, 0],
+        ),
+        ("POST", "/v1/tasks/nope/review", json!({}), [0, 404, 403, 0]),
+        ("GET", "/v1/webhooks", none.clone(), [401, 200, 403, 401]),
+        ("POST", "/v1/webhooks", json!({}), [0, 400, 403, 0]),
+        ("GET", "/v1/webhooks/nope", none.clone(), [0, 404, 403, 0]),
+        (
+            "DELETE",
+            "/v1/webhooks/nope",
+            none.clone(),
+            [0, 404, 403, 0],
+        ),
+        (
+            "POST",
+            "/v1/webhooks/nope/enable",
+            json!({}),
+            [0, 404, 403, 0],
+        ),
+        (
+            "POST",
+            "/v1/webhooks/nope/rotate",
+            json!({}),
+            [0, 404, 403, 0],
+        ),
+        (
+            "GET",
+            "/v1/webhooks/nope/messages",
+            none.clone(),
+            [0, 404, 403, 0],
+        ),
+        ("GET", "/v1/hooks", none.clone(), [401, 200, 403, 401]),
+        ("POST", "/v1/hooks", json!({}), [0, 400, 403, 0]),
+        ("DELETE", "/v1/hooks/nope", none.clone(), [0, 404, 403, 0]),
+        // Signed routes: a signature, not a key, authenticates them.
+        ("POST", "/v1/hooks/nope", json!({}), [401, 401, 401, 401]),
+        ("GET", "/v1/artifacts/nope", none, [403, 403, 403, 403]),
+    ]
+}
+
+/// Every `/v1` route, by its row; a route without a row fails.
+async fn every_v1_route_answers_each_key_as_its_row(backend: Backend) {
+    let (_server, w) = world(backend).await;
+    let rows = v1_rows();
+    let template = |p: &str| {
+        p.split('/')
+            .map(|seg| if seg == "nope" { "{}" } else { seg })
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    let covered: Vec<(String, String)> = rows
+        .iter()
+        .map(|(m, p, _, _)| (m.to_string(), template(p)))
+        .collect();
+    let missing: Vec<String> = v1_routes()
+        .into_iter()
+        .map(|(m, t)| {
+            let generic = t
+                .split('/')
+                .map(|seg| if seg.starts_with('{') { "{}" } else { seg })
+                .collect::<Vec<_>>()
+                .join("/");
+            (m, generic)
+        })
+        .filter(|r| !covered.contains(r))
+        .map(|(m, t)| format!("{m} {t}"))
+        .collect();
+    assert!(missing.is_empty(), "/v1 routes without a row: {missing:?}");
+    let creds = ["admin", "acme-key", "agent-key", "none"];
+    let mut wrong = Vec::new();
+    for (method, path, body, want) in &rows {
+        for (cred, want) in creds.iter().zip(want) {
+            if *want == 0 {
+                continue;
+            }
+            let bytes = if body.is_null() {
+                vec![]
+            } else {
+                serde_json::to_vec(body).unwrap()
+            };
+            let (status, text) = w.call(cred, method, path, &bytes).await;
+            if status != *want {
+                wrong.push(format!(
+                    "{method} {path} as {cred}: expected {want}, got {status} {text}"
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} wrong cells:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
 /// A key of a user's own namespace acts within that user's rights: it stops with the
 /// account and works again when it is enabled.
 async fn a_users_key_stops_with_the_account(backend: Backend) {
@@ -590,4 +730,5 @@ on_both_backends!(
     every_project_route_answers_each_credential_as_its_cell,
     every_other_route_answers_each_credential_as_its_row,
     a_users_key_stops_with_the_account,
+    every_v1_route_answers_each_key_as_its_row,
 );

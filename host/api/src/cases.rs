@@ -725,8 +725,14 @@ async fn v1_create_hook(
     Extension(key): Extension<KeyCtx>,
     body: Bytes,
 ) -> V1Result<Response> {
+    workspace(&key)?;
     let b = json_body(&body)?;
-    let case_id = b["caseId"].as_str().unwrap_or_default();
+    let case_id = b["caseId"]
+        .as_str()
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| {
+            Problem::invalid_at("/caseId", "the Case the hook creates tasks of is required")
+        })?;
     let c = v1_case(&app, &key, case_id).await?;
     let spec: CaseSpec = serde_json::from_str(&c.spec).map_err(Problem::internal)?;
     let mapping = match b.get("mapping") {
