@@ -12,6 +12,7 @@ mod agent_api;
 mod analytics;
 mod cases;
 mod cli;
+mod cms;
 mod console;
 mod crash;
 mod egress;

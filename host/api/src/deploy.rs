@@ -162,6 +162,16 @@ fn check_version(v: &str) -> ApiResult<()> {
 }
 
 /// An `nluRevision` must be one of the project's NLU revisions (`""` or none: unpinned).
+/// A named CMS revision must be one of the project's (400 naming it).
+async fn check_cms_revision(app: &App, pid: &str, rev: Option<&str>) -> ApiResult<()> {
+    match rev {
+        Some(r) if app.db.cms_revision(pid, r).await?.is_none() => Err(ApiError::bad(format!(
+            "cmsRevision: {r} is not a CMS revision of this project (GET /projects/{pid}/cms/revisions lists them)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 async fn check_nlu_revision(app: &App, pid: &str, rev: Option<&str>) -> ApiResult<()> {
     match rev {
         Some(r) if !r.is_empty() && !app.db.is_nlu_revision(pid, r).await? => Err(ApiError::bad(
@@ -186,6 +196,13 @@ async fn create_deployment(
     // keeps the model it was deployed with when the NLU is trained again.
     let nlu_revision = req.nlu_revision.clone().or(project.nlu_latest_revision);
     check_nlu_revision(&app, &pid, nlu_revision.as_deref()).await?;
+    // Likewise the CMS: the latest revision unless one is named.
+    let cms_revision = req
+        .cms_revision
+        .clone()
+        .filter(|r| !r.is_empty())
+        .or(project.cms_latest_revision);
+    check_cms_revision(&app, &pid, cms_revision.as_deref()).await?;
     let rev = req
         .bot_revision
         .ok_or_else(|| ApiError::bad("botRevision is required"))?;
@@ -205,7 +222,7 @@ async fn create_deployment(
             &version,
             &rev,
             nlu_revision.as_deref(),
-            req.cms_revision.as_deref(),
+            cms_revision.as_deref(),
         )
         .await
         .map_err(conflict(format!(
@@ -294,7 +311,11 @@ async fn put_deployment(
     check_revision(&app, &pid, &rev).await?;
     let nlu = req.nlu_revision.or(d.nlu_revision);
     check_nlu_revision(&app, &pid, nlu.as_deref()).await?;
-    let cms = req.cms_revision.or(d.cms_revision);
+    let cms = req
+        .cms_revision
+        .filter(|r| !r.is_empty())
+        .or(d.cms_revision);
+    check_cms_revision(&app, &pid, cms.as_deref()).await?;
     app.db
         .update_deployment(&pid, &version, &rev, nlu.as_deref(), cms.as_deref())
         .await?;

@@ -14,6 +14,7 @@
 mod accounts;
 pub mod agent;
 mod cases;
+mod cms;
 mod console;
 mod deploy;
 pub mod exposition;
@@ -246,6 +247,7 @@ fn api_routes() -> OpenApiRouter<App> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(accounts::routes())
         .merge(projects::routes())
+        .merge(cms::routes())
         .merge(deploy::routes())
         .merge(live::routes())
         .merge(keys::routes())

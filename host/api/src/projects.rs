@@ -24,7 +24,6 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(create_revision, list_revisions))
         .routes(routes!(get_revision, push_revision))
         .routes(routes!(nlu_revisions))
-        .routes(routes!(cms))
         .routes(routes!(get_draft, put_draft, delete_draft))
 }
 
@@ -195,6 +194,13 @@ async fn create_project(
     } else {
         row
     };
+    let row = if options.cms {
+        // Like a bot project's empty first revision: every client finds one to deploy.
+        botbox_service::cms::publish_initial(&app.db, &row.id, &caller.username).await?;
+        app.db.project(&row.id).await?.unwrap_or(row)
+    } else {
+        row
+    };
     if options.nlu {
         super::nlu::create_for_project(
             &app,
@@ -206,6 +212,8 @@ async fn create_project(
         )
         .await?;
     }
+    // The answer carries the revisions just made (the NLU's initial one too).
+    let row = app.db.project(&row.id).await?.unwrap_or(row);
     Ok(Json(project_with_owner(row, owner)?))
 }
 
@@ -572,26 +580,6 @@ async fn nlu_revisions(
     Ok(Json(super::page_of(paging, total, data)))
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct CmsInfo {
-    /// botbox has no CMS: always the empty string (clients call string methods on it).
-    pub revision: String,
-}
-
-/// The project's CMS: botbox has none, so its revision is empty.
-#[utoipa::path(get, path = "/projects/{projectId}/cms", tag = "projects",
-    params(("projectId" = String, Path)), responses((status = 200, body = CmsInfo), (status = 404)))]
-async fn cms(
-    State(app): State<App>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> ApiResult<Json<CmsInfo>> {
-    let p = project_for(&app, &caller, &id, Action::Read, Resource::Projects).await?;
-    Ok(Json(CmsInfo {
-        revision: p.cms_latest_revision.unwrap_or_default(),
-    }))
-}
-
 /// The latest bot revision, as stored: the pushed document with `id`, `version` and
 /// `revision` set by the server; with `?format=yaml`, the same document as YAML text (what a
 /// person reads, and what `botbox pull` writes).
@@ -692,7 +680,7 @@ async fn push_revision(
 
 /// Refuses a write of the tenant `owner` once its storage reaches the quota (507, naming
 /// both figures; logged at warn for the operator).
-async fn check_quota(app: &App, owner: &str) -> ApiResult<()> {
+pub(crate) async fn check_quota(app: &App, owner: &str) -> ApiResult<()> {
     let Some(quota) = app.live.cfg.storage_quota_bytes else {
         return Ok(());
     };

@@ -10,6 +10,7 @@
 pub mod agent;
 pub mod auth;
 pub mod cases;
+pub mod cms;
 pub mod drain;
 pub mod effects;
 pub mod live;

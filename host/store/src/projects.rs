@@ -698,6 +698,7 @@ const DELETE_PROJECT: &[&str] = &[
     "DELETE FROM deployments WHERE project_id = $1",
     "DELETE FROM drafts WHERE project_id = $1",
     "DELETE FROM bot_revisions WHERE project_id = $1",
+    "DELETE FROM cms_revisions WHERE project_id = $1",
     "DELETE FROM nlu_training_data WHERE nlu_id IN (SELECT id FROM nlus WHERE project_id = $1)",
     "DELETE FROM nlu_models WHERE project_id = $1",
     "DELETE FROM nlus WHERE project_id = $1",

@@ -145,7 +145,7 @@ impl Db {
     /// transcripts, sessions and NLU models, its tasks' artifacts. Each a grouped scan of the
     /// tenant's own rows (found by its projects or tasks), computed when asked.
     pub async fn storage_of(&self, owner: &str) -> DbResult<Vec<Stored>> {
-        const KINDS: [(&str, &str); 4] = [
+        const KINDS: [(&str, &str); 5] = [
             (
                 "transcripts",
                 "SELECT COUNT(*), CAST(COALESCE(SUM(OCTET_LENGTH(message)), 0) AS BIGINT) FROM transcripts \
@@ -161,6 +161,11 @@ impl Db {
                 "task_artifacts",
                 "SELECT COUNT(*), CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM task_artifacts \
                  WHERE task_id IN (SELECT id FROM tasks WHERE workspace_id = $1)",
+            ),
+            (
+                "cms_revisions",
+                "SELECT COUNT(*), CAST(COALESCE(SUM(OCTET_LENGTH(document)), 0) AS BIGINT) FROM cms_revisions \
+                 WHERE project_id IN (SELECT id FROM projects WHERE owner_id = $1)",
             ),
             (
                 "nlu_models",
