@@ -711,6 +711,7 @@ impl<'p> Lower<'p> {
             max_recursion,
             fallback_flow,
             uses_js: !self.js_sites.is_empty(),
+            cms: Json::Null,
         })
     }
 

@@ -40,6 +40,11 @@ pub struct CompiledBot {
     /// can still need JavaScript in a bot without it; the first such step builds the context.
     #[serde(default)]
     pub uses_js: bool,
+    /// The CMS content the bot reads as `cms` (`$(cms.<page>.<form>.<element>.value)`): the
+    /// pages of the CMS revision its deployment runs, set by the host when it loads the bot
+    /// for that deployment. `null` (read as `{}`) in the stored form and without a CMS.
+    #[serde(default, skip_serializing_if = "Json::is_null")]
+    pub cms: Json,
 }
 
 impl CompiledBot {

@@ -851,3 +851,48 @@ flows:
     let r = say(&b, &s, &mut h, "green");
     assert!(r.responses.is_empty(), "{:?}", texts(&r));
 }
+
+/// `$(cms.…)` reads the CMS pages the host set on the bot, in options and in expressions;
+/// a path the CMS lacks reads as empty, like any missing variable; without a CMS, `cms` is
+/// an empty object.
+#[test]
+fn cms_values_are_read_where_variables_are() {
+    let src = "
+name: cms
+flows:
+  main:
+    fallback: true
+    intents:
+      any: {fallback: true}
+    states:
+      init:
+        initial: true
+        transitions:
+          greet: {fallback: true}
+      greet:
+        end: true
+        action:
+          - name: text
+            options: {text: 'says $(cms.home.greeting.text.value)'}
+          - name: text
+            condition: 'cms.home.greeting.open.value == true'
+            options: {text: 'open'}
+          - name: text
+            options: {text: 'missing [$(cms.home.nope.text.value)]'}
+";
+    let mut b = bot(src);
+    let s = fresh_session();
+    let mut h = host();
+    assert_eq!(texts(&say(&b, &s, &mut h, "hi")), ["says ", "missing []"]);
+    b.cms = json!({"home": {"greeting": {
+        "text": {"type": "text", "value": "Welcome!"},
+        "open": {"type": "toggle", "value": true}
+    }}});
+    assert_eq!(
+        texts(&say(&b, &s, &mut h, "hi")),
+        ["says Welcome!", "open", "missing []"]
+    );
+    // Not part of the stored form: the host sets it per deployment.
+    let stored = serde_json::to_value(bot(src)).unwrap();
+    assert!(stored.get("cms").is_none());
+}

@@ -3,7 +3,10 @@
 //! immutable revision, deployments bind one (the latest unless named), and revisions count
 //! toward the owner's storage.
 
-use crate::common::{Api, Backend, InProcess, one_state_bot, s};
+use crate::common::{
+    Api, Backend, InProcess, Receiver, Server, generic_channel, one_state_bot, post_webhook, s,
+    texts,
+};
 use serde_json::{Value, json};
 
 on_both_backends!(cms_revisions_are_published_listed_and_bound_to_deployments);
@@ -233,4 +236,151 @@ async fn a_new_project_answers_the_revisions_it_starts_with(backend: Backend) {
     assert_eq!(api.get(&format!("/projects/{pid}"), &admin).await.ok(), p);
     let cms = api.get(&format!("/projects/{pid}/cms"), &admin).await.ok();
     assert_eq!(cms["revision"], p["cmsLatestRevision"]);
+}
+
+on_both_backends!(a_channel_message_reads_the_cms_revision_its_deployment_runs);
+
+/// Publish v1, deploy a bot that reads `$(cms.home.greeting.text.value)`: a channel message
+/// answers with v1's text; publish v2 and deploy it: the answer follows; roll back: v1's
+/// text again.
+async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: Backend) {
+    let server = Server::start(backend, &["--allow-private-egress"]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let pid = s(&create(&api, &admin, "greeter", json!({"bot": true, "cms": true})).await["id"]);
+    let greeting = |text: &str| json!({"pages": {"home": {"greeting": {"text": {"type": "text", "value": text}}}}});
+    let publish = |doc: Value| {
+        let (api, admin, pid) = (api.clone(), admin.clone(), pid.clone());
+        async move {
+            s(&api
+                .post(&format!("/projects/{pid}/cms/revisions"), &admin, doc)
+                .await
+                .ok()["revision"])
+        }
+    };
+    let bot = one_state_bot(json!({"end": true, "action": {"name": "text",
+        "options": {"text": "$(cms.home.greeting.text.value)"}}}));
+    let rev = s(&api
+        .post(&format!("/projects/{pid}/bot/revisions"), &admin, bot)
+        .await
+        .ok()["revision"]);
+    let versions = format!("/projects/{pid}/deployment/versions");
+    let deploy = |version: &'static str| {
+        let (api, admin, versions, rev) =
+            (api.clone(), admin.clone(), versions.clone(), rev.clone());
+        async move {
+            let d = api
+                .post(
+                    &versions,
+                    &admin,
+                    json!({"version": version, "botRevision": rev}),
+                )
+                .await
+                .ok();
+            s(&d["cmsRevision"])
+        }
+    };
+    let v1 = publish(greeting("Welcome, v1")).await;
+    assert_eq!(deploy("1.0.0").await, v1);
+    let env = s(&api
+        .post(
+            &format!("/projects/{pid}/environments"),
+            &admin,
+            json!({"depId": pid, "depVersion": "1.0.0", "name": "production"}),
+        )
+        .await
+        .ok()["id"]);
+    let (rx, rx_url) = Receiver::start().await;
+    let channel = generic_channel(&api, &admin, &pid, &env, &format!("{rx_url}/inbox")).await;
+    let say = |n: usize| {
+        let (api, channel, rx) = (api.clone(), channel.clone(), &rx);
+        async move {
+            let body =
+                json!({"userId": format!("u{n}"), "messages": [{"type": "text", "content": "hi"}]});
+            post_webhook(&api, &channel, &body).await;
+            let got = rx.wait_for(n).await;
+            texts(&got[n - 1].2)
+        }
+    };
+    assert_eq!(say(1).await, ["Welcome, v1"]);
+
+    let v2 = publish(greeting("Welcome, v2")).await;
+    assert_eq!(deploy("1.0.1").await, v2);
+    api.put(
+        &format!("/projects/{pid}/environments/{env}"),
+        &admin,
+        json!({"depVersion": "1.0.1"}),
+    )
+    .await
+    .ok();
+    assert_eq!(say(2).await, ["Welcome, v2"]);
+
+    let d1 = api.get(&format!("{versions}/1.0.0"), &admin).await.ok();
+    api.post(
+        &format!("/deployments/{}/rollback", s(&d1["id"])),
+        &admin,
+        json!({}),
+    )
+    .await
+    .ok();
+    assert_eq!(say(3).await, ["Welcome, v1"]);
+}
+
+/// `botbox cms pull` writes the project's CMS as `cms.yml`; `botbox cms push` publishes the
+/// edited file, and a problem in it names the file and the place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_pulls_and_pushes_cms_yml() {
+    use crate::cli::{bb, ok};
+    let server = Server::start(Backend::Sqlite, &[]).await;
+    let (home, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let run = |args: &[&str]| bb(home.path(), work.path(), &server.base, args, "");
+    ok(run(&[
+        "login",
+        "-u",
+        "admin",
+        "-p",
+        crate::common::ADMIN_PASSWORD,
+    ]));
+    ok(run(&["init", "site"]));
+    ok(run(&["push", "--dir", "site"]));
+    assert!(ok(run(&["cms", "pull", "--dir", "site"])).contains("wrote"));
+    let file = work.path().join("site/cms.yml");
+    let pulled: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(
+        serde_json::to_value(pulled).unwrap(),
+        json!({"pages": {}, "faqs": {}})
+    );
+
+    std::fs::write(
+        &file,
+        "pages:\n  home:\n    greeting:\n      text: {type: text, value: Hello from the CMS}\n",
+    )
+    .unwrap();
+    let out = ok(run(&["cms", "push", "--dir", "site", "-m", "the greeting"]));
+    assert!(out.contains("Published"), "{out}");
+    let o = run(&["cms", "pull", "--dir", "site"]);
+    assert_ne!(o.code, 0, "an existing file is kept without --force");
+    ok(run(&["cms", "pull", "--dir", "site", "--force"]));
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("Hello from the CMS")
+    );
+
+    std::fs::write(
+        &file,
+        "pages:\n  home:\n    greeting:\n      size: {type: slider, value: 200}\n",
+    )
+    .unwrap();
+    let o = run(&["cms", "push", "--dir", "site"]);
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("cms.yml")
+            && o.stderr.contains(
+                "pages.home.greeting.size: the value 200 is outside the slider's range 0 to 100"
+            ),
+        "{}",
+        o.stderr
+    );
 }

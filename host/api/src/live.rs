@@ -128,12 +128,17 @@ async fn converse(
             env_id = env.id.clone();
             app.live.environment_revision(&env).await?
         }
-        (None, Some(r)) => app.live.revision(&pid, r).await?,
+        // Outside an environment the bot reads the latest CMS revision.
+        (None, Some(r)) => {
+            let cms = project.cms_latest_revision.as_deref();
+            app.live.revision(&pid, r, cms).await?
+        }
         (None, None) => {
-            let r = project.bot_latest_revision.ok_or_else(|| {
+            let r = project.bot_latest_revision.as_deref().ok_or_else(|| {
                 ApiError::not_found(format!("project {pid} has no bot revision yet"))
             })?;
-            app.live.revision(&pid, &r).await?
+            let cms = project.cms_latest_revision.as_deref();
+            app.live.revision(&pid, r, cms).await?
         }
     };
     let message =

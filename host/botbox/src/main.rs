@@ -208,6 +208,19 @@ enum Command {
         #[command(flatten)]
         dir: BotDir,
     },
+    /// The CMS of the bot's project as `cms.yml`: `pull` writes the latest revision, `push`
+    /// publishes the file as a new one.
+    Cms {
+        action: String,
+        /// The revision's changelog (push).
+        #[arg(short, long)]
+        message: Option<String>,
+        /// Overwrite an existing cms.yml (pull).
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        dir: BotDir,
+    },
     /// Talks to the bot: text lines, button({...}), command("x"), current(), clear(), exit.
     Console {
         #[command(flatten)]
@@ -650,6 +663,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             since,
             follow,
         } => cli::errors(&ctx()?, &dir.dir, env.as_deref(), since, follow).map(ok),
+        Command::Cms {
+            action,
+            message,
+            force,
+            dir,
+        } => cli::cms::cms_cmd(&ctx()?, &dir.dir, &action, message.as_deref(), force).map(ok),
         Command::Console { dir, env, debug } => {
             cli::console::console(&ctx()?, &dir.dir, env.as_deref(), debug).map(ok)
         }

@@ -10,6 +10,7 @@
 
 pub mod bot;
 pub mod cases;
+pub mod cms;
 pub mod console;
 pub mod people;
 pub mod project;

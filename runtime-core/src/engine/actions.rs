@@ -35,7 +35,7 @@ impl Step<'_, '_> {
                 let vars = Vars::in_flow(
                     s,
                     &flow.name,
-                    &self.bot.config,
+                    self.bot,
                     msg,
                     intent,
                     attrs,
@@ -192,7 +192,7 @@ impl Step<'_, '_> {
             let vars = Vars::in_flow(
                 s,
                 &flow.name,
-                &self.bot.config,
+                self.bot,
                 msg,
                 intent,
                 attrs,

@@ -517,7 +517,7 @@ impl Step<'_, '_> {
             if best.is_some_and(|b| flow.intents[b].priority >= intent.priority) {
                 continue;
             }
-            let vars = Vars::in_flow(s, &flow.name, &bot.config, msg, None, &EMPTY, None, &meta);
+            let vars = Vars::in_flow(s, &flow.name, bot, msg, None, &EMPTY, None, &meta);
             if !all_hold(self.host, &mut self.errors, &intent.conditions, &vars)? {
                 continue;
             }
@@ -544,7 +544,7 @@ impl Step<'_, '_> {
             return Ok(None);
         }
         let meta = self.meta_base(s, flow);
-        let vars = Vars::in_flow(s, &flow.name, &bot.config, msg, None, &EMPTY, None, &meta);
+        let vars = Vars::in_flow(s, &flow.name, bot, msg, None, &EMPTY, None, &meta);
         Ok(all_hold(self.host, &mut self.errors, &intent.conditions, &vars)?.then_some(ii))
     }
 
@@ -631,16 +631,7 @@ impl Step<'_, '_> {
         meta: &MetaCtx,
     ) -> Result<Option<(bool, usize)>, StepError> {
         let state = &flow.states[from];
-        let vars = Vars::in_flow(
-            s,
-            &flow.name,
-            &self.bot.config,
-            msg,
-            intent,
-            attrs,
-            None,
-            meta,
-        );
+        let vars = Vars::in_flow(s, &flow.name, self.bot, msg, intent, attrs, None, meta);
         let candidates = state
             .transitions
             .iter()
@@ -715,16 +706,7 @@ impl Step<'_, '_> {
         attrs: &Json,
         meta: &MetaCtx,
     ) -> Json {
-        let vars = Vars::in_flow(
-            s,
-            &flow.name,
-            &self.bot.config,
-            msg,
-            intent,
-            attrs,
-            None,
-            meta,
-        );
+        let vars = Vars::in_flow(s, &flow.name, self.bot, msg, intent, attrs, None, meta);
         vars.scope_json()
     }
 
@@ -747,16 +729,8 @@ impl Step<'_, '_> {
                         continue;
                     }
                     let value = {
-                        let vars = Vars::in_flow(
-                            s,
-                            &flow.name,
-                            &self.bot.config,
-                            msg,
-                            intent,
-                            attrs,
-                            None,
-                            meta,
-                        );
+                        let vars =
+                            Vars::in_flow(s, &flow.name, self.bot, msg, intent, attrs, None, meta);
                         // A throwing expression leaves the key unchanged.
                         let errs_before = self.errors.len();
                         let v = eval_json(self.host, &mut self.errors, e, &vars)?;

@@ -1,5 +1,6 @@
 //! The variables an expression sees at each site (§9.2) and evaluation with the JS fallback.
 
+use crate::CompiledBot;
 use crate::expr::{CompiledExpr, Env, EvalError, ExprKind, eval};
 use crate::host::{Host, HostError, JsCall};
 use crate::session::{Message, Session};
@@ -105,6 +106,8 @@ pub struct Vars<'a> {
     pub context: &'a Json,
     pub data: &'a Json,
     pub config: &'a Json,
+    /// The CMS pages of the deployment (`{}` without a CMS).
+    pub cms: &'a Json,
     /// `Some` only at action sites.
     pub result: Option<&'a Json>,
     pub meta: &'a MetaCtx,
@@ -143,6 +146,7 @@ impl Env for Vars<'_> {
             "context" => V::Ref(self.context),
             "data" => V::Ref(self.data),
             "config" => V::Ref(self.config),
+            "cms" => V::Ref(self.cms),
             "result" => match self.result {
                 Some(r) => V::from_json(r),
                 None => return None,
@@ -157,12 +161,13 @@ impl Env for Vars<'_> {
 }
 
 impl<'a> Vars<'a> {
-    /// The variables of a site inside `flow`: its saved context (or `{}`), the session data.
+    /// The variables of a site inside `flow`: its saved context (or `{}`), the session data,
+    /// the bot's config and CMS pages.
     #[allow(clippy::too_many_arguments)]
     pub fn in_flow(
         s: &'a Session,
         flow: &str,
-        config: &'a Json,
+        bot: &'a CompiledBot,
         msg: &'a Message,
         intent: Option<&'a str>,
         attributes: &'a Json,
@@ -175,7 +180,12 @@ impl<'a> Vars<'a> {
             attributes,
             context: s.context_of(flow).unwrap_or(&EMPTY),
             data: &s.data,
-            config,
+            config: &bot.config,
+            cms: if bot.cms.is_object() {
+                &bot.cms
+            } else {
+                &EMPTY
+            },
             result,
             meta,
         }
@@ -193,7 +203,12 @@ impl<'a> Vars<'a> {
             "attributes",
             "data",
             "config",
+            "cms",
         ] {
+            // A bot without CMS content pays nothing for it in JavaScript's scope.
+            if name == "cms" && self.cms.as_object().is_some_and(Map::is_empty) {
+                continue;
+            }
             if let Some(j) = self.var(name).and_then(|v| v.to_json()) {
                 m.insert(name.into(), j);
             }

@@ -451,15 +451,22 @@ impl Live {
         }
     }
 
-    /// A stored revision of a project, ready to run (cached: revisions are immutable). The
-    /// cache is keyed by project and revision, like the table: a revision id given with
-    /// another tenant's project never matches, warm cache or not.
+    /// A stored revision of a project with the CMS revision it reads (`cms`), ready to run
+    /// (cached: revisions are immutable). The cache is keyed by project and revisions, like
+    /// the tables: a revision id given with another tenant's project never matches, warm
+    /// cache or not. With a CMS revision the sandbox's revision id is `<bot>~<cms>`, so warm
+    /// instances of one bot with different content are never mixed.
     pub async fn revision(
         &self,
         project_id: &str,
         revision_id: &str,
+        cms: Option<&str>,
     ) -> Result<Arc<Revision>, LiveError> {
-        let cache_key = format!("{project_id}/{revision_id}");
+        let cms = cms.filter(|c| !c.is_empty());
+        let cache_key = match cms {
+            Some(c) => format!("{project_id}/{revision_id}~{c}"),
+            None => format!("{project_id}/{revision_id}"),
+        };
         if let Some((r, _)) = self.revisions.get(&cache_key) {
             return Ok(r);
         }
@@ -470,14 +477,21 @@ impl Live {
             .ok_or_else(|| {
                 LiveError::NotDeployed(format!("bot revision {revision_id} does not exist"))
             })?;
-        let (bot, compiled_len) = self.load_compiled(&row).await?;
+        let (mut bot, compiled_len) = self.load_compiled(&row).await?;
+        if let Some(c) = cms {
+            bot.cms = self.cms_pages(project_id, c).await?;
+        }
         let owner = self
             .db
             .project(project_id)
             .await?
             .map(|p| p.owner_id)
             .unwrap_or_default();
-        let mut rev = Revision::new(revision_id, &bot).with_nl(botbox_sandbox::NlScope {
+        let sandbox_id = match cms {
+            Some(c) => format!("{revision_id}~{c}"),
+            None => revision_id.to_owned(),
+        };
+        let mut rev = Revision::new(&sandbox_id, &bot).with_nl(botbox_sandbox::NlScope {
             owner: owner.into(),
             project: project_id.into(),
             pin: None,
@@ -489,6 +503,18 @@ impl Live {
         self.revisions
             .insert(cache_key, (rev.clone(), compiled_len));
         Ok(rev)
+    }
+
+    /// The pages of a project's CMS revision, as bots read them (`cms`).
+    async fn cms_pages(&self, project_id: &str, cms: &str) -> Result<serde_json::Value, LiveError> {
+        let row = self
+            .db
+            .cms_revision(project_id, cms)
+            .await?
+            .ok_or_else(|| LiveError::NotDeployed(format!("CMS revision {cms} does not exist")))?;
+        let mut doc: serde_json::Value = serde_json::from_str(&row.document)
+            .map_err(|e| LiveError::NotDeployed(format!("CMS revision {cms}: {e}")))?;
+        Ok(doc["pages"].take())
     }
 
     /// A stored revision's compiled bot. One stored in another format (by an older or newer
@@ -559,7 +585,9 @@ impl Live {
                     env.name, env.deployment_version
                 ))
             })?;
-        let rev = self.revision(&env.project_id, &d.bot_revision).await?;
+        let rev = self
+            .revision(&env.project_id, &d.bot_revision, d.cms_revision.as_deref())
+            .await?;
         // The deployment's NLU revision pins the project's own NL models (a clone of a few
         // Arcs, per message, for deployments that pin).
         Ok(match d.nlu_revision {
