@@ -329,6 +329,74 @@ pub fn nl_unavailable_warning(path: &str, name: &str, nlu_id: &str, why: &str) -
     }
 }
 
+/// Every `cms.<page>.<form>.<element>` the bot document's text names (in `$(…)`, conditions
+/// or methods), each once per place, with the place (`flows.main.states.greet.action[0].options.text`):
+/// the host warns at push about those the CMS's latest revision lacks. The walk follows the
+/// document, whose depth the reader bounds.
+pub fn cms_references(doc: &Json) -> Vec<(String, [String; 3])> {
+    static RE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?:^|[^A-Za-z0-9_$.])cms\.([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)",
+        )
+        .expect("a valid pattern")
+    });
+    fn walk(v: &Json, path: &str, out: &mut Vec<(String, [String; 3])>) {
+        match v {
+            Json::String(text) => {
+                for c in RE.captures_iter(text) {
+                    let r = [1, 2, 3].map(|i| c[i].to_owned());
+                    if !out.iter().any(|(p, seen)| p == path && *seen == r) {
+                        out.push((path.to_owned(), r));
+                    }
+                }
+            }
+            Json::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, &format!("{path}[{i}]"), out);
+                }
+            }
+            Json::Object(map) => {
+                for (k, item) in map {
+                    let here = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(item, &here, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = vec![];
+    walk(doc, "", &mut out);
+    out
+}
+
+/// The warning for a `cms.<page>.<form>.<element>` that the CMS revision `revision` (the
+/// project's latest; `None`: the project has none) lacks.
+pub fn cms_missing_warning(path: &str, reference: &[String; 3], revision: Option<&str>) -> Problem {
+    let name = format!("cms.{}", reference.join("."));
+    let message = match revision {
+        Some(rev) => format!(
+            "{} is not in the project's latest CMS revision ({}); until it is published it reads as empty",
+            short(&name),
+            &rev[..rev.len().min(12)]
+        ),
+        None => format!(
+            "{} names CMS content, and the project has no CMS revision; until one is published it reads as empty",
+            short(&name)
+        ),
+    };
+    Problem {
+        severity: Severity::Warning,
+        path: path.to_string(),
+        message,
+        line: None,
+        column: None,
+    }
+}
+
 struct Lower<'p> {
     /// At most MAX_PROBLEMS of each severity.
     problems: Vec<Problem>,

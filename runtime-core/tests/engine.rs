@@ -896,3 +896,33 @@ flows:
     let stored = serde_json::to_value(bot(src)).unwrap();
     assert!(stored.get("cms").is_none());
 }
+
+/// The CMS content a bot names, each at its place: in options, conditions and methods, once
+/// per place; `context.cms.a.b.c` and `xcms.a.b.c` are not the CMS.
+#[test]
+fn cms_references_are_found_at_their_places() {
+    let doc = json!({
+        "flows": {"main": {"states": {"s": {"action": [
+            {"name": "text", "options": {"text": "$(cms.home.greeting.text.value) and $(cms.home.greeting.text.value)"}},
+            {"name": "text", "condition": "cms.shop.hours.open.value == true", "options": {"text": "x"}},
+            {"name": "text", "options": {"text": "$(context.cms.a.b.c) $(xcms.a.b.c)"}}
+        ]}}}},
+        "methods": {"m(ctx)": "return cms.faq.page.answer.value;"}
+    });
+    let refs = runtime_core::compile::cms_references(&doc);
+    let found: Vec<(String, String)> = refs.iter().map(|(p, r)| (p.clone(), r.join("."))).collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "flows.main.states.s.action[0].options.text".into(),
+                "home.greeting.text".into()
+            ),
+            (
+                "flows.main.states.s.action[1].condition".into(),
+                "shop.hours.open".into()
+            ),
+            ("methods.m(ctx)".into(), "faq.page.answer".into()),
+        ]
+    );
+}

@@ -127,6 +127,24 @@ async fn cms_revisions_are_published_listed_and_bound_to_deployments(backend: Ba
         r2.as_str()
     );
 
+    // A bot naming content the latest revision lacks is warned at push, at the place.
+    let naming = one_state_bot(json!({"end": true, "action": {"name": "text",
+        "options": {"text": "$(cms.home.greeting.text.value) $(cms.home.greeting.title.value)"}}}));
+    let pushed = api
+        .post(&format!("/projects/{pid}/bot/revisions"), &admin, naming)
+        .await
+        .ok();
+    let warnings: Vec<String> = serde_json::from_value(pushed["warnings"].clone()).unwrap();
+    let about: Vec<&String> = warnings.iter().filter(|w| w.contains("cms.")).collect();
+    assert_eq!(about.len(), 1, "{warnings:?}");
+    assert!(
+        about[0].contains("flows.main.states.s.action.options.text")
+            && about[0]
+                .contains("cms.home.greeting.title is not in the project's latest CMS revision"),
+        "{}",
+        about[0]
+    );
+
     // Deployments: the latest unless one is named; a revision of nothing is refused.
     let bot =
         one_state_bot(json!({"end": true, "action": {"name": "text", "options": {"text": "hi"}}}));

@@ -821,6 +821,11 @@ async fn store_revision(
             );
         }
     }
+    // CMS content the bot names and the latest CMS revision lacks reads as empty: said now.
+    let latest_cms = project.cms_latest_revision.as_deref();
+    for w in botbox_service::cms::missing_references(&app.db, &id, latest_cms, &bot).await? {
+        warnings.push(w.to_string());
+    }
     let revision = hex::encode(&Sha256::digest(format!("{id}\n{source}").as_bytes())[..20]);
     app.db
         .insert_revision(

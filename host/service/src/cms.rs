@@ -297,6 +297,40 @@ pub async fn publish(
         .await?)
 }
 
+/// Warnings for the CMS content a bot document names (`cms.<page>.<form>.<element>`) that
+/// the project's latest CMS revision `latest` lacks (all of it when there is none), each at
+/// its place in the document: said at push, since such a value reads as empty.
+pub async fn missing_references(
+    db: &Db,
+    project_id: &str,
+    latest: Option<&str>,
+    bot: &Json,
+) -> DbResult<Vec<runtime_core::source::Problem>> {
+    let refs = runtime_core::compile::cms_references(bot);
+    if refs.is_empty() {
+        return Ok(vec![]);
+    }
+    let pages = match latest {
+        Some(rev) => db
+            .cms_revision(project_id, rev)
+            .await?
+            .and_then(|r| serde_json::from_str::<Json>(&r.document).ok())
+            .map(|mut d| d["pages"].take()),
+        None => None,
+    };
+    let has = |[p, f, e]: &[String; 3]| {
+        pages
+            .as_ref()
+            .and_then(|pg| pg.get(p)?.get(f)?.get(e))
+            .is_some()
+    };
+    Ok(refs
+        .iter()
+        .filter(|(_, r)| !has(r))
+        .map(|(path, r)| runtime_core::compile::cms_missing_warning(path, r, latest))
+        .collect())
+}
+
 /// The empty document a project made with `options.cms` starts with, so that every client
 /// finds a revision to deploy.
 pub async fn publish_initial(db: &Db, project_id: &str, who: &str) -> DbResult<CmsRevisionRow> {
