@@ -736,6 +736,35 @@ mod tests {
         );
     }
 
+    /// A template whose only choices are quick replies (`items.quickreply`, the form meant
+    /// for channels such as Twitter) reaches Twitter with its options and LINE as a text with
+    /// quick replies, never a buttons template without actions.
+    #[test]
+    fn quick_reply_templates_keep_their_options() {
+        use runtime_core::session::Response;
+        let quick: Response = serde_json::from_value(serde_json::json!({
+            "id": "r", "type": "data", "action": "a", "refId": "m", "flow": "f",
+            "payload": {"type": "template", "template_type": "button", "items": {"text": "Size?",
+                "quickreply": [{"type": "text", "label": "Small", "payload": {"size": "s"}},
+                               {"type": "text", "label": "Large", "payload": {"size": "l"}}]}}
+        }))
+        .unwrap();
+        let o = opts(serde_json::json!({"token": "T"}));
+        let d = deliveries(&info("twitter", &o), "u1", std::slice::from_ref(&quick));
+        let data = &d[0].body["event"]["message_create"]["message_data"];
+        assert_eq!(data["text"], "Size?");
+        assert_eq!(
+            data["quick_reply"]["options"],
+            serde_json::json!([{"label": "Small", "metadata": "{\"size\":\"s\"}"},
+                               {"label": "Large", "metadata": "{\"size\":\"l\"}"}])
+        );
+        let d = deliveries(&info("line", &o), "U1", std::slice::from_ref(&quick));
+        let m = &d[0].body["messages"][0];
+        assert_eq!(m["type"], "text", "{m}");
+        assert_eq!(m["text"], "Size?");
+        assert_eq!(m["quickReply"]["items"][1]["action"]["label"], "Large");
+    }
+
     #[test]
     fn hmac_round_trip() {
         let sig = hmac_sha256(b"secret", b"body");

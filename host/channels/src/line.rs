@@ -148,13 +148,20 @@ pub fn message(r: &Response) -> Json {
     };
     let items = t.items;
     let text_of = |v: &Json| template::str_of(v, "text").unwrap_or("").to_owned();
+    let actions = template_actions(p);
     let mut m = match t.kind {
+        // A template whose only choices are quick replies (the reference's example for
+        // channels such as Twitter): a text with LINE's quick replies, never a buttons
+        // template without actions, which LINE refuses.
+        "button" | "confirm" if actions.is_empty() => {
+            json!({"type": "text", "text": super::plain_text(r)})
+        }
         "button" => {
             let text = text_of(items);
             let mut tpl = json!({
                 "type": "buttons",
                 "text": text,
-                "actions": template_actions(p).into_iter().map(action).collect::<Vec<_>>(),
+                "actions": actions.into_iter().map(action).collect::<Vec<_>>(),
             });
             if let Some(title) = template::str_of(items, "title") {
                 tpl["title"] = json!(title);
@@ -169,7 +176,7 @@ pub fn message(r: &Response) -> Json {
             json!({"type": "template", "altText": text, "template": {
                 "type": "confirm",
                 "text": text,
-                "actions": template_actions(p).into_iter().take(2).map(action).collect::<Vec<_>>(),
+                "actions": actions.into_iter().take(2).map(action).collect::<Vec<_>>(),
             }})
         }
         "carousel" => {

@@ -96,9 +96,8 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
         .iter()
         .map(|r| {
             let mut data = json!({"text": super::plain_text(r)});
-            let options: Vec<Json> = r
-                .payload
-                .as_ref()
+            let payload = r.payload.as_ref();
+            let buttons = payload
                 .map(template_actions)
                 .unwrap_or_default()
                 .into_iter()
@@ -106,9 +105,20 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
                     // No URL buttons on Twitter: the link goes in the description.
                     "url" => json!({"label": label, "description": value, "metadata": value}),
                     _ => json!({"label": label, "metadata": value}),
-                })
-                .take(20)
-                .collect();
+                });
+            // A template's quick replies (`items.quickreply`) are Twitter's own quick-reply
+            // options; a location request has no option of its kind there.
+            let quick = payload
+                .and_then(|p| p.get("items"))
+                .map(super::template::quick_replies)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|q| q.get("type").and_then(Json::as_str) != Some("location"))
+                .map(|q| {
+                    json!({"label": super::template::str_of(q, "label").unwrap_or(""),
+                        "metadata": super::template::payload_text(q.get("payload"))})
+                });
+            let options: Vec<Json> = buttons.chain(quick).take(20).collect();
             if !options.is_empty() {
                 data["quick_reply"] = json!({"type": "options", "options": options});
             }
