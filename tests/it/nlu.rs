@@ -256,6 +256,26 @@ async fn nlu_api_walkthrough(backend: Backend) {
         .await;
     assert_eq!(bad.status, 400);
     assert!(bad.text.contains("end 99"), "{}", bad.text);
+    // Only a new input: the sentence keeps its labels (a trait spans the new sentence).
+    let upd = api
+        .put(
+            &format!("{base}/training_data/{id}"),
+            &alice,
+            json!({"input": "well hello there, robot"}),
+        )
+        .await
+        .ok();
+    assert_eq!(upd["input"], "well hello there, robot");
+    let td = api
+        .get(&format!("{base}/training_data?limit=1"), &alice)
+        .await
+        .ok();
+    let e = &td["data"][0]["entities"][0];
+    assert_eq!(
+        (&e["entity"], &e["label"], &e["start"], &e["end"]),
+        (&json!("intent"), &json!("greet"), &json!(0), &json!(23)),
+        "{td}"
+    );
 
     // Predict: every entity of the sentence, the first sentence's map as `result`.
     let p = form(

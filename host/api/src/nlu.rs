@@ -308,9 +308,22 @@ async fn put_training_data(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("training data {id} of NLU {name}")))?;
     let old = training_item(row)?;
+    // A new input alone keeps the sentence's labels, moved to where their words now are.
+    let entities = match (&req.input, &req.entities) {
+        (_, Some(e)) => e.clone(),
+        (Some(input), None) => lines::relabel(
+            &TrainingData {
+                input: old.input.clone(),
+                entities: old.entities.clone(),
+            },
+            input,
+        )
+        .map_err(|e| ApiError::bad(format!("training data {id}: {e}")))?,
+        (None, None) => old.entities.clone(),
+    };
     let data = TrainingData {
         input: req.input.clone().unwrap_or(old.input),
-        entities: req.entities.clone().unwrap_or(old.entities),
+        entities,
     };
     let entities = entities_of(&nlu).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
     lines::check_row(&data)

@@ -314,12 +314,64 @@ pub fn check_row(d: &TrainingData) -> Result<(), String> {
     Ok(())
 }
 
+/// The labels of `old` carried over to the sentence `input` (an edit that sends only the
+/// new text): a label spanning the whole old sentence (a trait) spans the whole new one; a
+/// label on words keeps them where they now stand (their first place at or after where they
+/// were, else their first place); a label whose words the new text no longer has is an error
+/// naming it, so nothing is relabelled silently.
+pub fn relabel(old: &TrainingData, input: &str) -> Result<Vec<TrainingEntity>, String> {
+    let old_chars: Vec<char> = old.input.chars().collect();
+    let new_chars: Vec<char> = input.chars().collect();
+    let find = |words: &[char], from: usize| -> Option<usize> {
+        let fits = |at: usize| new_chars.get(at..at + words.len()) == Some(words);
+        (from..new_chars.len())
+            .find(|&at| fits(at))
+            .or_else(|| (0..from).find(|&at| fits(at)))
+    };
+    let mut out = Vec::with_capacity(old.entities.len());
+    for (i, e) in old.entities.iter().enumerate() {
+        let mut moved = e.clone();
+        if e.start == 0 && e.end == old_chars.len() {
+            moved.end = new_chars.len();
+        } else {
+            let words = old_chars.get(e.start..e.end).unwrap_or(&[]);
+            let at = find(words, e.start).filter(|_| !words.is_empty()).ok_or_else(|| {
+                format!(
+                    "entities[{i}] ({} on {:?}): the new input no longer has these words; send entities with the input to label it again",
+                    e.entity,
+                    words.iter().collect::<String>()
+                )
+            })?;
+            (moved.start, moved.end) = (at, at + words.len());
+        }
+        out.push(moved);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn one(line: &str) -> TrainingData {
         parse_line(line).unwrap().unwrap()
+    }
+
+    #[test]
+    fn labels_follow_their_words_into_a_new_input() {
+        let old = one("I want a (@size large) pizza #intent:order");
+        let moved = relabel(&old, "Please, I want a large pizza now").unwrap();
+        let span = |name: &str| {
+            let e = moved.iter().find(|e| e.entity == name).unwrap();
+            (e.start, e.end)
+        };
+        assert_eq!(span("size"), (17, 22));
+        assert_eq!(span("intent"), (0, 32));
+        let err = relabel(&old, "I want a small pizza").unwrap_err();
+        assert!(
+            err.contains("(size on \"large\"): the new input no longer has these words"),
+            "{err}"
+        );
     }
 
     #[test]
