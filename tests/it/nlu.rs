@@ -174,6 +174,34 @@ async fn nlu_api_walkthrough(backend: Backend) {
             .status,
         404
     );
+    // PUT creates a missing entity, named by its path; a name the rules refuse is a 400.
+    let made = api
+        .put(
+            &format!("{base}/entities/town"),
+            &alice,
+            json!({"type": "phrase", "profile": "location"}),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        (&made["name"], &made["profile"]),
+        (&json!("town"), &json!("location"))
+    );
+    assert_eq!(
+        api.get(&format!("{base}/entities/town"), &alice).await.ok()["type"],
+        "phrase"
+    );
+    let bad = api
+        .put(
+            &format!("{base}/entities/not%20a%20name"),
+            &alice,
+            json!({"type": "phrase"}),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.text);
+    api.delete(&format!("{base}/entities/town"), &alice)
+        .await
+        .ok();
 
     // Dictionaries and rules predict before any training.
     let p = form(

@@ -825,7 +825,7 @@ async fn get_entity(
 
 #[utoipa::path(put, path = "/projects/{projectId}/nlus/{nluName}/entities/{entityName}", tag = "nlu",
     params(("projectId" = String, Path), ("nluName" = String, Path), ("entityName" = String, Path)),
-    request_body = Object, responses((status = 200, body = NamedEntity), (status = 400), (status = 404)))]
+    request_body = Object, responses((status = 200, body = NamedEntity, description = "the entity, created when it was missing"), (status = 400), (status = 404)))]
 async fn put_entity(
     State(app): State<App>,
     caller: Caller,
@@ -833,7 +833,8 @@ async fn put_entity(
     Body(body): Body<Json_>,
 ) -> ApiResult<Json<NamedEntity>> {
     let nlu = nlu_for(&app, &caller, &pid, &name, true).await?;
-    let (mut all, _) = entity_of(&nlu, &ename)?;
+    // Creates the entity when it is missing: its name is the path's (checked with the rest).
+    let mut all = entities_of(&nlu).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
     let (_, spec) = entity_body(body, Some(&ename))?;
     all.insert(ename.clone(), spec.clone());
     save_entities(&app, &nlu, &all).await?;
