@@ -440,7 +440,9 @@ mod tests {
 
     #[test]
     fn telegram_start_is_text() {
-        let o = Map::new();
+        // The provider's token rides in the metadata, as LINE's and Messenger's do, so a
+        // bot can look the sender's profile up with it.
+        let o = opts(serde_json::json!({"token": "BOT"}));
         let body = br#"{"update_id":9,"message":{"message_id":1,"from":{"id":5,"first_name":"Budi","last_name":"S"},"chat":{"id":5},"text":"/start"}}"#;
         let m = messages(parse(&info("telegram", &o), &headers(&[]), None, body).unwrap());
         assert_eq!(m[0].message.content.as_deref(), Some("/start"));
@@ -448,6 +450,10 @@ mod tests {
         assert_eq!(
             m[0].message.metadata.as_ref().unwrap()["telegramSenderName"],
             "Budi S"
+        );
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["telegramAccessToken"],
+            "BOT"
         );
     }
 

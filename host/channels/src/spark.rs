@@ -56,6 +56,7 @@ pub fn parse(
             json!({
                 "channelType": "spark", "sparkSenderId": person,
                 "sparkSenderEmail": d.get("personEmail").and_then(Json::as_str).unwrap_or(""),
+                "sparkAccessToken": ch.opt(&["token"]).unwrap_or(""),
             }),
         ),
     };

@@ -74,7 +74,7 @@ pub fn parse(
         user_id: chat_id.clone(),
         message: with_metadata(
             msg,
-            json!({"channelType": "telegram", "telegramSenderId": chat_id, "telegramSenderName": name}),
+            json!({"channelType": "telegram", "telegramSenderId": chat_id, "telegramSenderName": name, "telegramAccessToken": ch.opt(&["token"]).unwrap_or("")}),
         ),
     }]))
 }

@@ -80,7 +80,7 @@ pub fn parse(
         items.push(InboundItem {
             provider_id: e.get("id").and_then(Json::as_str).map(str::to_owned),
             user_id: sender.to_owned(),
-            message: with_metadata(msg, json!({"channelType": "twitter", "twitterSenderId": sender, "twitterSenderName": name})),
+            message: with_metadata(msg, json!({"channelType": "twitter", "twitterSenderId": sender, "twitterSenderName": name, "twitterAccessToken": ch.opt(&["token"]).unwrap_or("")})),
         });
     }
     Ok(Inbound::Messages(items))

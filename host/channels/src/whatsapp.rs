@@ -94,7 +94,7 @@ pub fn parse(
                     user_id: from.to_owned(),
                     message: with_metadata(
                         msg,
-                        json!({"channelType": "whatsapp", "whatsappSenderId": from, "whatsappSenderName": name}),
+                        json!({"channelType": "whatsapp", "whatsappSenderId": from, "whatsappSenderName": name, "whatsappAccessToken": ch.opt(&["token"]).unwrap_or("")}),
                     ),
                 });
             }
