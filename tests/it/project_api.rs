@@ -1453,3 +1453,31 @@ async fn ready_says_when_the_sandbox_can_run_bots() {
     let token = api.admin_token().await;
     assert_eq!(api.get("/me", &token).await.ok()["username"], "admin");
 }
+
+/// A project name as people type it ("My Bot") is refused with the rule stated; the display
+/// name goes in `label`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_name_with_spaces_is_refused_with_the_rule() {
+    let server = InProcess::start(Backend::Sqlite).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let r = api
+        .post("/projects", &admin, json!({"name": "My Bot"}))
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(
+        r.text
+            .contains("name: 1 to 64 letters, digits, '.', '_' or '-' (got \"My Bot\")"),
+        "{}",
+        r.text
+    );
+    let p = api
+        .post(
+            "/projects",
+            &admin,
+            json!({"name": "my-bot", "label": "My Bot"}),
+        )
+        .await
+        .ok();
+    assert_eq!(p["label"], "My Bot");
+}
