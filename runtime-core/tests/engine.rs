@@ -926,3 +926,42 @@ fn cms_references_are_found_at_their_places() {
         ]
     );
 }
+
+/// A whole `$(…)` that names a list of texts is a list of text variants: an FAQ's answers
+/// (`cms.faq.<label>.answers`) reply with one of them.
+#[test]
+fn an_faq_answers_with_one_of_its_answers() {
+    let src = "
+name: faq
+flows:
+  main:
+    fallback: true
+    intents:
+      any: {fallback: true}
+    states:
+      init:
+        initial: true
+        transitions:
+          answer: {fallback: true}
+      answer:
+        end: true
+        action:
+          name: text
+          options: {text: '$(cms.faq.hours.answers)'}
+";
+    let mut b = bot(src);
+    b.cms = json!({"faq": {"hours": {"questions": ["when are you open"], "answers": ["9 to 5", "nine to five"]}}});
+    let s = fresh_session();
+    let mut h = host();
+    let mut seen = std::collections::BTreeSet::new();
+    for start in 0..8 {
+        // Each step draws other random numbers too: vary where the draws start.
+        h.rng = start;
+        let t = texts(&say(&b, &s, &mut h, "when do you open?"));
+        assert_eq!(t.len(), 1);
+        seen.insert(t[0].clone());
+    }
+    let both: std::collections::BTreeSet<String> =
+        ["9 to 5".to_string(), "nine to five".to_string()].into();
+    assert_eq!(seen, both);
+}

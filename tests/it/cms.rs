@@ -129,7 +129,7 @@ async fn cms_revisions_are_published_listed_and_bound_to_deployments(backend: Ba
 
     // A bot naming content the latest revision lacks is warned at push, at the place.
     let naming = one_state_bot(json!({"end": true, "action": {"name": "text",
-        "options": {"text": "$(cms.home.greeting.text.value) $(cms.home.greeting.title.value)"}}}));
+        "options": {"text": "$(cms.home.greeting.text.value) $(cms.home.greeting.title.value) $(cms.faq.hours.answers)"}}}));
     let pushed = api
         .post(&format!("/projects/{pid}/bot/revisions"), &admin, naming)
         .await
@@ -266,7 +266,10 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
     let api = server.api();
     let admin = api.admin_token().await;
     let pid = s(&create(&api, &admin, "greeter", json!({"bot": true, "cms": true})).await["id"]);
-    let greeting = |text: &str| json!({"pages": {"home": {"greeting": {"text": {"type": "text", "value": text}}}}});
+    let greeting = |text: &str| {
+        json!({"pages": {"home": {"greeting": {"text": {"type": "text", "value": text}}}},
+            "faqs": {"hours": {"questions": ["when are you open"], "answers": [format!("{text}: 9 to 5")]}}})
+    };
     let publish = |doc: Value| {
         let (api, admin, pid) = (api.clone(), admin.clone(), pid.clone());
         async move {
@@ -276,8 +279,9 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
                 .ok()["revision"])
         }
     };
-    let bot = one_state_bot(json!({"end": true, "action": {"name": "text",
-        "options": {"text": "$(cms.home.greeting.text.value)"}}}));
+    let bot = one_state_bot(json!({"end": true, "action": [
+        {"name": "text", "options": {"text": "$(cms.home.greeting.text.value)"}},
+        {"name": "text", "options": {"text": "$(cms.faq.hours.answers)"}}]}));
     let rev = s(&api
         .post(&format!("/projects/{pid}/bot/revisions"), &admin, bot)
         .await
@@ -320,7 +324,7 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
             texts(&got[n - 1].2)
         }
     };
-    assert_eq!(say(1).await, ["Welcome, v1"]);
+    assert_eq!(say(1).await, ["Welcome, v1", "Welcome, v1: 9 to 5"]);
 
     let v2 = publish(greeting("Welcome, v2")).await;
     assert_eq!(deploy("1.0.1").await, v2);
@@ -331,7 +335,7 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
     )
     .await
     .ok();
-    assert_eq!(say(2).await, ["Welcome, v2"]);
+    assert_eq!(say(2).await, ["Welcome, v2", "Welcome, v2: 9 to 5"]);
 
     let d1 = api.get(&format!("{versions}/1.0.0"), &admin).await.ok();
     api.post(
@@ -341,7 +345,7 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
     )
     .await
     .ok();
-    assert_eq!(say(3).await, ["Welcome, v1"]);
+    assert_eq!(say(3).await, ["Welcome, v1", "Welcome, v1: 9 to 5"]);
 }
 
 /// `botbox cms pull` writes the project's CMS as `cms.yml`; `botbox cms push` publishes the

@@ -8,6 +8,9 @@
 //!  "faqs": {"opening_hours": {"questions": ["when are you open"], "answers": ["9 to 5"]}}}
 //! ```
 //!
+//! Bots read a value as `cms.<page>.<form>.<element>.value` and a table's answers as
+//! `cms.faq.<label>.answers` (so no page is named `faq`).
+//!
 //! [`check`] validates a document and names the page, form and element of every problem;
 //! [`publish`] stores a valid one as the project's newest revision.
 
@@ -93,6 +96,12 @@ pub fn check(doc: &Json) -> Result<Json, Vec<String>> {
         if !matches!(key.as_str(), "pages" | "faqs" | "changelog") {
             problems.at(key, "unknown field (pages, faqs, changelog)");
         }
+    }
+    if top.get("pages").and_then(|p| p.get("faq")).is_some() {
+        problems.at(
+            "pages.faq",
+            "faq is the FAQ tables' name (cms.faq.<label>): name the page otherwise",
+        );
     }
     for (page, forms) in named(top.get("pages"), "pages", "page", &mut problems) {
         for (form, elements) in named(Some(forms), &page, "form", &mut problems) {
@@ -315,7 +324,15 @@ pub async fn missing_references(
             .cms_revision(project_id, rev)
             .await?
             .and_then(|r| serde_json::from_str::<Json>(&r.document).ok())
-            .map(|mut d| d["pages"].take()),
+            .map(|mut d| {
+                // Bots read the FAQ tables as the page `faq`.
+                let faqs = d["faqs"].take();
+                let mut pages = d["pages"].take();
+                if let Some(p) = pages.as_object_mut() {
+                    p.insert("faq".into(), faqs);
+                }
+                pages
+            }),
         None => None,
     };
     let has = |[p, f, e]: &[String; 3]| {
@@ -377,7 +394,7 @@ mod tests {
                 "d": {"type": "toggle", "value": "yes"},
                 "e": {"type": "text", "value": "x", "colour": "red"},
                 "bad-name": {"type": "text", "value": "x"}
-            }}},
+            }}, "faq": {}},
             "faqs": {"hours": {"questions": [], "answers": ["9 to 5"]}},
             "extra": 1
         });
@@ -389,6 +406,7 @@ mod tests {
             "pages.home.greeting.d: a toggle value is true or false",
             "pages.home.greeting.e: unknown field colour for a text element",
             "pages.home.greeting.bad-name: element name: a letter",
+            "pages.faq: faq is the FAQ tables' name",
             "faqs.hours: questions: a non-empty list of non-empty texts",
             "extra: unknown field",
         ];

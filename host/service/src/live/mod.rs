@@ -505,7 +505,8 @@ impl Live {
         Ok(rev)
     }
 
-    /// The pages of a project's CMS revision, as bots read them (`cms`).
+    /// A project's CMS revision as bots read it (`cms`): its pages, and its FAQ tables under
+    /// `faq` (`cms.faq.<label>.answers`).
     async fn cms_pages(&self, project_id: &str, cms: &str) -> Result<serde_json::Value, LiveError> {
         let row = self
             .db
@@ -514,7 +515,11 @@ impl Live {
             .ok_or_else(|| LiveError::NotDeployed(format!("CMS revision {cms} does not exist")))?;
         let mut doc: serde_json::Value = serde_json::from_str(&row.document)
             .map_err(|e| LiveError::NotDeployed(format!("CMS revision {cms}: {e}")))?;
-        Ok(doc["pages"].take())
+        let mut pages = doc["pages"].take();
+        if let Some(p) = pages.as_object_mut() {
+            p.insert("faq".into(), doc["faqs"].take());
+        }
+        Ok(pages)
     }
 
     /// A stored revision's compiled bot. One stored in another format (by an older or newer
