@@ -4,7 +4,7 @@ use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, project_for}
 use axum::Json;
 use axum::extract::{Path, State};
 use botbox_api_types::{Owner, Project, ProjectOptions, RevisionSummary};
-use botbox_service::auth::{Action, Reach, Resource};
+use botbox_service::auth::{Action, Resource};
 use botbox_store::{DbError, NewProject, ProjectRow};
 use runtime_core::source::Severity;
 use serde::{Deserialize, Serialize};
@@ -111,7 +111,8 @@ fn taken(what: String) -> impl FnOnce(DbError) -> ApiError {
 }
 
 /// The owner a new project gets: `teamId` when given (404 for a team the caller is not
-/// in, 403 for a role that cannot create there), else the caller's default owner.
+/// in), else the caller's default owner; 403 for a role that cannot create there. This is
+/// the one check of `POST /projects`'s rights.
 async fn new_project_owner(app: &App, caller: &Caller, team_id: Option<&str>) -> ApiResult<Owner> {
     let id = team_id.unwrap_or(caller.owner());
     let role = caller
@@ -137,13 +138,6 @@ async fn create_project(
     caller: Caller,
     Body(req): Body<NewProjectRequest>,
 ) -> ApiResult<Json<Project>> {
-    caller
-        .require(Action::Create, Resource::Projects)
-        .or_else(|e| match req.team_id {
-            // A platform viewer may still create for a team where they are a developer.
-            Some(_) => Ok(Reach::Own),
-            None => Err(e),
-        })?;
     let owner = new_project_owner(&app, &caller, req.team_id.as_deref()).await?;
     check_name("name", &req.name)?;
     check_options(&req.options)?;

@@ -86,6 +86,11 @@ impl CliConfig {
     }
 }
 
+/// `BOTBOX_TOKEN` when set (a token or a workspace key): it overrides the stored login.
+pub(crate) fn env_token() -> Option<String> {
+    std::env::var("BOTBOX_TOKEN").ok().filter(|t| !t.is_empty())
+}
+
 /// The context of one command.
 pub struct Ctx {
     pub config: CliConfig,
@@ -131,7 +136,7 @@ impl Ctx {
     /// `BOTBOX_TOKEN` (a token or a workspace key, for CI jobs: nothing is stored), else
     /// the stored token of the login or team the CLI acts for.
     fn token(&self) -> Result<String> {
-        if let Some(t) = std::env::var("BOTBOX_TOKEN").ok().filter(|t| !t.is_empty()) {
+        if let Some(t) = env_token() {
             return Ok(t);
         }
         self.config
@@ -392,6 +397,11 @@ fn prompt(label: &str) -> Result<String> {
     use std::io::Write;
     eprint!("{label}");
     std::io::stderr().flush().ok();
+    read_line(label)
+}
+
+/// One line of stdin, without its line end; `label` names what was asked for.
+fn read_line(label: &str) -> Result<String> {
     let mut line = String::new();
     if std::io::stdin().read_line(&mut line)? == 0 {
         bail!("no input for {}", label.trim_end_matches([':', ' ']));
@@ -403,15 +413,11 @@ fn prompt(label: &str) -> Result<String> {
 /// line of stdin without a prompt (scripts pipe it in). Nothing typed is shown.
 pub fn prompt_secret(label: &str) -> Result<String> {
     use std::io::IsTerminal;
-    let what = label.trim_end_matches([':', ' ']);
     if std::io::stdin().is_terminal() {
-        return rpassword::prompt_password(label).with_context(|| format!("reading {what}"));
+        return rpassword::prompt_password(label)
+            .with_context(|| format!("reading {}", label.trim_end_matches([':', ' '])));
     }
-    let mut line = String::new();
-    if std::io::stdin().read_line(&mut line)? == 0 {
-        bail!("no input for {what}");
-    }
-    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
+    read_line(label)
 }
 
 fn confirm(label: &str) -> Result<bool> {
@@ -901,13 +907,7 @@ pub fn pull(
     std::fs::create_dir_all(out)?;
     std::fs::write(&file, serde_yaml::to_string(&doc)?)?;
     // The folder is bound to the project it came from: later commands there act on it.
-    project::Binding {
-        project_id: Some(project.id.clone()),
-        project: Some(project.name.clone()),
-        owner: Some(project.owner.to_string()),
-        team: None,
-    }
-    .write(out)?;
+    project::Binding::default().bound_to(&project).write(out)?;
     ctx.out(
         format!(
             "wrote {} (revision {rev} of project {})",

@@ -9,7 +9,7 @@ use serde_json::{Value as Json, json};
 
 /// The user's own token: `BOTBOX_TOKEN` when set, else the stored login's.
 fn user_token(ctx: &Ctx) -> Result<String> {
-    if let Some(t) = std::env::var("BOTBOX_TOKEN").ok().filter(|t| !t.is_empty()) {
+    if let Some(t) = super::env_token() {
         return Ok(t);
     }
     ctx.config

@@ -51,7 +51,7 @@ impl Binding {
     }
 
     /// This binding pointing at `p`.
-    fn bound_to(&self, p: &Project) -> Binding {
+    pub fn bound_to(&self, p: &Project) -> Binding {
         Binding {
             project_id: Some(p.id.clone()),
             project: Some(p.name.clone()),

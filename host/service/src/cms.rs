@@ -306,6 +306,18 @@ pub async fn publish(
         .await?)
 }
 
+/// A stored CMS document as bots read it (`cms`): its pages by name, and its FAQ tables
+/// under `faq`.
+pub fn bot_view(document: &str) -> Result<Json, serde_json::Error> {
+    let mut doc: Json = serde_json::from_str(document)?;
+    let faqs = doc["faqs"].take();
+    let mut pages = doc["pages"].take();
+    if let Some(p) = pages.as_object_mut() {
+        p.insert("faq".into(), faqs);
+    }
+    Ok(pages)
+}
+
 /// Warnings for the CMS content a bot document names (`cms.<page>.<form>.<element>`) that
 /// the project's latest CMS revision `latest` lacks (all of it when there is none), each at
 /// its place in the document: said at push, since such a value reads as empty.
@@ -323,16 +335,7 @@ pub async fn missing_references(
         Some(rev) => db
             .cms_revision(project_id, rev)
             .await?
-            .and_then(|r| serde_json::from_str::<Json>(&r.document).ok())
-            .map(|mut d| {
-                // Bots read the FAQ tables as the page `faq`.
-                let faqs = d["faqs"].take();
-                let mut pages = d["pages"].take();
-                if let Some(p) = pages.as_object_mut() {
-                    p.insert("faq".into(), faqs);
-                }
-                pages
-            }),
+            .and_then(|r| bot_view(&r.document).ok()),
         None => None,
     };
     let has = |[p, f, e]: &[String; 3]| {

@@ -513,13 +513,8 @@ impl Live {
             .cms_revision(project_id, cms)
             .await?
             .ok_or_else(|| LiveError::NotDeployed(format!("CMS revision {cms} does not exist")))?;
-        let mut doc: serde_json::Value = serde_json::from_str(&row.document)
-            .map_err(|e| LiveError::NotDeployed(format!("CMS revision {cms}: {e}")))?;
-        let mut pages = doc["pages"].take();
-        if let Some(p) = pages.as_object_mut() {
-            p.insert("faq".into(), doc["faqs"].take());
-        }
-        Ok(pages)
+        crate::cms::bot_view(&row.document)
+            .map_err(|e| LiveError::NotDeployed(format!("CMS revision {cms}: {e}")))
     }
 
     /// A stored revision's compiled bot. One stored in another format (by an older or newer
