@@ -853,8 +853,8 @@ flows:
 }
 
 /// `$(cms.…)` reads the CMS pages the host set on the bot, in options and in expressions;
-/// a path the CMS lacks reads as empty, like any missing variable; without a CMS, `cms` is
-/// an empty object.
+/// a path the CMS lacks reads as empty, like any missing variable, and is a step error;
+/// without a CMS, `cms` is an empty object.
 #[test]
 fn cms_values_are_read_where_variables_are() {
     let src = "
@@ -888,9 +888,14 @@ flows:
         "text": {"type": "text", "value": "Welcome!"},
         "open": {"type": "toggle", "value": true}
     }}});
+    let r = say(&b, &s, &mut h, "hi");
+    assert_eq!(texts(&r), ["says Welcome!", "open", "missing []"]);
+    // The missing path is a step error for the author; the paths present are not.
     assert_eq!(
-        texts(&say(&b, &s, &mut h, "hi")),
-        ["says Welcome!", "open", "missing []"]
+        r.errors,
+        [
+            "cms.home.nope.text.value is not in the CMS revision this bot runs; it reads as empty (publish it, then deploy that revision)"
+        ]
     );
     // Not part of the stored form: the host sets it per deployment.
     let stored = serde_json::to_value(bot(src)).unwrap();

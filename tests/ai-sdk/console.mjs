@@ -1,6 +1,6 @@
 // The web console in a real browser: headless Chromium (Debian's `chromium`, CHROMIUM_BIN to
 // override) driven by playwright-core. Sign in; open the pizza project (pushed through the
-// API); deploy its revision to production from the page (prompt and confirmation); chat:
+// API); deploy its revision to production from the page (the deploy dialog); chat:
 // "I want pizza" shows the carousel as cards, clicking Pepperoni goes on, the debug panel
 // names the flow and intent; a channel's conversation in the transcripts; an agent key
 // created (shown once) and revoked; the errors page; a task in review approved with a note;
@@ -80,8 +80,10 @@ try {
   // Deploy the pushed revision to production from the page.
   await page.waitForSelector('#revisions');
   await page.click('#revisions button.deploy');
+  await page.waitForSelector('#deploy-dialog[open]', { timeout: 30000 });
+  assert.equal(await page.inputValue('#deploy-env'), 'production');
+  await page.click('#deploy-confirm');
   await page.waitForSelector('#environments >> text=production', { timeout: 30000 });
-  assert.ok(dialogs.some((d) => d.startsWith('prompt')) && dialogs.some((d) => d.startsWith('confirm')), dialogs.join('; '));
 
   // Chat: the carousel as cards, a click on a card's button, the debug panel.
   await page.click('#environments a.chat-link');
@@ -174,6 +176,7 @@ try {
   await page.goto(`${base}/#/p/${pizza.id}`);
   await page.waitForSelector('#revisions');
   await page.click('#revisions button.deploy');
+  await page.click('#deploy-confirm', { timeout: 30000 });
   await page.waitForSelector('#environments >> text=0.0.2', { timeout: 30000 });
   await page.click('button.rollback[data-version="0.0.1"]');
   await page.waitForSelector('#environments td >> text=/^0\\.0\\.1$/', { timeout: 30000 });
@@ -342,7 +345,7 @@ try {
   assert.deepEqual(errors, []);
   assert.ok(!dialogs.some((d) => d.startsWith('alert')), dialogs.join('; '));
   await page.screenshot({ path: join(dir, 'console-hostile.png'), fullPage: true });
-  console.log('ok console: sign in, deploy with confirmation, chat with cards and buttons, debug panel, script payloads stay text');
+  console.log('ok console: sign in, deploy from the dialog, chat with cards and buttons, debug panel, script payloads stay text');
 } catch (e) {
   failed = true;
   console.error(e);

@@ -64,3 +64,38 @@ export async function agent() {
     throw e;
   }
 }
+
+/** Checks the page as a person on a desktop (1280 px) and a phone (390 px) would see it:
+ *  nothing wider than the window (no sideways scroll, no element sticking out of it) and
+ *  no serious or critical axe-core finding; a screenshot of each in `dir` as `name-*.png`.
+ *  The page must already show what is checked. */
+export async function inspect(page, dir, name) {
+  const axe = readFileSync(join(here, 'node_modules/axe-core/axe.min.js'), 'utf8');
+  const problems = [];
+  const size = page.viewportSize();
+  for (const [label, width] of [['desktop', 1280], ['phone', 390]]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.screenshot({ path: join(dir, `${name}-${label}.png`), fullPage: true });
+    const out = await page.evaluate(() => {
+      const w = document.documentElement.clientWidth;
+      const found = [];
+      if (document.documentElement.scrollWidth > w) found.push(`the page is ${document.documentElement.scrollWidth} px wide`);
+      // An element past the window's edge, unless a scrolling ancestor holds it.
+      const scrolls = (e) => { for (let a = e.parentElement; a; a = a.parentElement) { const o = getComputedStyle(a).overflowX; if (o === 'auto' || o === 'scroll' || o === 'hidden') return true; } return false; };
+      for (const e of document.querySelectorAll('body *')) {
+        const r = e.getBoundingClientRect();
+        if (r.width === 0 || r.height === 0) continue;
+        if ((r.right > w + 1 || r.left < -1) && !scrolls(e)) found.push(`<${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}${e.className ? '.' + String(e.className).split(' ')[0] : ''}> spans ${Math.round(r.left)}-${Math.round(r.right)} px`);
+      }
+      return found.slice(0, 10);
+    });
+    problems.push(...out.map((p) => `${label}: ${p}`));
+    if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(axe);
+    const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+    for (const v of result.violations.filter((x) => x.impact === 'serious' || x.impact === 'critical')) {
+      problems.push(`${label}: axe ${v.id} (${v.impact}): ${v.help} at ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', ')}`);
+    }
+  }
+  if (size) await page.setViewportSize(size);
+  return problems;
+}

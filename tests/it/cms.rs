@@ -260,7 +260,7 @@ on_both_backends!(a_channel_message_reads_the_cms_revision_its_deployment_runs);
 
 /// Publish v1, deploy a bot that reads `$(cms.home.greeting.text.value)`: a channel message
 /// answers with v1's text; publish v2 and deploy it: the answer follows; roll back: v1's
-/// text again.
+/// text again. A revision that lacks the page is a step error in the project's error list.
 async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: Backend) {
     let server = Server::start(backend, &["--allow-private-egress"]).await;
     let api = server.api();
@@ -346,6 +346,36 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
     .await
     .ok();
     assert_eq!(say(3).await, ["Welcome, v1", "Welcome, v1: 9 to 5"]);
+
+    // A revision without the page: the text reads as empty, and the step error says which
+    // path the deployed revision lacks, in the project's error list.
+    let v3 = publish(json!({"faqs": greeting("v3")["faqs"].clone()})).await;
+    assert_eq!(deploy("1.0.2").await, v3);
+    api.put(
+        &format!("/projects/{pid}/environments/{env}"),
+        &admin,
+        json!({"depVersion": "1.0.2"}),
+    )
+    .await
+    .ok();
+    assert_eq!(say(4).await, ["", "v3: 9 to 5"]);
+    let errors = api
+        .get(&format!("/projects/{pid}/errors"), &admin)
+        .await
+        .ok();
+    let messages: Vec<String> = errors["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| s(&e["errorMessage"]))
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m
+                .contains("cms.home.greeting.text.value is not in the CMS revision this bot runs")),
+        "{messages:?}"
+    );
 }
 
 /// `botbox cms pull` writes the project's CMS as `cms.yml`; `botbox cms push` publishes the
@@ -405,4 +435,128 @@ async fn the_cli_pulls_and_pushes_cms_yml() {
         "{}",
         o.stderr
     );
+}
+
+on_both_backends!(faq_questions_train_the_project_nlu_and_the_bot_answers);
+
+/// Publishing FAQ tables trains the project's NLU: a paraphrase of a question predicts its
+/// label as the `faq` trait, and a bot that classifies with it answers with one of the
+/// label's answers. A later publish that leaves the FAQs alone trains nothing; an entity of
+/// the NLU may not take the trait's name.
+async fn faq_questions_train_the_project_nlu_and_the_bot_answers(backend: Backend) {
+    // Over a socket: predictions are multipart forms.
+    let server = Server::start(backend, &[]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let p = create(
+        &api,
+        &admin,
+        "helpdesk",
+        json!({"bot": true, "cms": true, "nlu": true, "nluLang": "en"}),
+    )
+    .await;
+    let pid = s(&p["id"]);
+    let faqs = json!({
+        "hours": {"questions": ["when are you open", "what are your opening hours",
+            "what time do you open", "are you open on sunday", "until when are you open today"],
+            "answers": ["We are open 9 to 5, Monday to Saturday."]},
+        "delivery": {"questions": ["do you deliver", "how long does shipping take",
+            "can you ship to my address", "what does delivery cost", "where is my parcel"],
+            "answers": ["We deliver in two days.", "Delivery takes two days."]},
+        "refund": {"questions": ["can I get my money back", "how do I return an item",
+            "I want a refund", "what is your return policy", "the product is broken, refund me"],
+            "answers": ["Returns are free within 30 days."]}
+    });
+    let published = api
+        .post(
+            &format!("/projects/{pid}/cms/revisions"),
+            &admin,
+            json!({"faqs": faqs, "changelog": "FAQ"}),
+        )
+        .await
+        .ok();
+    let trainings = published["nluTrainings"].as_array().unwrap();
+    assert_eq!(trainings.len(), 1, "{published}");
+    assert_eq!(trainings[0]["nlu"], "helpdesk");
+    assert_eq!(trainings[0]["status"], "success", "{published}");
+
+    let predicted = crate::nlu::form(
+        &api,
+        &format!("/projects/{pid}/nlus/helpdesk/predict"),
+        &admin,
+        &["which hours are you open", "I would like a refund please"],
+        None,
+    )
+    .await
+    .ok();
+    let label = |i: usize| predicted["results"][i]["output"]["faq"][0]["label"].clone();
+    assert_eq!(label(0), "hours", "{predicted}");
+    assert_eq!(label(1), "refund", "{predicted}");
+
+    let me = api.get("/me", &admin).await.ok();
+    let bot = json!({
+        "name": "helpdesk",
+        "nlus": {"help": {"type": "nl", "options": {"nluId": format!("{}:helpdesk", s(&me["username"])),
+            "output": "value", "flatten": true, "threshold": 0.3}}},
+        "flows": {
+            "faq": {
+                "intents": {"question": {"initial": true,
+                    "classifier": {"nlu": "help", "expression": "faq"},
+                    "attributes": {"label": {"nlu": "help", "path": "faq"}}}},
+                "states": {"init": {"initial": true, "transitions": {"answer": {"fallback": true}}},
+                    "answer": {"end": true, "action": {"name": "text",
+                        "options": {"text": "$(cms.faq[attributes.label].answers)"}}}}
+            },
+            "main": {"fallback": true, "intents": {"any": {"fallback": true}},
+                "states": {"init": {"initial": true, "transitions": {"sorry": {"fallback": true}}},
+                    "sorry": {"end": true, "action": {"name": "text", "options": {"text": "Sorry?"}}}}}
+        }
+    });
+    api.post(&format!("/projects/{pid}/bot/revisions"), &admin, bot)
+        .await
+        .ok();
+    let say = |text: &'static str| {
+        let (api, admin, pid) = (api.clone(), admin.clone(), pid.clone());
+        async move {
+            let r = api
+                .post(
+                    &format!("/projects/{pid}/bot/converse"),
+                    &admin,
+                    json!({"message": {"type": "text", "content": text}}),
+                )
+                .await
+                .ok();
+            texts(&json!({"messages": r["responses"]}))
+        }
+    };
+    assert_eq!(
+        say("at what time do you open").await,
+        ["We are open 9 to 5, Monday to Saturday."]
+    );
+    let delivery = say("how long will shipping take").await;
+    assert!(
+        ["We deliver in two days.", "Delivery takes two days."].contains(&delivery[0].as_str()),
+        "{delivery:?}"
+    );
+
+    // Pages change, FAQs do not: nothing is trained.
+    let pages_only = api
+        .post(
+            &format!("/projects/{pid}/cms/revisions"),
+            &admin,
+            json!({"faqs": faqs, "pages": {"home": {"a": {"t": {"type": "text", "value": "x"}}}}}),
+        )
+        .await
+        .ok();
+    assert_eq!(pages_only["nluTrainings"], json!([]), "{pages_only}");
+
+    let taken = api
+        .post(
+            &format!("/projects/{pid}/nlus/helpdesk/entities"),
+            &admin,
+            json!({"name": "faq", "type": "trait", "profile": "default", "labels": ["x"]}),
+        )
+        .await;
+    assert_eq!(taken.status, 400);
+    assert!(taken.text.contains("reserved"), "{}", taken.text);
 }

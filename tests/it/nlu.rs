@@ -23,7 +23,7 @@ fn example_path(name: &str) -> std::path::PathBuf {
 }
 
 /// POSTs form-data: `sentence` fields and an optional `file` (name, text).
-async fn form(
+pub(crate) async fn form(
     api: &Api,
     path: &str,
     token: &str,

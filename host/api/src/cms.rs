@@ -39,6 +39,17 @@ pub struct CmsView {
     pub faqs: Json_,
 }
 
+/// A published revision, and how the project's NLUs were trained again when its FAQ tables
+/// changed (one entry per NLU; none when they did not change).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CmsPublished {
+    #[serde(flatten)]
+    pub revision: CmsView,
+    #[schema(value_type = Vec<Object>)]
+    pub nlu_trainings: Vec<cms::FaqTraining>,
+}
+
 /// A CMS revision in a list.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -93,13 +104,13 @@ async fn latest(
 /// Revisions are immutable and count toward the owner's storage.
 #[utoipa::path(post, path = "/projects/{projectId}/cms/revisions", tag = "cms",
     params(("projectId" = String, Path)), request_body = Object,
-    responses((status = 200, body = CmsView), (status = 400), (status = 403), (status = 404), (status = 507)))]
+    responses((status = 200, body = CmsPublished), (status = 400), (status = 403), (status = 404), (status = 507)))]
 async fn publish(
     State(app): State<App>,
     caller: Caller,
     Path(pid): Path<String>,
     bytes: axum::body::Bytes,
-) -> ApiResult<Json<CmsView>> {
+) -> ApiResult<Json<CmsPublished>> {
     let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
     if bytes.len() > cms::MAX_DOCUMENT_BYTES {
         return Err(ApiError::bad(format!(
@@ -119,17 +130,21 @@ async fn publish(
         }
     };
     super::projects::check_quota(&app, &p.owner_id).await?;
-    let published = cms::publish(
+    let published = cms::publish_and_train(
         &app.db,
-        &pid,
-        p.cms_latest_revision.as_deref(),
+        &app.live.nlu,
+        &p,
         &doc,
         &changelog,
         &caller.username,
+        super::nlu::SYNC_WAIT,
     )
     .await;
     match published {
-        Ok(row) => Ok(Json(view(row)?)),
+        Ok((row, trainings)) => Ok(Json(CmsPublished {
+            revision: view(row)?,
+            nlu_trainings: trainings,
+        })),
         Err(PublishError::Invalid(problems)) => Err(ApiError::bad(problems.join("\n"))),
         Err(PublishError::Db(e)) => Err(e.into()),
     }

@@ -27,7 +27,7 @@ use utoipa_axum::routes;
 pub const MAX_PREDICT_SENTENCES: usize = 100;
 /// How long a train request waits for its training before answering `training`: small
 /// trainings answer with their result.
-const SYNC_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const SYNC_WAIT: Duration = Duration::from_secs(10);
 
 pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
@@ -193,7 +193,7 @@ async fn put_nlu(
     check_visibility(&visibility)?;
     let entities = match req.entities {
         Some(e) => {
-            check_entities(&e).map_err(|m| ApiError::bad(format!("entities: {m}")))?;
+            check_project_entities(&e).map_err(|m| ApiError::bad(format!("entities: {m}")))?;
             e
         }
         None => entities_of(&nlu).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?,
@@ -756,12 +756,25 @@ fn entity_body(body: Json_, name: Option<&str>) -> ApiResult<(String, EntitySpec
     Ok((name, spec))
 }
 
+/// An NLU's entities as its project may hold them: valid, and none named `faq` (the trait
+/// the project's CMS FAQ tables train as).
+fn check_project_entities(all: &BTreeMap<String, EntitySpec>) -> Result<(), String> {
+    check_entities(all)?;
+    if all.contains_key(botbox_service::cms::FAQ_ENTITY) {
+        return Err(format!(
+            "entity {}: the name is reserved for the trait the CMS FAQ tables train as (its labels are the FAQ labels); name the entity otherwise",
+            botbox_service::cms::FAQ_ENTITY
+        ));
+    }
+    Ok(())
+}
+
 async fn save_entities(
     app: &App,
     nlu: &NluRow,
     all: &BTreeMap<String, EntitySpec>,
 ) -> ApiResult<()> {
-    check_entities(all).map_err(ApiError::bad)?;
+    check_project_entities(all).map_err(ApiError::bad)?;
     app.db
         .update_nlu(
             &nlu.id,

@@ -14,9 +14,14 @@
 //! [`check`] validates a document and names the page, form and element of every problem;
 //! [`publish`] stores a valid one as the project's newest revision.
 
-use botbox_store::{CmsRevisionRow, Db, DbResult};
+use crate::nlu::{NluService, Trained};
+use botbox_nlu::model::EntitySpec;
+use botbox_nlu::{TrainingData, TrainingEntity};
+use botbox_store::{CmsRevisionRow, Db, DbResult, ProjectRow};
 use serde_json::{Map, Value as Json, json};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Largest CMS document, in bytes of its JSON (1 MiB, as a bot): validation is linear in it.
 pub const MAX_DOCUMENT_BYTES: usize = 1 << 20;
@@ -114,7 +119,17 @@ pub fn check(doc: &Json) -> Result<Json, Vec<String>> {
             }
         }
     }
-    for (label, faq) in named(top.get("faqs"), "faqs", "FAQ label", &mut problems) {
+    let faqs = named(top.get("faqs"), "faqs", "FAQ label", &mut problems);
+    if faqs.len() > botbox_nlu::model::MAX_LABELS {
+        problems.at(
+            "faqs",
+            format!(
+                "at most {} FAQ labels (the labels of one NLU trait)",
+                botbox_nlu::model::MAX_LABELS
+            ),
+        );
+    }
+    for (label, faq) in faqs {
         check_faq(
             &label,
             faq.as_object().expect("named objects"),
@@ -306,6 +321,81 @@ pub async fn publish(
         .await?)
 }
 
+/// How publishing a revision retrained one NLU of the project on its FAQ tables.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FaqTraining {
+    /// The NLU's name.
+    pub nlu: String,
+    /// `success` (the new model is in use), `failed`, `training` (still running after the
+    /// wait) or `queued` (another training ran; it trains again when that one ends).
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Publishes `doc` as the project's newest revision (as [`publish`]) and, when its FAQ tables differ from those of the
+/// revision it follows, trains every NLU of the project again so that the `faq` trait
+/// follows them, waiting up to `wait` for each training.
+pub async fn publish_and_train(
+    db: &Db,
+    nlus: &Arc<NluService>,
+    project: &ProjectRow,
+    doc: &Json,
+    changelog: &str,
+    who: &str,
+    wait: Duration,
+) -> Result<(CmsRevisionRow, Vec<FaqTraining>), PublishError> {
+    let (project_id, previous) = (&project.id, project.cms_latest_revision.as_deref());
+    let before = match previous {
+        Some(rev) => db
+            .cms_revision(project_id, rev)
+            .await?
+            .map(|r| faqs_of(&r.document)),
+        None => None,
+    };
+    let row = publish(db, project_id, previous, doc, changelog, who).await?;
+    let after = faqs_of(&row.document);
+    if before.unwrap_or_else(|| json!({})) == after {
+        return Ok((row, vec![]));
+    }
+    let mut trainings = Vec::new();
+    for nlu in db.project_nlus(project_id, 1000, 0).await?.items {
+        let name = nlu.name.clone();
+        let mut t = FaqTraining {
+            nlu: name,
+            status: "queued",
+            revision: None,
+            error: None,
+        };
+        if let Some(rx) = nlus.train_soon(nlu).await {
+            t.status = "training";
+            match tokio::time::timeout(wait, rx).await {
+                Ok(Ok(Trained::Done { revision })) => {
+                    t.status = "success";
+                    t.revision = Some(revision);
+                }
+                Ok(Ok(Trained::Failed(e))) => {
+                    t.status = "failed";
+                    t.error = Some(e);
+                }
+                Ok(Err(_)) | Err(_) => {}
+            }
+        }
+        trainings.push(t);
+    }
+    Ok((row, trainings))
+}
+
+/// The FAQ tables of a stored document (`{}` when it has none or cannot be read).
+fn faqs_of(document: &str) -> Json {
+    serde_json::from_str::<Json>(document)
+        .ok()
+        .and_then(|mut d| d.get_mut("faqs").map(Json::take))
+        .unwrap_or_else(|| json!({}))
+}
+
 /// A stored CMS document as bots read it (`cms`): its pages by name, and its FAQ tables
 /// under `faq`.
 pub fn bot_view(document: &str) -> Result<Json, serde_json::Error> {
@@ -349,6 +439,50 @@ pub async fn missing_references(
         .filter(|(_, r)| !has(r))
         .map(|(path, r)| runtime_core::compile::cms_missing_warning(path, r, latest))
         .collect())
+}
+
+/// The trait entity every NLU of a project learns the project's FAQ tables as: each question
+/// of the latest CMS revision is a sentence labelled with its FAQ's label
+/// (`#faq:<label>`), so `faq` predicts which FAQ a message asks. The name is reserved in
+/// project NLUs.
+pub const FAQ_ENTITY: &str = "faq";
+
+/// The `faq` trait and its sentences for a stored CMS document: `None` when it has no FAQ
+/// tables. Training adds them to the NLU's own entities and sentences.
+pub fn faq_training(document: &str) -> Option<(EntitySpec, Vec<TrainingData>)> {
+    let doc: Json = serde_json::from_str(document).ok()?;
+    let faqs = doc.get("faqs")?.as_object().filter(|f| !f.is_empty())?;
+    let mut rows = Vec::new();
+    for (label, faq) in faqs {
+        for q in faq["questions"].as_array().into_iter().flatten() {
+            let Some(input) = q.as_str() else { continue };
+            rows.push(TrainingData {
+                input: input.to_string(),
+                entities: vec![TrainingEntity {
+                    id: None,
+                    entity: FAQ_ENTITY.into(),
+                    label: Some(label.clone()),
+                    start: 0,
+                    end: input.chars().count(),
+                    value: label.clone(),
+                    belongs_to: None,
+                }],
+            });
+        }
+    }
+    let spec = EntitySpec {
+        kind: "trait".into(),
+        profile: "faq".into(),
+        root: None,
+        rel_profile: None,
+        labels: Some(faqs.keys().cloned().collect()),
+        belongs_to: None,
+        dictionary: None,
+        resolver: None,
+        inherit: None,
+        name: None,
+    };
+    Some((spec, rows))
 }
 
 /// The empty document a project made with `options.cms` starts with, so that every client

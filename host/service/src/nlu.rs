@@ -11,7 +11,7 @@
 //!   Trainings beyond it wait (their NLU shows `training` meanwhile).
 //! - [`MAX_TRAINING_ROWS`]: sentences per NLU; [`MAX_PREDICT_CHARS`]: text per prediction.
 
-use botbox_nlu::model::{MODEL_FORMAT, NluModel};
+use botbox_nlu::model::{EntitySpec, MODEL_FORMAT, NluModel};
 use botbox_nlu::{Lang, TrainingData};
 use botbox_sandbox::NlScope;
 use botbox_store::{Db, NluRow};
@@ -45,6 +45,8 @@ pub struct NluService {
     models: moka::sync::Cache<(String, String), Arc<NluModel>>,
     training: Arc<tokio::sync::Semaphore>,
     drain: crate::drain::Drain,
+    /// NLUs whose content changed while they trained: trained again when that training ends.
+    again: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// How a training ended.
@@ -67,6 +69,7 @@ impl NluService {
                 .weigher(|_, m: &Arc<NluModel>| u32::try_from(m.weight()).unwrap_or(u32::MAX))
                 .build(),
             training: Arc::new(tokio::sync::Semaphore::new(cfg.training_slots.max(1))),
+            again: Default::default(),
         })
     }
 
@@ -194,33 +197,72 @@ impl NluService {
         let busy = self.drain.busy(crate::drain::Work::Trainings);
         tokio::spawn(async move {
             let _busy = busy;
-            let out = this.train(&nlu).await;
-            let outcome = if out.is_ok() { "done" } else { "failed" };
-            metrics::counter!("botbox_nlu_trainings_total", "outcome" => outcome).increment(1);
-            let ended = match out {
-                Ok(revision) => Trained::Done { revision },
-                Err(e) => {
-                    tracing::info!(nlu = %nlu.id, error = %e, "NLU training failed");
-                    if let Err(db) = this.db.fail_training(&nlu.id, &e).await {
-                        tracing::error!(nlu = %nlu.id, error = %db, "recording a failed training");
-                    }
-                    Trained::Failed(e)
+            let mut tx = Some(tx);
+            let mut nlu = nlu;
+            loop {
+                let ended = this.train_and_record(&nlu).await;
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(ended);
                 }
-            };
-            let _ = tx.send(ended);
+                if !this.again.lock().expect("not poisoned").remove(&nlu.id) {
+                    break;
+                }
+                // Trained again on what changed meanwhile, unless another training has
+                // started since (it reads the latest content).
+                match this.db.nlu_by_id(&nlu.id).await {
+                    Ok(Some(row)) => nlu = row,
+                    _ => break,
+                }
+                if !this.db.begin_training(&nlu.id).await.unwrap_or(false) {
+                    break;
+                }
+            }
         });
         Ok(rx)
+    }
+
+    /// Starts a training of `nlu` (`Some`, as [`Self::start_training`]), or, when one runs,
+    /// has the NLU trained again as soon as it ends (`None`): for a change of what it learns
+    /// from that must not wait for a person to train.
+    pub async fn train_soon(
+        self: &Arc<Self>,
+        nlu: NluRow,
+    ) -> Option<tokio::sync::oneshot::Receiver<Trained>> {
+        // Marked before the start: a running training that ends in between sees the mark.
+        let id = nlu.id.clone();
+        self.again.lock().expect("not poisoned").insert(id.clone());
+        let rx = self.start_training(nlu).await.ok()?;
+        self.again.lock().expect("not poisoned").remove(&id);
+        Some(rx)
+    }
+
+    /// One training, its outcome counted and a failure recorded on the NLU.
+    async fn train_and_record(&self, nlu: &NluRow) -> Trained {
+        let out = self.train(nlu).await;
+        let outcome = if out.is_ok() { "done" } else { "failed" };
+        metrics::counter!("botbox_nlu_trainings_total", "outcome" => outcome).increment(1);
+        match out {
+            Ok(revision) => Trained::Done { revision },
+            Err(e) => {
+                tracing::info!(nlu = %nlu.id, error = %e, "NLU training failed");
+                if let Err(db) = self.db.fail_training(&nlu.id, &e).await {
+                    tracing::error!(nlu = %nlu.id, error = %db, "recording a failed training");
+                }
+                Trained::Failed(e)
+            }
+        }
     }
 
     async fn train(&self, nlu: &NluRow) -> Result<String, String> {
         let span = tracing::info_span!("nlu_train", tenant = %nlu.owner_id, nlu = %nlu.id);
         let _slot = self.training.acquire().await.map_err(|e| e.to_string())?;
         let rows = self.db.all_training_rows(&nlu.id).await.map_err(db_err)?;
-        let entities = entities_of(nlu)?;
+        let mut entities = entities_of(nlu)?;
+        let faq = self.faq_of(nlu).await?;
         let lang = Lang::parse(&nlu.lang);
         let started = std::time::Instant::now();
         let trained = tokio::task::spawn_blocking(move || -> Result<(String, usize), String> {
-            let data: Vec<TrainingData> = rows
+            let mut data: Vec<TrainingData> = rows
                 .iter()
                 .map(|r| {
                     Ok(TrainingData {
@@ -230,6 +272,10 @@ impl NluService {
                     })
                 })
                 .collect::<Result<_, String>>()?;
+            if let Some((spec, questions)) = faq {
+                entities.insert(crate::cms::FAQ_ENTITY.into(), spec);
+                data.extend(questions);
+            }
             let model = NluModel::train(lang, &entities, &data)?;
             let json = serde_json::to_string(&model).map_err(|e| e.to_string())?;
             Ok((json, data.len()))
@@ -260,6 +306,27 @@ impl NluService {
                 ms = started.elapsed().as_millis() as u64, "NLU trained")
         });
         Ok(revision)
+    }
+}
+
+impl NluService {
+    /// The FAQ tables of the latest CMS revision of the NLU's project, as training input.
+    async fn faq_of(
+        &self,
+        nlu: &NluRow,
+    ) -> Result<Option<(EntitySpec, Vec<TrainingData>)>, String> {
+        let Some(project) = self.db.project(&nlu.project_id).await.map_err(db_err)? else {
+            return Ok(None);
+        };
+        let Some(rev) = project.cms_latest_revision else {
+            return Ok(None);
+        };
+        let row = self
+            .db
+            .cms_revision(&project.id, &rev)
+            .await
+            .map_err(db_err)?;
+        Ok(row.and_then(|r| crate::cms::faq_training(&r.document)))
     }
 }
 

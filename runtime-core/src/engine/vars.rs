@@ -237,7 +237,25 @@ pub fn eval_json(
     e: &CompiledExpr,
     vars: &Vars,
 ) -> Result<Option<Json>, Abort> {
-    let v = eval_json_unchecked(host, errors, e, vars)?;
+    let v = match &e.kind {
+        // A path into the CMS that is not there: said as such, not as a property of undefined.
+        ExprKind::Fast(ast) if names_cms_content(&e.src) => match eval(ast, vars) {
+            Err(EvalError::NeedsJs(_)) => eval_js(host, errors, e, vars)?,
+            Ok(v) if !matches!(v, V::Undef) => v.into_json(),
+            Ok(_) | Err(EvalError::Throw(_)) => {
+                site_error(
+                    host,
+                    errors,
+                    format!(
+                        "{} is not in the CMS revision this bot runs; it reads as empty (publish it, then deploy that revision)",
+                        e.src.trim()
+                    ),
+                );
+                None
+            }
+        },
+        _ => eval_json_unchecked(host, errors, e, vars)?,
+    };
     if let Some(j) = &v
         && nested_deeper_than(j, MAX_VALUE_DEPTH).is_some()
     {
@@ -252,6 +270,17 @@ pub fn eval_json(
         return Ok(None);
     }
     Ok(v)
+}
+
+/// Whether an expression is a path into the CMS (`cms.home.greeting.text.value`,
+/// `cms.faq[label].answers`): content people publish, whose absence the bot's author should
+/// hear of rather than meet as an empty reply.
+fn names_cms_content(src: &str) -> bool {
+    let src = src.trim();
+    (src.starts_with("cms.") || src.starts_with("cms["))
+        && src
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']' | '\'' | '"'))
 }
 
 fn eval_json_unchecked(

@@ -40,6 +40,7 @@ function show(...nodes) {
 function say(text) { statusLine.textContent = text; }
 
 class ApiError extends Error {}
+const BAD_REQUEST = 'Wrong API usage. Please refer to the documentation!\n';
 
 async function api(method, path, body) {
   const headers = {};
@@ -57,9 +58,18 @@ async function api(method, path, body) {
   if (!res.ok) {
     let msg = text;
     try { const j = JSON.parse(text); msg = j.message || j.detail || j.title || text; } catch { /* plain text */ }
+    // A 400 opens with the sentence Kata clients expect; what is wrong follows it.
+    if (msg.startsWith(BAD_REQUEST)) msg = msg.slice(BAD_REQUEST.length);
     throw new ApiError(`${res.status}: ${msg}`);
   }
   return text ? JSON.parse(text) : null;
+}
+
+/** A table with a header row. On a phone its rows stack, each cell named by its column. */
+function table(attrs, headers, rows) {
+  for (const tr of rows) [...tr.children].forEach((td, i) => { if (headers[i]) td.dataset.label = headers[i]; });
+  return el('table', { ...attrs, class: ['stack', attrs.class].filter(Boolean).join(' ') },
+    el('thead', {}, el('tr', {}, headers.map((h) => el('th', {}, h)))), el('tbody', {}, rows));
 }
 
 function errorBox(e) { return el('p', { class: 'error', role: 'alert' }, String(e.message || e)); }
@@ -155,7 +165,7 @@ async function projects(me, all) {
   const filter = admin ? el('p', {}, el('a', { href: all ? '#/' : '#/all', id: 'all-tenants' },
     all ? 'Show my projects and my teams\' only' : 'Show every tenant\'s projects')) : null;
   show(el('h1', {}, all ? 'Projects of every tenant' : 'Projects'), filter, el('div', { class: 'card' }, rows.length
-    ? el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Name'), el('th', {}, 'Owner'), el('th', {}, 'Description'), el('th', {}, 'Updated'))), el('tbody', {}, rows))
+    ? table({}, ['Name', 'Owner', 'Description', 'Updated'], rows)
     : el('p', { class: 'muted' }, 'No projects yet: `botbox push` in a bot folder makes one.')));
 }
 
@@ -169,30 +179,61 @@ function nextVersion(versions) {
   return `${best[0]}.${best[1]}.${best[2] + 1}`;
 }
 
+/** A short description of a CMS revision for a list: `3f2a9c1d0e · the greeting · time`. */
+function cmsLabel(r) {
+  return [String(r.revision).slice(0, 10), r.changelog, time(r.createdAt)].filter(Boolean).join(' · ');
+}
+
+/** The deploy dialog: which environment, and which CMS revision goes with the bot revision
+ *  (the latest unless another is picked). Deploys as the next deployment version. */
+function deployDialog(pid, rev, envs, deps, cmsRevs) {
+  const P = `/projects/${encodeURIComponent(pid)}`;
+  const version = nextVersion(deps.map((d) => d.version));
+  const envList = el('datalist', { id: 'deploy-envs' }, envs.map((e) => el('option', { value: e.name })));
+  const target = el('input', { id: 'deploy-env', list: 'deploy-envs', required: true, value: (envs[0] && envs[0].name) || 'production' });
+  const cms = cmsRevs.length
+    ? el('select', { id: 'deploy-cms' }, cmsRevs.map((r, i) => el('option', { value: r.revision }, `${cmsLabel(r)}${i === 0 ? ' (latest)' : ''}`)))
+    : null;
+  const err = el('p', { class: 'error', role: 'alert' });
+  const dialog = el('dialog', { id: 'deploy-dialog', 'aria-labelledby': 'deploy-title' });
+  const close = () => { dialog.close(); dialog.remove(); };
+  const form = el('form', { method: 'dialog', onsubmit: async (ev) => {
+    ev.preventDefault();
+    err.textContent = '';
+    const name = target.value.trim();
+    const env = envs.find((e) => e.name === name || e.slug === name);
+    try {
+      await api('POST', `${P}/deployment/versions`, { version, botRevision: rev.revision, ...(cms ? { cmsRevision: cms.value } : {}) });
+      if (env) await api('PUT', `${P}/environments/${encodeURIComponent(env.id)}`, { depVersion: version });
+      else await api('POST', `${P}/environments`, { depId: pid, depVersion: version, name });
+      close();
+      await project(pid);
+      say(`Deployed bot ${rev.version} as deployment ${version} to ${name}`);
+    } catch (e) { err.textContent = e.message; }
+  } },
+  el('h2', { id: 'deploy-title' }, `Deploy bot ${rev.version} as deployment ${version}`),
+  el('label', { for: 'deploy-env' }, 'Environment (a new name makes a new environment)'), target, envList,
+  cms ? [el('label', { for: 'deploy-cms' }, 'CMS revision'), cms] : null,
+  err,
+  el('p', { class: 'buttons' }, el('button', { type: 'button', onclick: close }, 'Cancel'),
+    el('button', { type: 'submit', class: 'primary', id: 'deploy-confirm' }, 'Deploy')));
+  dialog.append(form);
+  document.body.append(dialog);
+  dialog.showModal();
+  target.focus();
+}
+
 async function project(pid) {
-  const [p, revs, envs, deps] = await Promise.all([
+  const [p, revs, envs, deps, cmsRevs] = await Promise.all([
     api('GET', `/projects/${encodeURIComponent(pid)}`),
     api('GET', `/projects/${encodeURIComponent(pid)}/bot/revisions?limit=20`),
     api('GET', `/projects/${encodeURIComponent(pid)}/environments?limit=100`),
     api('GET', `/projects/${encodeURIComponent(pid)}/deployment/versions?limit=20`).catch(() => ({ data: [] })),
+    api('GET', `/projects/${encodeURIComponent(pid)}/cms/revisions?limit=20`).catch(() => ({ data: [] })),
   ]);
-  const envNames = envs.data.map((e) => e.name);
   const channels = await Promise.all(envs.data.map((e) => api('GET', `/projects/${encodeURIComponent(pid)}/environments/${encodeURIComponent(e.id)}/channels`)
     .then((c) => (Array.isArray(c) ? c : (c && c.data) || [])).catch(() => [])));
-  const deploy = async (rev) => {
-    const target = prompt(`Deploy ${rev.version} to which environment?`, envNames[0] || 'production');
-    if (!target) return;
-    const env = envs.data.find((e) => e.name === target || e.slug === target);
-    const version = nextVersion(deps.data.map((d) => d.version));
-    if (!confirm(`Deploy bot ${rev.version} as deployment ${version} to ${target}?`)) return;
-    try {
-      await api('POST', `/projects/${encodeURIComponent(pid)}/deployment/versions`, { version, botRevision: rev.revision });
-      if (env) await api('PUT', `/projects/${encodeURIComponent(pid)}/environments/${encodeURIComponent(env.id)}`, { depVersion: version });
-      else await api('POST', `/projects/${encodeURIComponent(pid)}/environments`, { depId: pid, depVersion: version, name: target });
-      say(`Deployed ${rev.version} to ${target}`);
-      await project(pid);
-    } catch (e) { say(e.message); }
-  };
+  const deploy = (rev) => deployDialog(pid, rev, envs.data, deps.data, cmsRevs.data);
   const warnings = (r) => {
     const w = r.warnings || [];
     return w.length
@@ -219,6 +260,7 @@ async function project(pid) {
     } catch (e) { say(e.message); }
   };
   const depRows = deps.data.map((d) => el('tr', {}, el('td', {}, d.version), el('td', { class: 'muted' }, String(d.botRevision || '').slice(0, 10)),
+    el('td', { class: 'muted' }, String(d.cmsRevision || '').slice(0, 10)),
     el('td', {}, el('button', { type: 'button', class: 'rollback', 'data-version': d.version, onclick: () => rollback(d) }, 'Roll back to this'))));
   show(
     el('h1', {}, p.name),
@@ -226,17 +268,18 @@ async function project(pid) {
     el('p', { class: 'links' }, el('a', { href: `#/p/${encodeURIComponent(pid)}/errors`, id: 'errors-link' }, 'Errors'), ' · ',
       el('a', { href: `#/p/${encodeURIComponent(pid)}/cases`, id: 'cases-link' }, 'Cases and reviews'), ' · ',
       el('a', { href: `#/p/${encodeURIComponent(pid)}/bot`, id: 'bot-link' }, 'Bot source'), ' · ',
-      el('a', { href: `#/p/${encodeURIComponent(pid)}/nl`, id: 'nl-link' }, 'NL Studio')),
+      el('a', { href: `#/p/${encodeURIComponent(pid)}/nl`, id: 'nl-link' }, 'NL Studio'), ' · ',
+      el('a', { href: `#/p/${encodeURIComponent(pid)}/cms`, id: 'cms-link' }, 'CMS')),
     el('div', { class: 'card' }, el('h2', {}, 'Environments'), envRows.length
-      ? el('table', { id: 'environments' }, el('thead', {}, el('tr', {}, el('th', {}, 'Environment'), el('th', {}, 'Deployment'), el('th', {}, ''))), el('tbody', {}, envRows))
+      ? table({ id: 'environments' }, ['Environment', 'Deployment', ''], envRows)
       : el('p', { class: 'muted' }, 'No environment yet: deploy a revision.')),
     el('div', { class: 'card' }, el('h2', {}, 'Bot revisions'),
       revRows.length ? el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}/chat` }, 'Chat with the latest revision')) : null,
       revRows.length
-      ? el('table', { id: 'revisions' }, el('thead', {}, el('tr', {}, el('th', {}, 'Version'), el('th', {}, 'Pushed'), el('th', {}, 'Revision'), el('th', {}, 'Warnings'), el('th', {}, ''))), el('tbody', {}, revRows))
+      ? table({ id: 'revisions' }, ['Version', 'Pushed', 'Revision', 'Warnings', ''], revRows)
       : el('p', { class: 'muted' }, 'No revision yet: `botbox push` makes one.')),
     el('div', { class: 'card' }, el('h2', {}, 'Deployments'), depRows.length
-      ? el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'Version'), el('th', {}, 'Bot revision'))), el('tbody', {}, depRows))
+      ? table({}, ['Version', 'Bot revision', 'CMS revision', ''], depRows)
       : el('p', { class: 'muted' }, 'No deployment yet.')));
 }
 
@@ -404,7 +447,7 @@ async function errorsView(pid) {
         el('td', { class: 'muted' }, time(e.timestamp)), el('td', {}, `${e.errorGroup}/${e.errorCode}`),
         el('td', {}, e.channelId), el('td', {}, conversation(e)), el('td', { class: 'message' }, e.errorMessage)));
       out.replaceChildren(rows.length
-        ? el('table', { id: 'errors' }, el('thead', {}, el('tr', {}, el('th', {}, 'Time'), el('th', {}, 'Kind'), el('th', {}, 'Channel'), el('th', {}, 'Conversation'), el('th', {}, 'Message'))), el('tbody', {}, rows))
+        ? table({ id: 'errors' }, ['Time', 'Kind', 'Channel', 'Conversation', 'Message'], rows)
         : el('p', { class: 'muted' }, 'No errors: every step went through.'));
     } catch (e) { out.replaceChildren(errorBox(e)); }
   };
@@ -444,7 +487,7 @@ async function keys(pid, envName) {
         try { await api('DELETE', `${base}/${encodeURIComponent(k.id)}`); say(`Revoked ${k.name}`); await refresh(); } catch (e) { say(e.message); }
       } }, 'Revoke'))));
     list.replaceChildren(rows.length
-      ? el('table', { id: 'keys' }, el('thead', {}, el('tr', {}, el('th', {}, 'Name'), el('th', {}, 'Key'), el('th', {}, 'State'), el('th', {}, ''))), el('tbody', {}, rows))
+      ? table({ id: 'keys' }, ['Name', 'Key', 'State', ''], rows)
       : el('p', { class: 'muted' }, 'No keys yet.'));
   };
   const name = el('input', { id: 'keyname', 'aria-label': 'Key name', placeholder: 'name', required: true });
@@ -498,7 +541,7 @@ async function cases(pid) {
       el('td', { class: 'mono' }, t.id.slice(0, 12)), el('td', { class: 'status' }, t.status),
       el('td', { class: 'muted' }, t.createdAt || ''), el('td', {}, t.error ? `${t.error.code}: ${t.error.message}` : '')));
     sections.push(el('div', { class: 'card' }, el('h2', {}, `${c.name}${c.review ? ' (review)' : ''}`), rows.length
-      ? el('table', { class: 'tasks' }, el('thead', {}, el('tr', {}, el('th', {}, 'Task'), el('th', {}, 'Status'), el('th', {}, 'Created'), el('th', {}, 'Error'))), el('tbody', {}, rows))
+      ? table({ class: 'tasks' }, ['Task', 'Status', 'Created', 'Error'], rows)
       : el('p', { class: 'muted' }, 'No tasks.')));
   }
   show(el('h1', {}, 'Cases'),
@@ -703,6 +746,185 @@ async function nlStudio(pid, chosen) {
 }
 
 // ---------------------------------------------------------------------------------------
+// CMS
+
+const CMS_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+const CMS_TYPES = ['text', 'textarea', 'textlist', 'slider', 'dropdown', 'toggle'];
+
+/** The input control of one CMS element, bound to `e.value`; `id` labels it. */
+function cmsControl(e, id, changed) {
+  const set = (v) => { e.value = v; changed(); };
+  switch (e.type) {
+    case 'textarea':
+      return el('textarea', { id, rows: 4, oninput: (ev) => set(ev.target.value) }, e.value || '');
+    case 'textlist':
+      return el('textarea', { id, rows: 3, 'aria-describedby': `${id}-hint`, oninput: (ev) => set(ev.target.value.split('\n').map((l) => l.trim()).filter(Boolean)) },
+        (Array.isArray(e.value) ? e.value : []).join('\n'));
+    case 'slider': {
+      const out = el('output', { for: id }, String(e.value ?? ''));
+      const input = el('input', { id, type: 'range', min: e.min ?? 0, max: e.max ?? 100, step: e.step ?? 1, value: e.value ?? e.min ?? 0,
+        oninput: (ev) => { out.textContent = ev.target.value; set(Number(ev.target.value)); } });
+      return el('span', { class: 'slider' }, input, out);
+    }
+    case 'dropdown':
+      return el('select', { id, onchange: (ev) => set(ev.target.value) },
+        (e.options || []).map((o) => el('option', { value: o, selected: o === e.value }, o)));
+    case 'toggle':
+      return el('input', { id, type: 'checkbox', checked: e.value === true, onchange: (ev) => set(ev.target.checked) });
+    default:
+      return el('input', { id, value: e.value ?? '', oninput: (ev) => set(ev.target.value) });
+  }
+}
+
+/** The value a new element of `type` starts with. */
+function cmsDefault(type, options, min) {
+  return { text: '', textarea: '', textlist: [], slider: min, dropdown: options[0], toggle: false }[type];
+}
+
+/** The CMS page: the latest revision's pages, forms and elements as a form, its FAQ tables,
+ *  publish with a changelog, and the revisions (any of them can be loaded to edit from). */
+async function cmsView(pid) {
+  const P = `/projects/${encodeURIComponent(pid)}`;
+  const [p, latest, revs] = await Promise.all([api('GET', P), api('GET', `${P}/cms`), api('GET', `${P}/cms/revisions?limit=20`)]);
+  const copy = (r) => ({ pages: structuredClone(r.pages || {}), faqs: structuredClone(r.faqs || {}) });
+  let doc = copy(latest);
+  let base = latest.revision;
+  const dirty = el('p', { class: 'muted', id: 'cms-state', 'aria-live': 'polite' });
+  const changed = () => { dirty.textContent = `Unpublished changes (editing from ${String(base).slice(0, 10) || 'nothing published'})`; };
+  const editor = el('div', { id: 'cms-pages' });
+  const faqs = el('div', { id: 'cms-faqs' });
+  const idOf = (...names) => `cms-${names.join('-')}`;
+
+  const drawPages = () => {
+    const pages = Object.entries(doc.pages);
+    editor.replaceChildren(...(pages.length ? pages.map(([page, forms]) => el('section', { class: 'cms-page' }, el('h3', {}, `Page ${page}`),
+      Object.entries(forms).map(([form, elements]) => el('fieldset', { class: 'cms-form' }, el('legend', {}, `Form ${form}`),
+        Object.entries(elements).map(([name, e]) => {
+          const id = idOf(page, form, name);
+          return el('div', { class: 'cms-element' },
+            el('label', { for: id }, e.label ? `${e.label} (${name}, ${e.type})` : `${name} (${e.type})`),
+            cmsControl(e, id, changed),
+            e.type === 'textlist' ? el('span', { class: 'muted', id: `${id}-hint` }, 'One item per line.') : null,
+            el('div', { class: 'meta' }, `Bots read it as $(cms.${page}.${form}.${name}.value) `,
+              el('button', { type: 'button', class: 'remove', 'aria-label': `Remove element ${name}`, onclick: () => {
+                delete elements[name];
+                if (!Object.keys(elements).length) delete forms[form];
+                if (!Object.keys(forms).length) delete doc.pages[page];
+                changed(); drawPages();
+              } }, 'Remove')));
+        }))))) : [el('p', { class: 'muted' }, 'No pages yet: add an element below.')]));
+  };
+
+  const drawFaqs = () => {
+    const lines = (v) => (Array.isArray(v) ? v : []).join('\n');
+    const split = (t) => t.split('\n').map((l) => l.trim()).filter(Boolean);
+    const rows = Object.entries(doc.faqs);
+    faqs.replaceChildren(...(rows.length ? rows.map(([label, f]) => el('fieldset', { class: 'cms-faq', 'data-label': label }, el('legend', {}, `FAQ ${label}`),
+      el('label', { for: idOf('faq', label, 'q') }, 'Questions (one per line)'),
+      el('textarea', { id: idOf('faq', label, 'q'), rows: 3, oninput: (ev) => { f.questions = split(ev.target.value); changed(); } }, lines(f.questions)),
+      el('label', { for: idOf('faq', label, 'a') }, 'Answers (one per line; the bot picks one)'),
+      el('textarea', { id: idOf('faq', label, 'a'), rows: 2, oninput: (ev) => { f.answers = split(ev.target.value); changed(); } }, lines(f.answers)),
+      el('div', { class: 'meta' }, `Bots answer with $(cms.faq.${label}.answers); the NLU learns the questions as faq:${label} `,
+        el('button', { type: 'button', class: 'remove', 'aria-label': `Remove FAQ ${label}`, onclick: () => { delete doc.faqs[label]; changed(); drawFaqs(); } }, 'Remove'))))
+      : [el('p', { class: 'muted' }, 'No FAQ yet.')]));
+  };
+
+  // Adding an element: where, its name and type (a dropdown's options, a slider's range).
+  const addErr = el('p', { class: 'error', role: 'alert' });
+  const field = (id, label, attrs) => [el('label', { for: id }, label), el('input', { id, ...attrs })];
+  const [pageL, pageIn] = field('cms-new-page', 'Page', { value: Object.keys(doc.pages)[0] || 'home' });
+  const firstPage = Object.values(doc.pages)[0] || {};
+  const [formL, formIn] = field('cms-new-form', 'Form', { value: Object.keys(firstPage)[0] || 'main' });
+  const [nameL, nameIn] = field('cms-new-name', 'Element');
+  const typeIn = el('select', { id: 'cms-new-type' }, CMS_TYPES.map((t) => el('option', { value: t }, t)));
+  const [optL, optIn] = field('cms-new-options', 'Dropdown options', { placeholder: 'red, blue' });
+  const [rangeL, rangeIn] = field('cms-new-range', 'Slider range', { value: '0-100', placeholder: 'min-max' });
+  const addForm = el('form', { class: 'cms-add', onsubmit: (ev) => {
+    ev.preventDefault();
+    addErr.textContent = '';
+    const [page, form, name, type] = [pageIn.value.trim(), formIn.value.trim(), nameIn.value.trim(), typeIn.value];
+    const bad = [['page', page], ['form', form], ['element', name]].find(([, v]) => !CMS_NAME.test(v));
+    if (bad) { addErr.textContent = `The ${bad[0]} name "${bad[1]}": a letter or _, then letters, digits or _ (at most 64).`; return; }
+    if (page === 'faq') { addErr.textContent = 'No page is named faq: bots read the FAQ tables as cms.faq.'; return; }
+    const forms = doc.pages[page] || (doc.pages[page] = {});
+    const elements = forms[form] || (forms[form] = {});
+    if (elements[name]) { addErr.textContent = `Page ${page}, form ${form} already has an element ${name}.`; return; }
+    const e = { type };
+    if (type === 'dropdown') {
+      e.options = optIn.value.split(',').map((o) => o.trim()).filter(Boolean);
+      if (!e.options.length) { addErr.textContent = 'A dropdown needs its options.'; return; }
+    }
+    if (type === 'slider') {
+      const m = rangeIn.value.match(/^\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*$/);
+      if (!m || Number(m[1]) >= Number(m[2])) { addErr.textContent = 'A slider range is min-max, min below max (0-100).'; return; }
+      [e.min, e.max] = [Number(m[1]), Number(m[2])];
+    }
+    e.value = cmsDefault(type, e.options || [], e.min);
+    elements[name] = e;
+    nameIn.value = '';
+    changed(); drawPages();
+  } }, el('h3', {}, 'Add an element'), el('div', { class: 'fields' },
+    el('div', {}, pageL, pageIn), el('div', {}, formL, formIn), el('div', {}, nameL, nameIn),
+    el('div', {}, el('label', { for: 'cms-new-type' }, 'Type'), typeIn), el('div', {}, optL, optIn), el('div', {}, rangeL, rangeIn)),
+  addErr, el('button', { type: 'submit', id: 'cms-add' }, 'Add element'));
+
+  const faqErr = el('p', { class: 'error', role: 'alert' });
+  const [faqL, faqIn] = field('cms-new-faq', 'FAQ label');
+  const addFaq = el('form', { class: 'cms-add', onsubmit: (ev) => {
+    ev.preventDefault();
+    const label = faqIn.value.trim();
+    faqErr.textContent = '';
+    if (!CMS_NAME.test(label)) { faqErr.textContent = `The label "${label}": a letter or _, then letters, digits or _ (at most 64).`; return; }
+    if (doc.faqs[label]) { faqErr.textContent = `FAQ ${label} exists.`; return; }
+    doc.faqs[label] = { questions: [], answers: [] };
+    faqIn.value = '';
+    changed(); drawFaqs();
+  } }, faqL, faqIn, ' ', el('button', { type: 'submit', id: 'cms-add-faq' }, 'Add FAQ'), faqErr);
+
+  const pubErr = el('div', { class: 'error problems', role: 'alert', id: 'cms-problems' });
+  const changelog = el('input', { id: 'cms-changelog', maxlength: 1000, placeholder: 'What changed' });
+  const publish = el('form', { class: 'send', onsubmit: async (ev) => {
+    ev.preventDefault();
+    pubErr.replaceChildren();
+    try {
+      const r = await api('POST', `${P}/cms/revisions`, { ...doc, changelog: changelog.value });
+      const trained = (r.nluTrainings || []).map((t) => `NLU ${t.nlu}: ${t.status}${t.error ? ` (${t.error})` : ''}`);
+      await cmsView(pid);
+      say([`Published CMS revision ${r.revision.slice(0, 10)}`, ...trained].join('; '));
+    } catch (e) {
+      pubErr.append(el('p', {}, 'Not published:'), el('ul', {}, String(e.message).replace(/^\d+: /, '').split('\n').map((l) => el('li', {}, l))));
+    }
+  } }, el('label', { for: 'cms-changelog', class: 'visually-hidden' }, 'Changelog'), changelog,
+  el('button', { type: 'submit', class: 'primary', id: 'cms-publish' }, 'Publish'));
+
+  const load = async (r) => {
+    const full = await api('GET', `${P}/cms/revisions/${encodeURIComponent(r.revision)}`);
+    doc = copy(full);
+    base = full.revision;
+    changed(); drawPages(); drawFaqs();
+    say(`Loaded revision ${cmsLabel(r)} into the editor: publish to make it the latest`);
+  };
+  const revRows = revs.data.map((r, i) => el('tr', {},
+    el('td', { class: 'mono' }, String(r.revision).slice(0, 10)), el('td', {}, r.changelog || ''),
+    el('td', {}, r.publishedBy), el('td', { class: 'muted' }, time(r.createdAt)),
+    el('td', {}, i === 0 && r.revision === latest.revision ? el('span', { class: 'muted' }, 'latest')
+      : el('button', { type: 'button', class: 'load', onclick: () => load(r).catch((e) => say(e.message)) }, 'Edit from this'))));
+
+  drawPages();
+  drawFaqs();
+  show(el('h1', {}, `CMS · ${p.name}`),
+    el('p', {}, el('a', { href: `#/p/${encodeURIComponent(pid)}` }, '← Project'),
+      p.owner ? ` · owned by ${p.owner.type} ${p.owner.name}` : ''),
+    latest.revision ? null : el('p', { class: 'muted' }, 'Nothing published yet: the first publish makes the first revision.'),
+    el('div', { class: 'card' }, el('h2', {}, 'Content'), editor, addForm),
+    el('div', { class: 'card' }, el('h2', {}, 'FAQ tables'), faqs, addFaq),
+    el('div', { class: 'card' }, el('h2', {}, 'Publish'), dirty, publish, pubErr),
+    el('div', { class: 'card' }, el('h2', {}, 'Revisions'), revRows.length
+      ? table({ id: 'cms-revisions' }, ['Revision', 'Changelog', 'Published by', 'When', ''], revRows)
+      : el('p', { class: 'muted' }, 'No revision yet.')));
+}
+
+// ---------------------------------------------------------------------------------------
 
 async function route() {
   if (!sessionStorage.getItem(TOKEN)) { signIn(); return; }
@@ -719,6 +941,7 @@ async function route() {
     else if (parts[0] === 'p' && parts[2] === 'analytics') await analyticsView(parts[1], parts[3]);
     else if (parts[0] === 'p' && parts[2] === 'bot') await botSource(parts[1]);
     else if (parts[0] === 'p' && parts[2] === 'nl') await nlStudio(parts[1], parts[3]);
+    else if (parts[0] === 'p' && parts[2] === 'cms') await cmsView(parts[1]);
     else if (parts[0] === 'p' && parts[1]) await project(parts[1]);
     else await projects(me, parts[0] === 'all');
   } catch (e) {
