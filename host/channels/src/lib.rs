@@ -584,6 +584,11 @@ mod tests {
             m[0].message.metadata.as_ref().unwrap()["whatsappSenderName"],
             "Budi"
         );
+        // The provider's token rides in the metadata, as for every channel that has one.
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["whatsappAccessToken"],
+            "T"
+        );
         assert_eq!(
             m[1].message.payload,
             Some(
@@ -598,7 +603,7 @@ mod tests {
     fn twitter_crc_and_signed_dms() {
         use base64::Engine as _;
         let b64 = base64::engine::general_purpose::STANDARD;
-        let o = opts(serde_json::json!({"secret": "cs"}));
+        let o = opts(serde_json::json!({"secret": "cs", "token": "TW"}));
         let crc = parse(
             &info("twitter", &o),
             &headers(&[]),
@@ -627,6 +632,10 @@ mod tests {
         assert_eq!(
             m[0].message.metadata.as_ref().unwrap()["twitterSenderName"],
             "Budi"
+        );
+        assert_eq!(
+            m[0].message.metadata.as_ref().unwrap()["twitterAccessToken"],
+            "TW"
         );
     }
 
@@ -661,7 +670,7 @@ mod tests {
             .is_err()
         );
 
-        let o = opts(serde_json::json!({"secret": "sp"}));
+        let o = opts(serde_json::json!({"secret": "sp", "token": "SPT"}));
         let body = br#"{"resource":"messages","event":"created","data":{"id":"m1","roomId":"R","personId":"P","personEmail":"p@x","text":"hi"}}"#;
         let mut mac = <Hmac<sha1::Sha1> as Mac>::new_from_slice(b"sp").unwrap();
         mac.update(body);
@@ -686,6 +695,10 @@ mod tests {
             Inbound::FetchText { item, fetch } => {
                 assert_eq!(item.user_id, "R");
                 assert_eq!(item.provider_id.as_deref(), Some("m2"));
+                assert_eq!(
+                    item.message.metadata.as_ref().unwrap()["sparkAccessToken"],
+                    "BT"
+                );
                 assert_eq!(fetch.url, "http://provider/messages/m2");
                 assert_eq!(
                     fetch.headers,

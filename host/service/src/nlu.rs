@@ -350,3 +350,49 @@ fn db_err(e: botbox_store::DbError) -> String {
     tracing::error!(error = %e, "NLU storage");
     "the NLU store failed; try again".into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use botbox_store::NewProject;
+
+    /// A change that arrives while the NLU trains (`train_soon` finds it busy) is not lost:
+    /// when the running training ends, the NLU trains once more.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_change_during_a_training_trains_again_when_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::connect(&botbox_store::sqlite_url(dir.path()))
+            .await
+            .unwrap();
+        let project = db
+            .insert_project(&NewProject {
+                owner_id: "u1".into(),
+                name: "p".into(),
+                label: None,
+                description: None,
+                options: "{}".into(),
+            })
+            .await
+            .unwrap();
+        let nlu = db
+            .insert_nlu(&project.id, "u1", "p", "en", "private")
+            .await
+            .unwrap();
+        let drain = crate::drain::Drain::default();
+        let svc = NluService::new(db.clone(), NluConfig::default(), drain.clone());
+        // The only training slot is taken: the first training waits for it, marked running.
+        let slot = svc.training.clone().acquire_owned().await.unwrap();
+        let first = svc.start_training(nlu.clone()).await.unwrap();
+        assert!(svc.train_soon(nlu.clone()).await.is_none(), "it was training");
+        drop(slot);
+        assert!(matches!(first.await.unwrap(), Trained::Done { .. }));
+        // Every training begun has ended once the drain finishes.
+        drain.start();
+        drain.finished().await;
+        assert_eq!(db.nlu_revisions(&project.id).await.unwrap().len(), 2);
+        assert!(svc.again.lock().unwrap().is_empty());
+        // Free again: `train_soon` trains at once.
+        let rx = svc.train_soon(nlu).await.expect("not training");
+        assert!(matches!(rx.await.unwrap(), Trained::Done { .. }));
+    }
+}
