@@ -350,6 +350,20 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
     // A revision without the page: the text reads as empty, and the step error says which
     // path the deployed revision lacks, in the project's error list.
     let v3 = publish(json!({"faqs": greeting("v3")["faqs"].clone()})).await;
+    // Published, not deployed: the environment (converse in it as agent runs and tasks do)
+    // still reads the revision its deployment runs.
+    let in_env = api
+        .post(
+            &format!("/projects/{pid}/bot/converse"),
+            &admin,
+            json!({"message": {"type": "text", "content": "hi"}, "environmentName": "production"}),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        texts(&json!({"messages": in_env["responses"]})),
+        ["Welcome, v1", "Welcome, v1: 9 to 5"]
+    );
     assert_eq!(deploy("1.0.2").await, v3);
     api.put(
         &format!("/projects/{pid}/environments/{env}"),

@@ -383,7 +383,10 @@ mod tests {
         // The only training slot is taken: the first training waits for it, marked running.
         let slot = svc.training.clone().acquire_owned().await.unwrap();
         let first = svc.start_training(nlu.clone()).await.unwrap();
-        assert!(svc.train_soon(nlu.clone()).await.is_none(), "it was training");
+        assert!(
+            svc.train_soon(nlu.clone()).await.is_none(),
+            "it was training"
+        );
         drop(slot);
         assert!(matches!(first.await.unwrap(), Trained::Done { .. }));
         // Every training begun has ended once the drain finishes.
