@@ -9,9 +9,11 @@ async fn the_console_is_served_with_a_strict_policy() {
     let server = InProcess::start(Backend::Sqlite).await;
     let api = server.api();
     for (path, kind, needle) in [
-        ("/", "text/html", "/console/app.js"),
-        ("/console/app.js", "text/javascript", "textContent"),
+        ("/", "text/html", "/console/main.js"),
+        ("/console/main.js", "text/javascript", "import"),
+        ("/console/lib.js", "text/javascript", "textContent"),
         ("/console/app.css", "text/css", ".bubble"),
+        ("/favicon.ico", "image/svg+xml", "<svg"),
     ] {
         let r = api.get(path, "").await;
         assert_eq!(r.status, 200, "{path}");
@@ -38,6 +40,7 @@ async fn the_console_is_served_with_a_strict_policy() {
         assert_eq!(h("x-frame-options"), "DENY");
         assert_eq!(h("x-content-type-options"), "nosniff");
     }
+    assert_eq!(api.get("/console/nope.js", "").await.status, 404);
     // The page has no inline script for the policy to forbid.
     let page = api.get("/", "").await.text;
     assert!(
@@ -115,4 +118,81 @@ async fn the_bot_reads_as_yaml() {
         .await;
     assert_eq!(r.status, 400);
     assert!(r.text.contains("format: json or yaml"), "{}", r.text);
+}
+
+/// The chat tester in an environment records its steps (`record`): the conversation is in
+/// the environment's transcripts as channel `console` with who chatted, and analytics count
+/// it only when asked to include test traffic. Without `record` nothing is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chat_tester_records_its_conversations_as_test_traffic() {
+    let server = InProcess::start(Backend::Sqlite).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let bot = one_state_bot(
+        serde_json::json!({"end": true, "action": {"name": "text", "options": {"text": "hello"}}}),
+    );
+    let (pid, _) = deploy(&api, &admin, bot).await;
+    let say = |record: bool| {
+        let (api, admin, pid) = (api.clone(), admin.clone(), pid.clone());
+        async move {
+            api.post(
+                &format!("/projects/{pid}/bot/converse"),
+                &admin,
+                serde_json::json!({"message": {"type": "text", "content": "hi"},
+                    "environmentName": "production", "record": record}),
+            )
+            .await
+            .ok()
+        }
+    };
+    say(false).await;
+    let lines = |api: Api, admin: String, pid: String| async move {
+        api.get(
+            &format!("/projects/{pid}/transcripts?environment=production&after=-1"),
+            &admin,
+        )
+        .await
+        .ok()["data"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    assert!(
+        lines(api.clone(), admin.clone(), pid.clone())
+            .await
+            .is_empty()
+    );
+    say(true).await;
+    let kept = lines(api.clone(), admin.clone(), pid.clone()).await;
+    let seen: Vec<(String, String, String)> = kept
+        .iter()
+        .map(|l| (s(&l["channelId"]), s(&l["userId"]), s(&l["direction"])))
+        .collect();
+    let me = s(&api.get("/me", &admin).await.ok()["username"]);
+    assert_eq!(
+        seen,
+        [
+            ("console".into(), me.clone(), "in".into()),
+            ("console".into(), me, "out".into())
+        ]
+    );
+    let analytics = |include: &'static str| {
+        let (api, admin, pid) = (api.clone(), admin.clone(), pid.clone());
+        async move {
+            api.get(
+                &format!("/projects/{pid}/analytics?environment=production{include}"),
+                &admin,
+            )
+            .await
+            .ok()["messages"]
+                .as_i64()
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        analytics("").await,
+        0,
+        "test traffic is left out by default"
+    );
+    assert_eq!(analytics("&includeTests=true").await, 1);
 }

@@ -1,11 +1,12 @@
-//! The web console: a single page (`/`) and its script and style, compiled into the binary
+//! The web console: a single page (`/`) and its script modules and style, compiled into the binary
 //! (no frontend build step), talking to the project API with the signed-in user's token.
 //! Bots' replies are tenants' content: the page puts them in as text, and these headers
 //! forbid what a reply that slipped through could do — no inline or foreign script, no
 //! framing (clickjacking), no MIME sniffing, no referrer to the bots' image hosts.
 
 use axum::Router;
-use axum::http::{HeaderValue, header};
+use axum::extract::Path;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -39,7 +40,34 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     r
 }
 
-/// `/`, `/console/app.js`, `/console/app.css`.
+/// The console's files (`/console/<name>`), compiled in: its script modules, style sheet
+/// and icon.
+const FILES: &[(&str, &str, &str)] = &[
+    ("main.js", JS, include_str!("console/main.js")),
+    ("lib.js", JS, include_str!("console/lib.js")),
+    ("signin.js", JS, include_str!("console/signin.js")),
+    ("projects.js", JS, include_str!("console/projects.js")),
+    ("chat.js", JS, include_str!("console/chat.js")),
+    ("transcripts.js", JS, include_str!("console/transcripts.js")),
+    ("errors.js", JS, include_str!("console/errors.js")),
+    ("keys.js", JS, include_str!("console/keys.js")),
+    ("cases.js", JS, include_str!("console/cases.js")),
+    ("analytics.js", JS, include_str!("console/analytics.js")),
+    ("bot.js", JS, include_str!("console/bot.js")),
+    ("nl.js", JS, include_str!("console/nl.js")),
+    ("cms.js", JS, include_str!("console/cms.js")),
+    (
+        "app.css",
+        "text/css; charset=utf-8",
+        include_str!("console/app.css"),
+    ),
+    ("favicon.svg", SVG, include_str!("console/favicon.svg")),
+];
+const JS: &str = "text/javascript; charset=utf-8";
+const SVG: &str = "image/svg+xml";
+
+/// `/`, `/favicon.ico` (the icon, for browsers that ask for it by that name) and
+/// `/console/<file>`; any other console path is a 404.
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route(
@@ -52,16 +80,16 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
             }),
         )
         .route(
-            "/console/app.js",
-            get(|| async {
-                asset(
-                    "text/javascript; charset=utf-8",
-                    include_str!("console/app.js"),
-                )
-            }),
+            "/favicon.ico",
+            get(|| async { asset(SVG, include_str!("console/favicon.svg")) }),
         )
         .route(
-            "/console/app.css",
-            get(|| async { asset("text/css; charset=utf-8", include_str!("console/app.css")) }),
+            "/console/{file}",
+            get(|Path(file): Path<String>| async move {
+                match FILES.iter().find(|(name, _, _)| *name == file) {
+                    Some((_, kind, body)) => asset(kind, body),
+                    None => (StatusCode::NOT_FOUND, "no such console file").into_response(),
+                }
+            }),
         )
 }

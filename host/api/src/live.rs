@@ -101,6 +101,11 @@ pub struct ConverseRequest {
     pub environment_name: Option<String>,
     /// Run this revision (default: the latest).
     pub revision: Option<String>,
+    /// With `environmentName`: record the step in the environment's transcripts as channel
+    /// `console`, the caller's user name as the user (the console's chat tester). Test
+    /// traffic: analytics leave it out unless asked.
+    #[serde(default)]
+    pub record: bool,
 }
 
 /// Runs one conversation step (the console's and tests' entry point). A failed step is a 400
@@ -117,16 +122,17 @@ async fn converse(
 ) -> ApiResult<Json<Json_>> {
     // A step performs the bot's api calls and may change stored sessions: update rights.
     let project = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
-    let mut env_id = String::new();
+    let mut env = None;
     let rev = match (&req.environment_name, &req.revision) {
         (Some(name), _) => {
-            let env = app
+            let e = app
                 .db
                 .environment_by_name(&pid, name)
                 .await?
                 .ok_or_else(|| ApiError::not_found(format!("environment {name}")))?;
-            env_id = env.id.clone();
-            app.live.environment_revision(&env).await?
+            let rev = app.live.environment_revision(&e).await?;
+            env = Some(e);
+            rev
         }
         // Outside an environment the bot reads the latest CMS revision.
         (None, Some(r)) => {
@@ -141,8 +147,12 @@ async fn converse(
             app.live.revision(&pid, r, cms).await?
         }
     };
+    let env_id = env.as_ref().map(|e| e.id.clone()).unwrap_or_default();
     let message =
         Message::from_json(&req.message).map_err(|e| ApiError::bad(format!("message: {e}")))?;
+    let recorded = env.as_ref().filter(|_| req.record);
+    let in_json = botbox_service::live::transcript_json(&message);
+    let started = std::time::Instant::now();
     // The step's api and method calls, for the author's debug view.
     let log = std::sync::Arc::new(botbox_service::effects::CallLog::new(app.live.effects()));
     let effects: std::sync::Arc<dyn botbox_sandbox::effects::Effects> = log.clone();
@@ -168,8 +178,22 @@ async fn converse(
             .map(|d| d.result),
     }
     .and_then(|r| app.live.check_responses(r.responses.len()).map(|()| r));
-    // The console's errors are the bot's errors too (channel `console`, the session as user).
-    let console_user = req.session_id.as_deref();
+    // The console's errors are the bot's errors too (channel `console`, the session as user,
+    // or who chatted when the step is recorded).
+    let console_user = match recorded {
+        Some(_) => Some(caller.username.as_str()),
+        None => req.session_id.as_deref(),
+    };
+    if let (Some(e), Ok(r)) = (recorded, &result) {
+        let step_us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
+        let lines = botbox_service::live::step_transcript(
+            (e, "console", &caller.username),
+            &in_json,
+            (&r.messages, &r.responses, r.session.meta.as_ref()),
+            step_us,
+        );
+        app.db.insert_transcripts(&lines).await?;
+    }
     match &result {
         Ok(r) => {
             app.live
@@ -288,10 +312,12 @@ pub struct AnalyticsView {
 /// An environment's analytics, aggregated by the server: messages, replies, active users,
 /// errors and step latency (p50, p99) per hour or day, top intents and flows, fallback rate. `from`/`to` are Unix
 /// ms (default: the last 7 days); `bucket` is `hour` or `day` (default: hours up to 3 days,
-/// else days); at most 2,000 buckets.
+/// else days); at most 2,000 buckets. The console's chat tester (channel `console`) counts
+/// only with `includeTests=true`.
 #[utoipa::path(get, path = "/projects/{projectId}/analytics", tag = "analytics",
     params(("projectId" = String, Path), ("environment" = String, Query, description = "name or slug"),
-        ("from" = Option<i64>, Query), ("to" = Option<i64>, Query), ("bucket" = Option<String>, Query)),
+        ("from" = Option<i64>, Query), ("to" = Option<i64>, Query), ("bucket" = Option<String>, Query),
+        ("includeTests" = Option<bool>, Query)),
     responses((status = 200, body = AnalyticsView), (status = 400), (status = 404)))]
 async fn analytics(
     State(app): State<App>,
@@ -328,9 +354,25 @@ async fn analytics(
             "from, to: at most 2000 {bucket}s at once"
         )));
     }
+    let include_tests = match q.get("includeTests").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ApiError::bad(format!(
+                "includeTests: true or false (got {other:?})"
+            )));
+        }
+    };
     let a = app
         .db
-        .analytics(&pid, (&env.name, &env.id), from, to, bucket_ms)
+        .analytics(
+            &pid,
+            (&env.name, &env.id),
+            from,
+            to,
+            bucket_ms,
+            include_tests,
+        )
         .await?;
     let counted = |v: Vec<(String, i64)>| {
         v.into_iter()

@@ -259,7 +259,23 @@ pub fn check_row_entities(
                 all.keys().cloned().collect::<Vec<_>>().join(", ")
             ));
         };
-        let whole = e.start == 0 && e.end == row.input.chars().count();
+        let len = row.input.chars().count();
+        let whole = e.start == 0 && e.end == len;
+        if spec.kind != "trait" {
+            // A span's value is its text; offsets count characters (code points).
+            let text: String = row
+                .input
+                .chars()
+                .skip(e.start)
+                .take(e.end.saturating_sub(e.start))
+                .collect();
+            if text != e.value {
+                return Err(format!(
+                    "{}: characters {}-{} are {text:?}, not its value {:?} (offsets count characters, an emoji is one)",
+                    e.entity, e.start, e.end, e.value
+                ));
+            }
+        }
         if spec.kind == "trait" && !whole {
             return Err(format!(
                 "{} is a trait entity: label the whole sentence with #{}:<label>, not a span",
@@ -672,6 +688,14 @@ mod tests {
         assert!(e.contains("\"town\" is not defined"), "{e}");
         let e = check_row_entities(&row("ke (@intent:greet Bandung) x"), &all).unwrap_err();
         assert!(e.contains("trait entity"), "{e}");
+        // A span after an emoji counts it as one character; shifted by one, it is refused.
+        let mut r = row("🍕 ke (@city Bandung)");
+        assert_eq!((r.entities[0].start, r.entities[0].end), (5, 12));
+        check_row_entities(&r, &all).unwrap();
+        r.entities[0].start += 1;
+        r.entities[0].end += 1;
+        let e = check_row_entities(&r, &all).unwrap_err();
+        assert!(e.contains("not its value \"Bandung\""), "{e}");
     }
 
     #[test]

@@ -80,7 +80,8 @@ pub struct Analytics {
 
 impl Db {
     /// The analytics of `environment` (its name; its id for the errors) of `project` over
-    /// `[from, to)` in buckets of `bucket_ms`.
+    /// `[from, to)` in buckets of `bucket_ms`; the console's test traffic only with
+    /// `include_tests`.
     pub async fn analytics(
         &self,
         project: &str,
@@ -88,9 +89,19 @@ impl Db {
         from: i64,
         to: i64,
         bucket_ms: i64,
+        include_tests: bool,
     ) -> DbResult<Analytics> {
         let (env_name, env_id) = environment;
-        const RANGE: &str = "FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at >= $3 AND created_at < $4";
+        // The console's chat tester (channel `console`) is test traffic: left out unless asked.
+        let tests = if include_tests {
+            ""
+        } else {
+            " AND channel_id <> 'console'"
+        };
+        let range_sql = format!(
+            "FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at >= $3 AND created_at < $4{tests}"
+        );
+        let range_sql = range_sql.as_str();
         let range = (from, to);
         let series: Vec<(i64, i64, i64, i64)> = self
             .grouped(
@@ -99,7 +110,7 @@ impl Db {
              CAST(SUM(CASE WHEN direction = 'in' THEN 1 ELSE 0 END) AS BIGINT), \
              CAST(SUM(CASE WHEN direction = 'out' THEN 1 ELSE 0 END) AS BIGINT), \
              COUNT(DISTINCT CASE WHEN direction = 'in' THEN user_id END) \
-             {RANGE} GROUP BY t ORDER BY t"
+             {range_sql} GROUP BY t ORDER BY t"
                 ),
                 (project, env_name),
                 range,
@@ -108,9 +119,11 @@ impl Db {
             .await?;
         let errors: Vec<(i64, i64)> = self
             .grouped(
-                "SELECT (created_at / $5) * $5 AS t, COUNT(*) FROM bot_errors \
-                 WHERE project_id = $1 AND environment_id = $2 AND created_at >= $3 AND created_at < $4 \
-                 GROUP BY t ORDER BY t",
+                &format!(
+                    "SELECT (created_at / $5) * $5 AS t, COUNT(*) FROM bot_errors \
+                     WHERE project_id = $1 AND environment_id = $2 AND created_at >= $3 AND created_at < $4{tests} \
+                     GROUP BY t ORDER BY t"
+                ),
                 (project, env_id),
                 range,
                 Some(bucket_ms),
@@ -148,7 +161,7 @@ impl Db {
             .grouped(
                 &format!(
                     "SELECT (created_at / $5) * $5 AS t, {LATENCY_BUCKET} AS b, COUNT(*) \
-                     {RANGE} AND direction = 'in' AND step_us IS NOT NULL GROUP BY t, b ORDER BY t, b"
+                     {range_sql} AND direction = 'in' AND step_us IS NOT NULL GROUP BY t, b ORDER BY t, b"
                 ),
                 (project, env_name),
                 range,
@@ -171,7 +184,7 @@ impl Db {
                 &format!(
                     "SELECT COUNT(*), \
                      CAST(COALESCE(SUM(CASE WHEN intent IS NULL OR intent = 'fallback' THEN 1 ELSE 0 END), 0) AS BIGINT), \
-                     COUNT(DISTINCT user_id) {RANGE} AND direction = 'in'"
+                     COUNT(DISTINCT user_id) {range_sql} AND direction = 'in'"
                 ),
                 (project, env_name),
                 range,
@@ -181,7 +194,7 @@ impl Db {
         let (messages, fallback_messages, active_users) = totals[0];
         let top = |column: &'static str| {
             let sql = format!(
-                "SELECT {column}, COUNT(*) AS n {RANGE} AND direction = 'in' AND {column} IS NOT NULL \
+                "SELECT {column}, COUNT(*) AS n {range_sql} AND direction = 'in' AND {column} IS NOT NULL \
                  GROUP BY {column} ORDER BY n DESC, {column} LIMIT 10"
             );
             async move {

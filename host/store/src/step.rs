@@ -260,35 +260,7 @@ pub(crate) async fn group_statements<E: Exec>(
         .map(|(w, _)| w)
         .collect();
     let lines: Vec<&NewTranscript> = kept.iter().flat_map(|w| &w.transcripts).collect();
-    // In chunks: one statement per chunk keeps under the databases' caps on parameters
-    // (SQLite 32,766, PostgreSQL 65,535) however many lines a group of steps has.
-    for (c, chunk) in lines.chunks(ROWS_PER_INSERT).enumerate() {
-        let sql = format!(
-            "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
-             direction, message, flow, intent, state, created_at, step_us) VALUES {}",
-            placeholders(chunk.len(), 13)
-        );
-        let mut args: Vec<Arg> = Vec::with_capacity(chunk.len() * 13);
-        for (n, t) in chunk.iter().enumerate() {
-            args.extend([
-                new_row_id().into(),
-                (&t.project_id).into(),
-                (&t.environment_id).into(),
-                (&t.environment_name).into(),
-                (&t.channel_id).into(),
-                (&t.user_id).into(),
-                t.direction.into(),
-                (&t.message).into(),
-                (&t.flow).into(),
-                (&t.intent).into(),
-                (&t.state).into(),
-                // Keeps the order of lines when listed by time.
-                (now + (c * ROWS_PER_INSERT + n) as i64).into(),
-                Arg::Int(t.step_us),
-            ]);
-        }
-        e.exec(&sql, &args).await?;
-    }
+    insert_transcript_rows(e, &lines, now).await?;
     // Bot errors are rare: one statement each; their times keep their order in the step.
     for (i, b) in kept.iter().flat_map(|w| &w.errors).enumerate() {
         e.exec(
@@ -383,11 +355,62 @@ pub(crate) async fn group_statements<E: Exec>(
         .collect())
 }
 
+/// Inserts transcript lines timed from `now` (one millisecond apart, keeping their order),
+/// in chunks: one statement per chunk keeps under the databases' caps on parameters (SQLite
+/// 32,766, PostgreSQL 65,535) however many lines there are.
+async fn insert_transcript_rows<E: Exec>(
+    e: &mut E,
+    lines: &[&NewTranscript],
+    now: i64,
+) -> DbResult<()> {
+    for (c, chunk) in lines.chunks(ROWS_PER_INSERT).enumerate() {
+        let sql = format!(
+            "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
+             direction, message, flow, intent, state, created_at, step_us) VALUES {}",
+            placeholders(chunk.len(), 13)
+        );
+        let mut args: Vec<Arg> = Vec::with_capacity(chunk.len() * 13);
+        for (n, t) in chunk.iter().enumerate() {
+            args.extend([
+                new_row_id().into(),
+                (&t.project_id).into(),
+                (&t.environment_id).into(),
+                (&t.environment_name).into(),
+                (&t.channel_id).into(),
+                (&t.user_id).into(),
+                t.direction.into(),
+                (&t.message).into(),
+                (&t.flow).into(),
+                (&t.intent).into(),
+                (&t.state).into(),
+                (now + (c * ROWS_PER_INSERT + n) as i64).into(),
+                Arg::Int(t.step_us),
+            ]);
+        }
+        e.exec(&sql, &args).await?;
+    }
+    Ok(())
+}
+
 /// One bot error (`NewBotError`), with its id and time.
 const INSERT_BOT_ERROR: &str = "INSERT INTO bot_errors (id, project_id, environment_id, channel_id, created_at, error_group, error_code, message, user_id) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 impl Db {
+    /// Records transcript lines of steps that commit no channel step (the console's chat
+    /// tester in an environment); one transaction.
+    pub async fn insert_transcripts(&self, lines: &[NewTranscript]) -> DbResult<()> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let refs: Vec<&NewTranscript> = lines.iter().collect();
+        let _turn = self.write_turn().await;
+        let mut tx = self.pool.begin().await?;
+        insert_transcript_rows(&mut *tx, &refs, now_ms()).await?;
+        tx.commit().await.map_err(super::DbError::from_sqlx)?;
+        Ok(())
+    }
+
     /// Records bot errors of steps that commit no channel step (console, agent and task
     /// steps that failed, console steps); one transaction.
     pub async fn insert_bot_errors(&self, rows: &[NewBotError]) -> DbResult<()> {

@@ -105,7 +105,7 @@ async fn main() -> anyhow::Result<()> {
         for _ in 0..5 {
             let t = Instant::now();
             let a = db
-                .analytics("bench", ("production", "env"), from, now + 1, bucket)
+                .analytics("bench", ("production", "env"), from, now + 1, bucket, false)
                 .await?;
             took.push(t.elapsed());
             buckets = a.buckets.len();

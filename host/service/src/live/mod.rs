@@ -24,7 +24,9 @@ use botbox_sandbox::{
     RawOutcome, Revision, Sandbox, SandboxConfig, SandboxError, SessionJson, StepOutcome,
 };
 use botbox_store::{ChannelRow, Db, EnvironmentRow, NewTranscript, ScheduleRow, StepWrite, now_ms};
-use runtime_core::session::{ConverseResult, Message, ScheduleOp, Session, StepReport};
+use runtime_core::session::{
+    ConverseResult, Message, Meta, Response, ScheduleOp, Session, StepReport,
+};
 use serde_json::{Map, Value as Json, json};
 use std::collections::HashMap;
 use std::future::Future;
@@ -905,7 +907,7 @@ impl Live {
         let info = route.info();
         // Credentials a channel put in the metadata (LINE's, Slack's, Messenger's tokens) are
         // the bot's to use, but not for a transcript's readers.
-        let in_json = botbox_egress::redact::message_json(&item.message);
+        let in_json = transcript_json(&item.message);
         for attempt in 0..20 {
             // Read under the session's lock, so a retry waits for the first delivery's step
             // and then finds its id; another replica's is caught by the commit.
@@ -1001,26 +1003,12 @@ impl Live {
                             .take(ERRORS_PER_STEP)
                             .map(|e| bot_error("bot", e)),
                     );
-                    let meta = r.meta.as_ref();
-                    let flow = meta.and_then(|m| m.last_flow.clone());
-                    let state = meta.and_then(|m| m.last_state.clone());
-                    let intent = r.messages.first().and_then(|m| m.intent.clone());
-                    w.transcripts.push(transcript(
-                        "in",
-                        in_json.clone(),
-                        flow.clone(),
-                        intent,
-                        state.clone(),
+                    w.transcripts.extend(step_transcript(
+                        (env, &channel.id, &item.user_id),
+                        &in_json,
+                        (&r.messages, &r.responses, r.meta.as_ref()),
+                        step_us,
                     ));
-                    for resp in &r.responses {
-                        w.transcripts.push(transcript(
-                            "out",
-                            serde_json::to_string(resp).unwrap_or_default(),
-                            Some(resp.flow.clone()),
-                            resp.intent.clone(),
-                            state.clone(),
-                        ));
-                    }
                     for d in channels::deliveries(&info, &item.user_id, &r.responses) {
                         w.outbox.push(delivery_row(d));
                     }
@@ -1413,6 +1401,54 @@ pub fn error_code(message: &str) -> &'static str {
     } else {
         "error"
     }
+}
+
+/// A message as transcripts store it (secrets in its metadata redacted).
+pub fn transcript_json(m: &Message) -> String {
+    botbox_egress::redact::message_json(m)
+}
+
+/// The transcript lines of a step that answered, in environment `env` on channel `channel`
+/// for `user`: the user's message (with the step's flow, intent and state, and how long the
+/// step took) and each reply.
+pub fn step_transcript(
+    (env, channel, user): (&EnvironmentRow, &str, &str),
+    in_json: &str,
+    (messages, responses, meta): (&[Message], &[Response], Option<&Meta>),
+    step_us: i64,
+) -> Vec<NewTranscript> {
+    let line = |direction: &'static str, message: String, flow, intent, state| NewTranscript {
+        project_id: env.project_id.clone(),
+        environment_id: env.id.clone(),
+        environment_name: env.name.clone(),
+        channel_id: channel.to_owned(),
+        user_id: user.to_owned(),
+        direction,
+        message,
+        flow,
+        intent,
+        state,
+        step_us: (direction == "in").then_some(step_us),
+    };
+    let state = meta.and_then(|m| m.last_state.clone());
+    let mut lines = Vec::with_capacity(1 + responses.len());
+    lines.push(line(
+        "in",
+        in_json.to_owned(),
+        meta.and_then(|m| m.last_flow.clone()),
+        messages.first().and_then(|m| m.intent.clone()),
+        state.clone(),
+    ));
+    for resp in responses {
+        lines.push(line(
+            "out",
+            serde_json::to_string(resp).unwrap_or_default(),
+            Some(resp.flow.clone()),
+            resp.intent.clone(),
+            state.clone(),
+        ));
+    }
+    lines
 }
 
 #[cfg(test)]

@@ -1,0 +1,50 @@
+// The console's entry: a router from the URL's hash to one page module each. The header
+// (who is signed in, teams) is loaded once per sign-in or team switch, not per page.
+import { ApiError, TOKEN, errorBox, say, show } from './lib.js';
+import { header, signIn } from './signin.js';
+import { project, projects } from './projects.js';
+import { chat } from './chat.js';
+import { transcripts } from './transcripts.js';
+import { errorsView } from './errors.js';
+import { keys } from './keys.js';
+import { cases } from './cases.js';
+import { analyticsView } from './analytics.js';
+import { botSource } from './bot.js';
+import { nlStudio } from './nl.js';
+import { cmsView } from './cms.js';
+
+/** `#/p/<project>/<page>/<args…>` pages, by page name. */
+const PROJECT_PAGES = {
+  chat: (pid, env) => chat(pid, env),
+  transcripts: (pid, env, who, at) => transcripts(pid, env, who, at),
+  keys: (pid, env) => keys(pid, env),
+  errors: (pid) => errorsView(pid),
+  cases: (pid) => cases(pid),
+  analytics: (pid, env) => analyticsView(pid, env),
+  bot: (pid) => botSource(pid),
+  nl: (pid, name) => nlStudio(pid, name),
+  cms: (pid) => cmsView(pid),
+};
+
+let me = null;
+
+async function route() {
+  if (!sessionStorage.getItem(TOKEN)) { me = null; signIn(); return; }
+  say(''); // what the last page said is not about this one
+  try {
+    if (!me) me = await header();
+    const [first, pid, page, ...args] = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+    if (first === 'keys') await keys(null, null);
+    else if (first === 'p' && PROJECT_PAGES[page]) await PROJECT_PAGES[page](pid, ...args);
+    else if (first === 'p' && pid) await project(pid);
+    else await projects(me, first === 'all');
+  } catch (e) {
+    if (!(e instanceof ApiError && e.status === 401)) show(errorBox(e));
+  }
+}
+
+window.addEventListener('hashchange', route);
+// Signed in, signed out or acting for another team: the header is loaded again.
+window.addEventListener('botbox:navigate', () => { me = null; route(); });
+window.addEventListener('botbox:signed-out', (ev) => { me = null; signIn(ev.detail); });
+route();

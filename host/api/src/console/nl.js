@@ -1,0 +1,93 @@
+// NL Studio: a project NLU's entities, its sentences with their labels on the text
+// (select words to label them), training and predictions.
+import { api, backTo, el, enc, errorBox, show } from './lib.js';
+
+/** NL Studio: a project NLU's entities, its training sentences with their labels shown on
+ * the text (select words of a sentence to label them), training, and a predict box. */
+export async function nlStudio(pid, chosen) {
+  const P = `/projects/${enc(pid)}/nlus`;
+  const nlus = (await api('GET', P)).data;
+  if (!nlus.length) {
+    show(el('h1', {}, 'NL Studio'), el('p', { class: 'muted' }, 'This project has no NLU: create the project with options.nlu, or add one through the API.'));
+    return;
+  }
+  const nlu = nlus.find((n) => n.name === chosen) || nlus[0];
+  const N = `${P}/${enc(nlu.name)}`;
+  const entities = nlu.entities || {};
+  const spanEntities = Object.entries(entities).filter(([, e]) => e.type !== 'trait').map(([n]) => n);
+  const rows = (await api('GET', `${N}/training_data?limit=100`)).data;
+  const status = el('p', { id: 'training-status', role: 'status' }, `Training: ${nlu.training.status}${nlu.training.revision ? ` (revision ${String(nlu.training.revision).slice(0, 10)})` : ''}`);
+  const sentence = (r) => {
+    const spans = r.entities.filter((e) => e.end > e.start && entities[e.entity] && entities[e.entity].type !== 'trait').sort((a, b) => a.start - b.start);
+    // Offsets count characters (code points), as the API does: an emoji is one.
+    const chars = [...r.input];
+    const cut = (a, b) => chars.slice(a, b).join('');
+    const parts = [];
+    let at = 0;
+    for (const s of spans) {
+      if (s.start < at) continue;
+      parts.push(cut(at, s.start));
+      parts.push(el('mark', { title: `${s.entity}${s.label ? ':' + s.label : ''}` }, cut(s.start, s.end)));
+      at = s.end;
+    }
+    parts.push(cut(at));
+    const traits = r.entities.filter((e) => entities[e.entity] && entities[e.entity].type === 'trait')
+      .map((e) => el('span', { class: 'chip' }, `${e.entity}: ${e.label || e.value}`));
+    const text = el('span', { class: 'sentence', 'data-row': r.id }, parts);
+    const labeller = el('span', { class: 'labeller' });
+    text.addEventListener('mouseup', () => {
+      const sel = window.getSelection();
+      if (!sel || sel.isCollapsed || !text.contains(sel.anchorNode) || !text.contains(sel.focusNode)) return;
+      const range = sel.getRangeAt(0);
+      const pre = document.createRange();
+      pre.selectNodeContents(text);
+      pre.setEnd(range.startContainer, range.startOffset);
+      // In characters (code points), not the browser's UTF-16 units.
+      const start = [...pre.toString()].length;
+      const value = range.toString();
+      const end = start + [...value].length;
+      if (!value.trim()) return;
+      if (!spanEntities.length) { labeller.replaceChildren(el('span', { class: 'error' }, 'No span entity (dictionary, phrase …) to label with.')); return; }
+      const pick = el('select', { 'aria-label': 'Entity', class: 'entity' }, spanEntities.map((n) => el('option', { value: n }, n)));
+      const label = el('input', { 'aria-label': 'Label (optional)', class: 'label', placeholder: 'label' });
+      labeller.replaceChildren(`“${value}” as `, pick, ' ', label, ' ',
+        el('button', { type: 'button', class: 'primary apply-label', onclick: async () => {
+          try {
+            const ents = r.entities.concat([{ entity: pick.value, label: label.value.trim() || undefined, start, end, value }]);
+            await api('PUT', `${N}/training_data/${enc(r.id)}`, { entities: ents });
+            await nlStudio(pid, nlu.name);
+          } catch (e) { labeller.replaceChildren(errorBox(e)); }
+        } }, 'Label'));
+    });
+    return el('li', {}, text, ' ', traits, labeller);
+  };
+  const lines = el('textarea', { id: 'lines', rows: 4, 'aria-label': 'Sentences to add', placeholder: 'one per line: I want pepperoni #intent:order' });
+  const predictIn = el('input', { id: 'predict-text', 'aria-label': 'Sentence to predict' });
+  const predictOut = el('pre', { id: 'prediction', class: 'mono' });
+  show(el('h1', {}, `NL Studio · ${nlu.name}`),
+    el('p', {}, backTo(pid), ' · ', nlu.nluId),
+    el('div', { class: 'card' }, el('h2', {}, 'Entities'),
+      Object.keys(entities).length ? el('ul', {}, Object.entries(entities).map(([n, e]) => el('li', {}, el('strong', {}, n), ` ${e.type}${e.labels ? ': ' + e.labels.join(', ') : ''}`)))
+        : el('p', { class: 'muted' }, 'No entities.')),
+    el('div', { class: 'card' }, el('h2', {}, `Training data (${rows.length})`),
+      el('p', { class: 'muted' }, 'Select words of a sentence to label them.'),
+      rows.length ? el('ul', { id: 'training' }, rows.map(sentence)) : el('p', { class: 'muted' }, 'No sentences yet.'),
+      el('form', { onsubmit: async (ev) => {
+        ev.preventDefault();
+        const f = new FormData();
+        for (const l of lines.value.split('\n').map((x) => x.trim()).filter(Boolean)) f.append('sentence', l);
+        status.textContent = 'Training…';
+        try {
+          const a = await api('POST', `${N}/train`, f);
+          await nlStudio(pid, nlu.name);
+          document.getElementById('training-status').textContent = `Training: ${a.status}${a.revision ? ` (revision ${String(a.revision).slice(0, 10)})` : ''}${a.errors && a.errors.length ? ' · refused: ' + a.errors.join('; ') : ''}`;
+        } catch (e) { status.textContent = e.message; }
+      } }, el('label', { for: 'lines' }, 'Add sentences and train'), lines, el('p', {}, el('button', { class: 'primary', type: 'submit', id: 'train' }, 'Train'))),
+      status),
+    el('form', { class: 'card', onsubmit: async (ev) => {
+      ev.preventDefault();
+      const f = new FormData();
+      f.append('sentence', predictIn.value);
+      try { predictOut.textContent = JSON.stringify((await api('POST', `${N}/predict`, f)).result, null, 2); } catch (e) { predictOut.textContent = e.message; }
+    } }, el('h2', {}, 'Predict'), predictIn, ' ', el('button', { type: 'submit', id: 'predict' }, 'Predict'), predictOut));
+}

@@ -1,0 +1,65 @@
+// Signing in and the header: who is signed in, the team the console acts for, sign out.
+import { TOKEN, api, el, enc, say, show } from './lib.js';
+
+/** Starts the console again (the header reloaded): after signing in or switching teams. */
+function restart() {
+  location.hash = '#/';
+  window.dispatchEvent(new Event('botbox:navigate'));
+}
+
+export function signIn(message) {
+  document.getElementById('who').textContent = '';
+  document.getElementById('nav').replaceChildren();
+  const err = el('p', { class: 'error', role: 'alert' }, message || '');
+  const user = el('input', { id: 'username', name: 'username', autocomplete: 'username', required: true });
+  const pass = el('input', { id: 'password', name: 'password', type: 'password', autocomplete: 'current-password', required: true });
+  const form = el('form', { class: 'card signin', onsubmit: async (ev) => {
+    ev.preventDefault();
+    err.textContent = '';
+    try {
+      const t = await api('POST', '/login', { username: user.value, password: pass.value });
+      sessionStorage.setItem(TOKEN, t.id);
+      restart();
+    } catch (e) { err.textContent = e.message.replace(/^401: /, ''); }
+  } },
+  el('h1', {}, 'Sign in to botbox'),
+  el('label', { for: 'username' }, 'Username'), user,
+  el('label', { for: 'password' }, 'Password'), pass,
+  el('p', {}, el('button', { class: 'primary', type: 'submit', id: 'signin' }, 'Sign in')),
+  err);
+  show(form);
+  user.focus();
+}
+
+/** Fills the header for the signed-in user; answers `/me`. */
+export async function header() {
+  const me = await api('GET', '/me');
+  document.getElementById('who').textContent = `${me.username}${me.teamName ? ' · ' + me.teamName : ''}`;
+  // Acting for a team: a team token, from the user's own token (kept beside it).
+  const userToken = sessionStorage.getItem(`${TOKEN}.user`) || sessionStorage.getItem(TOKEN);
+  const teams = await api('GET', `/users/${enc(me.userId)}/teams`, undefined, { token: userToken })
+    .catch((e) => { say(`Your teams could not be listed: ${e.message}`, 'error'); return []; });
+  const teamPick = teams.length ? el('select', { id: 'team', 'aria-label': 'Act for', onchange: async (ev) => {
+    const id = ev.target.value;
+    try {
+      if (!id) sessionStorage.setItem(TOKEN, userToken);
+      else {
+        const t = await api('POST', '/tokens', { type: 'team', teamId: id }, { token: userToken });
+        sessionStorage.setItem(`${TOKEN}.user`, userToken);
+        sessionStorage.setItem(TOKEN, t.id);
+      }
+      restart();
+    } catch (e) { say(e.message, 'error'); }
+  } }, el('option', { value: '' }, 'Myself'), teams.map((t) => el('option', { value: t.id, selected: me.teamId === t.id }, t.name))) : null;
+  document.getElementById('nav').replaceChildren(...[
+    el('a', { href: '#/' }, 'Projects'),
+    el('a', { href: '#/keys', id: 'workspace-keys' }, 'Keys'),
+    teamPick,
+    el('button', { type: 'button', id: 'signout', onclick: async () => {
+      try { await api('POST', '/logout'); } catch { /* signed out anyway */ }
+      sessionStorage.removeItem(TOKEN);
+      sessionStorage.removeItem(`${TOKEN}.user`);
+      signIn();
+    } }, 'Sign out')].filter(Boolean));
+  return me;
+}
