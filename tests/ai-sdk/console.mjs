@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, here, password, startServer } from './lib.mjs';
+import { api, here, inspect, password, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 // The console's requests count toward the user's project-API rate limit (100 a minute by
@@ -21,6 +21,9 @@ mkdirSync(dir, { recursive: true });
 let browser;
 let page;
 const dialogs = [];
+// What each page looks like on a desktop and a phone: layout and accessibility problems.
+const layout = [];
+const look = async (name) => { layout.push(...(await inspect(page, dir, `page-${name}`)).map((p) => `${name}: ${p}`)); };
 let failed = false;
 try {
   const admin = (await api(base, 'POST', '/login', null, { username: 'admin', password })).id;
@@ -75,7 +78,11 @@ try {
   await page.waitForSelector('[role=alert] >> text=incorrect', { timeout: 30000 });
   await page.fill('#password', password);
   await page.click('#signin');
+  await page.waitForSelector('a >> text=pizza', { timeout: 30000 });
+  await look('projects');
   await page.click('a >> text=pizza', { timeout: 30000 });
+  await page.waitForSelector('#revisions');
+  await look('project');
 
   // Deploy the pushed revision to production from the page.
   await page.waitForSelector('#revisions');
@@ -101,6 +108,12 @@ try {
   await page.waitForSelector('.bubble.bot >> text=Thank you for your order', { timeout: 30000 });
   assert.equal(await page.textContent('[data-field=errors]'), 'none');
   await page.screenshot({ path: join(dir, 'console-chat.png'), fullPage: true });
+  await look('chat');
+  // The tester's conversation is in the environment's transcripts, as who chatted.
+  await page.goto(`${base}/#/p/${pizza.id}/transcripts/production`);
+  await page.waitForSelector('.conversation >> text=admin', { timeout: 30000 });
+  assert.ok((await page.textContent('#conversations')).includes('I want pizza'));
+  await look('transcripts');
 
   // A quick reply (Messenger's `items.quickreply`) is a button that sends its payload.
   const qp = await api(base, 'POST', '/projects', admin, { name: 'drinks' });
@@ -142,6 +155,7 @@ try {
   assert.ok(key.startsWith('sak_'), key);
   await page.click('#keys button.revoke');
   await page.waitForSelector('#keys >> text=revoked', { timeout: 30000 });
+  await look('keys');
   const used = await fetch(`${base}/v1/chat`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ messages: [] }) });
   assert.equal(used.status, 401, 'a revoked key is refused');
   await page.goto(`${base}/#/p/${pizza.id}/errors`);
@@ -167,10 +181,12 @@ try {
   assert.match(await page.textContent('#latency'), /^step latency p50 [\d.]+ (µs|ms|s), p99 [\d.]+ (µs|ms|s)$/);
   assert.ok(await page.locator('svg.chart[aria-label^="Step latency p99"] rect').count() >= 1);
   await page.screenshot({ path: join(dir, 'console-analytics.png'), fullPage: true });
+  await look('analytics');
   await page.goto(`${base}/#/p/${pizza.id}/bot`);
   await page.waitForSelector('details.flow >> text=order', { timeout: 30000 });
   await page.click('#yaml-toggle');
   await page.waitForSelector('#yaml >> text=maxRecursion: 10', { timeout: 30000 });
+  await look('bot');
 
   // Deploy again (0.0.2), then roll back to 0.0.1 after a confirmation.
   await page.goto(`${base}/#/p/${pizza.id}`);
@@ -242,6 +258,7 @@ try {
   await review.locator('textarea').fill('checked by hand');
   await review.locator('button.approve').click();
   await page.waitForSelector(`tr[data-task="${task.id}"] td.status >> text=done`, { timeout: 30000 });
+  await look('cases');
   const decided = await api(base, 'GET', `/projects/${tb.id}/tasks/${task.id}`, admin);
   assert.equal(decided.status, 'done');
   assert.equal(decided.reviews[0].comment, 'checked by hand');
@@ -275,6 +292,7 @@ try {
   await page.click('#predict');
   await page.waitForSelector('#prediction >> text=greet', { timeout: 30000 });
   await page.screenshot({ path: join(dir, 'console-nl.png'), fullPage: true });
+  await look('nl');
 
   // Errors with filters: a bot whose method throws, one console step; its user error is
   // listed, and a filter on failed steps shows none.
@@ -305,6 +323,7 @@ try {
   await page.selectOption('#error-group', 'bot');
   await page.click('#error-filter');
   await page.waitForSelector('#errors >> text=no stock', { timeout: 30000 });
+  await look('errors');
   // A channel user's error links to that conversation in the transcripts.
   await api(base, 'POST', `/projects/${op.id}/deployment/versions`, admin, { version: '1.0.0', botRevision: orev.revision });
   const oenv = await api(base, 'POST', `/projects/${op.id}/environments`, admin, { depId: op.id, depVersion: '1.0.0', name: 'production' });
@@ -344,6 +363,7 @@ try {
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   assert.deepEqual(errors, []);
   assert.ok(!dialogs.some((d) => d.startsWith('alert')), dialogs.join('; '));
+  assert.deepEqual(layout, [], layout.join('\n'));
   await page.screenshot({ path: join(dir, 'console-hostile.png'), fullPage: true });
   console.log('ok console: sign in, deploy from the dialog, chat with cards and buttons, debug panel, script payloads stay text');
 } catch (e) {

@@ -7,7 +7,7 @@ import { api, backTo, el, enc, say, show, table, time } from './lib.js';
 export async function cases(pid) {
   const P = `/projects/${enc(pid)}`;
   const list = await api('GET', `${P}/cases`);
-  const pretty = (v) => el('pre', { class: 'mono' }, JSON.stringify(v === undefined ? null : v, null, 2));
+  const pretty = (v) => el('pre', { class: 'mono', tabindex: 0 }, JSON.stringify(v === undefined ? null : v, null, 2));
   const sections = [];
   const queue = [];
   for (const c of list.data) {

@@ -5,7 +5,7 @@ import { api, backTo, el, enc, errorBox, plural, safeUrl, show } from './lib.js'
 
 export function chat(pid, envName) {
   let session = null;
-  const log = el('div', { class: 'chat', id: 'chat', 'aria-live': 'polite' });
+  const log = el('div', { class: 'chat', id: 'chat', 'aria-live': 'polite', tabindex: 0, role: 'log', 'aria-label': 'Conversation' });
   const debug = el('dl', { class: 'debug', id: 'debug' });
   const input = el('input', { id: 'text', 'aria-label': 'Message', autocomplete: 'off' });
   const bubble = (who, ...content) => { const b = el('div', { class: `bubble ${who}` }, ...content); log.append(b); log.scrollTop = log.scrollHeight; return b; };

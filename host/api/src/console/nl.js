@@ -63,7 +63,7 @@ export async function nlStudio(pid, chosen) {
   };
   const lines = el('textarea', { id: 'lines', rows: 4, 'aria-label': 'Sentences to add', placeholder: 'one per line: I want pepperoni #intent:order' });
   const predictIn = el('input', { id: 'predict-text', 'aria-label': 'Sentence to predict' });
-  const predictOut = el('pre', { id: 'prediction', class: 'mono' });
+  const predictOut = el('pre', { id: 'prediction', class: 'mono', tabindex: 0 });
   show(el('h1', {}, `NL Studio · ${nlu.name}`),
     el('p', {}, backTo(pid), ' · ', nlu.nluId),
     el('div', { class: 'card' }, el('h2', {}, 'Entities'),

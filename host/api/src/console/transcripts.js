@@ -41,7 +41,7 @@ export async function transcripts(pid, envName, who, at) {
       if (!byUser.size) { out.replaceChildren(el('p', { class: 'muted' }, 'No messages in this range.')); return; }
       out.replaceChildren(...[...byUser].map(([u, lines]) => el('section', { class: 'card conversation' },
         el('h2', {}, `${u} · ${lines.length} messages`),
-        el('div', { class: 'chat' }, lines.map((l) => el('div', { class: `bubble ${l.direction === 'in' ? 'user' : 'bot'}`,
+        el('div', { class: 'chat', tabindex: 0, role: 'log', 'aria-label': `Conversation with ${u}` }, lines.map((l) => el('div', { class: `bubble ${l.direction === 'in' ? 'user' : 'bot'}`,
           title: time(l.timestamp) + (l.stepUs != null ? ` · step ${duration(l.stepUs)}` : '') },
           messageText(l.message),
           l.direction === 'out' && l.intent ? el('div', { class: 'meta' }, `${l.flow || '-'} / ${l.intent}`) : null))))));
