@@ -196,3 +196,53 @@ async fn the_chat_tester_records_its_conversations_as_test_traffic() {
     );
     assert_eq!(analytics("&includeTests=true").await, 1);
 }
+
+/// The project list says what each project is and when it last changed: a project without a
+/// description takes its bot's `desc` at push, one with its own keeps it; times in Unix ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn projects_carry_a_description_and_their_last_change() {
+    let server = InProcess::start(Backend::Sqlite).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let mut bot = one_state_bot(serde_json::json!({"end": true}));
+    bot["desc"] = "Orders pizza".into();
+    let plain = s(&api
+        .post("/projects", &admin, serde_json::json!({"name": "plain"}))
+        .await
+        .ok()["id"]);
+    let own = s(&api
+        .post(
+            "/projects",
+            &admin,
+            serde_json::json!({"name": "own", "description": "Our own words"}),
+        )
+        .await
+        .ok()["id"]);
+    for pid in [&plain, &own] {
+        api.post(
+            &format!("/projects/{pid}/bot/revisions"),
+            &admin,
+            bot.clone(),
+        )
+        .await
+        .ok();
+    }
+    let list = api.get("/projects", &admin).await.ok();
+    let find = |id: &str| {
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(find(&plain)["description"], "Orders pizza");
+    assert_eq!(find(&own)["description"], "Our own words");
+    let p = find(&plain);
+    assert!(p["createdAt"].as_i64().unwrap() > 0, "{p}");
+    assert!(
+        p["updatedAt"].as_i64().unwrap() >= p["createdAt"].as_i64().unwrap(),
+        "{p}"
+    );
+}

@@ -179,6 +179,11 @@ pub struct Project {
     pub nlu_latest_revision: Option<String>,
     pub cms_latest_revision: Option<String>,
     pub options: ProjectOptions,
+    /// Unix ms; updated by every push and project change.
+    #[serde(default)]
+    pub created_at: i64,
+    #[serde(default)]
+    pub updated_at: i64,
 }
 
 /// The owner of a project: a user's own namespace or a team.

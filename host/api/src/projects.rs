@@ -72,6 +72,8 @@ fn project_with_owner(p: ProjectRow, owner: Owner) -> ApiResult<Project> {
         nlu_latest_revision: p.nlu_latest_revision,
         cms_latest_revision: p.cms_latest_revision,
         options,
+        created_at: p.created_at,
+        updated_at: p.updated_at,
     })
 }
 
@@ -180,7 +182,7 @@ async fn create_project(
         let revision =
             hex::encode(&Sha256::digest(format!("{}\n{source}", row.id).as_bytes())[..20]);
         app.db
-            .insert_revision(&row.id, &revision, "0.0.0", &source, "", "[]")
+            .insert_revision(&row.id, &revision, "0.0.0", &source, "", ("[]", None))
             .await?;
     }
     let row = if options.bot {
@@ -828,7 +830,10 @@ async fn store_revision(
             &version,
             &source,
             &compiled_json,
-            &json!(warnings).to_string(),
+            (
+                &json!(warnings).to_string(),
+                bot.get("desc").and_then(Json_::as_str),
+            ),
         )
         .await
         .map_err(taken(format!(

@@ -205,7 +205,8 @@ impl Db {
     }
 
     /// Stores a new revision with its validation `warnings` (a JSON list) and makes it the
-    /// project's latest, in one transaction. The
+    /// project's latest, in one transaction; a project without a description takes the bot's
+    /// (`desc`). The
     /// sequence number is computed by the INSERT itself, so the transaction starts as a
     /// write (SQLite cannot upgrade a read snapshot that another writer has moved past).
     pub async fn insert_revision(
@@ -215,7 +216,7 @@ impl Db {
         version: &str,
         source: &str,
         compiled: &str,
-        warnings: &str,
+        (warnings, desc): (&str, Option<&str>),
     ) -> DbResult<RevisionRow> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
@@ -233,12 +234,16 @@ impl Db {
         .execute(&mut *tx)
         .await
         .map_err(DbError::from_sqlx)?;
-        sqlx::query("UPDATE projects SET bot_latest_revision = $1, updated_at = $2 WHERE id = $3")
-            .bind(id)
-            .bind(now)
-            .bind(project_id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE projects SET bot_latest_revision = $1, updated_at = $2, \
+             description = COALESCE(NULLIF(description, ''), $4) WHERE id = $3",
+        )
+        .bind(id)
+        .bind(now)
+        .bind(project_id)
+        .bind(desc.filter(|d| !d.trim().is_empty()))
+        .execute(&mut *tx)
+        .await?;
         let row: RevisionRow = sqlx::query_as(&format!(
             "SELECT {REVISION_COLS} FROM bot_revisions WHERE id = $1"
         ))

@@ -10,7 +10,7 @@ export async function projects(me, all) {
   const rows = page.data.map((p) => el('tr', {},
     el('td', {}, el('a', { href: `#/p/${enc(p.id)}` }, p.name)),
     el('td', {}, p.owner ? `${p.owner.name} (${p.owner.type})` : ''),
-    el('td', {}, p.label || p.description || ''),
+    el('td', {}, p.description || p.label || ''),
     el('td', { class: 'muted' }, time(p.updatedAt || p.createdAt))));
   const admin = me && me.roleId === 'admin' && me.credential === 'login';
   const filter = admin ? el('p', {}, el('a', { href: all ? '#/' : '#/all', id: 'all-tenants' },
