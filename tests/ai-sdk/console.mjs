@@ -288,11 +288,39 @@ try {
   await page.click('button.apply-label');
   await page.waitForSelector('.sentence mark >> text=pizza', { timeout: 30000 });
   assert.equal(await page.getAttribute('.sentence mark', 'title'), 'food');
+  // After an emoji the span counts characters as the API does (the emoji is one).
+  await page.fill('#lines', '🍕 pizza now #intent:greet');
+  await page.click('#train');
+  await page.waitForSelector('#training-status >> text=success', { timeout: 60000 });
+  const emojiLine = page.locator('.sentence', { hasText: 'pizza now' });
+  await emojiLine.evaluate((node) => {
+    const t = node.firstChild;
+    const r = document.createRange();
+    r.setStart(t, 3); // UTF-16: the emoji is two units, then a space
+    r.setEnd(t, 8);
+    const s = window.getSelection();
+    s.removeAllRanges();
+    s.addRange(r);
+    node.dispatchEvent(new MouseEvent('mouseup', { bubbles: true }));
+  });
+  await page.click('button.apply-label');
+  await page.waitForSelector('.sentence:has-text("pizza now") mark >> text=pizza', { timeout: 30000 });
+  const stored = (await api(base, 'GET', `/projects/${nl.id}/nlus/words/training_data?limit=100`, admin)).data
+    .find((r) => r.input.startsWith('🍕'));
+  const span = stored.entities.find((e) => e.entity === 'food');
+  assert.deepEqual([span.start, span.end, span.value], [2, 7, 'pizza']);
   await page.fill('#predict-text', 'hello there');
   await page.click('#predict');
-  await page.waitForSelector('#prediction >> text=greet', { timeout: 30000 });
+  await page.waitForSelector('#prediction table >> text=greet', { timeout: 30000 });
   await page.screenshot({ path: join(dir, 'console-nl.png'), fullPage: true });
   await look('nl');
+
+  // An NLU made from the console, on a project without one.
+  await page.goto(`${base}/#/p/${pizza.id}/nl`);
+  await page.fill('#nlu-name', 'menu', { timeout: 30000 });
+  await page.click('#create-nlu');
+  await page.waitForSelector('h1 >> text=NL Studio · menu', { timeout: 30000 });
+  assert.ok((await page.textContent('main')).includes('admin:menu'));
 
   // Errors with filters: a bot whose method throws, one console step; its user error is
   // listed, and a filter on failed steps shows none.

@@ -907,3 +907,68 @@ fn same(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+/// `botbox nlu create|train|predict` in a bot folder: an NLU made for the folder's project,
+/// trained from a file in the line format (a refused line named with the file), predicting
+/// a sentence; a second NLU of the same name is refused with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_creates_trains_and_predicts_with_an_nlu() {
+    use crate::cli::{bb, ok};
+    let server = Server::start(Backend::Sqlite, &[]).await;
+    let (home, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let run = |args: &[&str]| bb(home.path(), work.path(), &server.base, args, "");
+    ok(run(&[
+        "login",
+        "-u",
+        "admin",
+        "-p",
+        crate::common::ADMIN_PASSWORD,
+    ]));
+    ok(run(&["init", "greeter"]));
+    ok(run(&["push", "--dir", "greeter"]));
+    let out = ok(run(&["nlu", "create", "words", "--dir", "greeter"]));
+    assert!(out.contains("Created NLU admin:words"), "{out}");
+    let again = run(&["nlu", "create", "words", "--dir", "greeter"]);
+    assert_ne!(again.code, 0);
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+    // The trait must exist before sentences use it.
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let pid = s(&api.get("/projects", &admin).await.ok()["data"][0]["id"]);
+    api.post(
+        &format!("/projects/{pid}/nlus/words/entities"),
+        &admin,
+        json!({"name": "intent", "type": "trait", "profile": "intent", "labels": ["greet", "bye"]}),
+    )
+    .await
+    .ok();
+    let file = work.path().join("greeter/training.txt");
+    std::fs::write(
+        &file,
+        "hello #intent:greet\nhi there #intent:greet\ngood morning #intent:greet\n\
+         bye #intent:bye\ngoodbye #intent:bye\nsee you later #intent:bye\nhowdy #intent:wave\n",
+    )
+    .unwrap();
+    let out = ok(run(&[
+        "nlu",
+        "train",
+        "words",
+        "greeter/training.txt",
+        "--dir",
+        "greeter",
+    ]));
+    assert!(out.contains("training: success"), "{out}");
+    assert!(
+        out.contains("training.txt") && out.contains("wave"),
+        "{out}"
+    );
+    let out = ok(run(&[
+        "nlu",
+        "predict",
+        "words",
+        "hello friend",
+        "--dir",
+        "greeter",
+    ]));
+    assert!(out.starts_with("hello friend → intent greet ("), "{out}");
+}

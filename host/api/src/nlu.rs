@@ -31,7 +31,7 @@ pub(crate) const SYNC_WAIT: Duration = Duration::from_secs(10);
 
 pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new()
-        .routes(routes!(list_nlus))
+        .routes(routes!(list_nlus, create_nlu))
         .routes(routes!(get_nlu, put_nlu))
         .routes(routes!(list_training_data))
         .routes(routes!(put_training_data))
@@ -143,6 +143,38 @@ async fn list_nlus(
         data.push(summary(&app, n).await?);
     }
     Ok(Json(super::page_of(paging, page.total, data)))
+}
+
+/// A new NLU of a project.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewNlu {
+    /// 1 to 64 letters, digits, `.`, `_` or `-`; bots address it as `<account>:<name>`.
+    pub name: String,
+    /// `en` (default) or `id`.
+    pub lang: Option<String>,
+    /// `private` (default) or `public`.
+    pub visibility: Option<String>,
+}
+
+/// Creates an NLU in the project, with its initial revision (a model of no sentences), as a
+/// project made with `options.nlu` has one.
+#[utoipa::path(post, path = "/projects/{projectId}/nlus", tag = "nlu",
+    params(("projectId" = String, Path)), request_body = NewNlu,
+    responses((status = 200, body = NluSummary), (status = 400), (status = 403), (status = 404), (status = 409)))]
+async fn create_nlu(
+    State(app): State<App>,
+    caller: Caller,
+    Path(pid): Path<String>,
+    Body(req): Body<NewNlu>,
+) -> ApiResult<Json<NluSummary>> {
+    let p = super::project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
+    super::projects::check_name("name", &req.name)?;
+    let visibility = req.visibility.unwrap_or_else(|| "private".into());
+    check_visibility(&visibility)?;
+    let lang = req.lang.unwrap_or_else(|| "en".into());
+    let nlu = create_for_project(&app, &pid, &p.owner_id, &req.name, &lang, &visibility).await?;
+    Ok(Json(summary(&app, nlu).await?))
 }
 
 #[utoipa::path(get, path = "/projects/{projectId}/nlus/{nluName}", tag = "nlu",

@@ -91,7 +91,7 @@ pub struct NewProjectRequest {
     pub team_id: Option<String>,
 }
 
-fn check_name(field: &str, name: &str) -> ApiResult<()> {
+pub(crate) fn check_name(field: &str, name: &str) -> ApiResult<()> {
     if name.is_empty()
         || name.len() > 64
         || !name

@@ -39,7 +39,7 @@ struct Cli {
 #[derive(clap::Args)]
 struct BotDir {
     /// The bot folder.
-    #[arg(long, default_value = ".")]
+    #[arg(long, default_value = ".", global = true)]
     dir: PathBuf,
 }
 
@@ -218,6 +218,13 @@ enum Command {
         /// Overwrite an existing cms.yml (pull).
         #[arg(long)]
         force: bool,
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// The NL Studio NLUs of the bot's project: create one, train it, predict.
+    Nlu {
+        #[command(subcommand)]
+        command: NluCommand,
         #[command(flatten)]
         dir: BotDir,
     },
@@ -461,6 +468,28 @@ enum UserCommand {
 }
 
 #[derive(Subcommand)]
+enum NluCommand {
+    /// Creates an NLU in the bot's project (bots address it as <account>:<name>).
+    Create {
+        name: String,
+        /// en or id.
+        #[arg(long, default_value = "en")]
+        lang: String,
+        /// Other accounts' bots may use it too.
+        #[arg(long)]
+        public: bool,
+    },
+    /// Adds a file's sentences (one a line: `I want pepperoni #intent:order`) and trains.
+    Train { name: String, file: PathBuf },
+    /// Predicts each sentence and prints its entities with their scores.
+    Predict {
+        name: String,
+        #[arg(required = true)]
+        sentences: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum TeamCommand {
     /// Creates a team (you become its teamAdmin).
     Create { name: String },
@@ -669,6 +698,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             force,
             dir,
         } => cli::cms::cms_cmd(&ctx()?, &dir.dir, &action, message.as_deref(), force).map(ok),
+        Command::Nlu { command, dir } => {
+            use cli::nlu::NluAction;
+            let action = match &command {
+                NluCommand::Create { name, lang, public } => NluAction::Create {
+                    name,
+                    lang,
+                    public: *public,
+                },
+                NluCommand::Train { name, file } => NluAction::Train { name, file },
+                NluCommand::Predict { name, sentences } => NluAction::Predict { name, sentences },
+            };
+            cli::nlu::nlu_cmd(&ctx()?, &dir.dir, action).map(ok)
+        }
         Command::Console { dir, env, debug } => {
             cli::console::console(&ctx()?, &dir.dir, env.as_deref(), debug).map(ok)
         }

@@ -12,6 +12,7 @@ pub mod bot;
 pub mod cases;
 pub mod cms;
 pub mod console;
+pub mod nlu;
 pub mod people;
 pub mod project;
 

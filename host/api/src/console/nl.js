@@ -1,6 +1,6 @@
 // NL Studio: a project NLU's entities, its sentences with their labels on the text
 // (select words to label them), training and predictions.
-import { api, backTo, el, enc, errorBox, show } from './lib.js';
+import { api, backTo, el, enc, errorBox, show, table } from './lib.js';
 
 /** NL Studio: a project NLU's entities, its training sentences with their labels shown on
  * the text (select words of a sentence to label them), training, and a predict box. */
@@ -8,7 +8,8 @@ export async function nlStudio(pid, chosen) {
   const P = `/projects/${enc(pid)}/nlus`;
   const nlus = (await api('GET', P)).data;
   if (!nlus.length) {
-    show(el('h1', {}, 'NL Studio'), el('p', { class: 'muted' }, 'This project has no NLU: create the project with options.nlu, or add one through the API.'));
+    show(el('h1', {}, 'NL Studio'), el('p', {}, backTo(pid)),
+      el('p', { class: 'muted' }, 'This project has no NLU yet.'), createForm(pid));
     return;
   }
   const nlu = nlus.find((n) => n.name === chosen) || nlus[0];
@@ -63,9 +64,10 @@ export async function nlStudio(pid, chosen) {
   };
   const lines = el('textarea', { id: 'lines', rows: 4, 'aria-label': 'Sentences to add', placeholder: 'one per line: I want pepperoni #intent:order' });
   const predictIn = el('input', { id: 'predict-text', 'aria-label': 'Sentence to predict' });
-  const predictOut = el('pre', { id: 'prediction', class: 'mono', tabindex: 0 });
+  const predictOut = el('div', { id: 'prediction' });
   show(el('h1', {}, `NL Studio · ${nlu.name}`),
-    el('p', {}, backTo(pid), ' · ', nlu.nluId),
+    el('p', {}, backTo(pid), ' · ', nlu.nluId, nlus.length > 1 ? [' · ', nlus.filter((n) => n.name !== nlu.name)
+      .map((n) => el('a', { href: `#/p/${enc(pid)}/nl/${enc(n.name)}` }, n.name))] : null),
     el('div', { class: 'card' }, el('h2', {}, 'Entities'),
       Object.keys(entities).length ? el('ul', {}, Object.entries(entities).map(([n, e]) => el('li', {}, el('strong', {}, n), ` ${e.type}${e.labels ? ': ' + e.labels.join(', ') : ''}`)))
         : el('p', { class: 'muted' }, 'No entities.')),
@@ -88,6 +90,53 @@ export async function nlStudio(pid, chosen) {
       ev.preventDefault();
       const f = new FormData();
       f.append('sentence', predictIn.value);
-      try { predictOut.textContent = JSON.stringify((await api('POST', `${N}/predict`, f)).result, null, 2); } catch (e) { predictOut.textContent = e.message; }
-    } }, el('h2', {}, 'Predict'), predictIn, ' ', el('button', { type: 'submit', id: 'predict' }, 'Predict'), predictOut));
+      try { predictOut.replaceChildren(prediction(predictIn.value, (await api('POST', `${N}/predict`, f)).result)); } catch (e) { predictOut.replaceChildren(errorBox(e)); }
+    } }, el('h2', {}, 'Predict'), predictIn, ' ', el('button', { type: 'submit', id: 'predict' }, 'Predict'), predictOut),
+    createForm(pid));
+}
+
+/** A prediction as people read it: the sentence with each span highlighted, and a table of
+ *  every entity's predictions with their scores. */
+function prediction(text, result) {
+  const chars = [...text];
+  const rows = [];
+  const spans = [];
+  for (const [entity, preds] of Object.entries(result || {})) {
+    for (const p of preds) {
+      rows.push(el('tr', {}, el('td', {}, entity), el('td', {}, p.type), el('td', {}, String(p.label || p.value)),
+        el('td', {}, typeof p.score === 'number' ? p.score.toFixed(2) : ''),
+        el('td', {}, p.type === 'trait' ? 'the sentence' : `“${chars.slice(p.start, p.end).join('')}” (${p.start}-${p.end})`)));
+      if (p.type !== 'trait' && p.end > p.start) spans.push({ ...p, entity });
+    }
+  }
+  if (!rows.length) return el('p', { class: 'muted' }, 'Nothing predicted: the sentence is outside what the model learned.');
+  spans.sort((a, b) => a.start - b.start);
+  const marked = [];
+  let at = 0;
+  for (const sp of spans) {
+    if (sp.start < at) continue;
+    marked.push(chars.slice(at, sp.start).join(''), el('mark', { title: sp.entity }, chars.slice(sp.start, sp.end).join('')));
+    at = sp.end;
+  }
+  marked.push(chars.slice(at).join(''));
+  return el('div', {}, el('p', { class: 'sentence' }, marked),
+    table({ class: 'predictions' }, ['Entity', 'Type', 'Value', 'Score', 'Where'], rows));
+}
+
+/** Creating another NLU in the project. */
+function createForm(pid) {
+  const name = el('input', { id: 'nlu-name', required: true, placeholder: 'shop' });
+  const lang = el('select', { id: 'nlu-lang' }, [['en', 'English'], ['id', 'Indonesian']].map(([v, t]) => el('option', { value: v }, t)));
+  const err = el('p', { class: 'error', role: 'alert' });
+  return el('form', { class: 'card', onsubmit: async (ev) => {
+    ev.preventDefault();
+    err.textContent = '';
+    try {
+      const n = await api('POST', `/projects/${enc(pid)}/nlus`, { name: name.value.trim(), lang: lang.value });
+      // Its page names its nluId, which bots use.
+      location.hash = `#/p/${enc(pid)}/nl/${enc(n.name)}`;
+    } catch (e) { err.textContent = e.message; }
+  } }, el('h2', {}, 'New NLU'), el('div', { class: 'fields' },
+    el('div', {}, el('label', { for: 'nlu-name' }, 'Name'), name), el('div', {}, el('label', { for: 'nlu-lang' }, 'Language'), lang)),
+  err, el('button', { type: 'submit', id: 'create-nlu' }, 'Create'));
 }
