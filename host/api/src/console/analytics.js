@@ -1,37 +1,49 @@
 // Analytics of an environment: figures and charts from the server's aggregation.
 import { api, backTo, duration, el, enc, errorBox, plural, show } from './lib.js';
 
-/** A bar chart (SVG, drawn here: a few hundred bars need no chart library) of `values` with
- * their `labels`; the figures are also in a table beside it for screen readers. */
-function barChart(title, labels, values, fmt = String) {
+/** A bar chart (SVG, drawn here) of `values` over time: a y axis from 0 to the largest
+ *  value, up to six labelled ticks on the time axis (`tick` writes a bucket's start), each
+ *  bar's time and value on hover (and in its tooltip). Drawn at the page's width, so its
+ *  text keeps its size on a phone. */
+function barChart(title, starts, values, { fmt = String, tick, label }) {
   const NS = 'http://www.w3.org/2000/svg';
-  const w = 720, h = 180, pad = 24;
+  const w = Math.max(300, Math.min(1100, document.getElementById('main').clientWidth - 64));
+  const h = 120, left = 52, bottom = 20, top = 6;
   const max = Math.max(1, ...values);
-  // `fmt` writes a value for people (a count, a duration).
   const svg = document.createElementNS(NS, 'svg');
-  svg.setAttribute('viewBox', `0 0 ${w} ${h + pad}`);
+  const node = (tag, attrs, text) => {
+    const n = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
+    if (text !== undefined) n.textContent = text;
+    svg.append(n);
+    return n;
+  };
+  svg.setAttribute('viewBox', `0 0 ${w} ${h + top + bottom}`);
+  svg.setAttribute('width', String(w));
   svg.setAttribute('role', 'img');
-  svg.setAttribute('aria-label', title);
+  svg.setAttribute('aria-label', `${title}: at most ${fmt(max)}`);
   svg.setAttribute('class', 'chart');
-  const bw = (w - pad) / Math.max(1, values.length);
+  const readout = el('span', { class: 'readout muted' });
+  const bw = (w - left) / Math.max(1, values.length);
+  node('line', { x1: left, y1: top + h, x2: w, y2: top + h, class: 'axis' });
+  node('text', { x: left - 6, y: top + 10, 'text-anchor': 'end' }, fmt(max));
+  node('text', { x: left - 6, y: top + h, 'text-anchor': 'end' }, fmt(0));
   values.forEach((v, i) => {
-    const r = document.createElementNS(NS, 'rect');
-    const bh = Math.round((v / max) * (h - 10));
-    r.setAttribute('x', String(pad + i * bw + 1));
-    r.setAttribute('y', String(h - bh));
-    r.setAttribute('width', String(Math.max(1, bw - 2)));
-    r.setAttribute('height', String(bh));
+    const bh = Math.round((v / max) * h);
+    const r = node('rect', { x: left + i * bw + 1, y: top + h - bh, width: Math.max(1, bw - 2), height: Math.max(bh, v > 0 ? 1 : 0) });
+    const said = `${label(starts[i])}: ${fmt(v)}`;
     const t = document.createElementNS(NS, 'title');
-    t.textContent = `${labels[i]}: ${fmt(v)}`;
+    t.textContent = said;
     r.append(t);
-    svg.append(r);
+    r.addEventListener('mouseenter', () => { readout.textContent = said; });
   });
-  const axis = document.createElementNS(NS, 'text');
-  axis.setAttribute('x', '0');
-  axis.setAttribute('y', '12');
-  axis.textContent = fmt(max);
-  svg.append(axis);
-  return el('figure', { class: 'figure' }, el('figcaption', {}, title), svg);
+  const ticks = Math.min(6, values.length);
+  for (let k = 0; k < ticks; k++) {
+    const i = ticks === 1 ? 0 : Math.round((k * (values.length - 1)) / (ticks - 1));
+    const x = left + i * bw + bw / 2;
+    node('text', { x, y: top + h + 15, 'text-anchor': k === 0 ? 'start' : k === ticks - 1 ? 'end' : 'middle' }, tick(starts[i]));
+  }
+  return el('figure', { class: 'figure' }, el('figcaption', {}, title, ' ', readout), svg);
 }
 
 export async function analyticsView(pid, envName) {
@@ -53,7 +65,14 @@ export async function analyticsView(pid, envName) {
       for (let t = Math.floor(a.from / size) * size; t < a.to; t += size) {
         series.push(byStart.get(t) || { start: t, messages: 0, replies: 0, activeUsers: 0, errors: 0, latencyP50Us: null, latencyP99Us: null });
       }
-      const labels = series.map((b) => label(b.start));
+      // Ticks in the viewer's time zone: hours as 14:00 (the date at midnight), days as 28 Nov.
+      const tick = (ms) => {
+        const d = new Date(ms);
+        if (a.bucket !== 'hour') return d.toLocaleDateString([], { day: 'numeric', month: 'short' });
+        return d.getHours() === 0 ? d.toLocaleDateString([], { day: 'numeric', month: 'short' }) : d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+      };
+      const starts = series.map((b) => b.start);
+      const chart = (title, values, fmt) => barChart(title, starts, values, { fmt, tick, label });
       const counted = (title, rows) => el('div', { class: 'card' }, el('h2', {}, title), rows.length
         ? el('table', {}, el('tbody', {}, rows.map((r) => el('tr', {}, el('td', {}, r.name), el('td', {}, r.count)))))
         : el('p', { class: 'muted' }, 'None in this range.'));
@@ -66,11 +85,11 @@ export async function analyticsView(pid, envName) {
           el('span', { id: 'latency' }, a.latencyP50Us == null ? 'no timed steps'
             : `step latency p50 ${duration(a.latencyP50Us)}, p99 ${duration(a.latencyP99Us)}`)),
         a.series.length ? el('div', { class: 'card' },
-          barChart(`Messages per ${a.bucket}`, labels, series.map((b) => b.messages)),
-          barChart(`Active users per ${a.bucket}`, labels, series.map((b) => b.activeUsers)),
-          barChart(`Errors per ${a.bucket}`, labels, series.map((b) => b.errors)),
-          barChart(`Step latency p50 per ${a.bucket}`, labels, series.map((b) => b.latencyP50Us || 0), duration),
-          barChart(`Step latency p99 per ${a.bucket}`, labels, series.map((b) => b.latencyP99Us || 0), duration))
+          chart(`Messages per ${a.bucket}`, series.map((b) => b.messages)),
+          chart(`Active users per ${a.bucket}`, series.map((b) => b.activeUsers)),
+          chart(`Errors per ${a.bucket}`, series.map((b) => b.errors)),
+          chart(`Step latency p50 per ${a.bucket}`, series.map((b) => b.latencyP50Us || 0), duration),
+          chart(`Step latency p99 per ${a.bucket}`, series.map((b) => b.latencyP99Us || 0), duration))
           : el('p', { class: 'muted card' }, 'No messages in this range.'),
         el('div', { class: 'grid' }, counted('Top intents', a.topIntents), counted('Top flows', a.topFlows)));
     } catch (e) { out.replaceChildren(errorBox(e)); }
