@@ -37,7 +37,8 @@ function barChart(title, starts, values, { fmt = String, tick, label }) {
     r.append(t);
     r.addEventListener('mouseenter', () => { readout.textContent = said; });
   });
-  const ticks = Math.min(6, values.length);
+  // As many ticks as fit, about 80 px apart, six at most.
+  const ticks = Math.max(1, Math.min(6, values.length, Math.floor((w - left) / 80)));
   for (let k = 0; k < ticks; k++) {
     const i = ticks === 1 ? 0 : Math.round((k * (values.length - 1)) / (ticks - 1));
     const x = left + i * bw + bw / 2;
@@ -51,48 +52,61 @@ export async function analyticsView(pid, envName) {
     [['24', 'last 24 hours, by hour'], ['168', 'last 7 days, by day'], ['720', 'last 30 days, by day']].map(([v, t]) => el('option', { value: v }, t)));
   const tests = el('input', { id: 'include-tests', type: 'checkbox' });
   const out = el('div', { id: 'analytics' });
+  let last = null;
   const load = async () => {
     out.replaceChildren(el('p', { class: 'muted' }, 'Loading…'));
     try {
       const hours = Number(range.value);
       const to = Date.now();
-      const a = await api('GET', `/projects/${enc(pid)}/analytics?environment=${enc(envName)}&from=${to - hours * 3600_000}&to=${to + 1}&bucket=${hours <= 24 ? 'hour' : 'day'}${tests.checked ? '&includeTests=true' : ''}`);
-      const label = (ms) => (a.bucket === 'hour' ? new Date(ms).toLocaleString([], { hour: '2-digit', day: 'numeric', month: 'short' }) : new Date(ms).toLocaleDateString());
-      // Every bucket of the range, empty ones as zero (the server leaves them out).
-      const size = a.bucket === 'hour' ? 3600_000 : 86_400_000;
-      const byStart = new Map(a.series.map((b) => [b.start, b]));
-      const series = [];
-      for (let t = Math.floor(a.from / size) * size; t < a.to; t += size) {
-        series.push(byStart.get(t) || { start: t, messages: 0, replies: 0, activeUsers: 0, errors: 0, latencyP50Us: null, latencyP99Us: null });
-      }
-      // Ticks in the viewer's time zone: hours as 14:00 (the date at midnight), days as 28 Nov.
-      const tick = (ms) => {
-        const d = new Date(ms);
-        if (a.bucket !== 'hour') return d.toLocaleDateString([], { day: 'numeric', month: 'short' });
-        return d.getHours() === 0 ? d.toLocaleDateString([], { day: 'numeric', month: 'short' }) : d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
-      };
-      const starts = series.map((b) => b.start);
-      const chart = (title, values, fmt) => barChart(title, starts, values, { fmt, tick, label });
-      const counted = (title, rows) => el('div', { class: 'card' }, el('h2', {}, title), rows.length
-        ? el('table', {}, el('tbody', {}, rows.map((r) => el('tr', {}, el('td', {}, r.name), el('td', {}, r.count)))))
-        : el('p', { class: 'muted' }, 'None in this range.'));
-      out.replaceChildren(
-        el('div', { class: 'card figures' },
-          el('span', { id: 'total-messages' }, plural(a.messages, 'message')), ' · ',
-          el('span', {}, plural(a.activeUsers, 'active user')), ' · ',
-          el('span', {}, `fallback ${(a.fallbackRate * 100).toFixed(1)} %`), ' · ',
-          el('span', {}, plural(a.series.reduce((n, b) => n + b.errors, 0), 'error')), ' · ',
-          el('span', { id: 'latency' }, a.latencyP50Us == null ? 'no timed steps'
-            : `step latency p50 ${duration(a.latencyP50Us)}, p99 ${duration(a.latencyP99Us)}`)),
-        a.series.length ? el('div', { class: 'card' },
-          chart(`Messages per ${a.bucket}`, series.map((b) => b.messages)),
-          chart(`Active users per ${a.bucket}`, series.map((b) => b.activeUsers)),
-          chart(`Errors per ${a.bucket}`, series.map((b) => b.errors)),
-          chart(`Step latency p50 per ${a.bucket}`, series.map((b) => b.latencyP50Us || 0), duration),
-          chart(`Step latency p99 per ${a.bucket}`, series.map((b) => b.latencyP99Us || 0), duration))
-          : el('p', { class: 'muted card' }, 'No messages in this range.'),
-        el('div', { class: 'grid' }, counted('Top intents', a.topIntents), counted('Top flows', a.topFlows)));
+      last = await api('GET', `/projects/${enc(pid)}/analytics?environment=${enc(envName)}&from=${to - hours * 3600_000}&to=${to + 1}&bucket=${hours <= 24 ? 'hour' : 'day'}${tests.checked ? '&includeTests=true' : ''}`);
+      draw(last);
     } catch (e) { out.replaceChildren(errorBox(e)); }
+  };
+  // Charts are drawn at the page's width: drawn again (from the same answer) when it changes.
+  let drawnAt = 0;
+  const redraw = () => {
+    if (!out.isConnected) { window.removeEventListener('resize', redraw); return; }
+    const w = document.getElementById('main').clientWidth;
+    if (last && Math.abs(w - drawnAt) > 40) draw(last);
+  };
+  window.addEventListener('resize', redraw);
+  const draw = (a) => {
+    drawnAt = document.getElementById('main').clientWidth;
+    const label = (ms) => (a.bucket === 'hour' ? new Date(ms).toLocaleString([], { hour: '2-digit', day: 'numeric', month: 'short' }) : new Date(ms).toLocaleDateString());
+    // Every bucket of the range, empty ones as zero (the server leaves them out).
+    const size = a.bucket === 'hour' ? 3600_000 : 86_400_000;
+    const byStart = new Map(a.series.map((b) => [b.start, b]));
+    const series = [];
+    for (let t = Math.floor(a.from / size) * size; t < a.to; t += size) {
+      series.push(byStart.get(t) || { start: t, messages: 0, replies: 0, activeUsers: 0, errors: 0, latencyP50Us: null, latencyP99Us: null });
+    }
+    // Ticks in the viewer's time zone: hours as 14:00 (the date at midnight), days as 28 Nov.
+    const tick = (ms) => {
+      const d = new Date(ms);
+      if (a.bucket !== 'hour') return d.toLocaleDateString([], { day: 'numeric', month: 'short' });
+      return d.getHours() === 0 ? d.toLocaleDateString([], { day: 'numeric', month: 'short' }) : d.toLocaleTimeString([], { hour: 'numeric' });
+    };
+    const starts = series.map((b) => b.start);
+    const chart = (title, values, fmt) => barChart(title, starts, values, { fmt, tick, label });
+    const counted = (title, rows) => el('div', { class: 'card' }, el('h2', {}, title), rows.length
+      ? el('table', {}, el('tbody', {}, rows.map((r) => el('tr', {}, el('td', {}, r.name), el('td', {}, r.count)))))
+      : el('p', { class: 'muted' }, 'None in this range.'));
+    out.replaceChildren(
+      el('div', { class: 'card figures' },
+        el('span', { id: 'total-messages' }, plural(a.messages, 'message')), ' · ',
+        el('span', {}, plural(a.activeUsers, 'active user')), ' · ',
+        el('span', {}, `fallback ${(a.fallbackRate * 100).toFixed(1)} %`), ' · ',
+        el('span', {}, plural(a.series.reduce((n, b) => n + b.errors, 0), 'error')), ' · ',
+        el('span', { id: 'latency' }, a.latencyP50Us == null ? 'no timed steps'
+          : `step latency p50 ${duration(a.latencyP50Us)}, p99 ${duration(a.latencyP99Us)}`)),
+      a.series.length ? el('div', { class: 'card' },
+        chart(`Messages per ${a.bucket}`, series.map((b) => b.messages)),
+        chart(`Active users per ${a.bucket}`, series.map((b) => b.activeUsers)),
+        chart(`Errors per ${a.bucket}`, series.map((b) => b.errors)),
+        chart(`Step latency p50 per ${a.bucket}`, series.map((b) => b.latencyP50Us || 0), duration),
+        chart(`Step latency p99 per ${a.bucket}`, series.map((b) => b.latencyP99Us || 0), duration))
+        : el('p', { class: 'muted card' }, 'No messages in this range.'),
+      el('div', { class: 'grid' }, counted('Top intents', a.topIntents), counted('Top flows', a.topFlows)));
   };
   range.addEventListener('change', load);
   tests.addEventListener('change', load);
