@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { agent, here } from './lib.mjs';
+import { agent, here, inspect } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 const { base, key, stop } = await agent();
@@ -28,6 +28,8 @@ try {
   const dir = join(here, 'artifacts');
   mkdirSync(dir, { recursive: true });
   await page.screenshot({ path: join(dir, 'playground.png'), fullPage: true });
+  // Styled as the console: nothing past a phone's edge, no serious axe-core finding.
+  assert.deepEqual(await inspect(page, dir, 'playground'), []);
   console.log('ok playground: reply, buttons, click, next reply; screenshot artifacts/playground.png');
 } catch (e) {
   failed = true;

@@ -1036,7 +1036,12 @@ async fn rate_limits_idempotency_cors_and_docs() {
     );
     let page = a.api.call("GET", "/v1/playground", None, None).await;
     assert_eq!(page.status, 200);
-    assert!(page.text.contains("/v1/chat"));
+    assert!(page.text.contains("/console/playground.js"));
+    let script = a
+        .api
+        .call("GET", "/console/playground.js", None, None)
+        .await;
+    assert!(script.text.contains("/v1/chat"));
 }
 
 /// An agent run's step errors are the bot's errors too (channel `agent`): a method that

@@ -676,13 +676,10 @@ async fn follow_store(db: botbox_store::Db, run: String, after: usize, tx: &Tx) 
 // ---------------------------------------------------------------------------------------------
 // The playground page
 
-/// A small chat page over the same API (paste an agent key).
+/// A small chat page over the same API (paste an agent key), styled and sent as the
+/// console's pages are (its policy allows no inline script).
 pub async fn playground() -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        include_str!("playground.html"),
-    )
-        .into_response()
+    crate::console::asset("text/html; charset=utf-8", include_str!("playground.html"))
 }
 
 /// CORS for browser clients (reference §5.3): any origin (keys, not cookies, authenticate),

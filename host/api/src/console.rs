@@ -16,7 +16,8 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
      img-src 'self' https: http: data:; connect-src 'self'; base-uri 'none'; \
      form-action 'self'; frame-ancestors 'none'";
 
-fn asset(content_type: &'static str, body: &'static str) -> Response {
+/// A console file with the headers every console page is sent with.
+pub(crate) fn asset(content_type: &'static str, body: &'static str) -> Response {
     let mut r = (
         [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
         body,
@@ -56,6 +57,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("bot.js", JS, include_str!("console/bot.js")),
     ("nl.js", JS, include_str!("console/nl.js")),
     ("cms.js", JS, include_str!("console/cms.js")),
+    ("playground.js", JS, include_str!("console/playground.js")),
     (
         "app.css",
         "text/css; charset=utf-8",
