@@ -365,6 +365,28 @@ try {
   assert.ok((await page.textContent('#conversations')).includes('one margherita'), await page.textContent('#conversations'));
   assert.equal(await page.inputValue('#user'), 'visitor-9');
 
+  // What a page view costs: at most 3 API requests each (the console's own files aside).
+  const viewCost = async (hash, ready) => {
+    const seen = [];
+    const on = (r) => {
+      const u = new URL(r.url());
+      if (u.origin === new URL(base).origin && !u.pathname.startsWith('/console/') && u.pathname !== '/' && u.pathname !== '/favicon.ico') seen.push(`${r.method()} ${u.pathname}`);
+    };
+    page.on('request', on);
+    await page.goto(`${base}/${hash}`);
+    await page.waitForSelector(ready, { timeout: 30000 });
+    await page.waitForLoadState('networkidle');
+    page.off('request', on);
+    return seen;
+  };
+  for (const [hash, ready] of [[`#/p/${pizza.id}`, '#environments'], ['#/', 'main table'],
+    [`#/p/${pizza.id}/transcripts/production`, '.conversation'], [`#/p/${pizza.id}/analytics/production`, '#total-messages'],
+    [`#/p/${op.id}/errors`, '#errors'], [`#/p/${pizza.id}/keys/production`, '#keys'], ['#/keys', '#keys'],
+    [`#/p/${pizza.id}/bot`, 'details.flow'], [`#/p/${nl.id}/nl`, '#training'], [`#/p/${pizza.id}/cms`, '#cms-pages']]) {
+    const cost = await viewCost(hash, ready);
+    assert.ok(cost.length <= 3, `${hash}: ${cost.length} requests: ${cost.join(', ')}`);
+  }
+
   // A phone-sized window keeps the chat usable.
   await page.goto(`${base}/#/p/${pizza.id}/chat/production`);
   await page.waitForSelector('#send');

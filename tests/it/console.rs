@@ -246,3 +246,48 @@ async fn projects_carry_a_description_and_their_last_change() {
         "{p}"
     );
 }
+
+/// A project's page in one request: the project, its revisions, its environments with their
+/// channels, its deployments and CMS revisions; a stranger gets the same 404 as for the
+/// project.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_page_is_one_request() {
+    let server = InProcess::start(Backend::Sqlite).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (pid, env) = deploy(
+        &api,
+        &admin,
+        one_state_bot(serde_json::json!({"end": true})),
+    )
+    .await;
+    let ch = generic_channel(&api, &admin, &pid, &env, "https://example.com/hook").await;
+    let o = api
+        .get(&format!("/projects/{pid}/overview"), &admin)
+        .await
+        .ok();
+    assert_eq!(o["project"]["id"], pid.as_str());
+    assert_eq!(o["botRevisions"][0]["version"], "0.0.1", "{o}");
+    assert_eq!(o["environments"][0]["name"], "production");
+    assert_eq!(o["environments"][0]["channels"][0]["id"], ch.as_str());
+    assert!(o["environments"][0]["channels"][0]["webhook"].is_string());
+    assert_eq!(o["deployments"][0]["version"], "1.0.0");
+    assert!(o["cmsRevisions"].as_array().unwrap().is_empty());
+    api.post(
+        "/users",
+        &admin,
+        serde_json::json!({"username": "stranger", "password": "stranger-password", "roleId": "developer"}),
+    )
+    .await
+    .ok();
+    let stranger = s(&api.login("stranger", "stranger-password").await["id"]);
+    let r = api
+        .call(
+            "GET",
+            &format!("/projects/{pid}/overview"),
+            Some(&stranger),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 404);
+}

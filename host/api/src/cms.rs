@@ -60,6 +60,16 @@ pub struct CmsRevisionSummary {
     pub created_at: i64,
 }
 
+/// A CMS revision in a list.
+pub(crate) fn summary(r: botbox_store::CmsRevisionInfo) -> CmsRevisionSummary {
+    CmsRevisionSummary {
+        revision: r.id,
+        changelog: r.changelog,
+        published_by: r.published_by,
+        created_at: r.created_at,
+    }
+}
+
 fn view(r: CmsRevisionRow) -> ApiResult<CmsView> {
     let doc: Json_ = serde_json::from_str(&r.document).map_err(|e| ApiError::Internal(e.into()))?;
     Ok(CmsView {
@@ -165,16 +175,7 @@ async fn list(
         .db
         .list_cms_revisions(&pid, paging.limit, paging.offset())
         .await?;
-    let data = page
-        .items
-        .into_iter()
-        .map(|r| CmsRevisionSummary {
-            revision: r.id,
-            changelog: r.changelog,
-            published_by: r.published_by,
-            created_at: r.created_at,
-        })
-        .collect();
+    let data = page.items.into_iter().map(summary).collect();
     Ok(Json(super::page_of(paging, page.total, data)))
 }
 

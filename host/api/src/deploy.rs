@@ -104,7 +104,7 @@ fn conflict(what: String) -> impl FnOnce(DbError) -> ApiError {
 // ---------------------------------------------------------------------------------------------
 // Deployments
 
-fn deployment_json(d: DeploymentRow) -> Deployment {
+pub(crate) fn deployment_json(d: DeploymentRow) -> Deployment {
     Deployment {
         name: format!("{}~{}", d.project_id, d.version),
         id: d.id,
@@ -351,7 +351,7 @@ async fn delete_deployment(
 // ---------------------------------------------------------------------------------------------
 // Environments
 
-fn environment_json(e: EnvironmentRow) -> Environment {
+pub(crate) fn environment_json(e: EnvironmentRow) -> Environment {
     Environment {
         id: e.id,
         name: e.name,
@@ -579,7 +579,7 @@ fn visible_options(options: &str, reveal: bool) -> ApiResult<Map<String, Json_>>
 
 /// Whether the caller sees channel secrets: only with update rights on the project's
 /// channels (its role over the project's owner).
-fn reveals_secrets(role: Role) -> bool {
+pub(crate) fn reveals_secrets(role: Role) -> bool {
     botbox_service::auth::allows(role, Action::Update, Resource::Channels)
 }
 
@@ -587,7 +587,7 @@ fn reveals_secrets(role: Role) -> bool {
 /// small, and the options are kept in the route cache of every process.
 const CHANNEL_OPTIONS_MAX: usize = 16 << 10;
 
-fn channel_json(app: &App, c: ChannelRow, reveal: bool) -> ApiResult<Channel> {
+pub(crate) fn channel_json(app: &App, c: ChannelRow, reveal: bool) -> ApiResult<Channel> {
     Ok(Channel {
         webhook: app.webhook_url(&c.id),
         options: visible_options(&c.options, reveal)?,

@@ -23,6 +23,7 @@ mod keys;
 mod live;
 pub mod nlu;
 pub mod overload;
+mod overview;
 mod projects;
 pub mod v1;
 
@@ -249,6 +250,7 @@ fn api_routes() -> OpenApiRouter<App> {
         .merge(projects::routes())
         .merge(cms::routes())
         .merge(deploy::routes())
+        .merge(overview::routes())
         .merge(live::routes())
         .merge(keys::routes())
         .merge(nlu::routes())

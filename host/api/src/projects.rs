@@ -54,7 +54,7 @@ pub(crate) async fn owner_of(app: &App, id: &str) -> ApiResult<Owner> {
     })
 }
 
-async fn project_json(app: &App, p: ProjectRow) -> ApiResult<Project> {
+pub(crate) async fn project_json(app: &App, p: ProjectRow) -> ApiResult<Project> {
     let owner = owner_of(app, &p.owner_id).await?;
     project_with_owner(p, owner)
 }
@@ -485,6 +485,20 @@ async fn project_by_name(
     }
 }
 
+/// A bot revision in a list, with the warnings found when it was pushed.
+pub(crate) fn revision_summary(r: botbox_store::RevisionInfo) -> RevisionSummary {
+    RevisionSummary {
+        revision: r.id,
+        version: r.version,
+        created_at: r.created_at,
+        warnings: r
+            .warnings
+            .as_deref()
+            .and_then(|w| serde_json::from_str(w).ok())
+            .unwrap_or_default(),
+    }
+}
+
 /// The project's bot revisions, newest first.
 #[utoipa::path(get, path = "/projects/{projectId}/bot/revisions", tag = "bot",
     params(("projectId" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<i64>, Query)),
@@ -500,20 +514,7 @@ async fn list_revisions(
         .db
         .list_revisions(&id, paging.limit, paging.offset())
         .await?;
-    let data = page
-        .items
-        .into_iter()
-        .map(|r| RevisionSummary {
-            revision: r.id,
-            version: r.version,
-            created_at: r.created_at,
-            warnings: r
-                .warnings
-                .as_deref()
-                .and_then(|w| serde_json::from_str(w).ok())
-                .unwrap_or_default(),
-        })
-        .collect();
+    let data = page.items.into_iter().map(revision_summary).collect();
     Ok(Json(super::page_of(paging, page.total, data)))
 }
 

@@ -18,8 +18,12 @@ export async function errorsView(pid) {
     try {
       const page = await api('GET', q);
       // Channel steps have transcripts: the error links to its user's conversation then.
-      const current = await api('GET', `/projects/${enc(pid)}/environments?limit=100`);
-      const envName = new Map(current.data.map((e) => [e.id, e.name]));
+      let envName = new Map(envs.data.map((e) => [e.id, e.name]));
+      // An environment made since the page opened: its name read again (rare).
+      if (page.data.some((e) => e.environmentId && !envName.has(e.environmentId))) {
+        envs.data = (await api('GET', `/projects/${enc(pid)}/environments?limit=100`)).data;
+        envName = new Map(envs.data.map((e) => [e.id, e.name]));
+      }
       const conversation = (e) => (e.userId && envName.has(e.environmentId) && !['console', 'agent', 'task'].includes(e.channelId)
         ? el('a', { class: 'conversation-link', href: `#/p/${enc(pid)}/transcripts/${enc(envName.get(e.environmentId))}/${enc(e.userId)}/${e.timestamp}` }, e.userId)
         : el('span', { class: 'muted' }, e.userId || ''));

@@ -2,7 +2,8 @@
 // a new key is shown once, with a copy button.
 import { ApiError, api, backTo, copyButton, el, enc, errorBox, say, show, table } from './lib.js';
 
-export async function keys(pid, envName) {
+/** `me` is who the console acts for (from the header), for workspace keys. */
+export async function keys(pid, envName, me) {
   let base;
   let title;
   let back;
@@ -14,7 +15,6 @@ export async function keys(pid, envName) {
     title = `Agent keys · ${envName}`;
     back = backTo(pid);
   } else {
-    const me = await api('GET', '/me');
     base = `/teams/${enc(me.teamId || me.userId)}/keys`;
     title = `Workspace keys · ${me.teamName || me.username}`;
     back = el('a', { href: '#/' }, '← Projects');

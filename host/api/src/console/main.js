@@ -17,7 +17,7 @@ import { cmsView } from './cms.js';
 const PROJECT_PAGES = {
   chat: (pid, env) => chat(pid, env),
   transcripts: (pid, env, who, at) => transcripts(pid, env, who, at),
-  keys: (pid, env) => keys(pid, env),
+  keys: (pid, env) => keys(pid, env, me),
   errors: (pid) => errorsView(pid),
   cases: (pid) => cases(pid),
   analytics: (pid, env) => analyticsView(pid, env),
@@ -34,7 +34,7 @@ async function route() {
   try {
     if (!me) me = await header();
     const [first, pid, page, ...args] = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
-    if (first === 'keys') await keys(null, null);
+    if (first === 'keys') await keys(null, null, me);
     else if (first === 'p' && PROJECT_PAGES[page]) await PROJECT_PAGES[page](pid, ...args);
     else if (first === 'p' && pid) await project(pid);
     else await projects(me, first === 'all');

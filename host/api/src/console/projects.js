@@ -70,15 +70,11 @@ function deployDialog(pid, rev, envs, deps, cmsRevs) {
 }
 
 export async function project(pid) {
-  const [p, revs, envs, deps, cmsRevs] = await Promise.all([
-    api('GET', `/projects/${enc(pid)}`),
-    api('GET', `/projects/${enc(pid)}/bot/revisions?limit=20`),
-    api('GET', `/projects/${enc(pid)}/environments?limit=100`),
-    api('GET', `/projects/${enc(pid)}/deployment/versions?limit=20`).catch(() => ({ data: [] })),
-    api('GET', `/projects/${enc(pid)}/cms/revisions?limit=20`).catch(() => ({ data: [] })),
-  ]);
-  const channels = await Promise.all(envs.data.map((e) => api('GET', `/projects/${enc(pid)}/environments/${enc(e.id)}/channels`)
-    .then((c) => (Array.isArray(c) ? c : (c && c.data) || [])).catch(() => [])));
+  // One request for the whole page.
+  const o = await api('GET', `/projects/${enc(pid)}/overview`);
+  const p = o.project;
+  const [revs, envs, deps, cmsRevs] = [o.botRevisions, o.environments, o.deployments, o.cmsRevisions].map((data) => ({ data }));
+  const channels = envs.data.map((e) => e.channels || []);
   const deploy = (rev) => deployDialog(pid, rev, envs.data, deps.data, cmsRevs.data);
   const warnings = (r) => {
     const w = r.warnings || [];
