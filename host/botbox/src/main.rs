@@ -331,8 +331,9 @@ struct ServeArgs {
     /// Agent API (/v1) reads (GETs) per key and minute.
     #[arg(long, env = "BOTBOX_AGENT_READ_LIMIT", default_value_t = 600)]
     agent_read_limit: u32,
-    /// Project API requests per minute per token (per address without one).
-    #[arg(long, env = "BOTBOX_RATE_LIMIT", default_value_t = 100)]
+    /// Project API requests per minute per user (per address without a token). A console
+    /// page view costs at most 3, so people clicking never meet it; scripts do.
+    #[arg(long, env = "BOTBOX_RATE_LIMIT", default_value_t = 300)]
     rate_limit: u32,
     /// Token lifetime in seconds.
     #[arg(long, env = "BOTBOX_TOKEN_TTL", default_value_t = 7 * 24 * 3600)]
