@@ -184,8 +184,19 @@ try {
   await look('analytics');
   await page.goto(`${base}/#/p/${pizza.id}/bot`);
   await page.waitForSelector('details.flow >> text=order', { timeout: 30000 });
-  await page.click('#yaml-toggle');
+  // The order flow as a graph: its states, the initial one marked, arrows between them.
+  for (const st of ['init', 'ask', 'askQty', 'confirmOrder', 'done', 'cancelled']) {
+    assert.equal(await page.locator(`svg.graph[aria-label^="Flow order:"] g.state[data-state="${st}"]`).count(), 1, st);
+  }
+  assert.equal(await page.locator(`svg.graph[aria-label^="Flow order:"] g.state.initial[data-state="init"]`).count(), 1);
+  assert.ok(await page.locator('svg.graph path.edge').count() >= 5);
+  // The YAML with line numbers: a line found by its number.
   await page.waitForSelector('#yaml >> text=maxRecursion: 10', { timeout: 30000 });
+  const at = await page.getAttribute('#yaml .line:has-text("maxRecursion: 10")', 'data-n');
+  await page.fill('#goto-line', at);
+  await page.click('#goto-line + button');
+  assert.ok((await page.textContent('#yaml .line.here')).includes('maxRecursion: 10'));
+  await page.screenshot({ path: join(dir, 'console-bot.png'), fullPage: true });
   await look('bot');
 
   // Deploy again (0.0.2), then roll back to 0.0.1 after a confirmation.
