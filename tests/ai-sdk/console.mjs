@@ -393,7 +393,8 @@ try {
   for (const [hash, ready] of [[`#/p/${pizza.id}`, '#environments'], ['#/', 'main table'],
     [`#/p/${pizza.id}/transcripts/production`, '.conversation'], [`#/p/${pizza.id}/analytics/production`, '#total-messages'],
     [`#/p/${op.id}/errors`, '#errors'], [`#/p/${pizza.id}/keys/production`, '#keys'], ['#/keys', '#keys'],
-    [`#/p/${pizza.id}/bot`, 'details.flow'], [`#/p/${nl.id}/nl`, '#training'], [`#/p/${pizza.id}/cms`, '#cms-pages']]) {
+    [`#/p/${pizza.id}/bot`, 'details.flow'], [`#/p/${nl.id}/nl`, '#training'], [`#/p/${pizza.id}/cms`, '#cms-pages'],
+    [`#/p/${tb.id}/cases`, '#queue']]) {
     const cost = await viewCost(hash, ready);
     assert.ok(cost.length <= 3, `${hash}: ${cost.length} requests: ${cost.join(', ')}`);
   }

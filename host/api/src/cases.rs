@@ -1059,22 +1059,30 @@ async fn create_case(
     Ok(axum::Json(case_view(&c)))
 }
 
+/// The project's Cases; with `tasks=true` each carries its tasks (newest first, 100 at most),
+/// so a page shows every Case with its tasks in one request.
 #[utoipa::path(get, path = "/projects/{projectId}/cases", tag = "cases",
-    params(("projectId" = String, Path)), responses((status = 200, body = Object)))]
+    params(("projectId" = String, Path), ("tasks" = Option<bool>, Query)),
+    responses((status = 200, body = Object)))]
 async fn list_cases(
     State(app): State<App>,
     caller: Caller,
     Path(pid): Path<String>,
+    uri: Uri,
 ) -> ApiResult<axum::Json<Json>> {
     let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
-    let v: Vec<Json> = app
-        .db
-        .list_cases(&p.owner_id)
-        .await?
-        .iter()
-        .filter(|c| c.project_id == pid)
-        .map(case_view)
-        .collect();
+    let with_tasks = query_pairs(uri.query()).get("tasks").map(String::as_str) == Some("true");
+    let mut v = Vec::new();
+    for c in app.db.list_cases(&p.owner_id).await? {
+        if c.project_id != pid {
+            continue;
+        }
+        let mut view = case_view(&c);
+        if with_tasks {
+            view["tasks"] = tasks_view(&app, &c).await?["data"].take();
+        }
+        v.push(view);
+    }
     Ok(axum::Json(json!({"data": v})))
 }
 

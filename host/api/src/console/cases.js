@@ -6,12 +6,12 @@ import { api, backTo, el, enc, say, show, table, time } from './lib.js';
  * shows its inputs and proposed outputs; a person approves it or rejects it with a note. */
 export async function cases(pid) {
   const P = `/projects/${enc(pid)}`;
-  const list = await api('GET', `${P}/cases`);
+  const list = await api('GET', `${P}/cases?tasks=true`);
   const pretty = (v) => el('pre', { class: 'mono', tabindex: 0 }, JSON.stringify(v === undefined ? null : v, null, 2));
   const sections = [];
   const queue = [];
   for (const c of list.data) {
-    const tasks = (await api('GET', `${P}/cases/${enc(c.id)}/tasks`)).data;
+    const tasks = c.tasks || [];
     for (const t of tasks.filter((t) => t.status === 'review')) {
       const note = el('textarea', { 'aria-label': 'Note', rows: 2, class: 'note', placeholder: 'A note for the record (required to reject)' });
       const err = el('p', { class: 'error', role: 'alert' });
