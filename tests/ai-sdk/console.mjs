@@ -207,6 +207,16 @@ try {
   await page.waitForSelector('#environments >> text=0.0.2', { timeout: 30000 });
   await page.click('button.rollback[data-version="0.0.1"]');
   await page.waitForSelector('#environments td >> text=/^0\\.0\\.1$/', { timeout: 30000 });
+  // The notice it leaves sits above the content: it overlaps no table.
+  await page.waitForSelector('#status >> text=Rolled back', { timeout: 30000 });
+  const overlaps = await page.evaluate(() => {
+    const n = document.getElementById('status').getBoundingClientRect();
+    return [...document.querySelectorAll('table')].filter((t) => {
+      const r = t.getBoundingClientRect();
+      return r.left < n.right && n.left < r.right && r.top < n.bottom && n.top < r.bottom;
+    }).length;
+  });
+  assert.equal(overlaps, 0);
 
   // Acting for a team: its (empty) projects, then back to the user's own.
   await api(base, 'POST', '/teams', admin, { name: 'acme' });
@@ -404,6 +414,23 @@ try {
   await page.waitForSelector('#send');
   await page.setViewportSize({ width: 390, height: 800 });
   assert.ok(await page.isVisible('#send'));
+  // A conversation taller than its box scrolls: the newest carousel keeps its size and its
+  // buttons work; a card without an image has no image element.
+  for (let i = 0; i < 6; i++) {
+    await page.fill('#text', 'cancel');
+    await page.click('#send');
+    await page.waitForSelector(`.bubble.bot >> nth=${2 * i}`, { timeout: 30000 });
+    await page.fill('#text', 'I want pizza');
+    await page.click('#send');
+    await page.waitForFunction((n) => document.querySelectorAll('#chat .cards').length === n, i + 1, { timeout: 30000 });
+  }
+  const card = page.locator('#chat .cards >> nth=-1').locator('.item >> nth=0');
+  const box = await card.boundingBox();
+  assert.ok(box.height >= 60 && box.width >= 150, `a card shrank: ${JSON.stringify(box)}`);
+  assert.ok(await page.evaluate(() => document.getElementById('chat').scrollHeight > document.getElementById('chat').clientHeight));
+  assert.equal(await page.locator('#chat img').count(), 0, 'the pizza cards have no image, so no image element');
+  await card.locator('button.reply').click();
+  await page.waitForSelector('.bubble.bot >> text=How many? (1-9) >> nth=-1', { timeout: 30000 });
   await page.screenshot({ path: join(dir, 'console-phone.png'), fullPage: true });
   await page.setViewportSize({ width: 1280, height: 900 });
 
