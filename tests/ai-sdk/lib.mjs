@@ -76,6 +76,10 @@ export async function inspect(page, dir, name) {
   for (const [label, width] of [['desktop', 1280], ['phone', 390]]) {
     await page.setViewportSize({ width, height: 900 });
     await page.screenshot({ path: join(dir, `${name}-${label}.png`), fullPage: true });
+    // BOTBOX_DOCS_SHOTS=1: the top of each page, small, for docs/console/.
+    if (process.env.BOTBOX_DOCS_SHOTS) {
+      await page.screenshot({ path: join(here, '../../docs/console', `${name}-${label}.jpg`), type: 'jpeg', quality: 60 });
+    }
     const out = await page.evaluate(() => {
       const w = document.documentElement.clientWidth;
       const found = [];
