@@ -77,8 +77,16 @@ try {
   await page.click('#signin');
   await page.waitForSelector('[role=alert] >> text=incorrect', { timeout: 30000 });
   await page.fill('#password', password);
+  // Signing in reads each thing once: the token, who you are, your teams, your projects.
+  const signInRequests = [];
+  const onRequest = (r) => { const u = new URL(r.url()); if (!u.pathname.startsWith('/console/')) signInRequests.push(`${r.method()} ${u.pathname}`); };
+  page.on('request', onRequest);
   await page.click('#signin');
   await page.waitForSelector('a >> text=pizza', { timeout: 30000 });
+  await page.waitForLoadState('networkidle');
+  page.off('request', onRequest);
+  assert.deepEqual(signInRequests.map((r) => r.replace(/\/users\/[^/]+\//, '/users/{id}/')).sort(),
+    ['GET /me', 'GET /projects', 'GET /users/{id}/teams', 'POST /login'], signInRequests.join(', '));
   await look('projects');
   await page.click('a >> text=pizza', { timeout: 30000 });
   await page.waitForSelector('#revisions');

@@ -44,7 +44,8 @@ async function route() {
 }
 
 window.addEventListener('hashchange', route);
-// Signed in, signed out or acting for another team: the header is loaded again.
-window.addEventListener('botbox:navigate', () => { me = null; route(); });
+// Signed in or acting for another team: the header is loaded again at the next route.
+window.addEventListener('botbox:reset', () => { me = null; });
+window.addEventListener('botbox:navigate', route);
 window.addEventListener('botbox:signed-out', (ev) => { me = null; signIn(ev.detail); });
 route();

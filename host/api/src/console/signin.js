@@ -1,10 +1,12 @@
 // Signing in and the header: who is signed in, the team the console acts for, sign out.
 import { TOKEN, api, el, enc, say, show } from './lib.js';
 
-/** Starts the console again (the header reloaded): after signing in or switching teams. */
+/** Starts the console again at the project list, the header read anew: after signing in
+ *  or switching teams. One route: by the hash change, or (already there) by asking. */
 function restart() {
-  location.hash = '#/';
-  window.dispatchEvent(new Event('botbox:navigate'));
+  window.dispatchEvent(new Event('botbox:reset'));
+  if (location.hash === '#/') window.dispatchEvent(new Event('botbox:navigate'));
+  else location.hash = '#/';
 }
 
 export function signIn(message) {
