@@ -692,7 +692,31 @@ async fn javascript_syntax_errors_are_refused_before_running() {
     ));
     let o = bb(home.path(), &dir, &url, &["push"], "");
     assert_ne!(o.code, 0);
-    assert!(o.stderr.contains("bot.yml:6:25: error"), "{}", o.stderr);
+    // The reason first, on one line; the located problem on its own, "error" said once each.
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(
+        lines[0], "error: the bot is not valid: 1 error",
+        "{}",
+        o.stderr
+    );
+    assert!(
+        lines[1].contains("bot.yml:6:25: error: methods.lookup(message, context, data, options, config, result): JavaScript syntax error at line 2, column 21 of the method")
+            && !lines[1].starts_with("error:"),
+        "{}",
+        o.stderr
+    );
+    // With --json: one JSON object.
+    let o = bb(home.path(), &dir, &url, &["push", "--json"], "");
+    let err: Value =
+        serde_json::from_str(o.stderr.trim()).unwrap_or_else(|e| panic!("{e}: {}", o.stderr));
+    assert_eq!(err["error"], "the bot is not valid: 1 error");
+    assert!(
+        err["lines"][0]
+            .as_str()
+            .unwrap()
+            .contains("bot.yml:6:25: error"),
+        "{err}"
+    );
 
     // The server refuses it too, for clients that push without the CLI.
     let api = server.api();

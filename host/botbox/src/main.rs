@@ -528,13 +528,31 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    let json = std::env::args().any(|a| a == "--json");
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("{}", error_text(&format!("{e:#}"), json));
             ExitCode::from(1)
         }
     }
+}
+
+/// How a failed command reports itself: `error: <reason>` (the reason first; located lines,
+/// such as a bot file's problems, follow on their own lines), or with `--json` one JSON
+/// object `{"error": <reason>, "lines": [...]}`.
+fn error_text(message: &str, json: bool) -> String {
+    let mut lines = message.lines();
+    let first = lines.next().unwrap_or("").trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let rest: Vec<&str> = lines.map(str::trim_end).filter(|l| !l.is_empty()).collect();
+    if json {
+        return serde_json::json!({"error": first, "lines": rest}).to_string();
+    }
+    std::iter::once(format!("error: {first}"))
+        .chain(rest.iter().map(|l| l.to_string()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -232,6 +232,11 @@ fn server_says(text: &str) -> String {
     }
 }
 
+/// `1 error`, `3 errors`.
+fn plural(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 /// An answer read as the API shape `T`.
 fn shaped<T: serde::de::DeserializeOwned>(method: &str, path: &str, v: Json) -> Result<T> {
     serde_json::from_value(v).with_context(|| {
@@ -529,7 +534,11 @@ pub fn load_valid(dir: &Path) -> Result<(bot::LoadedBot, runtime_core::Compiled)
         Err(rejected) => {
             let lines: Vec<String> = rejected.problems.iter().map(|p| loaded.locate(p)).collect();
             let n = rejected.errors().count();
-            bail!("{}\n{n} error(s): the bot is not valid", lines.join("\n"))
+            bail!(
+                "the bot is not valid: {}\n{}",
+                plural(n, "error"),
+                lines.join("\n")
+            )
         }
     }
 }
@@ -556,9 +565,9 @@ pub fn fail_on_js_errors(
         return Ok(());
     }
     bail!(
-        "{}\n{} error(s): the bot is not valid",
-        lines.join("\n"),
-        lines.len()
+        "the bot is not valid: {}\n{}",
+        plural(lines.len(), "error"),
+        lines.join("\n")
     )
 }
 
