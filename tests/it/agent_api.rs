@@ -300,6 +300,16 @@ async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
     assert_eq!(r.status, 401);
     assert_eq!(r.header("www-authenticate"), Some("Bearer"));
     assert_eq!(r.json()["code"], "unauthorized");
+    // The problem's `type` is a page of this server saying what it means and what to do.
+    let ty = s(&r.json()["type"]);
+    let path = &ty[ty.find("/docs/problems/").expect("a problem page")..];
+    let page = api.call("GET", path, None, None).await;
+    assert_eq!(page.status, 200, "{ty}");
+    assert!(
+        page.text.contains("Unauthorized") && page.text.contains("What to do"),
+        "{}",
+        page.text
+    );
     // Made-up and malformed keys get the same answer.
     for bad in [
         "sak_0000000000000000000000000000000000000000",

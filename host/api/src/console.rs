@@ -17,10 +17,10 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
      form-action 'self'; frame-ancestors 'none'";
 
 /// A console file with the headers every console page is sent with.
-pub(crate) fn asset(content_type: &'static str, body: &'static str) -> Response {
+pub(crate) fn asset(content_type: &'static str, body: impl Into<axum::body::Body>) -> Response {
     let mut r = (
         [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
-        body,
+        body.into(),
     )
         .into_response();
     let h = r.headers_mut();
@@ -89,7 +89,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
             "/console/{file}",
             get(|Path(file): Path<String>| async move {
                 match FILES.iter().find(|(name, _, _)| *name == file) {
-                    Some((_, kind, body)) => asset(kind, body),
+                    Some((_, kind, body)) => asset(kind, *body),
                     None => (StatusCode::NOT_FOUND, "no such console file").into_response(),
                 }
             }),

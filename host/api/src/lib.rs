@@ -24,6 +24,7 @@ mod live;
 pub mod nlu;
 pub mod overload;
 mod overview;
+mod problems;
 mod projects;
 pub mod v1;
 
@@ -337,6 +338,7 @@ pub fn router(app: App) -> Router {
         )
         .merge(SwaggerUi::new("/docs").url("/openapi.json", doc))
         .merge(console::routes())
+        .merge(problems::routes())
         .merge(hooks)
         .merge(v1)
         .merge(limited)
