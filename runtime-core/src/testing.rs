@@ -138,7 +138,7 @@ impl TestEnv {
         z ^ (z >> 31)
     }
 
-    /// Answers from the stubs; an unmatched request gets 404.
+    /// Answers from the stubs; an unmatched request fails with how to stub it.
     pub fn http(&mut self, req: &HttpRequest) -> Result<HttpResponse, HostError> {
         self.requests.push(req.clone());
         let hit = self.mocks.iter().find(|m| {
@@ -164,10 +164,12 @@ impl TestEnv {
                     None => String::new(),
                 },
             }),
-            None => Ok(HttpResponse {
-                status: 404,
-                body: "no stub for this request".into(),
-            }),
+            // Nothing answered: a failed call (as a network error would be), saying how to
+            // stub it, rather than an answer the server never gave.
+            None => Err(HostError::Failed(format!(
+                "no stub for {} {} in this test: add `- {{method: {}, url: \"{}\", status: 200, body: {{…}}}}` under the test's `http:`",
+                req.method, req.url, req.method, req.url
+            ))),
         }
     }
 }
@@ -531,6 +533,31 @@ pub fn subset(want: &Json, got: &Json, path: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A request no stub answers fails with the request and how to stub it: nothing
+    /// answered, so no status is made up.
+    #[test]
+    fn an_unstubbed_request_says_how_to_stub_it() {
+        let mut env = TestEnv {
+            now: 0,
+            mocks: vec![],
+            rng: 1,
+            requests: vec![],
+        };
+        let req = HttpRequest {
+            method: "GET".into(),
+            url: "https://api.test/users/1".into(),
+            headers: vec![],
+            body: None,
+        };
+        let e = env.http(&req).unwrap_err().to_string();
+        assert!(
+            e.starts_with("no stub for GET https://api.test/users/1 in this test: add `- {method: GET, url: \"https://api.test/users/1\", status: 200"),
+            "{e}"
+        );
+        assert_eq!(env.requests.len(), 1);
+    }
+
     use super::*;
     use serde_json::json;
 

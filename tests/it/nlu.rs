@@ -972,3 +972,33 @@ async fn the_cli_creates_trains_and_predicts_with_an_nlu() {
     ]));
     assert!(out.starts_with("hello friend → intent greet ("), "{out}");
 }
+
+/// `botbox test` on a bot with a `type: nl` NLU, run locally, says how to run it against
+/// the trained model: `botbox test --remote`.
+#[test]
+fn local_tests_of_an_nl_bot_say_to_run_them_remotely() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("pizza-nl");
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    for f in ["bot.yml", "nlu.yml", "training.txt"] {
+        let from = example_path("pizza-nl").join(f);
+        if from.exists() {
+            std::fs::copy(&from, dir.join(f)).unwrap();
+        }
+    }
+    for e in std::fs::read_dir(example_path("pizza-nl").join("tests")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join("tests").join(e.file_name())).unwrap();
+    }
+    let o = crate::cli::bb(
+        home.path(),
+        work.path(),
+        "http://127.0.0.1:9",
+        &["test", "--dir", "pizza-nl"],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    let all = format!("{}{}", o.stdout, o.stderr);
+    assert!(all.contains("botbox test --remote"), "{all}");
+}

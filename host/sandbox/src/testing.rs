@@ -37,7 +37,7 @@ impl Effects for EnvEffects {
         _: &'a Json,
     ) -> EffectFuture<'a, Result<Json, String>> {
         Box::pin(std::future::ready(Err(
-            "no NL model in conversation tests".into()
+            "type nl NLUs are trained models on the server: run these tests with `botbox test --remote` (the server's latest revision, with its NLU)".into()
         )))
     }
 }
