@@ -15,6 +15,7 @@ mod cli;
 mod cms;
 mod console;
 mod crash;
+mod docs;
 mod egress;
 mod hostile;
 mod kata_cli;
