@@ -113,7 +113,7 @@ const LOCKDOWN: &str = r#"(function (global) {
 pub struct JsRuntime {
     js: Option<Js>,
     /// Functions made for this step, by cache key (see [`JsRuntime::call`]).
-    step_functions: HashMap<String, JsObject>,
+    step_functions: HashMap<String, Fun>,
     clock: Rc<HostClock>,
 }
 
@@ -129,7 +129,7 @@ struct Js {
     /// The global object's prototype after lockdown.
     global_proto: Option<JsObject>,
     /// Factories of compiled functions by cache key: `(function () { return <form>; })`.
-    factories: HashMap<String, JsObject>,
+    factories: HashMap<String, Fun>,
     /// Whether JavaScript ran since the last [`JsRuntime::finish_step`].
     dirty: bool,
 }
@@ -261,7 +261,8 @@ impl JsRuntime {
                 let key = format!("expr\u{0}{}\u{0}{src}", names.join(","));
                 let f = self.function(key, || vec![expr_form(src, &names)])?;
                 let args: Vec<Json> = names.iter().map(|n| scope[*n].clone()).collect();
-                self.invoke(&f, &args, &[], &[])
+                self.invoke(&f.f, &args, &[], &[])
+                    .map_err(|e| locate(e, f.at, src, "expression"))
             }
             JsCall::Method {
                 method,
@@ -276,7 +277,8 @@ impl JsRuntime {
                     args.len()
                 );
                 let f = self.function(key, || method_forms(method, args.len()))?;
-                self.invoke(&f, args, read_back, read_keys)
+                self.invoke(&f.f, args, read_back, read_keys)
+                    .map_err(|e| locate(e, f.at, &method.code, "method"))
             }
         }
     }
@@ -287,7 +289,7 @@ impl JsRuntime {
         &mut self,
         key: String,
         forms: impl FnOnce() -> Vec<Wrapped>,
-    ) -> Result<JsObject, HostError> {
+    ) -> Result<Fun, HostError> {
         if let Some(f) = self.step_functions.get(&key) {
             return Ok(f.clone());
         }
@@ -305,10 +307,12 @@ impl JsRuntime {
         };
         let ctx = &mut js.ctx;
         let f = factory
+            .f
             .call(&JsValue::undefined(), &[], ctx)
             .map_err(|e| to_host_error(e, ctx))?
             .as_callable()
             .ok_or_else(|| HostError::Failed("not a function".into()))?;
+        let f = Fun { f, at: factory.at };
         self.step_functions.insert(key, f.clone());
         Ok(f)
     }
@@ -426,15 +430,21 @@ fn lock_down(ctx: &mut Context) -> JsResult<(JsObject, JsObject, HashSet<Propert
 
 /// Compiles the first of `forms` that compiles as a factory: a function returning the form's
 /// value. A form that throws while compiling (a module's top level) throws when called.
-fn compile_factory(ctx: &mut Context, forms: &[Wrapped]) -> Result<JsObject, HostError> {
+fn compile_factory(ctx: &mut Context, forms: &[Wrapped]) -> Result<Fun, HostError> {
     let mut last = None;
     for f in forms {
-        let src = format!("(function () {{ return {}; }})", f.src);
+        let src = format!("{FACTORY_HEAD}{}; }})", f.src);
         match ctx.eval(Source::from_bytes(&src)) {
             Ok(v) => {
-                return v
+                let callable = v
                     .as_callable()
-                    .ok_or_else(|| HostError::Failed("not a function".into()));
+                    .ok_or_else(|| HostError::Failed("not a function".into()))?;
+                // Where the site's own code starts in the source boa reports positions in.
+                let at = match f.lines_before {
+                    0 => (0, FACTORY_HEAD.chars().count() + f.columns_before),
+                    n => (n, 0),
+                };
+                return Ok(Fun { f: callable, at });
             }
             Err(e) => match to_host_error(e, ctx) {
                 HostError::Abort(e) => return Err(HostError::Abort(e)),
@@ -443,6 +453,59 @@ fn compile_factory(ctx: &mut Context, forms: &[Wrapped]) -> Result<JsObject, Hos
         }
     }
     Err(last.unwrap_or_else(|| HostError::Failed("no method form".into())))
+}
+
+/// What a compiled factory is wrapped in (on the first line of the source boa reports).
+const FACTORY_HEAD: &str = "(function () { return ";
+
+/// A compiled function and where its site's own code starts in the source boa reports
+/// positions in: `(lines before, characters before on that line)`.
+#[derive(Clone)]
+struct Fun {
+    f: JsObject,
+    at: (usize, usize),
+}
+
+/// A JavaScript exception's message with its place in the site's own code: boa's
+/// `(unknown at :L:C)` (a position in the wrapper) becomes `(line l, column c of the
+/// method)`; reading a property of null or undefined names the property.
+fn locate(
+    e: HostError,
+    (lines_before, cols_before): (usize, usize),
+    code: &str,
+    what: &str,
+) -> HostError {
+    let HostError::Failed(msg) = e else { return e };
+    const MARK: &str = " (unknown at :";
+    let Some(at) = msg.rfind(MARK) else {
+        return HostError::Failed(msg);
+    };
+    let pos = msg[at + MARK.len()..].trim_end_matches(')');
+    let Some((l, c)) = pos
+        .split_once(':')
+        .and_then(|(l, c)| Some((l.parse::<usize>().ok()?, c.parse::<usize>().ok()?)))
+    else {
+        return HostError::Failed(msg);
+    };
+    let (line, col) = match l.checked_sub(lines_before) {
+        None | Some(0) => return HostError::Failed(msg[..at].to_string()),
+        Some(1) if lines_before == 0 => (1, c.saturating_sub(cols_before).max(1)),
+        Some(line) => (line, c),
+    };
+    let mut text = msg[..at].to_string();
+    if text.ends_with("cannot convert 'null' or 'undefined' to object") {
+        let src_line: Vec<char> = code.lines().nth(line - 1).unwrap_or("").chars().collect();
+        let start = col - 1;
+        let prop: String = src_line
+            .iter()
+            .skip(start)
+            .take_while(|ch| ch.is_alphanumeric() || **ch == '_' || **ch == '$')
+            .collect();
+        if !prop.is_empty() && start > 0 && src_line.get(start - 1) == Some(&'.') {
+            text = format!("TypeError: cannot read property '{prop}' of null or undefined");
+        }
+    }
+    HostError::Failed(format!("{text} (line {line}, column {col} of the {what})"))
 }
 
 /// Deletes the globals a step added; false when the global object cannot be put back as the
@@ -744,6 +807,52 @@ mod tests {
         assert_eq!(
             call(&mut rt, &arrow, &[json!(4)]).unwrap().value,
             Some(json!(40))
+        );
+    }
+
+    /// A thrown error and a property read on null are placed at their line and column in
+    /// the method's own code (and the property is named), in every form a method compiles
+    /// in; an expression's, in the expression.
+    #[test]
+    fn runtime_errors_are_placed_in_the_sites_own_code() {
+        let mut rt = JsRuntime::new(HostClock::new(|| 0, 0.0));
+        let failed = |r: Result<JsOutcome, HostError>| match r {
+            Err(HostError::Failed(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        let body = method(
+            "boom",
+            Some(&["ctx"]),
+            "var a = 1;\n    throw new Error('kaboom ' + a);",
+            None,
+        );
+        assert_eq!(
+            failed(call(&mut rt, &body, &[json!(null)])),
+            "Error: kaboom 1 (line 2, column 11 of the method)"
+        );
+        let null = method(
+            "nul",
+            Some(&["ctx"]),
+            "var o = null;\nreturn o.count;",
+            None,
+        );
+        assert_eq!(
+            failed(call(&mut rt, &null, &[json!(null)])),
+            "TypeError: cannot read property 'count' of null or undefined (line 2, column 10 of the method)"
+        );
+        // The expression form (a method that is one expression) starts on the wrapper's line.
+        let expr = method("ex", Some(&["ctx"]), "ctx.a.b", None);
+        assert_eq!(
+            failed(call(&mut rt, &expr, &[json!({})])),
+            "TypeError: cannot read property 'b' of null or undefined (line 1, column 7 of the method)"
+        );
+        let e = rt.call(JsCall::Expr {
+            src: "x.y.z",
+            scope: &json!({"x": {}}),
+        });
+        assert_eq!(
+            failed(e),
+            "TypeError: cannot read property 'z' of null or undefined (line 1, column 5 of the expression)"
         );
     }
 

@@ -910,8 +910,9 @@ async fn run_time_errors_reach_the_author() {
     let o = run(&["test"], "");
     assert_ne!(o.code, 0);
     assert!(
-        o.stdout.contains("the bot's error: method boom")
-            && o.stdout.contains("no stock for pizza"),
+        o.stdout.contains(
+            "the bot's error: ./bot.yml:3:64: method boom threw: Error: no stock for pizza\n"
+        ),
         "{}",
         o.stdout
     );
@@ -1091,4 +1092,77 @@ async fn transcripts_and_pull_from_the_cli() {
     assert_eq!(back["flows"], original["flows"], "{text}");
     assert_eq!(back["name"], "hello");
     ok(bb(home.path(), &pulled, &url, &["validate", "bot.yml"], ""));
+}
+
+/// A method that throws is reported by `botbox test` at its place in the author's file:
+/// the line and column of the throw inside the method, in `bot.yml` or in the included file
+/// that holds the method.
+#[test]
+fn run_time_errors_point_into_the_authors_files() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("oops");
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    std::fs::create_dir_all(dir.join("flows")).unwrap();
+    // Line 4 of bot.yml is the method's first line: its `throw` is on line 5, column 5, and
+    // the error is made at `new` (column 11).
+    std::fs::write(
+        dir.join("bot.yml"),
+        "name: oops\n\
+         methods:\n\
+         \x20 boom(message): |\n\
+         \x20   var n = 1;\n\
+         \x20   throw new Error('kaboom ' + n);\n\
+         flows:\n\
+         \x20 main: $include(./flows/main.yml)\n",
+    )
+    .unwrap();
+    // In the included file the flow's own method reads a property of null on its line 2.
+    std::fs::write(
+        dir.join("flows/main.yml"),
+        "fallback: true\n\
+         methods:\n\
+         \x20 count(message): |\n\
+         \x20   var o = null;\n\
+         \x20   return o.count;\n\
+         intents:\n\
+         \x20 any: {fallback: true}\n\
+         states:\n\
+         \x20 init:\n\
+         \x20   initial: true\n\
+         \x20   transitions: {s: {fallback: true}}\n\
+         \x20 s:\n\
+         \x20   end: true\n\
+         \x20   action:\n\
+         \x20     - {name: method, method: boom}\n\
+         \x20     - {name: method, method: count}\n\
+         \x20     - {name: text, options: {text: done}}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("tests/t.yml"),
+        "tests:\n  - name: throws\n    steps:\n      - send: hi\n        expect: [{text: nope}]\n",
+    )
+    .unwrap();
+    let o = bb(
+        home.path(),
+        work.path(),
+        "http://127.0.0.1:9",
+        &["test", "--dir", "oops"],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stdout
+            .contains("the bot's error: oops/bot.yml:5:11: method boom threw: Error: kaboom 1\n")
+            || o.stdout
+                .contains("bot.yml:5:11: method boom threw: Error: kaboom 1\n"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("flows/main.yml:5:14: method count threw: TypeError: cannot read property 'count' of null or undefined"),
+        "{}",
+        o.stdout
+    );
 }

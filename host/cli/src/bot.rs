@@ -46,6 +46,48 @@ impl LoadedBot {
         self.locate(&problem)
     }
 
+    /// A method's run-time error placed in its file: in `… method boom threw: Error: x (line
+    /// 2, column 5 of the method)` the method's place becomes `bot.yml:7:5: method boom
+    /// threw: Error: x` (an included file's name when the method is there). Other text, and
+    /// a method not found, come back as they are.
+    pub fn place_runtime(&self, text: &str) -> String {
+        let placed = || -> Option<String> {
+            let threw = text.find(" threw: ")?;
+            let start = text[..threw].rfind("method ")?;
+            let name = &text[start + "method ".len()..threw];
+            let at = text.rfind(" (line ")?;
+            let (l, rest) = text[at + " (line ".len()..].split_once(", column ")?;
+            let c = rest.strip_suffix(" of the method)")?;
+            let (l, c) = (l.parse::<usize>().ok()?, c.parse::<usize>().ok()?);
+            let path = self.method_path(name)?;
+            let (file, pos, rel) = self.source_of(&path)?;
+            let (fl, fc) = pos.inside(rel, l, c)?;
+            Some(format!(
+                "{}{}:{fl}:{fc}: {}",
+                &text[..start],
+                file.display(),
+                &text[start..at]
+            ))
+        };
+        placed().unwrap_or_else(|| text.to_string())
+    }
+
+    /// The document path of method `name` (`methods.<key>` or `flows.<flow>.methods.<key>`,
+    /// the key with or without its parameters).
+    fn method_path(&self, name: &str) -> Option<String> {
+        let is = |k: &String| k == name || k.starts_with(&format!("{name}("));
+        if let Some(k) = self.doc["methods"]
+            .as_object()
+            .and_then(|m| m.keys().find(|k| is(k)))
+        {
+            return Some(format!("methods.{k}"));
+        }
+        self.doc["flows"].as_object()?.iter().find_map(|(f, flow)| {
+            let k = flow["methods"].as_object()?.keys().find(|k| is(k))?;
+            Some(format!("flows.{f}.methods.{k}"))
+        })
+    }
+
     /// `file:line:column: severity: path: message` for a problem.
     pub fn locate(&self, p: &Problem) -> String {
         let sev = match p.severity {

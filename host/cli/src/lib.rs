@@ -1172,7 +1172,7 @@ pub fn test(ctx: &Ctx, dir: &Path, remote: bool, cache_dir: Option<PathBuf>) -> 
                     println!("✗ {file}: {}", r.name);
                     for fl in &r.failures {
                         for line in fl.lines() {
-                            println!("    {line}");
+                            println!("    {}", loaded.place_runtime(line));
                         }
                     }
                 }
