@@ -921,7 +921,11 @@ async fn run_time_errors_reach_the_author() {
     ok(run(&["push"], ""));
     // The console prints the step's errors under its replies.
     let out = ok(run(&["console"], "pizza\nexit\n"));
-    assert!(out.contains("! method boom"), "{out}");
+    // A method's error at its place in the folder's file.
+    assert!(
+        out.contains("! ./bot.yml:3:64: method boom threw: Error: no stock for pizza\n"),
+        "{out}"
+    );
     assert!(
         out.contains("refused by the server's egress policy") && out.contains("--egress-allow"),
         "{out}"
@@ -966,7 +970,8 @@ async fn run_time_errors_reach_the_author() {
     // Each step: the method, the api call, then the text's expression on the null result.
     assert_eq!(lines.len(), 6, "{out}");
     assert!(
-        lines[0].contains("bot/method-error  [console]") && lines[0].contains("no stock for pizza"),
+        lines[0].contains("bot/method-error  [console]")
+            && lines[0].ends_with("./bot.yml:3:64: method boom threw: Error: no stock for pizza"),
         "{out}"
     );
     assert!(lines[1].contains("bot/api-error  [console]"), "{out}");

@@ -702,6 +702,8 @@ pub fn errors(
     follow: bool,
 ) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
+    // The folder's own files, to place a method's errors in them.
+    let local = load_valid(dir).ok().map(|(loaded, _)| loaded);
     let env_id = match env {
         Some(name) => Some(
             find_env(ctx, &pid, name)?
@@ -743,7 +745,10 @@ pub fn errors(
                     e["errorGroup"].as_str().unwrap_or(""),
                     e["errorCode"].as_str().unwrap_or(""),
                     e["channelId"].as_str().unwrap_or(""),
-                    e["errorMessage"].as_str().unwrap_or("")
+                    match &local {
+                        Some(l) => l.place_runtime(e["errorMessage"].as_str().unwrap_or("")),
+                        None => e["errorMessage"].as_str().unwrap_or("").to_string(),
+                    }
                 );
             }
         }
