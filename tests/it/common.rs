@@ -290,6 +290,7 @@ impl InProcess {
             secret_key: None,
             shutdown_timeout: Duration::from_secs(30),
             metrics_addr: None,
+            trusted_proxies: vec![],
         };
         let app = botbox::server::build(&cfg, db.clone(), cfg.addr)
             .await

@@ -1481,3 +1481,45 @@ async fn a_project_name_with_spaces_is_refused_with_the_rule() {
         .ok();
     assert_eq!(p["label"], "My Bot");
 }
+
+/// Behind a trusted reverse proxy (`--trusted-proxy`) the per-address limit counts each
+/// client the proxy names in X-Forwarded-For; without the flag, a client's own
+/// X-Forwarded-For is ignored and every request counts for the connection's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_see_the_client_behind_a_trusted_proxy() {
+    for trusted in [true, false] {
+        let mut args = vec!["--rate-limit", "3"];
+        if trusted {
+            args.extend(["--trusted-proxy", "127.0.0.1"]);
+        }
+        let server = Server::start(Backend::Sqlite, &args).await;
+        let http = reqwest::Client::new();
+        let get = |client: &'static str| {
+            let (http, base) = (http.clone(), server.base.clone());
+            async move {
+                http.get(format!("{base}/projects"))
+                    .header("x-forwarded-for", client)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            }
+        };
+        // A window boundary between requests resets the counters: try once more then.
+        let mut seen = vec![];
+        for _ in 0..2 {
+            seen = vec![];
+            for _ in 0..4 {
+                seen.push(get("203.0.113.1").await);
+            }
+            seen.push(get("203.0.113.2").await);
+            if seen[3] == 429 {
+                break;
+            }
+        }
+        assert_eq!(&seen[..4], [401, 401, 401, 429], "{trusted}: {seen:?}");
+        let other = if trusted { 401 } else { 429 };
+        assert_eq!(seen[4], other, "{trusted}: another client, {seen:?}");
+    }
+}

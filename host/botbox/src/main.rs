@@ -394,6 +394,17 @@ struct ServeArgs {
     /// or --metrics-token.
     #[arg(long, env = "BOTBOX_METRICS_ADDR")]
     metrics_addr: Option<SocketAddr>,
+    /// A reverse proxy in front of the server (an address or a network, repeatable): for
+    /// requests from it the client is the right-most other address of X-Forwarded-For, so
+    /// rate limits and overload caps see real clients. Never trust a proxy clients can
+    /// bypass. Default: none (X-Forwarded-For is ignored).
+    #[arg(
+        long = "trusted-proxy",
+        env = "BOTBOX_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_parser = proxy_net
+    )]
+    trusted_proxies: Vec<ipnet::IpNet>,
     /// A bearer token that may read `/metrics` on the main address (for Prometheus'
     /// `authorization` setting), besides admins' tokens.
     #[arg(long, env = "BOTBOX_METRICS_TOKEN", hide_env_values = true)]
@@ -536,6 +547,13 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// A `--trusted-proxy`: a network (`10.0.0.0/8`) or one address (`127.0.0.1`).
+fn proxy_net(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{s:?} is not an address (127.0.0.1) or a network (10.0.0.0/8)"))
 }
 
 /// How a failed command reports itself: `error: <reason>` (the reason first; located lines,
@@ -830,6 +848,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     ..ApiConfig::default()
                 },
                 metrics_addr: a.metrics_addr,
+                trusted_proxies: a.trusted_proxies.clone(),
                 callbacks: botbox_service::cases::webhooks::CallbackConfig {
                     allow_http: a.allow_private_egress,
                     ..Default::default()

@@ -38,6 +38,8 @@ pub struct ServeConfig {
     pub shutdown_timeout: std::time::Duration,
     /// Where `GET /metrics` listens on its own (then not on the main address).
     pub metrics_addr: Option<SocketAddr>,
+    /// Reverse proxies (`--trusted-proxy`) whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 /// Installs the process's Prometheus recorder: histograms of seconds, fuel and group sizes
@@ -220,7 +222,8 @@ pub async fn serve(mut cfg: ServeConfig) -> Result<()> {
     println!("botbox listening on http://{addr}");
     use std::io::Write;
     std::io::stdout().flush().ok();
-    let connections = serve_connections(listener, service, drain.clone()).await;
+    let proxies = std::sync::Arc::new(cfg.trusted_proxies.clone());
+    let connections = serve_connections(listener, service, drain.clone(), proxies).await;
     finish_drain(&drain, connections, cfg.shutdown_timeout).await;
     db.close().await;
     tracing::info!("stopped");
@@ -286,6 +289,36 @@ async fn finish_drain(
     }
 }
 
+/// The address a request comes from: the connection's peer, unless the peer is one of the
+/// trusted reverse `proxies` (`--trusted-proxy`); then the right-most address of
+/// `X-Forwarded-For` that is not itself a trusted proxy (what the nearest proxy saw).
+/// A client's own `X-Forwarded-For` is ignored: only a trusted peer's is read, and a proxy
+/// appends the address it saw, so what a client forges stays to the left of it. Rate
+/// limits, overload caps and the access log all key on this address.
+fn client_address(
+    peer: SocketAddr,
+    headers: &axum::http::HeaderMap,
+    proxies: &[ipnet::IpNet],
+) -> SocketAddr {
+    let trusted = |ip: &std::net::IpAddr| proxies.iter().any(|p| p.contains(ip));
+    if !trusted(&peer.ip()) {
+        return peer;
+    }
+    let forwarded = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect::<Vec<_>>();
+    forwarded
+        .iter()
+        .rev()
+        .filter_map(|a| a.parse::<std::net::IpAddr>().ok())
+        .find(|ip| !trusted(ip))
+        .map_or(peer, |ip| SocketAddr::new(ip, 0))
+}
+
 /// Accepts connections and serves each in a task of its own, on the lane its requests ask
 /// for ([`botbox_lanes::hopping`]): the project API on the main runtime, a webhook of a
 /// tenant over its share on the background runtime ([`botbox_service::live::Live::over_share`]);
@@ -300,6 +333,7 @@ async fn serve_connections<S>(
     listener: tokio::net::TcpListener,
     service: S,
     drain: botbox_service::drain::Drain,
+    proxies: std::sync::Arc<Vec<ipnet::IpNet>>,
 ) -> hyper_util::server::graceful::GracefulShutdown
 where
     S: tower::Service<
@@ -334,13 +368,15 @@ where
             }
         };
         let service = service.clone();
+        let proxies = proxies.clone();
         let requests = InFlight::default();
         let in_hand = requests.clone();
         let hyper_service =
             hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let mut req = req.map(axum::body::Body::new);
+                let client = client_address(peer, req.headers(), &proxies);
                 req.extensions_mut()
-                    .insert(axum::extract::ConnectInfo(peer));
+                    .insert(axum::extract::ConnectInfo(client));
                 // Every request runs on the main runtime unless its handler asks otherwise.
                 prefer(Lane::Main);
                 in_hand.track(service.clone().oneshot(req))
@@ -401,6 +437,7 @@ mod tests {
             listener,
             service,
             Default::default(),
+            Default::default(),
         ));
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(1)
@@ -420,6 +457,35 @@ mod tests {
         assert_eq!(
             seen,
             vec!["false false", "false true", "false false", "false true"]
+        );
+    }
+
+    /// Behind a trusted proxy the client is the right-most untrusted address of
+    /// X-Forwarded-For; a client's own header is ignored, and a forged entry to the left of
+    /// what the proxy appended changes nothing.
+    #[test]
+    fn the_client_is_read_from_trusted_proxies_only() {
+        let proxies: Vec<ipnet::IpNet> = vec![
+            "127.0.0.1/32".parse().unwrap(),
+            "10.0.0.0/8".parse().unwrap(),
+        ];
+        let mut h = axum::http::HeaderMap::new();
+        h.insert(
+            "x-forwarded-for",
+            "6.6.6.6, 203.0.113.7, 10.1.2.3".parse().unwrap(),
+        );
+        use super::{SocketAddr, client_address};
+        let via_proxy: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        assert_eq!(
+            client_address(via_proxy, &h, &proxies).ip().to_string(),
+            "203.0.113.7"
+        );
+        let direct: SocketAddr = "198.51.100.9:5000".parse().unwrap();
+        assert_eq!(client_address(direct, &h, &proxies), direct);
+        assert_eq!(client_address(via_proxy, &h, &[]), via_proxy);
+        assert_eq!(
+            client_address(via_proxy, &axum::http::HeaderMap::new(), &proxies),
+            via_proxy
         );
     }
 }
