@@ -349,3 +349,36 @@ fn docs_name_files_that_exist() {
         missing.join("\n")
     );
 }
+
+/// The systemd unit of docs/botbox.service passes `systemd-analyze verify` (with the
+/// binary of this build in `ExecStart`); skipped, with a notice, where systemd-analyze is
+/// not installed.
+#[test]
+fn the_systemd_unit_verifies() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let unit = std::fs::read_to_string(root.join("docs/botbox.service")).unwrap();
+    assert!(
+        unit.contains("ExecStart=/usr/local/bin/botbox serve"),
+        "{unit}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("botbox.service");
+    std::fs::write(
+        &file,
+        unit.replace("/usr/local/bin/botbox", env!("CARGO_BIN_EXE_botbox")),
+    )
+    .unwrap();
+    match std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&file)
+        .output()
+    {
+        Err(_) => eprintln!("systemd-analyze is not installed: the unit was not verified"),
+        Ok(o) => assert!(
+            o.status.success() && o.stderr.is_empty(),
+            "systemd-analyze verify: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    }
+}
