@@ -35,6 +35,20 @@ pub const PROBLEMS: &[ProblemDoc] = &[
         remedy: "Send `Authorization: Bearer <key>` with an active agent key (workspace keys for Cases); make a new key if it was revoked.",
     },
     ProblemDoc {
+        code: "bad-signature",
+        status: 401,
+        title: "Bad signature",
+        meaning: "An inbound hook call or a signed artifact URL carries no valid signature: a `webhook-*` header is missing or malformed, or the signature does not match the hook's secret.",
+        remedy: "Sign the exact body with the hook's secret as Standard Webhooks describes (`webhook-id`, `webhook-timestamp`, `webhook-signature`), or use the artifact URL as given.",
+    },
+    ProblemDoc {
+        code: "timestamp-out-of-tolerance",
+        status: 401,
+        title: "Timestamp out of tolerance",
+        meaning: "An inbound hook call's `webhook-timestamp` is more than 5 minutes from the server's clock (a replay, or a sender whose clock is off).",
+        remedy: "Send the current time in `webhook-timestamp` and keep the sender's clock synchronised (NTP).",
+    },
+    ProblemDoc {
         code: "forbidden",
         status: 403,
         title: "Forbidden",
@@ -248,5 +262,41 @@ mod tests {
         assert_eq!(index().status(), StatusCode::OK);
         assert_eq!(one("nope").status(), StatusCode::NOT_FOUND);
         assert_eq!(text("send `a<b` now"), "send <code>a&lt;b</code> now");
+    }
+
+    /// Every problem code the `/v1` sources name (a kebab-case literal on its own line, as
+    /// the problem constructors take it, or a `Problem::` helper's) has its page.
+    #[test]
+    fn every_code_in_the_sources_has_a_page() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let service = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../service/src/agent/problem.rs");
+        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+            .collect();
+        files.push(service);
+        let known = |c: &str| PROBLEMS.iter().any(|p| p.code == c) || c == "quota-exceeded";
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let t = line.trim();
+                let Some(code) = t.strip_prefix('"').and_then(|r| r.strip_suffix("\",")) else {
+                    continue;
+                };
+                let kebab =
+                    code.contains('-') && code.chars().all(|c| c.is_ascii_lowercase() || c == '-');
+                // Only literals right after a problem constructor's opening line.
+                let prev = if i > 0 { lines[i - 1] } else { "" };
+                let problem = ["Problem::", "unauthorized(", "StatusCode::"]
+                    .iter()
+                    .any(|m| prev.contains(m));
+                if kebab && problem {
+                    assert!(known(code), "{}:{}: {code} has no page", f.display(), i + 1);
+                }
+            }
+        }
     }
 }
