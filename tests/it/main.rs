@@ -23,6 +23,7 @@ mod live;
 mod nlu;
 mod operations;
 mod project_api;
+mod proxy;
 mod retention;
 mod tenants;
 mod upgrade;
