@@ -952,6 +952,12 @@ async fn run_time_errors_reach_the_author() {
             )
         })
         .collect();
+    // Through the API (no files): the place inside the method, exact.
+    assert!(
+        seen.iter().any(|(_, _, m)| m
+            == "method boom threw: Error: no stock for pizza (line 1, column 7 of the method)"),
+        "{seen:?}"
+    );
     for (ch, code, needle) in [
         ("console", "method-error", "no stock for pizza"),
         ("console", "api-error", "egress policy"),
