@@ -916,6 +916,13 @@ async fn run_time_errors_reach_the_author() {
         "{}",
         o.stdout
     );
+    // The expression's error at the `$(…)` that holds it.
+    assert!(
+        o.stdout.lines().any(|l| l.contains("the bot's error: ./bot.yml:")
+            && l.ends_with(": expression \"result.count\" failed: Cannot read properties of null (reading 'count')")),
+        "{}",
+        o.stdout
+    );
 
     ok(run(&["login", "-u", "admin", "-p", ADMIN_PASSWORD], ""));
     ok(run(&["push"], ""));

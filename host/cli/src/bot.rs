@@ -69,7 +69,31 @@ impl LoadedBot {
                 &text[start..at]
             ))
         };
-        placed().unwrap_or_else(|| text.to_string())
+        placed()
+            .or_else(|| self.place_expression(text))
+            .unwrap_or_else(|| text.to_string())
+    }
+
+    /// An expression's error, `… expression "result.count" failed: …`, with the place of
+    /// that expression in its file in front: a condition, mapping or option that is exactly
+    /// it, or the `$(…)` that holds it (the first such place in the bot).
+    fn place_expression(&self, text: &str) -> Option<String> {
+        let start = text.find("expression \"")?;
+        let src_start = start + "expression \"".len();
+        let src_end = src_start + text[src_start..].find("\" failed: ")?;
+        let src = &text[src_start..src_end];
+        let (path, col) = find_expression(&self.doc, src, "")?;
+        let (file, pos, rel) = self.source_of(&path)?;
+        let (l, c) = match col {
+            0 => pos.find(rel)?,
+            col => pos.inside(rel, 1, col)?,
+        };
+        Some(format!(
+            "{}{}:{l}:{c}: {}",
+            &text[..start],
+            file.display(),
+            &text[start..]
+        ))
     }
 
     /// The document path of method `name` (`methods.<key>` or `flows.<flow>.methods.<key>`,
@@ -106,6 +130,33 @@ impl LoadedBot {
         } else {
             format!("{at}: {sev}: {}: {}", p.path, p.message)
         }
+    }
+}
+
+/// The first place in `doc` whose text is the expression `src` (column 0: the whole value)
+/// or holds it as `$(src)` (the 1-based column of `src` in that text).
+fn find_expression(doc: &Json, src: &str, path: &str) -> Option<(String, usize)> {
+    let join = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match doc {
+        Json::String(t) if t.trim() == src => Some((path.to_string(), 0)),
+        Json::String(t) => {
+            let at = t.find(&format!("$({src})"))?;
+            Some((path.to_string(), t[..at + 2].chars().count() + 1))
+        }
+        Json::Object(m) => m
+            .iter()
+            .find_map(|(k, v)| find_expression(v, src, &join(k))),
+        Json::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| find_expression(v, src, &format!("{path}[{i}]"))),
+        _ => None,
     }
 }
 
