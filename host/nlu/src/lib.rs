@@ -1,5 +1,5 @@
-//! NL Studio models (seed 001's NLU half, reference §13): the project NLUs that bots' `type: nl`
-//! NLUs call. Everything here but `service` is pure: text in, model and predictions out.
+//! NL Studio models: the project NLUs that bots' `type: nl` NLUs call. Everything here is
+//! pure: text in, model and predictions out.
 //!
 //! A crate of its own so that it builds and tests without tokio, sqlx or wasmtime. May depend
 //! on serde, regex, aho-corasick and a stemmer; must never do I/O (storage and the model cache

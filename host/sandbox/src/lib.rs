@@ -11,9 +11,10 @@
 //! pool is in `pool.rs`, the host imports in `imports.rs`, a step in `step.rs`, who gets a
 //! CPU slot in `sched.rs`, and the threads steps run on in `threads.rs`.
 //!
-//! Instances: warm per revision. An instance holds only the loaded bot between steps (each
-//! step's JavaScript runs in a fresh boa context that is dropped with the step), so a warm
-//! instance can serve any conversation of its revision. An instance that trapped is thrown
+//! Instances: warm per revision. An instance holds only the loaded bot between steps (its
+//! one boa context is put back as the lockdown left it after each step: the globals a step
+//! added are deleted, and a context that cannot be restored is dropped and made anew), so a
+//! warm instance can serve any conversation of its revision. An instance that trapped is thrown
 //! away. Live instances are bounded by permits; when all are taken, an idle instance of
 //! another revision is evicted, and otherwise the caller waits (back-pressure, not errors).
 //!
