@@ -1,4 +1,4 @@
-//! JavaScript for bots, on boa: methods (§11) and expressions outside the fast subset.
+//! JavaScript for bots, on boa: methods and expressions outside the fast subset.
 //!
 //! One [`JsRuntime`] lives as long as its guest instance, which serves one bot revision. Its
 //! boa `Context` is built and locked down when a bot with JavaScript loads
@@ -284,7 +284,7 @@ impl JsRuntime {
     }
 
     /// This step's function under `key`: made once per step by the context's factory, which
-    /// is compiled from the first of `forms` that compiles (§11.1) on first use.
+    /// is compiled from the first of `forms` that compiles on first use.
     fn function(
         &mut self,
         key: String,
@@ -549,7 +549,7 @@ fn expr_form(src: &str, names: &[&str]) -> Wrapped {
     }
 }
 
-/// The forms a method is compiled in, tried in this order (§11.1).
+/// The forms a method is compiled in, tried in this order.
 fn method_forms(m: &Method, arity: usize) -> Vec<Wrapped> {
     let params = m
         .params
@@ -655,7 +655,7 @@ fn site_position(message: &str, f: &Wrapped, code: &str) -> (String, usize, usiz
     (text, line, col)
 }
 
-/// Parameters of a method whose key has no parentheses, by call site arity (§11.3).
+/// Parameters of a method whose key has no parentheses, by call site arity.
 fn conventional_params(arity: usize) -> Vec<String> {
     let names: &[&str] = match arity {
         1 => &["ctx"],

@@ -9,7 +9,7 @@ fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
 
-/// A bot file with its `$include(…)`s expanded, as the CLI pushes it (reference §1.2; the
+/// A bot file with its `$include(…)`s expanded, as the CLI pushes it (the
 /// CLI's own reader, with positions for its messages, is host/cli/src/bot.rs, which this
 /// crate cannot use).
 fn read_bot(path: &Path, depth: usize) -> Json {

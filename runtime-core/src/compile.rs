@@ -1,8 +1,7 @@
 //! Validation and compilation of a bot document into a [`CompiledBot`].
 //!
 //! All problems are collected in one pass, each with its path and, for YAML, its position.
-//! Structural problems are errors and reject the bot; the rest are warnings returned with it
-//! (reference §1.9).
+//! Structural problems are errors and reject the bot; the rest are warnings returned with it.
 
 use crate::expr::{CompiledExpr, ExprKind, RegexLit};
 use crate::interp;
@@ -56,7 +55,7 @@ pub struct JsSite {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JsCode {
-    /// A method, compiled as the guest compiles it (§11.1).
+    /// A method, compiled as the guest compiles it.
     Method(Method),
     /// An expression outside the fast subset.
     Expr(String),

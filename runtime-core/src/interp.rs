@@ -1,4 +1,4 @@
-//! `$(...)` interpolation and `$[...]` template references in action options (§9.3, §9.4).
+//! `$(...)` interpolation and `$[...]` template references in action options.
 
 use crate::expr::CompiledExpr;
 use crate::model::{Opt, Part};
@@ -234,7 +234,7 @@ pub fn get_path<'a>(base: &'a Json, path: &str) -> Option<&'a Json> {
 
 /// Resolves `$[key.path]` references against `base`. A template that is exactly one reference,
 /// with nothing around it (not even spaces), yields the referenced value itself (so a list can
-/// serve as variants); any other string is text and keeps its spaces (§9.3). Recursive over the
+/// serve as variants); any other string is text and keeps its spaces. Recursive over the
 /// template: rendered options, as deep as the options plus a value an expression gave
 /// (`MAX_VALUE_DEPTH`).
 pub fn resolve_refs(template: &Json, base: &Json) -> Json {

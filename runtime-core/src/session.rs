@@ -1,4 +1,4 @@
-//! Messages, responses, sessions and the converse result (reference §2, §12.1).
+//! Messages, responses, sessions and the converse result.
 
 use crate::model::MsgType;
 use serde::{Deserialize, Serialize};
@@ -145,7 +145,7 @@ pub struct Meta {
     pub end: bool,
 }
 
-/// The conversation state of one user (reference §2.3). Unknown fields are kept.
+/// The conversation state of one user. Unknown fields are kept.
 ///
 /// Deserialised by hand (below) rather than with `#[serde(flatten)]`, which buffers the whole
 /// object into an intermediate tree first: the session crosses the sandbox boundary and the
@@ -340,7 +340,7 @@ impl Session {
     }
 }
 
-/// A change to the session's schedules that the host must carry out (§7.7).
+/// A change to the session's schedules that the host must carry out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "lowercase")]
 pub enum ScheduleOp {
@@ -358,7 +358,7 @@ pub enum ScheduleOp {
     },
 }
 
-/// The outcome of one step (reference §12.1).
+/// The outcome of one step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConverseResult {
     /// The inbound message and every internal message, with their intents.

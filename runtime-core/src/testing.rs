@@ -96,7 +96,7 @@ pub struct TestStep {
     pub data: Option<Json>,
     #[serde(default)]
     pub error: Option<String>,
-    /// The step's schedule operations (§7.7), in order, each a subset of the operation.
+    /// The step's schedule operations, in order, each a subset of the operation.
     #[serde(default)]
     pub schedules: Option<Vec<Json>>,
     #[serde(default)]
@@ -238,7 +238,7 @@ pub fn parse_suite(text: &str) -> Result<Suite, String> {
     })
 }
 
-/// The console's fresh session (§14.3).
+/// The console's fresh session.
 pub fn fresh_session() -> Session {
     let mut s = Session::new("test~from~console");
     s.channel_id = Some("console-channel".into());

@@ -1,4 +1,4 @@
-//! Validation reports every problem at once, with paths and YAML positions (§1.9).
+//! Validation reports every problem at once, with paths and YAML positions.
 
 use runtime_core::compile_source;
 use runtime_core::source::Severity;

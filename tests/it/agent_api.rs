@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// Chunk types and the fields each may carry besides `type` (reference §3.2: what ai@5.0.0
-/// accepts).
+/// Chunk types and the fields each may carry besides `type` (what ai@5.0.0 accepts).
 fn allowed(chunk: &Value) -> bool {
     let t = chunk["type"].as_str().unwrap_or("");
     let fields: &[&str] = match t {

@@ -376,7 +376,7 @@ async fn a_task_through_every_path(backend: Backend) {
     assert_eq!(t["review"]["comment"], "ok with rounding");
     assert!(s(&t["review"]["decidedBy"]).contains("automation"));
     assert_eq!(t["reviews"][0]["outputs"]["total"], 24);
-    // Deciding again is not a transition of §7.1.
+    // Deciding again is not a transition the task state machine allows.
     let r = w
         .post(
             &format!("/v1/tasks/{t2}/review"),

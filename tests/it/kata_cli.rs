@@ -710,7 +710,7 @@ async fn kata_cli_journey(backend: Backend) {
         404
     );
 
-    // Everyone else keeps the seed's shapes: plain-text errors, page objects.
+    // Everyone else keeps the documented shapes: plain-text errors, page objects.
     let plain = api
         .get(
             &format!("/projects/{pid}/environments/{env_id}/channels"),

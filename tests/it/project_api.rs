@@ -90,7 +90,7 @@ async fn walkthrough(backend: Backend) {
     let admin = api.admin_token().await;
     let (_, alice) = api.user(&admin, "alice", "developer").await;
 
-    // Project with options; the seed's trailing-slash path works too.
+    // Project with options; the documented trailing-slash path works too.
     let p = api
         .post(
             "/projects/",
@@ -1229,7 +1229,7 @@ async fn bad_input_changes_nothing(backend: Backend) {
     assert_eq!(r.status, 404);
     let r = api.get("/no/such/route", &admin).await;
     assert_eq!(r.status, 404);
-    // Token in the query string works as the seed says.
+    // Token in the query string works as documented.
     let r = api
         .call("GET", &format!("/projects?token={admin}"), None, None)
         .await;

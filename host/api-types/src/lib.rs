@@ -3,7 +3,7 @@
 //! each, so that the two cannot drift apart.
 //!
 //! May depend on serde and utoipa only. Must never hold behaviour beyond (de)serialisation:
-//! these are public API shapes (seed 001, kata-cli's expectations); a change here is a change
+//! these are public API shapes (the project API's and kata-cli's); a change here is a change
 //! of the public API.
 
 use serde::{Deserialize, Serialize};
@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 // ---------------------------------------------------------------------------------------------
 // Paging
 
-/// The seed's page object.
+/// A page of a list: its number, its size, the total count and its items.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PageOf<T> {
     pub page: i64,
@@ -25,7 +25,7 @@ pub struct PageOf<T> {
 // ---------------------------------------------------------------------------------------------
 // Accounts, tokens and teams
 
-/// The seed's Token: `id` is the bearer token, shown only here.
+/// A token: `id` is the bearer token, shown only here.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Token {
@@ -144,7 +144,7 @@ impl Default for ProjectOptions {
     }
 }
 
-/// Project.options of the seed.
+/// A project's options.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProjectOptions {
@@ -165,7 +165,7 @@ pub struct ProjectOptions {
     pub nlu_id: Option<String>,
 }
 
-/// The seed's Project.
+/// A project.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Project {
@@ -228,7 +228,7 @@ pub struct RevisionPushed {
 // ---------------------------------------------------------------------------------------------
 // Deployments, environments and channels
 
-/// The seed's Deployment. `name` is `<projectId>~<version>`; `modules` is always null.
+/// A deployment. `name` is `<projectId>~<version>`; `modules` is always null.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Deployment {
@@ -244,7 +244,7 @@ pub struct Deployment {
     pub bot_id: String,
 }
 
-/// The seed's Environment.
+/// An environment of a project.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Environment {
@@ -262,7 +262,7 @@ pub struct Environment {
     pub channels: Option<Vec<Channel>>,
 }
 
-/// The seed's Channel, plus the `webhook` that receives its messages.
+/// A channel of an environment, with the `webhook` that receives its messages.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Channel {

@@ -484,7 +484,7 @@ async fn user_teams(
     Path(user): Path<String>,
 ) -> ApiResult<Json<Vec<UserTeam>>> {
     caller.require_person()?;
-    // By id (the seed) or by name (kata-cli).
+    // By id (the documented form) or by name (kata-cli).
     let user_id = match app.db.user_by_name(&user).await? {
         Some(u) if u.id != user => u.id,
         _ => user,
@@ -718,7 +718,7 @@ async fn create_team(
 
 /// A team with its members (members and administrators only).
 #[utoipa::path(get, path = "/teams/{team}", tag = "teams",
-    params(("team" = String, Path, description = "the team id (seed: /teams/:teamId), or its name")),
+    params(("team" = String, Path, description = "the team id, or its name")),
     responses((status = 200, body = Team), (status = 404)))]
 async fn get_team(
     State(app): State<App>,
@@ -744,8 +744,8 @@ async fn team_for_member(
     Ok(t)
 }
 
-/// The seed addresses a team by id for GET and by name for DELETE on the same path; both
-/// routes accept either, trying the documented one first.
+/// The documented routes address a team by id for GET and by name for DELETE on the same
+/// path; both routes accept either, trying the documented one first.
 async fn team_by_id_or_name(
     app: &App,
     key: &str,
@@ -784,7 +784,7 @@ async fn require_team_admin(
 
 /// Deletes a team by name (its administrators only). A team that still owns projects is kept.
 #[utoipa::path(delete, path = "/teams/{team}", tag = "teams",
-    params(("team" = String, Path, description = "the team name (seed: /teams/{teamName}), or its id")),
+    params(("team" = String, Path, description = "the team name, or its id")),
     responses((status = 200, body = Team), (status = 403), (status = 404), (status = 409)))]
 async fn delete_team(
     State(app): State<App>,
@@ -834,7 +834,8 @@ async fn add_member(
             _ => req.role,
         },
     };
-    // The path names the user by id (the seed) or by name (kata-cli's invite-member).
+    // The path names the user by id (the documented form) or by name (kata-cli's
+    // invite-member).
     let user_id = match app.db.user_by_id(&user_id).await? {
         Some(u) => u.id,
         None => match app.db.user_by_name(&user_id).await? {

@@ -1,6 +1,6 @@
-//! The agent API under `/v1` (reference agent-api-protocol.md): thin handlers over
-//! [`botbox_service::agent`]. Every answer here is problem+json on error, carries the rate-limit
-//! fields of its policy, and honours `Idempotency-Key` on POSTs.
+//! The agent API under `/v1`: thin handlers over [`botbox_service::agent`]. Every answer here
+//! is problem+json on error, carries the rate-limit fields of its policy, and honours
+//! `Idempotency-Key` on POSTs.
 
 use super::v1::{KeyCtx, json_body, too_large};
 use super::{App, query_pairs};
@@ -109,7 +109,7 @@ pub fn bot_message(m: &Json) -> Option<Message> {
     Some(msg)
 }
 
-/// Validates the request's messages (reference §2.1); returns the message that runs.
+/// Validates the request's messages; returns the message that runs.
 fn validate_chat(body: &Json) -> V1Result<Message> {
     let Some(msgs) = body.get("messages").and_then(Json::as_array) else {
         return Err(Problem::invalid_at(
@@ -331,7 +331,7 @@ async fn run_of(app: &App, key: &KeyCtx, run_id: &str) -> V1Result<AgentRunRow> 
     }
 }
 
-/// A run's status (reference §2.2).
+/// A run's status.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunStatus {
@@ -682,7 +682,7 @@ pub async fn playground() -> Response {
     crate::console::asset("text/html; charset=utf-8", include_str!("playground.html"))
 }
 
-/// CORS for browser clients (reference §5.3): any origin (keys, not cookies, authenticate),
+/// CORS for browser clients: any origin (keys, not cookies, authenticate),
 /// the headers clients send, and the ids and limits exposed.
 pub fn cors() -> tower_http::cors::CorsLayer {
     use tower_http::cors::{Any, CorsLayer};

@@ -480,7 +480,7 @@ async fn get_environment(
     caller: Caller,
     Path((pid, eid)): Path<(String, String)>,
 ) -> ApiResult<Json<Environment>> {
-    // The seed lists list_*_environments for this route.
+    // This route needs the list_*_environments permission.
     let (_, role) =
         project_access(&app, &caller, &pid, Action::List, Resource::Environments).await?;
     let mut env = environment_json(environment_or_404(&app, &pid, &eid).await?);
@@ -529,8 +529,8 @@ async fn put_environment(
     )))
 }
 
-/// Deletes an environment, its channels and their sessions (not in seed 001; the CLI's
-/// `env delete`). Transcripts are kept.
+/// Deletes an environment, its channels and their sessions (for the CLI's `env delete`).
+/// Transcripts are kept.
 #[utoipa::path(delete, path = "/projects/{projectId}/environments/{environmentId}", tag = "environments",
     params(("projectId" = String, Path), ("environmentId" = String, Path)),
     responses((status = 200, body = Environment), (status = 404)))]

@@ -1,16 +1,17 @@
 //! kata-cli 2.7.2 compatibility: the one place where botbox answers the official
-//! Kata command-line client in the shapes it reads, where they differ from seed 001.
+//! Kata command-line client in the shapes it reads, where they differ from the project API's
+//! documented ones.
 //!
 //! **Recognising kata-cli.** Its API client (zaun, a swagger-codegen client over superagent
 //! 3.7.0) adds no header of its own: requests carry `User-Agent: node-superagent/<version>`
 //! (checked: [`is_kata`]). Only those requests get kata-cli's shapes; everyone else gets the
-//! seed's. Routes kata-cli needs that the seed lacks (`/cli-login`, `GET /tokens/{id}`,
+//! documented ones. Routes kata-cli needs beyond those (`/cli-login`, `GET /tokens/{id}`,
 //! `PUT …/bot/revisions/{rev}`, rollback, errors, …) are ordinary routes for everyone, in the
 //! modules of their resources.
 //!
 //! **What [`layer`] changes for kata-cli** (each from kata-cli's source, see
 //! docs/moving-from-kata.md):
-//! - every error body is JSON `{"message": …}` (the seed's are plain text; kata-cli prints
+//! - every error body is JSON `{"message": …}` (documented as plain text; kata-cli prints
 //!   `body.message`, and `{}` for a text body);
 //! - the channel list is a bare array (kata-cli calls `body.forEach`);
 //! - a channel's `options` is a JSON string in create/update answers (kata-cli calls
@@ -85,7 +86,7 @@ pub async fn layer(req: Request, next: Next) -> Response {
     }
 }
 
-/// A plain-text (or JSON) error body as `{"message": …}`: the seed's first line and what
+/// A plain-text (or JSON) error body as `{"message": …}`: the error's first line and what
 /// follows it, on one line.
 fn error_body(bytes: &[u8]) -> Json_ {
     if let Ok(v) = serde_json::from_slice::<Json_>(bytes)
@@ -103,7 +104,7 @@ fn error_body(bytes: &[u8]) -> Json_ {
     json!({ "message": message })
 }
 
-/// kata-cli's shape of a successful answer, if it differs from the seed's.
+/// kata-cli's shape of a successful answer, if it differs from the documented one.
 fn adapt(method: &Method, seg: &[&str], v: Json_) -> Option<Json_> {
     match (method.as_str(), seg) {
         // GET /projects/{p}/environments/{e}/channels: a bare array.

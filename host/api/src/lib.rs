@@ -1,4 +1,4 @@
-//! The HTTP APIs: the bot project API of seed 001, channel webhooks, the agent API under
+//! The HTTP APIs: the bot project API, channel webhooks, the agent API under
 //! `/v1` and Cases; the router, the caller's identity, errors, paging, rate limits.
 //!
 //! May depend on `botbox-service` and the crates below it. Must hold no logic beyond mapping
@@ -6,7 +6,7 @@
 //! started by the `botbox` binary ([`Services`]).
 //!
 //! Handlers are thin: they check who is calling and what they may do, call [`botbox_store`],
-//! and shape the seed's JSON. Errors are the seed's plain-text bodies ([`ApiError`]).
+//! and shape the documented JSON. Errors are plain-text bodies ([`ApiError`]).
 // A `/v1` error is a problem+json body (`Problem`, ~180 bytes) on the error path only: its
 // size costs nothing on the path that succeeds, and boxing it would cost an allocation there.
 #![allow(clippy::result_large_err)]
@@ -223,7 +223,7 @@ impl App {
 #[openapi(
     info(
         title = "botbox project API",
-        description = "Projects, bot revisions, deployments, environments, channels, teams (seed 001). \
+        description = "Projects, bot revisions, deployments, environments, channels, teams. \
             Errors are plain text: 400 `Wrong API usage. Please refer to the documentation!`, \
             401, 403 `You're not authorized to view this page.`, 404, 409, \
             429 `Ratelimit exceeded! 300 per minute` (the configured limit), 500."
@@ -384,8 +384,8 @@ async fn alive() -> Response {
     axum::Json(serde_json::json!({"status": "alive"})).into_response()
 }
 
-/// The seed writes some paths with a trailing slash (`/projects/`) and some without; both
-/// forms reach the same route.
+/// The documented paths have a trailing slash (`/projects/`) in some places and not in
+/// others; both forms reach the same route.
 pub fn trim_trailing_slash<B>(mut req: axum::http::Request<B>) -> axum::http::Request<B> {
     let path = req.uri().path();
     if path.len() > 1 && path.ends_with('/') && !path.starts_with("/docs") {
@@ -517,8 +517,8 @@ async fn gate_check(app: &App, parts: &mut Parts, read: bool, nl_read: bool) -> 
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-/// An error answer, with the seed's plain-text bodies. Details, when there are any, follow the
-/// seed's sentence on the next lines.
+/// An error answer, with plain-text bodies. Details, when there are any, follow the status's
+/// fixed sentence on the next lines.
 #[derive(Debug)]
 pub enum ApiError {
     BadRequest(String),
@@ -536,7 +536,7 @@ pub enum ApiError {
     Busy(String),
     /// 503: the server sheds load (too many password hashes waiting, say).
     Unavailable(String),
-    /// A conversation step failed: 400 with the error text alone (reference §12.1).
+    /// A conversation step failed: 400 with the error text alone.
     StepFailed(String),
     /// 507: the tenant's storage quota is reached; the write was refused.
     QuotaExceeded(String),

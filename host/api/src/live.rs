@@ -474,7 +474,7 @@ pub struct Transcript {
 
 /// An environment's transcript, oldest first, its messages as objects: lines after
 /// `after` (Unix ms, exclusive; default the beginning) up to `end`, of one user or all,
-/// `limit` per page (1 to 1000, default 200). The seed's `list_transcript` keeps its shape.
+/// `limit` per page (1 to 1000, default 200). The shape is `list_transcript`'s.
 #[utoipa::path(get, path = "/projects/{projectId}/transcripts", tag = "analytics",
     params(("projectId" = String, Path), ("environment" = String, Query, description = "name or slug"),
         ("user" = Option<String>, Query), ("after" = Option<i64>, Query), ("end" = Option<i64>, Query),

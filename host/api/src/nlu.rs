@@ -1,4 +1,4 @@
-//! The NLU half of seed 001 (NL Studio): NLUs of a project, their entities, training data,
+//! The NLU half of the project API (NL Studio): NLUs of a project, their entities, training data,
 //! train/retrain, predict and debug, and `GET /nlus/profiles`. Thin handlers: parsing and
 //! checks are in [`botbox_nlu`], models and trainings in [`botbox_service::nlu`].
 //!
@@ -44,7 +44,7 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(profiles))
 }
 
-/// The seed's NLU summary, with the entities, the training status and the latest model.
+/// An NLU's summary, with the entities, the training status and the latest model.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NluSummary {
@@ -189,7 +189,7 @@ async fn get_nlu(
     Ok(Json(summary(&app, nlu).await?))
 }
 
-/// The seed's NLU object, every field optional on update. `name` must be the NLU's own
+/// An NLU, every field optional on update. `name` must be the NLU's own
 /// (NLUs are not renamed: bots address them by name).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -267,7 +267,7 @@ fn check_visibility(v: &str) -> ApiResult<()> {
     Ok(())
 }
 
-/// A stored training sentence (the seed's TrainingData) with its id and times.
+/// A stored training sentence (a TrainingData) with its id and times.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TrainingItem {
     pub id: String,
@@ -288,9 +288,8 @@ fn training_item(r: TrainingRow) -> ApiResult<TrainingItem> {
     })
 }
 
-/// The training sentences, in the order they were added. (The seed documents `data` as an
-/// array of strings; botbox gives TrainingData objects with their ids, which the update
-/// route needs.)
+/// The training sentences, in the order they were added: TrainingData objects with their
+/// ids (not bare strings), which the update route needs.
 #[utoipa::path(get, path = "/projects/{projectId}/nlus/{nluName}/training_data", tag = "nlu",
     params(("projectId" = String, Path), ("nluName" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<i64>, Query)),
     responses((status = 200, body = PageOf<TrainingItem>), (status = 404)))]
@@ -477,7 +476,7 @@ impl FromRequest<App> for SentenceForm {
     }
 }
 
-/// The answer of train and retrain: the seed's `{count, status}`, with the lines refused.
+/// The answer of train and retrain: `{count, status}`, with the lines refused.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TrainAnswer {
@@ -648,7 +647,7 @@ async fn retrain(
 }
 
 /// Predicts every entity for each sentence (form-data `sentence[]`, or a `file` whose lines
-/// are stripped of their markup). `result` is the first sentence's map (the seed's shape);
+/// are stripped of their markup). `result` is the first sentence's map (the documented shape);
 /// `results` lists every sentence's.
 #[utoipa::path(post, path = "/projects/{projectId}/nlus/{nluName}/predict", tag = "nlu",
     params(("projectId" = String, Path), ("nluName" = String, Path)),
@@ -762,7 +761,7 @@ async fn list_entities(
     Ok(Json(super::page_of(paging, total, data)))
 }
 
-/// The body of the entity routes: the seed's Entity object, with `name` on create.
+/// The body of the entity routes: an Entity object, with `name` on create.
 fn entity_body(body: Json_, name: Option<&str>) -> ApiResult<(String, EntitySpec)> {
     let mut body = match body {
         Json_::Object(m) => m,
@@ -927,7 +926,7 @@ pub struct Profiles {
     pub items: Vec<String>,
 }
 
-/// The entity profile names (§13.1).
+/// The entity profile names.
 #[utoipa::path(get, path = "/nlus/profiles", tag = "nlu",
     params(("limit" = Option<i64>, Query), ("page" = Option<i64>, Query)),
     responses((status = 200, body = Profiles)))]

@@ -172,7 +172,7 @@ async fn create_project(
             req.name
         )))?;
     if options.bot {
-        // The seed types botLatestRevision as a string, and kata-cli pushes on top of the
+        // botLatestRevision is documented as a string, and kata-cli pushes on top of the
         // latest revision: a bot project starts with an empty one (version 0.0.0, no
         // compiled form: it cannot be deployed).
         let source = serde_json::to_string(

@@ -1,7 +1,6 @@
-//! What every `/v1` request goes through before its handler (reference agent-api-protocol.md
-//! §1, §10, §11): the request id, the key (agent or workspace), the per-key rate limits and
-//! `Idempotency-Key` replay. The agent API's and the Cases API's handlers read the key
-//! from [`KeyCtx`].
+//! What every `/v1` request goes through before its handler: the request id, the key (agent
+//! or workspace), the per-key rate limits and `Idempotency-Key` replay. The agent API's and
+//! the Cases API's handlers read the key from [`KeyCtx`].
 
 use super::{App, RateLimiter};
 use axum::body::Body;
@@ -30,7 +29,7 @@ pub struct KeyCtx {
 }
 
 impl KeyCtx {
-    /// The environment of an agent key; 403 for a workspace key (reference §1).
+    /// The environment of an agent key; 403 for a workspace key.
     pub(crate) fn agent_env(&self) -> V1Result<&str> {
         match self.kind {
             KeyKind::Agent => Ok(&self.key.scope),
@@ -44,7 +43,7 @@ impl KeyCtx {
 // ---------------------------------------------------------------------------------------------
 // The /v1 middleware: request id, key, rate limit, idempotency.
 
-/// The per-key limits (reference §10.1), in one place.
+/// The per-key limits, in one place.
 pub struct V1Limits {
     chat: RateLimiter,
     read: RateLimiter,
@@ -217,7 +216,7 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
     with_limits(res)
 }
 
-/// A POST under an `Idempotency-Key` (reference §11): the first answer is stored (24 h, in
+/// A POST under an `Idempotency-Key`: the first answer is stored (24 h, in
 /// the database, so every replica and a restarted server know it) and replayed for the same
 /// body; another body → 422; while the first runs → 409. A streamed answer
 /// (`Accept: text/event-stream`) and a 5xx are not stored: the stream's replay is

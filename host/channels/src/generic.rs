@@ -1,4 +1,4 @@
-//! The generic channel (reference §12.2): `{userId, messages, metadata?}` in, the same shape
+//! The generic channel: `{userId, messages, metadata?}` in, the same shape
 //! POSTed to the channel's `url` out. With `options.secret`, both directions are signed:
 //! header `x-botbox-signature: sha256=<hex HMAC-SHA256(secret, body)>`. A secret that is empty
 //! or `-` is no secret (Kata's docs create a generic channel with `Secret: -` and post unsigned).

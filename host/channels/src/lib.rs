@@ -110,7 +110,7 @@ type DeliverFn = fn(&ChannelInfo<'_>, &str, &[Response]) -> Vec<Delivery>;
 /// functions. [`KINDS`] is the only list of channel types: the project API validates
 /// against it, and the receive pipeline and the outbox dispatch through it.
 pub struct Kind {
-    /// The canonical name, as the seed spells it (`line` for the seed's "the service").
+    /// The canonical name (`line` for the type also written "the service").
     pub name: &'static str,
     /// The provider API base used when a channel gives no `url`.
     pub default_url: Option<&'static str>,
@@ -118,7 +118,7 @@ pub struct Kind {
     deliveries: DeliverFn,
 }
 
-/// Every channel type (seed 001), in the seed's order. bbm (BBM Enterprise, discontinued)
+/// Every channel type, in the project API's documented order. bbm (BBM Enterprise, discontinued)
 /// takes and sends the generic channel's JSON.
 pub const KINDS: &[Kind] = &[
     Kind {
@@ -183,8 +183,8 @@ pub const KINDS: &[Kind] = &[
     },
 ];
 
-/// The channel type `name` names. Seed 001 writes the LINE entry as a phrase ("the
-/// service"); that spelling and `LINE` are accepted (and stored as given).
+/// The channel type `name` names. LINE is also written as a phrase ("the service"); that
+/// spelling and `LINE` are accepted (and stored as given).
 pub fn kind(name: &str) -> Option<&'static Kind> {
     let name = match name {
         "the service" | "LINE" | "Line" => "line",

@@ -126,7 +126,7 @@ fn quick_reply(items: &Json) -> Option<Json> {
     (!replies.is_empty()).then(|| json!({"items": replies}))
 }
 
-/// One response as a LINE message object: every template type of the reference has its LINE
+/// One response as a LINE message object: every template type of the language has its LINE
 /// message (buttons, carousel and confirm templates, image, video, audio, location, sticker,
 /// imagemap, text with quick replies).
 pub fn message(r: &Response) -> Json {
@@ -150,7 +150,7 @@ pub fn message(r: &Response) -> Json {
     let text_of = |v: &Json| template::str_of(v, "text").unwrap_or("").to_owned();
     let actions = template_actions(p);
     let mut m = match t.kind {
-        // A template whose only choices are quick replies (the reference's example for
+        // A template whose only choices are quick replies (the language's example for
         // channels such as Twitter): a text with LINE's quick replies, never a buttons
         // template without actions, which LINE refuses.
         "button" | "confirm" if actions.is_empty() => {
@@ -251,7 +251,7 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
 
 #[cfg(test)]
 mod tests {
-    //! One test per template type of the reference: each becomes LINE's own message.
+    //! One test per template type of the language: each becomes LINE's own message.
     use super::message;
     use crate::template::{TYPES, response, sample};
     use serde_json::{Value as Json, json};

@@ -140,7 +140,7 @@ fn attachment(kind: &str, url: &str) -> Json {
     json!({"attachment": {"type": kind, "payload": {"url": url, "is_reusable": true}}})
 }
 
-/// `items.quickreply` as Send API `quick_replies` (reference §7.3: text and location).
+/// `items.quickreply` as Send API `quick_replies` (text and location replies).
 fn quick_replies(items: &Json) -> Option<Json> {
     let replies: Vec<Json> = template::quick_replies(items)
         .into_iter()
@@ -268,7 +268,7 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
 
 #[cfg(test)]
 mod tests {
-    //! One test per template type of the reference: each becomes the Send API's own message
+    //! One test per template type of the language: each becomes the Send API's own message
     //! where Messenger has one.
     use super::deliveries;
     use crate::ChannelInfo;

@@ -195,7 +195,7 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
 
 #[cfg(test)]
 mod tests {
-    //! One test per template type of the reference: each becomes Telegram's own call where
+    //! One test per template type of the language: each becomes Telegram's own call where
     //! Telegram has one.
     use super::deliveries;
     use crate::template::{response, sample};

@@ -1,4 +1,4 @@
-//! Reading the template responses of the language (reference §7.3) for the providers:
+//! Reading the template responses of the bot language for the providers:
 //! `{type: "template", template_type, items}`, with the types button, carousel, image, video,
 //! audio, location, sticker, imagemap, confirm and text. Each provider module maps every type
 //! it has a message for to that message; this module holds what they share.
@@ -6,7 +6,7 @@
 use runtime_core::session::Response;
 use serde_json::Value as Json;
 
-/// The template types of the reference, in its order.
+/// The template types of the bot language, in the language's order.
 pub const TYPES: &[&str] = &[
     "button", "carousel", "image", "video", "audio", "location", "sticker", "imagemap", "confirm",
     "text",
@@ -153,7 +153,7 @@ pub fn describe(t: &Template<'_>) -> Option<String> {
     })
 }
 
-/// The quick replies of a template (`items.quickreply`, reference §7.3), passed through.
+/// The quick replies of a template (`items.quickreply`), passed through.
 pub fn quick_replies(items: &Json) -> Vec<&Json> {
     items
         .get("quickreply")
@@ -183,7 +183,7 @@ pub fn response(kind: &str, items: Json) -> Response {
     .expect("a response")
 }
 
-/// Items of every template type as the reference writes them, for the tests of each
+/// Items of every template type as a bot writes them, for the tests of each
 /// provider.
 #[cfg(test)]
 pub fn sample(kind: &str) -> Json {

@@ -1,7 +1,7 @@
 //! Twitter (X) Account Activity API: the CRC check (`GET ?crc_token=`, answered with the
 //! HMAC of the consumer secret), signed direct-message events in
 //! (`x-twitter-webhooks-signature: sha256=<base64 HMAC(consumer secret, body)>`), direct
-//! messages out with quick replies instead of URL buttons (reference §12.3).
+//! messages out with quick replies instead of URL buttons.
 //! Options: `secret` (consumer secret), `token` (a bearer token for the DM API: best effort,
 //! the v1.1 DM endpoint wants OAuth 1.0a user context).
 

@@ -1,7 +1,7 @@
 //! WhatsApp Business Cloud API: the `hub.challenge` verification (`options.verifyToken`),
 //! signed events in (`x-hub-signature-256`, the app secret in `options.secret`), the
 //! `/{phoneNumberId}/messages` API out (`options.token`, `options.phoneNumberId`). Button and
-//! list replies arrive as data `{type: "postback", postback: {id, title}}` (reference §12.3).
+//! list replies arrive as data `{type: "postback", postback: {id, title}}`.
 
 use super::{
     ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, template_actions, with_metadata,

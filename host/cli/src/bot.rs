@@ -1,5 +1,5 @@
-//! Reading a bot folder as the CLI does: `$include(…)` expanded, `${a.b}` references resolved
-//! (reference §1.2), and every validation problem located in the file it came from.
+//! Reading a bot folder as the CLI does: `$include(…)` expanded, `${a.b}` references resolved,
+//! and every validation problem located in the file it came from.
 
 use runtime_core::source::{Positions, Problem, Severity, parse_document};
 use runtime_core::{JsProblem, JsSite};

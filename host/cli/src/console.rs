@@ -1,4 +1,4 @@
-//! `botbox console`: an interactive session with the bot (reference §14.3).
+//! `botbox console`: an interactive session with the bot.
 //!
 //! Lines are text messages, or calls: `text("hi")`, `button({...})` / `button(op, {...})`,
 //! `data({...})`, `command("name", {...})`, `current()`, `clear()`, `exit`. Arguments are

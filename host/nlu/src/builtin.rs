@@ -1,4 +1,4 @@
-//! Rule-based phrase profiles (reference §13.1): `number`, `email`, `phone`, `url`,
+//! Rule-based phrase profiles: `number`, `email`, `phone`, `url`,
 //! `currency`, `time` and `units`, for English and Indonesian text. Both languages' words are
 //! recognised whatever the NLU's `lang` (people mix them); `lang` decides what is ambiguous:
 //! `1.500` is 1500 in `id` and 1.5 in `en` (and other languages), `0812…` is an Indonesian

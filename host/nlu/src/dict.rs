@@ -1,4 +1,4 @@
-//! Dictionary entities (`type: dict`, reference §13.1): an entity's `dictionary` maps each
+//! Dictionary entities (`type: dict`): an entity's `dictionary` maps each
 //! canonical key to its surface forms (synonyms); the key itself is a surface form too. A text
 //! is searched for every surface form at once.
 //!

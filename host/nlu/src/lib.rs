@@ -45,7 +45,7 @@ impl Lang {
     }
 }
 
-/// One labelled span or sentence label of a training sentence (seed 001 TrainingEntity).
+/// One labelled span or sentence label of a training sentence (the API's TrainingEntity).
 /// `start`/`end` are character (not byte) offsets into `input`, end exclusive. A trait label
 /// is an entry with `value` = the label, `start` 0 and `end` = the input's length.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -68,7 +68,7 @@ pub struct BelongsTo {
     pub id: String,
 }
 
-/// One training sentence (seed 001 TrainingData): the text without markup and its labels.
+/// One training sentence (the API's TrainingData): the text without markup and its labels.
 /// A sentence without entities is a negative example for every trait and phrase entity.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrainingData {
@@ -77,7 +77,7 @@ pub struct TrainingData {
     pub entities: Vec<TrainingEntity>,
 }
 
-/// One prediction of one entity (reference §13.3, the public prediction API's shape).
+/// One prediction of one entity (the public prediction API's shape).
 /// `start`/`end` are character offsets into the predicted text (end exclusive); a trait
 /// prediction spans the whole sentence.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

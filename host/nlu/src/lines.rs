@@ -1,4 +1,4 @@
-//! The training line format of NL Studio (reference §13.2), and training files.
+//! The training line format of NL Studio, and training files.
 //!
 //! ```text
 //! Saya mau pesan pizza #intent:order
@@ -31,7 +31,7 @@ impl std::fmt::Display for LineError {
     }
 }
 
-/// Entity names: letters, digits and `_`, 1 to 20 characters (the CLI's rule, §13.1).
+/// Entity names: letters, digits and `_`, 1 to 20 characters (the CLI's rule).
 pub fn valid_entity_name(name: &str) -> bool {
     !name.is_empty()
         && name.chars().count() <= 20

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 /// a current one (the training data is kept).
 pub const MODEL_FORMAT: u32 = 1;
 
-/// Profiles per entity type (reference §13.1).
+/// Profiles per entity type.
 pub const DICT_PROFILES: &[&str] = &["default", "klitika"];
 pub const PHRASE_PROFILES: &[&str] = &[
     "default",
@@ -72,7 +72,7 @@ pub fn all_profiles() -> Vec<&'static str> {
     all
 }
 
-/// An entity of an NLU, as the seed's Entity object (stored and returned as given).
+/// An entity of an NLU, as the project API's Entity object (stored and returned as given).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EntitySpec {

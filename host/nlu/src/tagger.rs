@@ -1,4 +1,4 @@
-//! Phrase entities (`type: phrase`, reference §13.1): a trained sequence tagger.
+//! Phrase entities (`type: phrase`): a trained sequence tagger.
 //!
 //! One tagger serves all phrase entities of an NLU. Each span tag `x` (an entity name, or
 //! `entity:label`) gets the BIO tags `B-x` (first token of a span) and `I-x` (the following

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-/// Wasm instructions per second of CPU measured for boa-in-wasm on this machine class
-/// (reference sandbox-notes); used only to explain budgets in human terms.
+/// Wasm instructions per second of CPU measured for boa-in-wasm on this machine class; used
+/// only to explain budgets in human terms.
 pub const FUEL_PER_SECOND: u64 = 3_900_000_000;
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1,6 +1,6 @@
 //! Accounts and access: password and token hashing, roles and their permissions.
 //!
-//! Permissions are named as the project API's seed names them: `<action>_own_<resource>`
+//! Permissions are named as the project API names them: `<action>_own_<resource>`
 //! (the resource belongs to the caller's owner scope) and `<action>_any_<resource>` (any
 //! owner). Roles are fixed in code and grant sets of permissions; users have a platform role,
 //! team members a role in the team.
@@ -116,7 +116,7 @@ impl Role {
         }
     }
 
-    /// Every permission name this role grants, as the seed spells them.
+    /// Every permission name this role grants, as the project API spells them.
     pub fn permissions(self) -> Vec<String> {
         let mut out = Vec::new();
         for r in [

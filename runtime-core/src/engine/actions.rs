@@ -1,4 +1,4 @@
-//! Running a state's actions (§7).
+//! Running a state's actions.
 
 use super::vars::{MetaCtx, Vars, all_hold, eval_json};
 use super::{Step, StepError};
@@ -135,7 +135,7 @@ impl Step<'_, '_> {
                         self.bot.config.clone(),
                         result.clone(),
                     ];
-                    // Context and data changed in place are kept (§11.3).
+                    // Context and data changed in place are kept.
                     let Some(out) = self.call_method(mr, args, &[1, 2], &[])? else {
                         continue;
                     };
@@ -159,7 +159,7 @@ impl Step<'_, '_> {
         Ok(commands)
     }
 
-    /// The text of a text action: a string, a random variant of a list, or a template (§7.2).
+    /// The text of a text action: a string, a random variant of a list, or a template.
     #[allow(clippy::too_many_arguments)]
     fn text_of(
         &mut self,
@@ -225,7 +225,7 @@ impl Step<'_, '_> {
         }
     }
 
-    /// An api action (§7.5): `result` is the body only for status 200 with a JSON body.
+    /// An api action: `result` is the body only for status 200 with a JSON body.
     fn api(&mut self, options: &Json, name: &str) -> Result<Json, StepError> {
         let method = options
             .get("method")
@@ -319,7 +319,7 @@ impl Step<'_, '_> {
         })
     }
 
-    /// The return value of an action method (§11.3).
+    /// The return value of an action method.
     #[allow(clippy::too_many_arguments)]
     fn method_return(
         &mut self,
@@ -396,7 +396,7 @@ impl Step<'_, '_> {
         }
     }
 
-    /// A schedule action (§7.7) becomes an operation for the host.
+    /// A schedule action becomes an operation for the host.
     fn schedule(&mut self, options: &Json, name: &str) {
         let Some(id) = options
             .get("id")
@@ -487,7 +487,7 @@ fn as_text(v: &Json) -> String {
     crate::value::V::from_json(v).to_interpolated()
 }
 
-/// `{type: template, template_type, items}`; `None` for an empty list (§7.3).
+/// `{type: template, template_type, items}`; `None` for an empty list.
 fn template_payload(options: &Json, template_type: &str) -> Option<Json> {
     let items = if let (Some(data), Some(t)) = (options.get("data"), options.get("template")) {
         let list = data.as_array()?;

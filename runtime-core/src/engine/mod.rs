@@ -1,4 +1,4 @@
-//! The conversation engine: one step = one inbound message (reference §3).
+//! The conversation engine: one step = one inbound message.
 //!
 //! Sans-I/O: it works on a copy of the session and calls [`Host`] for every effect. A failed
 //! step returns an error and the caller's session is untouched.
@@ -170,8 +170,8 @@ impl Step<'_, '_> {
         uuid_text(a, b)
     }
 
-    /// The internal `reenter` command (docs/kata-ml/flow.md "Flow Switching"); `payload: null`
-    /// in the reference, absent here so it survives a JSON round trip.
+    /// The internal `reenter` command (Kata's docs/kata-ml/flow.md "Flow Switching");
+    /// `payload: null` there, absent here so it survives a JSON round trip.
     pub fn reenter_message(&mut self) -> Message {
         let mut reenter = Message::command("reenter", Json::Null);
         reenter.payload = None;
@@ -200,7 +200,7 @@ impl Step<'_, '_> {
         }
     }
 
-    /// Drops expired, inactive and invalidated flows and context entries (§4.5, §6.4).
+    /// Drops expired, inactive and invalidated flows and context entries.
     fn expire_flows(&mut self, s: &mut Session) {
         let now = self.now;
         let mut open: Vec<(String, i64)> = s
@@ -305,7 +305,7 @@ impl Step<'_, '_> {
             &mut meta,
         )?
         else {
-            // A flow never stays open at an end state (§5.5): a state that is both initial
+            // A flow never stays open at an end state: a state that is both initial
             // and end, from which no transition was chosen, closes the flow without actions.
             let at = s
                 .state_of(&flow.name)
@@ -361,7 +361,7 @@ impl Step<'_, '_> {
         Ok(())
     }
 
-    /// Makes `fi` the current flow (§4.2). Returns whether it started fresh.
+    /// Makes `fi` the current flow. Returns whether it started fresh.
     fn open_flow(&mut self, s: &mut Session, fi: usize) -> bool {
         let bot = self.bot;
         let name = &bot.flows[fi].name;
@@ -404,7 +404,7 @@ impl Step<'_, '_> {
         true
     }
 
-    /// Intent selection (§4, §8.1): current flow first, then initial intents of other flows,
+    /// Intent selection: current flow first, then initial intents of other flows,
     /// then the fallback flow.
     fn select(
         &mut self,
@@ -479,7 +479,7 @@ impl Step<'_, '_> {
         }
     }
 
-    /// The selection of intent `ii` of flow `fi`, with its attributes (§8.6).
+    /// The selection of intent `ii` of flow `fi`, with its attributes.
     fn selected(
         &mut self,
         s: &Session,
@@ -495,7 +495,7 @@ impl Step<'_, '_> {
         })
     }
 
-    /// Steps 1–3 of §8.1: the best non-fallback intent.
+    /// The first steps of intent selection: the best non-fallback intent.
     fn match_intents(
         &mut self,
         s: &Session,
@@ -548,7 +548,7 @@ impl Step<'_, '_> {
         Ok(all_hold(self.host, &mut self.errors, &intent.conditions, &vars)?.then_some(ii))
     }
 
-    /// State mapping (§5.1–§5.4, §5.7): returns the target state, or `None` when the flow stays.
+    /// State mapping: returns the target state, or `None` when the flow stays.
     fn choose_state(
         &mut self,
         s: &mut Session,
@@ -618,7 +618,7 @@ impl Step<'_, '_> {
         Ok(())
     }
 
-    /// Transition choice (§5.3). Returns (is float, index).
+    /// Transition choice. Returns (is float, index).
     #[allow(clippy::too_many_arguments)]
     fn choose_transition(
         &mut self,
@@ -710,7 +710,7 @@ impl Step<'_, '_> {
         vars.scope_json()
     }
 
-    /// Runs a mapping (§5.6): assignments in order, or a `fn(ctx)` method.
+    /// Runs a mapping: assignments in order, or a `fn(ctx)` method.
     #[allow(clippy::too_many_arguments)]
     fn apply_mapping(
         &mut self,

@@ -1,4 +1,4 @@
-//! Classifiers and attributes (§8.2–§8.7). Keyword and regex NLUs run here; `nl` predictions
+//! Classifiers and attributes. Keyword and regex NLUs run here; `nl` predictions
 //! and `method` NLUs go through the host.
 
 use super::{Step, StepError};
@@ -12,7 +12,7 @@ use crate::value::{V, loose_eq};
 use serde_json::{Map, Value as Json};
 
 impl Step<'_, '_> {
-    /// Whether any classifier of the intent matches (§8.5).
+    /// Whether any classifier of the intent matches.
     pub(super) fn classify(
         &mut self,
         s: &Session,
@@ -50,7 +50,7 @@ impl Step<'_, '_> {
         Ok(false)
     }
 
-    /// Attributes of the selected intent (§8.6).
+    /// Attributes of the selected intent.
     pub(super) fn attributes(
         &mut self,
         s: &Session,
@@ -224,7 +224,7 @@ fn is_empty_container(v: &Json) -> bool {
     }
 }
 
-/// `match` test (§8.5): loose equality with a string, inclusion in a list, a top-level value
+/// `match` test: loose equality with a string, inclusion in a list, a top-level value
 /// of an object; on nl output, a prediction's label or value.
 fn output_matches(out: &Json, wanted: &[Json]) -> bool {
     let eq = |a: &Json| {
@@ -298,7 +298,7 @@ fn normalise(v: Json, dict: &Json) -> Json {
     d.get("default").cloned().unwrap_or(v)
 }
 
-/// Keyword NLU (§8.2): longest whole-word phrase wins, then key order.
+/// Keyword NLU: longest whole-word phrase wins, then key order.
 pub fn keyword(k: &KeywordNlu, text: &str) -> Json {
     let norm = |s: &str| {
         let collapsed = s.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -348,7 +348,7 @@ fn contains_words(hay: &str, needle: &str) -> bool {
     false
 }
 
-/// Regex NLU (§8.3).
+/// Regex NLU.
 pub fn regex_output(r: &RegexNlu, text: &str) -> Json {
     let caps = |re: &RegexLit| re.regex().and_then(|x| x.captures(text).ok().flatten());
     match r {
@@ -391,7 +391,7 @@ pub fn regex_output(r: &RegexNlu, text: &str) -> Json {
 }
 
 /// Applies the `nl` output options (threshold, output raw/value/phrase, flatten) to a raw
-/// prediction `{entity: [{type, score, value, label?}]}` (§8.4).
+/// prediction `{entity: [{type, score, value, label?}]}`.
 pub fn nl_output(raw: &Json, options: &Json) -> Json {
     let threshold = options
         .get("threshold")

@@ -1,4 +1,4 @@
-//! The variables an expression sees at each site (§9.2) and evaluation with the JS fallback.
+//! The variables an expression sees at each site and evaluation with the JS fallback.
 
 use crate::CompiledBot;
 use crate::expr::{CompiledExpr, Env, EvalError, ExprKind, eval};
@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 
 pub static EMPTY: LazyLock<Json> = LazyLock::new(|| Json::Object(Map::new()));
 
-/// Meta context names (§5.8, §6.3): readable as `context.$name`, never stored.
+/// Meta context names: readable as `context.$name`, never stored.
 #[derive(Debug, Clone, Default)]
 pub struct MetaCtx {
     pub init: bool,
@@ -377,7 +377,7 @@ fn eval_js(
     }
 }
 
-/// Records a user error (group 1000 in the reference): logged, the step goes on.
+/// Records a user error (Kata's group 1000): logged, the step goes on.
 pub fn site_error(host: &mut dyn Host, errors: &mut Vec<String>, msg: String) {
     host.log(crate::host::LogLevel::UserError, &msg);
     errors.push(msg);

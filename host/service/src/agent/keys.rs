@@ -1,4 +1,4 @@
-//! API keys (reference §9): agent keys `sak_` (one environment) and workspace keys `sk-ws-`
+//! API keys: agent keys `sak_` (one environment) and workspace keys `sk-ws-`
 //! (one team, or a user's own namespace). Prefix + 40 base62 characters; stored as SHA-256
 //! (the token hash of `auth.rs`), shown once.
 

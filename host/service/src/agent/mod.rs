@@ -15,7 +15,7 @@ pub mod stream;
 pub use problem::{Problem, V1Result};
 pub use run::{Agents, RunHandle};
 
-/// Identifier prefixes (reference §1).
+/// Identifier prefixes.
 pub const RUN_PREFIX: &str = "run_";
 pub const CONVERSATION_PREFIX: &str = "conv_";
 pub const STEER_PREFIX: &str = "steer_";

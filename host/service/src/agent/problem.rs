@@ -1,4 +1,4 @@
-//! RFC 9457 problem details, the error body of every `/v1` answer (reference §10).
+//! RFC 9457 problem details, the error body of every `/v1` answer.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -8,7 +8,7 @@ use serde_json::{Map, Value as Json, json};
 pub const QUOTA_EXCEEDED_TYPE: &str =
     "https://iana.org/assignments/http-problem-types#quota-exceeded";
 
-/// A problem answer. `code` is the stable slug of the reference's table.
+/// A problem answer. `code` is a stable slug, one per kind of problem.
 #[derive(Debug, Clone)]
 pub struct Problem {
     pub status: StatusCode,
@@ -69,7 +69,7 @@ impl Problem {
             .with("errors", json!([{"pointer": pointer, "detail": detail}]))
     }
 
-    /// One message for every key problem: no hint which case applied (reference §9).
+    /// One message for every key problem: no hint which case applied.
     pub fn unauthorized() -> Problem {
         Problem::new(
             StatusCode::UNAUTHORIZED,

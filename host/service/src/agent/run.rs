@@ -421,7 +421,7 @@ impl Agents {
         {
             tracing::error!(run = %h.id, error = %e, "storing the assistant message");
         }
-        // The workspace's callbacks (reference §8.1: run.completed, run.failed).
+        // The workspace's callbacks (run.completed, run.failed).
         if status != "cancelled" {
             let ev = crate::cases::webhooks::event(
                 &format!("run.{status}"),

@@ -1,4 +1,4 @@
-//! The AI SDK UI message stream (reference §3): the chunks botbox emits (only types and
+//! The AI SDK UI message stream: the chunks botbox emits (only types and
 //! fields `ai@5.0.0` accepts) and their SSE framing.
 
 use runtime_core::model::MsgType;
@@ -67,7 +67,7 @@ pub fn tool_error(call_id: &str, text: &str) -> Json {
     json!({"type": "tool-output-error", "toolCallId": call_id, "errorText": text, "dynamic": true})
 }
 
-/// Progress (reference §3.4): transient, so the AI SDK shows it without keeping it in the
+/// Progress: transient, so the AI SDK shows it without keeping it in the
 /// message.
 pub fn run_status(status: &str) -> Json {
     json!({"type": "data-run-status", "data": {"status": status}, "transient": true})

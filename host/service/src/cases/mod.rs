@@ -1,10 +1,9 @@
-//! Cases and tasks (reference agent-api-protocol.md §7, §8, §11): a deployed bot
-//! as a processing layer.
+//! Cases and tasks: a deployed bot as a processing layer.
 //!
 //! - this file: the Case document (typed input and output fields, artifacts, review,
 //!   time-out), its checks, and the pure steps of a task: validating inputs, the message
 //!   the bot receives, reading outputs and artifacts from the bot's session after its step,
-//!   merging a reviewer's edited outputs, the state machine of §7.1.
+//!   merging a reviewer's edited outputs, the task state machine.
 //! - `worker.rs`: `Tasks`, the worker that leases pending tasks, runs the bound bot in the
 //!   sandbox and records the outcome; review decisions.
 //! - `webhooks.rs`: Standard Webhooks 1.0.0 (signing, verification), secrets derived from
@@ -548,7 +547,7 @@ fn eval_mapping(src: &str, env: &MapEnv<'_>) -> Result<Option<Json>, String> {
     }
 }
 
-/// Task states (reference §7.1).
+/// Task states.
 pub mod status {
     pub const PENDING: &str = "pending";
     pub const IN_PROGRESS: &str = "in_progress";
@@ -583,7 +582,7 @@ impl Decision {
         }
     }
 
-    /// The state a decision moves a task in review to (§7.1).
+    /// The state a decision moves a task in review to.
     pub fn target(self) -> &'static str {
         match self {
             Decision::Approve => status::DONE,
@@ -593,7 +592,7 @@ impl Decision {
     }
 }
 
-/// Whether §7.1 allows `from` → `to`.
+/// Whether the task state machine allows `from` → `to`.
 pub fn allowed(from: &str, to: &str) -> bool {
     use status::*;
     matches!(

@@ -1,4 +1,4 @@
-//! Standard Webhooks 1.0.0 (reference §8): signing and verification, the secrets of
+//! Standard Webhooks 1.0.0: signing and verification, the secrets of
 //! callback endpoints and inbound hooks, the callback sender with its retry schedule, and
 //! the signatures of artifact URLs.
 //!
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// Accepted clock difference of an inbound `webhook-timestamp` (reference §8.3: 5 minutes).
+/// Accepted clock difference of an inbound `webhook-timestamp` (5 minutes).
 pub const TOLERANCE_S: i64 = 300;
 /// How long a rotated-out secret still signs and verifies.
 pub const ROTATION_GRACE_MS: i64 = 24 * 3600 * 1000;
@@ -152,7 +152,7 @@ pub enum VerifyError {
     BadSignature,
 }
 
-/// Verifies a Standard Webhooks call (§8.3): the headers' id and timestamp, the timestamp
+/// Verifies a Standard Webhooks call: the headers' id and timestamp, the timestamp
 /// within [`TOLERANCE_S`] of `now_s`, and one `v1,` signature matching one of `secrets`
 /// (compared in constant time), over the raw body bytes. Returns the `webhook-id`.
 pub fn verify<'h>(
@@ -207,7 +207,7 @@ pub fn verify<'h>(
 /// The callback sender's settings.
 #[derive(Debug, Clone)]
 pub struct CallbackConfig {
-    /// Waits after each failed attempt (reference §8.4: 5 s, 5 min, 30 min, 2 h, 5 h,
+    /// Waits after each failed attempt (5 s, 5 min, 30 min, 2 h, 5 h,
     /// 10 h, 14 h, 20 h, 24 h, about three days in all), each with ±10 % jitter; after the
     /// last, the message is failed. `--callback-retry-scale` shrinks them for tests.
     pub schedule: Vec<Duration>,
@@ -307,7 +307,7 @@ pub struct Callbacks {
     drain: crate::drain::Drain,
 }
 
-/// What an attempt's answer means (§8.4).
+/// What an attempt's answer means.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
     Delivered,
@@ -548,7 +548,7 @@ pub fn event(event_type: &str, data: serde_json::Value) -> botbox_store::Event {
     }
 }
 
-/// Event types a callback endpoint may subscribe to (reference §8.1; `*` for all).
+/// Event types a callback endpoint may subscribe to (`*` for all).
 pub const EVENT_TYPES: [&str; 5] = [
     "task.review_requested",
     "task.completed",
@@ -561,7 +561,7 @@ pub const EVENT_TYPES: [&str; 5] = [
 mod tests {
     use super::*;
 
-    /// §8.4: a 429, 502 or 504 with `Retry-After` waits at least that long (up to the
+    /// A 429, 502 or 504 with `Retry-After` waits at least that long (up to the
     /// ceiling); other answers and a shorter `Retry-After` keep the schedule; the schedule's
     /// end is the end.
     #[test]
@@ -616,7 +616,7 @@ mod tests {
         assert_eq!(botbox_egress::retry_after_secs("soon"), None);
     }
 
-    /// The test vector of reference §8.2 (from the Standard Webhooks reference library).
+    /// The signature test vector of the Standard Webhooks reference library.
     #[test]
     fn the_standard_webhooks_test_vector() {
         let secret = parse_secret("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD").unwrap();

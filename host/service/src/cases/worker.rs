@@ -61,7 +61,7 @@ pub enum CaseError {
     Invalid(Vec<FieldProblem>),
     #[error("{0}")]
     NotFound(String),
-    /// §7.1 does not allow the change from the task's current status.
+    /// The task state machine does not allow the change from the task's current status.
     #[error("{detail}")]
     InvalidTransition { current: String, detail: String },
     #[error("{0}")]
@@ -188,7 +188,7 @@ impl Tasks {
         }
     }
 
-    /// A reviewer's decision on a task in `review` (§7.1, §7.2): approve (with optional
+    /// A reviewer's decision on a task in `review`: approve (with optional
     /// edited outputs) → done, reject → failed, changes (a comment, sent to the bot) → the
     /// bot runs again. Anything else → `InvalidTransition`.
     pub async fn review(
@@ -333,7 +333,7 @@ impl Tasks {
         Ok(())
     }
 
-    /// The task as the API shows it (§7.3), artifacts with fresh signed URLs.
+    /// The task as the API shows it, artifacts with fresh signed URLs.
     pub async fn view(&self, t: &TaskRow, base: &str) -> Result<Json, CaseError> {
         let mut v = json!({
             "id": t.id,

@@ -1315,7 +1315,7 @@ fn delivery_row(d: channels::Delivery) -> (String, String, String) {
     )
 }
 
-/// The session the console and the converse endpoint start from (reference §14.3).
+/// The session the console and the converse endpoint start from.
 pub fn console_session() -> Session {
     let mut s = Session::new("test~from~console");
     s.channel_id = Some("console-channel".into());
