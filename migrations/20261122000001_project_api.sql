@@ -1,4 +1,4 @@
--- The project API's storage. Portable SQL: the same file runs on SQLite and
+-- The project API's storage (issue 4). Portable SQL: the same file runs on SQLite and
 -- PostgreSQL through sqlx's Any driver. Times are Unix milliseconds (BIGINT), JSON is TEXT,
 -- booleans are not stored as such.
 

@@ -1,4 +1,4 @@
--- Live conversations: sessions, inbound dedupe, outbox, transcripts, schedules.
+-- Live conversations (issue 5): sessions, inbound dedupe, outbox, transcripts, schedules.
 
 -- One session per (environment, channel, user). `version` is the optimistic-locking counter:
 -- a step's result is stored only if nobody stored another one since it was read, so the

@@ -1,4 +1,4 @@
--- The agent API under /v1: API keys, agent conversations with their UI messages,
+-- Issue 15 (the agent API under /v1): API keys, agent conversations with their UI messages,
 -- chat runs with their chunk logs, and steers.
 
 -- Agent keys (`sak_`, scope = an environment) and workspace keys (`sk-ws-`, scope = a team

@@ -1,8 +1,8 @@
--- NL Studio: project NLUs, their training data and their trained models.
+-- Issue 16 (NL Studio): project NLUs, their training data and their trained models.
 
 -- An NLU of a project. Bots address it as `<owner account>:<name>`, so the name is unique per
 -- owner (a user or a team), which also makes it unique in its project. `entities` is the
--- project API's entity map as JSON. `training` is `idle`, `training` or `failed` (with `error`).
+-- seed's entity map as JSON. `training` is `idle`, `training` or `failed` (with `error`).
 CREATE TABLE nlus (
     id TEXT PRIMARY KEY,
     project_id TEXT NOT NULL,
@@ -21,7 +21,7 @@ CREATE TABLE nlus (
 CREATE UNIQUE INDEX nlus_owner_name ON nlus (owner_id, name);
 CREATE INDEX nlus_project ON nlus (project_id);
 
--- Training sentences (the project API's TrainingData), in the order they were added.
+-- Training sentences (the seed's TrainingData), in the order they were added.
 CREATE TABLE nlu_training_data (
     id TEXT PRIMARY KEY,
     nlu_id TEXT NOT NULL,

@@ -1,4 +1,4 @@
--- Bot errors recorded per environment and channel, for
+-- Issue 18 item 13: bot errors recorded per environment and channel, for
 -- GET /projects/{id}/errors (kata-cli's `errors`, the console, a future dashboard). Written in
 -- the step's own commit, so an error is recorded exactly when the step's outcome is.
 -- error_group: `step` (the step failed: limits, traps, too many responses) or `bot` (a user

@@ -1,4 +1,4 @@
--- Cases and tasks: Cases bound to an agent (an environment), tasks with
+-- Issue 17 (Cases and tasks, seed 000): Cases bound to an agent (an environment), tasks with
 -- their own conversation, human review, artifacts, outbound callbacks (Standard Webhooks)
 -- and inbound hooks. TEXT/BIGINT only, as every migration (SQLite and PostgreSQL).
 

@@ -1,4 +1,4 @@
--- `/v1` Idempotency-Key answers, kept 24 h in the database so that a
+-- `/v1` Idempotency-Key answers (reference §11), kept 24 h in the database so that a
 -- retry reaching another replica, or this server after a restart, is answered the same
 -- and runs nothing twice. `scope` is the key id, method, path and Idempotency-Key;
 -- `status` is NULL while the first request runs; `body` is base64.
