@@ -919,7 +919,7 @@ mod tests {
     }
 
     #[test]
-    fn options_default_as_the_seed_suggests() {
+    fn options_default_as_documented() {
         let o = ProjectOptions::default();
         assert!(o.bot && !o.nlu && !o.cms);
         assert_eq!(o.nlu_visibility, "private");

@@ -388,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn role_permissions_follow_the_seed_names() {
+    fn role_permissions_follow_the_documented_names() {
         let dev = Role::Developer.permissions();
         assert!(dev.contains(&"create_own_projects".to_string()));
         assert!(!dev.iter().any(|p| p.contains("_any_")));
