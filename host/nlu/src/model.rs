@@ -73,7 +73,7 @@ pub fn all_profiles() -> Vec<&'static str> {
 }
 
 /// An entity of an NLU, as the project API's Entity object (stored and returned as given).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EntitySpec {
     /// `dict`, `trait` or `phrase`.
