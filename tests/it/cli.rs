@@ -49,6 +49,17 @@ pub(crate) fn ok(o: Out) -> String {
     o.stdout
 }
 
+/// A CLI home and working folder on `server`, logged in as the administrator, holding the
+/// bot folder `name` made by `botbox init` and pushed.
+pub(crate) fn pushed_folder(server: &str, name: &str) -> (tempfile::TempDir, tempfile::TempDir) {
+    let (home, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let run = |args: &[&str]| bb(home.path(), work.path(), server, args, "");
+    ok(run(&["login", "-u", "admin", "-p", ADMIN_PASSWORD]));
+    ok(run(&["init", name]));
+    ok(run(&["push", "--dir", name]));
+    (home, work)
+}
+
 /// The only project (pushed and deployed by the CLI) with a generic channel on its first
 /// environment: (project id, channel id).
 async fn pushed_on_a_channel(api: &common::Api, admin: &str) -> (String, String) {

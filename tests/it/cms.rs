@@ -396,19 +396,10 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
 /// edited file, and a problem in it names the file and the place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_pulls_and_pushes_cms_yml() {
-    use crate::cli::{bb, ok};
+    use crate::cli::{bb, ok, pushed_folder};
     let server = Server::start(Backend::Sqlite, &[]).await;
-    let (home, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (home, work) = pushed_folder(&server.base, "site");
     let run = |args: &[&str]| bb(home.path(), work.path(), &server.base, args, "");
-    ok(run(&[
-        "login",
-        "-u",
-        "admin",
-        "-p",
-        crate::common::ADMIN_PASSWORD,
-    ]));
-    ok(run(&["init", "site"]));
-    ok(run(&["push", "--dir", "site"]));
     assert!(ok(run(&["cms", "pull", "--dir", "site"])).contains("wrote"));
     let file = work.path().join("site/cms.yml");
     let pulled: serde_yaml::Value =

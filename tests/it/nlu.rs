@@ -913,19 +913,10 @@ fn same(a: &Value, b: &Value) -> bool {
 /// a sentence; a second NLU of the same name is refused with the reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_creates_trains_and_predicts_with_an_nlu() {
-    use crate::cli::{bb, ok};
+    use crate::cli::{bb, ok, pushed_folder};
     let server = Server::start(Backend::Sqlite, &[]).await;
-    let (home, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (home, work) = pushed_folder(&server.base, "greeter");
     let run = |args: &[&str]| bb(home.path(), work.path(), &server.base, args, "");
-    ok(run(&[
-        "login",
-        "-u",
-        "admin",
-        "-p",
-        crate::common::ADMIN_PASSWORD,
-    ]));
-    ok(run(&["init", "greeter"]));
-    ok(run(&["push", "--dir", "greeter"]));
     let out = ok(run(&["nlu", "create", "words", "--dir", "greeter"]));
     assert!(out.contains("Created NLU admin:words"), "{out}");
     let again = run(&["nlu", "create", "words", "--dir", "greeter"]);

@@ -186,11 +186,16 @@ async fn converse(
     };
     if let (Some(e), Ok(r)) = (recorded, &result) {
         let step_us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
+        let at = botbox_service::live::TranscriptAt {
+            env: e,
+            channel: "console",
+            user: &caller.username,
+            step_us,
+        };
         let lines = botbox_service::live::step_transcript(
-            (e, "console", &caller.username),
+            &at,
             &in_json,
             (&r.messages, &r.responses, r.session.meta.as_ref()),
-            step_us,
         );
         app.db.insert_transcripts(&lines).await?;
     }

@@ -539,7 +539,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    let json = std::env::args().any(|a| a == "--json");
+    let json = cli.json;
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

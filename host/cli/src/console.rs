@@ -120,12 +120,7 @@ fn show(r: &Response, debug: bool) -> String {
 
 pub fn console(ctx: &Ctx, dir: &Path, env: Option<&str>, debug: bool) -> Result<()> {
     let (pid, name) = super::project_id_of(ctx, dir)?;
-    // The folder's own files, to place a method's errors in them (as pushed last).
-    let local = super::load_valid(dir).ok().map(|(loaded, _)| loaded);
-    let place = |e: &str| match &local {
-        Some(l) => l.place_runtime(e),
-        None => e.to_string(),
-    };
+    let local = super::LocalFiles::of(dir);
     let mut session: Option<Json> = None;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
@@ -185,7 +180,7 @@ pub fn console(ctx: &Ctx, dir: &Path, env: Option<&str>, debug: bool) -> Result<
                                 println!("{}", show(resp, debug));
                             }
                             for e in &r.errors {
-                                println!("  ! {}", place(e));
+                                println!("  ! {}", local.place(e));
                             }
                             if debug {
                                 let meta = &r.session["meta"];

@@ -543,6 +543,24 @@ pub fn load_valid(dir: &Path) -> Result<(bot::LoadedBot, runtime_core::Compiled)
     }
 }
 
+/// The bot files of a folder, when it holds a valid bot: run-time errors the server reports
+/// are placed in them ([`bot::LoadedBot::place_runtime`]), as last pushed.
+pub(crate) struct LocalFiles(Option<bot::LoadedBot>);
+
+impl LocalFiles {
+    pub(crate) fn of(dir: &Path) -> LocalFiles {
+        LocalFiles(load_valid(dir).ok().map(|(loaded, _)| loaded))
+    }
+
+    /// `error` with its place in the folder's files in front, when it can be found there.
+    pub(crate) fn place(&self, error: &str) -> String {
+        match &self.0 {
+            Some(l) => l.place_runtime(error),
+            None => error.to_string(),
+        }
+    }
+}
+
 /// [`load_valid`], and the bot's JavaScript parsed as the server parses it at push (in a
 /// sandbox started here only for a bot with JavaScript): a syntax error fails with its
 /// file, line and column.
@@ -703,7 +721,7 @@ pub fn errors(
 ) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
     // The folder's own files, to place a method's errors in them.
-    let local = load_valid(dir).ok().map(|(loaded, _)| loaded);
+    let local = LocalFiles::of(dir);
     let env_id = match env {
         Some(name) => Some(
             find_env(ctx, &pid, name)?
@@ -745,10 +763,7 @@ pub fn errors(
                     e["errorGroup"].as_str().unwrap_or(""),
                     e["errorCode"].as_str().unwrap_or(""),
                     e["channelId"].as_str().unwrap_or(""),
-                    match &local {
-                        Some(l) => l.place_runtime(e["errorMessage"].as_str().unwrap_or("")),
-                        None => e["errorMessage"].as_str().unwrap_or("").to_string(),
-                    }
+                    local.place(e["errorMessage"].as_str().unwrap_or(""))
                 );
             }
         }

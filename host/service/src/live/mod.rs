@@ -969,22 +969,11 @@ impl Live {
                 });
             let step_us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
             let mut w = StepWrite::default();
-            let transcript = |direction: &'static str,
-                              message: String,
-                              flow: Option<String>,
-                              intent: Option<String>,
-                              state: Option<String>| NewTranscript {
-                project_id: env.project_id.clone(),
-                environment_id: env.id.clone(),
-                environment_name: env.name.clone(),
-                channel_id: channel.id.clone(),
-                user_id: item.user_id.clone(),
-                direction,
-                message,
-                flow,
-                intent,
-                state,
-                step_us: (direction == "in").then_some(step_us),
+            let at = TranscriptAt {
+                env,
+                channel: &channel.id,
+                user: &item.user_id,
+                step_us,
             };
             let bot_error = |group: &'static str, message: &str| {
                 new_bot_error(
@@ -1004,10 +993,9 @@ impl Live {
                             .map(|e| bot_error("bot", e)),
                     );
                     w.transcripts.extend(step_transcript(
-                        (env, &channel.id, &item.user_id),
+                        &at,
                         &in_json,
                         (&r.messages, &r.responses, r.meta.as_ref()),
-                        step_us,
                     ));
                     for d in channels::deliveries(&info, &item.user_id, &r.responses) {
                         w.outbox.push(delivery_row(d));
@@ -1041,7 +1029,7 @@ impl Live {
                     tracing::warn!(session = %key, error = %e, "step failed; session unchanged");
                     w.errors.push(bot_error("step", e));
                     w.transcripts
-                        .push(transcript("in", in_json.clone(), None, None, None));
+                        .push(at.line("in", in_json.clone(), None, None, None));
                     if let Some(text) = rev.default_error_message.as_deref().map(str::to_owned) {
                         let resp = runtime_core::session::Response {
                             id: botbox_store::new_id(),
@@ -1053,7 +1041,7 @@ impl Live {
                             flow: String::new(),
                             intent: None,
                         };
-                        w.transcripts.push(transcript(
+                        w.transcripts.push(at.line(
                             "out",
                             serde_json::to_string(&resp).unwrap_or_default(),
                             None,
@@ -1408,31 +1396,51 @@ pub fn transcript_json(m: &Message) -> String {
     botbox_egress::redact::message_json(m)
 }
 
-/// The transcript lines of a step that answered, in environment `env` on channel `channel`
-/// for `user`: the user's message (with the step's flow, intent and state, and how long the
-/// step took) and each reply.
+/// Where a step's transcript lines go: environment `env`, channel `channel`, user `user`;
+/// `step_us` is how long the step took (kept on the user's line).
+pub struct TranscriptAt<'a> {
+    pub env: &'a EnvironmentRow,
+    pub channel: &'a str,
+    pub user: &'a str,
+    pub step_us: i64,
+}
+
+impl TranscriptAt<'_> {
+    /// One line: `in` (the user's, with the step's time) or `out` (a reply).
+    pub fn line(
+        &self,
+        direction: &'static str,
+        message: String,
+        flow: Option<String>,
+        intent: Option<String>,
+        state: Option<String>,
+    ) -> NewTranscript {
+        NewTranscript {
+            project_id: self.env.project_id.clone(),
+            environment_id: self.env.id.clone(),
+            environment_name: self.env.name.clone(),
+            channel_id: self.channel.to_owned(),
+            user_id: self.user.to_owned(),
+            direction,
+            message,
+            flow,
+            intent,
+            state,
+            step_us: (direction == "in").then_some(self.step_us),
+        }
+    }
+}
+
+/// The transcript lines of a step that answered, at `at`: the user's message (with the
+/// step's flow, intent and state) and each reply.
 pub fn step_transcript(
-    (env, channel, user): (&EnvironmentRow, &str, &str),
+    at: &TranscriptAt<'_>,
     in_json: &str,
     (messages, responses, meta): (&[Message], &[Response], Option<&Meta>),
-    step_us: i64,
 ) -> Vec<NewTranscript> {
-    let line = |direction: &'static str, message: String, flow, intent, state| NewTranscript {
-        project_id: env.project_id.clone(),
-        environment_id: env.id.clone(),
-        environment_name: env.name.clone(),
-        channel_id: channel.to_owned(),
-        user_id: user.to_owned(),
-        direction,
-        message,
-        flow,
-        intent,
-        state,
-        step_us: (direction == "in").then_some(step_us),
-    };
     let state = meta.and_then(|m| m.last_state.clone());
     let mut lines = Vec::with_capacity(1 + responses.len());
-    lines.push(line(
+    lines.push(at.line(
         "in",
         in_json.to_owned(),
         meta.and_then(|m| m.last_flow.clone()),
@@ -1440,7 +1448,7 @@ pub fn step_transcript(
         state.clone(),
     ));
     for resp in responses {
-        lines.push(line(
+        lines.push(at.line(
             "out",
             serde_json::to_string(resp).unwrap_or_default(),
             Some(resp.flow.clone()),
