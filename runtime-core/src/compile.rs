@@ -677,9 +677,54 @@ impl<'p> Lower<'p> {
         }
     }
 
+    /// The whole bot: its settings, its bot-level NLUs and methods, then its flows.
     fn bot(&mut self, doc: &Json) -> Option<CompiledBot> {
         let root = self.object(doc, "")?;
         self.unknown_keys(root, "", BOT_KEYS);
+        self.check_schema(root);
+        let name = self.str_field(root, "name", "").unwrap_or_default();
+        let version = self.str_field(root, "version", "");
+        let lang = self.str_field(root, "lang", "");
+        let timezone = self.num_field(root, "timezone", "").unwrap_or(0.0);
+        let config = self.bot_config(root);
+        let max_recursion = self.max_recursion(root, &config);
+        let bot_nlus = self.opt_object(root, "nlus", "");
+        if let Some(nm) = bot_nlus {
+            self.check_nlus(nm, "nlus");
+        }
+        if let Some(ms) = self.opt_object(root, "methods", "") {
+            self.methods_of(ms, "methods", None);
+        }
+        let Some(flows_v) = root.get("flows") else {
+            self.error("flows", "missing \"flows\": a bot needs at least one flow");
+            return None;
+        };
+        let flows_m = self.object(flows_v, "flows")?;
+        if flows_m.is_empty() {
+            self.error("flows", "a bot needs at least one flow");
+        }
+        // Flow-local methods first, so that names resolve with flow scope.
+        self.flow_methods(flows_m);
+        let flows = self.flows(flows_m, bot_nlus);
+        let fallback_flow = flows.iter().position(|f| f.fallback);
+        Some(CompiledBot {
+            format: crate::model::COMPILED_FORMAT,
+            name,
+            version,
+            lang,
+            timezone,
+            flows,
+            methods: std::mem::take(&mut self.methods),
+            config,
+            max_recursion,
+            fallback_flow,
+            uses_js: !self.js_sites.is_empty(),
+            cms: Json::Null,
+        })
+    }
+
+    /// Warns about a `schema` that is not the language's.
+    fn check_schema(&mut self, root: &Map<String, Json>) {
         if let Some(Json::String(s)) = root.get("schema")
             && !matches!(
                 s.as_str(),
@@ -688,11 +733,11 @@ impl<'p> Lower<'p> {
         {
             self.warn("schema", format!("unknown schema \"{}\"", short(s)));
         }
-        let name = self.str_field(root, "name", "").unwrap_or_default();
-        let version = self.str_field(root, "version", "");
-        let lang = self.str_field(root, "lang", "");
-        let timezone = self.num_field(root, "timezone", "").unwrap_or(0.0);
-        let config = match root.get("config") {
+    }
+
+    /// The bot's `config` object (empty when absent or not an object).
+    fn bot_config(&mut self, root: &Map<String, Json>) -> Json {
+        match root.get("config") {
             None | Some(Json::Null) => Json::Object(Map::new()),
             Some(v @ Json::Object(_)) => v.clone(),
             Some(other) => {
@@ -702,8 +747,12 @@ impl<'p> Lower<'p> {
                 );
                 Json::Object(Map::new())
             }
-        };
-        let max_recursion = match config
+        }
+    }
+
+    /// `maxRecursion` from the config or the bot's root: a positive integer, 3 by default.
+    fn max_recursion(&mut self, root: &Map<String, Json>, config: &Json) -> u32 {
+        match config
             .get("maxRecursion")
             .or_else(|| root.get("maxRecursion"))
         {
@@ -721,34 +770,27 @@ impl<'p> Lower<'p> {
                 self.error(p, format!("expected a positive integer, found {other}"));
                 3
             }
-        };
-        let bot_nlus = self.opt_object(root, "nlus", "");
-        if let Some(nm) = bot_nlus {
-            self.check_nlus(nm, "nlus");
         }
-        if let Some(ms) = self.opt_object(root, "methods", "") {
-            self.methods_of(ms, "methods", None);
-        }
-        let Some(flows_v) = root.get("flows") else {
-            self.error("flows", "missing \"flows\": a bot needs at least one flow");
-            return None;
-        };
-        let flows_m = self.object(flows_v, "flows")?;
-        if flows_m.is_empty() {
-            self.error("flows", "a bot needs at least one flow");
-        }
-        // Flow-local methods first, so that names resolve with flow scope.
-        let mut flow_method_ranges = vec![];
+    }
+
+    /// Registers the methods declared inside each flow.
+    fn flow_methods(&mut self, flows_m: &Map<String, Json>) {
         for (fname, fv) in flows_m {
             let fp = format!("flows.{fname}");
-            let start = self.methods.len();
             if let Json::Object(fm) = fv
                 && let Some(ms) = self.opt_object(fm, "methods", &fp)
             {
                 self.methods_of(ms, &path_join(&fp, "methods"), Some(fname));
             }
-            flow_method_ranges.push(start..self.methods.len());
         }
+    }
+
+    /// Every flow of the bot that compiles, in the document's order.
+    fn flows<'d>(
+        &mut self,
+        flows_m: &'d Map<String, Json>,
+        bot_nlus: Option<&'d Map<String, Json>>,
+    ) -> Vec<Flow> {
         let mut flows = vec![];
         for (fname, fv) in flows_m {
             let fp = format!("flows.{fname}");
@@ -765,21 +807,7 @@ impl<'p> Lower<'p> {
                 flows.push(f);
             }
         }
-        let fallback_flow = flows.iter().position(|f| f.fallback);
-        Some(CompiledBot {
-            format: crate::model::COMPILED_FORMAT,
-            name,
-            version,
-            lang,
-            timezone,
-            flows,
-            methods: std::mem::take(&mut self.methods),
-            config,
-            max_recursion,
-            fallback_flow,
-            uses_js: !self.js_sites.is_empty(),
-            cms: Json::Null,
-        })
+        flows
     }
 
     fn methods_of(&mut self, ms: &Map<String, Json>, path: &str, flow: Option<&str>) {
@@ -893,6 +921,8 @@ impl<'p> Lower<'p> {
         }
     }
 
+    /// One flow: its intents, its states (with their `stateActions`), its actions, NLUs and
+    /// settings.
     fn flow(
         &mut self,
         name: &str,
@@ -901,6 +931,35 @@ impl<'p> Lower<'p> {
         scope: &Scope,
     ) -> Option<Flow> {
         self.unknown_keys(fm, fp, FLOW_KEYS);
+        let intents = self.flow_intents(fm, fp, scope);
+        let (mut states, floats) = self.flow_states(fm, fp, scope);
+        let initial = states.iter().position(|s| s.initial);
+        self.add_state_actions(fm, fp, scope, &mut states);
+        self.check_flow_actions(fm, fp);
+        if let Some(nm) = self.opt_object(fm, "nlus", fp) {
+            self.check_nlus(nm, &path_join(fp, "nlus"));
+        }
+        let state_mapper = self
+            .str_field(fm, "stateMapper", fp)
+            .map(|m| self.method_ref(&m, scope, &path_join(fp, "stateMapper")));
+        Some(Flow {
+            name: name.to_string(),
+            intents,
+            initial,
+            states,
+            floats,
+            fallback: self.bool_field(fm, "fallback", fp),
+            priority: self.num_field(fm, "priority", fp).unwrap_or(0.0),
+            volatile: self.bool_field(fm, "volatile", fp),
+            expire: self.num_field(fm, "expire", fp),
+            active: !matches!(fm.get("active"), Some(Json::Bool(false))),
+            state_mapper,
+            invalidate: self.num_field(fm, "invalidate", fp),
+        })
+    }
+
+    /// The flow's `intents` (required).
+    fn flow_intents(&mut self, fm: &Map<String, Json>, fp: &str, scope: &Scope) -> Vec<Intent> {
         let mut intents = vec![];
         match fm.get("intents") {
             None | Some(Json::Null) => {
@@ -917,7 +976,17 @@ impl<'p> Lower<'p> {
                 }
             }
         }
-        // States: names first, so transitions can resolve targets.
+        intents
+    }
+
+    /// The flow's states and its floating transitions; exactly one state must be initial.
+    fn flow_states(
+        &mut self,
+        fm: &Map<String, Json>,
+        fp: &str,
+        scope: &Scope,
+    ) -> (Vec<State>, Vec<Transition>) {
+        // Names first, so transitions can resolve targets.
         let states_m = self.opt_object(fm, "states", fp);
         let names: Vec<&String> = states_m.map(|m| m.keys().collect()).unwrap_or_default();
         let index: HashMap<&str, usize> = names
@@ -942,78 +1011,79 @@ impl<'p> Lower<'p> {
                     floats.extend(fl);
                 }
             }
-            let initials: Vec<&str> = states
-                .iter()
-                .filter(|s| s.initial)
-                .map(|s| s.name.as_str())
-                .collect();
-            if !sm.is_empty() && initials.is_empty() {
-                self.error(
-                    &path_join(fp, "states"),
-                    "no initial state: mark exactly one state with \"initial: true\"",
-                );
-            } else if initials.len() > 1 {
-                let mut listed: Vec<Cow<str>> =
-                    initials.iter().take(10).map(|n| short(n)).collect();
-                if initials.len() > 10 {
-                    listed.push(Cow::Owned(format!("… {} in all", initials.len())));
+            self.check_initials(&states, sm.is_empty(), fp);
+        }
+        (states, floats)
+    }
+
+    /// An error unless exactly one of the (declared) states is initial.
+    fn check_initials(&mut self, states: &[State], none_declared: bool, fp: &str) {
+        let initials: Vec<&str> = states
+            .iter()
+            .filter(|s| s.initial)
+            .map(|s| s.name.as_str())
+            .collect();
+        if !none_declared && initials.is_empty() {
+            self.error(
+                &path_join(fp, "states"),
+                "no initial state: mark exactly one state with \"initial: true\"",
+            );
+        } else if initials.len() > 1 {
+            let mut listed: Vec<Cow<str>> = initials.iter().take(10).map(|n| short(n)).collect();
+            if initials.len() > 10 {
+                listed.push(Cow::Owned(format!("… {} in all", initials.len())));
+            }
+            self.error(
+                &path_join(fp, "states"),
+                format!(
+                    "several initial states ({}): mark exactly one",
+                    listed.join(", ")
+                ),
+            );
+        }
+    }
+
+    /// Appends the flow's `stateActions` to the states they name.
+    fn add_state_actions(
+        &mut self,
+        fm: &Map<String, Json>,
+        fp: &str,
+        scope: &Scope,
+        states: &mut [State],
+    ) {
+        let Some(sa) = self.opt_object(fm, "stateActions", fp) else {
+            return;
+        };
+        // The first state of each name, as a search from the front would find it.
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        for (i, st) in states.iter().enumerate() {
+            by_name.entry(st.name.clone()).or_insert(i);
+        }
+        for (sname, v) in sa {
+            let p = format!("{fp}.stateActions.{sname}");
+            let actions = self.state_actions(Some(v), &p, scope);
+            match by_name.get(sname) {
+                Some(&i) => states[i].actions.extend(actions),
+                None => self.error(&p, format!("unknown state \"{}\"", short(sname))),
+            }
+        }
+    }
+
+    /// Checks the keys and the `type` of each action the flow defines (they are compiled
+    /// where states use them).
+    fn check_flow_actions(&mut self, fm: &Map<String, Json>, fp: &str) {
+        let Some(am) = self.opt_object(fm, "actions", fp) else {
+            return;
+        };
+        for (aname, av) in am {
+            let ap = format!("{fp}.actions.{aname}");
+            if let Some(ao) = self.object(av, &ap) {
+                self.unknown_keys(ao, &ap, ACTION_KEYS);
+                if ao.get("type").is_none() {
+                    self.error(&ap, "an action needs a \"type\"");
                 }
-                self.error(
-                    &path_join(fp, "states"),
-                    format!(
-                        "several initial states ({}): mark exactly one",
-                        listed.join(", ")
-                    ),
-                );
             }
         }
-        let initial = states.iter().position(|s| s.initial);
-        if let Some(sa) = self.opt_object(fm, "stateActions", fp) {
-            // The first state of each name, as a search from the front would find it.
-            let mut by_name: HashMap<String, usize> = HashMap::new();
-            for (i, st) in states.iter().enumerate() {
-                by_name.entry(st.name.clone()).or_insert(i);
-            }
-            for (sname, v) in sa {
-                let p = format!("{fp}.stateActions.{sname}");
-                let actions = self.state_actions(Some(v), &p, scope);
-                match by_name.get(sname) {
-                    Some(&i) => states[i].actions.extend(actions),
-                    None => self.error(&p, format!("unknown state \"{}\"", short(sname))),
-                }
-            }
-        }
-        if let Some(am) = self.opt_object(fm, "actions", fp) {
-            for (aname, av) in am {
-                let ap = format!("{fp}.actions.{aname}");
-                if let Some(ao) = self.object(av, &ap) {
-                    self.unknown_keys(ao, &ap, ACTION_KEYS);
-                    if ao.get("type").is_none() {
-                        self.error(&ap, "an action needs a \"type\"");
-                    }
-                }
-            }
-        }
-        if let Some(nm) = self.opt_object(fm, "nlus", fp) {
-            self.check_nlus(nm, &path_join(fp, "nlus"));
-        }
-        let state_mapper = self
-            .str_field(fm, "stateMapper", fp)
-            .map(|m| self.method_ref(&m, scope, &path_join(fp, "stateMapper")));
-        Some(Flow {
-            name: name.to_string(),
-            intents,
-            initial,
-            states,
-            floats,
-            fallback: self.bool_field(fm, "fallback", fp),
-            priority: self.num_field(fm, "priority", fp).unwrap_or(0.0),
-            volatile: self.bool_field(fm, "volatile", fp),
-            expire: self.num_field(fm, "expire", fp),
-            active: !matches!(fm.get("active"), Some(Json::Bool(false))),
-            state_mapper,
-            invalidate: self.num_field(fm, "invalidate", fp),
-        })
     }
 
     fn check_nlus(&mut self, nm: &Map<String, Json>, path: &str) {
@@ -1574,31 +1644,12 @@ impl<'p> Lower<'p> {
         }
     }
 
+    /// One state action: a name, or `{name, condition, options, method}` that uses an action
+    /// of the flow (or an action type) with conditions and options of its own.
     fn state_action(&mut self, v: &Json, path: &str, scope: &Scope) -> Option<ActionUse> {
         let empty = Map::new();
-        let (sa, name) = match v {
-            Json::String(s) => (&empty, s.clone()),
-            Json::Object(o) => {
-                self.unknown_keys(o, path, STATE_ACTION_KEYS);
-                match self.str_field(o, "name", path) {
-                    Some(n) => (o, n),
-                    None => {
-                        self.error(path, "a state action needs \"name\"");
-                        return None;
-                    }
-                }
-            }
-            other => {
-                self.error(
-                    path,
-                    format!(
-                        "expected an action name or {{name, condition, options}}, found {}",
-                        describe(other)
-                    ),
-                );
-                return None;
-            }
-        };
+        let (sa, name) = self.state_action_head(v, path)?;
+        let sa = sa.unwrap_or(&empty);
         let mut conditions = self.conditions(sa, path);
         let def_json = scope.flow_actions.and_then(|m| m.get(&name));
         let defined = def_json.and_then(Json::as_object);
@@ -1608,49 +1659,8 @@ impl<'p> Lower<'p> {
             return None;
         }
         let (kind, mut options, method_name) = match defined {
-            Some(a) => {
-                let ap = format!("flows.{}.actions.{name}", scope.flow.unwrap_or(""));
-                conditions.extend(self.conditions(a, &ap));
-                let ty = a.get("type").and_then(Json::as_str).unwrap_or("");
-                let kind = ActionKind::from_type(ty).unwrap_or_else(|| {
-                    if !ty.is_empty() {
-                        self.warn(
-                            &path_join(&ap, "type"),
-                            format!(
-                                "unknown action type \"{}\"; the action is skipped at run time",
-                                short(ty)
-                            ),
-                        );
-                    }
-                    ActionKind::Unknown(ty.to_string())
-                });
-                let mut options = a
-                    .get("options")
-                    .cloned()
-                    .unwrap_or(Json::Object(Map::new()));
-                // `command`/`payload` written on the action itself; `options` wins.
-                for k in ["command", "payload"] {
-                    if let (Some(v), Json::Object(o)) = (a.get(k), &mut options) {
-                        o.entry(k.to_string()).or_insert_with(|| v.clone());
-                    }
-                }
-                (
-                    kind,
-                    options,
-                    a.get("method").and_then(Json::as_str).map(str::to_string),
-                )
-            }
-            None => match ActionKind::from_type(&name) {
-                Some(k) => (k, Json::Object(Map::new()), None),
-                None => {
-                    self.warn(path, format!("unknown action \"{}\": not an action of the flow nor an action type; it is skipped at run time", short(&name)));
-                    (
-                        ActionKind::Unknown(name.clone()),
-                        Json::Object(Map::new()),
-                        None,
-                    )
-                }
-            },
+            Some(a) => self.defined_action(a, &name, scope, &mut conditions),
+            None => self.action_of_type(&name, path),
         };
         if let Some(over) = sa.get("options") {
             interp::deep_merge(&mut options, over);
@@ -1665,14 +1675,7 @@ impl<'p> Lower<'p> {
             .and_then(Json::as_str)
             .map(str::to_string)
             .or(method_name);
-        let method = match (&kind, method_name) {
-            (_, Some(m)) => Some(self.method_ref(&m, scope, &path_join(path, "method"))),
-            (ActionKind::Method, None) => {
-                self.warn(path, "a method action needs \"method\"");
-                None
-            }
-            _ => None,
-        };
+        let method = self.action_method(&kind, method_name, scope, path);
         let options = interp::compile_options(&options, &mut |src, p| self.expr(src, p), path);
         Some(ActionUse {
             name,
@@ -1681,6 +1684,113 @@ impl<'p> Lower<'p> {
             options,
             method,
         })
+    }
+
+    /// A state action's own object (`None` when it is written as a bare name) and the name of
+    /// the action it uses; `None` (with an error) when it has no name.
+    fn state_action_head<'d>(
+        &mut self,
+        v: &'d Json,
+        path: &str,
+    ) -> Option<(Option<&'d Map<String, Json>>, String)> {
+        match v {
+            Json::String(s) => Some((None, s.clone())),
+            Json::Object(o) => {
+                self.unknown_keys(o, path, STATE_ACTION_KEYS);
+                match self.str_field(o, "name", path) {
+                    Some(n) => Some((Some(o), n)),
+                    None => {
+                        self.error(path, "a state action needs \"name\"");
+                        None
+                    }
+                }
+            }
+            other => {
+                self.error(
+                    path,
+                    format!(
+                        "expected an action name or {{name, condition, options}}, found {}",
+                        describe(other)
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// The kind, options and method name of an action the flow defines; its conditions are
+    /// added to `conditions`.
+    fn defined_action(
+        &mut self,
+        a: &Map<String, Json>,
+        name: &str,
+        scope: &Scope,
+        conditions: &mut Vec<CompiledExpr>,
+    ) -> (ActionKind, Json, Option<String>) {
+        let ap = format!("flows.{}.actions.{name}", scope.flow.unwrap_or(""));
+        conditions.extend(self.conditions(a, &ap));
+        let ty = a.get("type").and_then(Json::as_str).unwrap_or("");
+        let kind = ActionKind::from_type(ty).unwrap_or_else(|| {
+            if !ty.is_empty() {
+                self.warn(
+                    &path_join(&ap, "type"),
+                    format!(
+                        "unknown action type \"{}\"; the action is skipped at run time",
+                        short(ty)
+                    ),
+                );
+            }
+            ActionKind::Unknown(ty.to_string())
+        });
+        let mut options = a
+            .get("options")
+            .cloned()
+            .unwrap_or(Json::Object(Map::new()));
+        // `command`/`payload` written on the action itself; `options` wins.
+        for k in ["command", "payload"] {
+            if let (Some(v), Json::Object(o)) = (a.get(k), &mut options) {
+                o.entry(k.to_string()).or_insert_with(|| v.clone());
+            }
+        }
+        (
+            kind,
+            options,
+            a.get("method").and_then(Json::as_str).map(str::to_string),
+        )
+    }
+
+    /// The kind of an action named by its type, with empty options; an unknown name warns
+    /// and is skipped at run time.
+    fn action_of_type(&mut self, name: &str, path: &str) -> (ActionKind, Json, Option<String>) {
+        match ActionKind::from_type(name) {
+            Some(k) => (k, Json::Object(Map::new()), None),
+            None => {
+                self.warn(path, format!("unknown action \"{}\": not an action of the flow nor an action type; it is skipped at run time", short(name)));
+                (
+                    ActionKind::Unknown(name.to_string()),
+                    Json::Object(Map::new()),
+                    None,
+                )
+            }
+        }
+    }
+
+    /// The method a state action calls; a method action without one warns.
+    fn action_method(
+        &mut self,
+        kind: &ActionKind,
+        method_name: Option<String>,
+        scope: &Scope,
+        path: &str,
+    ) -> Option<MethodRef> {
+        match (kind, method_name) {
+            (_, Some(m)) => Some(self.method_ref(&m, scope, &path_join(path, "method"))),
+            (ActionKind::Method, None) => {
+                self.warn(path, "a method action needs \"method\"");
+                None
+            }
+            _ => None,
+        }
     }
 }
 

@@ -268,6 +268,8 @@ pub fn message_of(send: &Json, metadata: &Json) -> Result<Message, String> {
     Ok(m)
 }
 
+/// Runs one case: its steps in order, each checked against what it expects; the report lists
+/// every failure.
 pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> CaseReport {
     let mut failures = vec![];
     let mut env = TestEnv::new(case);
@@ -305,63 +307,13 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
                 }
             },
             Ok(r) => {
-                let failed_before = failures.len();
                 if let Some(want) = &st.error {
                     failures.push(format!(
                         "{label}: expected error \"{want}\", but the step succeeded with {}",
                         show_responses(&r.responses)
                     ));
-                    session = r.session;
-                    continue;
-                }
-                if let Some(expect) = &st.expect
-                    && let Err(e) = check_responses(expect, &r.responses)
-                {
-                    failures.push(format!("{label}: {e}"));
-                }
-                let s = &r.session;
-                if let Some(want) = &st.flow
-                    && s.current != *want
-                {
-                    failures.push(format!(
-                        "{label}: expected current flow {:?}, got {:?}",
-                        want, s.current
-                    ));
-                }
-                if let Some(want) = &st.state {
-                    let got = s.current.as_deref().and_then(|f| s.state_of(f));
-                    if got != Some(want.as_str()) {
-                        failures.push(format!("{label}: expected state {want:?}, got {got:?}"));
-                    }
-                }
-                if let Some(want) = &st.context {
-                    let empty = Json::Object(Map::new());
-                    let got = s
-                        .current
-                        .as_deref()
-                        .and_then(|f| s.context_of(f))
-                        .unwrap_or(&empty);
-                    if let Err(e) = subset(want, got, "context") {
-                        failures.push(format!("{label}: {e}"));
-                    }
-                }
-                if let Some(want) = &st.data
-                    && let Err(e) = subset(want, &s.data, "data")
-                {
-                    failures.push(format!("{label}: {e}"));
-                }
-                if let Some(want) = &st.schedules {
-                    let got = serde_json::to_value(&r.schedules).unwrap_or(Json::Null);
-                    if let Err(e) = subset(&Json::Array(want.clone()), &got, "schedules") {
-                        failures.push(format!("{label}: {e}"));
-                    }
-                }
-                // What went wrong inside the step (a method that threw, an api call refused
-                // or answered with an error) is the likeliest cause of a failed expectation.
-                if failures.len() > failed_before {
-                    for e in &r.errors {
-                        failures.push(format!("{label}: the bot's error: {e}"));
-                    }
+                } else {
+                    check_step(st, &label, &r, &mut failures);
                 }
                 session = r.session;
             }
@@ -370,6 +322,61 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
     CaseReport {
         name: case.name.clone(),
         failures,
+    }
+}
+
+/// Checks a step that ran against what it expects (responses, flow, state, context, data,
+/// schedules); when one fails, the bot's errors of the step are listed after it.
+fn check_step(st: &TestStep, label: &str, r: &ConverseResult, failures: &mut Vec<String>) {
+    let failed_before = failures.len();
+    if let Some(expect) = &st.expect
+        && let Err(e) = check_responses(expect, &r.responses)
+    {
+        failures.push(format!("{label}: {e}"));
+    }
+    let s = &r.session;
+    if let Some(want) = &st.flow
+        && s.current != *want
+    {
+        failures.push(format!(
+            "{label}: expected current flow {:?}, got {:?}",
+            want, s.current
+        ));
+    }
+    if let Some(want) = &st.state {
+        let got = s.current.as_deref().and_then(|f| s.state_of(f));
+        if got != Some(want.as_str()) {
+            failures.push(format!("{label}: expected state {want:?}, got {got:?}"));
+        }
+    }
+    if let Some(want) = &st.context {
+        let empty = Json::Object(Map::new());
+        let got = s
+            .current
+            .as_deref()
+            .and_then(|f| s.context_of(f))
+            .unwrap_or(&empty);
+        if let Err(e) = subset(want, got, "context") {
+            failures.push(format!("{label}: {e}"));
+        }
+    }
+    if let Some(want) = &st.data
+        && let Err(e) = subset(want, &s.data, "data")
+    {
+        failures.push(format!("{label}: {e}"));
+    }
+    if let Some(want) = &st.schedules {
+        let got = serde_json::to_value(&r.schedules).unwrap_or(Json::Null);
+        if let Err(e) = subset(&Json::Array(want.clone()), &got, "schedules") {
+            failures.push(format!("{label}: {e}"));
+        }
+    }
+    // What went wrong inside the step (a method that threw, an api call refused or answered
+    // with an error) is the likeliest cause of a failed expectation.
+    if failures.len() > failed_before {
+        for e in &r.errors {
+            failures.push(format!("{label}: the bot's error: {e}"));
+        }
     }
 }
 

@@ -134,20 +134,9 @@ pub fn message(r: &Response) -> Json {
         return json!({"type": "text", "text": r.content.clone().unwrap_or_default()});
     };
     let Some(t) = template::of(r) else {
-        // Payloads written by methods in LINE's own shape.
-        return match p.get("type").and_then(Json::as_str).unwrap_or("") {
-            "image" => {
-                let url = p.get("url").and_then(Json::as_str).unwrap_or("");
-                json!({"type": "image", "originalContentUrl": url, "previewImageUrl": p.get("previewUrl").and_then(Json::as_str).unwrap_or(url)})
-            }
-            "sticker" => {
-                json!({"type": "sticker", "packageId": template::id_text(p, "packageId"), "stickerId": template::id_text(p, "stickerId")})
-            }
-            _ => json!({"type": "text", "text": super::plain_text(r)}),
-        };
+        return native_message(r, p);
     };
     let items = t.items;
-    let text_of = |v: &Json| template::str_of(v, "text").unwrap_or("").to_owned();
     let actions = template_actions(p);
     let mut m = match t.kind {
         // A template whose only choices are quick replies (the language's example for
@@ -156,21 +145,7 @@ pub fn message(r: &Response) -> Json {
         "button" | "confirm" if actions.is_empty() => {
             json!({"type": "text", "text": super::plain_text(r)})
         }
-        "button" => {
-            let text = text_of(items);
-            let mut tpl = json!({
-                "type": "buttons",
-                "text": text,
-                "actions": actions.into_iter().map(action).collect::<Vec<_>>(),
-            });
-            if let Some(title) = template::str_of(items, "title") {
-                tpl["title"] = json!(title);
-            }
-            if let Some(img) = template::str_of(items, "thumbnailImageUrl") {
-                tpl["thumbnailImageUrl"] = json!(img);
-            }
-            json!({"type": "template", "altText": text, "template": tpl})
-        }
+        "button" => buttons_template(items, actions),
         "confirm" => {
             let text = text_of(items);
             json!({"type": "template", "altText": text, "template": {
@@ -179,34 +154,86 @@ pub fn message(r: &Response) -> Json {
                 "actions": actions.into_iter().take(2).map(action).collect::<Vec<_>>(),
             }})
         }
-        "carousel" => {
-            let columns: Vec<Json> = items
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .iter()
-                .map(|item| {
-                    let wrapped = json!({"items": item});
-                    let mut c = json!({
-                        "text": text_of(item),
-                        "actions": template_actions(&wrapped).into_iter().map(action).collect::<Vec<_>>(),
-                    });
-                    if let Some(t) = template::str_of(item, "title") {
-                        c["title"] = json!(t);
-                    }
-                    if let Some(img) = template::str_of(item, "thumbnailImageUrl") {
-                        c["thumbnailImageUrl"] = json!(img);
-                    }
-                    c
-                })
-                .collect();
-            // LINE takes at most 400 characters of alternative text.
-            let alt: String = super::plain_text(r).chars().take(400).collect();
-            json!({"type": "template", "altText": alt, "template": {"type": "carousel", "columns": columns}})
+        "carousel" => carousel_template(r, items),
+        kind => media_message(kind, items)
+            .unwrap_or_else(|| json!({"type": "text", "text": super::plain_text(r)})),
+    };
+    if let Some(q) = quick_reply(items) {
+        m["quickReply"] = q;
+    }
+    m
+}
+
+/// A template item's `text`.
+fn text_of(v: &Json) -> String {
+    template::str_of(v, "text").unwrap_or("").to_owned()
+}
+
+/// A payload written by a method in LINE's own shape (image, sticker), else the text.
+fn native_message(r: &Response, p: &Json) -> Json {
+    match p.get("type").and_then(Json::as_str).unwrap_or("") {
+        "image" => {
+            let url = p.get("url").and_then(Json::as_str).unwrap_or("");
+            json!({"type": "image", "originalContentUrl": url, "previewImageUrl": p.get("previewUrl").and_then(Json::as_str).unwrap_or(url)})
         }
+        "sticker" => {
+            json!({"type": "sticker", "packageId": template::id_text(p, "packageId"), "stickerId": template::id_text(p, "stickerId")})
+        }
+        _ => json!({"type": "text", "text": super::plain_text(r)}),
+    }
+}
+
+/// A button template as LINE's buttons template (with its title and thumbnail).
+fn buttons_template(items: &Json, actions: Vec<(String, String, String)>) -> Json {
+    let text = text_of(items);
+    let mut tpl = json!({
+        "type": "buttons",
+        "text": text,
+        "actions": actions.into_iter().map(action).collect::<Vec<_>>(),
+    });
+    if let Some(title) = template::str_of(items, "title") {
+        tpl["title"] = json!(title);
+    }
+    if let Some(img) = template::str_of(items, "thumbnailImageUrl") {
+        tpl["thumbnailImageUrl"] = json!(img);
+    }
+    json!({"type": "template", "altText": text, "template": tpl})
+}
+
+/// A carousel template as LINE's carousel: one column per item, with its actions.
+fn carousel_template(r: &Response, items: &Json) -> Json {
+    let columns: Vec<Json> = items
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|item| {
+            let wrapped = json!({"items": item});
+            let mut c = json!({
+                "text": text_of(item),
+                "actions": template_actions(&wrapped).into_iter().map(action).collect::<Vec<_>>(),
+            });
+            if let Some(t) = template::str_of(item, "title") {
+                c["title"] = json!(t);
+            }
+            if let Some(img) = template::str_of(item, "thumbnailImageUrl") {
+                c["thumbnailImageUrl"] = json!(img);
+            }
+            c
+        })
+        .collect();
+    // LINE takes at most 400 characters of alternative text.
+    let alt: String = super::plain_text(r).chars().take(400).collect();
+    json!({"type": "template", "altText": alt, "template": {"type": "carousel", "columns": columns}})
+}
+
+/// The LINE message of a media or place template (image, video, audio, location, sticker,
+/// imagemap); `None` for other types.
+fn media_message(kind: &str, items: &Json) -> Option<Json> {
+    Some(match kind {
         "image" | "video" => {
             let url = template::str_of(items, "originalContentUrl").unwrap_or("");
-            json!({"type": t.kind, "originalContentUrl": url,
+            json!({"type": kind, "originalContentUrl": url,
                 "previewImageUrl": template::str_of(items, "previewImageUrl").unwrap_or(url)})
         }
         "audio" => json!({"type": "audio",
@@ -225,12 +252,8 @@ pub fn message(r: &Response) -> Json {
             "altText": template::str_of(items, "altText").unwrap_or("imagemap"),
             "baseSize": items.get("baseSize").cloned().unwrap_or(json!({"width": 1040, "height": 1040})),
             "actions": items.get("actions").cloned().unwrap_or(json!([]))}),
-        _ => json!({"type": "text", "text": super::plain_text(r)}),
-    };
-    if let Some(q) = quick_reply(items) {
-        m["quickReply"] = q;
-    }
-    m
+        _ => return None,
+    })
 }
 
 /// Push messages, at most five per call as LINE allows.

@@ -381,163 +381,177 @@ struct NumPhrase {
 
 /// The longest number phrase starting at token `i`.
 fn parse_number(text: &str, toks: &[Lex], i: usize, conv: Conv) -> Option<NumPhrase> {
-    if is_word_char(char_before(text, toks[i].start)) {
-        // Only a currency glued before digits: `Rp50.000`, `USD10`.
-        let glued_currency = i > 0
-            && toks[i].kind == LexKind::Digits
-            && toks[i - 1].end == toks[i].start
-            && toks[i - 1].kind == LexKind::Word
-            && currency_code(&toks[i - 1].low).is_some();
-        if !glued_currency {
-            return None;
-        }
+    if is_word_char(char_before(text, toks[i].start)) && !glued_currency(toks, i) {
+        return None;
     }
-    let mut total = 0.0;
-    let mut group = 0.0;
-    let mut pending: Option<f64> = None;
-    let mut last_scale = f64::INFINITY;
-    let mut scale_word: Option<String> = None;
+    let mut acc = NumReader {
+        total: 0.0,
+        group: 0.0,
+        pending: None,
+        last_scale: f64::INFINITY,
+        scale_word: None,
+    };
     let mut best: Option<NumPhrase> = None;
     let mut j = i;
     while j < toks.len() {
         if j > i && !joinable(text, &toks[j - 1], &toks[j]) {
             break;
         }
-        let tok = &toks[j];
-        let mut counts = true;
-        match tok.kind {
-            LexKind::Digits => {
-                if j == i {
-                    pending = Some(parse_digits(&tok.low, conv)?);
-                } else if pending.is_none()
-                    && group == 0.0
-                    && toks[j - 1].kind == LexKind::Word
-                    && matches!(
-                        word_kind(&toks[j - 1].low),
-                        Some(Wk::Scale(_) | Wk::SeScale(_))
-                    )
-                {
-                    // `2 juta 500 ribu`: digits after a scale count once a smaller scale
-                    // (or `ratus`) follows.
-                    match parse_digits(&tok.low, conv) {
-                        Some(v) => pending = Some(v),
-                        None => break,
-                    }
-                    counts = false;
-                } else {
-                    break;
-                }
-            }
-            LexKind::Word => {
-                let Some(mut k) = word_kind(&tok.low) else {
-                    break;
-                };
-                if k == Wk::K {
-                    // Only glued to digits: `50k`.
-                    if j == i || toks[j - 1].kind != LexKind::Digits || toks[j - 1].end != tok.start
-                    {
-                        break;
-                    }
-                    k = Wk::Scale(1e3);
-                }
-                match k {
-                    Wk::Unit(v) => {
-                        if pending.is_some() {
-                            break;
-                        }
-                        pending = Some(v);
-                    }
-                    Wk::Tens(v) => {
-                        if pending.is_some() || group % 100.0 != 0.0 {
-                            break;
-                        }
-                        group += v;
-                    }
-                    Wk::Belas => match pending {
-                        Some(p) if (1.0..=9.0).contains(&p) && p.fract() == 0.0 => {
-                            pending = Some(p + 10.0)
-                        }
-                        _ => break,
-                    },
-                    Wk::Puluh => match pending {
-                        Some(p)
-                            if (1.0..=9.0).contains(&p)
-                                && p.fract() == 0.0
-                                && group % 100.0 == 0.0 =>
-                        {
-                            group += p * 10.0;
-                            pending = None;
-                        }
-                        _ => break,
-                    },
-                    Wk::Hundred => match pending {
-                        Some(p) if p > 0.0 && group == 0.0 && p < 100.0 => {
-                            group = p * 100.0;
-                            pending = None;
-                        }
-                        _ => break,
-                    },
-                    Wk::SeHundred => {
-                        if pending.is_some() || group != 0.0 {
-                            break;
-                        }
-                        group = 100.0;
-                    }
-                    Wk::Scale(s) => {
-                        let x = group + pending.unwrap_or(0.0);
-                        if x == 0.0 || s >= last_scale {
-                            break;
-                        }
-                        total += x * s;
-                        group = 0.0;
-                        pending = None;
-                        last_scale = s;
-                        scale_word = Some(tok.low.clone());
-                    }
-                    Wk::SeScale(s) => {
-                        if pending.is_some() || group != 0.0 || s >= last_scale {
-                            break;
-                        }
-                        total += s;
-                        last_scale = s;
-                        scale_word = Some(tok.low.clone());
-                    }
-                    Wk::Half => match pending {
-                        Some(p) if p.fract() == 0.0 => pending = Some(p + 0.5),
-                        None if j == i => pending = Some(0.5),
-                        _ => break,
-                    },
-                    Wk::And => {
-                        if pending.is_some() || (group == 0.0 && total == 0.0) {
-                            break;
-                        }
-                        counts = false;
-                    }
-                    Wk::A => {
-                        let next_is_multiplier = toks.get(j + 1).is_some_and(|n| {
-                            matches!(word_kind(&n.low), Some(Wk::Hundred) | Some(Wk::Scale(_)))
-                        });
-                        if j != i || !next_is_multiplier {
-                            break;
-                        }
-                        pending = Some(1.0);
-                        counts = false;
-                    }
-                    Wk::K => unreachable!(),
-                }
-            }
-        }
+        let took = match toks[j].kind {
+            LexKind::Digits => acc.digits(toks, i, j, conv),
+            LexKind::Word => acc.word(toks, i, j),
+        };
+        let Some(counts) = took else {
+            break;
+        };
         j += 1;
         if counts {
             best = Some(NumPhrase {
                 start_tok: i,
                 end_tok: j,
-                value: total + group + pending.unwrap_or(0.0),
-                scale: scale_word.clone(),
+                value: acc.total + acc.group + acc.pending.unwrap_or(0.0),
+                scale: acc.scale_word.clone(),
             });
         }
     }
     best
+}
+
+/// Whether token `i` is digits glued after a currency code (`Rp50.000`, `USD10`): the only
+/// number that may start inside a word.
+fn glued_currency(toks: &[Lex], i: usize) -> bool {
+    i > 0
+        && toks[i].kind == LexKind::Digits
+        && toks[i - 1].end == toks[i].start
+        && toks[i - 1].kind == LexKind::Word
+        && currency_code(&toks[i - 1].low).is_some()
+}
+
+/// The value of a number phrase read so far: `total` of the finished scale groups, the
+/// current `group` below a scale, and a `pending` unit not yet placed.
+struct NumReader {
+    total: f64,
+    group: f64,
+    pending: Option<f64>,
+    /// The last scale met: later scales must be smaller.
+    last_scale: f64,
+    /// The last scale word, lower-cased.
+    scale_word: Option<String>,
+}
+
+impl NumReader {
+    /// Reads digits at token `j` of a phrase starting at `i`. `None` when they end the
+    /// phrase, else whether the phrase may end after them.
+    fn digits(&mut self, toks: &[Lex], i: usize, j: usize, conv: Conv) -> Option<bool> {
+        let tok = &toks[j];
+        if j == i {
+            self.pending = Some(parse_digits(&tok.low, conv)?);
+            return Some(true);
+        }
+        // `2 juta 500 ribu`: digits after a scale count once a smaller scale (or `ratus`)
+        // follows.
+        let after_scale = self.pending.is_none()
+            && self.group == 0.0
+            && toks[j - 1].kind == LexKind::Word
+            && matches!(
+                word_kind(&toks[j - 1].low),
+                Some(Wk::Scale(_) | Wk::SeScale(_))
+            );
+        if !after_scale {
+            return None;
+        }
+        self.pending = Some(parse_digits(&tok.low, conv)?);
+        Some(false)
+    }
+
+    /// Reads the number word at token `j` of a phrase starting at `i`. `None` when it ends
+    /// the phrase, else whether the phrase may end after it.
+    fn word(&mut self, toks: &[Lex], i: usize, j: usize) -> Option<bool> {
+        let tok = &toks[j];
+        let mut k = word_kind(&tok.low)?;
+        if k == Wk::K {
+            // Only glued to digits: `50k`.
+            if j == i || toks[j - 1].kind != LexKind::Digits || toks[j - 1].end != tok.start {
+                return None;
+            }
+            k = Wk::Scale(1e3);
+        }
+        match k {
+            Wk::Scale(s) | Wk::SeScale(s) => self.scale(k, s, &tok.low).then_some(true),
+            Wk::Half => {
+                match self.pending {
+                    Some(p) if p.fract() == 0.0 => self.pending = Some(p + 0.5),
+                    None if j == i => self.pending = Some(0.5),
+                    _ => return None,
+                }
+                Some(true)
+            }
+            Wk::And => {
+                if self.pending.is_some() || (self.group == 0.0 && self.total == 0.0) {
+                    return None;
+                }
+                Some(false)
+            }
+            Wk::A => {
+                let next_is_multiplier = toks.get(j + 1).is_some_and(|n| {
+                    matches!(word_kind(&n.low), Some(Wk::Hundred) | Some(Wk::Scale(_)))
+                });
+                if j != i || !next_is_multiplier {
+                    return None;
+                }
+                self.pending = Some(1.0);
+                Some(false)
+            }
+            Wk::K => unreachable!(),
+            Wk::Unit(_) | Wk::Tens(_) | Wk::Belas | Wk::Puluh | Wk::Hundred | Wk::SeHundred => {
+                self.below_scale(k).then_some(true)
+            }
+        }
+    }
+
+    /// Adds a word below the scales (units, tens, `belas`, `puluh`, hundreds); false when
+    /// it cannot follow what was read.
+    fn below_scale(&mut self, k: Wk) -> bool {
+        let digit = |p: f64| (1.0..=9.0).contains(&p) && p.fract() == 0.0;
+        match (k, self.pending) {
+            (Wk::Unit(v), None) => self.pending = Some(v),
+            (Wk::Tens(v), None) if self.group % 100.0 == 0.0 => self.group += v,
+            (Wk::Belas, Some(p)) if digit(p) => self.pending = Some(p + 10.0),
+            (Wk::Puluh, Some(p)) if digit(p) && self.group % 100.0 == 0.0 => {
+                self.group += p * 10.0;
+                self.pending = None;
+            }
+            (Wk::Hundred, Some(p)) if p > 0.0 && self.group == 0.0 && p < 100.0 => {
+                self.group = p * 100.0;
+                self.pending = None;
+            }
+            (Wk::SeHundred, None) if self.group == 0.0 => self.group = 100.0,
+            _ => return false,
+        }
+        true
+    }
+
+    /// Adds a scale word (`ribu`, `juta`, `k`, …; `seribu`, `sejuta` carry their own one);
+    /// false when there is nothing to scale or the scale is not smaller than the last.
+    fn scale(&mut self, k: Wk, s: f64, word: &str) -> bool {
+        if let Wk::SeScale(_) = k {
+            if self.pending.is_some() || self.group != 0.0 || s >= self.last_scale {
+                return false;
+            }
+            self.total += s;
+        } else {
+            let x = self.group + self.pending.unwrap_or(0.0);
+            if x == 0.0 || s >= self.last_scale {
+                return false;
+            }
+            self.total += x * s;
+            self.group = 0.0;
+            self.pending = None;
+        }
+        self.last_scale = s;
+        self.scale_word = Some(word.to_string());
+        true
+    }
 }
 
 /// Every number phrase of the text, left to right, non-overlapping.

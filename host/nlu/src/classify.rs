@@ -193,53 +193,10 @@ impl TraitModel {
         lang: Lang,
         cfg: &Config,
     ) -> Result<TraitModel, String> {
-        if examples.is_empty() {
-            return Err("cannot train a trait classifier without training sentences".into());
-        }
-        if examples.iter().all(|e| e.label.is_none()) {
-            return Err(format!(
-                "cannot train a trait classifier from counter-examples only: none of the {} \
-                 training sentences has a label",
-                examples.len()
-            ));
-        }
-        let mut classes: Vec<String> = Vec::new();
-        for l in labels
-            .iter()
-            .map(String::as_str)
-            .chain(examples.iter().filter_map(|e| e.label))
-        {
-            if !classes.iter().any(|c| c == l) {
-                classes.push(l.to_string());
-            }
-        }
-        if classes.len() + 1 > u16::MAX as usize {
-            return Err(format!("too many labels ({})", classes.len()));
-        }
+        check_examples(examples)?;
+        let classes = class_names(labels, examples)?;
         let k = classes.len() + 1;
-        let mut xs: Vec<Vec<(u32, f32)>> = examples
-            .iter()
-            .map(|e| extract(e.text, lang, &cfg.features, None, &no_idf).1)
-            .collect();
-        let (mut idf_ids, mut idf, mut idf_unseen) = (Vec::new(), Vec::new(), 1.0);
-        if cfg.features.idf {
-            let mut df: Vec<u32> = xs.iter().flat_map(|x| x.iter().map(|f| f.0)).collect();
-            df.sort_unstable();
-            let n = xs.len() as f32;
-            idf_unseen = ((1.0 + n) / 1.0).ln() + 1.0;
-            for chunk in df.chunk_by(|a, b| a == b) {
-                idf_ids.push(chunk[0]);
-                idf.push(((1.0 + n) / (1.0 + chunk.len() as f32)).ln() + 1.0);
-            }
-            let lookup = |id: u32| match idf_ids.binary_search(&id) {
-                Ok(i) => idf[i],
-                Err(_) => idf_unseen,
-            };
-            xs = examples
-                .iter()
-                .map(|e| extract(e.text, lang, &cfg.features, None, &lookup).1)
-                .collect();
-        }
+        let (mut xs, idf_table) = example_features(examples, lang, cfg);
         let mut ys: Vec<usize> = examples
             .iter()
             .map(|e| {
@@ -248,13 +205,7 @@ impl TraitModel {
             })
             .collect();
         if cfg.label_names {
-            for (i, c) in classes.iter().enumerate() {
-                let name = label_words(c);
-                if !name.trim().is_empty() {
-                    xs.push(extract(&name, lang, &cfg.features, None, &no_idf).1);
-                    ys.push(i + 1);
-                }
-            }
+            add_label_names(&classes, lang, cfg, &mut xs, &mut ys);
         }
         let temperature = if cfg.calibrate && xs.len() >= 12 {
             fit_temperature(&xs, &ys, k, cfg)
@@ -262,28 +213,12 @@ impl TraitModel {
             1.0
         };
         let (ids, dense) = fit(&xs, &ys, k, cfg, None);
-        let max = dense.iter().fold(0f32, |m, w| m.max(w.abs()));
-        let cut = max * cfg.prune;
-        let (mut offs, mut cls, mut w) = (vec![0u32], Vec::new(), Vec::new());
-        let mut kept = Vec::new();
-        for (r, id) in ids.iter().enumerate() {
-            let row = &dense[r * k..(r + 1) * k];
-            let before = cls.len();
-            for (c, &x) in row.iter().enumerate() {
-                if x != 0.0 && x.abs() >= cut {
-                    cls.push(c as u16);
-                    w.push(x);
-                }
-            }
-            if cls.len() > before || cfg.features.idf {
-                kept.push(*id);
-                offs.push(cls.len() as u32);
-            }
-        }
+        let rows = pruned_rows(&ids, &dense, k, cfg);
         // IDF of the kept rows (training features are all rows when IDF is on).
         let idf: Vec<f32> = if cfg.features.idf {
-            kept.iter()
-                .map(|id| idf[idf_ids.binary_search(id).unwrap()])
+            rows.ids
+                .iter()
+                .map(|id| idf_table.idf[idf_table.ids.binary_search(id).unwrap()])
                 .collect()
         } else {
             Vec::new()
@@ -293,12 +228,12 @@ impl TraitModel {
             labels: classes,
             features: cfg.features.clone(),
             temperature,
-            ids: kept,
+            ids: rows.ids,
             idf,
-            idf_unseen,
-            offs,
-            cls,
-            w,
+            idf_unseen: idf_table.unseen,
+            offs: rows.offs,
+            cls: rows.cls,
+            w: rows.w,
         };
         // Store what is served: round-trip through the 16-bit quantisation now, so a model
         // predicts the same before and after storage.
@@ -469,6 +404,10 @@ fn push_group(out: &mut Vec<(u32, f32)>, mut ids: Vec<u32>, weight: f32, idf: Id
     }
 }
 
+/// Records a feature's readable name (for the debug endpoint); the name is built only when
+/// asked for.
+type Namer<'a> = &'a mut dyn FnMut(u32, &dyn Fn() -> String);
+
 /// The tokens of `text` and its feature vector: (id, value) sorted by id, unit L2 norm plus
 /// the bias feature. With `names`, also (id, readable name) of every feature.
 fn extract(
@@ -498,60 +437,91 @@ fn extract(
     }
     let words: Vec<&Token> = tokens.iter().filter(|t| t.is_word()).collect();
     if f.stems || f.bigrams {
-        let stems: Vec<String> = words.iter().map(|t| text::stem(&t.norm, lang)).collect();
-        if f.stems {
-            let ids = stems
-                .iter()
-                .map(|s| {
-                    let id = fid(b's', s);
-                    name(id, &|| format!("stem:{s}"));
-                    id
-                })
-                .collect();
-            push_group(&mut out, ids, 1.0, idf);
-        }
-        if f.bigrams {
-            let seq: Vec<&str> = std::iter::once("<s>")
-                .chain(stems.iter().map(String::as_str))
-                .chain(std::iter::once("</s>"))
-                .collect();
-            let ids = seq
-                .windows(2)
-                .map(|p| {
-                    let s = format!("{} {}", p[0], p[1]);
-                    let id = fid(b'b', &s);
-                    name(id, &|| format!("bigram:{s}"));
-                    id
-                })
-                .collect();
-            push_group(&mut out, ids, 1.0, idf);
-        }
+        push_stem_groups(&mut out, &words, lang, f, &mut name, idf);
     }
     if f.char_max > 0 {
-        let mut ids = Vec::new();
-        let mut buf = [0u8; 4];
-        for t in &words {
-            let chars: Vec<char> = std::iter::once('<')
-                .chain(t.norm.chars())
-                .chain(std::iter::once('>'))
-                .collect();
-            for i in 0..chars.len() {
-                let mut h = fnv(FNV_OFFSET, b"c");
-                for n in 1..=f.char_max.min(chars.len() - i) {
-                    h = fnv(h, chars[i + n - 1].encode_utf8(&mut buf).as_bytes());
-                    if n >= f.char_min.max(1) {
-                        let id = fold(h);
-                        ids.push(id);
-                        name(id, &|| {
-                            format!("chars:{}", chars[i..i + n].iter().collect::<String>())
-                        });
-                    }
+        push_group(
+            &mut out,
+            char_ngrams(&words, f, &mut name),
+            f.char_weight,
+            idf,
+        );
+    }
+    let bias = fid(BIAS, "bias");
+    let merged = merged_with_bias(out, bias);
+    name(bias, &|| "bias".into());
+    (tokens, merged)
+}
+
+/// The stem group and the stem-bigram group (with `<s>`/`</s>` at the ends), as configured.
+fn push_stem_groups(
+    out: &mut Vec<(u32, f32)>,
+    words: &[&Token],
+    lang: Lang,
+    f: &FeatureConfig,
+    name: Namer<'_>,
+    idf: Idf<'_>,
+) {
+    let stems: Vec<String> = words.iter().map(|t| text::stem(&t.norm, lang)).collect();
+    if f.stems {
+        let ids = stems
+            .iter()
+            .map(|s| {
+                let id = fid(b's', s);
+                name(id, &|| format!("stem:{s}"));
+                id
+            })
+            .collect();
+        push_group(out, ids, 1.0, idf);
+    }
+    if f.bigrams {
+        let seq: Vec<&str> = std::iter::once("<s>")
+            .chain(stems.iter().map(String::as_str))
+            .chain(std::iter::once("</s>"))
+            .collect();
+        let ids = seq
+            .windows(2)
+            .map(|p| {
+                let s = format!("{} {}", p[0], p[1]);
+                let id = fid(b'b', &s);
+                name(id, &|| format!("bigram:{s}"));
+                id
+            })
+            .collect();
+        push_group(out, ids, 1.0, idf);
+    }
+}
+
+/// The ids of the character n-grams of `<word>` for every word, lengths
+/// `char_min..=char_max`.
+fn char_ngrams(words: &[&Token], f: &FeatureConfig, name: Namer<'_>) -> Vec<u32> {
+    let mut ids = Vec::new();
+    let mut buf = [0u8; 4];
+    for t in words {
+        let chars: Vec<char> = std::iter::once('<')
+            .chain(t.norm.chars())
+            .chain(std::iter::once('>'))
+            .collect();
+        for i in 0..chars.len() {
+            let mut h = fnv(FNV_OFFSET, b"c");
+            for n in 1..=f.char_max.min(chars.len() - i) {
+                h = fnv(h, chars[i + n - 1].encode_utf8(&mut buf).as_bytes());
+                if n >= f.char_min.max(1) {
+                    let id = fold(h);
+                    ids.push(id);
+                    name(id, &|| {
+                        format!("chars:{}", chars[i..i + n].iter().collect::<String>())
+                    });
                 }
             }
         }
-        push_group(&mut out, ids, f.char_weight, idf);
     }
-    // One vector: merge ids shared by groups (hash collisions), normalise, add the bias.
+    ids
+}
+
+/// One vector from the groups: ids shared by groups (hash collisions) merged, normalised,
+/// and the `bias` feature added.
+fn merged_with_bias(mut out: Vec<(u32, f32)>, bias: u32) -> Vec<(u32, f32)> {
     out.sort_unstable_by_key(|x| x.0);
     let mut merged: Vec<(u32, f32)> = Vec::with_capacity(out.len() + 1);
     for (id, v) in out {
@@ -566,16 +536,160 @@ fn extract(
             x.1 /= norm;
         }
     }
-    let bias = fid(BIAS, "bias");
     match merged.binary_search_by_key(&bias, |x| x.0) {
         Ok(i) => merged[i].1 += 1.0,
         Err(i) => merged.insert(i, (bias, 1.0)),
     }
-    name(bias, &|| "bias".into());
-    (tokens, merged)
+    merged
 }
 
 // ---- training ----------------------------------------------------------------------------
+
+/// Refuses training sets with nothing to learn: no sentences, or no labelled sentence.
+fn check_examples(examples: &[Example<'_>]) -> Result<(), String> {
+    if examples.is_empty() {
+        return Err("cannot train a trait classifier without training sentences".into());
+    }
+    if examples.iter().all(|e| e.label.is_none()) {
+        return Err(format!(
+            "cannot train a trait classifier from counter-examples only: none of the {} \
+             training sentences has a label",
+            examples.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The classes' labels: the declared ones, then those only seen in examples, each once.
+fn class_names(labels: &[String], examples: &[Example<'_>]) -> Result<Vec<String>, String> {
+    let mut classes: Vec<String> = Vec::new();
+    for l in labels
+        .iter()
+        .map(String::as_str)
+        .chain(examples.iter().filter_map(|e| e.label))
+    {
+        if !classes.iter().any(|c| c == l) {
+            classes.push(l.to_string());
+        }
+    }
+    if classes.len() + 1 > u16::MAX as usize {
+        return Err(format!("too many labels ({})", classes.len()));
+    }
+    Ok(classes)
+}
+
+/// The IDF of the training features: sorted feature ids with their IDF, and the IDF of an
+/// unseen feature (empty, and 1, when IDF weighting is off).
+struct IdfTable {
+    ids: Vec<u32>,
+    idf: Vec<f32>,
+    unseen: f32,
+}
+
+impl IdfTable {
+    /// ln((1 + n) / (1 + df)) + 1 of every feature of the `n` vectors `xs`.
+    fn of_documents(xs: &[Vec<(u32, f32)>]) -> IdfTable {
+        let mut df: Vec<u32> = xs.iter().flat_map(|x| x.iter().map(|f| f.0)).collect();
+        df.sort_unstable();
+        let n = xs.len() as f32;
+        let unseen = ((1.0 + n) / 1.0).ln() + 1.0;
+        let (mut ids, mut idf) = (Vec::new(), Vec::new());
+        for chunk in df.chunk_by(|a, b| a == b) {
+            ids.push(chunk[0]);
+            idf.push(((1.0 + n) / (1.0 + chunk.len() as f32)).ln() + 1.0);
+        }
+        IdfTable { ids, idf, unseen }
+    }
+
+    /// The IDF of a feature id.
+    fn lookup(&self, id: u32) -> f32 {
+        match self.ids.binary_search(&id) {
+            Ok(i) => self.idf[i],
+            Err(_) => self.unseen,
+        }
+    }
+}
+
+/// The examples' feature vectors and, with IDF weighting, the IDF table they are weighted by.
+fn example_features(
+    examples: &[Example<'_>],
+    lang: Lang,
+    cfg: &Config,
+) -> (Vec<Vec<(u32, f32)>>, IdfTable) {
+    let mut xs: Vec<Vec<(u32, f32)>> = examples
+        .iter()
+        .map(|e| extract(e.text, lang, &cfg.features, None, &no_idf).1)
+        .collect();
+    let mut table = IdfTable {
+        ids: Vec::new(),
+        idf: Vec::new(),
+        unseen: 1.0,
+    };
+    if cfg.features.idf {
+        table = IdfTable::of_documents(&xs);
+        let lookup = |id: u32| table.lookup(id);
+        xs = examples
+            .iter()
+            .map(|e| extract(e.text, lang, &cfg.features, None, &lookup).1)
+            .collect();
+    }
+    (xs, table)
+}
+
+/// Adds each label's name, as words, as one more sentence of that label.
+fn add_label_names(
+    classes: &[String],
+    lang: Lang,
+    cfg: &Config,
+    xs: &mut Vec<Vec<(u32, f32)>>,
+    ys: &mut Vec<usize>,
+) {
+    for (i, c) in classes.iter().enumerate() {
+        let name = label_words(c);
+        if !name.trim().is_empty() {
+            xs.push(extract(&name, lang, &cfg.features, None, &no_idf).1);
+            ys.push(i + 1);
+        }
+    }
+}
+
+/// The stored weights: row `r` (feature `ids[r]`) holds classes `cls[offs[r]..offs[r + 1]]`
+/// with weights `w[offs[r]..offs[r + 1]]`.
+struct SparseRows {
+    ids: Vec<u32>,
+    offs: Vec<u32>,
+    cls: Vec<u16>,
+    w: Vec<f32>,
+}
+
+/// The dense rows of `k` weights without the weights under `cfg.prune` × the largest; rows
+/// left empty are dropped, unless IDF is on (its table keeps every training feature).
+fn pruned_rows(ids: &[u32], dense: &[f32], k: usize, cfg: &Config) -> SparseRows {
+    let max = dense.iter().fold(0f32, |m, w| m.max(w.abs()));
+    let cut = max * cfg.prune;
+    let (mut offs, mut cls, mut w) = (vec![0u32], Vec::new(), Vec::new());
+    let mut kept = Vec::new();
+    for (r, id) in ids.iter().enumerate() {
+        let row = &dense[r * k..(r + 1) * k];
+        let before = cls.len();
+        for (c, &x) in row.iter().enumerate() {
+            if x != 0.0 && x.abs() >= cut {
+                cls.push(c as u16);
+                w.push(x);
+            }
+        }
+        if cls.len() > before || cfg.features.idf {
+            kept.push(*id);
+            offs.push(cls.len() as u32);
+        }
+    }
+    SparseRows {
+        ids: kept,
+        offs,
+        cls,
+        w,
+    }
+}
 
 /// A label's name as words: `DeleteAccount`, `delete_account` and `delete-account` all give
 /// "delete account".
@@ -619,6 +733,8 @@ fn fit(
     (ids, w)
 }
 
+/// One training run over the examples `subset` (all if `None`) with shuffles seeded by
+/// `seed`: AdaGrad on the (class-weighted) cross-entropy, softmax or one-vs-rest.
 fn fit_once(
     xs: &[Vec<(u32, f32)>],
     ys: &[usize],
@@ -635,6 +751,37 @@ fn fit_once(
             &all
         }
     };
+    let (ids, rows) = indexed_rows(xs, subset);
+    let n = rows.len();
+    let class_weight = class_weights(ys, subset, k, cfg.balanced);
+    let passes = (cfg.updates / n.max(1)).clamp(cfg.min_epochs, cfg.max_epochs);
+    let mut w = vec![0f32; ids.len() * k];
+    let mut g2 = vec![1e-8f32; ids.len() * k];
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = SplitMix(seed);
+    let mut z = vec![0f32; k];
+    let mut g = vec![0f32; k];
+    let keep = 1.0 - cfg.dropout.clamp(0.0, 0.9);
+    let mut kept: Vec<(usize, f32)> = Vec::new();
+    for _ in 0..passes {
+        rng.shuffle(&mut order);
+        for &i in &order {
+            let x = dropped_out(&rows[i], keep, &mut rng, &mut kept);
+            class_outputs(x, &w, cfg.ovr, &mut z, &mut g);
+            let y = ys[subset[i]];
+            g[y] -= 1.0;
+            if class_weight[y] != 1.0 {
+                g.iter_mut().for_each(|gc| *gc *= class_weight[y]);
+            }
+            adagrad_step(x, &g, &mut w, &mut g2, cfg);
+        }
+    }
+    (ids, w)
+}
+
+/// The sorted feature ids of the `subset` of examples, and each example's features as
+/// (row of its id, value).
+fn indexed_rows(xs: &[Vec<(u32, f32)>], subset: &[usize]) -> (Vec<u32>, Vec<Vec<(usize, f32)>>) {
     let mut ids: Vec<u32> = subset
         .iter()
         .flat_map(|&i| xs[i].iter().map(|x| x.0))
@@ -650,7 +797,12 @@ fn fit_once(
                 .collect()
         })
         .collect();
-    let n = rows.len();
+    (ids, rows)
+}
+
+/// The loss weight of each of the `k` classes: 1, or with `balanced` each label weighted
+/// by labelled / (labels present × its examples).
+fn class_weights(ys: &[usize], subset: &[usize], k: usize, balanced: bool) -> Vec<f32> {
     let mut per_class = vec![0usize; k];
     for &i in subset {
         per_class[ys[i]] += 1;
@@ -659,78 +811,80 @@ fn fit_once(
     // against the counter-examples, whose share tells how often "none of these" happens.
     let present = per_class[1..].iter().filter(|&&c| c > 0).count();
     let labelled: usize = per_class[1..].iter().sum();
-    let class_weight: Vec<f32> = per_class
+    per_class
         .iter()
         .enumerate()
         .map(|(class, &c)| {
-            if cfg.balanced && class > 0 && c > 0 {
+            if balanced && class > 0 && c > 0 {
                 labelled as f32 / (present * c) as f32
             } else {
                 1.0
             }
         })
-        .collect();
-    let passes = (cfg.updates / n.max(1)).clamp(cfg.min_epochs, cfg.max_epochs);
-    let mut w = vec![0f32; ids.len() * k];
-    let mut g2 = vec![1e-8f32; ids.len() * k];
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut rng = SplitMix(seed);
-    let mut z = vec![0f32; k];
-    let mut g = vec![0f32; k];
-    let keep = 1.0 - cfg.dropout.clamp(0.0, 0.9);
-    let mut kept: Vec<(usize, f32)> = Vec::new();
-    for _ in 0..passes {
-        rng.shuffle(&mut order);
-        for &i in &order {
-            let x: &[(usize, f32)] = if keep < 1.0 {
-                kept.clear();
-                for &(r, v) in &rows[i] {
-                    if rng.unit() < keep {
-                        kept.push((r, v / keep));
-                    }
-                }
-                &kept
-            } else {
-                &rows[i]
-            };
-            z.iter_mut().for_each(|v| *v = 0.0);
-            for &(r, v) in x {
-                for (zc, wc) in z.iter_mut().zip(&w[r * k..(r + 1) * k]) {
-                    *zc += v * wc;
-                }
-            }
-            if cfg.ovr {
-                for (gc, zc) in g.iter_mut().zip(&z) {
-                    *gc = 1.0 / (1.0 + (-zc).exp());
-                }
-            } else {
-                let m = z.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-                let mut s = 0.0;
-                for (gc, zc) in g.iter_mut().zip(&z) {
-                    *gc = (zc - m).exp();
-                    s += *gc;
-                }
-                for gc in g.iter_mut() {
-                    *gc /= s;
-                }
-            }
-            let y = ys[subset[i]];
-            g[y] -= 1.0;
-            if class_weight[y] != 1.0 {
-                g.iter_mut().for_each(|gc| *gc *= class_weight[y]);
-            }
-            let active: Vec<usize> = (0..k).filter(|&c| g[c].abs() >= cfg.min_grad).collect();
-            for &(r, v) in x {
-                for &c in &active {
-                    let j = r * k + c;
-                    let grad = g[c] * v + cfg.l2 * w[j];
-                    g2[j] += grad * grad;
-                    w[j] -= cfg.rate * grad / g2[j].sqrt();
-                }
+        .collect()
+}
+
+/// The example's features with feature dropout: each kept with probability `keep` and
+/// scaled by 1 / `keep` (into `kept`); the row itself when dropout is off.
+fn dropped_out<'r>(
+    row: &'r [(usize, f32)],
+    keep: f32,
+    rng: &mut SplitMix,
+    kept: &'r mut Vec<(usize, f32)>,
+) -> &'r [(usize, f32)] {
+    if keep < 1.0 {
+        kept.clear();
+        for &(r, v) in row {
+            if rng.unit() < keep {
+                kept.push((r, v / keep));
             }
         }
+        kept
+    } else {
+        row
     }
-    (ids, w)
+}
+
+/// The logits `z` of features `x` under weights `w` (rows of `z.len()` classes), and into
+/// `g` each class's predicted probability: softmax, or one sigmoid per class with `ovr`.
+fn class_outputs(x: &[(usize, f32)], w: &[f32], ovr: bool, z: &mut [f32], g: &mut [f32]) {
+    let k = z.len();
+    z.iter_mut().for_each(|v| *v = 0.0);
+    for &(r, v) in x {
+        for (zc, wc) in z.iter_mut().zip(&w[r * k..(r + 1) * k]) {
+            *zc += v * wc;
+        }
+    }
+    if ovr {
+        for (gc, zc) in g.iter_mut().zip(z.iter()) {
+            *gc = 1.0 / (1.0 + (-zc).exp());
+        }
+    } else {
+        let m = z.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let mut s = 0.0;
+        for (gc, zc) in g.iter_mut().zip(z.iter()) {
+            *gc = (zc - m).exp();
+            s += *gc;
+        }
+        for gc in g.iter_mut() {
+            *gc /= s;
+        }
+    }
+}
+
+/// An AdaGrad step on the weights of the features `x`, for the classes whose gradient `g`
+/// is at least `cfg.min_grad` (with the L2 penalty of each touched weight).
+fn adagrad_step(x: &[(usize, f32)], g: &[f32], w: &mut [f32], g2: &mut [f32], cfg: &Config) {
+    let k = g.len();
+    let active: Vec<usize> = (0..k).filter(|&c| g[c].abs() >= cfg.min_grad).collect();
+    for &(r, v) in x {
+        for &c in &active {
+            let j = r * k + c;
+            let grad = g[c] * v + cfg.l2 * w[j];
+            g2[j] += grad * grad;
+            w[j] -= cfg.rate * grad / g2[j].sqrt();
+        }
+    }
 }
 
 /// The softmax temperature minimising the out-of-fold negative log-likelihood.

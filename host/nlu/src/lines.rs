@@ -52,7 +52,57 @@ pub fn parse_line(line: &str) -> Result<Option<TrainingData>, String> {
     if line.is_empty() {
         return Ok(None);
     }
-    // Trailing `#entity:label` tags, separated by whitespace.
+    let (body, traits) = split_trait_tags(line)?;
+    let mut input = String::new();
+    let mut input_chars = 0usize;
+    let mut entities = Vec::new();
+    let mut rest = body.as_str();
+    while let Some(open) = rest.find("(@") {
+        let before = &rest[..open];
+        input.push_str(before);
+        input_chars += before.chars().count();
+        let after = &rest[open + 2..];
+        let close = after
+            .find(')')
+            .ok_or_else(|| format!("a span opened with \"(@\" is not closed with ')': {rest:?}"))?;
+        let span = parse_span(&after[..close])?;
+        let start = input_chars;
+        input.push_str(span.text);
+        input_chars += span.text.chars().count();
+        entities.push(TrainingEntity {
+            id: span.id,
+            entity: span.entity,
+            label: span.label,
+            start,
+            end: input_chars,
+            value: span.text.to_string(),
+            belongs_to: span.belongs_to,
+        });
+        rest = &after[close + 1..];
+    }
+    input.push_str(rest);
+    if input.trim().is_empty() {
+        return Err("the sentence is empty once its tags are removed".into());
+    }
+    check_parents_marked(&entities)?;
+    let len = input.chars().count();
+    for (entity, label) in traits {
+        entities.push(TrainingEntity {
+            id: None,
+            entity,
+            value: label.clone(),
+            label: Some(label),
+            start: 0,
+            end: len,
+            belongs_to: None,
+        });
+    }
+    Ok(Some(TrainingData { input, entities }))
+}
+
+/// Splits the trailing `#entity:label` tags (separated by whitespace) off a line: the
+/// sentence's words joined by single spaces, and the (entity, label) tags in their order.
+fn split_trait_tags(line: &str) -> Result<(String, Vec<(String, String)>), String> {
     let mut words: Vec<&str> = line.split_whitespace().collect();
     let mut traits = Vec::new();
     while let Some(w) = words.last() {
@@ -78,90 +128,98 @@ pub fn parse_line(line: &str) -> Result<Option<TrainingData>, String> {
         words.pop();
     }
     traits.reverse();
-    let body = words.join(" ");
-    let mut input = String::new();
-    let mut input_chars = 0usize;
-    let mut entities = Vec::new();
-    let mut rest = body.as_str();
-    while let Some(open) = rest.find("(@") {
-        let before = &rest[..open];
-        input.push_str(before);
-        input_chars += before.chars().count();
-        let after = &rest[open + 2..];
-        let close = after
-            .find(')')
-            .ok_or_else(|| format!("a span opened with \"(@\" is not closed with ')': {rest:?}"))?;
-        let inner = &after[..close];
-        if inner.contains("(@") {
-            return Err(format!("spans cannot nest: \"(@{inner})\""));
-        }
-        let (head, text) = inner
-            .split_once(char::is_whitespace)
-            .ok_or_else(|| format!("span \"(@{inner})\" has no text: write (@entity text)"))?;
-        let text = text.trim();
-        if text.is_empty() {
-            return Err(format!("span \"(@{inner})\" has no text"));
-        }
-        let (name_part, label) = match head.split_once(':') {
-            Some((n, l)) => {
-                if !valid_label(l) {
-                    return Err(format!(
-                        "span \"(@{inner})\": the label must be 1 to 100 letters, digits, '_', '-' or '.'"
-                    ));
-                }
-                (n, Some(l.to_string()))
-            }
-            None => (head, None),
-        };
-        // entity | entity-id | entity-id.sub
-        let (entity, id, belongs_to) = match name_part.split_once('-') {
-            None => (name_part.to_string(), None, None),
-            Some((parent, id_sub)) => match id_sub.split_once('.') {
-                None => (parent.to_string(), Some(id_sub.to_string()), None),
-                Some((id, sub)) => (
-                    sub.to_string(),
-                    None,
-                    Some(BelongsTo {
-                        entity: parent.to_string(),
-                        id: id.to_string(),
-                    }),
-                ),
-            },
-        };
-        for n in
-            std::iter::once(entity.as_str()).chain(belongs_to.as_ref().map(|b| b.entity.as_str()))
-        {
-            if !valid_entity_name(n) {
+    Ok((words.join(" "), traits))
+}
+
+/// A parsed `(@head text)` span: the entity, its id or parent, its label, and its text.
+struct SpanMark<'a> {
+    entity: String,
+    id: Option<String>,
+    label: Option<String>,
+    belongs_to: Option<BelongsTo>,
+    text: &'a str,
+}
+
+/// Parses the inside of a span, `head text` with head `entity[:label]`,
+/// `entity-id[:label]` or `entity-id.sub[:label]`.
+fn parse_span(inner: &str) -> Result<SpanMark<'_>, String> {
+    if inner.contains("(@") {
+        return Err(format!("spans cannot nest: \"(@{inner})\""));
+    }
+    let (head, text) = inner
+        .split_once(char::is_whitespace)
+        .ok_or_else(|| format!("span \"(@{inner})\" has no text: write (@entity text)"))?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(format!("span \"(@{inner})\" has no text"));
+    }
+    let (name_part, label) = match head.split_once(':') {
+        Some((n, l)) => {
+            if !valid_label(l) {
                 return Err(format!(
-                    "span \"(@{inner})\": entity name {n:?} must be 1 to 20 letters, digits or '_'"
+                    "span \"(@{inner})\": the label must be 1 to 100 letters, digits, '_', '-' or '.'"
                 ));
             }
+            (n, Some(l.to_string()))
         }
-        if let Some(id) = id.as_deref().or(belongs_to.as_ref().map(|b| b.id.as_str()))
-            && (id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-        {
+        None => (head, None),
+    };
+    let (entity, id, belongs_to) = span_names(name_part);
+    check_span_names(inner, &entity, id.as_deref(), belongs_to.as_ref())?;
+    Ok(SpanMark {
+        entity,
+        id,
+        label,
+        belongs_to,
+        text,
+    })
+}
+
+/// The entity, span id and parent of a span's name: `entity`, `entity-id` or
+/// `entity-id.sub` (a span of `sub` that belongs to span `id` of `entity`).
+fn span_names(name_part: &str) -> (String, Option<String>, Option<BelongsTo>) {
+    match name_part.split_once('-') {
+        None => (name_part.to_string(), None, None),
+        Some((parent, id_sub)) => match id_sub.split_once('.') {
+            None => (parent.to_string(), Some(id_sub.to_string()), None),
+            Some((id, sub)) => (
+                sub.to_string(),
+                None,
+                Some(BelongsTo {
+                    entity: parent.to_string(),
+                    id: id.to_string(),
+                }),
+            ),
+        },
+    }
+}
+
+/// Checks the entity names and the span id of a span (`inner` is its text, for messages).
+fn check_span_names(
+    inner: &str,
+    entity: &str,
+    id: Option<&str>,
+    belongs_to: Option<&BelongsTo>,
+) -> Result<(), String> {
+    for n in std::iter::once(entity).chain(belongs_to.map(|b| b.entity.as_str())) {
+        if !valid_entity_name(n) {
             return Err(format!(
-                "span \"(@{inner})\": the span id {id:?} must be letters, digits or '_'"
+                "span \"(@{inner})\": entity name {n:?} must be 1 to 20 letters, digits or '_'"
             ));
         }
-        let start = input_chars;
-        input.push_str(text);
-        input_chars += text.chars().count();
-        entities.push(TrainingEntity {
-            id,
-            entity,
-            label,
-            start,
-            end: input_chars,
-            value: text.to_string(),
-            belongs_to,
-        });
-        rest = &after[close + 1..];
     }
-    input.push_str(rest);
-    if input.trim().is_empty() {
-        return Err("the sentence is empty once its tags are removed".into());
+    if let Some(id) = id.or(belongs_to.map(|b| b.id.as_str()))
+        && (id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    {
+        return Err(format!(
+            "span \"(@{inner})\": the span id {id:?} must be letters, digits or '_'"
+        ));
     }
+    Ok(())
+}
+
+/// Every span a sub-span belongs to (`entity-id`) must be marked in the line.
+fn check_parents_marked(entities: &[TrainingEntity]) -> Result<(), String> {
     for b in entities.iter().filter_map(|e| e.belongs_to.as_ref()) {
         if !entities
             .iter()
@@ -173,19 +231,7 @@ pub fn parse_line(line: &str) -> Result<Option<TrainingData>, String> {
             ));
         }
     }
-    let len = input.chars().count();
-    for (entity, label) in traits {
-        entities.push(TrainingEntity {
-            id: None,
-            entity,
-            value: label.clone(),
-            label: Some(label),
-            start: 0,
-            end: len,
-            belongs_to: None,
-        });
-    }
-    Ok(Some(TrainingData { input, entities }))
+    Ok(())
 }
 
 /// What a training file gave: the rows it accepted and the lines it refused.

@@ -413,9 +413,22 @@ impl NluModel {
 
     /// Every entity's predictions for `text` (entities with none are absent).
     pub fn predict(&self, text: &str) -> BTreeMap<String, Vec<Prediction>> {
-        let chars = text.chars().count();
         let mut out: BTreeMap<String, Vec<Prediction>> = BTreeMap::new();
-        // Traits, roots before the traits under them.
+        self.predict_traits(text, &mut out);
+        self.predict_dicts(text, &mut out);
+        self.predict_rule_phrases(text, &mut out);
+        self.predict_tagged(text, &mut out);
+        for preds in out.values_mut() {
+            preds.sort_by_key(|p| p.start);
+        }
+        self.link_belongs_to(&mut out);
+        out
+    }
+
+    /// Each trait's best label, roots before the traits under them: a trait under a root
+    /// label is predicted only when the root's best label is that one.
+    fn predict_traits(&self, text: &str, out: &mut BTreeMap<String, Vec<Prediction>>) {
+        let chars = text.chars().count();
         let mut order: Vec<&String> = self.traits.keys().collect();
         order.sort_by_key(|n| self.depth(n));
         for name in order {
@@ -445,6 +458,10 @@ impl NluModel {
                 );
             }
         }
+    }
+
+    /// The dictionary entities' matches.
+    fn predict_dicts(&self, text: &str, out: &mut BTreeMap<String, Vec<Prediction>>) {
         for (name, d) in &self.dicts {
             let hits: Vec<Prediction> = d
                 .find(text)
@@ -466,6 +483,10 @@ impl NluModel {
                 out.insert(name.clone(), hits);
             }
         }
+    }
+
+    /// The phrases found by the built-in rules (numbers, dates, …) of rule phrase entities.
+    fn predict_rule_phrases(&self, text: &str, out: &mut BTreeMap<String, Vec<Prediction>>) {
         for (name, e) in &self.entities {
             if !e.is_rule_phrase() {
                 continue;
@@ -488,35 +509,36 @@ impl NluModel {
                 out.insert(name.clone(), hits);
             }
         }
-        if let Some(t) = &self.tagger {
-            let char_vec: Vec<char> = text.chars().collect();
-            for tagged in t.predict(text) {
-                let (entity, label) = match tagged.span.tag.split_once(':') {
-                    Some((e, l)) => (e.to_string(), Some(l.to_string())),
-                    None => (tagged.span.tag.clone(), None),
-                };
-                if !self.entities.contains_key(&entity) {
-                    continue;
-                }
-                let end = tagged.span.char_end.min(char_vec.len());
-                let start = tagged.span.char_start.min(end);
-                out.entry(entity).or_default().push(Prediction {
-                    kind: "phrase".into(),
-                    score: tagged.score,
-                    value: char_vec[start..end].iter().collect(),
-                    label,
-                    start,
-                    end,
-                    resolved: None,
-                    belongs_to: None,
-                });
+    }
+
+    /// The spans the tagger finds for the learned phrase entities, added to what the entities
+    /// have already.
+    fn predict_tagged(&self, text: &str, out: &mut BTreeMap<String, Vec<Prediction>>) {
+        let Some(t) = &self.tagger else {
+            return;
+        };
+        let char_vec: Vec<char> = text.chars().collect();
+        for tagged in t.predict(text) {
+            let (entity, label) = match tagged.span.tag.split_once(':') {
+                Some((e, l)) => (e.to_string(), Some(l.to_string())),
+                None => (tagged.span.tag.clone(), None),
+            };
+            if !self.entities.contains_key(&entity) {
+                continue;
             }
+            let end = tagged.span.char_end.min(char_vec.len());
+            let start = tagged.span.char_start.min(end);
+            out.entry(entity).or_default().push(Prediction {
+                kind: "phrase".into(),
+                score: tagged.score,
+                value: char_vec[start..end].iter().collect(),
+                label,
+                start,
+                end,
+                resolved: None,
+                belongs_to: None,
+            });
         }
-        for preds in out.values_mut() {
-            preds.sort_by_key(|p| p.start);
-        }
-        self.link_belongs_to(&mut out);
-        out
     }
 
     /// Points each prediction of an entity with `belongsTo` at the nearest prediction of its

@@ -100,106 +100,16 @@ impl Tagger {
             tags.push(format!("I-{t}"));
         }
         let nt = tags.len();
-
-        // Interned features and gold tags of each sentence.
-        let mut feature_ids: HashMap<String, usize> = HashMap::new();
-        let mut names: Vec<String> = Vec::new();
-        let mut data: Vec<(Vec<Vec<usize>>, Vec<usize>)> = Vec::new();
-        for (sentence, spans) in examples {
-            let tokens = text::tokenize(sentence);
-            if tokens.is_empty() {
-                continue;
-            }
-            let gold = gold_tags(&tokens, spans, &span_tags);
-            let feats = token_features(sentence, &tokens, lang)
-                .into_iter()
-                .map(|fs| {
-                    fs.into_iter()
-                        .map(|f| {
-                            *feature_ids.entry(f.clone()).or_insert_with(|| {
-                                names.push(f);
-                                names.len() - 1
-                            })
-                        })
-                        .collect()
-                })
-                .collect();
-            data.push((feats, gold));
-        }
-
-        let nf = names.len();
-        let ne = nf * nt;
-        // Emission weights, then transition weights.
-        let mut sgd = Sgd::new(ne + (nt + 1) * nt);
-        let mut order: Vec<usize> = (0..data.len()).collect();
-        let mut rng = SplitMix(SHUFFLE_SEED);
-        let lambda = L2 / data.len().max(1) as f64;
-        let mut step = 0.0;
-        if nt > 1 {
-            for _ in 0..EPOCHS {
-                rng.shuffle(&mut order);
-                for &i in &order {
-                    let (feats, gold) = &data[i];
-                    let eta = ETA0 / (1.0 + ETA0 * lambda * step);
-                    step += 1.0;
-                    sgd.decay(eta * lambda);
-                    let transitions: Vec<f64> = sgd.w[ne..].iter().map(|x| x * sgd.scale).collect();
-                    let mut emissions =
-                        emission_scores(feats.iter().map(|f| f.as_slice()), &sgd.w, nt);
-                    for x in emissions.iter_mut().flatten() {
-                        *x *= sgd.scale;
-                    }
-                    let fb = ForwardBackward::new(&emissions, &transitions, nt);
-                    // Gradient of the log-likelihood: observed minus expected counts.
-                    for (t, fs) in feats.iter().enumerate() {
-                        for y in 0..nt {
-                            let g = f64::from(u8::from(gold[t] == y)) - fb.node(t, y);
-                            if g.abs() > 1e-12 {
-                                for &f in fs {
-                                    sgd.add(f * nt + y, eta * g);
-                                }
-                            }
-                        }
-                        for p in 0..=nt {
-                            if (t == 0) != (p == 0) {
-                                continue;
-                            }
-                            for c in 0..nt {
-                                let expected = fb.edge(t, p, c, &emissions, &transitions);
-                                let observed = if t == 0 {
-                                    gold[0] == c
-                                } else {
-                                    gold[t - 1] + 1 == p && gold[t] == c
-                                };
-                                let g = f64::from(u8::from(observed)) - expected;
-                                if g.abs() > 1e-12 {
-                                    sgd.add(ne + p * nt + c, eta * g);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let (names, data) = interned_sentences(examples, &span_tags, lang);
+        let ne = names.len() * nt;
+        let sgd = fit_crf(&data, ne, nt);
         let (w, transitions) = sgd.current(ne);
         let transitions: Vec<f32> = transitions.into_iter().map(|x| x as f32).collect();
-
-        // Keep the features with a weight that matters, sorted by name.
-        let mut kept: Vec<(String, usize)> = names
-            .into_iter()
-            .enumerate()
-            .filter(|(f, _)| w[f * nt..(f + 1) * nt].iter().any(|x| x.abs() > 1e-4))
-            .map(|(f, name)| (name, f))
-            .collect();
-        kept.sort();
-        let mut weights = Vec::with_capacity(kept.len() * nt);
-        for (_, f) in &kept {
-            weights.extend(w[f * nt..(f + 1) * nt].iter().map(|&x| x as f32));
-        }
+        let (features, weights) = kept_features(names, &w, nt);
         Tagger {
             lang,
             tags,
-            features: kept.into_iter().map(|(n, _)| n).collect(),
+            features,
             weights,
             transitions,
             index: OnceLock::new(),
@@ -317,6 +227,128 @@ impl Tagger {
             .collect();
         json!({ "tags": self.tags, "tokens": tokens, "spans": spans })
     }
+}
+
+/// A training sentence: the interned feature ids of each token, and each token's gold tag.
+type Sentence = (Vec<Vec<usize>>, Vec<usize>);
+
+/// The feature names (ids are their positions) and the sentences of `examples` with their
+/// features interned; sentences without tokens are left out.
+fn interned_sentences(
+    examples: &[(&str, Vec<Span>)],
+    span_tags: &[String],
+    lang: Lang,
+) -> (Vec<String>, Vec<Sentence>) {
+    let mut feature_ids: HashMap<String, usize> = HashMap::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut data: Vec<Sentence> = Vec::new();
+    for (sentence, spans) in examples {
+        let tokens = text::tokenize(sentence);
+        if tokens.is_empty() {
+            continue;
+        }
+        let gold = gold_tags(&tokens, spans, span_tags);
+        let feats = token_features(sentence, &tokens, lang)
+            .into_iter()
+            .map(|fs| {
+                fs.into_iter()
+                    .map(|f| {
+                        *feature_ids.entry(f.clone()).or_insert_with(|| {
+                            names.push(f);
+                            names.len() - 1
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        data.push((feats, gold));
+    }
+    (names, data)
+}
+
+/// Trains the weights (`ne` emission weights, then the transition weights) by stochastic
+/// gradient ascent over [`EPOCHS`] shuffled passes; nothing to learn with `O` alone.
+fn fit_crf(data: &[Sentence], ne: usize, nt: usize) -> Sgd {
+    let mut sgd = Sgd::new(ne + (nt + 1) * nt);
+    let mut order: Vec<usize> = (0..data.len()).collect();
+    let mut rng = SplitMix(SHUFFLE_SEED);
+    let lambda = L2 / data.len().max(1) as f64;
+    let mut step = 0.0;
+    if nt > 1 {
+        for _ in 0..EPOCHS {
+            rng.shuffle(&mut order);
+            for &i in &order {
+                let (feats, gold) = &data[i];
+                let eta = ETA0 / (1.0 + ETA0 * lambda * step);
+                step += 1.0;
+                sgd.decay(eta * lambda);
+                sentence_step(&mut sgd, feats, gold, eta, ne, nt);
+            }
+        }
+    }
+    sgd
+}
+
+/// One step on a sentence along the gradient of its log-likelihood: observed minus expected
+/// counts (from forward-backward) of each emission and transition feature.
+fn sentence_step(
+    sgd: &mut Sgd,
+    feats: &[Vec<usize>],
+    gold: &[usize],
+    eta: f64,
+    ne: usize,
+    nt: usize,
+) {
+    let transitions: Vec<f64> = sgd.w[ne..].iter().map(|x| x * sgd.scale).collect();
+    let mut emissions = emission_scores(feats.iter().map(|f| f.as_slice()), &sgd.w, nt);
+    for x in emissions.iter_mut().flatten() {
+        *x *= sgd.scale;
+    }
+    let fb = ForwardBackward::new(&emissions, &transitions, nt);
+    for (t, fs) in feats.iter().enumerate() {
+        for y in 0..nt {
+            let g = f64::from(u8::from(gold[t] == y)) - fb.node(t, y);
+            if g.abs() > 1e-12 {
+                for &f in fs {
+                    sgd.add(f * nt + y, eta * g);
+                }
+            }
+        }
+        for p in 0..=nt {
+            if (t == 0) != (p == 0) {
+                continue;
+            }
+            for c in 0..nt {
+                let expected = fb.edge(t, p, c, &emissions, &transitions);
+                let observed = if t == 0 {
+                    gold[0] == c
+                } else {
+                    gold[t - 1] + 1 == p && gold[t] == c
+                };
+                let g = f64::from(u8::from(observed)) - expected;
+                if g.abs() > 1e-12 {
+                    sgd.add(ne + p * nt + c, eta * g);
+                }
+            }
+        }
+    }
+}
+
+/// The features with a weight that matters, sorted by name, and their emission weights
+/// (`nt` per feature, in the same order).
+fn kept_features(names: Vec<String>, w: &[f64], nt: usize) -> (Vec<String>, Vec<f32>) {
+    let mut kept: Vec<(String, usize)> = names
+        .into_iter()
+        .enumerate()
+        .filter(|(f, _)| w[f * nt..(f + 1) * nt].iter().any(|x| x.abs() > 1e-4))
+        .map(|(f, name)| (name, f))
+        .collect();
+    kept.sort();
+    let mut weights = Vec::with_capacity(kept.len() * nt);
+    for (_, f) in &kept {
+        weights.extend(w[f * nt..(f + 1) * nt].iter().map(|&x| x as f32));
+    }
+    (kept.into_iter().map(|(n, _)| n).collect(), weights)
 }
 
 fn round4(x: f64) -> f64 {

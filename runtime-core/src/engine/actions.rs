@@ -4,7 +4,7 @@ use super::vars::{MetaCtx, Vars, all_hold, eval_json};
 use super::{Step, StepError};
 use crate::host::{HostError, HttpRequest};
 use crate::interp::{compile_text, get_path, render, resolve_refs};
-use crate::model::{ActionKind, Flow, MsgType, State};
+use crate::model::{ActionKind, ActionUse, Flow, MsgType, State};
 use crate::session::{Message, Response, ScheduleOp, Session};
 use serde_json::{Map, Value as Json};
 
@@ -30,23 +30,10 @@ impl Step<'_, '_> {
         let mut commands: Vec<(Message, bool)> = vec![];
         let mut result = Json::Null;
         for action in &state.actions {
-            // Conditions, then options, see the same variables (result included).
-            let options = {
-                let vars = Vars::in_flow(
-                    s,
-                    &flow.name,
-                    self.bot,
-                    msg,
-                    intent,
-                    attrs,
-                    Some(&result),
-                    meta,
-                );
-                if !all_hold(self.host, &mut self.errors, &action.conditions, &vars)? {
-                    continue;
-                }
-                let (host, errors) = (&mut *self.host, &mut self.errors);
-                render(&action.options, &mut |e| eval_json(host, errors, e, &vars))?
+            let Some(options) =
+                self.action_options(action, s, flow, msg, intent, attrs, &result, meta)?
+            else {
+                continue;
             };
             let respond = |step: &mut Self,
                            msg_type: MsgType,
@@ -72,42 +59,15 @@ impl Step<'_, '_> {
                         respond(self, MsgType::Text, Some(text), None);
                     }
                 }
-                ActionKind::Template => {
-                    if let Some(payload) = template_payload(
-                        &options,
-                        options.get("type").and_then(Json::as_str).unwrap_or(""),
-                    ) {
-                        respond(self, MsgType::Data, None, Some(payload));
-                    }
-                }
-                ActionKind::Image => {
-                    let mut opts = options.clone();
-                    if opts.get("items").is_none() {
-                        opts =
-                            Json::Object(Map::from_iter([("items".to_string(), options.clone())]));
-                    }
-                    if let Some(payload) = template_payload(&opts, "image") {
+                ActionKind::Template | ActionKind::Image => {
+                    if let Some(payload) = data_payload(&action.kind, &options) {
                         respond(self, MsgType::Data, None, Some(payload));
                     }
                 }
                 ActionKind::Command => {
-                    let content = match options.get("command") {
-                        Some(Json::String(c)) => c.clone(),
-                        _ => {
-                            self.user_error(format!(
-                                "command action {} has no options.command",
-                                action.name
-                            ));
-                            continue;
-                        }
-                    };
-                    let payload = match options.get("payload") {
-                        Some(p @ Json::Object(_)) => p.clone(),
-                        _ => Json::Object(Map::new()),
-                    };
-                    let mut cmd = Message::command(&content, payload);
-                    cmd.id = self.uuid();
-                    commands.push((cmd, false));
+                    if let Some(cmd) = self.command_message(&options, &action.name) {
+                        commands.push((cmd, false));
+                    }
                 }
                 // Revisions stored before `reenter` was an action type hold it as unknown.
                 ActionKind::Reenter => commands.push((self.reenter_message(), true)),
@@ -117,39 +77,16 @@ impl Step<'_, '_> {
                 ActionKind::Api => {
                     result = self.api(&options, &action.name)?;
                 }
-                ActionKind::Method => {
-                    let Some(mr) = &action.method else {
-                        self.user_error(format!("method action {} names no method", action.name));
-                        continue;
-                    };
-                    let message = serde_json::to_value(msg).unwrap_or(Json::Null);
-                    let ctx = s
-                        .context_of(&flow.name)
-                        .cloned()
-                        .unwrap_or_else(|| Json::Object(Map::new()));
-                    let args = vec![
-                        message,
-                        ctx,
-                        s.data.clone(),
-                        options.clone(),
-                        self.bot.config.clone(),
-                        result.clone(),
-                    ];
-                    // Context and data changed in place are kept.
-                    let Some(out) = self.call_method(mr, args, &[1, 2], &[])? else {
-                        continue;
-                    };
-                    self.method_return(
-                        s,
-                        flow,
-                        msg,
-                        intent,
-                        out,
-                        &mut result,
-                        &mut commands,
-                        &action.name,
-                    );
-                }
+                ActionKind::Method => self.method_action(
+                    s,
+                    flow,
+                    msg,
+                    intent,
+                    action,
+                    &options,
+                    &mut result,
+                    &mut commands,
+                )?,
                 ActionKind::Schedule => self.schedule(&options, &action.name),
                 ActionKind::Unknown(t) => {
                     self.user_error(format!("action \"{t}\" is neither an action of flow {} nor an action type; skipped", flow.name));
@@ -157,6 +94,97 @@ impl Step<'_, '_> {
             }
         }
         Ok(commands)
+    }
+
+    /// The action's rendered options, or `None` when its conditions do not all hold.
+    /// Conditions, then options, see the same variables (the last api result included).
+    #[allow(clippy::too_many_arguments)]
+    fn action_options(
+        &mut self,
+        action: &ActionUse,
+        s: &Session,
+        flow: &Flow,
+        msg: &Message,
+        intent: Option<&str>,
+        attrs: &Json,
+        result: &Json,
+        meta: &MetaCtx,
+    ) -> Result<Option<Json>, StepError> {
+        let vars = Vars::in_flow(
+            s,
+            &flow.name,
+            self.bot,
+            msg,
+            intent,
+            attrs,
+            Some(result),
+            meta,
+        );
+        if !all_hold(self.host, &mut self.errors, &action.conditions, &vars)? {
+            return Ok(None);
+        }
+        let (host, errors) = (&mut *self.host, &mut self.errors);
+        Ok(Some(render(&action.options, &mut |e| {
+            eval_json(host, errors, e, &vars)
+        })?))
+    }
+
+    /// A command action's message (`options.command` with `options.payload`), or `None`
+    /// (and a user error) when it names no command.
+    fn command_message(&mut self, options: &Json, name: &str) -> Option<Message> {
+        let content = match options.get("command") {
+            Some(Json::String(c)) => c.clone(),
+            _ => {
+                self.user_error(format!("command action {name} has no options.command"));
+                return None;
+            }
+        };
+        let payload = match options.get("payload") {
+            Some(p @ Json::Object(_)) => p.clone(),
+            _ => Json::Object(Map::new()),
+        };
+        let mut cmd = Message::command(&content, payload);
+        cmd.id = self.uuid();
+        Some(cmd)
+    }
+
+    /// A method action: calls the method with the message, the flow's context, the data, the
+    /// options, the bot's config and the last api result, then applies what it returned.
+    #[allow(clippy::too_many_arguments)]
+    fn method_action(
+        &mut self,
+        s: &mut Session,
+        flow: &Flow,
+        msg: &Message,
+        intent: Option<&str>,
+        action: &ActionUse,
+        options: &Json,
+        result: &mut Json,
+        commands: &mut Vec<(Message, bool)>,
+    ) -> Result<(), StepError> {
+        let Some(mr) = &action.method else {
+            self.user_error(format!("method action {} names no method", action.name));
+            return Ok(());
+        };
+        let message = serde_json::to_value(msg).unwrap_or(Json::Null);
+        let ctx = s
+            .context_of(&flow.name)
+            .cloned()
+            .unwrap_or_else(|| Json::Object(Map::new()));
+        let args = vec![
+            message,
+            ctx,
+            s.data.clone(),
+            options.clone(),
+            self.bot.config.clone(),
+            result.clone(),
+        ];
+        // Context and data changed in place are kept.
+        let Some(out) = self.call_method(mr, args, &[1, 2], &[])? else {
+            return Ok(());
+        };
+        self.method_return(s, flow, msg, intent, out, result, commands, &action.name);
+        Ok(())
     }
 
     /// The text of a text action: a string, a random variant of a list, or a template.
@@ -485,6 +513,22 @@ pub fn schedule_period(options: &Json) -> Result<Option<i64>, String> {
 
 fn as_text(v: &Json) -> String {
     crate::value::V::from_json(v).to_interpolated()
+}
+
+/// The payload of a template action (of its `type`) or of an image action (its options are
+/// the template's `items`, unless they hold `items` themselves); `None` for an empty list.
+fn data_payload(kind: &ActionKind, options: &Json) -> Option<Json> {
+    if !matches!(kind, ActionKind::Image) {
+        return template_payload(
+            options,
+            options.get("type").and_then(Json::as_str).unwrap_or(""),
+        );
+    }
+    let mut opts = options.clone();
+    if opts.get("items").is_none() {
+        opts = Json::Object(Map::from_iter([("items".to_string(), options.clone())]));
+    }
+    template_payload(&opts, "image")
 }
 
 /// `{type: template, template_type, items}`; `None` for an empty list.

@@ -403,10 +403,11 @@ fn array_method<'a>(a: &'a [Json], name: &str, args: &[V]) -> R<'a> {
     })
 }
 
+/// String methods of the subset: case, trimming, searching, parts, padding, splitting,
+/// replacing and matching.
 fn string_method<'a>(sv: &str, name: &str, args: &[V]) -> R<'a> {
     let a0 = arg(args, 0);
     let a1 = arg(args, 1);
-    let u = || utf16(sv);
     Ok(match name {
         "toLowerCase" | "toLocaleLowerCase" => s(sv.to_lowercase()),
         "toUpperCase" | "toLocaleUpperCase" => s(sv.to_uppercase()),
@@ -419,100 +420,9 @@ fn string_method<'a>(sv: &str, name: &str, args: &[V]) -> R<'a> {
             .to_string()),
         "toString" | "valueOf" => s(sv.to_string()),
         "includes" | "startsWith" | "endsWith" | "indexOf" | "lastIndexOf" => {
-            if matches!(a0, V::Regex(_)) {
-                return throw(format!(
-                    "First argument to String.prototype.{name} must not be a regular expression"
-                ));
-            }
-            let hay = u();
-            let needle = utf16(&a0.to_js_string());
-            match name {
-                "includes" => V::Bool(
-                    find16(&hay, &needle, rel_index(a1, hay.len(), 0).min(hay.len())).is_some(),
-                ),
-                "startsWith" => {
-                    let p = rel_index(a1, hay.len(), 0);
-                    V::Bool(hay[p..].starts_with(&needle))
-                }
-                "endsWith" => {
-                    let e = rel_index(a1, hay.len(), hay.len());
-                    V::Bool(hay[..e].ends_with(&needle))
-                }
-                "indexOf" => {
-                    let from = if matches!(a1, V::Undef) {
-                        0
-                    } else {
-                        (to_integer(a1).max(0.0) as usize).min(hay.len())
-                    };
-                    V::Num(
-                        find16(&hay, &needle, from)
-                            .map(|i| i as f64)
-                            .unwrap_or(-1.0),
-                    )
-                }
-                _ => {
-                    if !matches!(a1, V::Undef) {
-                        return Err(needs("lastIndexOf with a position".into()));
-                    }
-                    let pos = (0..=hay.len().saturating_sub(needle.len()))
-                        .rev()
-                        .find(|&i| hay.len() >= needle.len() && hay[i..].starts_with(&needle));
-                    V::Num(pos.map(|i| i as f64).unwrap_or(-1.0))
-                }
-            }
+            return string_find(sv, name, a0, a1);
         }
-        "slice" => {
-            let h = u();
-            let start = rel_index(a0, h.len(), 0);
-            let end = rel_index(a1, h.len(), h.len());
-            s(if start < end {
-                from16(&h[start..end])
-            } else {
-                String::new()
-            })
-        }
-        "substring" => {
-            let h = u();
-            let clamp = |v: &V, d: usize| {
-                if matches!(v, V::Undef) {
-                    d
-                } else {
-                    (to_integer(v).max(0.0) as usize).min(h.len())
-                }
-            };
-            let (x, y) = (clamp(a0, 0), clamp(a1, h.len()));
-            let (lo, hi) = if x < y { (x, y) } else { (y, x) };
-            s(from16(&h[lo..hi]))
-        }
-        "substr" => {
-            let h = u();
-            let start = rel_index(a0, h.len(), 0);
-            let len = if matches!(a1, V::Undef) {
-                h.len()
-            } else {
-                to_integer(a1).max(0.0) as usize
-            };
-            let end = start.saturating_add(len).min(h.len());
-            s(from16(&h[start..end.max(start)]))
-        }
-        "charAt" => {
-            let h = u();
-            let i = to_integer(a0);
-            s(if i >= 0.0 && (i as usize) < h.len() {
-                from16(&h[i as usize..i as usize + 1])
-            } else {
-                String::new()
-            })
-        }
-        "charCodeAt" => {
-            let h = u();
-            let i = to_integer(a0);
-            V::Num(if i >= 0.0 && (i as usize) < h.len() {
-                h[i as usize] as f64
-            } else {
-                f64::NAN
-            })
-        }
+        "slice" | "substring" | "substr" | "charAt" | "charCodeAt" => string_part(sv, name, a0, a1),
         "concat" => {
             let mut out = sv.to_string();
             for x in args {
@@ -527,116 +437,11 @@ fn string_method<'a>(sv: &str, name: &str, args: &[V]) -> R<'a> {
             }
             s(sv.repeat(n as usize))
         }
-        "padStart" | "padEnd" => {
-            let h = u();
-            let target = to_integer(a0).max(0.0) as usize;
-            let fill = if matches!(a1, V::Undef) {
-                vec![b' ' as u16]
-            } else {
-                utf16(&a1.to_js_string())
-            };
-            if target <= h.len() || fill.is_empty() {
-                return Ok(s(sv.to_string()));
-            }
-            let pad: Vec<u16> = fill
-                .iter()
-                .cycle()
-                .take(target - h.len())
-                .copied()
-                .collect();
-            s(if name == "padStart" {
-                from16(&[pad, h].concat())
-            } else {
-                from16(&[h, pad].concat())
-            })
-        }
-        "split" => {
-            if matches!(a0, V::Regex(_)) || !matches!(a1, V::Undef) {
-                return Err(needs("split by regex or with a limit".into()));
-            }
-            if matches!(a0, V::Undef) {
-                return Ok(V::Own(Json::Array(vec![Json::String(sv.to_string())])));
-            }
-            let sep = a0.to_js_string();
-            let parts: Vec<Json> = if sep.is_empty() {
-                u().iter().map(|c| Json::String(from16(&[*c]))).collect()
-            } else {
-                sv.split(sep.as_str())
-                    .map(|p| Json::String(p.to_string()))
-                    .collect()
-            };
-            V::Own(Json::Array(parts))
-        }
-        "replace" | "replaceAll" => {
-            let repl = match a1 {
-                V::Str(r) => r.to_string(),
-                V::Undef | V::Null | V::Num(_) | V::Bool(_) => a1.to_js_string(),
-                _ => return Err(needs("replace with a function".into())),
-            };
-            match a0 {
-                V::Regex(re) => {
-                    if name == "replaceAll" && !re.global() {
-                        return throw("replaceAll must be called with a global RegExp");
-                    }
-                    let r = re.regex().ok_or_else(|| needs("regex".into()))?;
-                    regex_replace(sv, r, &repl, re.global())?
-                }
-                _ => {
-                    let pat = a0.to_js_string();
-                    if repl.contains('$') {
-                        return Err(needs("replacement pattern with $".into()));
-                    }
-                    s(if name == "replaceAll" {
-                        if pat.is_empty() {
-                            return Err(needs("replaceAll of an empty string".into()));
-                        }
-                        sv.replace(&pat, &repl)
-                    } else {
-                        sv.replacen(&pat, &repl, 1)
-                    })
-                }
-            }
-        }
-        "match" => match a0 {
-            V::Regex(re) => {
-                let r = re.regex().ok_or_else(|| needs("regex".into()))?;
-                let err = |e: fancy_regex::Error| EvalError::Throw(e.to_string());
-                if re.global() {
-                    let all: Vec<Json> = r
-                        .find_iter(sv)
-                        .map(|m| m.map(|m| Json::String(m.as_str().to_string())).map_err(err))
-                        .collect::<Result<_, _>>()?;
-                    if all.is_empty() {
-                        V::Null
-                    } else {
-                        V::Own(Json::Array(all))
-                    }
-                } else {
-                    match r.captures(sv).map_err(err)? {
-                        None => V::Null,
-                        Some(c) => V::Own(Json::Array(
-                            c.iter()
-                                .map(|g| {
-                                    g.map(|m| Json::String(m.as_str().to_string()))
-                                        .unwrap_or(Json::Null)
-                                })
-                                .collect(),
-                        )),
-                    }
-                }
-            }
-            _ => return Err(needs("match with a string".into())),
-        },
-        "search" => match a0 {
-            V::Regex(re) => {
-                let r = re.regex().ok_or_else(|| needs("regex".into()))?;
-                match r.find(sv).map_err(|e| EvalError::Throw(e.to_string()))? {
-                    Some(m) => V::Num(sv[..m.start()].encode_utf16().count() as f64),
-                    None => V::Num(-1.0),
-                }
-            }
-            _ => return Err(needs("search with a string".into())),
-        },
+        "padStart" | "padEnd" => string_pad(sv, name == "padStart", a0, a1),
+        "split" => return string_split(sv, a0, a1),
+        "replace" | "replaceAll" => return string_replace(sv, name == "replaceAll", a0, a1),
+        "match" => return string_match(sv, a0),
+        "search" => return string_search(sv, a0),
         "localeCompare" => {
             let o = a0.to_js_string();
             V::Num(match sv.cmp(o.as_str()) {
@@ -647,6 +452,231 @@ fn string_method<'a>(sv: &str, name: &str, args: &[V]) -> R<'a> {
         }
         _ => return Err(needs(format!("String.{name}"))),
     })
+}
+
+/// `includes`, `startsWith`, `endsWith`, `indexOf`, `lastIndexOf`: where a substring is,
+/// in UTF-16 units as JS counts them.
+fn string_find<'a>(sv: &str, name: &str, a0: &V, a1: &V) -> R<'a> {
+    if matches!(a0, V::Regex(_)) {
+        return throw(format!(
+            "First argument to String.prototype.{name} must not be a regular expression"
+        ));
+    }
+    let hay = utf16(sv);
+    let needle = utf16(&a0.to_js_string());
+    Ok(match name {
+        "includes" => {
+            V::Bool(find16(&hay, &needle, rel_index(a1, hay.len(), 0).min(hay.len())).is_some())
+        }
+        "startsWith" => {
+            let p = rel_index(a1, hay.len(), 0);
+            V::Bool(hay[p..].starts_with(&needle))
+        }
+        "endsWith" => {
+            let e = rel_index(a1, hay.len(), hay.len());
+            V::Bool(hay[..e].ends_with(&needle))
+        }
+        "indexOf" => {
+            let from = if matches!(a1, V::Undef) {
+                0
+            } else {
+                (to_integer(a1).max(0.0) as usize).min(hay.len())
+            };
+            V::Num(
+                find16(&hay, &needle, from)
+                    .map(|i| i as f64)
+                    .unwrap_or(-1.0),
+            )
+        }
+        _ => {
+            if !matches!(a1, V::Undef) {
+                return Err(needs("lastIndexOf with a position".into()));
+            }
+            let pos = (0..=hay.len().saturating_sub(needle.len()))
+                .rev()
+                .find(|&i| hay.len() >= needle.len() && hay[i..].starts_with(&needle));
+            V::Num(pos.map(|i| i as f64).unwrap_or(-1.0))
+        }
+    })
+}
+
+/// `slice`, `substring`, `substr`, `charAt`, `charCodeAt`: a part of the string by UTF-16
+/// positions.
+fn string_part<'a>(sv: &str, name: &str, a0: &V, a1: &V) -> V<'a> {
+    let h = utf16(sv);
+    match name {
+        "slice" => {
+            let start = rel_index(a0, h.len(), 0);
+            let end = rel_index(a1, h.len(), h.len());
+            s(if start < end {
+                from16(&h[start..end])
+            } else {
+                String::new()
+            })
+        }
+        "substring" => {
+            let clamp = |v: &V, d: usize| {
+                if matches!(v, V::Undef) {
+                    d
+                } else {
+                    (to_integer(v).max(0.0) as usize).min(h.len())
+                }
+            };
+            let (x, y) = (clamp(a0, 0), clamp(a1, h.len()));
+            let (lo, hi) = if x < y { (x, y) } else { (y, x) };
+            s(from16(&h[lo..hi]))
+        }
+        "substr" => {
+            let start = rel_index(a0, h.len(), 0);
+            let len = if matches!(a1, V::Undef) {
+                h.len()
+            } else {
+                to_integer(a1).max(0.0) as usize
+            };
+            let end = start.saturating_add(len).min(h.len());
+            s(from16(&h[start..end.max(start)]))
+        }
+        "charAt" => {
+            let i = to_integer(a0);
+            s(if i >= 0.0 && (i as usize) < h.len() {
+                from16(&h[i as usize..i as usize + 1])
+            } else {
+                String::new()
+            })
+        }
+        _ => {
+            let i = to_integer(a0);
+            V::Num(if i >= 0.0 && (i as usize) < h.len() {
+                h[i as usize] as f64
+            } else {
+                f64::NAN
+            })
+        }
+    }
+}
+
+/// `padStart` / `padEnd`: the string filled up to a length with a repeated fill.
+fn string_pad<'a>(sv: &str, at_start: bool, a0: &V, a1: &V) -> V<'a> {
+    let h = utf16(sv);
+    let target = to_integer(a0).max(0.0) as usize;
+    let fill = if matches!(a1, V::Undef) {
+        vec![b' ' as u16]
+    } else {
+        utf16(&a1.to_js_string())
+    };
+    if target <= h.len() || fill.is_empty() {
+        return s(sv.to_string());
+    }
+    let pad: Vec<u16> = fill
+        .iter()
+        .cycle()
+        .take(target - h.len())
+        .copied()
+        .collect();
+    s(if at_start {
+        from16(&[pad, h].concat())
+    } else {
+        from16(&[h, pad].concat())
+    })
+}
+
+/// `split` by a string (or into UTF-16 units by the empty string).
+fn string_split<'a>(sv: &str, a0: &V, a1: &V) -> R<'a> {
+    if matches!(a0, V::Regex(_)) || !matches!(a1, V::Undef) {
+        return Err(needs("split by regex or with a limit".into()));
+    }
+    if matches!(a0, V::Undef) {
+        return Ok(V::Own(Json::Array(vec![Json::String(sv.to_string())])));
+    }
+    let sep = a0.to_js_string();
+    let parts: Vec<Json> = if sep.is_empty() {
+        utf16(sv)
+            .iter()
+            .map(|c| Json::String(from16(&[*c])))
+            .collect()
+    } else {
+        sv.split(sep.as_str())
+            .map(|p| Json::String(p.to_string()))
+            .collect()
+    };
+    Ok(V::Own(Json::Array(parts)))
+}
+
+/// `replace` / `replaceAll` by a regex or a plain string, with a string replacement.
+fn string_replace<'a>(sv: &str, all: bool, a0: &V, a1: &V) -> R<'a> {
+    let repl = match a1 {
+        V::Str(r) => r.to_string(),
+        V::Undef | V::Null | V::Num(_) | V::Bool(_) => a1.to_js_string(),
+        _ => return Err(needs("replace with a function".into())),
+    };
+    match a0 {
+        V::Regex(re) => {
+            if all && !re.global() {
+                return throw("replaceAll must be called with a global RegExp");
+            }
+            let r = re.regex().ok_or_else(|| needs("regex".into()))?;
+            regex_replace(sv, r, &repl, re.global())
+        }
+        _ => {
+            let pat = a0.to_js_string();
+            if repl.contains('$') {
+                return Err(needs("replacement pattern with $".into()));
+            }
+            Ok(s(if all {
+                if pat.is_empty() {
+                    return Err(needs("replaceAll of an empty string".into()));
+                }
+                sv.replace(&pat, &repl)
+            } else {
+                sv.replacen(&pat, &repl, 1)
+            }))
+        }
+    }
+}
+
+/// `match` with a regex: every match (global), else the first match's groups; null if none.
+fn string_match<'a>(sv: &str, a0: &V) -> R<'a> {
+    let V::Regex(re) = a0 else {
+        return Err(needs("match with a string".into()));
+    };
+    let r = re.regex().ok_or_else(|| needs("regex".into()))?;
+    let err = |e: fancy_regex::Error| EvalError::Throw(e.to_string());
+    if re.global() {
+        let all: Vec<Json> = r
+            .find_iter(sv)
+            .map(|m| m.map(|m| Json::String(m.as_str().to_string())).map_err(err))
+            .collect::<Result<_, _>>()?;
+        return Ok(if all.is_empty() {
+            V::Null
+        } else {
+            V::Own(Json::Array(all))
+        });
+    }
+    Ok(match r.captures(sv).map_err(err)? {
+        None => V::Null,
+        Some(c) => V::Own(Json::Array(
+            c.iter()
+                .map(|g| {
+                    g.map(|m| Json::String(m.as_str().to_string()))
+                        .unwrap_or(Json::Null)
+                })
+                .collect(),
+        )),
+    })
+}
+
+/// `search` with a regex: the UTF-16 position of the first match, or -1.
+fn string_search<'a>(sv: &str, a0: &V) -> R<'a> {
+    let V::Regex(re) = a0 else {
+        return Err(needs("search with a string".into()));
+    };
+    let r = re.regex().ok_or_else(|| needs("regex".into()))?;
+    Ok(
+        match r.find(sv).map_err(|e| EvalError::Throw(e.to_string()))? {
+            Some(m) => V::Num(sv[..m.start()].encode_utf16().count() as f64),
+            None => V::Num(-1.0),
+        },
+    )
 }
 
 fn regex_replace<'a>(sv: &str, r: &fancy_regex::Regex, repl: &str, global: bool) -> R<'a> {
