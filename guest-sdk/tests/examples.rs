@@ -2,41 +2,10 @@
 
 use guest_sdk::native::NativeStepper;
 use runtime_core::testing::{parse_suite, run_case};
-use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 
 fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
-/// A bot file with its `$include(…)`s expanded, as the CLI pushes it (the
-/// CLI's own reader, with positions for its messages, is host/cli/src/bot.rs, which this
-/// crate cannot use).
-fn read_bot(path: &Path, depth: usize) -> Json {
-    assert!(depth < 8, "{}: includes nested too deep", path.display());
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut doc = runtime_core::source::parse_document(&text)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .0;
-    expand(&mut doc, path.parent().unwrap(), depth);
-    doc
-}
-
-fn expand(v: &mut Json, dir: &Path, depth: usize) {
-    match v {
-        Json::String(s) => {
-            let target = s
-                .trim()
-                .strip_prefix("$include(")
-                .and_then(|t| t.strip_suffix(')'));
-            if let Some(t) = target {
-                *v = read_bot(&dir.join(t.trim().trim_matches(['"', '\''])), depth + 1);
-            }
-        }
-        Json::Object(m) => m.values_mut().for_each(|c| expand(c, dir, depth)),
-        Json::Array(a) => a.iter_mut().for_each(|c| expand(c, dir, depth)),
-        _ => {}
-    }
 }
 
 #[test]
@@ -55,7 +24,10 @@ fn every_example_passes_its_conversation_tests() {
         if dir.join("nlu.yml").exists() {
             continue;
         }
-        let doc = read_bot(&dir.join("bot.yml"), 0);
+        // Read as `botbox push` reads it: includes expanded, references resolved.
+        let doc = botbox_botfiles::load(&dir.join("bot.yml"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .doc;
         let compiled = runtime_core::compile(&doc)
             .unwrap_or_else(|e| panic!("{}/bot.yml rejected:\n{e}", dir.display()));
         assert!(

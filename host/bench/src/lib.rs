@@ -3,6 +3,9 @@
 //! workspace: `cargo build --release -p botbox -p botbox-bench` builds the benches with the
 //! server they drive. Figures go to `docs/performance.md`; speed goals live here, never in
 //! timed tests.
+//!
+//! Depends on the crates it measures and on `botbox-testkit`; it drives the server over
+//! HTTP as a client would and never reaches into its state.
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};

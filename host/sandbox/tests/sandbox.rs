@@ -7,6 +7,7 @@ use botbox_sandbox::testing::SandboxStepper;
 use botbox_sandbox::{
     Revision, Sandbox, SandboxConfig, SandboxError, TenantSteps, block_on, spawn,
 };
+use botbox_testkit::{Reply, StubEffects, example, example_dirs};
 use guest_sdk::native::NativeStepper;
 use runtime_core::host::{HttpRequest, HttpResponse};
 use runtime_core::testing::{Stepper, TestEnv, fresh_session, parse_suite, run_case};
@@ -14,7 +15,7 @@ use runtime_core::{CompiledBot, ConverseResult, Message, Session, StepError, com
 use serde_json::json;
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -80,28 +81,13 @@ impl Stepper for Differential<'_> {
     }
 }
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
-/// An example bot read as the CLI reads it (`$include`s expanded), compiled.
-fn example(name: &str) -> CompiledBot {
-    let loaded = botbox_cli::bot::load(&examples().join(name).join("bot.yml")).unwrap();
-    runtime_core::compile(&loaded.doc)
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-        .bot
-}
-
 #[test]
 fn every_example_gives_identical_results_native_and_sandboxed() {
-    let mut dirs: Vec<_> = std::fs::read_dir(examples())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        // Bots with an NL Studio model need it trained: tests/nlu.rs runs them.
+    let dirs: Vec<_> = example_dirs()
+        .into_iter()
+        // Bots with an NL Studio model need it trained: the it suite's nlu tests run them.
         .filter(|p| !p.join("nlu.yml").exists())
         .collect();
-    dirs.sort();
     let mut diffs = vec![];
     let mut failures = vec![];
     let mut steps = 0;
@@ -196,14 +182,9 @@ fn abuse_revision() -> Revision {
     Revision::new("abuse", &compile_source(ABUSE).unwrap().bot)
 }
 
-/// The real effects, with every address allowed (the api servers here are on loopback).
-fn live() -> Arc<dyn Effects> {
-    live_with(botbox_egress::EgressConfig::allow_all())
-}
-
-fn live_with(egress: botbox_egress::EgressConfig) -> Arc<dyn Effects> {
-    let egress = Arc::new(botbox_egress::Egress::new(&egress).unwrap());
-    Arc::new(botbox_service::effects::LiveEffects::new(egress).unwrap())
+/// The outside world of a step that makes no api call.
+fn offline() -> Arc<dyn Effects> {
+    Arc::new(StubEffects::offline())
 }
 
 fn say(
@@ -212,7 +193,7 @@ fn say(
     session: &Session,
     text: &str,
 ) -> Result<ConverseResult, SandboxError> {
-    block_on(sb.step(TENANT, rev, session, &Message::text(text), live())).map(|o| o.result)
+    block_on(sb.step(TENANT, rev, session, &Message::text(text), offline())).map(|o| o.result)
 }
 
 fn aborted(sb: &Sandbox, rev: &Revision, text: &str) -> String {
@@ -328,7 +309,7 @@ fn a_js_global_written_in_one_conversation_is_invisible_to_the_next() {
         &rev,
         &fresh_session(),
         &Message::text("read"),
-        live(),
+        offline(),
     ))
     .unwrap();
     assert!(out.warm, "the instance was reused");
@@ -477,8 +458,14 @@ fn one_warm_instance() -> Sandbox {
 }
 
 fn warm_say(sb: &Sandbox, rev: &Revision, text: &str) -> (String, bool) {
-    let out = block_on(sb.step(TENANT, rev, &fresh_session(), &Message::text(text), live()))
-        .unwrap_or_else(|e| panic!("{text}: {e}"));
+    let out = block_on(sb.step(
+        TENANT,
+        rev,
+        &fresh_session(),
+        &Message::text(text),
+        offline(),
+    ))
+    .unwrap_or_else(|e| panic!("{text}: {e}"));
     (texts(&out.result).join(" | "), out.warm)
 }
 
@@ -571,32 +558,27 @@ fn a_failed_step_leaves_the_session_and_the_next_step_works() {
         &rev,
         &before,
         &Message::data(json!({"type": "pizza", "pizza": "veggie"})),
-        live(),
+        offline(),
     ))
     .unwrap();
     assert_eq!(texts(&r2.result), vec!["How many? (1-9)"]);
 }
 
+/// The api time-out is the sandbox's own: a call its effects never answer is cut at 5 s.
 #[test]
 fn an_api_server_that_never_answers_is_cut_at_five_seconds() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    // Accepts and never answers.
-    std::thread::spawn(move || {
-        let mut held = vec![];
-        for s in listener.incoming() {
-            held.push(s);
-        }
-    });
     let sb = sandbox();
+    let hangs: Arc<dyn Effects> = Arc::new(StubEffects::answering(|_| Reply::Hang));
     let started = Instant::now();
-    let r = say(
-        sb,
+    let r = block_on(sb.step(
+        TENANT,
         &abuse_revision(),
         &fresh_session(),
-        &format!("api http://{addr}/slow"),
-    )
-    .unwrap();
+        &Message::text("api http://api.example/slow"),
+        hangs,
+    ))
+    .unwrap()
+    .result;
     let took = started.elapsed();
     assert_eq!(texts(&r), vec!["result="]);
     assert!(
@@ -605,33 +587,34 @@ fn an_api_server_that_never_answers_is_cut_at_five_seconds() {
     );
 }
 
+/// An api action's answer reaches the bot, and a refused call leaves its result empty.
 #[test]
-fn private_addresses_are_refused_unless_allowed() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        for s in listener.incoming() {
-            let mut s = s.unwrap();
-            let mut buf = [0u8; 1024];
-            let _ = s.read(&mut buf);
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 8\r\nconnection: close\r\n\r\n{\"a\":1}\n");
+fn an_api_answer_reaches_the_bot_and_a_refusal_leaves_it_empty() {
+    let answers: Arc<dyn Effects> = Arc::new(StubEffects::answering(|req| {
+        if req.url == "http://api.example/x" {
+            Reply::Answer(HttpResponse {
+                status: 200,
+                body: r#"{"a":1}"#.into(),
+            })
+        } else {
+            Reply::Fail("address refused".into())
         }
-    });
-    let url = format!("api http://{addr}/x");
-    let allowed = say(sandbox(), &abuse_revision(), &fresh_session(), &url).unwrap();
-    assert_eq!(texts(&allowed), vec!["result={\"a\":1}"]);
-    // The default egress policy (no allow-list) refuses loopback.
-    let refused = block_on(sandbox().step(
-        TENANT,
-        &abuse_revision(),
-        &fresh_session(),
-        &Message::text(&url),
-        live_with(Default::default()),
-    ))
-    .unwrap()
-    .result;
-    assert_eq!(texts(&refused), vec!["result="]);
+    }));
+    let say_with = |text: &str| {
+        let out = block_on(sandbox().step(
+            TENANT,
+            &abuse_revision(),
+            &fresh_session(),
+            &Message::text(text),
+            answers.clone(),
+        ));
+        texts(&out.unwrap().result)
+    };
+    assert_eq!(
+        say_with("api http://api.example/x"),
+        vec![r#"result={"a":1}"#]
+    );
+    assert_eq!(say_with("api http://10.0.0.1/x"), vec!["result="]);
 }
 
 #[test]
@@ -731,8 +714,9 @@ fn kept_sessions_continue_their_own_conversations() {
     let bot = example("pizza");
     let rev = Revision::new("pizza-kept", &bot);
     let fresh = || SessionJson::new(serde_json::to_string(&fresh_session()).unwrap());
-    let step =
-        |s: &SessionJson, m: Message| block_on(sb.step_json(TENANT, &rev, s, &m, live())).unwrap();
+    let step = |s: &SessionJson, m: Message| {
+        block_on(sb.step_json(TENANT, &rev, s, &m, offline())).unwrap()
+    };
     let contexts = |s: &SessionJson| {
         let s: Session = serde_json::from_str(&s.json).unwrap();
         (s.current, s.states, s.contexes)
@@ -799,7 +783,7 @@ fn big_sessions_are_not_kept_and_failed_steps_fall_back_to_json() {
         &rev,
         &SessionJson::new(serde_json::to_string(&big).unwrap()),
         &Message::text("read"),
-        live(),
+        offline(),
     ))
     .unwrap();
     assert_eq!(out.session.tag, 0, "a 200 KB session is not kept");
@@ -811,16 +795,28 @@ fn big_sessions_are_not_kept_and_failed_steps_fall_back_to_json() {
         &rev,
         &SessionJson::new(serde_json::to_string(&fresh_session()).unwrap()),
         &Message::text("read"),
-        live(),
+        offline(),
     ))
     .unwrap();
     assert_ne!(small.session.tag, 0);
     // The step fails (fuel) on the kept session; the instance is discarded.
-    let err = block_on(sb.step_json(TENANT, &rev, &small.session, &Message::text("spin"), live()))
-        .unwrap_err();
+    let err = block_on(sb.step_json(
+        TENANT,
+        &rev,
+        &small.session,
+        &Message::text("spin"),
+        offline(),
+    ))
+    .unwrap_err();
     assert!(err.to_string().contains("fuel"), "{err}");
-    let next = block_on(sb.step_json(TENANT, &rev, &small.session, &Message::text("read"), live()))
-        .unwrap();
+    let next = block_on(sb.step_json(
+        TENANT,
+        &rev,
+        &small.session,
+        &Message::text("read"),
+        offline(),
+    ))
+    .unwrap();
     assert_eq!(next.report.responses[0].content.as_deref(), Some("clean"));
 }
 

@@ -4,45 +4,17 @@
 //! Run: `cargo build --release -p botbox -p botbox-bench && target/release/sandbox-bench`
 
 use botbox_sandbox::block_on;
-use botbox_sandbox::effects::{EffectFuture, Effects};
+use botbox_sandbox::effects::Effects;
 use botbox_sandbox::limits::Limits;
 use botbox_sandbox::{Revision, Sandbox, SandboxConfig, SessionJson};
-use runtime_core::host::{HttpRequest, HttpResponse};
+use botbox_testkit::StubEffects;
 use runtime_core::testing::{OfflineHost, fresh_session};
 use runtime_core::{CompiledBot, Message, Session, compile_source, converse};
-use serde_json::{Value as Json, json};
+use serde_json::json;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const TENANT: &str = "bench";
-
-struct Fixed(AtomicU64);
-
-impl Effects for Fixed {
-    fn now_ms(&self) -> i64 {
-        1_700_000_000_000
-    }
-    fn random_u64(&self) -> u64 {
-        self.0.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
-    }
-    fn http<'a>(
-        &'a self,
-        _: &'a HttpRequest,
-        _: &'a Limits,
-    ) -> EffectFuture<'a, Result<HttpResponse, String>> {
-        Box::pin(std::future::ready(Err("offline".into())))
-    }
-    fn nl_predict<'a>(
-        &'a self,
-        _: &'a botbox_sandbox::NlScope,
-        _: &'a str,
-        _: &'a str,
-        _: &'a Json,
-    ) -> EffectFuture<'a, Result<Json, String>> {
-        Box::pin(std::future::ready(Err("offline".into())))
-    }
-}
 
 fn pizza_messages() -> Vec<Message> {
     vec![
@@ -99,7 +71,7 @@ fn main() -> anyhow::Result<()> {
     let t = Instant::now();
     let sb = Sandbox::new(config.clone())?;
     let start_ms = t.elapsed().as_secs_f64() * 1e3;
-    let effects: Arc<dyn Effects> = Arc::new(Fixed(AtomicU64::new(1)));
+    let effects: Arc<dyn Effects> = Arc::new(StubEffects::offline());
 
     // Native vs sandbox, per message of the pizza conversation.
     let messages = pizza_messages();

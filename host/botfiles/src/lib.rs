@@ -1,5 +1,11 @@
-//! Reading a bot folder as the CLI does: `$include(…)` expanded, `${a.b}` references resolved,
-//! and every validation problem located in the file it came from.
+//! A bot folder on disk read as one bot document, the way `botbox push`, `botbox test` and
+//! `botbox validate` read it: `$include(…)` expanded, `${a.b}` references resolved, and every
+//! part of the document remembered with the file it came from, so a validation problem or a
+//! run-time error is reported at `file:line:column`.
+//!
+//! Depends on runtime-core (the document parser and its positions) only. It must never do
+//! more than read the folder's files: no network, no server types. Includes are bounded in depth (16) so a
+//! folder that includes itself is an error, not a hang.
 
 use runtime_core::source::{Positions, Problem, Severity, parse_document};
 use runtime_core::{JsProblem, JsSite};
