@@ -4,13 +4,14 @@
 
 use super::v1::{KeyCtx, json_body, too_large};
 use super::{App, query_pairs};
+use crate::v1_problem::{V1Error, V1Result};
 use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use botbox_service::agent::run::{NewRun, RunHandle, RunTarget};
-use botbox_service::agent::{self as agent_mod, Problem, V1Result, stream};
+use botbox_service::agent::{self as agent_mod, Problem, stream};
 use botbox_store::{AgentRunRow, now_ms};
 use runtime_core::session::Message;
 use serde::{Deserialize, Serialize};
@@ -112,43 +113,43 @@ pub fn bot_message(m: &Json) -> Option<Message> {
 /// Validates the request's messages; returns the message that runs.
 fn validate_chat(body: &Json) -> V1Result<Message> {
     let Some(msgs) = body.get("messages").and_then(Json::as_array) else {
-        return Err(Problem::invalid_at(
+        return Err(V1Error(Problem::invalid_at(
             "/messages",
             "messages must be a non-empty array",
-        ));
+        )));
     };
     if msgs.is_empty() {
-        return Err(Problem::invalid_at(
+        return Err(V1Error(Problem::invalid_at(
             "/messages",
             "messages must be a non-empty array",
-        ));
+        )));
     }
     if msgs.len() > MAX_MESSAGES {
-        return Err(Problem::invalid_at(
+        return Err(V1Error(Problem::invalid_at(
             "/messages",
             format!("at most {MAX_MESSAGES} messages"),
-        ));
+        )));
     }
     for (i, m) in msgs.iter().enumerate() {
         if !m["id"].is_string() {
-            return Err(Problem::invalid_at(
+            return Err(V1Error(Problem::invalid_at(
                 &format!("/messages/{i}/id"),
                 "a message needs a string id",
-            ));
+            )));
         }
         if !m["parts"].is_array() {
-            return Err(Problem::invalid_at(
+            return Err(V1Error(Problem::invalid_at(
                 &format!("/messages/{i}/parts"),
                 "a message needs parts",
-            ));
+            )));
         }
     }
     let last = msgs.len() - 1;
     if msgs[last]["role"] != "user" {
-        return Err(Problem::invalid_at(
+        return Err(V1Error(Problem::invalid_at(
             &format!("/messages/{last}/role"),
             "the last message must be the user's",
-        ));
+        )));
     }
     let m = bot_message(&msgs[last]).ok_or_else(|| {
         Problem::invalid_at(
@@ -157,10 +158,10 @@ fn validate_chat(body: &Json) -> V1Result<Message> {
         )
     })?;
     if m.content.as_deref().is_some_and(|t| t.len() > MAX_TEXT) {
-        return Err(Problem::invalid_at(
+        return Err(V1Error(Problem::invalid_at(
             &format!("/messages/{last}/parts"),
             format!("text over {MAX_TEXT} bytes"),
-        ));
+        )));
     }
     Ok(m)
 }
@@ -197,7 +198,7 @@ async fn post_chat(
     let conv = match (body["conversationId"].as_str(), body["id"].as_str()) {
         (Some(c), _) => {
             if !agent_mod::well_formed(c, agent_mod::CONVERSATION_PREFIX) {
-                return Err(Problem::not_found(format!("No conversation {c}.")));
+                return Err(V1Error(Problem::not_found(format!("No conversation {c}."))));
             }
             app.db
                 .agent_conversation(&env.id, c)
@@ -229,7 +230,7 @@ async fn post_chat(
         }
     };
     if let Some(active) = app.db.active_agent_run(&conv.id).await? {
-        return Err(run_active(&conv.id, &active.id));
+        return Err(V1Error(run_active(&conv.id, &active.id)));
     }
     // History: only messages whose id is not stored yet are appended.
     let known: std::collections::HashSet<String> = app
@@ -273,7 +274,7 @@ async fn post_chat(
         .map_err(Problem::internal)?;
     let handle = match started {
         Ok(h) => h,
-        Err(active) => return Err(run_active(&conv.id, &active)),
+        Err(active) => return Err(V1Error(run_active(&conv.id, &active))),
     };
     let wants_stream = headers
         .get(header::ACCEPT)
@@ -323,11 +324,11 @@ fn id_headers(h: &mut HeaderMap, run: &str, conv: &str) {
 async fn run_of(app: &App, key: &KeyCtx, run_id: &str) -> V1Result<AgentRunRow> {
     let env = key.agent_env()?;
     if !agent_mod::well_formed(run_id, agent_mod::RUN_PREFIX) {
-        return Err(Problem::not_found(format!("No run {run_id}.")));
+        return Err(V1Error(Problem::not_found(format!("No run {run_id}."))));
     }
     match app.db.agent_run(run_id).await? {
         Some(r) if r.environment_id == env => Ok(r),
-        _ => Err(Problem::not_found(format!("No run {run_id}."))),
+        _ => Err(V1Error(Problem::not_found(format!("No run {run_id}.")))),
     }
 }
 
@@ -415,11 +416,11 @@ async fn cancel_run(
             }
             None => {
                 // Running in another process (PostgreSQL replicas): not reachable from here.
-                return Err(Problem::conflict(
+                return Err(V1Error(Problem::conflict(
                     "run-not-active",
                     "Run not reachable",
                     "This run is being processed by another server; try again.",
-                ));
+                )));
             }
         }
     }
@@ -465,10 +466,10 @@ async fn steer_run(
     } else if let Some(t) = body["text"].as_str() {
         json!({"id": agent_mod::new_prefixed("msg_"), "role": "user", "parts": [{"type": "text", "text": t}]})
     } else {
-        return Err(Problem::invalid_at(
+        return Err(V1Error(Problem::invalid_at(
             "/message",
             "a message (or messages, or text) is required",
-        ));
+        )));
     };
     let message = bot_message(&ui).ok_or_else(|| {
         Problem::invalid_at("/message/parts", "the message needs a non-empty text part")
@@ -476,14 +477,14 @@ async fn steer_run(
     let handle = app.agents.running(&run_id);
     let active = matches!(r.status.as_str(), "queued" | "in_progress");
     let Some(handle) = handle.filter(|h| active && !h.chunks_from(0).1 && !h.cancelled()) else {
-        return Err(Problem::conflict(
+        return Err(V1Error(Problem::conflict(
             "run-not-active",
             "The run is not active",
             format!(
                 "Run {run_id} is {}; send a new chat message instead.",
                 r.status
             ),
-        ));
+        )));
     };
     let steer_id = agent_mod::new_prefixed(agent_mod::STEER_PREFIX);
     let ui_id = ui["id"]
@@ -545,7 +546,9 @@ async fn get_stream(
             app.db.agent_conversation_by_chat(&env, &id).await?
         };
         let Some(conv) = conv else {
-            return Err(Problem::not_found(format!("No run or conversation {id}.")));
+            return Err(V1Error(Problem::not_found(format!(
+                "No run or conversation {id}."
+            ))));
         };
         match app.db.active_agent_run(&conv.id).await? {
             Some(r) => r,

@@ -10,18 +10,19 @@
 
 use super::v1::KeyCtx;
 use super::{ApiError, ApiResult, App, Body, Caller, project_for, query_pairs};
+use crate::v1_problem::{V1Error, V1Result};
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use botbox_service::agent::Problem;
 use botbox_service::agent::keys::KeyKind;
-use botbox_service::agent::{Problem, V1Result};
 use botbox_service::auth::{Action, Resource};
 use botbox_service::cases::webhooks::{self, EVENT_TYPES, VerifyError, show_secret};
 use botbox_service::cases::worker::CaseError;
 use botbox_service::cases::{self, CaseSpec, Decision};
-use botbox_store::{CaseRow, EndpointRow, EnvironmentRow, HookRow, TaskRow, now_ms};
+use botbox_store::{CaseRow, EndpointRow, EnvironmentRow, HookRow, ProjectRow, TaskRow, now_ms};
 use serde_json::{Map, Value as Json, json};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -223,9 +224,9 @@ fn outputs_view(t: &TaskRow) -> Json {
 fn workspace(key: &KeyCtx) -> V1Result<&str> {
     match key.kind {
         KeyKind::Workspace => Ok(&key.key.scope),
-        KeyKind::Agent => Err(Problem::forbidden(
+        KeyKind::Agent => Err(V1Error(Problem::forbidden(
             "Cases, tasks and webhooks need a workspace key (sk-ws-…); an agent key only chats.",
-        )),
+        ))),
     }
 }
 
@@ -238,7 +239,7 @@ fn json_body(bytes: &[u8]) -> V1Result<Json> {
         return Ok(json!({}));
     }
     serde_json::from_slice(bytes)
-        .map_err(|e| Problem::invalid(format!("The body is not valid JSON: {e}")))
+        .map_err(|e| V1Error(Problem::invalid(format!("The body is not valid JSON: {e}"))))
 }
 
 fn base(app: &App) -> &str {
@@ -266,20 +267,91 @@ async fn env_of_workspace(
     Ok(env)
 }
 
-async fn v1_case(app: &App, key: &KeyCtx, id: &str) -> V1Result<CaseRow> {
-    let ws = workspace(key)?;
-    app.db
-        .case_in(ws, id)
-        .await?
-        .ok_or_else(|| Problem::not_found(format!("no Case {id}")))
+/// Where a Case or task is looked up: the workspace of a `/v1` workspace key, or one
+/// project of its owner's workspace (the project API, which also finds a Case by name).
+/// Both APIs' handlers go through it, so a Case outside the caller's reach is "not found"
+/// the same way on each.
+#[derive(Clone, Copy)]
+enum Scope<'a> {
+    Workspace(&'a str),
+    Project { pid: &'a str, owner: &'a str },
 }
 
-async fn v1_task(app: &App, key: &KeyCtx, id: &str) -> V1Result<TaskRow> {
-    let ws = workspace(key)?;
-    app.db
-        .task_in(ws, id)
+impl<'a> Scope<'a> {
+    /// A `/v1` key's scope: its workspace (403 for an agent key).
+    fn of_key(key: &'a KeyCtx) -> V1Result<Scope<'a>> {
+        Ok(Scope::Workspace(workspace(key)?))
+    }
+
+    fn workspace(self) -> &'a str {
+        match self {
+            Scope::Workspace(ws) => ws,
+            Scope::Project { owner, .. } => owner,
+        }
+    }
+
+    fn not_found(self, what: &str, id: &str) -> CaseError {
+        CaseError::NotFound(match self {
+            Scope::Workspace(_) => format!("no {what} {id}"),
+            Scope::Project { .. } => format!("{} {id}", what.to_lowercase()),
+        })
+    }
+
+    /// A Case by id (or, in a project, by name: names are unique in the workspace).
+    async fn case(self, app: &App, id: &str) -> Result<CaseRow, CaseError> {
+        let found = app.db.case_in(self.workspace(), id).await?;
+        let found = match self {
+            Scope::Workspace(_) => found,
+            Scope::Project { pid, owner } => match found.filter(|c| c.project_id == pid) {
+                Some(c) => Some(c),
+                None => app
+                    .db
+                    .list_cases(owner)
+                    .await?
+                    .into_iter()
+                    .find(|c| c.name == id && c.project_id == pid),
+            },
+        };
+        found.ok_or_else(|| self.not_found("Case", id))
+    }
+
+    /// A task whose Case is in this scope.
+    async fn task(self, app: &App, id: &str) -> Result<TaskRow, CaseError> {
+        let t = app.db.task_in(self.workspace(), id).await?;
+        let t = t.ok_or_else(|| self.not_found("task", id))?;
+        if let Scope::Project { pid, owner } = self {
+            match app.db.case_in(owner, &t.case_id).await? {
+                Some(c) if c.project_id == pid => {}
+                _ => return Err(self.not_found("task", id)),
+            }
+        }
+        Ok(t)
+    }
+}
+
+/// A new task of Case `c` from a `{"inputs": {...}}` body, created by `by`.
+async fn new_task(app: &App, c: &CaseRow, body: &Json, by: &str) -> Result<TaskRow, CaseError> {
+    app.tasks
+        .create(c, &inputs_of(body)?, by, None)
         .await?
-        .ok_or_else(|| Problem::not_found(format!("no task {id}")))
+        .map_err(|_| CaseError::Internal(anyhow::anyhow!("deduplicated without a receipt")))
+}
+
+/// Records `by`'s review decision on task `id` and answers the task as it is after it.
+async fn review_in(
+    app: &App,
+    scope: Scope<'_>,
+    id: &str,
+    body: &Json,
+    by: &str,
+) -> Result<Json, CaseError> {
+    let t = scope.task(app, id).await?;
+    let (d, comment, edits) = review_of(body)?;
+    app.tasks
+        .review(&t, d, comment.as_deref(), edits.as_ref(), by)
+        .await?;
+    let t = scope.task(app, id).await?;
+    app.tasks.view(&t, base(app)).await
 }
 
 fn created(v: Json) -> Response {
@@ -323,7 +395,8 @@ async fn v1_get_case(
     Extension(key): Extension<KeyCtx>,
     Path(id): Path<String>,
 ) -> V1Result<axum::Json<Json>> {
-    Ok(axum::Json(case_view(&v1_case(&app, &key, &id).await?)))
+    let c = Scope::of_key(&key)?.case(&app, &id).await?;
+    Ok(axum::Json(case_view(&c)))
 }
 
 /// Replaces a Case (its tasks keep running with the Case as it is when each run ends).
@@ -336,7 +409,7 @@ async fn v1_put_case(
     Path(id): Path<String>,
     body: Bytes,
 ) -> V1Result<axum::Json<Json>> {
-    let old = v1_case(&app, &key, &id).await?;
+    let old = Scope::of_key(&key)?.case(&app, &id).await?;
     let (name, env_id, _, spec) = split_case(&json_body(&body)?)?;
     let env_id = env_id.unwrap_or_else(|| old.environment_id.clone());
     let env = env_of_workspace(&app, &old.workspace_id, &env_id).await?;
@@ -362,7 +435,7 @@ async fn v1_delete_case(
 ) -> V1Result<StatusCode> {
     let ws = workspace(&key)?;
     if !app.db.delete_case(ws, &id).await? {
-        return Err(Problem::not_found(format!("no Case {id}")));
+        return Err(V1Error(Problem::not_found(format!("no Case {id}"))));
     }
     Ok(StatusCode::NO_CONTENT)
 }
@@ -378,13 +451,8 @@ async fn v1_create_task(
     Path(id): Path<String>,
     body: Bytes,
 ) -> V1Result<Response> {
-    let c = v1_case(&app, &key, &id).await?;
-    let inputs = inputs_of(&json_body(&body)?)?;
-    let t = app
-        .tasks
-        .create(&c, &inputs, &key_name(&key), None)
-        .await?
-        .map_err(|_| Problem::internal("a task without a receipt was deduplicated"))?;
+    let c = Scope::of_key(&key)?.case(&app, &id).await?;
+    let t = new_task(&app, &c, &json_body(&body)?, &key_name(&key)).await?;
     let mut r = created(app.tasks.view(&t, base(&app)).await?);
     r.headers_mut().insert(
         header::LOCATION,
@@ -401,7 +469,7 @@ async fn v1_list_tasks(
     Extension(key): Extension<KeyCtx>,
     Path(id): Path<String>,
 ) -> V1Result<axum::Json<Json>> {
-    let c = v1_case(&app, &key, &id).await?;
+    let c = Scope::of_key(&key)?.case(&app, &id).await?;
     Ok(axum::Json(tasks_view(&app, &c).await?))
 }
 
@@ -435,7 +503,7 @@ async fn v1_get_task(
     Extension(key): Extension<KeyCtx>,
     Path(id): Path<String>,
 ) -> V1Result<Response> {
-    let t = v1_task(&app, &key, &id).await?;
+    let t = Scope::of_key(&key)?.task(&app, &id).await?;
     Ok(with_retry_after(&t, app.tasks.view(&t, base(&app)).await?))
 }
 
@@ -461,18 +529,20 @@ async fn v1_task_outputs(
     Extension(key): Extension<KeyCtx>,
     Path(id): Path<String>,
 ) -> V1Result<axum::Json<Json>> {
-    let t = v1_task(&app, &key, &id).await?;
+    let t = Scope::of_key(&key)?.task(&app, &id).await?;
     match done_outputs(&app, &t).await? {
         Some(v) => Ok(axum::Json(v)),
-        None => Err(Problem::conflict(
-            "task-not-done",
-            "Task not done",
-            format!(
-                "The task is {}; outputs are read when it is done.",
-                t.status
-            ),
-        )
-        .with("currentStatus", json!(t.status))),
+        None => Err(V1Error(
+            Problem::conflict(
+                "task-not-done",
+                "Task not done",
+                format!(
+                    "The task is {}; outputs are read when it is done.",
+                    t.status
+                ),
+            )
+            .with("currentStatus", json!(t.status)),
+        )),
     }
 }
 
@@ -487,13 +557,9 @@ async fn v1_review_task(
     Path(id): Path<String>,
     body: Bytes,
 ) -> V1Result<axum::Json<Json>> {
-    let t = v1_task(&app, &key, &id).await?;
-    let (d, comment, edits) = review_of(&json_body(&body)?)?;
-    app.tasks
-        .review(&t, d, comment.as_deref(), edits.as_ref(), &key_name(&key))
-        .await?;
-    let t = v1_task(&app, &key, &id).await?;
-    Ok(axum::Json(app.tasks.view(&t, base(&app)).await?))
+    let scope = Scope::of_key(&key)?;
+    let view = review_in(&app, scope, &id, &json_body(&body)?, &key_name(&key)).await?;
+    Ok(axum::Json(view))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -553,19 +619,24 @@ async fn v1_create_endpoint(
                 match t.as_str() {
                     Some(t) if t == "*" || EVENT_TYPES.contains(&t) => v.push(t.to_owned()),
                     _ => {
-                        return Err(Problem::invalid_at(
+                        return Err(V1Error(Problem::invalid_at(
                             &format!("/eventTypes/{i}"),
                             format!(
                                 "unknown event type; one of {}, or *",
                                 EVENT_TYPES.join(", ")
                             ),
-                        ));
+                        )));
                     }
                 }
             }
             v
         }
-        Some(_) => return Err(Problem::invalid_at("/eventTypes", "must be an array")),
+        Some(_) => {
+            return Err(V1Error(Problem::invalid_at(
+                "/eventTypes",
+                "must be an array",
+            )));
+        }
     };
     let e = EndpointRow {
         id: botbox_service::agent::new_prefixed(cases::ENDPOINT_PREFIX),
@@ -609,7 +680,7 @@ async fn v1_endpoint(app: &App, key: &KeyCtx, id: &str) -> V1Result<EndpointRow>
     app.db
         .endpoint_in(ws, id)
         .await?
-        .ok_or_else(|| Problem::not_found(format!("no webhook endpoint {id}")))
+        .ok_or_else(|| V1Error(Problem::not_found(format!("no webhook endpoint {id}"))))
 }
 
 #[utoipa::path(get, path = "/v1/webhooks/{endpointId}", tag = "cases", security(("bearer" = [])),
@@ -633,7 +704,9 @@ async fn v1_delete_endpoint(
 ) -> V1Result<StatusCode> {
     let ws = workspace(&key)?;
     if !app.db.delete_endpoint(ws, &id).await? {
-        return Err(Problem::not_found(format!("no webhook endpoint {id}")));
+        return Err(V1Error(Problem::not_found(format!(
+            "no webhook endpoint {id}"
+        ))));
     }
     Ok(StatusCode::NO_CONTENT)
 }
@@ -652,7 +725,7 @@ async fn v1_rotate_endpoint(
         .db
         .rotate_endpoint(ws, &id, now_ms() + webhooks::ROTATION_GRACE_MS)
         .await?
-        .ok_or_else(|| Problem::not_found(format!("no webhook endpoint {id}")))?;
+        .ok_or_else(|| V1Error(Problem::not_found(format!("no webhook endpoint {id}"))))?;
     let mut v = endpoint_view(&e);
     v["secret"] = json!(show_secret(&app.tasks.key.secret(&e.id, e.generation)));
     Ok(axum::Json(v))
@@ -733,31 +806,36 @@ async fn v1_create_hook(
         .ok_or_else(|| {
             Problem::invalid_at("/caseId", "the Case the hook creates tasks of is required")
         })?;
-    let c = v1_case(&app, &key, case_id).await?;
+    let c = Scope::of_key(&key)?.case(&app, case_id).await?;
     let spec: CaseSpec = serde_json::from_str(&c.spec).map_err(Problem::internal)?;
     let mapping = match b.get("mapping") {
         None | Some(Json::Null) => Map::new(),
         Some(Json::Object(m)) => {
             for (k, v) in m {
                 if !spec.inputs.iter().any(|f| &f.name == k) {
-                    return Err(Problem::invalid_at(
+                    return Err(V1Error(Problem::invalid_at(
                         &format!("/mapping/{k}"),
                         format!("\"{k}\" is not an input field of the Case"),
-                    ));
+                    )));
                 }
                 if !v
                     .as_str()
                     .is_some_and(|p| p.is_empty() || p.starts_with('/'))
                 {
-                    return Err(Problem::invalid_at(
+                    return Err(V1Error(Problem::invalid_at(
                         &format!("/mapping/{k}"),
                         "must be a JSON pointer into the body (\"/order/id\")",
-                    ));
+                    )));
                 }
             }
             m.clone()
         }
-        Some(_) => return Err(Problem::invalid_at("/mapping", "must be an object")),
+        Some(_) => {
+            return Err(V1Error(Problem::invalid_at(
+                "/mapping",
+                "must be an object",
+            )));
+        }
     };
     let h = HookRow {
         id: botbox_service::agent::new_prefixed(cases::HOOK_PREFIX),
@@ -800,7 +878,7 @@ async fn v1_delete_hook(
 ) -> V1Result<StatusCode> {
     let ws = workspace(&key)?;
     if !app.db.delete_hook(ws, &id).await? {
-        return Err(Problem::not_found(format!("no hook {id}")));
+        return Err(V1Error(Problem::not_found(format!("no hook {id}"))));
     }
     Ok(StatusCode::NO_CONTENT)
 }
@@ -826,53 +904,55 @@ async fn receive_hook(
         Some(h) => h,
         // The same answer as a bad signature: the hook's existence is not told.
         None => {
-            return Err(unauthorized(
+            return Err(V1Error(unauthorized(
                 "bad-signature",
                 "the webhook signature does not verify".into(),
-            ));
+            )));
         }
     };
     let secrets = [app.tasks.key.secret(&hook.id, hook.generation)];
     let webhook_id = match webhooks::verify(&headers, &body, &secrets, now_ms() / 1000) {
         Ok(id) => id.to_owned(),
         Err(VerifyError::Stale(which)) => {
-            return Err(unauthorized(
+            return Err(V1Error(unauthorized(
                 "timestamp-out-of-tolerance",
                 format!(
                     "webhook-timestamp is {which}: it must be within 5 minutes of the server's clock"
                 ),
-            ));
+            )));
         }
         Err(VerifyError::Missing(h)) => {
-            return Err(unauthorized(
+            return Err(V1Error(unauthorized(
                 "bad-signature",
                 format!("the {h} header is missing or malformed"),
-            ));
+            )));
         }
         Err(VerifyError::BadSignature) => {
-            return Err(unauthorized(
+            return Err(V1Error(unauthorized(
                 "bad-signature",
                 "the webhook signature does not verify".into(),
-            ));
+            )));
         }
     };
     // Charged only once the signature verified: nobody else can use up a hook's quota.
     if let Err(reset) = app.v1.hook_call(&hook.id, app.config.agent_chat_per_minute) {
-        return Err(Problem::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "quota-exceeded",
-            "Quota exceeded",
-            format!(
-                "This hook may be called {} times per minute.",
-                app.config.agent_chat_per_minute
-            ),
-        )
-        .header(axum::http::header::RETRY_AFTER, HeaderValue::from(reset)));
+        return Err(V1Error(
+            Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "quota-exceeded",
+                "Quota exceeded",
+                format!(
+                    "This hook may be called {} times per minute.",
+                    app.config.agent_chat_per_minute
+                ),
+            )
+            .header(axum::http::header::RETRY_AFTER, HeaderValue::from(reset)),
+        ));
     }
     let accepted =
         |task: &str| (StatusCode::ACCEPTED, axum::Json(json!({"taskId": task}))).into_response();
     let Some(case) = app.db.case_in(&hook.workspace_id, &hook.case_id).await? else {
-        return Err(Problem::not_found("the hook's Case was deleted"));
+        return Err(V1Error(Problem::not_found("the hook's Case was deleted")));
     };
     let payload = json_body(&body)?;
     let mapping: Map<String, Json> = serde_json::from_str(&hook.mapping).unwrap_or_default();
@@ -922,17 +1002,17 @@ async fn get_artifact(
     let expires: i64 = get("expires").and_then(|e| e.parse().ok()).unwrap_or(0);
     let sig = get("signature").unwrap_or_default();
     if !app.tasks.key.artifact_signature_ok(&id, expires, sig) {
-        return Err(Problem::forbidden(
+        return Err(V1Error(Problem::forbidden(
             "the artifact URL's signature does not match",
-        ));
+        )));
     }
     if expires < now_ms() / 1000 {
-        return Err(Problem::new(
+        return Err(V1Error(Problem::new(
             StatusCode::GONE,
             "url-expired",
             "URL expired",
             "this artifact URL expired; read the task again for a fresh one",
-        ));
+        )));
     }
     let a = app
         .db
@@ -973,35 +1053,10 @@ async fn get_artifact(
 // ---------------------------------------------------------------------------------------------
 // The project API (user tokens; the CLI)
 
-/// A Case of the project, by id or by name (names are unique in the workspace).
-async fn project_case(app: &App, pid: &str, id: &str, owner: &str) -> ApiResult<CaseRow> {
-    if let Some(c) = app.db.case_in(owner, id).await?
-        && c.project_id == pid
-    {
-        return Ok(c);
-    }
-    app.db
-        .list_cases(owner)
-        .await?
-        .into_iter()
-        .find(|c| c.name == id && c.project_id == pid)
-        .ok_or_else(|| ApiError::not_found(format!("case {id}")))
-}
-
-async fn project_task(app: &App, pid: &str, id: &str, owner: &str) -> ApiResult<TaskRow> {
-    let t = app
-        .db
-        .task_in(owner, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("task {id}")))?;
-    project_case_of(app, pid, &t, owner).await?;
-    Ok(t)
-}
-
-async fn project_case_of(app: &App, pid: &str, t: &TaskRow, owner: &str) -> ApiResult<()> {
-    match app.db.case_in(owner, &t.case_id).await? {
-        Some(c) if c.project_id == pid => Ok(()),
-        _ => Err(ApiError::not_found(format!("task {}", t.id))),
+fn project_scope<'a>(pid: &'a str, p: &'a ProjectRow) -> Scope<'a> {
+    Scope::Project {
+        pid,
+        owner: &p.owner_id,
     }
 }
 
@@ -1096,9 +1151,8 @@ async fn get_case(
     Path((pid, case)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<Json>> {
     let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
-    Ok(axum::Json(case_view(
-        &project_case(&app, &pid, &case, &p.owner_id).await?,
-    )))
+    let c = project_scope(&pid, &p).case(&app, &case).await?;
+    Ok(axum::Json(case_view(&c)))
 }
 
 /// Deletes a Case of the project (by id or name). Its tasks are no longer reached through
@@ -1113,7 +1167,7 @@ async fn delete_case(
     Path((pid, case)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
-    let c = project_case(&app, &pid, &case, &p.owner_id).await?;
+    let c = project_scope(&pid, &p).case(&app, &case).await?;
     if !app.db.delete_case(&p.owner_id, &c.id).await? {
         return Err(ApiError::not_found(format!("case {case}")));
     }
@@ -1130,7 +1184,7 @@ async fn list_project_tasks(
     Path((pid, case)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<Json>> {
     let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
-    let c = project_case(&app, &pid, &case, &p.owner_id).await?;
+    let c = project_scope(&pid, &p).case(&app, &case).await?;
     Ok(axum::Json(tasks_view(&app, &c).await?))
 }
 
@@ -1144,7 +1198,7 @@ async fn task_outputs(
     Path((pid, id)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<Json>> {
     let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
-    let t = project_task(&app, &pid, &id, &p.owner_id).await?;
+    let t = project_scope(&pid, &p).task(&app, &id).await?;
     match done_outputs(&app, &t).await? {
         Some(v) => Ok(axum::Json(v)),
         None => Err(ApiError::Conflict(format!(
@@ -1165,12 +1219,8 @@ async fn create_task(
     Body(body): Body<Json>,
 ) -> ApiResult<axum::Json<Json>> {
     let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
-    let c = project_case(&app, &pid, &case, &p.owner_id).await?;
-    let t = app
-        .tasks
-        .create(&c, &inputs_of(&body)?, &caller.username, None)
-        .await?
-        .map_err(|_| ApiError::Internal(anyhow::anyhow!("deduplicated without a receipt")))?;
+    let c = project_scope(&pid, &p).case(&app, &case).await?;
+    let t = new_task(&app, &c, &body, &caller.username).await?;
     Ok(axum::Json(app.tasks.view(&t, base(&app)).await?))
 }
 
@@ -1183,7 +1233,7 @@ async fn get_task(
     Path((pid, id)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<Json>> {
     let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
-    let t = project_task(&app, &pid, &id, &p.owner_id).await?;
+    let t = project_scope(&pid, &p).task(&app, &id).await?;
     Ok(axum::Json(app.tasks.view(&t, base(&app)).await?))
 }
 
@@ -1198,13 +1248,10 @@ async fn review_task(
     Body(body): Body<Json>,
 ) -> ApiResult<axum::Json<Json>> {
     let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
-    let t = project_task(&app, &pid, &id, &p.owner_id).await?;
-    let (d, comment, edits) = review_of(&body)?;
-    app.tasks
-        .review(&t, d, comment.as_deref(), edits.as_ref(), &caller.username)
-        .await?;
-    let t = project_task(&app, &pid, &id, &p.owner_id).await?;
-    Ok(axum::Json(app.tasks.view(&t, base(&app)).await?))
+    let scope = project_scope(&pid, &p);
+    Ok(axum::Json(
+        review_in(&app, scope, &id, &body, &caller.username).await?,
+    ))
 }
 
 #[cfg(test)]

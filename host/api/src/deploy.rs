@@ -1,11 +1,11 @@
 //! Deployment versions, environments and channels.
 
-use super::projects::next_patch;
 use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, project_access, project_for};
 use axum::Json;
 use axum::extract::{Path, State};
 use botbox_api_types::{Channel, Deployment, Environment};
 use botbox_service::auth::{Action, Resource, Role};
+use botbox_service::revisions::next_patch;
 use botbox_store::{ChannelFields, ChannelRow, DbError, DeploymentRow, EnvironmentRow};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json_};
@@ -83,8 +83,7 @@ async fn rollback(
             d.version
         )));
     }
-    let environments = app.db.rollback_environments(&d).await?;
-    app.live.routes_changed();
+    let environments = app.live.rollback_to(&d).await?;
     tracing::info!(project = %d.project_id, version = %d.version, author = ?req.author,
         changelog = ?req.changelog, moved = ?environments, "rolled back");
     Ok(Json(RolledBack {
@@ -316,10 +315,9 @@ async fn put_deployment(
         .filter(|r| !r.is_empty())
         .or(d.cms_revision);
     check_cms_revision(&app, &pid, cms.as_deref()).await?;
-    app.db
+    app.live
         .update_deployment(&pid, &version, &rev, nlu.as_deref(), cms.as_deref())
         .await?;
-    app.live.routes_changed();
     Ok(Json(deployment_json(
         deployment_or_404(&app, &pid, &version).await?,
     )))
@@ -343,8 +341,7 @@ async fn delete_deployment(
             users.join(", ")
         )));
     }
-    app.db.delete_deployment(&pid, &version).await?;
-    app.live.routes_changed();
+    app.live.delete_deployment(&pid, &version).await?;
     Ok(Json(deployment_json(d)))
 }
 
@@ -520,10 +517,9 @@ async fn put_environment(
             req.dep_version
         )));
     }
-    app.db
+    app.live
         .set_environment_version(&pid, &eid, &req.dep_version)
         .await?;
-    app.live.routes_changed();
     Ok(Json(environment_json(
         environment_or_404(&app, &pid, &eid).await?,
     )))
@@ -541,8 +537,7 @@ async fn delete_environment(
 ) -> ApiResult<Json<Environment>> {
     project_for(&app, &caller, &pid, Action::Delete, Resource::Environments).await?;
     let e = environment_or_404(&app, &pid, &eid).await?;
-    app.db.delete_environment(&pid, &eid).await?;
-    app.live.routes_changed();
+    app.live.delete_environment(&pid, &eid).await?;
     Ok(Json(environment_json(e)))
 }
 
@@ -784,14 +779,13 @@ async fn put_channel(
     project_for(&app, &caller, &pid, Action::Update, Resource::Channels).await?;
     let current = channel_or_404(&app, &pid, &eid, &cid).await?;
     let f = channel_fields(req, Some(&current))?;
-    app.db
+    app.live
         .update_channel(&pid, &cid, &f)
         .await
         .map_err(conflict(format!(
             "a channel named {} already exists",
             f.name
         )))?;
-    app.live.routes_changed();
     channel_json(&app, channel_or_404(&app, &pid, &eid, &cid).await?, true).map(Json)
 }
 
@@ -805,8 +799,7 @@ async fn delete_channel(
 ) -> ApiResult<Json<Channel>> {
     project_for(&app, &caller, &pid, Action::Delete, Resource::Channels).await?;
     let c = channel_or_404(&app, &pid, &eid, &cid).await?;
-    app.db.delete_channel(&pid, &cid).await?;
-    app.live.routes_changed();
+    app.live.delete_channel(&pid, &cid).await?;
     channel_json(&app, c, true).map(Json)
 }
 

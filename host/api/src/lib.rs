@@ -1,12 +1,14 @@
 //! The HTTP APIs: the bot project API, channel webhooks, the agent API under
 //! `/v1` and Cases; the router, the caller's identity, errors, paging, rate limits.
 //!
-//! May depend on `botbox-service` and the crates below it. Must hold no logic beyond mapping
-//! HTTP to plain service and storage calls and back; the services it calls are built and
-//! started by the `botbox` binary ([`Services`]).
+//! May depend on `botbox-service` and the crates below it. Must never hold logic beyond
+//! mapping HTTP to plain service and storage calls and back, nor build the services it
+//! calls: the `botbox` binary builds and starts them ([`Services`]).
 //!
-//! Handlers are thin: they check who is calling and what they may do, call [`botbox_store`],
-//! and shape the documented JSON. Errors are plain-text bodies ([`ApiError`]).
+//! Handlers are thin: they check who is calling and what they may do, call one service
+//! function or [`botbox_store`] read, and shape the documented JSON. Errors are plain-text
+//! bodies ([`ApiError`]) on the project API and problem+json ([`v1_problem::V1Error`]) on
+//! `/v1`.
 // A `/v1` error is a problem+json body (`Problem`, ~180 bytes) on the error path only: its
 // size costs nothing on the path that succeeds, and boxing it would cost an allocation there.
 #![allow(clippy::result_large_err)]
@@ -27,6 +29,7 @@ mod overview;
 mod problems;
 mod projects;
 pub mod v1;
+pub mod v1_problem;
 
 pub use accounts::check_new_user;
 
@@ -148,7 +151,8 @@ pub struct App {
     /// token's requests against its user (however many tokens the user mints), and a
     /// made-up token's against the caller's address.
     valid_tokens: moka::sync::Cache<String, String>,
-    compile_slots: Arc<tokio::sync::Semaphore>,
+    /// Compiling bots and debugging NL models, a few at once off the async workers.
+    pub cpu: Arc<botbox_service::cpu::CpuJobs>,
     passwords: Arc<botbox_service::auth::PasswordGate>,
     /// The agent API's runs.
     pub agents: Arc<botbox_service::agent::Agents>,
@@ -182,7 +186,7 @@ impl App {
                 .max_capacity(100_000)
                 .time_to_live(std::time::Duration::from_secs(60))
                 .build(),
-            compile_slots: Arc::new(tokio::sync::Semaphore::new(config.compile_slots.max(1))),
+            cpu: Arc::new(botbox_service::cpu::CpuJobs::new(config.compile_slots)),
             passwords: Arc::new(botbox_service::auth::PasswordGate::new(
                 config.password_slots,
                 config.password_queue,
@@ -194,20 +198,12 @@ impl App {
         }
     }
 
-    /// Runs a CPU-heavy job (compiling a bot) on a blocking thread, at most
-    /// `compile_slots` at once, so the async workers keep serving other requests.
+    /// Runs a CPU-heavy job on a blocking thread ([`botbox_service::cpu::CpuJobs`]).
     pub async fn cpu_job<T: Send + 'static>(
         &self,
         job: impl FnOnce() -> T + Send + 'static,
     ) -> ApiResult<T> {
-        let _slot = self
-            .compile_slots
-            .acquire()
-            .await
-            .map_err(|e| ApiError::Internal(e.into()))?;
-        tokio::task::spawn_blocking(job)
-            .await
-            .map_err(|e| ApiError::Internal(e.into()))
+        self.cpu.run(job).await.map_err(ApiError::Internal)
     }
 
     /// The URL that receives a channel's messages.
@@ -296,7 +292,9 @@ pub fn router(app: App) -> Router {
         .route(
             "/v1/{*rest}",
             axum::routing::any(|| async {
-                botbox_service::agent::problem::Problem::not_found("no such /v1 route")
+                crate::v1_problem::V1Error(botbox_service::agent::Problem::not_found(
+                    "no such /v1 route",
+                ))
             }),
         )
         .layer(axum::middleware::from_fn_with_state(
@@ -551,6 +549,18 @@ pub const CONFLICT: &str = "Conflict with the current state of the resource!";
 pub const UNAVAILABLE: &str = "Server is not available at the moment. We are working on it.";
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+impl From<botbox_service::revisions::PublishError> for ApiError {
+    fn from(e: botbox_service::revisions::PublishError) -> Self {
+        use botbox_service::revisions::PublishError as P;
+        match e {
+            P::Invalid(m) => ApiError::BadRequest(m),
+            P::Conflict(m) => ApiError::Conflict(m),
+            P::QuotaReached(m) => ApiError::QuotaExceeded(m),
+            P::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
 
 impl ApiError {
     pub fn bad(detail: impl Into<String>) -> ApiError {

@@ -132,7 +132,8 @@ pub async fn shed(
 /// project API's plain text.
 fn unavailable(path: &str, detail: &str) -> Response {
     let mut res = if path.starts_with("/v1/") {
-        botbox_service::agent::problem::Problem::unavailable(detail).into_response()
+        crate::v1_problem::V1Error(botbox_service::agent::Problem::unavailable(detail))
+            .into_response()
     } else {
         // The project API's 503 (it carries `Retry-After: 1` too).
         return crate::ApiError::Unavailable(detail.to_owned()).into_response();

@@ -5,8 +5,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use botbox_api_types::{Owner, Project, ProjectOptions, RevisionSummary};
 use botbox_service::auth::{Action, Resource};
+use botbox_service::revisions::{self, PublishOptions};
 use botbox_store::{DbError, NewProject, ProjectRow};
-use runtime_core::source::Severity;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json_, json};
 use sha2::{Digest, Sha256};
@@ -438,8 +438,7 @@ async fn delete_project(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Project>> {
     let p = project_for(&app, &caller, &id, Action::Delete, Resource::Projects).await?;
-    app.db.delete_project(&id).await?;
-    app.live.routes_changed();
+    app.live.delete_project(&id).await?;
     Ok(Json(project_json(&app, p).await?))
 }
 
@@ -619,19 +618,6 @@ async fn get_bot(
     }
 }
 
-/// The next patch version after the highest `a.b.c` version of `existing`.
-pub fn next_patch<'a>(existing: impl IntoIterator<Item = &'a str>) -> String {
-    let parse = |v: &str| -> Option<(u64, u64, u64)> {
-        let mut it = v.split('.').map(|p| p.parse::<u64>().ok());
-        let out = (it.next()??, it.next()??, it.next()??);
-        it.next().is_none().then_some(out)
-    };
-    match existing.into_iter().filter_map(parse).max() {
-        Some((a, b, c)) => format!("{a}.{b}.{}", c + 1),
-        None => "0.0.1".into(),
-    }
-}
-
 /// Creates a bot revision: validated and compiled with runtime-core; an invalid bot is a 400
 /// that lists every problem; a version that exists is a 409. The response is the stored bot
 /// plus `revision` and the validation `warnings`.
@@ -675,175 +661,21 @@ async fn push_revision(
     store_revision(&app, project, bot, true).await
 }
 
-/// Refuses a write of the tenant `owner` once its storage reaches the quota (507, naming
-/// both figures; logged at warn for the operator).
-pub(crate) async fn check_quota(app: &App, owner: &str) -> ApiResult<()> {
-    let Some(quota) = app.live.cfg.storage_quota_bytes else {
-        return Ok(());
-    };
-    let Some(used) = app.db.over_quota(owner, quota).await? else {
-        return Ok(());
-    };
-    tracing::warn!(
-        tenant = owner,
-        used,
-        quota,
-        "storage quota reached: a push was refused"
-    );
-    Err(ApiError::QuotaExceeded(format!(
-        "storage quota reached: this account stores {used} bytes of its {quota} \
-         (GET /storage says what); shorten the transcript retention or ask the operator"
-    )))
-}
-
-/// Validates, compiles and stores a new revision. `bump`: a version that exists becomes the
-/// next patch version (with a warning) instead of a 409.
+/// Validates, compiles and stores a new revision (the service's one use case; its refusals
+/// map to 400, 409 and 507).
 async fn store_revision(
     app: &App,
     project: ProjectRow,
-    mut bot: Json_,
+    bot: Json_,
     bump: bool,
 ) -> ApiResult<Json<Json_>> {
-    check_quota(app, &project.owner_id).await?;
-    let id = project.id.clone();
-    let Some(doc) = bot.as_object_mut() else {
-        return Err(ApiError::bad("body: a Bot object is expected"));
+    let opts = PublishOptions {
+        bump,
+        bot_limit: app.config.bot_limit,
     };
-    for k in ["revision", "warnings"] {
-        doc.remove(k);
-    }
-    doc.insert("id".into(), json!(id));
-    let versions = app.db.revision_versions(&id).await?;
-    let next = next_patch(versions.iter().map(String::as_str));
-    let mut bumped = None;
-    let version = match doc.get("version") {
-        None | Some(Json_::Null) => next,
-        Some(Json_::String(v)) if !v.trim().is_empty() => {
-            if bump && versions.contains(v) {
-                bumped = Some(v.clone());
-                next
-            } else {
-                v.clone()
-            }
-        }
-        Some(other) => {
-            return Err(ApiError::bad(format!(
-                "version: a non-empty string is expected (got {other})"
-            )));
-        }
-    };
-    if versions.contains(&version) {
-        return Err(ApiError::Conflict(format!(
-            "bot version {version} already exists in project {id}"
-        )));
-    }
-    doc.insert("version".into(), json!(version));
-    let source = serde_json::to_string(&bot).expect("json serialises");
-    if source.len() > app.config.bot_limit {
-        return Err(ApiError::bad(format!(
-            "the bot is {} bytes of JSON; at most {} are accepted",
-            source.len(),
-            app.config.bot_limit
-        )));
-    }
-    // Compiling is CPU work proportional to the bot: off the async workers, a few at once.
-    let (bot, compiled) = app
-        .cpu_job(move || {
-            let compiled = runtime_core::compile(&bot);
-            let compiled = compiled.map(|c| {
-                let json = serde_json::to_string(&c.bot).expect("bots serialise");
-                (c, json)
-            });
-            (bot, compiled)
-        })
-        .await?;
-    let (compiled, compiled_json) = compiled.map_err(|rejected| {
-        ApiError::BadRequest(
-            rejected
-                .problems
-                .iter()
-                .map(|p| match p.severity {
-                    Severity::Error => format!("error: {p}"),
-                    Severity::Warning => format!("warning: {p}"),
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-        )
-    })?;
-    // JavaScript is parsed in the sandbox (the host has no parser of its own): a syntax
-    // error rejects the bot like any validation error, naming the method or expression.
-    let js_problems = app
-        .live
-        .check_js(&project.owner_id, compiled.js_sites.clone())
-        .await
-        .map_err(|e| match e {
-            botbox_service::live::LiveError::Step(m) => ApiError::bad(format!(
-                "error: the bot's JavaScript could not be checked: {m}"
-            )),
-            e => ApiError::Internal(e.into()),
-        })?;
-    if !js_problems.is_empty() {
-        return Err(ApiError::BadRequest(
-            js_problems
-                .iter()
-                .filter_map(|p| {
-                    Some(format!(
-                        "error: {}",
-                        p.to_problem(compiled.js_sites.get(p.site)?)
-                    ))
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ));
-    }
-    let mut bot = bot;
-    // `nl` NLUs whose model this bot may not use (missing, or another account's private
-    // one) cannot run: said at push time.
-    let mut warnings: Vec<String> = compiled.warnings.iter().map(|w| w.to_string()).collect();
-    if let Some(old) = bumped {
-        warnings.push(format!(
-            "version: {old} already exists; this revision is version {version}"
-        ));
-    }
-    let scope = botbox_sandbox::NlScope {
-        owner: project.owner_id.as_str().into(),
-        project: project.id.as_str().into(),
-        pin: None,
-    };
-    for (path, name, nlu_id) in runtime_core::compile::nl_references(&bot) {
-        if let Err(why) = app.live.nlu.resolve(&scope, &nlu_id).await {
-            warnings.push(
-                runtime_core::compile::nl_unavailable_warning(&path, &name, &nlu_id, &why)
-                    .to_string(),
-            );
-        }
-    }
-    // CMS content the bot names and the latest CMS revision lacks reads as empty: said now.
-    let latest_cms = project.cms_latest_revision.as_deref();
-    for w in botbox_service::cms::missing_references(&app.db, &id, latest_cms, &bot).await? {
-        warnings.push(w.to_string());
-    }
-    let revision = hex::encode(&Sha256::digest(format!("{id}\n{source}").as_bytes())[..20]);
-    app.db
-        .insert_revision(
-            &id,
-            &revision,
-            &version,
-            &source,
-            &compiled_json,
-            (
-                &json!(warnings).to_string(),
-                bot.get("desc").and_then(Json_::as_str),
-            ),
-        )
-        .await
-        .map_err(taken(format!(
-            "bot version {version} already exists in project {id}"
-        )))?;
-    let doc = bot.as_object_mut().expect("checked above");
-    doc.insert("revision".into(), json!(revision));
-    doc.insert("warnings".into(), json!(warnings));
-    Ok(Json(bot))
+    Ok(Json(
+        revisions::publish(&app.live, &app.cpu, &project, bot, opts).await?,
+    ))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -910,13 +742,6 @@ async fn delete_draft(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn next_patch_follows_the_highest_version() {
-        assert_eq!(next_patch([]), "0.0.1");
-        assert_eq!(next_patch(["1.0.0", "1.2.9", "1.10.0", "x"]), "1.10.1");
-        assert_eq!(next_patch(["draft"]), "0.0.1");
-    }
 
     #[test]
     fn options_default_as_documented() {

@@ -3,15 +3,15 @@
 //! the Cases API's handlers read the key from [`KeyCtx`].
 
 use super::{App, RateLimiter};
+use crate::v1_problem::{REQUEST, RequestInfo, V1Error, V1Result};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
+use botbox_service::agent::Problem;
 use botbox_service::agent::keys::{self, KeyKind};
-use botbox_service::agent::problem::{REQUEST, RequestInfo};
-use botbox_service::agent::{Problem, V1Result};
 use botbox_store::{ApiKeyRow, IdemStart, now_ms};
 use serde_json::{Value as Json, json};
 use sha2::{Digest, Sha256};
@@ -33,9 +33,9 @@ impl KeyCtx {
     pub(crate) fn agent_env(&self) -> V1Result<&str> {
         match self.kind {
             KeyKind::Agent => Ok(&self.key.scope),
-            KeyKind::Workspace => Err(Problem::forbidden(
+            KeyKind::Workspace => Err(V1Error(Problem::forbidden(
                 "A workspace key cannot chat; use an agent key (sak_…).",
-            )),
+            ))),
         }
     }
 }
@@ -81,7 +81,7 @@ impl V1Limits {
 
 fn too_many_bad_keys(reset: i64) -> Response {
     metrics::counter!("botbox_refusals_total", "reason" => "invalid_keys").increment(1);
-    Problem::new(
+    let p = Problem::new(
         StatusCode::TOO_MANY_REQUESTS,
         "too-many-invalid-keys",
         "Too many requests without a valid key",
@@ -89,8 +89,8 @@ fn too_many_bad_keys(reset: i64) -> Response {
             "This address made {BAD_KEYS_PER_MINUTE} requests without a valid API key or signature this minute; try again in {reset} s."
         ),
     )
-    .header(header::RETRY_AFTER, HeaderValue::from(reset.max(1)))
-    .into_response()
+    .header(header::RETRY_AFTER, HeaderValue::from(reset.max(1)));
+    V1Error(p).into_response()
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -159,9 +159,9 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
         Ok(Some(k)) => k,
         Ok(None) => {
             app.v1.bad_keys.hit(&client, BAD_KEYS_PER_MINUTE, now);
-            return Problem::unauthorized().into_response();
+            return V1Error(Problem::unauthorized()).into_response();
         }
-        Err(e) => return Problem::internal(e).into_response(),
+        Err(e) => return V1Error(Problem::internal(e)).into_response(),
     };
     tracing::Span::current().record("tenant", key.owner_id.as_str());
     if key.last_used_at.is_none_or(|t| now_ms() - t > 60_000) {
@@ -197,7 +197,7 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
         .with("violated-policies", json!([policy]))
         .header(header::RETRY_AFTER, HeaderValue::from(reset.max(1)));
         p.type_uri = Some(botbox_service::agent::problem::QUOTA_EXCEEDED_TYPE);
-        return with_limits(p.into_response());
+        return with_limits(V1Error(p).into_response());
     }
     let ctx = KeyCtx {
         kind,
@@ -226,12 +226,15 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
 /// cut it short half-done, and its answer is stored for the retry that follows.
 async fn idempotent(app: &App, ctx: &KeyCtx, key: String, req: Request, next: Next) -> Response {
     if key.is_empty() || key.len() > 255 {
-        return Problem::invalid("Idempotency-Key must be 1 to 255 characters.").into_response();
+        return V1Error(Problem::invalid(
+            "Idempotency-Key must be 1 to 255 characters.",
+        ))
+        .into_response();
     }
     let (parts, body) = req.into_parts();
     let bytes = match axum::body::to_bytes(body, V1_BODY_LIMIT).await {
         Ok(b) => b,
-        Err(_) => return too_large().into_response(),
+        Err(_) => return V1Error(too_large()).into_response(),
     };
     let fingerprint = hex::encode(Sha256::digest(&bytes));
     let scope = format!("{} {} {} {key}", ctx.key.id, parts.method, parts.uri.path());
@@ -242,7 +245,7 @@ async fn idempotent(app: &App, ctx: &KeyCtx, key: String, req: Request, next: Ne
         .begin_idempotent(&scope, &fingerprint, now, stale)
         .await
     {
-        Err(e) => return Problem::internal(e).into_response(),
+        Err(e) => return V1Error(Problem::internal(e)).into_response(),
         Ok(IdemStart::Seen(r)) => return replay(&r, &fingerprint),
         Ok(IdemStart::Run(owner)) => owner,
     };
@@ -296,7 +299,10 @@ async fn idempotent(app: &App, ctx: &KeyCtx, key: String, req: Request, next: Ne
         // A panic in the handler: the key is freed (a retry runs), the caller gets a 500.
         Err(e) => {
             let _ = app.db.forget_idempotent(&held.0, &held.1).await;
-            Problem::internal(anyhow::anyhow!("the request failed: {e}")).into_response()
+            V1Error(Problem::internal(anyhow::anyhow!(
+                "the request failed: {e}"
+            )))
+            .into_response()
         }
     }
 }
@@ -308,20 +314,20 @@ const IDEMPOTENCY_ABANDONED: Duration = Duration::from_secs(5 * 60);
 /// The answer to a request whose key an earlier request took.
 fn replay(r: &botbox_store::IdempotencyRow, fingerprint: &str) -> Response {
     if r.fingerprint != fingerprint {
-        return Problem::new(
+        return V1Error(Problem::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "idempotency-key-reused",
             "Idempotency key reused",
             "This Idempotency-Key was used with another request body.",
-        )
+        ))
         .into_response();
     }
     let Some(status) = r.status else {
-        return Problem::conflict(
+        return V1Error(Problem::conflict(
             "idempotency-in-progress",
             "Request in progress",
             "The first request with this Idempotency-Key is still being processed.",
-        )
+        ))
         .into_response();
     };
     let body = r
@@ -368,18 +374,18 @@ pub(crate) fn json_body(headers: &HeaderMap, bytes: &[u8]) -> V1Result<Json> {
             .to_ascii_lowercase()
             .contains("json")
     {
-        return Err(Problem::new(
+        return Err(V1Error(Problem::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported-media-type",
             "Unsupported media type",
             "Send the body as application/json.",
-        ));
+        )));
     }
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
     serde_json::from_slice(bytes)
-        .map_err(|e| Problem::invalid(format!("The body is not valid JSON: {e}")))
+        .map_err(|e| V1Error(Problem::invalid(format!("The body is not valid JSON: {e}"))))
 }
 
 /// The `/v1` routes that authenticate by a signature instead of a key.

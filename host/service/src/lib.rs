@@ -4,15 +4,18 @@
 //! service, and [`effects::LiveEffects`], the real world the sandbox's host calls reach.
 //!
 //! May depend on every capability crate (store, sandbox, egress, channels, nlu, lanes); must
-//! never depend on the HTTP layer (`botbox-api`) or know about axum routing: handlers call
-//! plain functions here.
+//! never depend on the HTTP layer (`botbox-api`) or know about axum: handlers call one plain
+//! function here per use case, and the API writes the errors these return (a `/v1`
+//! [`agent::Problem`] carries a status and headers as the `http` crate's types, no body).
 
 pub mod agent;
 pub mod auth;
 pub mod cases;
 pub mod cms;
+pub mod cpu;
 pub mod drain;
 pub mod effects;
 pub mod live;
 pub mod nlu;
 pub mod rate;
+pub mod revisions;

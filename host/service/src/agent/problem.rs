@@ -1,7 +1,8 @@
-//! RFC 9457 problem details, the error body of every `/v1` answer.
+//! Why a `/v1` request failed, as the service decides it: a status, a stable code, a title,
+//! the detail, extension members and headers. The HTTP layer writes it as an RFC 9457
+//! problem+json body; nothing here knows how.
 
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
 use serde_json::{Map, Value as Json, json};
 
 /// The IANA problem type of a rate limit (draft-ietf-httpapi-ratelimit-headers 11).
@@ -111,58 +112,10 @@ impl Problem {
         )
         .header(header::RETRY_AFTER, HeaderValue::from_static("1"))
     }
-
-    /// The JSON document (with `type` made from `base`).
-    pub fn body(&self, base: &str, request_id: &str) -> Json {
-        let mut m = Map::new();
-        let ty = match self.type_uri {
-            Some(t) => t.to_owned(),
-            None => format!("{}/docs/problems/{}", base.trim_end_matches('/'), self.code),
-        };
-        m.insert("type".into(), ty.into());
-        m.insert("title".into(), self.title.into());
-        m.insert("status".into(), self.status.as_u16().into());
-        m.insert("detail".into(), self.detail.clone().into());
-        m.insert("code".into(), self.code.into());
-        m.insert("requestId".into(), request_id.into());
-        for (k, v) in &self.extra {
-            m.insert(k.clone(), v.clone());
-        }
-        Json::Object(m)
-    }
 }
 
 impl From<botbox_store::DbError> for Problem {
     fn from(e: botbox_store::DbError) -> Self {
         Problem::internal(e)
-    }
-}
-
-/// The request's base URL and id, set by the `/v1` middleware for the error bodies.
-#[derive(Clone)]
-pub struct RequestInfo {
-    pub base: std::sync::Arc<str>,
-    pub id: String,
-}
-
-tokio::task_local! {
-    pub static REQUEST: RequestInfo;
-}
-
-impl IntoResponse for Problem {
-    fn into_response(self) -> Response {
-        let (base, id) = REQUEST
-            .try_with(|r| (r.base.to_string(), r.id.clone()))
-            .unwrap_or_else(|_| (String::new(), String::new()));
-        let body = serde_json::to_vec(&self.body(&base, &id)).unwrap_or_default();
-        let mut r = (self.status, body).into_response();
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        for (k, v) in self.headers {
-            r.headers_mut().append(k, v);
-        }
-        r
     }
 }

@@ -9,6 +9,7 @@
 mod outbox;
 mod receive;
 pub mod retention;
+mod routing;
 mod schedules;
 
 pub use outbox::{CHANNEL_CONCURRENCY, TENANT_CONCURRENCY};
@@ -1277,8 +1278,8 @@ impl Live {
     }
 
     /// Forgets cached routes: called after any change to projects, deployments,
-    /// environments or channels.
-    pub fn routes_changed(&self) {
+    /// environments or channels (the writes in `routing.rs`).
+    fn routes_changed(&self) {
         self.routes.invalidate_all();
     }
 

@@ -72,7 +72,7 @@ impl Live {
         channel_id: String,
         query: Option<String>,
         headers: http::HeaderMap,
-        body: axum::body::Bytes,
+        body: bytes::Bytes,
     ) -> Receipt {
         let live = self.clone();
         let span = tracing::info_span!("receive", channel = %channel_id);
