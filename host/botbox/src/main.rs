@@ -4,6 +4,7 @@
 use anyhow::Result;
 use botbox::server::{self, ServeConfig};
 use botbox_api::ApiConfig;
+use botbox_cli::commands;
 use botbox_service::live::LiveConfig;
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
@@ -138,53 +139,39 @@ enum Command {
     },
     /// Environments: list, create <name> [--version v], update <name> [--version v], delete <name>.
     Env {
-        action: String,
-        name: Option<String>,
-        #[arg(long)]
-        version: Option<String>,
+        #[command(subcommand)]
+        action: commands::EnvAction,
         #[command(flatten)]
         dir: BotDir,
     },
     /// Agent API keys (sak_…) of an environment: create [--name n], list, revoke <id>.
     Key {
-        action: String,
-        /// The key's id (revoke).
-        id: Option<String>,
-        #[arg(long, default_value = "production")]
+        #[command(subcommand)]
+        action: commands::KeyAction,
+        /// The environment whose keys these are.
+        #[arg(long, default_value = "production", global = true)]
         env: String,
-        #[arg(long)]
-        name: Option<String>,
         #[command(flatten)]
         dir: BotDir,
     },
-    /// Channels of an environment: list, create, update, delete.
+    /// The channels of an environment.
     Channel {
-        action: String,
-        name: Option<String>,
-        #[arg(long, default_value = "development")]
+        #[command(subcommand)]
+        action: commands::ChannelAction,
+        /// The environment whose channels these are.
+        #[arg(long, default_value = "development", global = true)]
         env: String,
-        #[arg(long = "type")]
-        kind: Option<String>,
-        #[arg(long)]
-        url: Option<String>,
-        /// Provider option as key=value (repeatable).
-        #[arg(long = "option")]
-        options: Vec<String>,
         #[command(flatten)]
         dir: BotDir,
     },
     /// Cases of the bot's project: `create --env <env> -f case.yml` (by name: creates or
     /// replaces), `list`, `get <case>`, `delete <case>`.
     Case {
-        action: String,
-        /// The Case (get, delete), by name or id.
-        name: Option<String>,
+        #[command(subcommand)]
+        action: commands::CaseAction,
         /// The environment the Case runs on.
-        #[arg(long, default_value = "production")]
+        #[arg(long, default_value = "production", global = true)]
         env: String,
-        /// The Case document (YAML or JSON).
-        #[arg(short = 'f', long = "file")]
-        file: Option<PathBuf>,
         #[command(flatten)]
         dir: BotDir,
     },
@@ -192,39 +179,23 @@ enum Command {
     /// `outputs <id>`, `review <id> --decision approve|reject|changes [--comment text]
     /// [--output k=v]`.
     Task {
-        action: String,
-        /// The Case (create, list) or the task id (get, outputs, review).
-        target: Option<String>,
-        /// An input field: name=text, or name:=<json> for numbers, booleans, objects.
-        #[arg(long = "input")]
-        inputs: Vec<String>,
-        /// An edited output for `review --decision approve`: name=text or name:=<json>.
-        #[arg(long = "output")]
-        outputs: Vec<String>,
-        #[arg(long)]
-        decision: Option<String>,
-        #[arg(long)]
-        comment: Option<String>,
+        #[command(subcommand)]
+        action: commands::TaskAction,
         #[command(flatten)]
         dir: BotDir,
     },
     /// The CMS of the bot's project as `cms.yml`: `pull` writes the latest revision, `push`
     /// publishes the file as a new one.
     Cms {
-        action: String,
-        /// The revision's changelog (push).
-        #[arg(short, long)]
-        message: Option<String>,
-        /// Overwrite an existing cms.yml (pull).
-        #[arg(long)]
-        force: bool,
+        #[command(subcommand)]
+        action: commands::CmsAction,
         #[command(flatten)]
         dir: BotDir,
     },
     /// The NL Studio NLUs of the bot's project: create one, train it, predict.
     Nlu {
         #[command(subcommand)]
-        command: NluCommand,
+        action: commands::NluAction,
         #[command(flatten)]
         dir: BotDir,
     },
@@ -480,28 +451,6 @@ enum UserCommand {
 }
 
 #[derive(Subcommand)]
-enum NluCommand {
-    /// Creates an NLU in the bot's project (bots address it as <account>:<name>).
-    Create {
-        name: String,
-        /// en or id.
-        #[arg(long, default_value = "en")]
-        lang: String,
-        /// Other accounts' bots may use it too.
-        #[arg(long)]
-        public: bool,
-    },
-    /// Adds a file's sentences (one a line: `I want pepperoni #intent:order`) and trains.
-    Train { name: String, file: PathBuf },
-    /// Predicts each sentence and prints its entities with their scores.
-    Predict {
-        name: String,
-        #[arg(required = true)]
-        sentences: Vec<String>,
-    },
-}
-
-#[derive(Subcommand)]
 enum TeamCommand {
     /// Creates a team (you become its teamAdmin).
     Create { name: String },
@@ -579,30 +528,35 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Runs one command: the server side's own (serve, validate, backup, restore, user add
+/// --data) here, the client's through `botbox_cli` with a context made on first use.
 fn run(cli: Cli) -> Result<ExitCode> {
-    use botbox_cli as cli;
+    use botbox_cli as c;
     let ctx = || {
-        let mut c = cli::Ctx::new(cli.server.clone(), cli.json)?;
-        c.project = cli.project.clone();
-        anyhow::Ok(c)
+        let mut ctx = c::Ctx::new(cli.server.clone(), cli.json)?;
+        ctx.project = cli.project.clone();
+        anyhow::Ok(ctx)
     };
-    let ok = |()| ExitCode::SUCCESS;
+    let done = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
     match cli.command {
+        Command::Serve(a) => serve(*a),
+        Command::Validate { file } => validate(&file),
+        Command::Backup { out, storage } => backup(&out, &storage),
+        Command::Restore { file, data } => restore(&file, &data),
+        Command::User { command } => user_cmd(command, &ctx),
+        Command::Team { command } => done(team_cmd(&ctx()?, command)),
+        Command::Passwd => done(c::people::passwd(&ctx()?)),
         Command::Login {
             username,
             password,
             token,
-        } => cli::login(&mut ctx()?, username, password, token).map(ok),
-        Command::Logout { yes } => cli::logout(&mut ctx()?, yes).map(ok),
-        Command::Whoami => cli::whoami(&ctx()?).map(ok),
-        Command::SwitchTeam { team } => cli::switch_team(&mut ctx()?, &team).map(ok),
-        Command::Switch { kind, name } => match (kind.as_str(), name) {
-            ("team", Some(n)) => cli::switch_team(&mut ctx()?, &n).map(ok),
-            ("user", _) => cli::switch_user(&mut ctx()?).map(ok),
-            _ => anyhow::bail!("usage: botbox switch team <name> | botbox switch user"),
-        },
-        Command::Init { name, team } => cli::init(&ctx()?, &name, team.as_deref()).map(ok),
-        Command::Push { dir } => cli::push(&ctx()?, &dir.dir).map(ok),
+        } => done(c::login(&mut ctx()?, username, password, token)),
+        Command::Logout { yes } => done(c::logout(&mut ctx()?, yes)),
+        Command::Whoami => done(c::whoami(&ctx()?)),
+        Command::SwitchTeam { team } => done(c::switch_team(&mut ctx()?, &team)),
+        Command::Switch { kind, name } => done(switch(&mut ctx()?, &kind, name)),
+        Command::Init { name, team } => done(c::init(&ctx()?, &name, team.as_deref())),
+        Command::Push { dir } => done(c::push(&ctx()?, &dir.dir)),
         Command::Deploy {
             dir,
             major,
@@ -610,293 +564,240 @@ fn run(cli: Cli) -> Result<ExitCode> {
             patch: _,
             env,
         } => {
-            let part = if major {
-                "major"
-            } else if minor {
-                "minor"
-            } else {
-                "patch"
+            let part = match (major, minor) {
+                (true, _) => "major",
+                (_, true) => "minor",
+                _ => "patch",
             };
-            cli::deploy(&ctx()?, &dir.dir, part, &env).map(ok)
+            done(c::deploy(&ctx()?, &dir.dir, part, &env))
         }
-        Command::Key {
-            action,
-            id,
-            env,
-            name,
-            dir,
-        } => cli::key_cmd(
-            &ctx()?,
-            &dir.dir,
-            &action,
-            &env,
-            name.as_deref(),
-            id.as_deref(),
-        )
-        .map(ok),
-        Command::Env {
-            action,
-            name,
-            version,
-            dir,
-        } => cli::env_cmd(
-            &ctx()?,
-            &dir.dir,
-            &action,
-            name.as_deref(),
-            version.as_deref(),
-        )
-        .map(ok),
-        Command::Channel {
-            action,
-            name,
-            env,
-            kind,
-            url,
-            options,
-            dir,
-        } => cli::channel_cmd(
-            &ctx()?,
-            &dir.dir,
-            &action,
-            &env,
-            name.as_deref(),
-            kind.as_deref(),
-            url.as_deref(),
-            &options,
-        )
-        .map(ok),
-        Command::Case {
-            action,
-            name,
-            env,
-            file,
-            dir,
-        } => cli::cases::case_cmd(
-            &ctx()?,
-            &dir.dir,
-            &action,
-            name.as_deref(),
-            &env,
-            file.as_deref(),
-        )
-        .map(ok),
-        Command::Task {
-            action,
-            target,
-            inputs,
-            outputs,
-            decision,
-            comment,
-            dir,
-        } => cli::cases::task_cmd(
-            &ctx()?,
-            &dir.dir,
-            &action,
-            target.as_deref(),
-            &cli::cases::TaskArgs {
-                inputs: &inputs,
-                outputs: &outputs,
-                decision: decision.as_deref(),
-                comment: comment.as_deref(),
-            },
-        )
-        .map(ok),
+        Command::Env { action, dir } => done(c::env_cmd(&ctx()?, &dir.dir, action)),
+        Command::Key { action, env, dir } => done(c::key_cmd(&ctx()?, &dir.dir, &env, action)),
+        Command::Channel { action, env, dir } => {
+            done(c::channel_cmd(&ctx()?, &dir.dir, &env, action))
+        }
+        Command::Case { action, env, dir } => {
+            done(c::cases::case_cmd(&ctx()?, &dir.dir, &env, action))
+        }
+        Command::Task { action, dir } => done(c::cases::task_cmd(&ctx()?, &dir.dir, action)),
+        Command::Cms { action, dir } => done(c::cms::cms_cmd(&ctx()?, &dir.dir, action)),
+        Command::Nlu { action, dir } => done(c::nlu::nlu_cmd(&ctx()?, &dir.dir, action)),
         Command::Transcript {
             dir,
             env,
             user,
             since,
-        } => cli::transcript(&ctx()?, &dir.dir, &env, user.as_deref(), since).map(ok),
+        } => done(c::transcript(
+            &ctx()?,
+            &dir.dir,
+            &env,
+            user.as_deref(),
+            since,
+        )),
         Command::Pull {
             name,
             env,
             revision,
             dir,
             force,
-        } => cli::pull(
+        } => done(c::pull(
             &ctx()?,
             name.as_deref(),
             env.as_deref(),
             revision.as_deref(),
             dir.as_deref(),
             force,
-        )
-        .map(ok),
+        )),
         Command::Errors {
             dir,
             env,
             since,
             follow,
-        } => cli::errors(&ctx()?, &dir.dir, env.as_deref(), since, follow).map(ok),
-        Command::Cms {
-            action,
-            message,
-            force,
-            dir,
-        } => cli::cms::cms_cmd(&ctx()?, &dir.dir, &action, message.as_deref(), force).map(ok),
-        Command::Nlu { command, dir } => {
-            use cli::nlu::NluAction;
-            let action = match &command {
-                NluCommand::Create { name, lang, public } => NluAction::Create {
-                    name,
-                    lang,
-                    public: *public,
-                },
-                NluCommand::Train { name, file } => NluAction::Train { name, file },
-                NluCommand::Predict { name, sentences } => NluAction::Predict { name, sentences },
-            };
-            cli::nlu::nlu_cmd(&ctx()?, &dir.dir, action).map(ok)
-        }
-        Command::Console { dir, env, debug } => {
-            cli::console::console(&ctx()?, &dir.dir, env.as_deref(), debug).map(ok)
-        }
+        } => done(c::errors(&ctx()?, &dir.dir, env.as_deref(), since, follow)),
+        Command::Console { dir, env, debug } => done(c::console::console(
+            &ctx()?,
+            &dir.dir,
+            env.as_deref(),
+            debug,
+        )),
         Command::Test {
             dir,
             remote,
             cache_dir,
-        } => Ok(if cli::test(&ctx()?, &dir.dir, remote, cache_dir)? {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
+        } => Ok(match c::test(&ctx()?, &dir.dir, remote, cache_dir)? {
+            true => ExitCode::SUCCESS,
+            false => ExitCode::from(1),
         }),
-        Command::Validate { file } => validate(&file),
-        Command::Backup { out, storage } => {
-            let taken =
-                botbox::backup::backup(&storage.data, storage.database_url.as_deref(), &out)?;
-            println!(
-                "wrote {} (database {} bytes{})",
-                out.display(),
-                taken.db_bytes,
-                if taken.key {
-                    ", server key"
-                } else {
-                    "; no secret.key in the data folder: keep the --secret-key you run with"
-                }
-            );
-            Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// `switch team <name>` or `switch user`.
+fn switch(ctx: &mut botbox_cli::Ctx, kind: &str, name: Option<String>) -> Result<()> {
+    match (kind, name) {
+        ("team", Some(n)) => botbox_cli::switch_team(ctx, &n),
+        ("user", _) => botbox_cli::switch_user(ctx),
+        _ => anyhow::bail!("usage: botbox switch team <name> | botbox switch user"),
+    }
+}
+
+fn team_cmd(ctx: &botbox_cli::Ctx, command: TeamCommand) -> Result<()> {
+    use botbox_cli::people;
+    match command {
+        TeamCommand::Create { name } => people::team_create(ctx, &name),
+        TeamCommand::Invite {
+            team,
+            username,
+            role,
+        } => people::team_invite(ctx, &team, &username, &role),
+        TeamCommand::Remove { team, username } => people::team_remove(ctx, &team, &username),
+        TeamCommand::List => people::team_list(ctx),
+        TeamCommand::Members { team } => people::team_members(ctx, &team),
+    }
+}
+
+/// `botbox backup`: the SQLite database and the server key in one archive.
+fn backup(out: &std::path::Path, storage: &StorageArgs) -> Result<ExitCode> {
+    let taken = botbox::backup::backup(&storage.data, storage.database_url.as_deref(), out)?;
+    println!(
+        "wrote {} (database {} bytes{})",
+        out.display(),
+        taken.db_bytes,
+        if taken.key {
+            ", server key"
+        } else {
+            "; no secret.key in the data folder: keep the --secret-key you run with"
         }
-        Command::Restore { file, data } => {
-            botbox::backup::restore(&file, &data)?;
-            println!(
-                "restored {} into {}; start it with `botbox serve --data {}`",
-                file.display(),
-                data.display(),
-                data.display()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Serve(a) => {
-            server::return_big_blocks_to_the_os();
-            let logs = tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_env("BOTBOX_LOG")
-                        .unwrap_or_else(|_| "info".into()),
-                )
-                .with_writer(std::io::stderr)
-                // Colour codes only for a person at a terminal, never in a file or a pipe
-                // that a log collector reads.
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-            if a.log_format == "json" {
-                logs.json().init();
-            } else {
-                logs.init();
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `botbox restore`: a backup archive into a data folder that holds no database.
+fn restore(file: &std::path::Path, data: &std::path::Path) -> Result<ExitCode> {
+    botbox::backup::restore(file, data)?;
+    println!(
+        "restored {} into {}; start it with `botbox serve --data {}`",
+        file.display(),
+        data.display(),
+        data.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs to stderr, filtered by `BOTBOX_LOG` (default `info`), as JSON lines with `json`.
+fn init_logs(format: &str) {
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BOTBOX_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never in a file or a pipe that a
+        // log collector reads.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    if format == "json" {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
+}
+
+/// `botbox serve`: logs, metrics, the configuration, and the server until it drains.
+fn serve(a: ServeArgs) -> Result<ExitCode> {
+    server::return_big_blocks_to_the_os();
+    init_logs(&a.log_format);
+    let metrics = server::install_metrics()?;
+    let cfg = serve_config(a, &metrics);
+    let rt = runtime()?;
+    let served = rt.block_on(async {
+        // Histograms are buffered per thread until an upkeep folds them in.
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+            loop {
+                every.tick().await;
+                metrics.run_upkeep();
             }
-            let metrics = server::install_metrics()?;
-            let mut live = LiveConfig::default();
-            live.sandbox.cache_dir = a.cache_dir.unwrap_or_else(|| a.storage.data.join("cache"));
-            if a.allow_private_egress {
-                live.egress = botbox_egress::EgressConfig::allow_all();
-            }
-            live.egress.allow.extend(a.egress_allow);
-            live.outbox_backoff = std::time::Duration::from_millis(a.outbox_backoff_ms);
-            live.delivery_timeout = std::time::Duration::from_millis(a.delivery_timeout_ms.max(1));
-            live.retention.transcripts = a.transcript_retention.0;
-            live.retention.idle_sessions = a.session_retention.0;
-            live.retention.every = a.prune_every;
-            live.retention = live.retention.scaled(a.retention_scale);
-            live.storage_quota_bytes = (a.storage_quota_mb > 0)
-                .then(|| i64::try_from(a.storage_quota_mb << 20).unwrap_or(i64::MAX));
-            live.nlu = botbox_service::nlu::NluConfig {
-                cache_bytes: a.nlu_cache_mb << 20,
-                training_slots: a.nlu_training_slots.max(1),
-            };
-            let cfg = ServeConfig {
-                live,
-                addr: a.addr,
-                data_dir: a.storage.data,
-                database_url: a.storage.database_url,
-                admin_password: a.admin_password,
-                public_url: a.public_url,
-                api: ApiConfig {
-                    rate_limit_per_minute: a.rate_limit,
-                    token_ttl_secs: a.token_ttl,
-                    agent_chat_per_minute: a.agent_chat_limit,
-                    agent_read_per_minute: a.agent_read_limit,
-                    overload: botbox_api::overload::Overload {
-                        max_in_flight: a.max_in_flight.max(1),
-                        max_in_flight_per_source: a.max_in_flight_per_source.max(1),
-                        request_timeout: std::time::Duration::from_secs(a.request_timeout.max(1)),
-                    },
-                    metrics: Some(botbox_api::MetricsRoute {
-                        render: {
-                            let m = metrics.clone();
-                            std::sync::Arc::new(move || m.render())
-                        },
-                        token: a.metrics_token,
-                    }),
-                    ..ApiConfig::default()
-                },
-                metrics_addr: a.metrics_addr,
-                trusted_proxies: a.trusted_proxies.clone(),
-                callbacks: botbox_service::cases::webhooks::CallbackConfig {
-                    allow_http: a.allow_private_egress,
-                    ..Default::default()
-                }
-                .scaled(a.callback_retry_scale),
-                tasks: botbox_service::cases::worker::TaskConfig {
-                    lease: std::time::Duration::from_secs(a.task_lease_s.max(1)),
-                    ..Default::default()
-                },
-                secret_key: a.secret_key,
-                shutdown_timeout: std::time::Duration::from_secs(a.shutdown_timeout),
-            };
-            let rt = runtime()?;
-            let served = rt.block_on(async {
-                // Histograms are buffered per thread until an upkeep folds them in.
-                tokio::spawn(async move {
-                    let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
-                    loop {
-                        every.tick().await;
-                        metrics.run_upkeep();
-                    }
-                });
-                server::serve(cfg).await
-            });
-            // Threads still blocked (a step cut by the drain's time-out) are not waited for.
-            rt.shutdown_background();
-            served?;
-            Ok(ExitCode::SUCCESS)
+        });
+        server::serve(cfg).await
+    });
+    // Threads still blocked (a step cut by the drain's time-out) are not waited for.
+    rt.shutdown_background();
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The live path's settings from `serve`'s flags.
+fn live_config(a: &ServeArgs) -> LiveConfig {
+    let mut live = LiveConfig::default();
+    live.sandbox.cache_dir = a
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| a.storage.data.join("cache"));
+    if a.allow_private_egress {
+        live.egress = botbox_egress::EgressConfig::allow_all();
+    }
+    live.egress.allow.extend(a.egress_allow.iter().cloned());
+    live.outbox_backoff = std::time::Duration::from_millis(a.outbox_backoff_ms);
+    live.delivery_timeout = std::time::Duration::from_millis(a.delivery_timeout_ms.max(1));
+    live.retention.transcripts = a.transcript_retention.0;
+    live.retention.idle_sessions = a.session_retention.0;
+    live.retention.every = a.prune_every;
+    live.retention = live.retention.scaled(a.retention_scale);
+    live.storage_quota_bytes = (a.storage_quota_mb > 0)
+        .then(|| i64::try_from(a.storage_quota_mb << 20).unwrap_or(i64::MAX));
+    live.nlu = botbox_service::nlu::NluConfig {
+        cache_bytes: a.nlu_cache_mb << 20,
+        training_slots: a.nlu_training_slots.max(1),
+    };
+    live
+}
+
+/// The API's settings from `serve`'s flags; `/metrics` renders `metrics`.
+fn api_config(a: &ServeArgs, metrics: &metrics_exporter_prometheus::PrometheusHandle) -> ApiConfig {
+    let render = metrics.clone();
+    ApiConfig {
+        rate_limit_per_minute: a.rate_limit,
+        token_ttl_secs: a.token_ttl,
+        agent_chat_per_minute: a.agent_chat_limit,
+        agent_read_per_minute: a.agent_read_limit,
+        overload: botbox_api::overload::Overload {
+            max_in_flight: a.max_in_flight.max(1),
+            max_in_flight_per_source: a.max_in_flight_per_source.max(1),
+            request_timeout: std::time::Duration::from_secs(a.request_timeout.max(1)),
+        },
+        metrics: Some(botbox_api::MetricsRoute {
+            render: std::sync::Arc::new(move || render.render()),
+            token: a.metrics_token.clone(),
+        }),
+        ..ApiConfig::default()
+    }
+}
+
+/// Everything `botbox serve` runs with, from its flags.
+fn serve_config(
+    a: ServeArgs,
+    metrics: &metrics_exporter_prometheus::PrometheusHandle,
+) -> ServeConfig {
+    ServeConfig {
+        live: live_config(&a),
+        api: api_config(&a, metrics),
+        callbacks: botbox_service::cases::webhooks::CallbackConfig {
+            allow_http: a.allow_private_egress,
+            ..Default::default()
         }
-        Command::User { command } => user_cmd(command, &ctx),
-        Command::Passwd => cli::people::passwd(&ctx()?).map(ok),
-        Command::Team { command } => {
-            let ctx = ctx()?;
-            match command {
-                TeamCommand::Create { name } => cli::people::team_create(&ctx, &name),
-                TeamCommand::Invite {
-                    team,
-                    username,
-                    role,
-                } => cli::people::team_invite(&ctx, &team, &username, &role),
-                TeamCommand::Remove { team, username } => {
-                    cli::people::team_remove(&ctx, &team, &username)
-                }
-                TeamCommand::List => cli::people::team_list(&ctx),
-                TeamCommand::Members { team } => cli::people::team_members(&ctx, &team),
-            }
-            .map(ok)
-        }
+        .scaled(a.callback_retry_scale),
+        tasks: botbox_service::cases::worker::TaskConfig {
+            lease: std::time::Duration::from_secs(a.task_lease_s.max(1)),
+            ..Default::default()
+        },
+        shutdown_timeout: std::time::Duration::from_secs(a.shutdown_timeout),
+        addr: a.addr,
+        data_dir: a.storage.data,
+        database_url: a.storage.database_url,
+        admin_password: a.admin_password,
+        public_url: a.public_url,
+        metrics_addr: a.metrics_addr,
+        trusted_proxies: a.trusted_proxies,
+        secret_key: a.secret_key,
     }
 }
 
@@ -972,7 +873,7 @@ fn new_password(who: &str) -> Result<String> {
 
 fn validate(path: &std::path::Path) -> Result<ExitCode> {
     let shown = path.display();
-    let loaded = botbox_cli::bot::load(path).map_err(|e| anyhow::anyhow!(e))?;
+    let loaded = botbox_botfiles::load(path).map_err(|e| anyhow::anyhow!(e))?;
     match runtime_core::compile(&loaded.doc) {
         Ok(c) => {
             for w in &c.warnings {

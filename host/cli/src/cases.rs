@@ -1,39 +1,29 @@
 //! `botbox case …` and `botbox task …`: a project's Cases and tasks through the project API
 //! (the project is the bot's in `--dir`, as for `deploy` and `env`).
 
-use super::{Ctx, project_id_of};
-use anyhow::{Context, Result, anyhow, bail};
+use super::commands::{CaseAction, TaskAction};
+use super::{Ctx, listing, project_id_of};
+use anyhow::{Context, Result, bail};
 use botbox_api_types::{CaseRef, ListOf, TaskOutputs, TaskRef};
 use serde_json::{Map, Value as Json, json};
 use std::path::Path;
 
-/// `case create --env <env> -f case.yml` (creates or replaces by name), `case list`,
-/// `case get <case>` and `case delete <case>` (by name or id).
-pub fn case_cmd(
-    ctx: &Ctx,
-    dir: &Path,
-    action: &str,
-    name: Option<&str>,
-    env: &str,
-    file: Option<&Path>,
-) -> Result<()> {
+/// `case create -f case.yml` (creates or replaces by name, running on environment `env`),
+/// `case list`, `case get <case>` and `case delete <case>` (by name or id).
+pub fn case_cmd(ctx: &Ctx, dir: &Path, env: &str, action: CaseAction) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
-    let named =
-        || name.ok_or_else(|| anyhow!("the Case is required: `botbox case {action} <name>`"));
     match action {
-        "get" => {
-            let out = ctx.call("GET", &format!("/projects/{pid}/cases/{}", named()?), None)?;
+        CaseAction::Get { case } => {
+            let out = ctx.call("GET", &format!("/projects/{pid}/cases/{case}"), None)?;
             let text = serde_yaml::to_string(&out).unwrap_or_default();
             ctx.out(text.trim_end(), out);
         }
-        "delete" => {
-            let n = named()?;
-            ctx.call("DELETE", &format!("/projects/{pid}/cases/{n}"), None)?;
-            ctx.out(format!("Case {n} deleted."), json!({"deleted": n}));
+        CaseAction::Delete { case } => {
+            ctx.call("DELETE", &format!("/projects/{pid}/cases/{case}"), None)?;
+            ctx.out(format!("Case {case} deleted."), json!({"deleted": case}));
         }
-        "create" => {
-            let file = file.ok_or_else(|| anyhow!("the Case file is required: -f case.yml"))?;
-            let mut doc = read_case(file)?;
+        CaseAction::Create { file } => {
+            let mut doc = read_case(&file)?;
             doc.insert("environment".into(), json!(env));
             let (case, out): (CaseRef, _) = ctx.call_view(
                 "POST",
@@ -45,7 +35,7 @@ pub fn case_cmd(
                 out,
             );
         }
-        "list" => {
+        CaseAction::List => {
             let (cases, out): (ListOf<CaseRef>, _) =
                 ctx.call_view("GET", &format!("/projects/{pid}/cases"), None)?;
             let lines: Vec<String> = cases
@@ -56,18 +46,8 @@ pub fn case_cmd(
                     format!("{}  {}{review}", c.id, c.name)
                 })
                 .collect();
-            ctx.out(
-                if lines.is_empty() {
-                    "No Cases.".into()
-                } else {
-                    lines.join("\n")
-                },
-                out,
-            );
+            ctx.out(listing(lines, "No Cases."), out);
         }
-        other => bail!(
-            "unknown action {other:?}: use `case create --env <env> -f case.yml`, `case list`, `case get <case>` or `case delete <case>`"
-        ),
     }
     Ok(())
 }
@@ -112,56 +92,26 @@ pub fn parse_inputs(pairs: &[String]) -> Result<Map<String, Json>> {
     Ok(out)
 }
 
-/// What `botbox task` was asked: the Case's inputs for `create`, the decision for `review`.
-pub struct TaskArgs<'a> {
-    pub inputs: &'a [String],
-    pub outputs: &'a [String],
-    pub decision: Option<&'a str>,
-    pub comment: Option<&'a str>,
-}
-
 /// `task create <case> --input k=v …`, `task list <case>`, `task get <id>`,
 /// `task outputs <id>` and `task review <id> --decision approve|reject|changes
 /// [--comment …] [--output k=v …]`.
-pub fn task_cmd(
-    ctx: &Ctx,
-    dir: &Path,
-    action: &str,
-    target: Option<&str>,
-    a: &TaskArgs,
-) -> Result<()> {
+pub fn task_cmd(ctx: &Ctx, dir: &Path, action: TaskAction) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
-    let target = target.ok_or_else(|| match action {
-        "create" | "list" => anyhow!("the Case is required: `botbox task {action} <case>`"),
-        _ => anyhow!("the task id is required: `botbox task {action} <id>`"),
-    })?;
-    let (inputs, decision, comment) = (a.inputs, a.decision, a.comment);
     let (task, out): (TaskRef, Json) = match action {
-        "list" => {
-            let (tasks, out): (ListOf<TaskRef>, _) = ctx.call_view(
-                "GET",
-                &format!("/projects/{pid}/cases/{target}/tasks"),
-                None,
-            )?;
+        TaskAction::List { case } => {
+            let (tasks, out): (ListOf<TaskRef>, _) =
+                ctx.call_view("GET", &format!("/projects/{pid}/cases/{case}/tasks"), None)?;
             let lines: Vec<String> = tasks
                 .data
                 .iter()
                 .map(|t| format!("{}  {}", t.id, t.status))
                 .collect();
-            let text = if lines.is_empty() {
-                "No tasks.".into()
-            } else {
-                lines.join("\n")
-            };
-            ctx.out(text, out);
+            ctx.out(listing(lines, "No tasks."), out);
             return Ok(());
         }
-        "outputs" => {
-            let (o, out): (TaskOutputs, _) = ctx.call_view(
-                "GET",
-                &format!("/projects/{pid}/tasks/{target}/outputs"),
-                None,
-            )?;
+        TaskAction::Outputs { id } => {
+            let (o, out): (TaskOutputs, _) =
+                ctx.call_view("GET", &format!("/projects/{pid}/tasks/{id}/outputs"), None)?;
             let mut text = serde_json::to_string_pretty(&o.outputs).unwrap_or_default();
             for art in &o.artifacts {
                 text.push_str(&format!(
@@ -172,35 +122,37 @@ pub fn task_cmd(
             ctx.out(text, out);
             return Ok(());
         }
-        "create" => {
-            let body = json!({"inputs": parse_inputs(inputs)?});
+        TaskAction::Create { case, inputs } => {
+            let body = json!({"inputs": parse_inputs(&inputs)?});
             ctx.call_view(
                 "POST",
-                &format!("/projects/{pid}/cases/{target}/tasks"),
+                &format!("/projects/{pid}/cases/{case}/tasks"),
                 Some(&body),
             )?
         }
-        "get" => ctx.call_view("GET", &format!("/projects/{pid}/tasks/{target}"), None)?,
-        "review" => {
-            let d =
-                decision.ok_or_else(|| anyhow!("--decision approve|reject|changes is required"))?;
-            let mut body = json!({"decision": d});
+        TaskAction::Get { id } => {
+            ctx.call_view("GET", &format!("/projects/{pid}/tasks/{id}"), None)?
+        }
+        TaskAction::Review {
+            id,
+            decision,
+            comment,
+            outputs,
+        } => {
+            let mut body = json!({"decision": decision});
             if let Some(c) = comment {
                 body["comment"] = json!(c);
             }
-            if !a.outputs.is_empty() {
+            if !outputs.is_empty() {
                 // Edited outputs (approve): merged over the bot's, checked by the server.
-                body["outputs"] = Json::Object(parse_inputs(a.outputs)?);
+                body["outputs"] = Json::Object(parse_inputs(&outputs)?);
             }
             ctx.call_view(
                 "POST",
-                &format!("/projects/{pid}/tasks/{target}/review"),
+                &format!("/projects/{pid}/tasks/{id}/review"),
                 Some(&body),
             )?
         }
-        other => bail!(
-            "unknown action {other:?}: use `task create`, `task list`, `task get`, `task outputs` or `task review`"
-        ),
     };
     ctx.out(task_line(&task), out);
     Ok(())

@@ -2,6 +2,7 @@
 //! beside `bot.yml` (the project is the one the folder is bound to, as for `deploy`).
 //! `push` publishes the file as a new revision; `pull` writes the latest one.
 
+use super::commands::CmsAction;
 use super::{Ctx, project_id_of};
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value as Json, json};
@@ -11,17 +12,11 @@ use std::path::Path;
 pub const CMS_FILE: &str = "cms.yml";
 
 /// `cms pull [--force]` and `cms push [-m changelog]`.
-pub fn cms_cmd(
-    ctx: &Ctx,
-    dir: &Path,
-    action: &str,
-    message: Option<&str>,
-    force: bool,
-) -> Result<()> {
+pub fn cms_cmd(ctx: &Ctx, dir: &Path, action: CmsAction) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
     let file = dir.join(CMS_FILE);
     match action {
-        "pull" => {
+        CmsAction::Pull { force } => {
             if file.exists() && !force {
                 bail!(
                     "{} exists: give --force to overwrite it with the project's latest CMS revision",
@@ -38,7 +33,7 @@ pub fn cms_cmd(
                 json!({"file": file, "revision": rev}),
             );
         }
-        "push" => {
+        CmsAction::Push { message } => {
             let text = std::fs::read_to_string(&file).with_context(|| {
                 format!("reading {} (`botbox cms pull` writes it)", file.display())
             })?;
@@ -64,7 +59,6 @@ pub fn cms_cmd(
                 out,
             );
         }
-        other => bail!("unknown cms action {other}: pull or push"),
     }
     Ok(())
 }

@@ -8,8 +8,10 @@
 //! server URL and tokens live in `config.json` under `BOTBOX_HOME` (default
 //! `~/.config/botbox`), readable by the user only.
 
-pub mod bot;
+use botbox_botfiles as bot;
 pub mod cases;
+pub mod commands;
+use commands::{ChannelAction, ChannelSettings, EnvAction, KeyAction};
 pub mod cms;
 pub mod console;
 pub mod nlu;
@@ -975,16 +977,10 @@ pub(crate) fn project_id_of(ctx: &Ctx, dir: &Path) -> Result<(String, String)> {
 }
 
 /// `env list|create|update|delete`.
-pub fn env_cmd(
-    ctx: &Ctx,
-    dir: &Path,
-    action: &str,
-    name: Option<&str>,
-    version: Option<&str>,
-) -> Result<()> {
+pub fn env_cmd(ctx: &Ctx, dir: &Path, action: EnvAction) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
     match action {
-        "list" => {
+        EnvAction::List => {
             let envs: PageOf<Environment> = ctx.call_as(
                 "GET",
                 &format!("/projects/{pid}/environments?limit=100"),
@@ -995,44 +991,29 @@ pub fn env_cmd(
                 .iter()
                 .map(|e| format!("{}  {}  version {}", e.name, e.id, e.deployment_version))
                 .collect();
-            ctx.out(
-                if lines.is_empty() {
-                    "No environments.".into()
-                } else {
-                    lines.join("\n")
-                },
-                to_json(&envs),
-            );
+            ctx.out(listing(lines, "No environments."), to_json(&envs));
         }
-        "create" | "update" => {
-            let name = name.ok_or_else(|| anyhow!("an environment name is required"))?;
-            let version = match version {
-                Some(v) => v.to_owned(),
-                None => {
-                    ctx.call_as::<Deployment>("GET", &format!("/projects/{pid}/deployment"), None)?
-                        .version
-                }
-            };
-            let out = if action == "create" {
-                ctx.call(
-                    "POST",
-                    &format!("/projects/{pid}/environments"),
-                    Some(&json!({"depId": pid, "depVersion": version, "name": name})),
-                )?
-            } else {
-                let e =
-                    find_env(ctx, &pid, name)?.ok_or_else(|| anyhow!("no environment {name}"))?;
-                ctx.call(
-                    "PUT",
-                    &format!("/projects/{pid}/environments/{}", e.id),
-                    Some(&json!({"depVersion": version})),
-                )?
-            };
+        EnvAction::Create { name, version } => {
+            let version = version_or_latest(ctx, &pid, version)?;
+            let out = ctx.call(
+                "POST",
+                &format!("/projects/{pid}/environments"),
+                Some(&json!({"depId": pid, "depVersion": version, "name": name})),
+            )?;
             ctx.out(format!("Environment {name} runs version {version}"), out);
         }
-        "delete" => {
-            let name = name.ok_or_else(|| anyhow!("an environment name is required"))?;
-            let e = find_env(ctx, &pid, name)?.ok_or_else(|| anyhow!("no environment {name}"))?;
+        EnvAction::Update { name, version } => {
+            let version = version_or_latest(ctx, &pid, version)?;
+            let e = find_env(ctx, &pid, &name)?.ok_or_else(|| anyhow!("no environment {name}"))?;
+            let out = ctx.call(
+                "PUT",
+                &format!("/projects/{pid}/environments/{}", e.id),
+                Some(&json!({"depVersion": version})),
+            )?;
+            ctx.out(format!("Environment {name} runs version {version}"), out);
+        }
+        EnvAction::Delete { name } => {
+            let e = find_env(ctx, &pid, &name)?.ok_or_else(|| anyhow!("no environment {name}"))?;
             let out = ctx.call(
                 "DELETE",
                 &format!("/projects/{pid}/environments/{}", e.id),
@@ -1043,23 +1024,31 @@ pub fn env_cmd(
                 out,
             );
         }
-        other => bail!("unknown env action {other}: list, create, update or delete"),
     }
     Ok(())
 }
 
-/// `channel list|create|update|delete`.
-#[allow(clippy::too_many_arguments)]
-pub fn channel_cmd(
-    ctx: &Ctx,
-    dir: &Path,
-    action: &str,
-    env_name: &str,
-    name: Option<&str>,
-    kind: Option<&str>,
-    url: Option<&str>,
-    options: &[String],
-) -> Result<()> {
+/// The version given, else the project's latest deployment's.
+fn version_or_latest(ctx: &Ctx, pid: &str, version: Option<String>) -> Result<String> {
+    match version {
+        Some(v) => Ok(v),
+        None => Ok(ctx
+            .call_as::<Deployment>("GET", &format!("/projects/{pid}/deployment"), None)?
+            .version),
+    }
+}
+
+/// A list's lines, or `empty` when there are none.
+fn listing(lines: Vec<String>, empty: &str) -> String {
+    if lines.is_empty() {
+        empty.into()
+    } else {
+        lines.join("\n")
+    }
+}
+
+/// `channel list|create|update|delete` on the channels of environment `env_name`.
+pub fn channel_cmd(ctx: &Ctx, dir: &Path, env_name: &str, action: ChannelAction) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
     let env = find_env(ctx, &pid, env_name)?.ok_or_else(|| {
         anyhow!("no environment {env_name}: `botbox deploy --env {env_name}` makes it")
@@ -1074,33 +1063,20 @@ pub fn channel_cmd(
             .find(|c| c.name == name)
             .ok_or_else(|| anyhow!("no channel {name} in {env_name}"))
     };
-    let mut opts = serde_json::Map::new();
-    for o in options {
-        let (k, v) = o
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--option takes key=value (got {o})"))?;
-        opts.insert(k.to_owned(), json!(v));
-    }
     match action {
-        "list" => {
+        ChannelAction::List => {
             let list = list()?;
             let lines: Vec<String> = list
                 .data
                 .iter()
                 .map(|c| format!("{}  {}  {}", c.name, c.kind, c.webhook))
                 .collect();
-            ctx.out(
-                if lines.is_empty() {
-                    "No channels.".into()
-                } else {
-                    lines.join("\n")
-                },
-                to_json(&list),
-            );
+            ctx.out(listing(lines, "No channels."), to_json(&list));
         }
-        "create" => {
-            let mut body = json!({"name": name.ok_or_else(|| anyhow!("a channel name is required"))?, "type": kind.unwrap_or("generic"), "options": opts});
-            if let Some(u) = url {
+        ChannelAction::Create { name, settings } => {
+            let kind = settings.kind.as_deref().unwrap_or("generic");
+            let mut body = json!({"name": name, "type": kind, "options": options(&settings)?});
+            if let Some(u) = &settings.url {
                 body["url"] = json!(u);
             }
             let c: Channel = ctx.call_as("POST", &base, Some(&body))?;
@@ -1109,15 +1085,16 @@ pub fn channel_cmd(
                 to_json(&c),
             );
         }
-        "update" => {
-            let c = find(name.ok_or_else(|| anyhow!("a channel name is required"))?)?;
+        ChannelAction::Update { name, settings } => {
+            let c = find(&name)?;
             let mut body = json!({});
-            if let Some(u) = url {
+            if let Some(u) = &settings.url {
                 body["url"] = json!(u);
             }
-            if let Some(k) = kind {
+            if let Some(k) = &settings.kind {
                 body["type"] = json!(k);
             }
+            let opts = options(&settings)?;
             if !opts.is_empty() {
                 let mut merged = c.options.clone();
                 merged.extend(opts);
@@ -1129,14 +1106,25 @@ pub fn channel_cmd(
                 to_json(&c),
             );
         }
-        "delete" => {
-            let c = find(name.ok_or_else(|| anyhow!("a channel name is required"))?)?;
+        ChannelAction::Delete { name } => {
+            let c = find(&name)?;
             let out = ctx.call("DELETE", &format!("{base}/{}", c.id), None)?;
             ctx.out(format!("Channel {} deleted", c.name), out);
         }
-        other => bail!("unknown channel action {other}: list, create, update or delete"),
     }
     Ok(())
+}
+
+/// The `--option key=value` pairs as an object of strings.
+fn options(settings: &ChannelSettings) -> Result<serde_json::Map<String, Json>> {
+    let mut opts = serde_json::Map::new();
+    for o in &settings.options {
+        let (k, v) = o
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--option takes key=value (got {o})"))?;
+        opts.insert(k.to_owned(), json!(v));
+    }
+    Ok(opts)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1256,21 +1244,14 @@ impl runtime_core::testing::Stepper for RemoteStepper<'_> {
     }
 }
 
-/// `key create|list|revoke`: agent keys (`sak_…`) of an environment of the bot in `dir`.
+/// `key create|list|revoke`: agent keys (`sak_…`) of environment `env` of the bot in `dir`.
 /// The key is printed once, by `create`.
-pub fn key_cmd(
-    ctx: &Ctx,
-    dir: &Path,
-    action: &str,
-    env: &str,
-    name: Option<&str>,
-    id: Option<&str>,
-) -> Result<()> {
+pub fn key_cmd(ctx: &Ctx, dir: &Path, env: &str, action: KeyAction) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
     let e = find_env(ctx, &pid, env)?.ok_or_else(|| anyhow!("no environment {env}"))?;
     let base = format!("/projects/{pid}/environments/{}/keys", e.id);
     match action {
-        "create" => {
+        KeyAction::Create { name } => {
             let body = match name {
                 Some(n) => json!({"name": n}),
                 None => json!({}),
@@ -1285,35 +1266,24 @@ pub fn key_cmd(
                 to_json(&out),
             );
         }
-        "list" => {
+        KeyAction::List => {
             let keys: Vec<ApiKey> = ctx.call_as("GET", &base, None)?;
             let lines: Vec<String> = keys
                 .iter()
                 .map(|k| {
-                    let revoked = if k.revoked_at.is_some() {
-                        "  (revoked)"
-                    } else {
-                        ""
+                    let revoked = match k.revoked_at {
+                        Some(_) => "  (revoked)",
+                        None => "",
                     };
                     format!("{}  {}  {}{revoked}", k.id, k.hint, k.name)
                 })
                 .collect();
-            ctx.out(
-                if lines.is_empty() {
-                    "No keys.".into()
-                } else {
-                    lines.join("\n")
-                },
-                to_json(&keys),
-            );
+            ctx.out(listing(lines, "No keys."), to_json(&keys));
         }
-        "revoke" => {
-            let id =
-                id.ok_or_else(|| anyhow!("the key's id is required (see `botbox key list`)"))?;
+        KeyAction::Revoke { id } => {
             let out = ctx.call("DELETE", &format!("{base}/{id}"), None)?;
             ctx.out(format!("Key {id} revoked"), out);
         }
-        other => bail!("unknown key action {other}: create, list or revoke"),
     }
     Ok(())
 }

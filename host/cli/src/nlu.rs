@@ -3,29 +3,14 @@
 //! (`I want pepperoni #intent:order`, one sentence a line) and trains; `predict` prints each
 //! sentence's entities with their scores.
 
+use super::commands::NluAction;
 use super::{Ctx, project_id_of};
 use anyhow::{Context, Result};
 use serde_json::{Value as Json, json};
 use std::path::Path;
 
-/// What `botbox nlu` does.
-pub enum NluAction<'a> {
-    Create {
-        name: &'a str,
-        lang: &'a str,
-        public: bool,
-    },
-    Train {
-        name: &'a str,
-        file: &'a Path,
-    },
-    Predict {
-        name: &'a str,
-        sentences: &'a [String],
-    },
-}
-
-pub fn nlu_cmd(ctx: &Ctx, dir: &Path, action: NluAction<'_>) -> Result<()> {
+/// `nlu create|train|predict` on the NLUs of the bot's project.
+pub fn nlu_cmd(ctx: &Ctx, dir: &Path, action: NluAction) -> Result<()> {
     let (pid, _) = project_id_of(ctx, dir)?;
     let base = format!("/projects/{pid}/nlus");
     match action {
@@ -36,7 +21,7 @@ pub fn nlu_cmd(ctx: &Ctx, dir: &Path, action: NluAction<'_>) -> Result<()> {
                 &base,
                 Some(&json!({"name": name, "lang": lang, "visibility": visibility})),
             )?;
-            let id = out["nluId"].as_str().unwrap_or(name);
+            let id = out["nluId"].as_str().unwrap_or(&name);
             ctx.out(
                 format!(
                     "Created NLU {id} ({lang}, {visibility}); bots use it as `type: nl` with `nluId: \"{id}\"`"
@@ -45,7 +30,7 @@ pub fn nlu_cmd(ctx: &Ctx, dir: &Path, action: NluAction<'_>) -> Result<()> {
             );
         }
         NluAction::Train { name, file } => {
-            let text = std::fs::read_to_string(file)
+            let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
             let sentences: Vec<&str> = text
                 .lines()
@@ -57,7 +42,7 @@ pub fn nlu_cmd(ctx: &Ctx, dir: &Path, action: NluAction<'_>) -> Result<()> {
                 &format!("{base}/{name}/train"),
                 Some(&json!({"sentences": sentences})),
             )?;
-            ctx.out(trained(file, &out), out);
+            ctx.out(trained(&file, &out), out);
         }
         NluAction::Predict { name, sentences } => {
             let out = ctx.call(

@@ -1,0 +1,163 @@
+//! The typed arguments of the commands that act on one kind of resource: an enum per
+//! resource, parsed by clap in the binary and matched by the command's function here. An
+//! unknown action is clap's error listing the actions; a missing name or id is caught
+//! before any request is made.
+
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+/// `botbox env …`: the environments of the bot's project.
+#[derive(Subcommand, Debug)]
+pub enum EnvAction {
+    /// Lists the environments with their deployment versions.
+    List,
+    /// Creates an environment running a deployment version (default: the latest).
+    Create {
+        name: String,
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Points an environment at a deployment version (default: the latest).
+    Update {
+        name: String,
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Deletes an environment with its channels (its transcripts are kept).
+    Delete { name: String },
+}
+
+/// `botbox key …`: agent API keys (`sak_…`) of an environment.
+#[derive(Subcommand, Debug)]
+pub enum KeyAction {
+    /// Creates a key and prints it once.
+    Create {
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Lists the keys (their hints, never the keys).
+    List,
+    /// Revokes a key by its id (see `botbox key list`).
+    Revoke { id: String },
+}
+
+/// A channel's settings on `create` and `update`.
+#[derive(Args, Debug)]
+pub struct ChannelSettings {
+    /// The provider (generic, telegram, line, fbmessenger, …); create's default: generic.
+    #[arg(long = "type")]
+    pub kind: Option<String>,
+    /// Where replies go (the provider's API or your endpoint).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// A provider option as key=value (repeatable).
+    #[arg(long = "option")]
+    pub options: Vec<String>,
+}
+
+/// `botbox channel …`: the channels of an environment.
+#[derive(Subcommand, Debug)]
+pub enum ChannelAction {
+    /// Lists the channels with their webhook URLs.
+    List,
+    /// Creates a channel and prints its webhook URL.
+    Create {
+        name: String,
+        #[command(flatten)]
+        settings: ChannelSettings,
+    },
+    /// Changes a channel's type, URL or options (options merge over the current ones).
+    Update {
+        name: String,
+        #[command(flatten)]
+        settings: ChannelSettings,
+    },
+    /// Deletes a channel: its webhook stops at once.
+    Delete { name: String },
+}
+
+/// `botbox case …`: the Cases of the bot's project.
+#[derive(Subcommand, Debug)]
+pub enum CaseAction {
+    /// Creates a Case from a file, or replaces the Case of that name.
+    Create {
+        /// The Case document (YAML or JSON).
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
+    /// Lists the project's Cases.
+    List,
+    /// Prints a Case (by name or id) as YAML.
+    Get { case: String },
+    /// Deletes a Case (by name or id).
+    Delete { case: String },
+}
+
+/// `botbox task …`: the tasks of the project's Cases.
+#[derive(Subcommand, Debug)]
+pub enum TaskAction {
+    /// Creates a task of a Case: `--input name=text` or `--input name:=<json>`.
+    Create {
+        case: String,
+        #[arg(long = "input")]
+        inputs: Vec<String>,
+    },
+    /// Lists a Case's tasks, newest first.
+    List { case: String },
+    /// Prints a task.
+    Get { id: String },
+    /// Prints a done task's outputs and artifacts.
+    Outputs { id: String },
+    /// Records a reviewer's decision on a task in review.
+    Review {
+        id: String,
+        /// approve, reject or changes.
+        #[arg(long)]
+        decision: String,
+        #[arg(long)]
+        comment: Option<String>,
+        /// An edited output (approve): name=text or name:=<json> (repeatable).
+        #[arg(long = "output")]
+        outputs: Vec<String>,
+    },
+}
+
+/// `botbox cms …`: the project's CMS as `cms.yml`.
+#[derive(Subcommand, Debug)]
+pub enum CmsAction {
+    /// Writes the latest CMS revision to cms.yml.
+    Pull {
+        /// Overwrite an existing cms.yml.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Publishes cms.yml as a new CMS revision.
+    Push {
+        /// The revision's changelog.
+        #[arg(short, long)]
+        message: Option<String>,
+    },
+}
+
+/// `botbox nlu …`: the project's NL Studio NLUs.
+#[derive(Subcommand, Debug)]
+pub enum NluAction {
+    /// Creates an NLU in the bot's project (bots address it as <account>:<name>).
+    Create {
+        name: String,
+        /// en or id.
+        #[arg(long, default_value = "en")]
+        lang: String,
+        /// Other accounts' bots may use it too.
+        #[arg(long)]
+        public: bool,
+    },
+    /// Adds a file's sentences (one a line: `I want pepperoni #intent:order`) and trains.
+    Train { name: String, file: PathBuf },
+    /// Predicts each sentence and prints its entities with their scores.
+    Predict {
+        name: String,
+        #[arg(required = true)]
+        sentences: Vec<String>,
+    },
+}
