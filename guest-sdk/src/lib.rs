@@ -3,6 +3,10 @@
 //! [`js::JsRuntime`] gives bots JavaScript (methods, expressions outside the fast subset) on
 //! boa. [`native::NativeStepper`] runs runtime-core with it in-process: the reference
 //! implementation the sandboxed guest must agree with, used by the example conversation tests.
+//!
+//! Depends on runtime-core and boa only. Must never reach anything but its WIT imports: in
+//! the sandbox it has no files, network, clock or environment, and every effect is a host
+//! call the host may refuse.
 
 pub mod alloc;
 pub mod js;

@@ -4,6 +4,10 @@
 //! expressions and runs conversation steps. Every effect (HTTP, NLU models, JavaScript, clock,
 //! randomness) goes through the [`host::Host`] trait, which the sandbox guest and the tests
 //! implement. No tokio, no sockets, no JS engine: it builds for `wasm32-wasip2` unchanged.
+//!
+//! Depends on serde, regex and a YAML reader only, and on no other crate of botbox. Must
+//! never do I/O, read a clock, block, or recurse without a bound over a tenant's input: a
+//! bot file and a conversation are hostile input here.
 
 pub mod compile;
 pub mod engine;

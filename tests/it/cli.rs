@@ -548,7 +548,8 @@ async fn cases_and_tasks() {
             "invoice-case",
         ]);
         assert_ne!(o.code, 0);
-        assert!(o.stderr.contains("-f case.yml"), "{}", o.stderr);
+        // clap names the missing argument before any request is made.
+        assert!(o.stderr.contains("--file <FILE>"), "{}", o.stderr);
         let out = ok(run(&[
             "case",
             "create",

@@ -1,18 +1,18 @@
-//! The user documentation (README.md, docs/*.md) and the example bots, checked as text: no
+//! The documentation (README.md, ARCHITECTURE.md, docs/*.md) and the example bots, checked as text: no
 //! line cites the project's internal design notes, every relative link resolves, and every
 //! repository path the docs name in backquotes exists. No server is needed.
 
 use std::path::{Path, PathBuf};
 
 /// The repository's root (this test binary belongs to host/botbox).
-fn root() -> PathBuf {
+pub(super) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// README.md and every docs/*.md, sorted.
+/// README.md, ARCHITECTURE.md and every docs/*.md.
 fn markdown_files() -> Vec<PathBuf> {
     let root = root();
-    let mut files = vec![root.join("README.md")];
+    let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
         .expect("docs/ is readable")
         .map(|e| e.expect("a docs/ entry").path())
@@ -45,7 +45,7 @@ fn text_files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn read(path: &Path) -> String {
+pub(super) fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

@@ -26,4 +26,5 @@ mod project_api;
 mod proxy;
 mod retention;
 mod tenants;
+mod tidy;
 mod upgrade;
