@@ -4,12 +4,12 @@
 
 use super::stream;
 use crate::live::{Live, LiveError};
-use botbox_sandbox::SessionJson;
 use botbox_sandbox::effects::{EffectFuture, Effects};
 use botbox_sandbox::limits::Limits;
+use botbox_sandbox::{Revision, SessionJson};
 use botbox_store::{AgentRunRow, Db, EnvironmentRow, StepWrite, now_ms};
 use runtime_core::host::{HttpRequest, HttpResponse};
-use runtime_core::session::{Message, Session};
+use runtime_core::session::{Message, Session, StepReport};
 use serde_json::{Value as Json, json};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -450,6 +450,8 @@ impl Agents {
         Ok(())
     }
 
+    /// The run's steps: the conversation's lock taken (unless the run is cancelled while
+    /// it waits), then one step per cycle, on the first message and then on each steer.
     async fn cycles(
         &self,
         h: &Arc<RunHandle>,
@@ -462,6 +464,44 @@ impl Agents {
             t = lock.lock() => t,
             _ = h.wait_cancel() => return Err(Ended::Cancelled),
         };
+        let rev = self.start_running(h, target).await?;
+        let effects: Arc<dyn Effects> = Arc::new(RunEffects {
+            inner: self.live.effects(),
+            run: h.clone(),
+            js_call: Mutex::new(None),
+        });
+        let mut message = first;
+        let mut next_text = 0;
+        let mut delivered = 0;
+        loop {
+            h.emit([stream::start_step()]);
+            let (session, version) = self.conversation_session(&key, h, target).await?;
+            let (report, new_session) = self
+                .step_unless_cancelled(h, target, &rev, session, &message, &effects)
+                .await?;
+            if h.cancelled() {
+                return Err(Ended::Cancelled);
+            }
+            self.live
+                .check_responses(report.responses.len())
+                .map_err(|e| Ended::Failed(e.to_string()))?;
+            self.commit_cycle(&key, h, target, &report, &new_session, version)
+                .await?;
+            self.emit_cycle(h, &report, &mut next_text).await?;
+            // The step boundary: a steer that arrived during the step runs now.
+            match self.take_steer(h, &mut delivered).await? {
+                Some(m) => message = m,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Marks the run started (stored and streamed) and finds the revision it runs on.
+    async fn start_running(
+        &self,
+        h: &RunHandle,
+        target: &RunTarget,
+    ) -> Result<Arc<Revision>, Ended> {
         self.db
             .start_agent_run(&h.id, now_ms() + RUN_LEASE_MS)
             .await
@@ -474,120 +514,155 @@ impl Agents {
             .await
             .map_err(|e| Ended::Failed(e.to_string()))?;
         tracing::Span::current().record("revision", &*rev.id);
-        let effects: Arc<dyn Effects> = Arc::new(RunEffects {
-            inner: self.live.effects(),
-            run: h.clone(),
-            js_call: Mutex::new(None),
-        });
-        let mut message = first;
-        let mut next_text = 0;
-        let mut delivered = 0;
-        loop {
-            h.emit([stream::start_step()]);
-            let stored = self.db.session(&key).await.map_err(internal)?;
-            let (session, version) = match stored {
-                Some(r) => (SessionJson::new(r.body), Some(r.version)),
-                None => {
-                    let mut s = Session::new(&key);
-                    s.channel_id = Some("agent".into());
-                    s.environment_id = Some(target.env.id.clone());
-                    s.deployment_id = Some(target.env.project_id.clone());
-                    s.user_id = Some(h.conversation_id.clone());
-                    let json = serde_json::to_string(&s).map_err(internal)?;
-                    (SessionJson::new(json), None)
-                }
-            };
-            let step = self.live.run_step_json_with(
-                &target.tenant,
-                rev.clone(),
-                session,
-                message.clone(),
-                effects.clone(),
-            );
-            // Cancel wins over a step in flight: its api call is aborted by the effects and
-            // its outcome is never stored, so the session stays as it was.
-            let (report, new_session) = tokio::select! {
-                r = step => match r {
-                    Ok(r) => r,
-                    Err(LiveError::Step(e)) => {
-                        self.live
-                            .record_errors(
-                                &target.env.project_id,
-                                &target.env.id,
-                                ("agent", Some(&h.conversation_id)),
-                                Err(&e),
-                            )
-                            .await;
-                        return Err(Ended::Failed(e));
-                    }
-                    Err(LiveError::NotDeployed(e) | LiveError::Busy(e)) => return Err(Ended::Failed(e)),
-                    Err(LiveError::Internal(e)) => return Err(internal(e)),
-                },
-                _ = h.wait_cancel() => return Err(Ended::Cancelled),
-            };
-            if h.cancelled() {
-                return Err(Ended::Cancelled);
+        Ok(rev)
+    }
+
+    /// The conversation's stored session with its version, or a new one.
+    async fn conversation_session(
+        &self,
+        key: &str,
+        h: &RunHandle,
+        target: &RunTarget,
+    ) -> Result<(SessionJson, Option<i64>), Ended> {
+        let stored = self.db.session(key).await.map_err(internal)?;
+        Ok(match stored {
+            Some(r) => (SessionJson::new(r.body), Some(r.version)),
+            None => {
+                let mut s = Session::new(key);
+                s.channel_id = Some("agent".into());
+                s.environment_id = Some(target.env.id.clone());
+                s.deployment_id = Some(target.env.project_id.clone());
+                s.user_id = Some(h.conversation_id.clone());
+                let json = serde_json::to_string(&s).map_err(internal)?;
+                (SessionJson::new(json), None)
             }
-            self.live
-                .check_responses(report.responses.len())
-                .map_err(|e| Ended::Failed(e.to_string()))?;
-            let w = StepWrite {
-                session_id: key.clone(),
-                environment_id: target.env.id.clone(),
-                channel_id: "agent".into(),
-                user_id: h.conversation_id.clone(),
-                body: new_session.json.clone(),
-                read_version: version,
-                background: botbox_lanes::in_background(),
-                errors: report
-                    .errors
-                    .iter()
-                    .take(crate::live::ERRORS_PER_STEP)
-                    .map(|e| {
-                        crate::live::new_bot_error(
+        })
+    }
+
+    /// One step in the sandbox, unless the run is cancelled first; a failed step is
+    /// recorded among the bot's errors.
+    async fn step_unless_cancelled(
+        &self,
+        h: &RunHandle,
+        target: &RunTarget,
+        rev: &Arc<Revision>,
+        session: SessionJson,
+        message: &Message,
+        effects: &Arc<dyn Effects>,
+    ) -> Result<(StepReport, SessionJson), Ended> {
+        let step = self.live.run_step_json_with(
+            &target.tenant,
+            rev.clone(),
+            session,
+            message.clone(),
+            effects.clone(),
+        );
+        // Cancel wins over a step in flight: its api call is aborted by the effects and
+        // its outcome is never stored, so the session stays as it was.
+        tokio::select! {
+            r = step => match r {
+                Ok(r) => Ok(r),
+                Err(LiveError::Step(e)) => {
+                    self.live
+                        .record_errors(
                             &target.env.project_id,
                             &target.env.id,
                             ("agent", Some(&h.conversation_id)),
-                            "bot",
-                            e,
+                            Err(&e),
                         )
-                    })
-                    .collect(),
-                ..StepWrite::default()
-            };
-            match self.db.commit_step(w).await.map_err(internal)? {
-                Some(_) => {}
-                None => {
-                    return Err(Ended::Failed(
-                        "the conversation changed during the run; send the message again".into(),
-                    ));
+                        .await;
+                    Err(Ended::Failed(e))
                 }
+                Err(LiveError::NotDeployed(e) | LiveError::Busy(e)) => Err(Ended::Failed(e)),
+                Err(LiveError::Internal(e)) => Err(internal(e)),
+            },
+            _ = h.wait_cancel() => Err(Ended::Cancelled),
+        }
+    }
+
+    /// Stores the step's session (read at `version`) with its bot errors; the run fails
+    /// if the conversation changed meanwhile.
+    async fn commit_cycle(
+        &self,
+        key: &str,
+        h: &RunHandle,
+        target: &RunTarget,
+        report: &StepReport,
+        new_session: &SessionJson,
+        version: Option<i64>,
+    ) -> Result<(), Ended> {
+        let w = StepWrite {
+            session_id: key.to_owned(),
+            environment_id: target.env.id.clone(),
+            channel_id: "agent".into(),
+            user_id: h.conversation_id.clone(),
+            body: new_session.json.clone(),
+            read_version: version,
+            background: botbox_lanes::in_background(),
+            errors: report
+                .errors
+                .iter()
+                .take(crate::live::ERRORS_PER_STEP)
+                .map(|e| {
+                    crate::live::new_bot_error(
+                        &target.env.project_id,
+                        &target.env.id,
+                        ("agent", Some(&h.conversation_id)),
+                        "bot",
+                        e,
+                    )
+                })
+                .collect(),
+            ..StepWrite::default()
+        };
+        match self.db.commit_step(w).await.map_err(internal)? {
+            Some(_) => Ok(()),
+            None => Err(Ended::Failed(
+                "the conversation changed during the run; send the message again".into(),
+            )),
+        }
+    }
+
+    /// Streams the step's responses and bot errors and ends the step in the log, then
+    /// stores the log.
+    async fn emit_cycle(
+        &self,
+        h: &RunHandle,
+        report: &StepReport,
+        next_text: &mut usize,
+    ) -> Result<(), Ended> {
+        let mut chunks = stream::responses(&report.responses, next_text);
+        chunks.extend(
+            report
+                .errors
+                .iter()
+                .take(crate::live::ERRORS_PER_STEP)
+                .map(|e| stream::bot_error(e)),
+        );
+        chunks.push(stream::finish_step());
+        h.emit(chunks);
+        self.flush(h, None).await.map_err(internal)
+    }
+
+    /// The next steer's message, marked delivered, while the run may take one more
+    /// (`delivered`: those taken so far); `None` ends the run.
+    async fn take_steer(
+        &self,
+        h: &RunHandle,
+        delivered: &mut usize,
+    ) -> Result<Option<Message>, Ended> {
+        let steer = h.steers.lock().unwrap().pop_front();
+        match steer {
+            Some((id, m)) if *delivered < MAX_STEERS_PER_RUN => {
+                *delivered += 1;
+                self.db
+                    .set_agent_steer(&id, "delivered")
+                    .await
+                    .map_err(internal)?;
+                h.emit([stream::steer_delivered(&id)]);
+                Ok(Some(m))
             }
-            let mut chunks = stream::responses(&report.responses, &mut next_text);
-            chunks.extend(
-                report
-                    .errors
-                    .iter()
-                    .take(crate::live::ERRORS_PER_STEP)
-                    .map(|e| stream::bot_error(e)),
-            );
-            chunks.push(stream::finish_step());
-            h.emit(chunks);
-            self.flush(h, None).await.map_err(internal)?;
-            // The step boundary: a steer that arrived during the step runs now.
-            let steer = h.steers.lock().unwrap().pop_front();
-            match steer {
-                Some((id, m)) if delivered < MAX_STEERS_PER_RUN => {
-                    delivered += 1;
-                    self.db
-                        .set_agent_steer(&id, "delivered")
-                        .await
-                        .map_err(internal)?;
-                    h.emit([stream::steer_delivered(&id)]);
-                    message = m;
-                }
-                _ => return Ok(()),
-            }
+            _ => Ok(None),
         }
     }
 

@@ -185,7 +185,23 @@ impl CaseSpec {
     /// Reads and checks a Case document (without its `name` and environment, which the API
     /// resolves). Every problem is listed with its pointer.
     pub fn from_json(doc: &Json) -> Result<CaseSpec, Vec<FieldProblem>> {
-        let spec: CaseSpec = serde_path_to_error::deserialize(doc).map_err(|e| {
+        let spec = Self::deserialize_with_pointer(doc)?;
+        let mut problems = Vec::new();
+        spec.check_names(&mut problems);
+        spec.check_inputs_have_no_from(&mut problems);
+        spec.check_output_mappings(&mut problems);
+        spec.check_artifact_specs(&mut problems);
+        spec.check_timeout(&mut problems);
+        if problems.is_empty() {
+            Ok(spec)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The document as a `CaseSpec`, a type error given with the pointer where it is.
+    fn deserialize_with_pointer(doc: &Json) -> Result<CaseSpec, Vec<FieldProblem>> {
+        serde_path_to_error::deserialize(doc).map_err(|e| {
             let path = e.path().to_string();
             let pointer = if path == "." {
                 String::new()
@@ -198,20 +214,23 @@ impl CaseSpec {
                 )
             };
             vec![(pointer, e.inner().to_string())]
-        })?;
-        let mut problems = Vec::new();
+        })
+    }
+
+    /// Checks each list's length and its names: well formed and listed once.
+    fn check_names(&self, problems: &mut Vec<FieldProblem>) {
         let lists: [(&str, Vec<&str>); 3] = [
             (
                 "inputs",
-                spec.inputs.iter().map(|f| f.name.as_str()).collect(),
+                self.inputs.iter().map(|f| f.name.as_str()).collect(),
             ),
             (
                 "outputs",
-                spec.outputs.iter().map(|f| f.name.as_str()).collect(),
+                self.outputs.iter().map(|f| f.name.as_str()).collect(),
             ),
             (
                 "artifacts",
-                spec.artifacts.iter().map(|a| a.name.as_str()).collect(),
+                self.artifacts.iter().map(|a| a.name.as_str()).collect(),
             ),
         ];
         for (list, names) in &lists {
@@ -236,7 +255,11 @@ impl CaseSpec {
                 }
             }
         }
-        for (i, f) in spec.inputs.iter().enumerate() {
+    }
+
+    /// Refuses a `from` on an input: only outputs and artifacts are read from the bot.
+    fn check_inputs_have_no_from(&self, problems: &mut Vec<FieldProblem>) {
+        for (i, f) in self.inputs.iter().enumerate() {
             if f.from.is_some() {
                 problems.push((
                     format!("/inputs/{i}/from"),
@@ -245,14 +268,22 @@ impl CaseSpec {
                 ));
             }
         }
-        for (i, f) in spec.outputs.iter().enumerate() {
+    }
+
+    /// Checks that each output's `from` is a mapping expression.
+    fn check_output_mappings(&self, problems: &mut Vec<FieldProblem>) {
+        for (i, f) in self.outputs.iter().enumerate() {
             if let Some(src) = &f.from
                 && let Err(e) = mapping_expr(src)
             {
                 problems.push((format!("/outputs/{i}/from"), e));
             }
         }
-        for (i, a) in spec.artifacts.iter().enumerate() {
+    }
+
+    /// Checks each artifact's `from` (a mapping expression) and its media type.
+    fn check_artifact_specs(&self, problems: &mut Vec<FieldProblem>) {
+        for (i, a) in self.artifacts.iter().enumerate() {
             if let Some(src) = &a.from
                 && let Err(e) = mapping_expr(src)
             {
@@ -274,16 +305,15 @@ impl CaseSpec {
                 ));
             }
         }
-        if !(1..=MAX_TIMEOUT_S).contains(&spec.timeout_seconds) {
+    }
+
+    /// Checks the time-out's bounds.
+    fn check_timeout(&self, problems: &mut Vec<FieldProblem>) {
+        if !(1..=MAX_TIMEOUT_S).contains(&self.timeout_seconds) {
             problems.push((
                 "/timeoutSeconds".into(),
-                format!("must be 1 to {MAX_TIMEOUT_S}, not {}", spec.timeout_seconds),
+                format!("must be 1 to {MAX_TIMEOUT_S}, not {}", self.timeout_seconds),
             ));
-        }
-        if problems.is_empty() {
-            Ok(spec)
-        } else {
-            Err(problems)
         }
     }
 

@@ -427,7 +427,37 @@ impl Callbacks {
         Ok(())
     }
 
+    /// One attempt at a claimed message: its endpoint checked, the message signed and
+    /// posted, and the attempt and what it means for the message and endpoint recorded.
     async fn attempt(&self, m: &WebhookMessageRow) -> botbox_store::DbResult<()> {
+        let Some(ep) = self.endpoint_taking(m).await? else {
+            return Ok(());
+        };
+        let now = now_ms();
+        let headers = self.signed_headers(&ep, m, now);
+        let started = Instant::now();
+        let r = self.post(&ep, m, &headers).await;
+        let (status, error, retry_after) = match &r {
+            Ok(a) => (Some(a.status), None, a.retry_after),
+            Err(e) => (None, Some(e.to_string()), None),
+        };
+        let a = WebhookAttemptRow {
+            message_id: m.id.clone(),
+            attempt: m.attempts + 1,
+            at: now,
+            status_code: status.map(i64::from),
+            error,
+            duration_ms: started.elapsed().as_millis() as i64,
+        };
+        self.record_outcome(&ep, &a, status, retry_after, now).await
+    }
+
+    /// The message's endpoint if it still takes messages; else the message fails, its last
+    /// attempt saying why, and `None`.
+    async fn endpoint_taking(
+        &self,
+        m: &WebhookMessageRow,
+    ) -> botbox_store::DbResult<Option<EndpointRow>> {
         // A message that will not be sent: its last attempt says why.
         let not_sent = |why: &str| WebhookAttemptRow {
             message_id: m.id.clone(),
@@ -439,60 +469,79 @@ impl Callbacks {
         };
         let Some(ep) = self.db.endpoint(&m.endpoint_id).await? else {
             let a = not_sent("the endpoint was deleted");
-            return self.db.record_webhook_attempt(&a, "failed", 0).await;
+            self.db.record_webhook_attempt(&a, "failed", 0).await?;
+            return Ok(None);
         };
         if ep.enabled == 0 {
             // Disabled while this message waited (a 410 on another attempt in flight, or
             // its owner): nothing is sent to it any more.
             let a = not_sent("the endpoint is disabled");
-            return self.db.record_webhook_attempt(&a, "failed", 0).await;
+            self.db.record_webhook_attempt(&a, "failed", 0).await?;
+            return Ok(None);
         }
-        let now = now_ms();
+        Ok(Some(ep))
+    }
+
+    /// The headers of a message sent at `now`: Standard Webhooks' id, timestamp and
+    /// signatures (one per valid secret of the endpoint).
+    fn signed_headers(
+        &self,
+        ep: &EndpointRow,
+        m: &WebhookMessageRow,
+        now: i64,
+    ) -> Vec<(String, String)> {
         let ts = now / 1000;
         let sigs: Vec<String> = self
             .key
-            .endpoint_secrets(&ep, now)
+            .endpoint_secrets(ep, now)
             .iter()
             .map(|s| sign(s, &m.id, ts, m.body.as_bytes()))
             .collect();
-        let headers = vec![
+        vec![
             ("content-type".to_owned(), "application/json".to_owned()),
             ("webhook-id".to_owned(), m.id.clone()),
             ("webhook-timestamp".to_owned(), ts.to_string()),
             ("webhook-signature".to_owned(), sigs.join(" ")),
             ("user-agent".to_owned(), "botbox-webhooks/1".to_owned()),
-        ];
-        let started = Instant::now();
-        let r = self
-            .egress
+        ]
+    }
+
+    /// Posts the message to the endpoint through the egress policy.
+    async fn post(
+        &self,
+        ep: &EndpointRow,
+        m: &WebhookMessageRow,
+        headers: &[(String, String)],
+    ) -> Result<botbox_egress::Answer, botbox_egress::EgressError> {
+        self.egress
             .call(
                 Use::Delivery,
                 Outbound {
                     method: "POST",
                     url: &ep.url,
-                    headers: &headers,
+                    headers,
                     body: Some(m.body.clone().into_bytes()),
                 },
                 self.cfg.timeout,
                 4096,
             )
-            .await;
-        let (status, error, retry_after) = match &r {
-            Ok(a) => (Some(a.status), None, a.retry_after),
-            Err(e) => (None, Some(e.to_string()), None),
-        };
-        let attempt = m.attempts + 1;
-        let a = WebhookAttemptRow {
-            message_id: m.id.clone(),
-            attempt,
-            at: now,
-            status_code: status.map(i64::from),
-            error,
-            duration_ms: started.elapsed().as_millis() as i64,
-        };
+            .await
+    }
+
+    /// Records attempt `a` (made at `now`) with what its answer means: delivered, the
+    /// endpoint gone (disabled), or a retry on the schedule (the endpoint exhausted once
+    /// the schedule is over).
+    async fn record_outcome(
+        &self,
+        ep: &EndpointRow,
+        a: &WebhookAttemptRow,
+        status: Option<u16>,
+        retry_after: Option<u64>,
+        now: i64,
+    ) -> botbox_store::DbResult<()> {
         match outcome(status) {
             Outcome::Delivered => {
-                self.db.record_webhook_attempt(&a, "delivered", 0).await?;
+                self.db.record_webhook_attempt(a, "delivered", 0).await?;
                 // The endpoint was read for this attempt: only a failing one is written.
                 if ep.exhausted > 0 || ep.failing_since.is_some() {
                     self.db.endpoint_delivered(&ep.id).await?;
@@ -500,24 +549,24 @@ impl Callbacks {
                 Ok(())
             }
             Outcome::Gone => {
-                self.db.record_webhook_attempt(&a, "failed", 0).await?;
+                self.db.record_webhook_attempt(a, "failed", 0).await?;
                 tracing::warn!(endpoint = %ep.id, "callback endpoint answered 410 Gone: disabled");
                 self.db
                     .set_endpoint_enabled(&ep.id, Some("the endpoint answered 410 Gone"))
                     .await
             }
             Outcome::Retry => match self.cfg.next_wait(
-                attempt,
+                a.attempt,
                 status,
                 retry_after,
                 0.9 + 0.2 * rand::random::<f64>(),
             ) {
                 Some(wait) => {
                     let next = now_ms() + wait.as_millis() as i64;
-                    self.db.record_webhook_attempt(&a, "pending", next).await
+                    self.db.record_webhook_attempt(a, "pending", next).await
                 }
                 None => {
-                    self.db.record_webhook_attempt(&a, "failed", 0).await?;
+                    self.db.record_webhook_attempt(a, "failed", 0).await?;
                     let disabled = self
                         .db
                         .endpoint_exhausted(&ep.id, now, self.cfg.disable_after_exhausted)

@@ -16,9 +16,11 @@ use super::{CaseSpec, Decision, FieldProblem, status};
 use crate::agent::Problem;
 use crate::live::{Live, LiveError};
 use base64::Engine;
-use botbox_sandbox::SessionJson;
-use botbox_store::{CaseRow, Db, DbError, NewArtifact, TaskReviewRow, TaskRow, TaskWrite, now_ms};
-use runtime_core::session::{Message, Session};
+use botbox_sandbox::{Revision, SessionJson};
+use botbox_store::{
+    CaseRow, Db, DbError, EnvironmentRow, NewArtifact, TaskReviewRow, TaskRow, TaskWrite, now_ms,
+};
+use runtime_core::session::{Message, Session, StepReport};
 use serde_json::{Map, Value as Json, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,6 +98,156 @@ fn parse_map(s: Option<&str>) -> Map<String, Json> {
 
 fn error_json(code: &str, message: &str) -> String {
     json!({"code": code, "message": message}).to_string()
+}
+
+/// Refuses a decision on a task that is not in review.
+fn ensure_in_review(task: &TaskRow) -> Result<(), CaseError> {
+    if task.status != status::REVIEW {
+        return Err(CaseError::InvalidTransition {
+            current: task.status.clone(),
+            detail: format!(
+                "the task is {}, not in review: a decision applies only to a task in review",
+                task.status
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The reviewer's comment, trimmed (none if blank); "changes" needs one.
+fn review_comment(decision: Decision, comment: Option<&str>) -> Result<Option<&str>, CaseError> {
+    let comment = comment.map(str::trim).filter(|c| !c.is_empty());
+    if decision == Decision::Changes && comment.is_none() {
+        return Err(CaseError::Invalid(vec![(
+            "/comment".into(),
+            "\"changes\" needs a comment: it is what the bot is told to change".into(),
+        )]));
+    }
+    Ok(comment)
+}
+
+/// The task's `review` with this decision: who decided what, when, and why.
+fn review_json(
+    task: &TaskRow,
+    decision: Decision,
+    comment: Option<&str>,
+    decided_by: &str,
+    now: i64,
+) -> Json {
+    let mut review = task
+        .review
+        .as_deref()
+        .and_then(|r| serde_json::from_str::<Json>(r).ok())
+        .unwrap_or_else(|| json!({}));
+    review["decidedAt"] = json!(crate::agent::iso_ms(now));
+    review["decidedBy"] = json!(decided_by);
+    review["decision"] = json!(decision.name());
+    review["comment"] = json!(comment);
+    review
+}
+
+/// What a decision writes to the task, and the callback events it raises: approve stores
+/// the outputs, reject the error, changes the message that sends the bot the comment with
+/// the current outputs.
+fn decision_write(
+    task: &TaskRow,
+    decision: Decision,
+    comment: Option<&str>,
+    (current, outputs): (Map<String, Json>, Map<String, Json>),
+    review: &Json,
+) -> (TaskWrite, Vec<botbox_store::Event>) {
+    let data = |st: &str| json!({"taskId": task.id, "caseId": task.case_id, "status": st});
+    match decision {
+        Decision::Approve => (
+            TaskWrite {
+                outputs: Some(Json::Object(outputs).to_string()),
+                review: Some(review.to_string()),
+                ..Default::default()
+            },
+            vec![event("task.completed", data(status::DONE))],
+        ),
+        Decision::Reject => (
+            TaskWrite {
+                outputs: task.outputs.clone(),
+                review: Some(review.to_string()),
+                error: Some(error_json(
+                    "rejected",
+                    comment.unwrap_or("The reviewer rejected the result."),
+                )),
+                ..Default::default()
+            },
+            vec![event("task.failed", data(status::FAILED))],
+        ),
+        Decision::Changes => (
+            TaskWrite {
+                outputs: task.outputs.clone(),
+                review: Some(review.to_string()),
+                next_message: Some(
+                    super::changes_message(
+                        &task.id,
+                        &task.case_id,
+                        comment.unwrap_or_default(),
+                        &Json::Object(current),
+                    )
+                    .to_string(),
+                ),
+                ..Default::default()
+            },
+            vec![],
+        ),
+    }
+}
+
+/// A stage of a task's run: its value, the end the run already reached (`Ok(Err(end))`),
+/// or an internal error.
+type Stage<T> = anyhow::Result<Result<T, RunEnd>>;
+
+/// The message the bot gets and the session it runs on: the task's own, or a new one on
+/// its first run.
+fn step_input(t: &TaskRow, env: &EnvironmentRow) -> anyhow::Result<(Message, String)> {
+    let message: Message = serde_json::from_str(
+        t.next_message
+            .as_deref()
+            .ok_or_else(|| anyhow::anyhow!("a running task without its message"))?,
+    )?;
+    let session = match &t.session {
+        Some(s) => s.clone(),
+        None => {
+            let mut s = Session::new(&format!("task:{}", t.id));
+            s.channel_id = Some("task".into());
+            s.environment_id = Some(env.id.clone());
+            s.deployment_id = Some(env.project_id.clone());
+            s.user_id = Some(t.id.clone());
+            serde_json::to_string(&s)?
+        }
+    };
+    Ok((message, session))
+}
+
+/// The task's failure when the bot's flow still waits after its step (`s`: the session).
+fn flow_not_ended(s: &Json) -> Option<RunEnd> {
+    let flow = s["current"].as_str()?;
+    let state = s["states"][flow].as_str().unwrap_or("?");
+    Some(RunEnd::Failed {
+        code: "flow-not-ended",
+        message: format!(
+            "the bot's flow \"{flow}\" did not end within its step: it waits in state \"{state}\"; a Case's bot must reach an end state"
+        ),
+    })
+}
+
+/// The artifacts read from the bot as rows to store, each with a new id.
+fn new_artifacts(artifacts: Vec<(String, String, Vec<u8>)>) -> Vec<NewArtifact> {
+    artifacts
+        .into_iter()
+        .map(|(name, media_type, bytes)| NewArtifact {
+            id: crate::agent::new_prefixed(super::ARTIFACT_PREFIX),
+            name,
+            media_type,
+            size: bytes.len() as i64,
+            content_b64: base64::engine::general_purpose::STANDARD.encode(bytes),
+        })
+        .collect()
 }
 
 /// How a run ended.
@@ -199,15 +351,57 @@ impl Tasks {
         edits: Option<&Json>,
         decided_by: &str,
     ) -> Result<(), CaseError> {
-        if task.status != status::REVIEW {
-            return Err(CaseError::InvalidTransition {
-                current: task.status.clone(),
-                detail: format!(
-                    "the task is {}, not in review: a decision applies only to a task in review",
-                    task.status
-                ),
-            });
+        ensure_in_review(task)?;
+        let (current, outputs) = self.reviewed_outputs(task, decision, edits).await?;
+        let comment = review_comment(decision, comment)?;
+        let now = now_ms();
+        let review = review_json(task, decision, comment, decided_by, now);
+        let record = TaskReviewRow {
+            id: botbox_store::new_id(),
+            task_id: task.id.clone(),
+            decision: decision.name().into(),
+            comment: comment.map(str::to_owned),
+            outputs: (decision == Decision::Approve && edits.is_some())
+                .then(|| Json::Object(outputs.clone()).to_string()),
+            decided_by: decided_by.to_owned(),
+            decided_at: now,
+        };
+        let (w, events) = decision_write(task, decision, comment, (current, outputs), &review);
+        // Lease 0 on "changes": any worker takes the task at once.
+        let moved = self
+            .db
+            .transition_task(
+                &task.id,
+                status::REVIEW,
+                None,
+                decision.target(),
+                &w,
+                0,
+                Some(&record),
+                &[],
+                &events,
+            )
+            .await?;
+        if !moved {
+            return Err(self.moved_on(task).await);
         }
+        if decision == Decision::Changes {
+            self.wake.notify_one();
+        }
+        if !events.is_empty() {
+            self.callbacks.wake();
+        }
+        Ok(())
+    }
+
+    /// The task's current outputs and those the decision leaves: a reviewer's edits merged
+    /// (approve only, and only while the task's Case exists), else the current ones.
+    async fn reviewed_outputs(
+        &self,
+        task: &TaskRow,
+        decision: Decision,
+        edits: Option<&Json>,
+    ) -> Result<(Map<String, Json>, Map<String, Json>), CaseError> {
         let case = self.db.case_by_id(&task.case_id).await?;
         let spec: Option<CaseSpec> = case
             .as_ref()
@@ -231,106 +425,19 @@ impl Tasks {
             }
             _ => current.clone(),
         };
-        let comment = comment.map(str::trim).filter(|c| !c.is_empty());
-        if decision == Decision::Changes && comment.is_none() {
-            return Err(CaseError::Invalid(vec![(
-                "/comment".into(),
-                "\"changes\" needs a comment: it is what the bot is told to change".into(),
-            )]));
-        }
-        let now = now_ms();
-        let mut review = task
-            .review
-            .as_deref()
-            .and_then(|r| serde_json::from_str::<Json>(r).ok())
-            .unwrap_or_else(|| json!({}));
-        review["decidedAt"] = json!(crate::agent::iso_ms(now));
-        review["decidedBy"] = json!(decided_by);
-        review["decision"] = json!(decision.name());
-        review["comment"] = json!(comment);
-        let record = TaskReviewRow {
-            id: botbox_store::new_id(),
-            task_id: task.id.clone(),
-            decision: decision.name().into(),
-            comment: comment.map(str::to_owned),
-            outputs: (decision == Decision::Approve && edits.is_some())
-                .then(|| Json::Object(outputs.clone()).to_string()),
-            decided_by: decided_by.to_owned(),
-            decided_at: now,
+        Ok((current, outputs))
+    }
+
+    /// Why a decision was not stored: the task left `review` meanwhile (its status now).
+    async fn moved_on(&self, task: &TaskRow) -> CaseError {
+        let now_status = match self.db.task_in(&task.workspace_id, &task.id).await {
+            Ok(t) => t.map_or_else(|| "gone".to_owned(), |t| t.status),
+            Err(e) => return e.into(),
         };
-        let data = |st: &str| json!({"taskId": task.id, "caseId": task.case_id, "status": st});
-        let (w, events) = match decision {
-            Decision::Approve => (
-                TaskWrite {
-                    outputs: Some(Json::Object(outputs).to_string()),
-                    review: Some(review.to_string()),
-                    ..Default::default()
-                },
-                vec![event("task.completed", data(status::DONE))],
-            ),
-            Decision::Reject => (
-                TaskWrite {
-                    outputs: task.outputs.clone(),
-                    review: Some(review.to_string()),
-                    error: Some(error_json(
-                        "rejected",
-                        comment.unwrap_or("The reviewer rejected the result."),
-                    )),
-                    ..Default::default()
-                },
-                vec![event("task.failed", data(status::FAILED))],
-            ),
-            Decision::Changes => (
-                TaskWrite {
-                    outputs: task.outputs.clone(),
-                    review: Some(review.to_string()),
-                    next_message: Some(
-                        super::changes_message(
-                            &task.id,
-                            &task.case_id,
-                            comment.unwrap_or_default(),
-                            &Json::Object(current),
-                        )
-                        .to_string(),
-                    ),
-                    ..Default::default()
-                },
-                vec![],
-            ),
-        };
-        // Lease 0 on "changes": any worker takes the task at once.
-        let moved = self
-            .db
-            .transition_task(
-                &task.id,
-                status::REVIEW,
-                None,
-                decision.target(),
-                &w,
-                0,
-                Some(&record),
-                &[],
-                &events,
-            )
-            .await?;
-        if !moved {
-            let now_status = self
-                .db
-                .task_in(&task.workspace_id, &task.id)
-                .await?
-                .map_or_else(|| "gone".to_owned(), |t| t.status);
-            return Err(CaseError::InvalidTransition {
-                current: now_status.clone(),
-                detail: format!("the task moved on to {now_status} meanwhile"),
-            });
+        CaseError::InvalidTransition {
+            current: now_status.clone(),
+            detail: format!("the task moved on to {now_status} meanwhile"),
         }
-        if decision == Decision::Changes {
-            self.wake.notify_one();
-        }
-        if !events.is_empty() {
-            self.callbacks.wake();
-        }
-        Ok(())
     }
 
     /// The task as the API shows it, artifacts with fresh signed URLs.
@@ -470,50 +577,15 @@ impl Tasks {
         }
     }
 
+    /// Runs the task's bot for one step (its lease renewed meanwhile) and reads the
+    /// outcome: outputs and artifacts, or why the task fails.
     async fn run_bot(&self, t: &TaskRow) -> anyhow::Result<RunEnd> {
-        let Some(case) = self.db.case_by_id(&t.case_id).await? else {
-            return Ok(RunEnd::Failed {
-                code: "case-deleted",
-                message: "the task's Case was deleted".into(),
-            });
-        };
-        let spec: CaseSpec = serde_json::from_str(&case.spec)?;
-        let Some(env) = self
-            .db
-            .environment(&case.project_id, &case.environment_id)
-            .await?
-        else {
-            return Ok(RunEnd::Failed {
-                code: "agent-gone",
-                message: "the Case's environment was deleted".into(),
-            });
-        };
-        let rev = match self.live.environment_revision(&env).await {
-            Ok(r) => r,
-            Err(e) => {
-                return Ok(RunEnd::Failed {
-                    code: "not-deployed",
-                    message: e.to_string(),
-                });
-            }
+        let (case, spec, env, rev) = match self.bot_of(t).await? {
+            Ok(found) => found,
+            Err(end) => return Ok(end),
         };
         tracing::Span::current().record("revision", &*rev.id);
-        let message: Message = serde_json::from_str(
-            t.next_message
-                .as_deref()
-                .ok_or_else(|| anyhow::anyhow!("a running task without its message"))?,
-        )?;
-        let session = match &t.session {
-            Some(s) => s.clone(),
-            None => {
-                let mut s = Session::new(&format!("task:{}", t.id));
-                s.channel_id = Some("task".into());
-                s.environment_id = Some(env.id.clone());
-                s.deployment_id = Some(env.project_id.clone());
-                s.user_id = Some(t.id.clone());
-                serde_json::to_string(&s)?
-            }
-        };
+        let (message, session) = step_input(t, &env)?;
         let limit = Duration::from_secs(spec.timeout_seconds);
         let step = tokio::time::timeout(
             limit,
@@ -525,18 +597,73 @@ impl Tasks {
                 self.live.effects(),
             ),
         );
-        tokio::pin!(step);
+        let Some(outcome) = self.renewing_lease(t, step).await else {
+            return Ok(RunEnd::Lost);
+        };
+        let (report, new_session) = match self.step_result(outcome, &spec, &env).await? {
+            Ok(done) => done,
+            Err(end) => return Ok(end),
+        };
+        self.live
+            .record_errors(&env.project_id, &env.id, ("task", None), Ok(&report.errors))
+            .await;
+        self.outcome_of(t, &spec, &report, &new_session).await
+    }
+
+    /// The task's Case, its spec, the environment the Case runs on and the revision
+    /// deployed there.
+    async fn bot_of(
+        &self,
+        t: &TaskRow,
+    ) -> Stage<(CaseRow, CaseSpec, EnvironmentRow, Arc<Revision>)> {
+        let Some(case) = self.db.case_by_id(&t.case_id).await? else {
+            return Ok(Err(RunEnd::Failed {
+                code: "case-deleted",
+                message: "the task's Case was deleted".into(),
+            }));
+        };
+        let spec: CaseSpec = serde_json::from_str(&case.spec)?;
+        let Some(env) = self
+            .db
+            .environment(&case.project_id, &case.environment_id)
+            .await?
+        else {
+            return Ok(Err(RunEnd::Failed {
+                code: "agent-gone",
+                message: "the Case's environment was deleted".into(),
+            }));
+        };
+        let rev = match self.live.environment_revision(&env).await {
+            Ok(r) => r,
+            Err(e) => {
+                return Ok(Err(RunEnd::Failed {
+                    code: "not-deployed",
+                    message: e.to_string(),
+                }));
+            }
+        };
+        Ok(Ok((case, spec, env, rev)))
+    }
+
+    /// Runs `work` while renewing the task's lease every third of it; `None` when the
+    /// lease was lost to another worker.
+    async fn renewing_lease<F: std::future::Future>(
+        &self,
+        t: &TaskRow,
+        work: F,
+    ) -> Option<F::Output> {
+        tokio::pin!(work);
         // The first tick is at once: the lease taken at the claim is renewed as the step
-        // starts (the look-ups above may have used part of it), then every third of it.
+        // starts (the look-ups before it may have used part of it), then every third of it.
         let mut renew = tokio::time::interval(self.cfg.lease / 3);
-        let outcome = loop {
+        loop {
             tokio::select! {
-                r = &mut step => break r,
+                r = &mut work => return Some(r),
                 _ = renew.tick() => {
                     let until = now_ms() + self.cfg.lease.as_millis() as i64;
                     match self.db.renew_task_lease(&t.id, &self.worker, until).await {
                         Ok(true) => {}
-                        Ok(false) => return Ok(RunEnd::Lost),
+                        Ok(false) => return None,
                         // A database hiccup is not the task's failure: keep running; if
                         // the lease passes meanwhile, the outcome's conditional write
                         // finds it taken and another worker runs the task.
@@ -544,48 +671,56 @@ impl Tasks {
                     }
                 }
             }
-        };
-        let (report, new_session) = match outcome {
-            Err(_) => {
-                return Ok(RunEnd::Failed {
-                    code: "timeout",
-                    message: format!(
-                        "the bot did not finish within the Case's {} s",
-                        spec.timeout_seconds
-                    ),
-                });
-            }
-            Ok(Err(LiveError::Busy(_))) => return Ok(RunEnd::Busy),
+        }
+    }
+
+    /// The step's report and new session, or how its failure ends the task (a step error
+    /// is recorded among the bot's errors).
+    async fn step_result(
+        &self,
+        outcome: Result<Result<(StepReport, SessionJson), LiveError>, tokio::time::error::Elapsed>,
+        spec: &CaseSpec,
+        env: &EnvironmentRow,
+    ) -> Stage<(StepReport, SessionJson)> {
+        match outcome {
+            Err(_) => Ok(Err(RunEnd::Failed {
+                code: "timeout",
+                message: format!(
+                    "the bot did not finish within the Case's {} s",
+                    spec.timeout_seconds
+                ),
+            })),
+            Ok(Err(LiveError::Busy(_))) => Ok(Err(RunEnd::Busy)),
             Ok(Err(LiveError::Step(m))) => {
                 self.live
                     .record_errors(&env.project_id, &env.id, ("task", None), Err(&m))
                     .await;
-                return Ok(RunEnd::Failed {
+                Ok(Err(RunEnd::Failed {
                     code: "step-failed",
                     message: m,
-                });
+                }))
             }
-            Ok(Err(LiveError::NotDeployed(m))) => {
-                return Ok(RunEnd::Failed {
-                    code: "step-failed",
-                    message: m,
-                });
-            }
-            Ok(Err(LiveError::Internal(e))) => return Err(e),
-            Ok(Ok(r)) => r,
-        };
-        self.live
-            .record_errors(&env.project_id, &env.id, ("task", None), Ok(&report.errors))
-            .await;
+            Ok(Err(LiveError::NotDeployed(m))) => Ok(Err(RunEnd::Failed {
+                code: "step-failed",
+                message: m,
+            })),
+            Ok(Err(LiveError::Internal(e))) => Err(e),
+            Ok(Ok(r)) => Ok(Ok(r)),
+        }
+    }
+
+    /// What the bot's step made of the task: its outputs and artifacts (read as the Case
+    /// says, within the storage quota) and the session, or why the task fails.
+    async fn outcome_of(
+        &self,
+        t: &TaskRow,
+        spec: &CaseSpec,
+        report: &StepReport,
+        new_session: &SessionJson,
+    ) -> anyhow::Result<RunEnd> {
         let s: Json = serde_json::from_str(&new_session.json)?;
-        if let Some(flow) = s["current"].as_str() {
-            let state = s["states"][flow].as_str().unwrap_or("?");
-            return Ok(RunEnd::Failed {
-                code: "flow-not-ended",
-                message: format!(
-                    "the bot's flow \"{flow}\" did not end within its step: it waits in state \"{state}\"; a Case's bot must reach an end state"
-                ),
-            });
+        if let Some(end) = flow_not_ended(&s) {
+            return Ok(end);
         }
         let responses = serde_json::to_value(&report.responses)?;
         let inputs: Json = serde_json::from_str(&t.inputs)?;
@@ -608,7 +743,23 @@ impl Tasks {
             }
         };
         if !artifacts.is_empty()
-            && let Some(quota) = self.live.cfg.storage_quota_bytes
+            && let Some(end) = self.quota_refusal(t).await?
+        {
+            return Ok(end);
+        }
+        // A review pass keeps the session for a later "changes".
+        let session = new_session.json.to_string();
+        Ok(RunEnd::Finished {
+            outputs,
+            artifacts: new_artifacts(artifacts),
+            session,
+        })
+    }
+
+    /// The task's failure when its workspace is over the storage quota (artifacts are
+    /// refused then).
+    async fn quota_refusal(&self, t: &TaskRow) -> anyhow::Result<Option<RunEnd>> {
+        if let Some(quota) = self.live.cfg.storage_quota_bytes
             && let Some(used) = self.db.over_quota(&t.workspace_id, quota).await?
         {
             tracing::warn!(
@@ -619,31 +770,15 @@ impl Tasks {
                 "storage quota reached: a task's artifacts were refused"
             );
             metrics::counter!("botbox_refusals_total", "reason" => "storage_quota").increment(1);
-            return Ok(RunEnd::Failed {
+            return Ok(Some(RunEnd::Failed {
                 code: "storage-quota",
                 message: format!(
                     "storage quota reached: this workspace stores {used} bytes of its {quota}, \
                      so the task's artifacts were not stored (GET /storage says what)"
                 ),
-            });
+            }));
         }
-        let artifacts = artifacts
-            .into_iter()
-            .map(|(name, media_type, bytes)| NewArtifact {
-                id: crate::agent::new_prefixed(super::ARTIFACT_PREFIX),
-                name,
-                media_type,
-                size: bytes.len() as i64,
-                content_b64: base64::engine::general_purpose::STANDARD.encode(bytes),
-            })
-            .collect();
-        // A review pass keeps the session for a later "changes".
-        let session = new_session.json.to_string();
-        Ok(RunEnd::Finished {
-            outputs,
-            artifacts,
-            session,
-        })
+        Ok(None)
     }
 
     async fn record(&self, t: &TaskRow, end: RunEnd) -> anyhow::Result<()> {

@@ -894,9 +894,7 @@ impl Live {
     /// `config.defaultErrorMessage`, that message to the user. A message whose provider id
     /// is already stored does not run again.
     pub async fn handle(&self, route: &Route, item: InboundItem) -> Result<Handled, LiveError> {
-        let channel = &route.channel;
-        let env = &route.env;
-        let key = format!("{}:{}:{}", env.id, channel.id, item.user_id);
+        let key = format!("{}:{}:{}", route.env.id, route.channel.id, item.user_id);
         // The tenant's turn first, then the session's lock: a message waiting for either
         // counts against the tenant's bounds (`messages_per_tenant`, `waiting_per_tenant`).
         // The receive pipeline runs detached from the connection, so a caller that posts
@@ -909,186 +907,23 @@ impl Live {
         // Credentials a channel put in the metadata (LINE's, Slack's, Messenger's tokens) are
         // the bot's to use, but not for a transcript's readers.
         let in_json = transcript_json(&item.message);
+        let m = InboundStep {
+            route,
+            item: &item,
+            key: &key,
+            info,
+            in_json: &in_json,
+        };
         for attempt in 0..20 {
-            // Read under the session's lock, so a retry waits for the first delivery's step
-            // and then finds its id; another replica's is caught by the commit.
-            if let Some(pid) = &item.provider_id
-                && self
-                    .stored({
-                        let (db, c, u, p) = (
-                            self.db.clone(),
-                            channel.id.clone(),
-                            item.user_id.clone(),
-                            pid.clone(),
-                        );
-                        async move { db.seen(&c, &u, &p).await }
-                    })
-                    .await?
-            {
-                tracing::info!(channel = %channel.id, provider_id = %pid, "duplicate delivery ignored");
+            if self.already_ran(&m).await? {
                 return Ok(Handled::Duplicate);
             }
-            let rev = route.revision.clone();
             // The first attempt trusts this process's last write; a retry reads the database.
-            let cached = (attempt == 0).then(|| self.sessions.get(&key)).flatten();
-            let (session, version) = match cached {
-                Some((s, v)) => (s, Some(v)),
-                None => match self
-                    .stored({
-                        let (db, key) = (self.db.clone(), key.clone());
-                        async move { db.session(&key).await }
-                    })
-                    .await?
-                {
-                    Some(r) => (SessionJson::new(r.body), Some(r.version)),
-                    None => {
-                        let mut s = Session::new(&key);
-                        s.channel_id = Some(channel.id.clone());
-                        s.environment_id = Some(env.id.clone());
-                        s.deployment_id = Some(env.project_id.clone());
-                        s.user_id = Some(item.user_id.clone());
-                        (
-                            SessionJson::new(serde_json::to_string(&s).context("session")?),
-                            None,
-                        )
-                    }
-                },
-            };
-            // From asking for a CPU slot to the answer: the analytics' step latency.
-            let started = std::time::Instant::now();
-            let step = self
-                .run_step_json(
-                    &route.owner,
-                    rev.clone(),
-                    session.clone(),
-                    item.message.clone(),
-                )
-                .await
-                .and_then(|(r, s)| {
-                    self.check_responses(r.responses.len())?;
-                    Ok((r, s))
-                });
-            let step_us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
-            let mut w = StepWrite::default();
-            let at = TranscriptAt {
-                env,
-                channel: &channel.id,
-                user: &item.user_id,
-                step_us,
-            };
-            let bot_error = |group: &'static str, message: &str| {
-                new_bot_error(
-                    &env.project_id,
-                    &env.id,
-                    (&channel.id, Some(&item.user_id)),
-                    group,
-                    message,
-                )
-            };
-            let body = match &step {
-                Ok((r, new_session)) => {
-                    w.errors.extend(
-                        r.errors
-                            .iter()
-                            .take(ERRORS_PER_STEP)
-                            .map(|e| bot_error("bot", e)),
-                    );
-                    w.transcripts.extend(step_transcript(
-                        &at,
-                        &in_json,
-                        (&r.messages, &r.responses, r.meta.as_ref()),
-                    ));
-                    for d in channels::deliveries(&info, &item.user_id, &r.responses) {
-                        w.outbox.push(delivery_row(d));
-                    }
-                    for op in &r.schedules {
-                        match op {
-                            ScheduleOp::Add {
-                                id,
-                                message,
-                                start,
-                                end,
-                                every,
-                            } => w.schedules_add.push(ScheduleRow {
-                                id: format!("{key}#{id}"),
-                                session_id: key.clone(),
-                                channel_id: channel.id.clone(),
-                                user_id: item.user_id.clone(),
-                                message: message.to_string(),
-                                next_at: *start,
-                                end_at: *end,
-                                every_ms: *every,
-                            }),
-                            ScheduleOp::Remove { id } => {
-                                w.schedules_remove.push(format!("{key}#{id}"))
-                            }
-                        }
-                    }
-                    new_session.json.clone()
-                }
-                Err(LiveError::Step(e)) => {
-                    tracing::warn!(session = %key, error = %e, "step failed; session unchanged");
-                    w.errors.push(bot_error("step", e));
-                    w.transcripts
-                        .push(at.line("in", in_json.clone(), None, None, None));
-                    if let Some(text) = rev.default_error_message.as_deref().map(str::to_owned) {
-                        let resp = runtime_core::session::Response {
-                            id: botbox_store::new_id(),
-                            msg_type: runtime_core::model::MsgType::Text,
-                            content: Some(text),
-                            payload: None,
-                            action: "defaultErrorMessage".into(),
-                            ref_id: item.message.id.clone(),
-                            flow: String::new(),
-                            intent: None,
-                        };
-                        w.transcripts.push(at.line(
-                            "out",
-                            serde_json::to_string(&resp).unwrap_or_default(),
-                            None,
-                            None,
-                            None,
-                        ));
-                        for d in
-                            channels::deliveries(&info, &item.user_id, std::slice::from_ref(&resp))
-                        {
-                            w.outbox.push(delivery_row(d));
-                        }
-                    }
-                    // The session is written back unchanged (a version bump only).
-                    session.json.clone()
-                }
-                Err(LiveError::NotDeployed(m)) => return Err(LiveError::NotDeployed(m.clone())),
-                Err(LiveError::Busy(m)) => return Err(LiveError::Busy(m.clone())),
-                Err(LiveError::Internal(e)) => return Err(LiveError::Internal(anyhow!("{e:#}"))),
-            };
-            w.outbox_lease_ms = self.cfg.delivery_timeout.as_millis() as i64 * 2;
-            w.session_id = key.clone();
-            w.environment_id = env.id.clone();
-            w.channel_id = channel.id.clone();
-            w.user_id = item.user_id.clone();
-            w.body = body;
-            w.read_version = version;
-            w.provider_id = item
-                .provider_id
-                .as_ref()
-                .map(|id| (item.user_id.clone(), id.clone()));
+            let (session, version) = self.load_session(&m, attempt == 0).await?;
+            let (step, step_us) = self.message_step(&m, &session).await;
+            let w = self.step_write(&m, &step, &session, version, step_us)?;
             if let Some(rows) = self.commit(w).await? {
-                if !rows.is_empty() {
-                    // Sent now by this process; the worker picks them up after the lease if not.
-                    let _ = self.direct.send((key.clone(), rows));
-                }
-                let kept = match &step {
-                    Ok((_, new_session)) => new_session.clone(),
-                    // The instance let go of the session it was given.
-                    Err(_) => SessionJson::new(session.json),
-                };
-                self.sessions
-                    .insert(key.clone(), (kept, version.map_or(1, |v| v + 1)));
-                return match step {
-                    Ok(_) => Ok(Handled::Ran),
-                    Err(e) => Err(e),
-                };
+                return self.keep_session(&m, rows, step, session, version);
             }
             self.sessions.invalidate(&key);
             tracing::debug!(session = %key, "session changed during the step; running it again");
@@ -1096,6 +931,172 @@ impl Live {
         Err(LiveError::Internal(anyhow!(
             "session {key} kept changing; gave up"
         )))
+    }
+
+    /// Whether a step already ran this message (its provider id is stored).
+    async fn already_ran(&self, m: &InboundStep<'_>) -> Result<bool, LiveError> {
+        let (channel, item) = (&m.route.channel, m.item);
+        // Read under the session's lock, so a retry waits for the first delivery's step
+        // and then finds its id; another replica's is caught by the commit.
+        if let Some(pid) = &item.provider_id
+            && self
+                .stored({
+                    let (db, c, u, p) = (
+                        self.db.clone(),
+                        channel.id.clone(),
+                        item.user_id.clone(),
+                        pid.clone(),
+                    );
+                    async move { db.seen(&c, &u, &p).await }
+                })
+                .await?
+        {
+            tracing::info!(channel = %channel.id, provider_id = %pid, "duplicate delivery ignored");
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The user's session with the version it was read at: this process's cached copy
+    /// (when `cached_ok`), else the stored one, else a new session (no version).
+    async fn load_session(
+        &self,
+        m: &InboundStep<'_>,
+        cached_ok: bool,
+    ) -> Result<(SessionJson, Option<i64>), LiveError> {
+        let cached = cached_ok.then(|| self.sessions.get(m.key)).flatten();
+        Ok(match cached {
+            Some((s, v)) => (s, Some(v)),
+            None => match self
+                .stored({
+                    let (db, key) = (self.db.clone(), m.key.to_owned());
+                    async move { db.session(&key).await }
+                })
+                .await?
+            {
+                Some(r) => (SessionJson::new(r.body), Some(r.version)),
+                None => {
+                    let (channel, env) = (&m.route.channel, &m.route.env);
+                    let mut s = Session::new(m.key);
+                    s.channel_id = Some(channel.id.clone());
+                    s.environment_id = Some(env.id.clone());
+                    s.deployment_id = Some(env.project_id.clone());
+                    s.user_id = Some(m.item.user_id.clone());
+                    (
+                        SessionJson::new(serde_json::to_string(&s).context("session")?),
+                        None,
+                    )
+                }
+            },
+        })
+    }
+
+    /// The message's step on `session` (failed if it produced more responses than a step
+    /// may), with its time in microseconds.
+    async fn message_step(&self, m: &InboundStep<'_>, session: &SessionJson) -> (MessageStep, i64) {
+        // From asking for a CPU slot to the answer: the analytics' step latency.
+        let started = std::time::Instant::now();
+        let step = self
+            .run_step_json(
+                &m.route.owner,
+                m.route.revision.clone(),
+                session.clone(),
+                m.item.message.clone(),
+            )
+            .await
+            .and_then(|(r, s)| {
+                self.check_responses(r.responses.len())?;
+                Ok((r, s))
+            });
+        let step_us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
+        (step, step_us)
+    }
+
+    /// What the step stores: for a step that ran, its new session and what it produced;
+    /// for a failed one, the session it ran on unchanged and the failure. Any other error
+    /// is the message's, and nothing is stored.
+    fn step_write(
+        &self,
+        m: &InboundStep<'_>,
+        step: &MessageStep,
+        session: &SessionJson,
+        version: Option<i64>,
+        step_us: i64,
+    ) -> Result<StepWrite, LiveError> {
+        let mut w = StepWrite::default();
+        let at = TranscriptAt {
+            env: &m.route.env,
+            channel: &m.route.channel.id,
+            user: &m.item.user_id,
+            step_us,
+        };
+        let body = match step {
+            Ok((r, new_session)) => {
+                write_for_success(m, &at, r, &mut w);
+                new_session.json.clone()
+            }
+            Err(LiveError::Step(e)) => {
+                tracing::warn!(session = %m.key, error = %e, "step failed; session unchanged");
+                write_for_failure(m, &at, e, &mut w);
+                // The session is written back unchanged (a version bump only).
+                session.json.clone()
+            }
+            Err(LiveError::NotDeployed(m)) => return Err(LiveError::NotDeployed(m.clone())),
+            Err(LiveError::Busy(m)) => return Err(LiveError::Busy(m.clone())),
+            Err(LiveError::Internal(e)) => return Err(LiveError::Internal(anyhow!("{e:#}"))),
+        };
+        self.finish_write(m, &mut w, body, version);
+        Ok(w)
+    }
+
+    /// Fills in where the write goes: the session (`body`, read at `version`), its
+    /// environment, channel and user, the message's provider id, and the outbox's lease.
+    fn finish_write(
+        &self,
+        m: &InboundStep<'_>,
+        w: &mut StepWrite,
+        body: Arc<str>,
+        version: Option<i64>,
+    ) {
+        let item = m.item;
+        w.outbox_lease_ms = self.cfg.delivery_timeout.as_millis() as i64 * 2;
+        w.session_id = m.key.to_owned();
+        w.environment_id = m.route.env.id.clone();
+        w.channel_id = m.route.channel.id.clone();
+        w.user_id = item.user_id.clone();
+        w.body = body;
+        w.read_version = version;
+        w.provider_id = item
+            .provider_id
+            .as_ref()
+            .map(|id| (item.user_id.clone(), id.clone()));
+    }
+
+    /// After the commit: the replies handed to this process's sender, the session kept
+    /// for the user's next message (at the version just stored), and the step's outcome.
+    fn keep_session(
+        &self,
+        m: &InboundStep<'_>,
+        rows: Vec<botbox_store::OutboxRow>,
+        step: MessageStep,
+        session: SessionJson,
+        version: Option<i64>,
+    ) -> Result<Handled, LiveError> {
+        if !rows.is_empty() {
+            // Sent now by this process; the worker picks them up after the lease if not.
+            let _ = self.direct.send((m.key.to_owned(), rows));
+        }
+        let kept = match &step {
+            Ok((_, new_session)) => new_session.clone(),
+            // The instance let go of the session it was given.
+            Err(_) => SessionJson::new(session.json),
+        };
+        self.sessions
+            .insert(m.key.to_owned(), (kept, version.map_or(1, |v| v + 1)));
+        match step {
+            Ok(_) => Ok(Handled::Ran),
+            Err(e) => Err(e),
+        }
     }
 
     /// A console session kept by the server under `key`: one step, stored with optimistic
@@ -1293,6 +1294,121 @@ impl Live {
             }
         }
         self.routes_changed();
+    }
+}
+
+/// One inbound message on its way through [`Live::handle`], as its steps see it.
+struct InboundStep<'a> {
+    route: &'a Route,
+    item: &'a InboundItem,
+    /// The user's session: `<environment>:<channel>:<user>`.
+    key: &'a str,
+    /// The channel as the channel functions see it.
+    info: ChannelInfo<'a>,
+    /// The user's message as transcripts store it.
+    in_json: &'a str,
+}
+
+impl InboundStep<'_> {
+    /// A bot error of this message's step (`group`: `bot` or `step`).
+    fn bot_error(&self, group: &'static str, message: &str) -> botbox_store::NewBotError {
+        new_bot_error(
+            &self.route.env.project_id,
+            &self.route.env.id,
+            (&self.route.channel.id, Some(&self.item.user_id)),
+            group,
+            message,
+        )
+    }
+}
+
+/// A channel message's step: the report and new session, or why it failed.
+type MessageStep = Result<(StepReport, SessionJson), LiveError>;
+
+/// Adds what a step that ran produced: its bot errors, transcript lines, deliveries of its
+/// replies and schedule changes.
+fn write_for_success(
+    m: &InboundStep<'_>,
+    at: &TranscriptAt<'_>,
+    r: &StepReport,
+    w: &mut StepWrite,
+) {
+    w.errors.extend(
+        r.errors
+            .iter()
+            .take(ERRORS_PER_STEP)
+            .map(|e| m.bot_error("bot", e)),
+    );
+    w.transcripts.extend(step_transcript(
+        at,
+        m.in_json,
+        (&r.messages, &r.responses, r.meta.as_ref()),
+    ));
+    for d in channels::deliveries(&m.info, &m.item.user_id, &r.responses) {
+        w.outbox.push(delivery_row(d));
+    }
+    schedule_rows(m, &r.schedules, w);
+}
+
+/// Adds the schedules a step added (keyed under the session) and those it removed.
+fn schedule_rows(m: &InboundStep<'_>, ops: &[ScheduleOp], w: &mut StepWrite) {
+    let key = m.key;
+    for op in ops {
+        match op {
+            ScheduleOp::Add {
+                id,
+                message,
+                start,
+                end,
+                every,
+            } => w.schedules_add.push(ScheduleRow {
+                id: format!("{key}#{id}"),
+                session_id: key.to_owned(),
+                channel_id: m.route.channel.id.clone(),
+                user_id: m.item.user_id.clone(),
+                message: message.to_string(),
+                next_at: *start,
+                end_at: *end,
+                every_ms: *every,
+            }),
+            ScheduleOp::Remove { id } => w.schedules_remove.push(format!("{key}#{id}")),
+        }
+    }
+}
+
+/// Adds what a failed step stores: the error, the user's transcript line, and the bot's
+/// `defaultErrorMessage` (if it has one) as a reply, transcribed and delivered.
+fn write_for_failure(m: &InboundStep<'_>, at: &TranscriptAt<'_>, error: &str, w: &mut StepWrite) {
+    w.errors.push(m.bot_error("step", error));
+    w.transcripts
+        .push(at.line("in", m.in_json.to_owned(), None, None, None));
+    if let Some(text) = m
+        .route
+        .revision
+        .default_error_message
+        .as_deref()
+        .map(str::to_owned)
+    {
+        let resp = runtime_core::session::Response {
+            id: botbox_store::new_id(),
+            msg_type: runtime_core::model::MsgType::Text,
+            content: Some(text),
+            payload: None,
+            action: "defaultErrorMessage".into(),
+            ref_id: m.item.message.id.clone(),
+            flow: String::new(),
+            intent: None,
+        };
+        w.transcripts.push(at.line(
+            "out",
+            serde_json::to_string(&resp).unwrap_or_default(),
+            None,
+            None,
+            None,
+        ));
+        for d in channels::deliveries(&m.info, &m.item.user_id, std::slice::from_ref(&resp)) {
+            w.outbox.push(delivery_row(d));
+        }
     }
 }
 
