@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::response::{IntoResponse, Response};
 use botbox_service::agent::run::{NewRun, RunHandle, RunTarget};
 use botbox_service::agent::{self as agent_mod, Problem, stream};
-use botbox_store::{AgentRunRow, now_ms};
+use botbox_store::{AgentConversationRow, AgentRunRow, EnvironmentRow, ProjectRow, now_ms};
 use runtime_core::session::Message;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
@@ -185,8 +185,31 @@ async fn post_chat(
     let bytes = bytes.map_err(|_| too_large())?;
     let body = json_body(&headers, &bytes)?;
     let message = validate_chat(&body)?;
+    let (env, project) = agent_of(&app, &env_id).await?;
+    let conv = chat_conversation(&app, &env, &body).await?;
+    if let Some(active) = app.db.active_agent_run(&conv.id).await? {
+        return Err(V1Error(run_active(&conv.id, &active.id)));
+    }
+    append_history(&app, &conv, &body).await?;
+    let run_id = agent_mod::new_prefixed(agent_mod::RUN_PREFIX);
+    let handle = start_run(&app, &key, &run_id, &conv, env, project, message).await?;
+    if wants_stream(&headers) {
+        return Ok(stream_response(
+            &app,
+            &run_id,
+            &conv.id,
+            Some(handle),
+            0,
+            &headers,
+        ));
+    }
+    Ok(chat_started(&run_id, &conv.id))
+}
+
+/// The environment and project of the key's agent, or 404 when either is gone.
+async fn agent_of(app: &App, env_id: &str) -> V1Result<(EnvironmentRow, ProjectRow)> {
     let env =
-        app.db.environment_by_id(&env_id).await?.ok_or_else(|| {
+        app.db.environment_by_id(env_id).await?.ok_or_else(|| {
             Problem::not_found("This key's agent (environment) no longer exists.")
         })?;
     let project = app
@@ -194,44 +217,56 @@ async fn post_chat(
         .project(&env.project_id)
         .await?
         .ok_or_else(|| Problem::not_found("This key's project no longer exists."))?;
-    // The conversation: conversationId, else the client's chat id, else a new one.
-    let conv = match (body["conversationId"].as_str(), body["id"].as_str()) {
-        (Some(c), _) => {
-            if !agent_mod::well_formed(c, agent_mod::CONVERSATION_PREFIX) {
-                return Err(V1Error(Problem::not_found(format!("No conversation {c}."))));
+    Ok((env, project))
+}
+
+/// The chat's conversation: `conversationId` (404 if unknown), else the one of the client's
+/// chat id (created on its first request), else a new one.
+async fn chat_conversation(
+    app: &App,
+    env: &EnvironmentRow,
+    body: &Json,
+) -> V1Result<AgentConversationRow> {
+    Ok(
+        match (body["conversationId"].as_str(), body["id"].as_str()) {
+            (Some(c), _) => {
+                if !agent_mod::well_formed(c, agent_mod::CONVERSATION_PREFIX) {
+                    return Err(V1Error(Problem::not_found(format!("No conversation {c}."))));
+                }
+                app.db
+                    .agent_conversation(&env.id, c)
+                    .await?
+                    .ok_or_else(|| Problem::not_found(format!("No conversation {c}.")))?
             }
-            app.db
-                .agent_conversation(&env.id, c)
-                .await?
-                .ok_or_else(|| Problem::not_found(format!("No conversation {c}.")))?
-        }
-        (None, Some(chat)) if !chat.is_empty() && chat.len() <= 255 => {
-            match app.db.agent_conversation_by_chat(&env.id, chat).await? {
-                Some(c) => c,
-                None => {
-                    app.db
-                        .insert_agent_conversation(
-                            &agent_mod::new_prefixed(agent_mod::CONVERSATION_PREFIX),
-                            &env.id,
-                            Some(chat),
-                        )
-                        .await?
+            (None, Some(chat)) if !chat.is_empty() && chat.len() <= 255 => {
+                match app.db.agent_conversation_by_chat(&env.id, chat).await? {
+                    Some(c) => c,
+                    None => {
+                        app.db
+                            .insert_agent_conversation(
+                                &agent_mod::new_prefixed(agent_mod::CONVERSATION_PREFIX),
+                                &env.id,
+                                Some(chat),
+                            )
+                            .await?
+                    }
                 }
             }
-        }
-        _ => {
-            app.db
-                .insert_agent_conversation(
-                    &agent_mod::new_prefixed(agent_mod::CONVERSATION_PREFIX),
-                    &env.id,
-                    None,
-                )
-                .await?
-        }
-    };
-    if let Some(active) = app.db.active_agent_run(&conv.id).await? {
-        return Err(V1Error(run_active(&conv.id, &active.id)));
-    }
+            _ => {
+                app.db
+                    .insert_agent_conversation(
+                        &agent_mod::new_prefixed(agent_mod::CONVERSATION_PREFIX),
+                        &env.id,
+                        None,
+                    )
+                    .await?
+            }
+        },
+    )
+}
+
+/// Appends the request's messages to the conversation's history.
+async fn append_history(app: &App, conv: &AgentConversationRow, body: &Json) -> V1Result<()> {
     // History: only messages whose id is not stored yet are appended.
     let known: std::collections::HashSet<String> = app
         .db
@@ -257,11 +292,24 @@ async fn post_chat(
         }
     }
     app.db.append_agent_messages(&conv.id, &new_msgs).await?;
-    let run_id = agent_mod::new_prefixed(agent_mod::RUN_PREFIX);
+    Ok(())
+}
+
+/// Starts run `run_id` of `message` in the conversation; 409 when another run got there
+/// first.
+async fn start_run(
+    app: &App,
+    key: &KeyCtx,
+    run_id: &str,
+    conv: &AgentConversationRow,
+    env: EnvironmentRow,
+    project: ProjectRow,
+    message: Message,
+) -> V1Result<Arc<RunHandle>> {
     let started = app
         .agents
         .start(NewRun {
-            run_id: run_id.clone(),
+            run_id: run_id.to_owned(),
             conversation_id: conv.id.clone(),
             key_id: key.key.id.clone(),
             target: RunTarget {
@@ -272,33 +320,31 @@ async fn post_chat(
         })
         .await
         .map_err(Problem::internal)?;
-    let handle = match started {
-        Ok(h) => h,
-        Err(active) => return Err(V1Error(run_active(&conv.id, &active))),
-    };
-    let wants_stream = headers
+    match started {
+        Ok(h) => Ok(h),
+        Err(active) => Err(V1Error(run_active(&conv.id, &active))),
+    }
+}
+
+/// Whether the client asked for the UI message stream (`Accept: text/event-stream`).
+fn wants_stream(headers: &HeaderMap) -> bool {
+    headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/event-stream"));
-    if wants_stream {
-        return Ok(stream_response(
-            &app,
-            &run_id,
-            &conv.id,
-            Some(handle),
-            0,
-            &headers,
-        ));
-    }
+        .is_some_and(|a| a.contains("text/event-stream"))
+}
+
+/// The JSON answer of a queued run, with its ids in the headers too.
+fn chat_started(run_id: &str, conv_id: &str) -> Response {
     let mut r = axum::Json(ChatStarted {
         stream_url: format!("/v1/chat/{run_id}/stream"),
-        run_id: run_id.clone(),
-        conversation_id: conv.id.clone(),
+        run_id: run_id.to_owned(),
+        conversation_id: conv_id.to_owned(),
         status: "queued".into(),
     })
     .into_response();
-    id_headers(r.headers_mut(), &run_id, &conv.id);
-    Ok(r)
+    id_headers(r.headers_mut(), run_id, conv_id);
+    r
 }
 
 fn run_active(conv: &str, run: &str) -> Problem {

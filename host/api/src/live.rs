@@ -6,11 +6,14 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use botbox_sandbox::Revision;
 use botbox_service::auth::{Action, Resource};
 use botbox_service::live::{LiveError, Receipt, console_session};
-use runtime_core::session::{Message, Session};
+use botbox_store::{EnvironmentRow, ProjectRow};
+use runtime_core::session::{ConverseResult, Message, Session};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json_, json};
+use std::sync::Arc;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -122,31 +125,7 @@ async fn converse(
 ) -> ApiResult<Json<Json_>> {
     // A step performs the bot's api calls and may change stored sessions: update rights.
     let project = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
-    let mut env = None;
-    let rev = match (&req.environment_name, &req.revision) {
-        (Some(name), _) => {
-            let e = app
-                .db
-                .environment_by_name(&pid, name)
-                .await?
-                .ok_or_else(|| ApiError::not_found(format!("environment {name}")))?;
-            let rev = app.live.environment_revision(&e).await?;
-            env = Some(e);
-            rev
-        }
-        // Outside an environment the bot reads the latest CMS revision.
-        (None, Some(r)) => {
-            let cms = project.cms_latest_revision.as_deref();
-            app.live.revision(&pid, r, cms).await?
-        }
-        (None, None) => {
-            let r = project.bot_latest_revision.as_deref().ok_or_else(|| {
-                ApiError::not_found(format!("project {pid} has no bot revision yet"))
-            })?;
-            let cms = project.cms_latest_revision.as_deref();
-            app.live.revision(&pid, r, cms).await?
-        }
-    };
+    let (env, rev) = converse_revision(&app, &project, &pid, &req).await?;
     let env_id = env.as_ref().map(|e| e.id.clone()).unwrap_or_default();
     let message =
         Message::from_json(&req.message).map_err(|e| ApiError::bad(format!("message: {e}")))?;
@@ -154,30 +133,10 @@ async fn converse(
     let in_json = botbox_service::live::transcript_json(&message);
     let started = std::time::Instant::now();
     // The step's api and method calls, for the author's debug view.
-    let log = std::sync::Arc::new(botbox_service::effects::CallLog::new(app.live.effects()));
-    let effects: std::sync::Arc<dyn botbox_sandbox::effects::Effects> = log.clone();
-    let result = match (&req.session, &req.session_id) {
-        (Some(s), _) => {
-            let session: Session = serde_json::from_value(s.clone())
-                .map_err(|e| ApiError::bad(format!("session: {e}")))?;
-            app.live
-                .run_step_with(&project.owner_id, rev, session, message, effects)
-                .await
-                .map(|d| d.result)
-        }
-        (None, Some(sid)) => {
-            let key = format!("console:{pid}:{sid}");
-            app.live
-                .converse_stored(&key, &project.owner_id, rev, message, effects)
-                .await
-        }
-        (None, None) => app
-            .live
-            .run_step_with(&project.owner_id, rev, console_session(), message, effects)
-            .await
-            .map(|d| d.result),
-    }
-    .and_then(|r| app.live.check_responses(r.responses.len()).map(|()| r));
+    let log = Arc::new(botbox_service::effects::CallLog::new(app.live.effects()));
+    let effects: Arc<dyn botbox_sandbox::effects::Effects> = log.clone();
+    let on = console_session_of(&req, &pid)?;
+    let result = run_console_step(&app, &project.owner_id, on, rev, message, effects).await;
     // The console's errors are the bot's errors too (channel `console`, the session as user,
     // or who chatted when the step is recorded).
     let console_user = match recorded {
@@ -185,37 +144,147 @@ async fn converse(
         None => req.session_id.as_deref(),
     };
     if let (Some(e), Ok(r)) = (recorded, &result) {
-        let step_us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
-        let at = botbox_service::live::TranscriptAt {
-            env: e,
-            channel: "console",
-            user: &caller.username,
-            step_us,
-        };
-        let lines = botbox_service::live::step_transcript(
-            &at,
-            &in_json,
-            (&r.messages, &r.responses, r.session.meta.as_ref()),
-        );
-        app.db.insert_transcripts(&lines).await?;
+        record_console_transcript(&app, e, &caller.username, started, &in_json, r).await?;
     }
-    match &result {
-        Ok(r) => {
-            app.live
-                .record_errors(&pid, &env_id, ("console", console_user), Ok(&r.errors))
-                .await
-        }
-        Err(LiveError::Step(e)) => {
-            app.live
-                .record_errors(&pid, &env_id, ("console", console_user), Err(e))
-                .await
-        }
-        Err(_) => {}
-    }
+    record_console_errors(&app, &pid, &env_id, console_user, &result).await;
     let result = result?;
     let mut answer = serde_json::to_value(result).map_err(|e| ApiError::Internal(e.into()))?;
     answer["calls"] = Json_::Array(log.take());
     Ok(Json(answer))
+}
+
+/// The revision a console step runs, with the environment when it runs one's deployed
+/// revision: the environment's, else the named revision, else the project's latest.
+async fn converse_revision(
+    app: &App,
+    project: &ProjectRow,
+    pid: &str,
+    req: &ConverseRequest,
+) -> ApiResult<(Option<EnvironmentRow>, Arc<Revision>)> {
+    Ok(match (&req.environment_name, &req.revision) {
+        (Some(name), _) => {
+            let e = app
+                .db
+                .environment_by_name(pid, name)
+                .await?
+                .ok_or_else(|| ApiError::not_found(format!("environment {name}")))?;
+            let rev = app.live.environment_revision(&e).await?;
+            (Some(e), rev)
+        }
+        // Outside an environment the bot reads the latest CMS revision.
+        (None, Some(r)) => {
+            let cms = project.cms_latest_revision.as_deref();
+            (None, app.live.revision(pid, r, cms).await?)
+        }
+        (None, None) => {
+            let r = project.bot_latest_revision.as_deref().ok_or_else(|| {
+                ApiError::not_found(format!("project {pid} has no bot revision yet"))
+            })?;
+            let cms = project.cms_latest_revision.as_deref();
+            (None, app.live.revision(pid, r, cms).await?)
+        }
+    })
+}
+
+/// The session a console step runs on.
+enum ConsoleSession {
+    /// Stateless: the request's session; nothing is stored.
+    Given(Box<Session>),
+    /// Stateful: the session stored under this key.
+    Stored(String),
+    /// Stateless, from a new session.
+    New,
+}
+
+/// The session the request asks for: its own (400 if it does not parse), a stored one by id,
+/// or a new one.
+fn console_session_of(req: &ConverseRequest, pid: &str) -> ApiResult<ConsoleSession> {
+    Ok(match (&req.session, &req.session_id) {
+        (Some(s), _) => ConsoleSession::Given(Box::new(
+            serde_json::from_value(s.clone())
+                .map_err(|e| ApiError::bad(format!("session: {e}")))?,
+        )),
+        (None, Some(sid)) => ConsoleSession::Stored(format!("console:{pid}:{sid}")),
+        (None, None) => ConsoleSession::New,
+    })
+}
+
+/// Runs the step on `on` in `tenant`'s turn; a step over the cap on responses fails.
+async fn run_console_step(
+    app: &App,
+    tenant: &str,
+    on: ConsoleSession,
+    rev: Arc<Revision>,
+    message: Message,
+    effects: Arc<dyn botbox_sandbox::effects::Effects>,
+) -> Result<ConverseResult, LiveError> {
+    match on {
+        ConsoleSession::Given(session) => app
+            .live
+            .run_step_with(tenant, rev, *session, message, effects)
+            .await
+            .map(|d| d.result),
+        ConsoleSession::Stored(key) => {
+            app.live
+                .converse_stored(&key, tenant, rev, message, effects)
+                .await
+        }
+        ConsoleSession::New => app
+            .live
+            .run_step_with(tenant, rev, console_session(), message, effects)
+            .await
+            .map(|d| d.result),
+    }
+    .and_then(|r| app.live.check_responses(r.responses.len()).map(|()| r))
+}
+
+/// Records a console step in environment `env`'s transcripts as channel `console`, `user`
+/// as the user.
+async fn record_console_transcript(
+    app: &App,
+    env: &EnvironmentRow,
+    user: &str,
+    started: std::time::Instant,
+    in_json: &str,
+    r: &ConverseResult,
+) -> ApiResult<()> {
+    let step_us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
+    let at = botbox_service::live::TranscriptAt {
+        env,
+        channel: "console",
+        user,
+        step_us,
+    };
+    let lines = botbox_service::live::step_transcript(
+        &at,
+        in_json,
+        (&r.messages, &r.responses, r.session.meta.as_ref()),
+    );
+    app.db.insert_transcripts(&lines).await?;
+    Ok(())
+}
+
+/// Records a console step's bot errors (its own, or its failure) as channel `console`.
+async fn record_console_errors(
+    app: &App,
+    pid: &str,
+    env_id: &str,
+    user: Option<&str>,
+    result: &Result<ConverseResult, LiveError>,
+) {
+    match result {
+        Ok(r) => {
+            app.live
+                .record_errors(pid, env_id, ("console", user), Ok(&r.errors))
+                .await
+        }
+        Err(LiveError::Step(e)) => {
+            app.live
+                .record_errors(pid, env_id, ("console", user), Err(e))
+                .await
+        }
+        Err(_) => {}
+    }
 }
 
 /// Transcripts of an environment between two times (Unix milliseconds, inclusive): every

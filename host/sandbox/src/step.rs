@@ -12,12 +12,13 @@ use super::clock::{StepClock, deadline_error};
 use super::effects::Effects;
 use super::imports::{StepState, arm};
 use super::limits::Limits;
-use super::pool::{KEEP_MAX, next_tag};
+use super::pool::{KEEP_MAX, Warm, next_tag};
 use super::sched::OnCpu;
-use super::wit::{SessionIn, StepError as StepErrorWit};
+use super::wit::{SessionIn, StepError as StepErrorWit, StepOut};
 use super::{RawOutcome, Revision, Sandbox, SandboxError, SessionJson};
 use runtime_core::engine::StepError;
 use runtime_core::session::{Message, StepReport};
+use std::collections::VecDeque;
 use std::pin::pin;
 use std::sync::Arc;
 use tracing::Instrument as _;
@@ -52,6 +53,9 @@ impl Sandbox {
         out
     }
 
+    /// The step itself, on the instance that kept the session (or another idle one, or a
+    /// new one): the guest's `converse` under fuel and the deadline, its outcome read back;
+    /// the instance goes back to the idle list unless the step trapped.
     #[allow(clippy::too_many_arguments)]
     async fn run_on_cpu(
         &self,
@@ -64,9 +68,55 @@ impl Sandbox {
         clock: &Arc<StepClock>,
     ) -> Result<RawOutcome, SandboxError> {
         let limits: &Limits = revision.limits.as_deref().unwrap_or(&self.config.limits);
+        let (mut inst, warm) = self.instance_for(revision, tag, limits, clock).await?;
+        self.prepare_state(inst.store.data_mut(), revision, limits, effects);
+        let message_json =
+            serde_json::to_string(message).map_err(|e| SandboxError::Internal(e.into()))?;
+        let keep_as = if keep { next_tag() } else { 0 };
+        let input = session_input(&mut inst.kept, tag, session_json);
+        // The step's deadline starts now: not while it waited for an instance, nor for the
+        // instance's load (which has the sandbox's own deadline).
+        clock.restart();
+        let (call, fuel_used) = call_converse(
+            &mut inst,
+            limits,
+            clock,
+            input,
+            keep_as,
+            &message_json,
+            session_json,
+        )
+        .await?;
+        let span = tracing::Span::current();
+        span.record("fuel", fuel_used);
+        span.record("warm", warm);
+        inst.store.data_mut().effects = None;
+        let out = match call {
+            Ok(Ok(out)) => Ok(finished(&mut inst, out, keep_as, fuel_used, warm)?),
+            Ok(Err(e)) => Err(SandboxError::Step(step_error(e)?)),
+            Err(trap) => {
+                let err = explain(&inst.store, limits, &trap);
+                tracing::warn!(error = %err, "step aborted; instance discarded");
+                return Err(SandboxError::Step(err));
+            }
+        };
+        log_guest_output(&inst.store);
+        self.put_idle(inst);
+        out
+    }
+
+    /// An idle instance of the revision (the one that kept session `tag`, if any), else a
+    /// new one; and whether it was idle (warm).
+    async fn instance_for(
+        &self,
+        revision: &Revision,
+        tag: u64,
+        limits: &Limits,
+        clock: &Arc<StepClock>,
+    ) -> Result<(Warm, bool), SandboxError> {
         let reused = self.take_idle(&revision.id, tag);
         let warm = reused.is_some();
-        let mut inst = match reused {
+        let inst = match reused {
             Some(w) => w,
             None => self
                 .instantiate(
@@ -78,107 +128,133 @@ impl Sandbox {
                 .await
                 .map_err(SandboxError::Internal)?,
         };
-        {
-            let st = inst.store.data_mut();
-            st.limits = limits.clone();
-            st.limiter.cap = limits.memory_bytes.min(self.config.limits.memory_bytes);
-            st.effects = Some(effects);
-            st.host_calls = 0;
-            st.abort = None;
-            st.site.clear();
-            st.max_recursion = revision.max_recursion;
-            st.limiter.denied = false;
-            st.revision = revision.id.clone();
-            st.nl = revision.nl.clone();
+        Ok((inst, warm))
+    }
+
+    /// Sets the instance's state for this step: the revision's limits, the step's effects,
+    /// and nothing left of the previous step.
+    fn prepare_state(
+        &self,
+        st: &mut StepState,
+        revision: &Revision,
+        limits: &Limits,
+        effects: Arc<dyn Effects>,
+    ) {
+        st.limits = limits.clone();
+        st.limiter.cap = limits.memory_bytes.min(self.config.limits.memory_bytes);
+        st.effects = Some(effects);
+        st.host_calls = 0;
+        st.abort = None;
+        st.site.clear();
+        st.max_recursion = revision.max_recursion;
+        st.limiter.denied = false;
+        st.revision = revision.id.clone();
+        st.nl = revision.nl.clone();
+    }
+}
+
+/// What the guest's `converse` returned, or its trap.
+type GuestCall = wasmtime::Result<Result<StepOut, StepErrorWit>>;
+
+/// The session the step runs on: the one the instance kept under `tag`, else its JSON.
+fn session_input(kept: &mut VecDeque<u64>, tag: u64, session_json: &str) -> SessionIn {
+    match kept.iter().position(|t| *t == tag) {
+        Some(i) if tag != 0 => {
+            // Each kept session serves one step: the guest lets go of it now.
+            kept.remove(i);
+            SessionIn::Kept(tag)
         }
-        let message_json =
-            serde_json::to_string(message).map_err(|e| SandboxError::Internal(e.into()))?;
-        let keep_as = if keep { next_tag() } else { 0 };
-        let mut input = match inst.kept.iter().position(|t| *t == tag) {
-            Some(i) if tag != 0 => {
-                // Each kept session serves one step: the guest lets go of it now.
-                inst.kept.remove(i);
-                SessionIn::Kept(tag)
+        _ => SessionIn::Json(session_json.to_owned()),
+    }
+}
+
+/// Calls the guest's `converse` under the step's fuel and deadline (again with the session's
+/// JSON if the guest no longer keeps it); its result and the fuel it used.
+async fn call_converse(
+    inst: &mut Warm,
+    limits: &Limits,
+    clock: &Arc<StepClock>,
+    mut input: SessionIn,
+    keep_as: u64,
+    message_json: &str,
+    session_json: &str,
+) -> Result<(GuestCall, u64), SandboxError> {
+    loop {
+        arm(&mut inst.store, limits.fuel, limits.deadline, clock)
+            .map_err(|e| SandboxError::Internal(e.into()))?;
+        let call = inst
+            .bindings
+            .call_converse(&mut inst.store, &input, keep_as, message_json)
+            .await;
+        let fuel_used = limits
+            .fuel
+            .saturating_sub(inst.store.get_fuel().unwrap_or(0));
+        match call {
+            // The guest dropped it (for size): the same step again, with the JSON.
+            Ok(Err(StepErrorWit::NotKept(_))) if matches!(input, SessionIn::Kept(_)) => {
+                input = SessionIn::Json(session_json.to_owned());
             }
-            _ => SessionIn::Json(session_json.to_owned()),
-        };
-        // The step's deadline starts now: not while it waited for an instance, nor for the
-        // instance's load (which has the sandbox's own deadline).
-        clock.restart();
-        let (call, fuel_used) = loop {
-            arm(&mut inst.store, limits.fuel, limits.deadline, clock)
-                .map_err(|e| SandboxError::Internal(e.into()))?;
-            let call = inst
-                .bindings
-                .call_converse(&mut inst.store, &input, keep_as, &message_json)
-                .await;
-            let fuel_used = limits
-                .fuel
-                .saturating_sub(inst.store.get_fuel().unwrap_or(0));
-            match call {
-                // The guest dropped it (for size): the same step again, with the JSON.
-                Ok(Err(StepErrorWit::NotKept(_))) if matches!(input, SessionIn::Kept(_)) => {
-                    input = SessionIn::Json(session_json.to_owned());
-                }
-                call => break (call, fuel_used),
-            }
-        };
-        let span = tracing::Span::current();
-        span.record("fuel", fuel_used);
-        span.record("warm", warm);
-        inst.store.data_mut().effects = None;
-        let out = match call {
-            Ok(Ok(out)) => {
-                let report: StepReport = serde_json::from_str(&out.report).map_err(|e| {
-                    SandboxError::Internal(anyhow::anyhow!("guest result does not parse: {e}"))
-                })?;
-                let tag = if out.kept {
-                    inst.kept.push_back(keep_as);
-                    while inst.kept.len() > KEEP_MAX {
-                        inst.kept.pop_front();
-                    }
-                    keep_as
-                } else {
-                    0
-                };
-                Ok(RawOutcome {
-                    report,
-                    session: SessionJson {
-                        json: out.session.into(),
-                        tag,
-                    },
-                    fuel_used,
-                    warm,
-                })
-            }
-            Ok(Err(e)) => Err(SandboxError::Step(match e {
-                StepErrorWit::MaxRecursion(n) => StepError::MaxRecursion(n),
-                StepErrorWit::Aborted(m) => StepError::Aborted(m),
-                StepErrorWit::InvalidMessage(m) => StepError::InvalidMessage(m),
-                StepErrorWit::NotLoaded | StepErrorWit::NotKept(_) => {
-                    return Err(SandboxError::Internal(anyhow::anyhow!(
-                        "the guest refused the step: {e:?}"
-                    )));
-                }
-            })),
-            Err(trap) => {
-                let err = explain(&inst.store, limits, &trap);
-                tracing::warn!(error = %err, "step aborted; instance discarded");
-                return Err(SandboxError::Step(err));
-            }
-        };
-        for line in inst
-            .store
-            .data()
-            .output
-            .contents()
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-        {
-            tracing::info!(target: "botbox::guest_output", "{}", String::from_utf8_lossy(line));
+            call => return Ok((call, fuel_used)),
         }
-        self.put_idle(inst);
-        out
+    }
+}
+
+/// The outcome of a step the guest finished: its report and new session (kept under
+/// `keep_as` if the guest kept it, the oldest kept sessions forgotten past [`KEEP_MAX`]).
+fn finished(
+    inst: &mut Warm,
+    out: StepOut,
+    keep_as: u64,
+    fuel_used: u64,
+    warm: bool,
+) -> Result<RawOutcome, SandboxError> {
+    let report: StepReport = serde_json::from_str(&out.report)
+        .map_err(|e| SandboxError::Internal(anyhow::anyhow!("guest result does not parse: {e}")))?;
+    let tag = if out.kept {
+        inst.kept.push_back(keep_as);
+        while inst.kept.len() > KEEP_MAX {
+            inst.kept.pop_front();
+        }
+        keep_as
+    } else {
+        0
+    };
+    Ok(RawOutcome {
+        report,
+        session: SessionJson {
+            json: out.session.into(),
+            tag,
+        },
+        fuel_used,
+        warm,
+    })
+}
+
+/// The step error the guest answered with; an internal error when it refused the step
+/// (no bot loaded, or a kept session it does not have).
+fn step_error(e: StepErrorWit) -> Result<StepError, SandboxError> {
+    Ok(match e {
+        StepErrorWit::MaxRecursion(n) => StepError::MaxRecursion(n),
+        StepErrorWit::Aborted(m) => StepError::Aborted(m),
+        StepErrorWit::InvalidMessage(m) => StepError::InvalidMessage(m),
+        StepErrorWit::NotLoaded | StepErrorWit::NotKept(_) => {
+            return Err(SandboxError::Internal(anyhow::anyhow!(
+                "the guest refused the step: {e:?}"
+            )));
+        }
+    })
+}
+
+/// Logs what the guest wrote to its output during the step, line by line.
+fn log_guest_output(store: &Store<StepState>) {
+    for line in store
+        .data()
+        .output
+        .contents()
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+    {
+        tracing::info!(target: "botbox::guest_output", "{}", String::from_utf8_lossy(line));
     }
 }
 

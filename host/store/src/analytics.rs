@@ -78,6 +78,50 @@ pub struct Analytics {
     pub latency: Latency,
 }
 
+/// What one analytics request reads: the project, the environment (its name for the
+/// transcripts, its id for the errors), the range `[from, to)` and the buckets' length.
+struct Scope<'a> {
+    project: &'a str,
+    env_name: &'a str,
+    env_id: &'a str,
+    range: (i64, i64),
+    bucket_ms: i64,
+    /// The filter that leaves the console's test traffic out, or nothing.
+    tests: &'static str,
+    /// `FROM transcripts WHERE …`: the range's lines (`$1`–`$4`), test traffic filtered.
+    range_sql: String,
+}
+
+impl<'a> Scope<'a> {
+    /// The scope of `environment` (name, id) of `project` over `range`.
+    fn new(
+        project: &'a str,
+        (env_name, env_id): (&'a str, &'a str),
+        range: (i64, i64),
+        bucket_ms: i64,
+        include_tests: bool,
+    ) -> Self {
+        // The console's chat tester (channel `console`) is test traffic: left out unless asked.
+        let tests = if include_tests {
+            ""
+        } else {
+            " AND channel_id <> 'console'"
+        };
+        let range_sql = format!(
+            "FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at >= $3 AND created_at < $4{tests}"
+        );
+        Scope {
+            project,
+            env_name,
+            env_id,
+            range,
+            bucket_ms,
+            tests,
+            range_sql,
+        }
+    }
+}
+
 impl Db {
     /// The analytics of `environment` (its name; its id for the errors) of `project` over
     /// `[from, to)` in buckets of `bucket_ms`; the console's test traffic only with
@@ -91,119 +135,15 @@ impl Db {
         bucket_ms: i64,
         include_tests: bool,
     ) -> DbResult<Analytics> {
-        let (env_name, env_id) = environment;
-        // The console's chat tester (channel `console`) is test traffic: left out unless asked.
-        let tests = if include_tests {
-            ""
-        } else {
-            " AND channel_id <> 'console'"
-        };
-        let range_sql = format!(
-            "FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at >= $3 AND created_at < $4{tests}"
-        );
-        let range_sql = range_sql.as_str();
-        let range = (from, to);
-        let series: Vec<(i64, i64, i64, i64)> = self
-            .grouped(
-                &format!(
-                    "SELECT (created_at / $5) * $5 AS t, \
-             CAST(SUM(CASE WHEN direction = 'in' THEN 1 ELSE 0 END) AS BIGINT), \
-             CAST(SUM(CASE WHEN direction = 'out' THEN 1 ELSE 0 END) AS BIGINT), \
-             COUNT(DISTINCT CASE WHEN direction = 'in' THEN user_id END) \
-             {range_sql} GROUP BY t ORDER BY t"
-                ),
-                (project, env_name),
-                range,
-                Some(bucket_ms),
-            )
-            .await?;
-        let errors: Vec<(i64, i64)> = self
-            .grouped(
-                &format!(
-                    "SELECT (created_at / $5) * $5 AS t, COUNT(*) FROM bot_errors \
-                     WHERE project_id = $1 AND environment_id = $2 AND created_at >= $3 AND created_at < $4{tests} \
-                     GROUP BY t ORDER BY t"
-                ),
-                (project, env_id),
-                range,
-                Some(bucket_ms),
-            )
-            .await?;
-        let mut buckets: Vec<Bucket> = series
-            .into_iter()
-            .map(|(start, messages, replies, active_users)| Bucket {
-                start,
-                messages,
-                replies,
-                active_users,
-                errors: 0,
-                latency: Latency::default(),
-            })
-            .collect();
-        for (start, n) in errors {
-            match buckets.binary_search_by_key(&start, |b| b.start) {
-                Ok(i) => buckets[i].errors = n,
-                Err(i) => buckets.insert(
-                    i,
-                    Bucket {
-                        start,
-                        messages: 0,
-                        replies: 0,
-                        active_users: 0,
-                        errors: n,
-                        latency: Latency::default(),
-                    },
-                ),
-            }
-        }
-        // (bucket start, step time, steps), ordered by both.
-        let times: Vec<(i64, i64, i64)> = self
-            .grouped(
-                &format!(
-                    "SELECT (created_at / $5) * $5 AS t, {LATENCY_BUCKET} AS b, COUNT(*) \
-                     {range_sql} AND direction = 'in' AND step_us IS NOT NULL GROUP BY t, b ORDER BY t, b"
-                ),
-                (project, env_name),
-                range,
-                Some(bucket_ms),
-            )
-            .await?;
-        let mut all: std::collections::BTreeMap<i64, i64> = Default::default();
-        for group in times.chunk_by(|a, b| a.0 == b.0) {
-            let histogram: Vec<(i64, i64)> = group.iter().map(|&(_, t, n)| (t, n)).collect();
-            for &(t, n) in &histogram {
-                *all.entry(t).or_default() += n;
-            }
-            if let Ok(i) = buckets.binary_search_by_key(&group[0].0, |b| b.start) {
-                buckets[i].latency = Latency::of(&histogram);
-            }
-        }
-        let latency = Latency::of(&all.into_iter().collect::<Vec<_>>());
-        let totals: Vec<(i64, i64, i64)> = self
-            .grouped(
-                &format!(
-                    "SELECT COUNT(*), \
-                     CAST(COALESCE(SUM(CASE WHEN intent IS NULL OR intent = 'fallback' THEN 1 ELSE 0 END), 0) AS BIGINT), \
-                     COUNT(DISTINCT user_id) {range_sql} AND direction = 'in'"
-                ),
-                (project, env_name),
-                range,
-                None,
-            )
-            .await?;
-        let (messages, fallback_messages, active_users) = totals[0];
-        let top = |column: &'static str| {
-            let sql = format!(
-                "SELECT {column}, COUNT(*) AS n {range_sql} AND direction = 'in' AND {column} IS NOT NULL \
-                 GROUP BY {column} ORDER BY n DESC, {column} LIMIT 10"
-            );
-            async move {
-                self.grouped::<(String, i64)>(&sql, (project, env_name), range, None)
-                    .await
-            }
-        };
-        let top_intents = top("intent").await?;
-        let top_flows = top("flow").await?;
+        let scope = Scope::new(project, environment, (from, to), bucket_ms, include_tests);
+        let mut buckets = self.bucket_series(&scope).await?;
+        let errors = self.error_counts(&scope).await?;
+        add_errors(&mut buckets, errors);
+        let times = self.step_times(&scope).await?;
+        let latency = add_latencies(&mut buckets, &times);
+        let (messages, fallback_messages, active_users) = self.totals(&scope).await?;
+        let top_intents = self.top(&scope, "intent").await?;
+        let top_flows = self.top(&scope, "flow").await?;
         Ok(Analytics {
             buckets,
             active_users,
@@ -214,6 +154,133 @@ impl Db {
             latency,
         })
     }
+
+    /// The buckets with transcript lines: messages, replies and active users (no errors or
+    /// latency yet), in time order.
+    async fn bucket_series(&self, s: &Scope<'_>) -> DbResult<Vec<Bucket>> {
+        let range_sql = s.range_sql.as_str();
+        let series: Vec<(i64, i64, i64, i64)> = self
+            .grouped(
+                &format!(
+                    "SELECT (created_at / $5) * $5 AS t, \
+             CAST(SUM(CASE WHEN direction = 'in' THEN 1 ELSE 0 END) AS BIGINT), \
+             CAST(SUM(CASE WHEN direction = 'out' THEN 1 ELSE 0 END) AS BIGINT), \
+             COUNT(DISTINCT CASE WHEN direction = 'in' THEN user_id END) \
+             {range_sql} GROUP BY t ORDER BY t"
+                ),
+                (s.project, s.env_name),
+                s.range,
+                Some(s.bucket_ms),
+            )
+            .await?;
+        Ok(series
+            .into_iter()
+            .map(|(start, messages, replies, active_users)| Bucket {
+                start,
+                messages,
+                replies,
+                active_users,
+                errors: 0,
+                latency: Latency::default(),
+            })
+            .collect())
+    }
+
+    /// Bot errors per bucket, as (bucket start, errors) in time order.
+    async fn error_counts(&self, s: &Scope<'_>) -> DbResult<Vec<(i64, i64)>> {
+        let tests = s.tests;
+        self.grouped(
+            &format!(
+                "SELECT (created_at / $5) * $5 AS t, COUNT(*) FROM bot_errors \
+                 WHERE project_id = $1 AND environment_id = $2 AND created_at >= $3 AND created_at < $4{tests} \
+                 GROUP BY t ORDER BY t"
+            ),
+            (s.project, s.env_id),
+            s.range,
+            Some(s.bucket_ms),
+        )
+        .await
+    }
+
+    /// Timed incoming steps as (bucket start, step time, steps), ordered by both.
+    async fn step_times(&self, s: &Scope<'_>) -> DbResult<Vec<(i64, i64, i64)>> {
+        let range_sql = s.range_sql.as_str();
+        self.grouped(
+            &format!(
+                "SELECT (created_at / $5) * $5 AS t, {LATENCY_BUCKET} AS b, COUNT(*) \
+                 {range_sql} AND direction = 'in' AND step_us IS NOT NULL GROUP BY t, b ORDER BY t, b"
+            ),
+            (s.project, s.env_name),
+            s.range,
+            Some(s.bucket_ms),
+        )
+        .await
+    }
+
+    /// The whole range's incoming messages, those no intent understood, and active users.
+    async fn totals(&self, s: &Scope<'_>) -> DbResult<(i64, i64, i64)> {
+        let range_sql = s.range_sql.as_str();
+        let totals: Vec<(i64, i64, i64)> = self
+            .grouped(
+                &format!(
+                    "SELECT COUNT(*), \
+                     CAST(COALESCE(SUM(CASE WHEN intent IS NULL OR intent = 'fallback' THEN 1 ELSE 0 END), 0) AS BIGINT), \
+                     COUNT(DISTINCT user_id) {range_sql} AND direction = 'in'"
+                ),
+                (s.project, s.env_name),
+                s.range,
+                None,
+            )
+            .await?;
+        Ok(totals[0])
+    }
+
+    /// The 10 most frequent values of `column` (intent or flow) among incoming messages.
+    async fn top(&self, s: &Scope<'_>, column: &'static str) -> DbResult<Vec<(String, i64)>> {
+        let range_sql = s.range_sql.as_str();
+        let sql = format!(
+            "SELECT {column}, COUNT(*) AS n {range_sql} AND direction = 'in' AND {column} IS NOT NULL \
+             GROUP BY {column} ORDER BY n DESC, {column} LIMIT 10"
+        );
+        self.grouped::<(String, i64)>(&sql, (s.project, s.env_name), s.range, None)
+            .await
+    }
+}
+
+/// Sets the error counts of the buckets, adding (in time order) buckets that have errors only.
+fn add_errors(buckets: &mut Vec<Bucket>, errors: Vec<(i64, i64)>) {
+    for (start, n) in errors {
+        match buckets.binary_search_by_key(&start, |b| b.start) {
+            Ok(i) => buckets[i].errors = n,
+            Err(i) => buckets.insert(
+                i,
+                Bucket {
+                    start,
+                    messages: 0,
+                    replies: 0,
+                    active_users: 0,
+                    errors: n,
+                    latency: Latency::default(),
+                },
+            ),
+        }
+    }
+}
+
+/// Sets each bucket's latency from its steps' times (see [`Db::step_times`]); returns the
+/// whole range's.
+fn add_latencies(buckets: &mut [Bucket], times: &[(i64, i64, i64)]) -> Latency {
+    let mut all: std::collections::BTreeMap<i64, i64> = Default::default();
+    for group in times.chunk_by(|a, b| a.0 == b.0) {
+        let histogram: Vec<(i64, i64)> = group.iter().map(|&(_, t, n)| (t, n)).collect();
+        for &(t, n) in &histogram {
+            *all.entry(t).or_default() += n;
+        }
+        if let Ok(i) = buckets.binary_search_by_key(&group[0].0, |b| b.start) {
+            buckets[i].latency = Latency::of(&histogram);
+        }
+    }
+    Latency::of(&all.into_iter().collect::<Vec<_>>())
 }
 
 impl Db {

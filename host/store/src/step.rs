@@ -194,64 +194,7 @@ pub(crate) async fn group_statements<E: Exec>(
     mark_sent(e, sent, now).await?;
     let mut stored = Vec::with_capacity(writes.len());
     for w in writes {
-        let seen = w.provider_id.as_ref().map(|(user, id)| seen_key(user, id));
-        if let Some(seen) = &seen {
-            // First, so that a message another step already stored writes nothing.
-            let fresh = e
-                .exec(
-                    "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3) \
-                     ON CONFLICT (channel_id, provider_id) DO NOTHING",
-                    &[(&w.channel_id).into(), seen.into(), now.into()],
-                )
-                .await?;
-            if fresh == 0 {
-                stored.push(false);
-                continue;
-            }
-        }
-        let done = match w.read_version {
-            None => {
-                e.exec(
-                    "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, 1, $6) ON CONFLICT (id) DO NOTHING",
-                    &[
-                        (&w.session_id).into(),
-                        (&w.environment_id).into(),
-                        (&w.channel_id).into(),
-                        (&w.user_id).into(),
-                        (&*w.body).into(),
-                        now.into(),
-                    ],
-                )
-                .await?
-            }
-            Some(v) => {
-                e.exec(
-                    "UPDATE sessions SET body = $1, version = $2, updated_at = $3 WHERE id = $4 AND version = $5",
-                    &[
-                        (&*w.body).into(),
-                        (v + 1).into(),
-                        now.into(),
-                        (&w.session_id).into(),
-                        v.into(),
-                    ],
-                )
-                .await?
-            }
-        };
-        if done != 1
-            && let Some(seen) = &seen
-        {
-            // The session changed under the step: it writes nothing and runs again on
-            // the newer session, so its message must stay unseen (or the rerun would be
-            // dropped as a duplicate of itself, and the message lost).
-            e.exec(
-                "DELETE FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2",
-                &[(&w.channel_id).into(), seen.into()],
-            )
-            .await?;
-        }
-        stored.push(done == 1);
+        stored.push(write_session(e, w, now).await?);
     }
     let kept: Vec<&StepWrite> = writes
         .iter()
@@ -261,6 +204,87 @@ pub(crate) async fn group_statements<E: Exec>(
         .collect();
     let lines: Vec<&NewTranscript> = kept.iter().flat_map(|w| &w.transcripts).collect();
     insert_transcript_rows(e, &lines, now).await?;
+    insert_step_errors(e, &kept, now).await?;
+    let created = outbox_rows(&kept, now);
+    insert_outbox_rows(e, &created, now).await?;
+    write_schedules(e, &kept, now).await?;
+    let mut created = created.into_iter();
+    Ok(stored
+        .into_iter()
+        .map(|ok| ok.then(|| created.next().expect("rows of a stored step")))
+        .collect())
+}
+
+/// Writes one step's session if it is still at its read version, its provider id recorded
+/// first; whether it was written (`false`: the step writes nothing more).
+async fn write_session<E: Exec>(e: &mut E, w: &StepWrite, now: i64) -> DbResult<bool> {
+    let seen = w.provider_id.as_ref().map(|(user, id)| seen_key(user, id));
+    if let Some(seen) = &seen {
+        // First, so that a message another step already stored writes nothing.
+        let fresh = e
+            .exec(
+                "INSERT INTO inbound_seen (channel_id, provider_id, created_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (channel_id, provider_id) DO NOTHING",
+                &[(&w.channel_id).into(), seen.into(), now.into()],
+            )
+            .await?;
+        if fresh == 0 {
+            return Ok(false);
+        }
+    }
+    let done = put_session(e, w, now).await?;
+    if done != 1
+        && let Some(seen) = &seen
+    {
+        // The session changed under the step: it writes nothing and runs again on
+        // the newer session, so its message must stay unseen (or the rerun would be
+        // dropped as a duplicate of itself, and the message lost).
+        e.exec(
+            "DELETE FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2",
+            &[(&w.channel_id).into(), seen.into()],
+        )
+        .await?;
+    }
+    Ok(done == 1)
+}
+
+/// Inserts the step's session (none was read) or updates it if still at its read version;
+/// the rows changed (1 when written).
+async fn put_session<E: Exec>(e: &mut E, w: &StepWrite, now: i64) -> DbResult<u64> {
+    match w.read_version {
+        None => {
+            e.exec(
+                "INSERT INTO sessions (id, environment_id, channel_id, user_id, body, version, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, 1, $6) ON CONFLICT (id) DO NOTHING",
+                &[
+                    (&w.session_id).into(),
+                    (&w.environment_id).into(),
+                    (&w.channel_id).into(),
+                    (&w.user_id).into(),
+                    (&*w.body).into(),
+                    now.into(),
+                ],
+            )
+            .await
+        }
+        Some(v) => {
+            e.exec(
+                "UPDATE sessions SET body = $1, version = $2, updated_at = $3 WHERE id = $4 AND version = $5",
+                &[
+                    (&*w.body).into(),
+                    (v + 1).into(),
+                    now.into(),
+                    (&w.session_id).into(),
+                    v.into(),
+                ],
+            )
+            .await
+        }
+    }
+}
+
+/// Inserts the bot errors of the stored steps.
+async fn insert_step_errors<E: Exec>(e: &mut E, kept: &[&StepWrite], now: i64) -> DbResult<()> {
     // Bot errors are rare: one statement each; their times keep their order in the step.
     for (i, b) in kept.iter().flat_map(|w| &w.errors).enumerate() {
         e.exec(
@@ -279,8 +303,13 @@ pub(crate) async fn group_statements<E: Exec>(
         )
         .await?;
     }
+    Ok(())
+}
+
+/// The pending outbox rows of each stored step, due once its lease has passed.
+fn outbox_rows(kept: &[&StepWrite], now: i64) -> Vec<Vec<OutboxRow>> {
     let mut created: Vec<Vec<OutboxRow>> = Vec::with_capacity(kept.len());
-    for w in &kept {
+    for w in kept {
         created.push(
             w.outbox
                 .iter()
@@ -298,6 +327,15 @@ pub(crate) async fn group_statements<E: Exec>(
                 .collect(),
         );
     }
+    created
+}
+
+/// Inserts the steps' outbox rows, [`ROWS_PER_INSERT`] per statement.
+async fn insert_outbox_rows<E: Exec>(
+    e: &mut E,
+    created: &[Vec<OutboxRow>],
+    now: i64,
+) -> DbResult<()> {
     let rows: Vec<&OutboxRow> = created.iter().flatten().collect();
     for chunk in rows.chunks(ROWS_PER_INSERT) {
         let sql = format!(
@@ -321,7 +359,12 @@ pub(crate) async fn group_statements<E: Exec>(
         }
         e.exec(&sql, &args).await?;
     }
-    for w in &kept {
+    Ok(())
+}
+
+/// Removes and adds the stored steps' schedules (an added schedule replaces one of its id).
+async fn write_schedules<E: Exec>(e: &mut E, kept: &[&StepWrite], now: i64) -> DbResult<()> {
+    for w in kept {
         for id in &w.schedules_remove {
             e.exec("DELETE FROM schedules WHERE id = $1", &[id.into()])
                 .await?;
@@ -348,11 +391,7 @@ pub(crate) async fn group_statements<E: Exec>(
             .await?;
         }
     }
-    let mut created = created.into_iter();
-    Ok(stored
-        .into_iter()
-        .map(|ok| ok.then(|| created.next().expect("rows of a stored step")))
-        .collect())
+    Ok(())
 }
 
 /// Inserts transcript lines timed from `now` (one millisecond apart, keeping their order),
