@@ -4,7 +4,7 @@
 //! boa `Context` is built and locked down when a bot with JavaScript loads
 //! ([`JsRuntime::prepare`], ~25 M fuel), or else by the first step that needs it; bots
 //! without JavaScript never pay for it. Steps reuse the context, so the guarantee that no
-//! step sees what another step did in JavaScript rests on [`LOCKDOWN`] and
+//! step sees what another step did in JavaScript rests on `LOCKDOWN` and
 //! [`JsRuntime::finish_step`]:
 //!
 //! - every built-in object (reachable from the global object or from a sample of syntax such

@@ -26,7 +26,7 @@ pub fn deep_merge(base: &mut Json, over: &Json) {
 /// Splits a string into literal text and `$(...)` expressions. `None` if it has none.
 ///
 /// A `$(` without its `)` is literal text. Linear in the length of `s`: the closing
-/// parenthesis of every `(` is found in one pass ([`closing_parens`]), where scanning from
+/// parenthesis of every `(` is found in one pass (`closing_parens`), where scanning from
 /// each `$(` would be quadratic on a string of many unclosed ones (`$($($(…`).
 pub fn split_interpolations(s: &str) -> Option<Vec<(bool, String)>> {
     if !s.contains("$(") {

@@ -302,7 +302,7 @@ fn empty_object() -> Json {
 }
 
 /// The version of the stored session form. Bump it with every change to what a session
-/// means or how it is written, and teach [`upgrade_session`] to read the previous one.
+/// means or how it is written, and teach `upgrade_session` to read the previous one.
 ///
 /// - 0: sessions stored before formats were numbered (no `format` field).
 /// - 1: the same fields, with `format`.

@@ -550,6 +550,31 @@ pub const UNAVAILABLE: &str = "Server is not available at the moment. We are wor
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
+pub(crate) fn check_name(field: &str, name: &str) -> ApiResult<()> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        return Err(ApiError::bad(format!(
+            "{field}: 1 to 64 letters, digits, '.', '_' or '-' (got {name:?})"
+        )));
+    }
+    Ok(())
+}
+
+impl From<botbox_service::nlu::NewNluError> for ApiError {
+    fn from(e: botbox_service::nlu::NewNluError) -> Self {
+        use botbox_service::nlu::NewNluError as E;
+        match e {
+            E::Invalid(m) => ApiError::BadRequest(m),
+            E::Conflict(m) => ApiError::Conflict(m),
+            E::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
 impl From<botbox_service::revisions::PublishError> for ApiError {
     fn from(e: botbox_service::revisions::PublishError) -> Self {
         use botbox_service::revisions::PublishError as P;

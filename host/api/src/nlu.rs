@@ -169,11 +169,15 @@ async fn create_nlu(
     Body(req): Body<NewNlu>,
 ) -> ApiResult<Json<NluSummary>> {
     let p = super::project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
-    super::projects::check_name("name", &req.name)?;
+    super::check_name("name", &req.name)?;
     let visibility = req.visibility.unwrap_or_else(|| "private".into());
     check_visibility(&visibility)?;
     let lang = req.lang.unwrap_or_else(|| "en".into());
-    let nlu = create_for_project(&app, &pid, &p.owner_id, &req.name, &lang, &visibility).await?;
+    let nlu = app
+        .live
+        .nlu
+        .create_for_project(&pid, &p.owner_id, &req.name, &lang, &visibility)
+        .await?;
     Ok(Json(summary(&app, nlu).await?))
 }
 
@@ -247,10 +251,7 @@ async fn put_nlu(
 }
 
 pub fn check_lang(lang: &str) -> ApiResult<()> {
-    if lang.is_empty()
-        || lang.len() > 16
-        || !lang.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-    {
+    if !botbox_service::nlu::is_lang_code(lang) {
         return Err(ApiError::bad(format!(
             "lang: a language code such as en or id (got {lang:?})"
         )));
@@ -791,10 +792,10 @@ fn entity_body(body: Json_, name: Option<&str>) -> ApiResult<(String, EntitySpec
 /// the project's CMS FAQ tables train as).
 fn check_project_entities(all: &BTreeMap<String, EntitySpec>) -> Result<(), String> {
     check_entities(all)?;
-    if all.contains_key(botbox_service::cms::FAQ_ENTITY) {
+    if all.contains_key(botbox_service::nlu::FAQ_ENTITY) {
         return Err(format!(
             "entity {}: the name is reserved for the trait the CMS FAQ tables train as (its labels are the FAQ labels); name the entity otherwise",
-            botbox_service::cms::FAQ_ENTITY
+            botbox_service::nlu::FAQ_ENTITY
         ));
     }
     Ok(())
@@ -943,50 +944,4 @@ async fn profiles(_caller: Caller, paging: Paging) -> Json<Profiles> {
             .map(str::to_string)
             .collect(),
     })
-}
-
-/// `options.nluLang` of a project with an NLU.
-pub fn check_nlu_lang(lang: &str) -> ApiResult<()> {
-    check_lang(lang).map_err(|_| {
-        ApiError::bad(format!(
-            "options.nluLang: a language code such as en or id (got {lang:?})"
-        ))
-    })
-}
-
-/// Creates the NLU of a project made with `options.nlu`: named after the project, with its
-/// initial revision (a model of no sentences), as a project has an initial bot revision:
-/// clients such as kata-cli read the newest NLU revision of a project to deploy it.
-pub async fn create_for_project(
-    app: &App,
-    project_id: &str,
-    owner_id: &str,
-    name: &str,
-    lang: &str,
-    visibility: &str,
-) -> ApiResult<NluRow> {
-    check_nlu_lang(lang)?;
-    let nlu = app
-        .db
-        .insert_nlu(project_id, owner_id, name, lang, visibility)
-        .await
-        .map_err(|e| match e {
-            botbox_store::DbError::Conflict => ApiError::Conflict(format!(
-                "an NLU named {name} already exists for this owner (bots address NLUs as <account>:<name>)"
-            )),
-            e => e.into(),
-        })?;
-    let trained = app
-        .live
-        .nlu
-        .start_training(nlu.clone())
-        .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
-    match trained.await {
-        Ok(Trained::Done { .. }) => Ok(nlu),
-        Ok(Trained::Failed(e)) => Err(ApiError::Internal(anyhow::anyhow!(
-            "the initial revision of NLU {name}: {e}"
-        ))),
-        Err(e) => Err(ApiError::Internal(e.into())),
-    }
 }

@@ -1,6 +1,6 @@
 //! Projects, bot revisions and drafts.
 
-use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, project_for};
+use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging, check_name, project_for};
 use axum::Json;
 use axum::extract::{Path, State};
 use botbox_api_types::{Owner, Project, ProjectOptions, RevisionSummary};
@@ -91,20 +91,6 @@ pub struct NewProjectRequest {
     pub team_id: Option<String>,
 }
 
-pub(crate) fn check_name(field: &str, name: &str) -> ApiResult<()> {
-    if name.is_empty()
-        || name.len() > 64
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-    {
-        return Err(ApiError::bad(format!(
-            "{field}: 1 to 64 letters, digits, '.', '_' or '-' (got {name:?})"
-        )));
-    }
-    Ok(())
-}
-
 fn taken(what: String) -> impl FnOnce(DbError) -> ApiError {
     move |e| match e {
         DbError::Conflict => ApiError::Conflict(what),
@@ -149,7 +135,12 @@ async fn create_project(
     }
     if options.nlu {
         // The project's NLU is named after it; bots address it as <account>:<name>.
-        super::nlu::check_nlu_lang(&options.nlu_lang)?;
+        if !botbox_service::nlu::is_lang_code(&options.nlu_lang) {
+            return Err(ApiError::bad(format!(
+                "options.nluLang: a language code such as en or id (got {:?})",
+                options.nlu_lang
+            )));
+        }
         if app.db.owner_nlu(&owner.id, &req.name).await?.is_some() {
             return Err(ApiError::Conflict(format!(
                 "an NLU named {} already exists for {owner}",
@@ -198,15 +189,16 @@ async fn create_project(
         row
     };
     if options.nlu {
-        super::nlu::create_for_project(
-            &app,
-            &row.id,
-            &owner.id,
-            &req.name,
-            &options.nlu_lang,
-            &options.nlu_visibility,
-        )
-        .await?;
+        app.live
+            .nlu
+            .create_for_project(
+                &row.id,
+                &owner.id,
+                &req.name,
+                &options.nlu_lang,
+                &options.nlu_visibility,
+            )
+            .await?;
     }
     // The answer carries the revisions just made (the NLU's initial one too).
     let row = app.db.project(&row.id).await?.unwrap_or(row);
@@ -410,15 +402,16 @@ async fn put_project(
     // Turning options.nlu on gives the project its NLU (named after the project) if it has
     // none; turning it off keeps the NLU and its models (deployments may pin them).
     if options.nlu && app.db.project_nlus(&id, 1, 0).await?.total == 0 {
-        super::nlu::create_for_project(
-            &app,
-            &id,
-            &p.owner_id,
-            &name,
-            &options.nlu_lang,
-            &options.nlu_visibility,
-        )
-        .await?;
+        app.live
+            .nlu
+            .create_for_project(
+                &id,
+                &p.owner_id,
+                &name,
+                &options.nlu_lang,
+                &options.nlu_visibility,
+            )
+            .await?;
     }
     let p = app
         .db

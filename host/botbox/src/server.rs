@@ -180,7 +180,7 @@ pub async fn build(cfg: &ServeConfig, db: Db, addr: SocketAddr) -> Result<App> {
     Ok(app)
 }
 
-/// Runs the server until a SIGTERM or SIGINT has been drained (see [`drain`]).
+/// Runs the server until a SIGTERM or SIGINT has been drained (see [`botbox_service::drain`]).
 pub async fn serve(mut cfg: ServeConfig) -> Result<()> {
     // With an address of its own, `/metrics` is served there and not on the main router.
     let own_metrics = match cfg.metrics_addr {

@@ -4,7 +4,7 @@
 //! May depend on runtime-core (messages, responses) and hashing crates; must never do I/O or
 //! read a clock: the caller passes the time in [`ChannelInfo::now_ms`].
 //!
-//! Plain functions over bytes and JSON, no I/O: the live runner ([`botbox_service::live`]) receives
+//! Plain functions over bytes and JSON, no I/O: the live runner (`botbox_service::live`) receives
 //! the webhook, runs the steps and puts the [`Delivery`]s in the outbox.
 //!
 //! Exact formats: generic, line, telegram, fbmessenger, slack. Best effort, each documented in

@@ -116,7 +116,7 @@ pub enum TaskAction {
         decision: String,
         #[arg(long)]
         comment: Option<String>,
-        /// An edited output (approve): name=text or name:=<json> (repeatable).
+        /// An edited output (approve): name=text or `name:=<json>` (repeatable).
         #[arg(long = "output")]
         outputs: Vec<String>,
     },
@@ -142,7 +142,7 @@ pub enum CmsAction {
 /// `botbox nlu …`: the project's NL Studio NLUs.
 #[derive(Subcommand, Debug)]
 pub enum NluAction {
-    /// Creates an NLU in the bot's project (bots address it as <account>:<name>).
+    /// Creates an NLU in the bot's project (bots address it as `<account>:<name>`).
     Create {
         name: String,
         /// en or id.

@@ -1,5 +1,5 @@
 //! Egress: every outbound call of the server goes through here — bots' api actions
-//! ([`botbox_sandbox::effects`]), reply deliveries (`live/outbox.rs`), reads from a
+//! (the sandbox's `Effects`), reply deliveries (`live/outbox.rs`), reads from a
 //! provider's API (the Webex message text, `Live::fetch_text`), and later webhooks and
 //! callbacks. One policy decides where the server may connect, checked where the address
 //! is known, so that what was checked is what is connected to:

@@ -9,9 +9,9 @@
 //! priority, and the OS runs the other threads first whenever both want a core:
 //!
 //! - guests' steps on step threads at nice 10, and a tenant over its share's steps and the
-//!   burning steps of every tenant under `SCHED_IDLE` ([`botbox_sandbox`]'s `threads`);
+//!   burning steps of every tenant under `SCHED_IDLE` (`botbox_sandbox`'s `threads`);
 //! - the live path's async work for a tenant that sends more than its share of turns runs
-//!   (its messages wait for turns: [`botbox_service::live`]) on the [`background`] runtime at
+//!   (its messages wait for turns: `botbox_service::live`) on the [`background`] runtime at
 //!   [`BACKGROUND_NICE`]: its receive pipeline (parse, dedupe, step; its storage and
 //!   provider calls go back to the main runtime: `Live::io_on_main`) and the connections
 //!   that bring its webhooks (a connection that also brings other tenants' only from the
@@ -211,7 +211,7 @@ pub async fn go_to(tenant: Option<&str>, lane: Lane) {
 }
 
 /// The requests a connection has in hand: [`hopping`] sends a shared connection back to
-/// the main runtime when there are none. Each request's future is wrapped in [`track`]
+/// the main runtime when there are none. Each request's future is wrapped in `track`
 /// (`InFlight::track`) by whoever creates it.
 #[derive(Clone, Default)]
 pub struct InFlight(std::sync::Arc<std::sync::atomic::AtomicUsize>);

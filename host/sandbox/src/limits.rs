@@ -19,7 +19,7 @@ pub struct Limits {
     /// Time-out of one api action's HTTP call, enforced by the host.
     pub http_timeout: Duration,
     /// Bigger api response bodies give a null result. (Where api actions may connect is the
-    /// server's egress policy, [`botbox_egress`], not a per-step limit.)
+    /// server's egress policy, `botbox_egress`, not a per-step limit.)
     pub max_http_body: usize,
     /// Bytes of guest stdout/stderr kept per instance.
     pub max_output_bytes: usize,

@@ -106,7 +106,7 @@ pub(crate) fn ask_to_move() -> bool {
 }
 
 /// Runs a sandbox future (a step) on `lane`'s step threads; it moves to the burn threads
-/// when it asks to ([`ask_to_move`]). Aborting the returned handle aborts the step wherever
+/// when it asks to (`ask_to_move`). Aborting the returned handle aborts the step wherever
 /// it runs.
 pub fn spawn<F>(lane: Lane, future: F) -> JoinHandle<F::Output>
 where

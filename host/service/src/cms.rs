@@ -15,8 +15,6 @@
 //! [`publish`] stores a valid one as the project's newest revision.
 
 use crate::nlu::{NluService, Trained};
-use botbox_nlu::model::EntitySpec;
-use botbox_nlu::{TrainingData, TrainingEntity};
 use botbox_store::{CmsRevisionRow, Db, DbResult, ProjectRow};
 use serde_json::{Map, Value as Json, json};
 use sha2::{Digest, Sha256};
@@ -439,50 +437,6 @@ pub async fn missing_references(
         .filter(|(_, r)| !has(r))
         .map(|(path, r)| runtime_core::compile::cms_missing_warning(path, r, latest))
         .collect())
-}
-
-/// The trait entity every NLU of a project learns the project's FAQ tables as: each question
-/// of the latest CMS revision is a sentence labelled with its FAQ's label
-/// (`#faq:<label>`), so `faq` predicts which FAQ a message asks. The name is reserved in
-/// project NLUs.
-pub const FAQ_ENTITY: &str = "faq";
-
-/// The `faq` trait and its sentences for a stored CMS document: `None` when it has no FAQ
-/// tables. Training adds them to the NLU's own entities and sentences.
-pub fn faq_training(document: &str) -> Option<(EntitySpec, Vec<TrainingData>)> {
-    let doc: Json = serde_json::from_str(document).ok()?;
-    let faqs = doc.get("faqs")?.as_object().filter(|f| !f.is_empty())?;
-    let mut rows = Vec::new();
-    for (label, faq) in faqs {
-        for q in faq["questions"].as_array().into_iter().flatten() {
-            let Some(input) = q.as_str() else { continue };
-            rows.push(TrainingData {
-                input: input.to_string(),
-                entities: vec![TrainingEntity {
-                    id: None,
-                    entity: FAQ_ENTITY.into(),
-                    label: Some(label.clone()),
-                    start: 0,
-                    end: input.chars().count(),
-                    value: label.clone(),
-                    belongs_to: None,
-                }],
-            });
-        }
-    }
-    let spec = EntitySpec {
-        kind: "trait".into(),
-        profile: "faq".into(),
-        root: None,
-        rel_profile: None,
-        labels: Some(faqs.keys().cloned().collect()),
-        belongs_to: None,
-        dictionary: None,
-        resolver: None,
-        inherit: None,
-        name: None,
-    };
-    Some((spec, rows))
 }
 
 /// The empty document a project made with `options.cms` starts with, so that every client

@@ -12,7 +12,7 @@
 //! - [`MAX_TRAINING_ROWS`]: sentences per NLU; [`MAX_PREDICT_CHARS`]: text per prediction.
 
 use botbox_nlu::model::{EntitySpec, MODEL_FORMAT, NluModel};
-use botbox_nlu::{Lang, TrainingData};
+use botbox_nlu::{Lang, TrainingData, TrainingEntity};
 use botbox_sandbox::NlScope;
 use botbox_store::{Db, NluRow};
 use serde_json::Value as Json;
@@ -273,7 +273,7 @@ impl NluService {
                 })
                 .collect::<Result<_, String>>()?;
             if let Some((spec, questions)) = faq {
-                entities.insert(crate::cms::FAQ_ENTITY.into(), spec);
+                entities.insert(FAQ_ENTITY.into(), spec);
                 data.extend(questions);
             }
             let model = NluModel::train(lang, &entities, &data)?;
@@ -326,7 +326,7 @@ impl NluService {
             .cms_revision(&project.id, &rev)
             .await
             .map_err(db_err)?;
-        Ok(row.and_then(|r| crate::cms::faq_training(&r.document)))
+        Ok(row.and_then(|r| faq_training(&r.document)))
     }
 }
 
@@ -349,6 +349,110 @@ pub fn cut(text: &str) -> &str {
 fn db_err(e: botbox_store::DbError) -> String {
     tracing::error!(error = %e, "NLU storage");
     "the NLU store failed; try again".into()
+}
+
+/// Why an NLU was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum NewNluError {
+    #[error("{0}")]
+    Invalid(String),
+    /// The owner has an NLU of that name (bots address NLUs as `<account>:<name>`).
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+/// Whether `lang` reads as a language code (`en`, `id`, `pt-BR`).
+pub fn is_lang_code(lang: &str) -> bool {
+    !lang.is_empty()
+        && lang.len() <= 16
+        && lang.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+impl NluService {
+    /// Creates an NLU of a project with its initial revision (a model of no sentences), as a
+    /// project made with `options.nlu` has one: clients such as kata-cli read the newest NLU
+    /// revision of a project to deploy it.
+    pub async fn create_for_project(
+        self: &Arc<Self>,
+        project_id: &str,
+        owner_id: &str,
+        name: &str,
+        lang: &str,
+        visibility: &str,
+    ) -> Result<NluRow, NewNluError> {
+        if !is_lang_code(lang) {
+            return Err(NewNluError::Invalid(format!(
+                "options.nluLang: a language code such as en or id (got {lang:?})"
+            )));
+        }
+        let nlu = self
+            .db
+            .insert_nlu(project_id, owner_id, name, lang, visibility)
+            .await
+            .map_err(|e| match e {
+                botbox_store::DbError::Conflict => NewNluError::Conflict(format!(
+                    "an NLU named {name} already exists for this owner (bots address NLUs as <account>:<name>)"
+                )),
+                e => NewNluError::Internal(e.into()),
+            })?;
+        let trained = self
+            .start_training(nlu.clone())
+            .await
+            .map_err(|e| NewNluError::Internal(anyhow::anyhow!(e)))?;
+        match trained.await {
+            Ok(Trained::Done { .. }) => Ok(nlu),
+            Ok(Trained::Failed(e)) => Err(NewNluError::Internal(anyhow::anyhow!(
+                "the initial revision of NLU {name}: {e}"
+            ))),
+            Err(e) => Err(NewNluError::Internal(e.into())),
+        }
+    }
+}
+
+/// The trait entity every NLU of a project learns the project's FAQ tables as: each question
+/// of the latest CMS revision is a sentence labelled with its FAQ's label
+/// (`#faq:<label>`), so `faq` predicts which FAQ a message asks. The name is reserved in
+/// project NLUs.
+pub const FAQ_ENTITY: &str = "faq";
+
+/// The `faq` trait and its sentences for a stored CMS document: `None` when it has no FAQ
+/// tables. Training adds them to the NLU's own entities and sentences.
+pub fn faq_training(document: &str) -> Option<(EntitySpec, Vec<TrainingData>)> {
+    let doc: Json = serde_json::from_str(document).ok()?;
+    let faqs = doc.get("faqs")?.as_object().filter(|f| !f.is_empty())?;
+    let mut rows = Vec::new();
+    for (label, faq) in faqs {
+        for q in faq["questions"].as_array().into_iter().flatten() {
+            let Some(input) = q.as_str() else { continue };
+            rows.push(TrainingData {
+                input: input.to_string(),
+                entities: vec![TrainingEntity {
+                    id: None,
+                    entity: FAQ_ENTITY.into(),
+                    label: Some(label.clone()),
+                    start: 0,
+                    end: input.chars().count(),
+                    value: label.clone(),
+                    belongs_to: None,
+                }],
+            });
+        }
+    }
+    let spec = EntitySpec {
+        kind: "trait".into(),
+        profile: "faq".into(),
+        root: None,
+        rel_profile: None,
+        labels: Some(faqs.keys().cloned().collect()),
+        belongs_to: None,
+        dictionary: None,
+        resolver: None,
+        inherit: None,
+        name: None,
+    };
+    Some((spec, rows))
 }
 
 #[cfg(test)]

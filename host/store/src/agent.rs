@@ -585,7 +585,7 @@ impl Db {
     }
 
     /// Stores the answer of the request that holds `scope` as `owner`; false when it no
-    /// longer holds it (taken over after [`begin_idempotent`]'s stale limit).
+    /// longer holds it (taken over after `begin_idempotent`'s stale limit).
     pub async fn finish_idempotent(
         &self,
         scope: &str,

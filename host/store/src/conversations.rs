@@ -13,7 +13,7 @@ pub(crate) struct CommitQueue {
     /// Where the committer task runs: the runtime that opened the database (the main one),
     /// whoever queues the first step. It holds the write turn while it works, for every
     /// tenant's steps; started from a task on the background runtime
-    /// ([`botbox_lanes::background`]), it would run there at nice 10, and every tenant's
+    /// (`botbox_lanes::background`), it would run there at nice 10, and every tenant's
     /// commits would wait for the CPU that the tenant over its share leaves.
     runtime: tokio::runtime::Handle,
     /// Per committer task started, whether it ran on the background runtime (for tests).
@@ -58,7 +58,7 @@ struct QueueState {
 }
 
 /// A step queued for a group commit: its writes, who waits for the outcome, and whether it
-/// was queued from the background runtime (a tenant over its share: [`botbox_lanes`]).
+/// was queued from the background runtime (a tenant over its share: `botbox_lanes`).
 struct Job {
     write: StepWrite,
     reply: tokio::sync::oneshot::Sender<Committed>,
@@ -141,7 +141,7 @@ impl Db {
     ///
     /// Steps are committed in groups: a step queues its writes, and one committer task
     /// commits everything queued in one transaction, a few statements for the whole group
-    /// and one flush to disk, on SQLite's writer thread ([`super::writer`], under the write
+    /// and one flush to disk, on SQLite's writer thread (`super::writer`, under the write
     /// turn) or on a PostgreSQL pool connection. While a group commits the next one forms,
     /// so under load a commit's cost is shared by the steps that arrived meanwhile; a step
     /// alone commits at once. A group that fails (a constraint, a PostgreSQL deadlock with
@@ -171,7 +171,7 @@ impl Db {
 
     /// Records delivered outbox rows as sent, soon. On SQLite the ids ride in the next group
     /// commit's transaction, or get one of their own when no step comes within
-    /// [`SENT_DELAY`] or [`SENT_MAX`] ids are waiting, so that recording deliveries does not
+    /// `SENT_DELAY` or `SENT_MAX` ids are waiting, so that recording deliveries does not
     /// take the single write turn between two groups of steps: recorded one by one, under a
     /// tenant's flood they would take it as often as the steps do, and every tenant's commit
     /// would wait behind them.
@@ -315,7 +315,7 @@ impl Db {
     }
 
     /// One transaction for `writes` (a group commit, without delivery records; see
-    /// [`group_statements`]), on the path the backend's live commits take: on SQLite the
+    /// `group_statements`), on the path the backend's live commits take: on SQLite the
     /// writer thread, under the write turn (a group that fails is retried step by step
     /// there); on PostgreSQL a pool connection (a failure fails the call). Public so that
     /// tests can form a group of their choosing.
@@ -429,7 +429,7 @@ impl Db {
         Ok(())
     }
 
-    /// Records first attempts that succeeded, up to [`SENT_MAX`] rows per statement, now.
+    /// Records first attempts that succeeded, up to `SENT_MAX` rows per statement, now.
     pub async fn outbox_sent(&self, ids: &[String]) -> DbResult<()> {
         if ids.is_empty() {
             return Ok(());

@@ -54,7 +54,7 @@ pub enum DbError {
     Conflict,
     #[error(transparent)]
     Sqlx(#[from] sqlx::Error),
-    /// From the SQLite writer thread's connection ([`writer`]).
+    /// From the SQLite writer thread's connection (`writer`).
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
 }

@@ -33,7 +33,7 @@ pub struct StepWrite {
     pub outbox_lease_ms: i64,
     /// The step belongs to a tenant over its share (its work runs on the background lane):
     /// on SQLite its group commit may be passed over, a bounded number of times, for steps
-    /// of tenants within their share ([`next_group`]). Plain data from the caller: storage
+    /// of tenants within their share (`next_group`). Plain data from the caller: storage
     /// does not choose lanes.
     pub background: bool,
 }

@@ -37,7 +37,7 @@ pub struct TaskConfig {
     pub slots: usize,
     /// How often pending tasks are looked for [250 ms]; a new task wakes the worker at once.
     pub poll: Duration,
-    /// Take-overs of one run before the task fails [3].
+    /// Take-overs of one run before the task fails (3).
     pub max_attempts: i64,
     /// Lifetime of an artifact URL [15 min].
     pub artifact_url_ttl: Duration,

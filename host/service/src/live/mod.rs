@@ -832,7 +832,7 @@ impl Live {
 
     /// Whether `tenant` sends more than its share of turns runs while the machine is
     /// shared: messages of its own wait for a turn, and another tenant has a message in
-    /// flight or had one within the last [`SHARED_FOR_MS`]. Its live work then runs on the background
+    /// flight or had one within the last `SHARED_FOR_MS`. Its live work then runs on the background
     /// runtime ([`botbox_lanes::background`]), after every other tenant's whenever the
     /// cores are busy: a tenant within its share keeps its latency however hard another one
     /// pushes, and the one pushing still gets every core nobody else wants. A tenant alone
@@ -1155,7 +1155,7 @@ impl Live {
 
     /// What a channel's messages run on: the channel, its environment, the tenant and the
     /// revision the environment's deployment points at. Cached for [`ROUTE_TTL`]; a change
-    /// made through this process's API drops the cache at once ([`Live::routes_changed`]),
+    /// made through this process's API drops the cache at once (the writes of `live/routing.rs`),
     /// so only other replicas' changes can take up to the TTL to be seen.
     pub async fn route(&self, channel_id: &str) -> Result<Option<Route>, LiveError> {
         if let Some(r) = self.cached_route(channel_id) {
@@ -1193,7 +1193,7 @@ impl Live {
     /// answer is attacker-controlled: the channel's url is the tenant's; a message is a few
     /// KB). Errors show the URL redacted.
     ///
-    /// Runs on the main runtime (see [`Live::io_on_main`]): the egress pool's connections
+    /// Runs on the main runtime (see `Live::io_on_main`): the egress pool's connections
     /// are shared with every tenant's deliveries.
     pub async fn fetch_text(&self, fetch: &channels::FetchText) -> Result<String, String> {
         let (egress, fetch, timeout) = (

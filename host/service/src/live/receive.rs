@@ -7,7 +7,7 @@
 //! retry of the same message id waits for that step under the session's lock, then finds
 //! the id stored and answers 200 without running it again. A crash before the commit leaves
 //! nothing stored, so the retry runs the message; a crash after it leaves the id, so the
-//! retry does not. The HTTP handler ([`botbox_api`]) only maps a [`Receipt`] to a response.
+//! retry does not. The HTTP handler (`botbox_api`) only maps a [`Receipt`] to a response.
 //!
 //! Messages without a provider id (generic posts without `messages[].id`) cannot be told
 //! apart from new ones: a retry of such a message runs again.
