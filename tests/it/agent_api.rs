@@ -1,5 +1,7 @@
-//! The agent API under /v1, end to end against the real server: keys, chat runs
-//! streamed as the AI SDK UI message stream, replay, cancel, steer, errors, limits.
+//! The agent API under /v1, end to end: keys, chat runs streamed as the AI SDK UI message
+//! stream, replay, cancel, steer, errors, limits. Tests whose bot calls a stand-in api
+//! server on loopback, or that restart the server, run against the real server; the others
+//! in-process.
 
 use crate::common::*;
 use serde_json::{Value, json};
@@ -133,11 +135,17 @@ fn api_bot(base: &str) -> Value {
     bot
 }
 
-/// A deployed bot and an agent key of its environment.
-type Agent = Keyed;
+/// A deployed bot and an agent key of its environment, on a server process or in-process.
+type Agent<S = Server> = Keyed<(), S>;
 
+/// `bot` on a server process started with `extra`'s flags.
 async fn agent(backend: Backend, bot: Value, extra: &[&str]) -> Agent {
-    let deployed = Deployed::start(Server::start(backend, extra).await, bot).await;
+    agent_on(Server::start(backend, extra).await, bot).await
+}
+
+/// `bot` deployed on `server`, with an agent key.
+async fn agent_on<S: Serves>(server: S, bot: Value) -> Agent<S> {
+    let deployed = Deployed::start(server, bot).await;
     Keyed {
         key: deployed.agent_key("tests").await,
         deployed,
@@ -145,8 +153,9 @@ async fn agent(backend: Backend, bot: Value, extra: &[&str]) -> Agent {
     }
 }
 
-impl Agent {
-    async fn chat(&self, body: Value, stream: bool) -> reqwest::Response {
+impl<S> Agent<S> {
+    /// `POST /v1/chat`, its answer read whole (with `stream`, the stream to its end).
+    async fn chat(&self, body: Value, stream: bool) -> Res {
         let mut rb = self
             .api
             .http
@@ -156,9 +165,30 @@ impl Agent {
         if stream {
             rb = rb.header("accept", "text/event-stream");
         }
-        rb.send().await.unwrap()
+        self.api.send(rb).await
     }
 
+    /// `GET /v1/chat/{id}/stream`, read to its end.
+    async fn stream(&self, id: &str) -> Res {
+        self.api
+            .send(
+                self.api
+                    .http
+                    .get(format!("{}/v1/chat/{id}/stream", self.api.base))
+                    .bearer_auth(&self.key),
+            )
+            .await
+    }
+
+    async fn v1(&self, method: &str, path: &str, body: Option<Value>) -> Res {
+        self.api
+            .call(method, path, Some(&self.key), body.as_ref())
+            .await
+    }
+}
+
+impl Agent {
+    /// `GET /v1/chat/{id}/stream` over HTTP: the answer as it comes.
     async fn get_stream(&self, id: &str, last: Option<i64>) -> reqwest::Response {
         let mut rb = self
             .api
@@ -170,12 +200,6 @@ impl Agent {
         }
         rb.send().await.unwrap()
     }
-
-    async fn v1(&self, method: &str, path: &str, body: Option<Value>) -> Res {
-        self.api
-            .call(method, path, Some(&self.key), body.as_ref())
-            .await
-    }
 }
 
 fn user_msg(id: &str, text: &str) -> Value {
@@ -185,8 +209,7 @@ fn user_msg(id: &str, text: &str) -> Value {
 // ---------------------------------------------------------------------------------------------
 
 async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
-    let (_slow, url) = SlowApi::start(false).await;
-    let a = agent(backend, api_bot(&url), &["--allow-private-egress"]).await;
+    let a = agent_on(InProcess::start(backend).await, example_bot("hello")).await;
     let api = &a.api;
     // Listed by hint, never the key itself.
     let list = api
@@ -229,10 +252,10 @@ async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
     let r = a
         .chat(json!({"messages": [user_msg("m1", "check alice")]}), false)
         .await;
-    assert_eq!(r.status(), 200);
-    let started: Value = r.json().await.unwrap();
+    assert_eq!(r.status, 200);
+    let started = r.json();
     let run = s(&started["runId"]);
-    let full = a.get_stream(&run, None).await.text().await.unwrap();
+    let full = a.stream(&run).await.text;
     assert!(full.ends_with("data: [DONE]\n\n"));
     let other_env = api
         .post(
@@ -326,8 +349,7 @@ async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
 
 /// An ended run stays replayable for its retention, then goes with its chunk log.
 async fn ended_runs_are_pruned_after_their_retention(backend: Backend) {
-    let (_slow, url) = SlowApi::start(false).await;
-    let a = agent(backend, api_bot(&url), &["--allow-private-egress"]).await;
+    let a = agent_on(InProcess::start(backend).await, example_bot("hello")).await;
     let body = a
         .v1(
             "POST",
@@ -337,8 +359,7 @@ async fn ended_runs_are_pruned_after_their_retention(backend: Backend) {
         .await
         .ok();
     let run = s(&body["runId"]);
-    let stream = a.get_stream(&run, None).await;
-    let c = chunks(&stream.text().await.unwrap(), 1);
+    let c = chunks(&a.stream(&run).await.text, 1);
     assert_eq!(c.last().unwrap(), "[DONE]");
     let db = a.server.db().await;
     let (ended,): (Option<i64>,) = sqlx::query_as("SELECT ended_at FROM agent_runs WHERE id = $1")
@@ -381,7 +402,7 @@ async fn ended_runs_are_pruned_after_their_retention(backend: Backend) {
 /// made `BAD_KEYS_PER_MINUTE` such requests this minute; requests with a valid key from it
 /// count nothing.
 async fn invalid_keys_are_limited_per_address(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let limit = botbox_api::v1::BAD_KEYS_PER_MINUTE;
     let mut statuses = Vec::new();
@@ -415,8 +436,8 @@ async fn chat_streams_tools_and_texts_and_replays_byte_identical(backend: Backen
     let r = a
         .chat(json!({"id": "chat-1", "messages": [user_msg("u1", "check alice")], "trigger": "submit-message"}), true)
         .await;
-    assert_eq!(r.status(), 200);
-    let h = r.headers().clone();
+    assert_eq!(r.status, 200);
+    let h = r.headers.clone();
     assert_eq!(h["content-type"], "text/event-stream");
     assert_eq!(h["cache-control"], "no-cache");
     assert_eq!(h["x-vercel-ai-ui-message-stream"], "v1");
@@ -424,7 +445,7 @@ async fn chat_streams_tools_and_texts_and_replays_byte_identical(backend: Backen
     let run = h["x-run-id"].to_str().unwrap().to_owned();
     let conv = h["x-conversation-id"].to_str().unwrap().to_owned();
     assert!(run.starts_with("run_") && conv.starts_with("conv_"));
-    let live = r.text().await.unwrap();
+    let live = r.text;
     let c = chunks(&live, 1);
     assert_eq!(slow.hits.load(Ordering::SeqCst), 1);
     assert_eq!(
@@ -492,8 +513,8 @@ async fn chat_streams_tools_and_texts_and_replays_byte_identical(backend: Backen
     let r = a
         .chat(json!({"id": "chat-1", "messages": [user_msg("u1", "check alice"), user_msg("u2", "check bob")]}), true)
         .await;
-    assert_eq!(r.headers()["x-conversation-id"].to_str().unwrap(), conv);
-    let c2 = chunks(&r.text().await.unwrap(), 1);
+    assert_eq!(r.headers["x-conversation-id"].to_str().unwrap(), conv);
+    let c2 = chunks(&r.text, 1);
     assert_eq!(
         texts_of(&c2),
         ["email of bob is bob@example.com", "Success"]
@@ -517,15 +538,12 @@ async fn chat_streams_tools_and_texts_and_replays_byte_identical(backend: Backen
 }
 
 async fn rich_replies_and_data_parts(backend: Backend) {
-    let a = agent(backend, example_bot("buttons"), &[]).await;
+    let a = agent_on(InProcess::start(backend).await, example_bot("buttons")).await;
     let r = a
         .chat(json!({"messages": [user_msg("u1", "menu")]}), true)
         .await;
-    let conv = r.headers()["x-conversation-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let c = chunks(&r.text().await.unwrap(), 1);
+    let conv = r.headers["x-conversation-id"].to_str().unwrap().to_owned();
+    let c = chunks(&r.text, 1);
     let rich: Vec<&Value> = c
         .iter()
         .filter(|v| v["type"] == "data-bot-message")
@@ -545,16 +563,16 @@ async fn rich_replies_and_data_parts(backend: Backend) {
             true,
         )
         .await;
-    let c = chunks(&r.text().await.unwrap(), 1);
+    let c = chunks(&r.text, 1);
     assert_eq!(texts_of(&c), ["You picked tea."]);
 }
 
 async fn js_methods_are_tool_calls(backend: Backend) {
-    let a = agent(backend, example_bot("methods"), &[]).await;
+    let a = agent_on(InProcess::start(backend).await, example_bot("methods")).await;
     let r = a
         .chat(json!({"messages": [user_msg("u1", "vip")]}), true)
         .await;
-    let c = chunks(&r.text().await.unwrap(), 1);
+    let c = chunks(&r.text, 1);
     let calls: Vec<&Value> = c
         .iter()
         .filter(|v| v["type"] == "tool-input-available")
@@ -773,7 +791,7 @@ async fn cancel_during_a_slow_api_call_aborts_at_once(backend: Backend) {
             true,
         )
         .await;
-    let c = chunks(&r.text().await.unwrap(), 1);
+    let c = chunks(&r.text, 1);
     assert_eq!(texts_of(&c), ["email of eve is eve@example.com", "Success"]);
 }
 
@@ -875,7 +893,7 @@ async fn a_run_in_flight_when_the_server_dies_ends_failed(backend: Backend) {
         )
         .await;
     assert_eq!(
-        texts_of(&chunks(&r.text().await.unwrap(), 1)),
+        texts_of(&chunks(&r.text, 1)),
         ["email of ida is ida@example.com", "Success"]
     );
 }
@@ -901,13 +919,15 @@ async fn a_run_in_flight_when_the_server_dies_ends_failed_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limits_idempotency_cors_and_docs() {
-    let (_slow, url) = SlowApi::start(false).await;
-    let a = agent(
+    let server = InProcess::start_with(
         Backend::Sqlite,
-        api_bot(&url),
-        &["--allow-private-egress", "--agent-chat-limit", "3"],
+        botbox_api::ApiConfig {
+            agent_chat_per_minute: 3,
+            ..Default::default()
+        },
     )
     .await;
+    let a = agent_on(server, example_bot("hello")).await;
     let post = |body: Value, idem: Option<&'static str>| {
         let mut rb = a
             .api
@@ -918,63 +938,58 @@ async fn rate_limits_idempotency_cors_and_docs() {
         if let Some(k) = idem {
             rb = rb.header("idempotency-key", format!("\"{k}\""));
         }
-        rb.send()
+        a.api.send(rb)
     };
     let first = post(
         json!({"messages": [user_msg("u1", "check jo")]}),
         Some("k-1"),
     )
-    .await
-    .unwrap();
-    assert_eq!(first.status(), 200);
-    assert!(first.headers().get("idempotent-replayed").is_none());
+    .await;
+    assert_eq!(first.status, 200);
+    assert!(first.headers.get("idempotent-replayed").is_none());
     assert!(
-        first.headers()["ratelimit"]
+        first.headers["ratelimit"]
             .to_str()
             .unwrap()
             .starts_with("\"chat\";r=2;t=")
     );
-    let first: Value = first.json().await.unwrap();
+    let first = first.json();
     let again = post(
         json!({"messages": [user_msg("u1", "check jo")]}),
         Some("k-1"),
     )
-    .await
-    .unwrap();
-    assert_eq!(again.status(), 200);
-    assert_eq!(again.headers()["idempotent-replayed"], "true");
-    let again: Value = again.json().await.unwrap();
+    .await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    let again = again.json();
     assert_eq!(again["runId"], first["runId"]);
     let other = post(
         json!({"messages": [user_msg("u9", "check other")]}),
         Some("k-1"),
     )
-    .await
-    .unwrap();
-    assert_eq!(other.status(), 422);
-    let p: Value = other.json().await.unwrap();
+    .await;
+    assert_eq!(other.status, 422);
+    let p = other.json();
     assert_eq!(p["code"], "idempotency-key-reused");
     // The quota of 3 chat requests a minute is spent: 429 with the fields.
-    let r = post(json!({"messages": [user_msg("u2", "check kim")]}), None)
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 429);
+    let r = post(json!({"messages": [user_msg("u2", "check kim")]}), None).await;
+    assert_eq!(r.status, 429);
     assert!(
-        r.headers()["retry-after"]
+        r.headers["retry-after"]
             .to_str()
             .unwrap()
             .parse::<u64>()
             .unwrap()
             >= 1
     );
-    assert_eq!(r.headers()["ratelimit-policy"], "\"chat\";q=3;w=60");
+    assert_eq!(r.headers["ratelimit-policy"], "\"chat\";q=3;w=60");
     assert!(
-        r.headers()["ratelimit"]
+        r.headers["ratelimit"]
             .to_str()
             .unwrap()
             .starts_with("\"chat\";r=0;t=")
     );
-    let p: Value = r.json().await.unwrap();
+    let p = r.json();
     assert_eq!(
         p["type"],
         "https://iana.org/assignments/http-problem-types#quota-exceeded"
@@ -992,29 +1007,31 @@ async fn rate_limits_idempotency_cors_and_docs() {
     // CORS: a preflight is answered without a key, and the ids and limits are exposed.
     let pre = a
         .api
-        .http
-        .request(reqwest::Method::OPTIONS, format!("{}/v1/chat", a.api.base))
-        .header("origin", "https://app.example")
-        .header("access-control-request-method", "POST")
-        .header(
-            "access-control-request-headers",
-            "authorization,content-type,idempotency-key",
+        .send(
+            a.api
+                .http
+                .request(reqwest::Method::OPTIONS, format!("{}/v1/chat", a.api.base))
+                .header("origin", "https://app.example")
+                .header("access-control-request-method", "POST")
+                .header(
+                    "access-control-request-headers",
+                    "authorization,content-type,idempotency-key",
+                ),
         )
-        .send()
-        .await
-        .unwrap();
-    assert!(pre.status().is_success());
-    assert_eq!(pre.headers()["access-control-allow-origin"], "*");
+        .await;
+    assert!((200..300).contains(&pre.status), "{}", pre.status);
+    assert_eq!(pre.headers["access-control-allow-origin"], "*");
     let r = a
         .api
-        .http
-        .get(format!("{}/v1/chat/{}", a.api.base, s(&first["runId"])))
-        .bearer_auth(&a.key)
-        .header("origin", "https://app.example")
-        .send()
-        .await
-        .unwrap();
-    let exposed = r.headers()["access-control-expose-headers"]
+        .send(
+            a.api
+                .http
+                .get(format!("{}/v1/chat/{}", a.api.base, s(&first["runId"])))
+                .bearer_auth(&a.key)
+                .header("origin", "https://app.example"),
+        )
+        .await;
+    let exposed = r.headers["access-control-expose-headers"]
         .to_str()
         .unwrap()
         .to_ascii_lowercase();

@@ -449,8 +449,7 @@ on_both_backends!(faq_questions_train_the_project_nlu_and_the_bot_answers);
 /// label's answers. A later publish that leaves the FAQs alone trains nothing; an entity of
 /// the NLU may not take the trait's name.
 async fn faq_questions_train_the_project_nlu_and_the_bot_answers(backend: Backend) {
-    // Over a socket: predictions are multipart forms.
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let p = create(

@@ -238,9 +238,10 @@ impl Server {
 
 /// The server in-process: the API's router over real storage (a fresh SQLite folder or
 /// PostgreSQL database), every service wired as `botbox serve` wires it
-/// (`botbox::server::build`), with no socket and no process. For the API's own logic
-/// (permissions, validation, shapes); what needs a real connection (webhooks from
-/// providers, streams, crashes, the CLI) uses [`Server`].
+/// (`botbox::server::build`), with no socket and no process. For what a test sees through
+/// the API alone (permissions, validation, shapes, limits); what needs a real socket, a
+/// process or a signal (replies delivered to stand-in providers, streams read as they come,
+/// crashes, drains, replicas, the CLI, readiness, logs) uses [`Server`].
 pub struct InProcess {
     router: axum::Router,
     /// The public URL the server believes it has (webhook URLs start with it).
@@ -259,7 +260,17 @@ impl InProcess {
 
     /// [`InProcess::start`] with the API's settings `api` (a higher rate limit, say).
     pub async fn start_with(backend: Backend, api: botbox_api::ApiConfig) -> InProcess {
-        let server = Self::start_configured(backend, api).await;
+        Self::start_configured(backend, |cfg| cfg.api = api).await
+    }
+
+    /// [`InProcess::start`] with the server's configuration changed by `configure`: what a
+    /// flag of `botbox serve` sets (`--storage-quota-mb` is `cfg.live.storage_quota_bytes`,
+    /// say; `main.rs`'s `serve_config` maps each flag).
+    pub async fn start_configured(
+        backend: Backend,
+        configure: impl FnOnce(&mut botbox::server::ServeConfig),
+    ) -> InProcess {
+        let server = Self::build(backend, configure).await;
         botbox::server::bootstrap_admin(&server.db, Some(ADMIN_PASSWORD))
             .await
             .unwrap();
@@ -268,22 +279,25 @@ impl InProcess {
 
     /// [`InProcess::start`] without the first admin: the database as a first start finds it.
     pub async fn start_empty(backend: Backend) -> InProcess {
-        Self::start_configured(backend, botbox_api::ApiConfig::default()).await
+        Self::build(backend, |_| {}).await
     }
 
-    async fn start_configured(backend: Backend, api: botbox_api::ApiConfig) -> InProcess {
+    async fn build(
+        backend: Backend,
+        configure: impl FnOnce(&mut botbox::server::ServeConfig),
+    ) -> InProcess {
         let dir = tempfile::tempdir().unwrap();
         let (db_url, pg_db) = fresh_database(backend, dir.path()).await;
         let db = botbox_store::Db::connect(&db_url).await.unwrap();
         let mut live = botbox_service::live::LiveConfig::default();
         live.sandbox.cache_dir = GUEST_CACHE.into();
-        let cfg = botbox::server::ServeConfig {
+        let mut cfg = botbox::server::ServeConfig {
             addr: ([127, 0, 0, 1], 0).into(),
             data_dir: dir.path().to_owned(),
             database_url: Some(db_url),
             admin_password: Some(ADMIN_PASSWORD.into()),
             public_url: Some("http://botbox.test".into()),
-            api,
+            api: botbox_api::ApiConfig::default(),
             tasks: Default::default(),
             callbacks: Default::default(),
             live,
@@ -292,6 +306,7 @@ impl InProcess {
             metrics_addr: None,
             trusted_proxies: vec![],
         };
+        configure(&mut cfg);
         let app = botbox::server::build(&cfg, db.clone(), cfg.addr)
             .await
             .unwrap();
@@ -357,18 +372,36 @@ impl Drop for InProcess {
     }
 }
 
+/// What a test talks to: the real process ([`Server`]) or the server in-process
+/// ([`InProcess`]), each with the same client.
+pub trait Serves {
+    fn api(&self) -> Api;
+}
+
+impl Serves for Server {
+    fn api(&self) -> Api {
+        Server::api(self)
+    }
+}
+
+impl Serves for InProcess {
+    fn api(&self) -> Api {
+        InProcess::api(self)
+    }
+}
+
 /// A server with one bot deployed by the admin, where most agent-API and Cases tests start.
 /// Tests' own fixtures wrap it (and reach its fields through `Deref`).
-pub struct Deployed {
-    pub server: Server,
+pub struct Deployed<S = Server> {
+    pub server: S,
     pub api: Api,
     pub admin: String,
     pub pid: String,
     pub env: String,
 }
 
-impl Deployed {
-    pub async fn start(server: Server, bot: Value) -> Deployed {
+impl<S: Serves> Deployed<S> {
+    pub async fn start(server: S, bot: Value) -> Deployed<S> {
         let api = server.api();
         let admin = api.admin_token().await;
         let (pid, env) = deploy(&api, &admin, bot).await;
@@ -436,21 +469,21 @@ where
 
 /// A deployed bot, the key its test calls with, and the test's own stand-ins (`E`). The
 /// deployment's fields are reached through `Deref`.
-pub struct Keyed<E = ()> {
-    pub deployed: Deployed,
+pub struct Keyed<E = (), S = Server> {
+    pub deployed: Deployed<S>,
     pub key: String,
     pub stubs: E,
 }
 
-impl<E> std::ops::Deref for Keyed<E> {
-    type Target = Deployed;
-    fn deref(&self) -> &Deployed {
+impl<E, S> std::ops::Deref for Keyed<E, S> {
+    type Target = Deployed<S>;
+    fn deref(&self) -> &Deployed<S> {
         &self.deployed
     }
 }
 
-impl<E> std::ops::DerefMut for Keyed<E> {
-    fn deref_mut(&mut self) -> &mut Deployed {
+impl<E, S> std::ops::DerefMut for Keyed<E, S> {
+    fn deref_mut(&mut self) -> &mut Deployed<S> {
         &mut self.deployed
     }
 }
@@ -748,6 +781,25 @@ impl Api {
         .await
     }
 
+    /// Sends a request built on [`Api::http`] (its own headers, a multipart form, a
+    /// webhook URL): to the in-process router when it is addressed to this server's base
+    /// URL, else over HTTP. Reads the answer whole.
+    pub async fn send(&self, rb: reqwest::RequestBuilder) -> Res {
+        let req = rb.build().unwrap();
+        if self.router.is_none() || !req.url().as_str().starts_with(&self.base) {
+            return Res::read(self.http.execute(req).await.expect("request failed")).await;
+        }
+        let path = match req.url().query() {
+            Some(q) => format!("{}?{q}", req.url().path()),
+            None => req.url().path().to_owned(),
+        };
+        let mut req = axum::http::Request::try_from(req)
+            .unwrap()
+            .map(axum::body::Body::new);
+        *req.uri_mut() = path.parse().unwrap();
+        self.route(req).await
+    }
+
     /// A request through the in-process router, as the accept loop hands it over (the
     /// trailing slash trimmed, the peer's address attached).
     async fn in_process(
@@ -757,8 +809,6 @@ impl Api {
         token: Option<&str>,
         body: Option<Vec<u8>>,
     ) -> Res {
-        use tower::ServiceExt as _;
-        let router = self.router.clone().expect("an in-process client");
         let mut rb = axum::http::Request::builder().method(method).uri(path);
         if let Some(t) = token {
             rb = rb.header("authorization", format!("Bearer {t}"));
@@ -766,9 +816,15 @@ impl Api {
         if body.is_some() {
             rb = rb.header("content-type", "application/json");
         }
-        let mut req = rb
+        let req = rb
             .body(axum::body::Body::from(body.unwrap_or_default()))
             .unwrap();
+        self.route(req).await
+    }
+
+    async fn route(&self, mut req: axum::http::Request<axum::body::Body>) -> Res {
+        use tower::ServiceExt as _;
+        let router = self.router.clone().expect("an in-process client");
         let peer: std::net::SocketAddr = ([127, 0, 0, 1], 40000).into();
         req.extensions_mut()
             .insert(axum::extract::ConnectInfo(peer));
@@ -1001,7 +1057,8 @@ pub async fn channel(api: &Api, token: &str, pid: &str, env: &str, body: Value) 
     .ok()
 }
 
-/// POSTs raw bytes to a webhook with extra headers.
+/// POSTs `body` to a webhook's URL with extra headers (through [`Api::send`]: in-process
+/// for an [`InProcess`] server's webhooks).
 pub async fn hook(api: &Api, url: &str, headers: &[(&str, String)], body: &Value) -> Res {
     let mut rb = api
         .http
@@ -1010,12 +1067,7 @@ pub async fn hook(api: &Api, url: &str, headers: &[(&str, String)], body: &Value
     for (k, v) in headers {
         rb = rb.header(*k, v);
     }
-    let r = rb.body(body.to_string()).send().await.unwrap();
-    Res {
-        status: r.status().as_u16(),
-        headers: r.headers().clone(),
-        text: r.text().await.unwrap(),
-    }
+    api.send(rb.body(body.to_string())).await
 }
 
 pub fn texts(delivery: &Value) -> Vec<String> {

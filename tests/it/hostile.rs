@@ -1,5 +1,8 @@
-//! The threat model as tests: every tenant may be hostile. Each test is one attack, tried
-//! against the real `botbox serve` on loopback, with what must hold. A reader sees here what a tenant can and cannot do.
+//! The threat model as tests: every tenant may be hostile. Each test is one attack, with
+//! what must hold. A reader sees here what a tenant can and cannot do. Attacks through the
+//! API alone run against the server in-process ([`InProcess`]); those that need stand-in
+//! providers or api servers on loopback, or the process's memory, against the real
+//! `botbox serve` on loopback.
 //!
 //! | point | attack | test |
 //! |---|---|---|
@@ -21,7 +24,7 @@
 use crate::common;
 
 use crate::common::{
-    Api, Backend, Receiver, Server, channel, deploy, example_bot, hook, one_state_bot, s,
+    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook, one_state_bot, s,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -92,7 +95,7 @@ async fn project(api: &Api, token: &str, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_input_is_refused_and_the_server_lives() {
-    let server = Server::start(Backend::Sqlite, FLAGS).await;
+    let server = InProcess::start(Backend::Sqlite).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let pid = project(&api, &admin, "deep").await;
@@ -170,7 +173,7 @@ async fn deep_input_is_refused_and_the_server_lives() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn big_pushes_do_not_stall_other_users() {
-    let server = Server::start(Backend::Sqlite, FLAGS).await;
+    let server = InProcess::start(Backend::Sqlite).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (_, other) = api.user(&admin, "other", "developer").await;
@@ -707,7 +710,7 @@ async fn a_hanging_endpoint_holds_bounded_memory() {
 // 6. Another tenant's ids
 
 async fn another_tenants_ids_reach_nothing(backend: Backend) {
-    let server = Server::start(backend, FLAGS).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (_, a) = api.user(&admin, "tenant-a", "developer").await;
@@ -828,7 +831,7 @@ async fn another_tenants_ids_reach_nothing(backend: Backend) {
 // 7. Raising one's own rights
 
 async fn no_role_raises_its_own_rights(backend: Backend) {
-    let server = Server::start(backend, FLAGS).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (_, viewer) = api.user(&admin, "viewer1", "viewer").await;
@@ -910,7 +913,7 @@ async fn no_role_raises_its_own_rights(backend: Backend) {
 /// stays (409), whatever the interleaving. (Checked and written in one transaction that holds
 /// the team; before, each removal counted the other admin still there and both left.)
 async fn the_last_team_admins_cannot_all_leave_at_once(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (a_id, a) = api.user(&admin, "lead-a", "developer").await;
@@ -959,7 +962,14 @@ async fn the_last_team_admins_cannot_all_leave_at_once(backend: Backend) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn made_up_tokens_and_guessed_passwords_are_throttled() {
-    let server = Server::start(Backend::Sqlite, &["--rate-limit", "20"]).await;
+    let server = InProcess::start_with(
+        Backend::Sqlite,
+        botbox_api::ApiConfig {
+            rate_limit_per_minute: 20,
+            ..Default::default()
+        },
+    )
+    .await;
     let api = server.api();
     let admin = api.admin_token().await;
     api.user(&admin, "victim", "developer").await;
@@ -979,7 +989,7 @@ async fn made_up_tokens_and_guessed_passwords_are_throttled() {
 
     // Password guessing: an account is throttled after 10 failures, whatever the address
     // (a second server so the address budget above does not interfere).
-    let server = Server::start(Backend::Sqlite, &[]).await;
+    let server = InProcess::start(Backend::Sqlite).await;
     let api = server.api();
     let admin = api.admin_token().await;
     api.user(&admin, "victim", "developer").await;
@@ -1220,7 +1230,7 @@ async fn oversized_steps_fail_cleanly(backend: Backend) {
 // 12. Taking rights back; secrets
 
 async fn rights_can_be_taken_back_and_secrets_stay_hidden(backend: Backend) {
-    let server = Server::start(backend, FLAGS).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (dev_id, dev) = api.user(&admin, "dev1", "developer").await;

@@ -10,9 +10,9 @@ on_both_backends!(kata_cli_journey);
 
 /// kata-cli's HTTP client: superagent 3.7.0 under zaun. Every request carries its User-Agent,
 /// `Content-Type: application/json` (even bodiless GETs) and `Accept: application/json`.
+/// Sent through `api` (in-process).
 struct Kata {
-    http: reqwest::Client,
-    base: String,
+    api: Api,
     token: Option<String>,
 }
 
@@ -24,10 +24,11 @@ struct Got {
 impl Kata {
     async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Got {
         let mut rb = self
+            .api
             .http
             .request(
                 reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
-                format!("{}{path}", self.base),
+                format!("{}{path}", self.api.base),
             )
             .header("user-agent", "node-superagent/3.7.0")
             .header("content-type", "application/json")
@@ -38,9 +39,7 @@ impl Kata {
         if let Some(b) = body {
             rb = rb.body(b.to_string());
         }
-        let r = rb.send().await.unwrap();
-        let status = r.status().as_u16();
-        let text = r.text().await.unwrap();
+        let Res { status, text, .. } = self.api.send(rb).await;
         let body = serde_json::from_str(&text).unwrap_or_else(|e| {
             panic!("{method} {path}: kata-cli reads JSON ({e}): {status} {text}")
         });
@@ -68,16 +67,18 @@ impl Kata {
         };
         let form = reqwest::multipart::Form::new().part(field.to_string(), part);
         let r = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header("user-agent", "node-superagent/3.7.0")
-            .bearer_auth(self.token.as_deref().unwrap())
-            .multipart(form)
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "{path}: {}", r.status());
-        r.json().await.unwrap()
+            .api
+            .send(
+                self.api
+                    .http
+                    .post(format!("{}{path}", self.api.base))
+                    .header("user-agent", "node-superagent/3.7.0")
+                    .bearer_auth(self.token.as_deref().unwrap())
+                    .multipart(form),
+            )
+            .await;
+        assert!((200..300).contains(&r.status), "{path}: {}", r.status);
+        r.json()
     }
 }
 
@@ -121,14 +122,13 @@ async fn push(k: &Kata, pid: &str, bot: Value) -> Value {
 }
 
 async fn kata_cli_journey(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     api.user(&admin, "alice", "developer").await;
     api.user(&admin, "bob", "developer").await;
     let mut k = Kata {
-        http: reqwest::Client::new(),
-        base: server.base.clone(),
+        api: api.clone(),
         token: None,
     };
 
@@ -437,13 +437,13 @@ async fn kata_cli_journey(backend: Backend) {
     )
     .await;
     let r = api
-        .http
-        .post(&webhook)
-        .json(&json!({"userId": "u1", "messages": [{"type": "text", "content": "hi"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
+        .send(
+            api.http
+                .post(&webhook)
+                .json(&json!({"userId": "u1", "messages": [{"type": "text", "content": "hi"}]})),
+        )
+        .await;
+    assert!((200..300).contains(&r.status), "{}", r.text);
     let codes: Vec<String> = (1001..=1100).map(|c| c.to_string()).collect();
     let today = time::OffsetDateTime::now_utc().date();
     let errors = k

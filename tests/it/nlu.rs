@@ -1,4 +1,4 @@
-//! NL Studio, end to end against the real server on both backends: the NLU API
+//! NL Studio, end to end against the server (in-process) on both backends: the NLU API
 //! walkthrough, visibility between accounts, deployments pinning their model, failed and
 //! concurrent trainings, and the NL example bot's conversation tests against its trained model.
 
@@ -40,14 +40,11 @@ pub(crate) async fn form(
             reqwest::multipart::Part::text(text).file_name(name.to_string()),
         );
     }
-    Res::read(
+    api.send(
         api.http
             .post(format!("{}{path}", api.base))
             .bearer_auth(token)
-            .multipart(f)
-            .send()
-            .await
-            .unwrap(),
+            .multipart(f),
     )
     .await
 }
@@ -79,7 +76,7 @@ fn top(result: &Value, entity: &str) -> Value {
 }
 
 async fn nlu_api_walkthrough(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (_, alice) = api.user(&admin, "alice", "developer").await;
@@ -378,7 +375,7 @@ async fn nlu_api_walkthrough(backend: Backend) {
 }
 
 async fn visibility_between_accounts(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (_, alice) = api.user(&admin, "alice", "developer").await;
@@ -512,7 +509,7 @@ fn texts_of(result: &Value) -> Vec<String> {
 }
 
 async fn deployments_pin_their_nlu_model(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (_, alice) = api.user(&admin, "alice", "developer").await;
@@ -664,7 +661,7 @@ async fn deployments_pin_their_nlu_model(backend: Backend) {
 }
 
 async fn a_failed_training_keeps_the_model_and_one_training_runs_at_a_time(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (_, alice) = api.user(&admin, "alice", "developer").await;
@@ -769,7 +766,7 @@ impl Stepper for ServerStepper {
 /// Every example with an `nlu.yml`: its NLU is put and trained from its `training.txt`, the
 /// bot pushed, and its conversation tests run against the trained model.
 async fn every_example_nl_bot_passes_its_conversation_tests(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (_, alice) = api.user(&admin, "alice", "developer").await;
@@ -844,7 +841,7 @@ async fn every_example_nl_bot_passes_its_conversation_tests(backend: Backend) {
 /// predicts — the path `nlu-bench` measures — labels, scores and spans, for sentences seen
 /// in training and not.
 async fn the_api_trains_and_predicts_as_the_nlu_crate_does(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let (_, alice) = api.user(&admin, "alice", "developer").await;

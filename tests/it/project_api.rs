@@ -1,8 +1,8 @@
 //! The project API, once on SQLite and once on PostgreSQL. Its logic (the walk-through,
-//! revisions, teams, the authorisation matrix) runs in-process against the router
-//! ([`InProcess`]: every service wired as `botbox serve` wires it, no socket); what needs
-//! the real `botbox serve` (refused bodies on a connection, the rate limit, the first start
-//! and readiness) goes over HTTP.
+//! revisions, teams, the authorisation matrix, refused input, the rate limit) runs
+//! in-process against the router ([`InProcess`]: every service wired as `botbox serve` wires
+//! it, no socket); what needs the real `botbox serve` (the first start, its log, readiness,
+//! clients behind a trusted proxy) goes over HTTP.
 
 use crate::common;
 
@@ -1088,7 +1088,7 @@ async fn authorization_matrix(backend: Backend) {
 }
 
 async fn bad_input_changes_nothing(backend: Backend) {
-    let server = Server::start(backend, &[]).await;
+    let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
     let pid = s(&api
@@ -1161,14 +1161,6 @@ async fn bad_input_changes_nothing(backend: Backend) {
         ("GET", "/projects?page=abc".into(), vec![], "page must be"),
     ];
     for (method, path, body, detail) in cases {
-        // A fresh connection each time: the server may close one whose body it refused.
-        let api = Api::over_http(
-            reqwest::Client::builder()
-                .pool_max_idle_per_host(0)
-                .build()
-                .unwrap(),
-            api.base.clone(),
-        );
         let r = api.raw(method, &path, Some(&admin), body).await;
         assert_eq!(r.status, 400, "{method} {path}: {}", r.text);
         assert!(
@@ -1237,7 +1229,14 @@ async fn bad_input_changes_nothing(backend: Backend) {
 }
 
 async fn rate_limit(backend: Backend) {
-    let server = Server::start(backend, &["--rate-limit", "5"]).await;
+    let server = InProcess::start_with(
+        backend,
+        botbox_api::ApiConfig {
+            rate_limit_per_minute: 5,
+            ..Default::default()
+        },
+    )
+    .await;
     let api = server.api();
     let admin = api.admin_token().await; // one request without a token (per address)
     // A window boundary between two requests would reset the counter: then try once more.

@@ -502,7 +502,10 @@ async fn storage_counts_a_tenants_rows_and_bytes(backend: Backend) {
 /// channel messages still run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_past_its_storage_quota_cannot_push() {
-    let server = Server::start(Backend::Sqlite, &["--storage-quota-mb", "1"]).await;
+    let server = InProcess::start_configured(Backend::Sqlite, |cfg| {
+        cfg.live.storage_quota_bytes = Some(1 << 20);
+    })
+    .await;
     let api = server.api();
     let admin = api.admin_token().await;
     let bot = example_bot("pizza");
