@@ -692,16 +692,7 @@ async fn create_team(
         return Err(ApiError::Forbidden);
     }
     let name = req.name.trim();
-    if name.is_empty()
-        || name.len() > 64
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-    {
-        return Err(ApiError::bad(format!(
-            "name: 1 to 64 letters, digits, '.', '_' or '-' (got {name:?})"
-        )));
-    }
+    super::check_name("name", name)?;
     if app.db.user_by_name(name).await?.is_some() {
         return Err(ApiError::Conflict(format!("{name} is a user name")));
     }

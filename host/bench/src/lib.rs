@@ -7,6 +7,7 @@
 //! Depends on the crates it measures and on `botbox-testkit`; it drives the server over
 //! HTTP as a client would and never reaches into its state.
 
+pub mod counts;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -34,11 +35,15 @@ pub struct BenchServer {
 }
 
 impl BenchServer {
-    /// Starts `botbox serve` (the binary beside this one) with a huge rate limit, private
-    /// egress allowed (sinks are on loopback) and `extra` arguments. SQLite in a temporary
-    /// folder unless `DATABASE_URL` is set.
+    /// Starts `botbox serve` (the binary beside this one, or `BENCH_SERVER`'s: an older
+    /// build measured by the same bench) with a huge rate limit, private egress allowed
+    /// (sinks are on loopback) and `extra` arguments. SQLite in a temporary folder unless
+    /// `DATABASE_URL` is set.
     pub fn start(extra: &[&str]) -> anyhow::Result<BenchServer> {
-        let exe = std::env::current_exe()?.with_file_name("botbox");
+        let exe = match std::env::var_os("BENCH_SERVER") {
+            Some(path) => std::path::PathBuf::from(path),
+            None => std::env::current_exe()?.with_file_name("botbox"),
+        };
         let data = tempfile::tempdir()?;
         let mut cmd = Command::new(&exe);
         cmd.args(["serve", "--addr", "127.0.0.1:0", "--rate-limit", "1000000"])
@@ -87,6 +92,11 @@ impl BenchServer {
     /// The server's CPU time so far (user + system), from its `/proc` stat.
     pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
         cpu_seconds(self.child.id())
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Bytes of the SQLite database on disk: the file with its WAL (0 on PostgreSQL).

@@ -12,7 +12,10 @@
 //! DATABASE_URL (postgres://… to measure PostgreSQL instead).
 //!
 //! The server's CPU time per message (user + system, from its `/proc` stat) is printed too:
-//! it does not depend on the machine's mood as much as throughput does. Then (unless
+//! it does not depend on the machine's mood as much as throughput does; so are, per
+//! message, its CPU by thread kind, its voluntary and involuntary context switches and its
+//! system calls (`botbox_bench::counts`; perf counts the calls). `BENCH_SERVER=<path>`
+//! measures another build of `botbox` with this same bench (old against new in one run). Then (unless
 //! LOAD_FLOOR=0) the same load runs against the floor: this binary started again with
 //! `--floor`, a bare axum server that only parses the same JSON bodies and answers 200, and
 //! the ratio botbox / floor is printed.
@@ -105,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
     let with_ids = env_num("LOAD_IDS", 1) != 0;
     let done = Arc::new(AtomicUsize::new(0));
     let cpu_before = server.cpu_seconds()?;
+    let window = botbox_bench::counts::Window::open(server.pid());
     let started = Instant::now();
     let deadline = (!soak.is_zero()).then(|| started + soak);
     let load = Load {
@@ -120,6 +124,7 @@ async fn main() -> anyhow::Result<()> {
     let mut lat = collect(tasks).await?;
     let elapsed = started.elapsed();
     let cpu = server.cpu_seconds()? - cpu_before;
+    let spent = window.close();
     lat.sort();
     let pct = |p: f64| percentile(&lat, p);
     // Let the outbox drain.
@@ -162,6 +167,9 @@ async fn main() -> anyhow::Result<()> {
         "  server CPU  {:.0} µs per message ({cpu:.1} s, user + system; deliveries included)",
         per_message(cpu, lat.len())
     );
+    for line in spent.report(lat.len()) {
+        println!("{line}");
+    }
     drop(server);
     let rate = lat.len() as f64 / elapsed.as_secs_f64();
     if env_num("LOAD_FLOOR", 1) == 0 || deadline.is_some() {
@@ -184,11 +192,13 @@ async fn main() -> anyhow::Result<()> {
     };
     let floor_url = format!("{addr}/webhooks/floor");
     let cpu_before = botbox_bench::cpu_seconds(child.id())?;
+    let window = botbox_bench::counts::Window::open(child.id());
     let started = Instant::now();
     let floor_done = Arc::new(AtomicUsize::new(0));
     let floor_lat = collect(players(&http, &floor_url, &load, &order, &floor_done)).await?;
     let floor_elapsed = started.elapsed();
     let floor_cpu = botbox_bench::cpu_seconds(child.id())? - cpu_before;
+    let floor_spent = window.close();
     let _ = child.kill();
     let _ = child.wait();
     let floor_rate = floor_lat.len() as f64 / floor_elapsed.as_secs_f64();
@@ -196,6 +206,13 @@ async fn main() -> anyhow::Result<()> {
         "  floor       {floor_rate:>8.0} requests/s, {:.0} µs CPU per request (a bare axum server parsing the same bodies)",
         per_message(floor_cpu, floor_lat.len())
     );
+    for line in floor_spent.report(floor_lat.len()) {
+        println!(
+            "  floor{}",
+            line.trim_start_matches("  per message")
+                .replacen(' ', " per request ", 1)
+        );
+    }
     println!("  ratio       {:.3} of the floor", rate / floor_rate);
     Ok(())
 }
