@@ -10,12 +10,15 @@
 use botbox_store::Db;
 use std::time::{Duration, Instant};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let lines = botbox_bench::env_num("ANALYTICS_LINES", 1_000_000) as i64;
-    let dir = tempfile::tempdir()?;
-    let url =
-        std::env::var("DATABASE_URL").unwrap_or_else(|_| botbox_store::sqlite_url(dir.path()));
+const DAY: i64 = 24 * 3_600_000;
+/// Rows per INSERT statement.
+const ROWS: i64 = 500;
+/// Every transcript line's message.
+const MESSAGE: &str = r#"{"type":"text","content":"hello there"}"#;
+
+/// Connects to DATABASE_URL (PostgreSQL, emptied of the bench's rows) or to SQLite in `dir`.
+async fn connect(dir: &std::path::Path) -> anyhow::Result<(Db, String)> {
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| botbox_store::sqlite_url(dir));
     let db = Db::connect(&url).await?;
     if url.starts_with("postgres") {
         for t in ["transcripts", "bot_errors"] {
@@ -24,12 +27,11 @@ async fn main() -> anyhow::Result<()> {
                 .await?;
         }
     }
-    const DAY: i64 = 24 * 3_600_000;
-    let now = botbox_store::now_ms();
-    let start = now - 30 * DAY;
-    let step = (30 * DAY / lines).max(1);
-    let filled = Instant::now();
-    const ROWS: i64 = 500;
+    Ok((db, url))
+}
+
+/// Inserts `lines` transcript lines, one every `step` ms from `start`.
+async fn fill_transcripts(db: &Db, lines: i64, start: i64, step: i64) -> anyhow::Result<()> {
     let intents = ["greeting", "order", "status", "fallback", "bye"];
     let mut i = 0;
     while i < lines {
@@ -58,7 +60,7 @@ async fn main() -> anyhow::Result<()> {
             };
             sql.push_str(&format!(
                 "('b{j:09}', 'bench', 'env', 'production', 'c', 'u{}', '{dir}', \
-                 '{{\"type\":\"text\",\"content\":\"hello there\"}}', '{flow}', {intent}, 's', {}, {step_us})",
+                 '{MESSAGE}', '{flow}', {intent}, 's', {}, {step_us})",
                 j % 1000,
                 start + j * step
             ));
@@ -66,6 +68,11 @@ async fn main() -> anyhow::Result<()> {
         sqlx::query(&sql).execute(&db.pool).await?;
         i += n;
     }
+    Ok(())
+}
+
+/// Inserts 10,000 bot errors spread over the 30 days from `start`.
+async fn fill_errors(db: &Db, start: i64) -> anyhow::Result<()> {
     for e in 0..10_000i64 {
         if e % 500 == 0 {
             let mut sql = String::from(
@@ -85,16 +92,11 @@ async fn main() -> anyhow::Result<()> {
             sqlx::query(&sql).execute(&db.pool).await?;
         }
     }
-    println!(
-        "analytics of one environment, {} lines over 30 days, 10,000 errors ({}; filled in {:.0} s)",
-        lines,
-        if url.starts_with("postgres") {
-            "PostgreSQL"
-        } else {
-            "SQLite"
-        },
-        filled.elapsed().as_secs_f64()
-    );
+    Ok(())
+}
+
+/// Times the analytics query over each range, 5 times each; prints the median and the slowest.
+async fn time_queries(db: &Db, start: i64, now: i64) -> anyhow::Result<()> {
     for (what, from, bucket) in [
         ("30 days by day", start, DAY),
         ("3 days by hour", now - 3 * DAY, 3_600_000),
@@ -118,4 +120,28 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let lines = botbox_bench::env_num("ANALYTICS_LINES", 1_000_000) as i64;
+    let dir = tempfile::tempdir()?;
+    let (db, url) = connect(dir.path()).await?;
+    let now = botbox_store::now_ms();
+    let start = now - 30 * DAY;
+    let step = (30 * DAY / lines).max(1);
+    let filled = Instant::now();
+    fill_transcripts(&db, lines, start, step).await?;
+    fill_errors(&db, start).await?;
+    println!(
+        "analytics of one environment, {} lines over 30 days, 10,000 errors ({}; filled in {:.0} s)",
+        lines,
+        if url.starts_with("postgres") {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        },
+        filled.elapsed().as_secs_f64()
+    );
+    time_queries(&db, start, now).await
 }

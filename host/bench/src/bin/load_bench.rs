@@ -44,6 +44,30 @@ async fn main() -> anyhow::Result<()> {
     let users = env_num("LOAD_USERS", 64);
     let total = env_num("LOAD_MESSAGES", 20_000);
     let soak = Duration::from_secs(env_num("LOAD_SOAK_SECS", 0) as u64);
+    let server = start_server(soak)?;
+    let (delivered, sink_url) = start_sink().await?;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(users)
+        .build()?;
+    let webhook = deploy_pizza(&http, &server.base, &sink_url).await?;
+    let order = pizza_order();
+    warm_up(&http, &webhook, users, &order).await?;
+
+    let (load, run) = run_botbox(&server, &http, &webhook, &order, users, total, soak).await?;
+    drain(&delivered).await;
+    print_botbox(&run, users, &delivered);
+    drop(server);
+    let rate = run.lat.len() as f64 / run.elapsed.as_secs_f64();
+    if env_num("LOAD_FLOOR", 1) == 0 || load.deadline.is_some() {
+        return Ok(());
+    }
+    let floor = run_floor(&http, &load, &order).await?;
+    print_floor(&floor, rate);
+    Ok(())
+}
+
+/// Starts botbox; in soak mode with retention windows scaled down and frequent pruning.
+fn start_server(soak: Duration) -> anyhow::Result<BenchServer> {
     let scale = env_num("LOAD_RETENTION_SCALE", 129_600).to_string();
     let soak_args = [
         "--retention-scale",
@@ -53,31 +77,36 @@ async fn main() -> anyhow::Result<()> {
         "--prune-every",
         "5s",
     ];
-    let server = BenchServer::start(if soak.is_zero() { &[] } else { &soak_args })?;
-    let base = server.base.clone();
+    BenchServer::start(if soak.is_zero() { &[] } else { &soak_args })
+}
 
-    // The sink that receives the replies.
+/// Starts the sink that receives the replies: its count of deliveries, and its URL.
+async fn start_sink() -> anyhow::Result<(Arc<AtomicUsize>, String)> {
     let delivered = Arc::new(AtomicUsize::new(0));
     let sink = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let sink_url = format!("http://{}/sink", sink.local_addr()?);
-    {
-        let delivered = delivered.clone();
-        let app = axum::Router::new().fallback(move || {
-            let d = delivered.clone();
-            async move {
-                d.fetch_add(1, Ordering::Relaxed);
-                "ok"
-            }
-        });
-        tokio::spawn(async move { axum::serve(sink, app).await });
-    }
+    let counter = delivered.clone();
+    let app = axum::Router::new().fallback(move || {
+        let d = counter.clone();
+        async move {
+            d.fetch_add(1, Ordering::Relaxed);
+            "ok"
+        }
+    });
+    tokio::spawn(async move { axum::serve(sink, app).await });
+    Ok((delivered, sink_url))
+}
 
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(users)
-        .build()?;
+/// Deploys the pizza bot on a generic channel whose replies go to `sink_url`; returns the
+/// channel's webhook.
+async fn deploy_pizza(
+    http: &reqwest::Client,
+    base: &str,
+    sink_url: &str,
+) -> anyhow::Result<String> {
     let api = Api {
         http: http.clone(),
-        base: base.clone(),
+        base: base.to_owned(),
     };
     let token = api.login("admin", PASSWORD).await?;
     let bot_text = std::fs::read_to_string(concat!(
@@ -85,26 +114,57 @@ async fn main() -> anyhow::Result<()> {
         "/../../examples/pizza/bot.yml"
     ))?;
     let bot: Value = serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(&bot_text)?)?;
-    let webhook = api
-        .deploy_on_generic(&token, "load", bot, &sink_url)
-        .await?;
+    api.deploy_on_generic(&token, "load", bot, sink_url).await
+}
 
-    let order = [
+/// The pizza order: the four messages every user plays.
+fn pizza_order() -> [Value; 4] {
+    [
         json!({"type": "text", "content": "I want pizza"}),
         json!({"type": "data", "payload": {"type": "pizza", "pizza": "pepperoni"}}),
         json!({"type": "text", "content": "2"}),
         json!({"type": "data", "payload": {"type": "confirm", "confirm": "yes"}}),
-    ];
-    // Warm-up: the revision gets its warm instances (the server waited for its sandbox).
+    ]
+}
+
+/// Warm-up: the revision gets its warm instances (the server waited for its sandbox).
+async fn warm_up(
+    http: &reqwest::Client,
+    webhook: &str,
+    users: usize,
+    order: &[Value],
+) -> anyhow::Result<()> {
     for i in 0..users.min(16) {
         let body = json!({"userId": format!("warm-{i}"), "messages": [order[0]]});
-        http.post(&webhook)
+        http.post(webhook)
             .json(&body)
             .send()
             .await?
             .error_for_status()?;
     }
+    Ok(())
+}
 
+/// A run's figures: each answered message's latency, the wall time, and the server's CPU
+/// seconds and what it spent them on.
+struct Run {
+    lat: Vec<Duration>,
+    elapsed: Duration,
+    cpu: f64,
+    spent: botbox_bench::counts::Spent,
+}
+
+/// Plays the load against botbox's `webhook` (for LOAD_SOAK_SECS when set, sampling as it
+/// goes); the latencies come sorted.
+async fn run_botbox(
+    server: &BenchServer,
+    http: &reqwest::Client,
+    webhook: &str,
+    order: &[Value],
+    users: usize,
+    total: usize,
+    soak: Duration,
+) -> anyhow::Result<(Load, Run)> {
     let with_ids = env_num("LOAD_IDS", 1) != 0;
     let done = Arc::new(AtomicUsize::new(0));
     let cpu_before = server.cpu_seconds()?;
@@ -117,17 +177,28 @@ async fn main() -> anyhow::Result<()> {
         with_ids,
         deadline,
     };
-    let tasks = players(&http, &webhook, &load, &order, &done);
+    let tasks = players(http, webhook, &load, order, &done);
     if let Some(deadline) = deadline {
-        sample(&server, &done, deadline).await;
+        sample(server, &done, deadline).await;
     }
     let mut lat = collect(tasks).await?;
     let elapsed = started.elapsed();
     let cpu = server.cpu_seconds()? - cpu_before;
     let spent = window.close();
     lat.sort();
-    let pct = |p: f64| percentile(&lat, p);
-    // Let the outbox drain.
+    Ok((
+        load,
+        Run {
+            lat,
+            elapsed,
+            cpu,
+            spent,
+        },
+    ))
+}
+
+/// Lets the outbox drain: waits (30 s at most) until the sink's count stops moving.
+async fn drain(delivered: &AtomicUsize) {
     let drain = Instant::now();
     let mut last = 0;
     while drain.elapsed() < Duration::from_secs(30) {
@@ -138,6 +209,22 @@ async fn main() -> anyhow::Result<()> {
         }
         last = now;
     }
+}
+
+/// Microseconds of CPU per message.
+fn per_message(cpu: f64, n: usize) -> f64 {
+    cpu / n.max(1) as f64 * 1e6
+}
+
+/// Prints botbox's figures: throughput, latency, deliveries and the server's CPU per message.
+fn print_botbox(run: &Run, users: usize, delivered: &AtomicUsize) {
+    let Run {
+        lat,
+        elapsed,
+        cpu,
+        spent,
+    } = run;
+    let pct = |p: f64| percentile(lat, p);
     let backend = if std::env::var("DATABASE_URL").is_ok() {
         "PostgreSQL"
     } else {
@@ -162,20 +249,18 @@ async fn main() -> anyhow::Result<()> {
         "  deliveries  {} reply batches received by the sink",
         delivered.load(Ordering::Relaxed)
     );
-    let per_message = |cpu: f64, n: usize| cpu / n.max(1) as f64 * 1e6;
     println!(
         "  server CPU  {:.0} µs per message ({cpu:.1} s, user + system; deliveries included)",
-        per_message(cpu, lat.len())
+        per_message(*cpu, lat.len())
     );
     for line in spent.report(lat.len()) {
         println!("{line}");
     }
-    drop(server);
-    let rate = lat.len() as f64 / elapsed.as_secs_f64();
-    if env_num("LOAD_FLOOR", 1) == 0 || deadline.is_some() {
-        return Ok(());
-    }
-    // The floor: the same load against a server that only parses the bodies.
+}
+
+/// The floor: the same load against this binary started again with `--floor`, a server
+/// that only parses the bodies.
+async fn run_floor(http: &reqwest::Client, load: &Load, order: &[Value]) -> anyhow::Result<Run> {
     let exe = std::env::current_exe()?;
     let mut child = std::process::Command::new(exe)
         .arg("--floor")
@@ -195,18 +280,28 @@ async fn main() -> anyhow::Result<()> {
     let window = botbox_bench::counts::Window::open(child.id());
     let started = Instant::now();
     let floor_done = Arc::new(AtomicUsize::new(0));
-    let floor_lat = collect(players(&http, &floor_url, &load, &order, &floor_done)).await?;
-    let floor_elapsed = started.elapsed();
-    let floor_cpu = botbox_bench::cpu_seconds(child.id())? - cpu_before;
-    let floor_spent = window.close();
+    let lat = collect(players(http, &floor_url, load, order, &floor_done)).await?;
+    let elapsed = started.elapsed();
+    let cpu = botbox_bench::cpu_seconds(child.id())? - cpu_before;
+    let spent = window.close();
     let _ = child.kill();
     let _ = child.wait();
-    let floor_rate = floor_lat.len() as f64 / floor_elapsed.as_secs_f64();
+    Ok(Run {
+        lat,
+        elapsed,
+        cpu,
+        spent,
+    })
+}
+
+/// Prints the floor's figures per request, and botbox's `rate` as a fraction of the floor's.
+fn print_floor(floor: &Run, rate: f64) {
+    let floor_rate = floor.lat.len() as f64 / floor.elapsed.as_secs_f64();
     println!(
         "  floor       {floor_rate:>8.0} requests/s, {:.0} µs CPU per request (a bare axum server parsing the same bodies)",
-        per_message(floor_cpu, floor_lat.len())
+        per_message(floor.cpu, floor.lat.len())
     );
-    for line in floor_spent.report(floor_lat.len()) {
+    for line in floor.spent.report(floor.lat.len()) {
         println!(
             "  floor{}",
             line.trim_start_matches("  per message")
@@ -214,7 +309,6 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!("  ratio       {:.3} of the floor", rate / floor_rate);
-    Ok(())
 }
 
 /// What the players do: `users` at once, `total` messages in all, or until `deadline`.

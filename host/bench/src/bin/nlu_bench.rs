@@ -96,6 +96,20 @@ fn main() -> anyhow::Result<()> {
         .find(|a| !a.starts_with("--"))
         .cloned()
         .unwrap_or_else(|| "../shared/nlu-bench/braun2017".into());
+    let corpora = load_corpora(&dir)?;
+    if cv {
+        cross_validate(&corpora, nested);
+    }
+    intent_scores(&corpora);
+    println!();
+    entity_scores(&corpora[0].1);
+    println!();
+    speed();
+    Ok(())
+}
+
+/// Reads the three corpora from `dir`.
+fn load_corpora(dir: &str) -> anyhow::Result<Vec<(&'static str, Vec<Sentence>)>> {
     let mut corpora = Vec::new();
     for name in CORPORA {
         let path = format!("{dir}/{name}.json");
@@ -104,11 +118,11 @@ fn main() -> anyhow::Result<()> {
         )?;
         corpora.push((name, load(&v)?));
     }
+    Ok(corpora)
+}
 
-    if cv {
-        cross_validate(&corpora, nested);
-    }
-
+/// Intent P/R/F1 per corpus and overall (micro), then the calibration of the top scores.
+fn intent_scores(corpora: &[(&str, Vec<Sentence>)]) {
     println!(
         "== Intent classification (Braun et al. 2017; train on training:true, test on the rest)"
     );
@@ -118,50 +132,8 @@ fn main() -> anyhow::Result<()> {
     );
     let (mut tp_all, mut fp_all, mut fn_all) = (0, 0, 0);
     let mut calib: Vec<(f64, bool)> = Vec::new();
-    for (name, sents) in &corpora {
-        let train: Vec<&Sentence> = sents.iter().filter(|s| s.training).collect();
-        let test: Vec<&Sentence> = sents.iter().filter(|s| !s.training).collect();
-        // What a user of the API does: one trait entity, the training sentences in the line
-        // format, a prediction per test sentence (NluModel, as the server trains and serves).
-        let (model, bytes) = if mask_mode().is_empty() {
-            let m = train_as_the_api_does(&train);
-            let bytes = serde_json::to_vec(&m).unwrap().len();
-            (Either::Api(m), bytes)
-        } else {
-            let m = train_intents(&train, &Config::default());
-            let bytes = serde_json::to_vec(&m.model).unwrap().len();
-            (Either::Bench(m), bytes)
-        };
-        let (mut tp, mut fp, mut fneg) = (0, 0, 0);
-        for s in &test {
-            let top = match &model {
-                // Line-format labels back to the corpus's names (`Make_Update`).
-                Either::Api(m) => predict_as_the_api_does(m, &s.text)
-                    .map(|(label, score)| (label.replace('_', " "), score)),
-                Either::Bench(m) => m.predict(s).first().cloned(),
-            };
-            match top {
-                Some((label, score)) => {
-                    let ok = label == s.intent;
-                    calib.push((score, ok));
-                    if ok {
-                        tp += 1;
-                    } else {
-                        fp += 1;
-                        fneg += 1;
-                    }
-                }
-                None => fneg += 1,
-            }
-        }
-        println!(
-            "{:<24} {:>6} {:>6} {} {:>7}",
-            name,
-            train.len(),
-            test.len(),
-            prf(tp, fp, fneg),
-            bytes
-        );
+    for (name, sents) in corpora {
+        let (tp, fp, fneg) = intent_row(name, sents, &mut calib);
         tp_all += tp;
         fp_all += fp;
         fn_all += fneg;
@@ -182,10 +154,64 @@ fn main() -> anyhow::Result<()> {
         acc,
         ece(&calib)
     );
+}
 
-    println!();
+/// One corpus's intent row: trains on its training sentences, scores the others, prints the
+/// row; returns (tp, fp, fn) and adds each prediction's (score, right) to `calib`.
+fn intent_row(
+    name: &str,
+    sents: &[Sentence],
+    calib: &mut Vec<(f64, bool)>,
+) -> (usize, usize, usize) {
+    let train: Vec<&Sentence> = sents.iter().filter(|s| s.training).collect();
+    let test: Vec<&Sentence> = sents.iter().filter(|s| !s.training).collect();
+    // What a user of the API does: one trait entity, the training sentences in the line
+    // format, a prediction per test sentence (NluModel, as the server trains and serves).
+    let (model, bytes) = if mask_mode().is_empty() {
+        let m = train_as_the_api_does(&train);
+        let bytes = serde_json::to_vec(&m).unwrap().len();
+        (Either::Api(m), bytes)
+    } else {
+        let m = train_intents(&train, &Config::default());
+        let bytes = serde_json::to_vec(&m.model).unwrap().len();
+        (Either::Bench(m), bytes)
+    };
+    let (mut tp, mut fp, mut fneg) = (0, 0, 0);
+    for s in &test {
+        let top = match &model {
+            // Line-format labels back to the corpus's names (`Make_Update`).
+            Either::Api(m) => predict_as_the_api_does(m, &s.text)
+                .map(|(label, score)| (label.replace('_', " "), score)),
+            Either::Bench(m) => m.predict(s).first().cloned(),
+        };
+        match top {
+            Some((label, score)) => {
+                let ok = label == s.intent;
+                calib.push((score, ok));
+                if ok {
+                    tp += 1;
+                } else {
+                    fp += 1;
+                    fneg += 1;
+                }
+            }
+            None => fneg += 1,
+        }
+    }
+    println!(
+        "{:<24} {:>6} {:>6} {} {:>7}",
+        name,
+        train.len(),
+        test.len(),
+        prf(tp, fp, fneg),
+        bytes
+    );
+    (tp, fp, fneg)
+}
+
+/// Entity P/R/F1 of the phrase tagger on the Chatbot corpus (exact span and type, micro).
+fn entity_scores(sents: &[Sentence]) {
     println!("== Entities, Chatbot corpus (tagger; exact span and type, micro)");
-    let sents = &corpora[0].1;
     let tagger = train_tagger(sents.iter().filter(|s| s.training));
     let (mut tp, mut fp, mut fneg) = (0, 0, 0);
     for s in sents.iter().filter(|s| !s.training) {
@@ -204,10 +230,6 @@ fn main() -> anyhow::Result<()> {
         "", "tp", "fp", "fn", "P", "R", "F1"
     );
     println!("{:<24} {}", "ChatbotCorpus", prf(tp, fp, fneg));
-
-    println!();
-    speed();
-    Ok(())
 }
 
 fn prf(tp: usize, fp: usize, fneg: usize) -> String {
@@ -901,96 +923,8 @@ fn clinc_rows(
             label: l.as_deref(),
         })
         .collect();
-    let base = Config::default();
-    let rows_to_try: Vec<(&str, Config)> = vec![
-        ("default", base.clone()),
-        (
-            "min 8 epochs",
-            Config {
-                min_epochs: 8,
-                ..base.clone()
-            },
-        ),
-        (
-            "min 12 epochs",
-            Config {
-                min_epochs: 12,
-                ..base.clone()
-            },
-        ),
-        (
-            "not balanced",
-            Config {
-                balanced: false,
-                ..base.clone()
-            },
-        ),
-        (
-            "ensemble 3",
-            Config {
-                ensemble: 3,
-                ..base.clone()
-            },
-        ),
-        (
-            "l2 3e-5",
-            Config {
-                l2: 3e-5,
-                ..base.clone()
-            },
-        ),
-        (
-            "chars 1-6",
-            Config {
-                features: botbox_nlu::classify::FeatureConfig {
-                    char_min: 1,
-                    char_max: 6,
-                    ..base.features.clone()
-                },
-                ..base.clone()
-            },
-        ),
-        (
-            "char weight 1",
-            Config {
-                features: botbox_nlu::classify::FeatureConfig {
-                    char_weight: 1.0,
-                    ..base.features.clone()
-                },
-                ..base.clone()
-            },
-        ),
-        (
-            "min_grad 0.01",
-            Config {
-                min_grad: 0.01,
-                ..base.clone()
-            },
-        ),
-        (
-            "prune 0.05",
-            Config {
-                prune: 0.05,
-                ..base.clone()
-            },
-        ),
-        (
-            "prune 0.02",
-            Config {
-                prune: 0.02,
-                ..base.clone()
-            },
-        ),
-        (
-            "no pruning",
-            Config {
-                prune: 0.0,
-                ..base.clone()
-            },
-        ),
-    ];
     let only: Option<String> = std::env::var("NLU_CLINC_ROWS").ok().filter(|v| v != "1");
-    for (name, cfg) in rows_to_try {
+    for (name, cfg) in clinc_row_configs() {
         if only
             .as_deref()
             .is_some_and(|o| !o.split(',').any(|x| x == name))
@@ -1000,28 +934,69 @@ fn clinc_rows(
         let started = Instant::now();
         let m = TraitModel::train_with(&ex, &[], Lang::En, &cfg).expect("training");
         let took = started.elapsed().as_secs_f64();
-        let top = |t: &str| decide(&m, t);
-        let ins: Vec<(Option<String>, f64, bool)> = inscope
+        clinc_row(name, took, &m, inscope, oos);
+    }
+}
+
+/// The settings `clinc_rows` tries: the defaults, then one change from them per row.
+fn clinc_row_configs() -> Vec<(&'static str, Config)> {
+    let base = Config::default();
+    let with = |f: &dyn Fn(&mut Config)| {
+        let mut c = base.clone();
+        f(&mut c);
+        c
+    };
+    vec![
+        ("default", base.clone()),
+        ("min 8 epochs", with(&|c| c.min_epochs = 8)),
+        ("min 12 epochs", with(&|c| c.min_epochs = 12)),
+        ("not balanced", with(&|c| c.balanced = false)),
+        ("ensemble 3", with(&|c| c.ensemble = 3)),
+        ("l2 3e-5", with(&|c| c.l2 = 3e-5)),
+        (
+            "chars 1-6",
+            with(&|c| {
+                c.features.char_min = 1;
+                c.features.char_max = 6;
+            }),
+        ),
+        ("char weight 1", with(&|c| c.features.char_weight = 1.0)),
+        ("min_grad 0.01", with(&|c| c.min_grad = 0.01)),
+        ("prune 0.05", with(&|c| c.prune = 0.05)),
+        ("prune 0.02", with(&|c| c.prune = 0.02)),
+        ("no pruning", with(&|c| c.prune = 0.0)),
+    ]
+}
+
+/// Prints one setting's in-scope accuracy and out-of-scope recall at each reject threshold.
+fn clinc_row(
+    name: &str,
+    took: f64,
+    m: &TraitModel,
+    inscope: &[(String, String)],
+    oos: &[(String, String)],
+) {
+    let top = |t: &str| decide(m, t);
+    let ins: Vec<(Option<String>, f64, bool)> = inscope
+        .iter()
+        .map(|(t, l)| {
+            let (p, s) = top(t);
+            let ok = p.as_deref() == Some(l.as_str());
+            (p, s, ok)
+        })
+        .collect();
+    let out: Vec<(Option<String>, f64)> = oos.iter().map(|(t, _)| top(t)).collect();
+    for tau in [0.0, 0.1, 0.2, 0.3, 0.4] {
+        let acc = ins
             .iter()
-            .map(|(t, l)| {
-                let (p, s) = top(t);
-                let ok = p.as_deref() == Some(l.as_str());
-                (p, s, ok)
-            })
-            .collect();
-        let out: Vec<(Option<String>, f64)> = oos.iter().map(|(t, _)| top(t)).collect();
-        for tau in [0.0, 0.1, 0.2, 0.3, 0.4] {
-            let acc = ins
-                .iter()
-                .filter(|(p, s, ok)| *ok && p.is_some() && *s >= tau)
-                .count();
-            let rej = out.iter().filter(|(p, s)| p.is_none() || *s < tau).count();
-            println!(
-                "{name:<20} train {took:>5.1} s  reject < {tau:.1}: in-scope {:>5.1} %  out-of-scope recall {:>5.1} %",
-                100.0 * acc as f64 / ins.len() as f64,
-                100.0 * rej as f64 / out.len() as f64
-            );
-        }
+            .filter(|(p, s, ok)| *ok && p.is_some() && *s >= tau)
+            .count();
+        let rej = out.iter().filter(|(p, s)| p.is_none() || *s < tau).count();
+        println!(
+            "{name:<20} train {took:>5.1} s  reject < {tau:.1}: in-scope {:>5.1} %  out-of-scope recall {:>5.1} %",
+            100.0 * acc as f64 / ins.len() as f64,
+            100.0 * rej as f64 / out.len() as f64
+        );
     }
 }
 

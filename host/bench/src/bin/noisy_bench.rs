@@ -149,45 +149,49 @@ fn one_state(actions: Value, methods: Value) -> Value {
             "s": {"end": true, "action": actions}}}}})
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let seconds = env_num("NOISY_SECONDS", 8) as u64;
-    let b_users = env_num("NOISY_B_USERS", 4);
-    let a_users = env_num("NOISY_A_USERS", 16);
-    let pace = env_num("NOISY_B_PACE_MS", 0) as u64;
-    let server = BenchServer::start(&[])?;
-    let base = server.base.clone();
-    let client = || {
-        reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .build()
-    };
-    let c = Arc::new(Api {
-        http: client()?,
-        base,
-    });
-    let admin = c.login("admin", PASSWORD).await?;
-    let a_idle = env_num("NOISY_A_IDLE", 0) > 0;
-    let interleave = env_num("NOISY_INTERLEAVE", 1) > 0;
-    let spinners_n = env_num(
-        "NOISY_SPINNERS",
-        std::thread::available_parallelism().map_or(2, |n| n.get()),
-    );
-    // A's generator's runtime: this one, or threads under SCHED_IDLE (NOISY_A_IDLE).
-    let a_rt = a_idle.then(|| botbox_lanes::runtime("a-idle", botbox_lanes::idle_this_thread));
-    let a_spawn = a_rt
-        .as_ref()
-        .map(|rt| rt.handle().clone())
-        .unwrap_or_else(tokio::runtime::Handle::current);
-    let a_client = if a_idle || env_num("NOISY_A_OWN_CLIENT", 0) > 0 {
-        client()?
-    } else {
-        c.http.clone()
-    };
+/// The bench's settings (environment; see the module's documentation).
+struct Options {
+    seconds: u64,
+    b_users: usize,
+    a_users: usize,
+    pace: u64,
+    a_idle: bool,
+    a_own_client: bool,
+    interleave: bool,
+    spinners: usize,
+}
 
+impl Options {
+    /// Reads the settings from the environment.
+    fn from_env() -> Options {
+        Options {
+            seconds: env_num("NOISY_SECONDS", 8) as u64,
+            b_users: env_num("NOISY_B_USERS", 4),
+            a_users: env_num("NOISY_A_USERS", 16),
+            pace: env_num("NOISY_B_PACE_MS", 0) as u64,
+            a_idle: env_num("NOISY_A_IDLE", 0) > 0,
+            a_own_client: env_num("NOISY_A_OWN_CLIENT", 0) > 0,
+            interleave: env_num("NOISY_INTERLEAVE", 1) > 0,
+            spinners: env_num(
+                "NOISY_SPINNERS",
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+            ),
+        }
+    }
+}
+
+/// An HTTP client that keeps up to 64 idle connections per host.
+fn client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+}
+
+/// Tenant B on the counter bot with its sink, warmed up: the sink and B's webhook.
+async fn tenant_b(c: &Api, admin: &str) -> anyhow::Result<(Sink, String)> {
     let sink = Sink::default();
     let sink_url = sink.start().await?;
-    let b_hook = tenant(&c, &admin, "tenant-b", counter_bot(), &sink_url).await?;
+    let b_hook = tenant(c, admin, "tenant-b", counter_bot(), &sink_url).await?;
     // Warm-up: B's revision gets its warm instance (the server waited for its sandbox).
     c.http
         .post(&b_hook)
@@ -195,176 +199,231 @@ async fn main() -> anyhow::Result<()> {
         .send()
         .await?;
     sink.wait("warm", 1).await;
+    Ok((sink, b_hook))
+}
+
+/// Every phase beside B alone, in order: the idle-spin floor, then A's tenants, one per attack.
+async fn attacks(c: &Api, admin: &str) -> anyhow::Result<Vec<(&'static str, Load)>> {
     let hang = hanging().await?;
     let null_sink = Sink::default().start().await?;
-    let attacks: Vec<(&str, Load)> = vec![
+    let slow_api = one_state(
+        json!([
+            {"name": "api", "options": {"method": "GET", "uri": format!("{hang}/a")}},
+            {"name": "api", "options": {"method": "GET", "uri": format!("{hang}/b")}},
+            {"name": "text", "options": {"text": "done"}}
+        ]),
+        json!({}),
+    );
+    let cpu_burn = one_state(
+        json!([{"name": "method", "method": "spin"}]),
+        json!({"spin()": "while (true) {}"}),
+    );
+    Ok(vec![
         ("idle-spin", Load::Spin),
         (
             "slow-api",
-            Load::Hook(tenant(
-                &c,
-                &admin,
-                "a-slow",
-                one_state(
-                    json!([
-                        {"name": "api", "options": {"method": "GET", "uri": format!("{hang}/a")}},
-                        {"name": "api", "options": {"method": "GET", "uri": format!("{hang}/b")}},
-                        {"name": "text", "options": {"text": "done"}}
-                    ]),
-                    json!({}),
-                ),
-                &null_sink,
-            )
-            .await?),
+            Load::Hook(tenant(c, admin, "a-slow", slow_api, &null_sink).await?),
         ),
         (
             "hanging-endpoint",
-            Load::Hook(tenant(&c, &admin, "a-hang", counter_bot(), &hang).await?),
+            Load::Hook(tenant(c, admin, "a-hang", counter_bot(), &hang).await?),
         ),
         (
             "cpu-burn",
-            Load::Hook(tenant(
-                &c,
-                &admin,
-                "a-burn",
-                one_state(
-                    json!([{"name": "method", "method": "spin"}]),
-                    json!({"spin()": "while (true) {}"}),
-                ),
-                &null_sink,
-            )
-            .await?),
+            Load::Hook(tenant(c, admin, "a-burn", cpu_burn, &null_sink).await?),
         ),
         (
             "flood",
-            Load::Hook(tenant(&c, &admin, "a-flood", counter_bot(), &null_sink).await?),
+            Load::Hook(tenant(c, admin, "a-flood", counter_bot(), &null_sink).await?),
         ),
-    ];
+    ])
+}
 
-    println!(
-        "noisy neighbours: tenant B = {b_users} users on the counter bot (end to end: webhook → step → delivery); tenant A = {a_users} users attacking; {seconds} s per phase"
-    );
-    let mut phase_no = 0u64;
-    let mut run_phase = |name: &'static str, load: Load| {
-        phase_no += 1;
-        let c = c.clone();
-        let sink = sink.clone();
-        let b_hook = b_hook.clone();
-        let a_client = a_client.clone();
-        let a_spawn = a_spawn.clone();
-        async move {
-            let stop = Arc::new(AtomicBool::new(false));
-            let a_answered = Arc::new(AtomicU64::new(0));
-            let mut attackers = Vec::new();
-            let mut spinners = Vec::new();
-            let attack = matches!(load, Load::Hook(_));
-            if let Load::Spin = load {
-                // Threads (one per core unless NOISY_SPINNERS says otherwise) that take
-                // only the time nobody else wants.
-                for _ in 0..spinners_n {
-                    let stop = stop.clone();
-                    spinners.push(std::thread::spawn(move || {
-                        botbox_lanes::idle_this_thread();
-                        while !stop.load(Ordering::Relaxed) {
-                            std::hint::spin_loop();
-                        }
-                    }));
+/// Threads (`n`, one per core unless NOISY_SPINNERS says otherwise) that spin under
+/// `SCHED_IDLE`, taking only the time nobody else wants, until `stop`.
+fn spin(n: usize, stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                botbox_lanes::idle_this_thread();
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
                 }
-            }
-            if let Load::Hook(hook) = load {
-                for u in 0..a_users {
-                    let (http, hook, stop) = (a_client.clone(), hook.clone(), stop.clone());
-                    let answered = a_answered.clone();
-                    attackers.push(a_spawn.spawn(async move {
-                        while !stop.load(Ordering::Relaxed) {
-                            let body = json!({"userId": format!("a{phase_no}-{u}"), "messages": [{"type": "text", "content": "hi"}]});
-                            if let Ok(r) = http.post(&hook).json(&body).send().await
-                                && r.status().is_success()
-                            {
-                                answered.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                    }));
-                }
-                // Let the attack take hold first.
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            let a_before = a_answered.load(Ordering::Relaxed);
-            let started = Instant::now();
-            let until = started + Duration::from_secs(seconds);
-            let mut users = Vec::new();
-            for u in 0..b_users {
-                let (c, sink, b_hook) = (c.clone(), sink.clone(), b_hook.clone());
-                users.push(tokio::spawn(async move {
-                    let user = format!("b{phase_no}-{u}");
-                    let (mut lat, mut acked) = (Vec::new(), Vec::new());
-                    let mut k = 0u64;
-                    let mut tick = (pace > 0).then(|| {
-                        let mut t = tokio::time::interval(Duration::from_millis(pace));
-                        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                        t
-                    });
-                    while Instant::now() < until {
-                        if let Some(t) = tick.as_mut() {
-                            t.tick().await;
-                        }
-                        k += 1;
-                        let body = json!({"userId": user, "messages": [{"type": "text", "content": "hi"}]});
-                        let t0 = Instant::now();
-                        if c.http.post(&b_hook).json(&body).send().await.is_err() {
-                            continue;
-                        }
-                        // The webhook answers once the step is committed; the rest is delivery.
-                        acked.push(t0.elapsed());
-                        sink.wait(&user, k).await;
-                        lat.push(t0.elapsed());
-                    }
-                    (lat, acked)
-                }));
-            }
-            let (mut lat, mut acked) = (Vec::new(), Vec::new());
-            for u in users {
-                let (l, a) = u.await.unwrap();
-                lat.extend(l);
-                acked.extend(a);
-            }
-            let a_rate = attack.then(|| {
-                (a_answered.load(Ordering::Relaxed) - a_before) as f64
-                    / started.elapsed().as_secs_f64()
-            });
-            stop.store(true, Ordering::Relaxed);
-            for a in attackers {
-                a.abort();
-            }
-            // Gone before the next phase starts (they see `stop` within a spin).
-            for t in spinners {
-                let _ = t.join();
-            }
-            lat.sort();
-            acked.sort();
-            Phase {
-                name,
-                replies: lat.len(),
-                p50: percentile(&lat, 0.5),
-                p99: percentile(&lat, 0.99),
-                acked_p50: percentile(&acked, 0.5),
-                acked_p99: percentile(&acked, 0.99),
-                a_rate,
-            }
-        }
-    };
-    let only = std::env::var("NOISY_PHASES").unwrap_or_default();
-    let mut rows = Vec::new();
-    rows.push(run_phase("alone", Load::Alone).await);
-    for (name, load) in attacks {
-        if !only.is_empty() && !only.split(',').any(|p| p.trim() == name) {
-            continue;
-        }
-        rows.push(run_phase(name, load).await);
-        if interleave {
-            rows.push(run_phase("alone", Load::Alone).await);
+            })
+        })
+        .collect()
+}
+
+/// One of A's users (`u` of phase `phase_no`): posts to `hook` as fast as it is answered until `stop`, counting the
+/// messages answered with a 2xx in `answered`.
+async fn a_user(
+    http: reqwest::Client,
+    hook: String,
+    (phase_no, u): (u64, usize),
+    stop: Arc<AtomicBool>,
+    answered: Arc<AtomicU64>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let body = json!({"userId": format!("a{phase_no}-{u}"), "messages": [{"type": "text", "content": "hi"}]});
+        if let Ok(r) = http.post(&hook).json(&body).send().await
+            && r.status().is_success()
+        {
+            answered.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+/// One of B's users until `until`: each message's time to its reply at the sink, and to the
+/// webhook's answer.
+async fn b_user(
+    c: Arc<Api>,
+    sink: Sink,
+    b_hook: String,
+    user: String,
+    pace: u64,
+    until: Instant,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let (mut lat, mut acked) = (Vec::new(), Vec::new());
+    let mut k = 0u64;
+    let mut tick = (pace > 0).then(|| {
+        let mut t = tokio::time::interval(Duration::from_millis(pace));
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
+    while Instant::now() < until {
+        if let Some(t) = tick.as_mut() {
+            t.tick().await;
+        }
+        k += 1;
+        let body = json!({"userId": user, "messages": [{"type": "text", "content": "hi"}]});
+        let t0 = Instant::now();
+        if c.http.post(&b_hook).json(&body).send().await.is_err() {
+            continue;
+        }
+        // The webhook answers once the step is committed; the rest is delivery.
+        acked.push(t0.elapsed());
+        sink.wait(&user, k).await;
+        lat.push(t0.elapsed());
+    }
+    (lat, acked)
+}
+
+/// What every phase needs: B's side, A's load generator and the settings.
+struct Phases {
+    opts: Options,
+    c: Arc<Api>,
+    sink: Sink,
+    b_hook: String,
+    a_client: reqwest::Client,
+    /// Where A's users run: this runtime, or threads under SCHED_IDLE (NOISY_A_IDLE).
+    a_spawn: tokio::runtime::Handle,
+    phase_no: u64,
+}
+
+impl Phases {
+    /// B alone first, then each attack that NOISY_PHASES names (all by default), each
+    /// followed by B alone again when interleaved.
+    async fn run_all(&mut self, attacks: Vec<(&'static str, Load)>) -> Vec<Phase> {
+        let only = std::env::var("NOISY_PHASES").unwrap_or_default();
+        let mut rows = Vec::new();
+        rows.push(self.run("alone", Load::Alone).await);
+        for (name, load) in attacks {
+            if !only.is_empty() && !only.split(',').any(|p| p.trim() == name) {
+                continue;
+            }
+            rows.push(self.run(name, load).await);
+            if self.opts.interleave {
+                rows.push(self.run("alone", Load::Alone).await);
+            }
+        }
+        rows
+    }
+
+    /// One phase: `load` beside B while B's users measure their latency for NOISY_SECONDS.
+    async fn run(&mut self, name: &'static str, load: Load) -> Phase {
+        self.phase_no += 1;
+        let phase_no = self.phase_no;
+        let stop = Arc::new(AtomicBool::new(false));
+        let a_answered = Arc::new(AtomicU64::new(0));
+        let mut attackers = Vec::new();
+        let mut spinners = Vec::new();
+        let attack = matches!(load, Load::Hook(_));
+        if let Load::Spin = load {
+            spinners = spin(self.opts.spinners, &stop);
+        }
+        if let Load::Hook(hook) = load {
+            for u in 0..self.opts.a_users {
+                let (http, hook, stop) = (self.a_client.clone(), hook.clone(), stop.clone());
+                let answered = a_answered.clone();
+                attackers.push(self.a_spawn.spawn(a_user(
+                    http,
+                    hook,
+                    (phase_no, u),
+                    stop,
+                    answered,
+                )));
+            }
+            // Let the attack take hold first.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let a_before = a_answered.load(Ordering::Relaxed);
+        let started = Instant::now();
+        let (mut lat, mut acked) = self
+            .b_users(started + Duration::from_secs(self.opts.seconds))
+            .await;
+        let a_rate = attack.then(|| {
+            (a_answered.load(Ordering::Relaxed) - a_before) as f64 / started.elapsed().as_secs_f64()
+        });
+        stop.store(true, Ordering::Relaxed);
+        for a in attackers {
+            a.abort();
+        }
+        // Gone before the next phase starts (they see `stop` within a spin).
+        for t in spinners {
+            let _ = t.join();
+        }
+        lat.sort();
+        acked.sort();
+        Phase {
+            name,
+            replies: lat.len(),
+            p50: percentile(&lat, 0.5),
+            p99: percentile(&lat, 0.99),
+            acked_p50: percentile(&acked, 0.5),
+            acked_p99: percentile(&acked, 0.99),
+            a_rate,
+        }
+    }
+
+    /// B's users until `until`: all their reply latencies, and their webhook answer times.
+    async fn b_users(&self, until: Instant) -> (Vec<Duration>, Vec<Duration>) {
+        let phase_no = self.phase_no;
+        let mut users = Vec::new();
+        for u in 0..self.opts.b_users {
+            let user = format!("b{phase_no}-{u}");
+            let (c, sink, b_hook) = (self.c.clone(), self.sink.clone(), self.b_hook.clone());
+            users.push(tokio::spawn(b_user(
+                c,
+                sink,
+                b_hook,
+                user,
+                self.opts.pace,
+                until,
+            )));
+        }
+        let (mut lat, mut acked) = (Vec::new(), Vec::new());
+        for u in users {
+            let (l, a) = u.await.unwrap();
+            lat.extend(l);
+            acked.extend(a);
+        }
+        (lat, acked)
+    }
+}
+
+/// Prints each phase's row: B's figures and the p99's ratio to its baseline.
+fn print_rows(rows: &[Phase], interleave: bool) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     for (i, r) in rows.iter().enumerate() {
         // The baseline: the first alone phase, or (interleaved) the mean of the alone
@@ -391,6 +450,53 @@ async fn main() -> anyhow::Result<()> {
             ms(r.acked_p99),
         );
     }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let opts = Options::from_env();
+    let server = BenchServer::start(&[])?;
+    let c = Arc::new(Api {
+        http: client()?,
+        base: server.base.clone(),
+    });
+    let admin = c.login("admin", PASSWORD).await?;
+    // A's generator's runtime: this one, or threads under SCHED_IDLE (NOISY_A_IDLE).
+    let a_rt = opts
+        .a_idle
+        .then(|| botbox_lanes::runtime("a-idle", botbox_lanes::idle_this_thread));
+    let a_spawn = a_rt
+        .as_ref()
+        .map(|rt| rt.handle().clone())
+        .unwrap_or_else(tokio::runtime::Handle::current);
+    let a_client = if opts.a_idle || opts.a_own_client {
+        client()?
+    } else {
+        c.http.clone()
+    };
+    let (sink, b_hook) = tenant_b(&c, &admin).await?;
+    let attacks = attacks(&c, &admin).await?;
+    let Options {
+        seconds,
+        b_users,
+        a_users,
+        interleave,
+        ..
+    } = opts;
+    println!(
+        "noisy neighbours: tenant B = {b_users} users on the counter bot (end to end: webhook → step → delivery); tenant A = {a_users} users attacking; {seconds} s per phase"
+    );
+    let mut phases = Phases {
+        opts,
+        c,
+        sink,
+        b_hook,
+        a_client,
+        a_spawn,
+        phase_no: 0,
+    };
+    let rows = phases.run_all(attacks).await;
+    print_rows(&rows, interleave);
     drop(server);
     if let Some(rt) = a_rt {
         // Dropping a runtime inside this one's context would block: let it go.

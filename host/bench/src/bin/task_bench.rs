@@ -108,24 +108,9 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let count = env_num("TASK_COUNT", 2000);
-    let clients = env_num("TASK_CLIENTS", 16);
-    let server = BenchServer::start(&[
-        "--agent-chat-limit",
-        "100000000",
-        "--agent-read-limit",
-        "100000000",
-    ])?;
-    let api = Arc::new(Api {
-        http: reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .build()?,
-        base: server.base.clone(),
-    });
-    let admin = api.login("admin", PASSWORD).await?;
-    let t = Some(admin.as_str());
+/// Deploys the doubler bot in a project's production environment; returns the environment.
+async fn deploy_doubler(api: &Api, admin: &str) -> anyhow::Result<String> {
+    let t = Some(admin);
     let pid = s(&api.post("/projects", t, json!({"name": "doubler"})).await?["id"]);
     let rev = s(&api
         .post(&format!("/projects/{pid}/bot/revisions"), t, doubler_bot())
@@ -136,51 +121,62 @@ async fn main() -> anyhow::Result<()> {
         json!({"version": "1.0.0", "botRevision": rev}),
     )
     .await?;
-    let env = s(&api
+    Ok(s(&api
         .post(
             &format!("/projects/{pid}/environments"),
             t,
             json!({"depId": pid, "depVersion": "1.0.0", "name": "production"}),
         )
-        .await?["id"]);
+        .await?["id"]))
+}
+
+/// An agent key of the admin's team and a Case without review on `env`: (key, case).
+async fn create_case(api: &Api, admin: &str, env: &str) -> anyhow::Result<(String, String)> {
     let me = api
         .http
         .get(format!("{}/me", api.base))
-        .bearer_auth(&admin)
+        .bearer_auth(admin)
         .send()
         .await?;
     let me: Value = me.json().await?;
     let key = s(&api
         .post(
             &format!("/teams/{}/keys", s(&me["userId"])),
-            t,
+            Some(admin),
             json!({"name": "bench"}),
         )
         .await?["key"]);
-    let k = Some(key.as_str());
     let case = s(&api
         .post(
             "/v1/cases",
-            k,
+            Some(&key),
             json!({"name": "double", "environmentId": env, "review": false,
                 "inputs": [{"name": "n", "type": "number"}],
                 "outputs": [{"name": "n", "type": "number"}]}),
         )
         .await?["id"]);
+    Ok((key, case))
+}
+
+/// Starts the callback receiver and registers it for `task.completed`.
+async fn receiver(api: &Api, key: &str) -> anyhow::Result<Receiver> {
     let rx = Receiver::default();
     let url = rx.start().await?;
     api.post(
         "/v1/webhooks",
-        k,
+        Some(key),
         json!({"url": url, "eventTypes": ["task.completed"]}),
     )
     .await?;
+    Ok(rx)
+}
 
-    // Warm-up: the server loads the bot on first use (it waited for its sandbox at start).
+/// Warm-up: one task, so that the server loads the bot (it waited for its sandbox at start).
+async fn warm_up(api: &Api, case: &str, key: &str, rx: &Receiver) -> anyhow::Result<()> {
     let warm = s(&api
         .post(
             &format!("/v1/cases/{case}/tasks"),
-            k,
+            Some(key),
             json!({"inputs": {"n": -1}}),
         )
         .await?["id"]);
@@ -188,7 +184,25 @@ async fn main() -> anyhow::Result<()> {
         rx.wait(1, Duration::from_secs(120)).await,
         "the warm-up task {warm} did not complete"
     );
+    Ok(())
+}
 
+/// The burst's creations: when it started, how long creating took, and each task's
+/// creation time and input by id.
+struct Burst {
+    start: Instant,
+    create_s: f64,
+    created: HashMap<String, (Instant, i64)>,
+}
+
+/// Creates `count` tasks from `clients` clients at once, each as soon as the last was answered.
+async fn create_burst(
+    api: &Arc<Api>,
+    case: &str,
+    key: &str,
+    count: usize,
+    clients: usize,
+) -> anyhow::Result<Burst> {
     let created: Arc<Mutex<HashMap<String, (Instant, i64)>>> = Default::default();
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
@@ -198,8 +212,8 @@ async fn main() -> anyhow::Result<()> {
             api.clone(),
             created.clone(),
             next.clone(),
-            case.clone(),
-            key.clone(),
+            case.to_owned(),
+            key.to_owned(),
         );
         handles.push(tokio::spawn(async move {
             loop {
@@ -217,30 +231,48 @@ async fn main() -> anyhow::Result<()> {
         h.await??;
     }
     let create_s = start.elapsed().as_secs_f64();
-    let all = rx.wait(count + 1, Duration::from_secs(600)).await;
-    let done = rx.done.lock().unwrap().clone();
     let created = created.lock().unwrap().clone();
+    Ok(Burst {
+        start,
+        create_s,
+        created,
+    })
+}
+
+/// Each completed task's time from creation to callback (ms), and the last callback's time.
+fn latencies(burst: &Burst, done: &HashMap<String, Instant>) -> (Vec<f64>, Instant) {
     let mut lat = Vec::new();
-    let mut last = start;
-    for (id, (at, _)) in &created {
+    let mut last = burst.start;
+    for (id, (at, _)) in &burst.created {
         if let Some(cb) = done.get(id) {
             lat.push(cb.duration_since(*at).as_secs_f64() * 1000.0);
             last = last.max(*cb);
         }
     }
-    // Every task's outputs, read back after the clock stopped (callbacks are thin: ids and
-    // status).
-    for (id, (_, n)) in &created {
+    (lat, last)
+}
+
+/// Checks every task's outputs, read back after the clock stopped (callbacks are thin: ids
+/// and status).
+async fn check_outputs(
+    api: &Api,
+    key: &str,
+    created: &HashMap<String, (Instant, i64)>,
+) -> anyhow::Result<()> {
+    for (id, (_, n)) in created {
         let out = api
-            .get(&format!("/v1/tasks/{id}/outputs"), Some(&key))
+            .get(&format!("/v1/tasks/{id}/outputs"), Some(key))
             .await?;
         anyhow::ensure!(
             out["outputs"]["n"] == json!(n * 2),
             "task {id}: outputs {out}"
         );
     }
-    lat.sort_by(f64::total_cmp);
-    let total_s = last.duration_since(start).as_secs_f64();
+    Ok(())
+}
+
+/// Prints the burst's figures: creations per second, tasks per second and callback latency.
+fn print_burst(count: usize, clients: usize, create_s: f64, lat: &[f64], total_s: f64, all: bool) {
     println!(
         "task-bench: {count} tasks, {clients} clients, {}",
         if std::env::var("DATABASE_URL").is_ok() {
@@ -265,23 +297,20 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "  creation → task.completed callback: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        pct(&lat, 0.5),
-        pct(&lat, 0.99),
+        pct(lat, 0.5),
+        pct(lat, 0.99),
         lat.last().copied().unwrap_or(f64::NAN)
     );
-    anyhow::ensure!(
-        all,
-        "{} of {count} tasks did not complete",
-        count - lat.len()
-    );
+}
 
-    // One task at a time: the latency of a task alone, without the queue of the burst.
+/// One task at a time (TASK_SERIAL): the latency of a task alone, without the burst's queue.
+async fn one_at_a_time(api: &Api, case: &str, key: &str, rx: &Receiver) -> anyhow::Result<()> {
     let serial = env_num("TASK_SERIAL", 200);
     let mut alone = Vec::new();
     for i in 0..serial {
         let before = rx.done.lock().unwrap().len();
         let at = Instant::now();
-        let t = create(&api, &case, &key, i).await?;
+        let t = create(api, case, key, i).await?;
         anyhow::ensure!(
             rx.wait(before + 1, Duration::from_secs(60)).await,
             "task {} did not complete",
@@ -297,4 +326,42 @@ async fn main() -> anyhow::Result<()> {
         pct(&alone, 0.99)
     );
     Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let count = env_num("TASK_COUNT", 2000);
+    let clients = env_num("TASK_CLIENTS", 16);
+    let server = BenchServer::start(&[
+        "--agent-chat-limit",
+        "100000000",
+        "--agent-read-limit",
+        "100000000",
+    ])?;
+    let api = Arc::new(Api {
+        http: reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()?,
+        base: server.base.clone(),
+    });
+    let admin = api.login("admin", PASSWORD).await?;
+    let env = deploy_doubler(&api, &admin).await?;
+    let (key, case) = create_case(&api, &admin, &env).await?;
+    let rx = receiver(&api, &key).await?;
+    warm_up(&api, &case, &key, &rx).await?;
+
+    let burst = create_burst(&api, &case, &key, count, clients).await?;
+    let all = rx.wait(count + 1, Duration::from_secs(600)).await;
+    let done = rx.done.lock().unwrap().clone();
+    let (mut lat, last) = latencies(&burst, &done);
+    check_outputs(&api, &key, &burst.created).await?;
+    lat.sort_by(f64::total_cmp);
+    let total_s = last.duration_since(burst.start).as_secs_f64();
+    print_burst(count, clients, burst.create_s, &lat, total_s, all);
+    anyhow::ensure!(
+        all,
+        "{} of {count} tasks did not complete",
+        count - lat.len()
+    );
+    one_at_a_time(&api, &case, &key, &rx).await
 }
