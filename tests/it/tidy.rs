@@ -173,3 +173,110 @@ fn every_crate_takes_the_workspace_lints_and_each_allow_says_why() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Every `.rs` file under `dir`, sorted, without test folders.
+fn sources_under(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if p.is_dir() && !matches!(name.as_str(), "tests" | "target" | "benches") {
+            sources_under(&p, out);
+        } else if name.ends_with(".rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Counts `{` and `}` of a line outside strings, characters and line comments.
+fn brace_depth_change(line: &str) -> i32 {
+    let code = line.split("//").next().unwrap_or("");
+    let (mut depth, mut in_str, mut prev) = (0, false, ' ');
+    for c in code.chars() {
+        match c {
+            '"' if prev != '\\' => in_str = !in_str,
+            '{' if !in_str && prev != '\'' => depth += 1,
+            '}' if !in_str && prev != '\'' => depth -= 1,
+            _ => {}
+        }
+        prev = c;
+    }
+    depth
+}
+
+/// The functions of `text` (before its `#[cfg(test)]` module) longer than `max` lines:
+/// (first line, name, lines).
+fn long_functions(text: &str, max: usize) -> Vec<(usize, String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .position(|l| l.starts_with("#[cfg(test)]"))
+        .unwrap_or(lines.len());
+    let mut out = vec![];
+    for (i, l) in lines[..end].iter().enumerate() {
+        let t = l.trim_start();
+        let after_fn = t
+            .split_once("fn ")
+            .filter(|(before, _)| {
+                before.split_whitespace().all(|w| {
+                    matches!(w, "pub" | "async" | "const" | "unsafe") || w.starts_with("pub(")
+                })
+            })
+            .map(|(_, rest)| rest);
+        let Some(rest) = after_fn else { continue };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let (mut depth, mut opened) = (0, false);
+        for (j, body) in lines[i..].iter().enumerate() {
+            let d = brace_depth_change(body);
+            opened |= body.contains('{');
+            depth += d;
+            if !opened && body.trim_end().ends_with(';') {
+                break;
+            }
+            if opened && depth <= 0 {
+                if j + 1 > max {
+                    out.push((i + 1, name.clone(), j + 1));
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// No production function a reader must scroll: at most 100 lines (tests may be longer).
+#[test]
+fn no_production_function_is_over_100_lines() {
+    let mut files = vec![];
+    for dir in ["runtime-core/src", "guest-sdk/src", "host"] {
+        sources_under(&root().join(dir), &mut files);
+    }
+    files.sort();
+    let mut long = vec![];
+    for f in files {
+        let shown = f.strip_prefix(root()).unwrap_or(&f).display().to_string();
+        for (line, name, n) in long_functions(&read(&f), 100) {
+            long.push(format!("{shown}:{line}: fn {name} is {n} lines"));
+        }
+    }
+    assert!(long.is_empty(), "{}", long.join("\n"));
+}
+
+/// The length check itself: a function of 101 lines is found, one of 100 is not, and
+/// braces in strings and comments do not count.
+#[test]
+fn the_length_check_counts_a_functions_lines() {
+    let body = |n: usize| "    let s = \"{\"; // }\n".repeat(n - 2);
+    let long = format!("pub async fn long() {{\n{}}}\n", body(101));
+    let short = format!("fn short() {{\n{}}}\n", body(100));
+    assert_eq!(
+        long_functions(&long, 100),
+        vec![(1, "long".to_owned(), 101)]
+    );
+    assert!(long_functions(&short, 100).is_empty());
+}
