@@ -137,14 +137,14 @@ enum Command {
         #[arg(long, default_value = "development")]
         env: String,
     },
-    /// Environments: list, create <name> [--version v], update <name> [--version v], delete <name>.
+    /// The environments of the bot's project.
     Env {
         #[command(subcommand)]
         action: commands::EnvAction,
         #[command(flatten)]
         dir: BotDir,
     },
-    /// Agent API keys (sak_…) of an environment: create [--name n], list, revoke <id>.
+    /// Agent API keys (sak_…) of an environment.
     Key {
         #[command(subcommand)]
         action: commands::KeyAction,
@@ -164,8 +164,7 @@ enum Command {
         #[command(flatten)]
         dir: BotDir,
     },
-    /// Cases of the bot's project: `create --env <env> -f case.yml` (by name: creates or
-    /// replaces), `list`, `get <case>`, `delete <case>`.
+    /// The Cases of the bot's project.
     Case {
         #[command(subcommand)]
         action: commands::CaseAction,
@@ -175,17 +174,14 @@ enum Command {
         #[command(flatten)]
         dir: BotDir,
     },
-    /// Tasks: `create <case> --input k=v [--input k:=<json>]`, `list <case>`, `get <id>`,
-    /// `outputs <id>`, `review <id> --decision approve|reject|changes [--comment text]
-    /// [--output k=v]`.
+    /// The tasks of the project's Cases.
     Task {
         #[command(subcommand)]
         action: commands::TaskAction,
         #[command(flatten)]
         dir: BotDir,
     },
-    /// The CMS of the bot's project as `cms.yml`: `pull` writes the latest revision, `push`
-    /// publishes the file as a new one.
+    /// The CMS of the bot's project as `cms.yml`.
     Cms {
         #[command(subcommand)]
         action: commands::CmsAction,
