@@ -6,10 +6,9 @@ use axum::extract::{Path, State};
 use botbox_api_types::{Owner, Project, ProjectOptions, RevisionSummary};
 use botbox_service::auth::{Action, Resource};
 use botbox_service::revisions::{self, PublishOptions};
-use botbox_store::{DbError, NewProject, ProjectRow};
+use botbox_store::{DbError, ProjectRow};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json_, json};
-use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -133,75 +132,22 @@ async fn create_project(
     if options.nlu && options.nlu_id.is_none() {
         options.nlu_id = Some(format!("{}:{}", owner.name, req.name));
     }
-    if options.nlu {
-        // The project's NLU is named after it; bots address it as <account>:<name>.
-        if !botbox_service::nlu::is_lang_code(&options.nlu_lang) {
-            return Err(ApiError::bad(format!(
-                "options.nluLang: a language code such as en or id (got {:?})",
-                options.nlu_lang
-            )));
-        }
-        if app.db.owner_nlu(&owner.id, &req.name).await?.is_some() {
-            return Err(ApiError::Conflict(format!(
-                "an NLU named {} already exists for {owner}",
-                req.name
-            )));
-        }
-    }
-    let row = app
-        .db
-        .insert_project(&NewProject {
-            owner_id: owner.id.clone(),
-            name: req.name.clone(),
-            label: req.label,
-            description: req.description,
-            options: serde_json::to_string(&options).expect("options serialise"),
-        })
-        .await
-        .map_err(taken(format!(
-            "{owner} already has a project named {}",
-            req.name
-        )))?;
-    if options.bot {
-        // botLatestRevision is documented as a string, and kata-cli pushes on top of the
-        // latest revision: a bot project starts with an empty one (version 0.0.0, no
-        // compiled form: it cannot be deployed).
-        let source = serde_json::to_string(
-            &json!({"id": row.id, "name": req.name, "version": "0.0.0", "flows": {}}),
-        )
-        .expect("json serialises");
-        let revision =
-            hex::encode(&Sha256::digest(format!("{}\n{source}", row.id).as_bytes())[..20]);
-        app.db
-            .insert_revision(&row.id, &revision, "0.0.0", &source, "", ("[]", None))
-            .await?;
-    }
-    let row = if options.bot {
-        app.db.project(&row.id).await?.unwrap_or(row)
-    } else {
-        row
-    };
-    let row = if options.cms {
-        // Like a bot project's empty first revision: every client finds one to deploy.
-        botbox_service::cms::publish_initial(&app.db, &row.id, &caller.username).await?;
-        app.db.project(&row.id).await?.unwrap_or(row)
-    } else {
-        row
-    };
-    if options.nlu {
-        app.live
+    let shown = owner.to_string();
+    let spec = botbox_service::projects::NewProjectSpec {
+        owner_id: &owner.id,
+        owner_shown: &shown,
+        name: &req.name,
+        label: req.label,
+        description: req.description,
+        options: serde_json::to_string(&options).expect("options serialise"),
+        bot: options.bot,
+        cms: options.cms,
+        nlu: options
             .nlu
-            .create_for_project(
-                &row.id,
-                &owner.id,
-                &req.name,
-                &options.nlu_lang,
-                &options.nlu_visibility,
-            )
-            .await?;
-    }
-    // The answer carries the revisions just made (the NLU's initial one too).
-    let row = app.db.project(&row.id).await?.unwrap_or(row);
+            .then_some((options.nlu_lang.as_str(), options.nlu_visibility.as_str())),
+        who: &caller.username,
+    };
+    let row = botbox_service::projects::create(&app.live, spec).await?;
     Ok(Json(project_with_owner(row, owner)?))
 }
 

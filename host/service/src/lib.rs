@@ -17,5 +17,6 @@ pub mod drain;
 pub mod effects;
 pub mod live;
 pub mod nlu;
+pub mod projects;
 pub mod rate;
 pub mod revisions;

@@ -76,7 +76,7 @@ pub async fn publish(
         ));
     }
     warnings.extend(unusable_references(live, project, &bot).await?);
-    let revision = hex::encode(&Sha256::digest(format!("{}\n{source}", project.id))[..20]);
+    let revision = revision_id(&project.id, &source);
     let desc = bot.get("desc").and_then(Json::as_str);
     live.db
         .insert_revision(
@@ -96,6 +96,12 @@ pub async fn publish(
     doc.insert("revision".into(), json!(revision));
     doc.insert("warnings".into(), json!(warnings));
     Ok(bot)
+}
+
+/// A revision's id: a hash of its project and its source, so the same bot pushed twice to
+/// one project has one id.
+pub fn revision_id(project_id: &str, source: &str) -> String {
+    hex::encode(&Sha256::digest(format!("{project_id}\n{source}"))[..20])
 }
 
 /// Refuses a write of the tenant `owner` once its storage reaches the quota, naming both
