@@ -4,8 +4,8 @@
 //! toward the owner's storage.
 
 use crate::common::{
-    Api, Backend, InProcess, Receiver, Server, generic_channel, one_state_bot, post_webhook, s,
-    texts,
+    Api, Backend, InProcess, Receiver, Server, converse_text, generic_channel, one_state_bot,
+    post_webhook, s, texts,
 };
 use serde_json::{Value, json};
 
@@ -522,14 +522,7 @@ async fn faq_questions_train_the_project_nlu_and_the_bot_answers(backend: Backen
     let say = |text: &'static str| {
         let (api, admin, pid) = (api.clone(), admin.clone(), pid.clone());
         async move {
-            let r = api
-                .post(
-                    &format!("/projects/{pid}/bot/converse"),
-                    &admin,
-                    json!({"message": {"type": "text", "content": text}}),
-                )
-                .await
-                .ok();
+            let r = converse_text(&api, &admin, &pid, text).await;
             texts(&json!({"messages": r["responses"]}))
         }
     };

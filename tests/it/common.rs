@@ -1119,3 +1119,63 @@ pub fn method_and_api_bot(name: &str, method: &str, code: &str, uri: &str, text:
         }}
     })
 }
+
+/// Says `text` to project `pid`'s bot through the converse endpoint; the answer's body
+/// (checked 2xx).
+pub async fn converse_text(api: &Api, token: &str, pid: &str, text: &str) -> Value {
+    api.post(
+        &format!("/projects/{pid}/bot/converse"),
+        token,
+        json!({"message": {"type": "text", "content": text}}),
+    )
+    .await
+    .ok()
+}
+
+/// A Webex ("spark") channel named `webex` whose Webex API stands at `url`, with bot token
+/// `bot_token`.
+pub async fn webex_channel(
+    api: &Api,
+    token: &str,
+    pid: &str,
+    env: &str,
+    url: &str,
+    bot_token: &str,
+) -> Value {
+    channel(
+        api,
+        token,
+        pid,
+        env,
+        json!({"name": "webex", "type": "spark", "url": url,
+        "options": {"token": bot_token, "botId": "BOT"}}),
+    )
+    .await
+}
+
+/// Webex's notice that message `id` was created in room R1.
+pub fn webex_created(id: &str) -> Value {
+    json!({"resource": "messages", "event": "created",
+    "data": {"id": id, "roomId": "R1", "personId": "P1", "personEmail": "p@x"}})
+}
+
+/// A LINE channel named `line` whose push messages go to `{url}/line`.
+pub async fn line_channel(
+    api: &Api,
+    token: &str,
+    pid: &str,
+    env: &str,
+    url: &str,
+    secret: &str,
+    line_token: &str,
+) -> Value {
+    channel(
+        api,
+        token,
+        pid,
+        env,
+        json!({"name": "line", "type": "line", "url": format!("{url}/line"),
+            "options": {"secret": secret, "token": line_token}}),
+    )
+    .await
+}

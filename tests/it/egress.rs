@@ -11,7 +11,9 @@
 //! A name resolving to a private address (DNS rebinding) is tested with a scripted resolver
 //! in `host/egress/src/tests.rs`, and the address lists in `host/egress/src/addr.rs`.
 
-use crate::common::{Backend, Receiver, Server, channel, deploy, example_bot, hook, s};
+use crate::common::{
+    Backend, Receiver, Server, channel, converse_text, deploy, example_bot, hook, line_channel, s,
+};
 use axum::http::{StatusCode, header::LOCATION};
 use axum::response::IntoResponse;
 use base64::Engine as _;
@@ -82,14 +84,7 @@ async fn an_api_redirect_to_another_local_port_is_refused() {
     let say = |url: String| {
         let (api, admin, pid) = (api.clone(), admin.clone(), pid.clone());
         async move {
-            let r = api
-                .post(
-                    &format!("/projects/{pid}/bot/converse"),
-                    &admin,
-                    json!({"message": {"type": "text", "content": url}}),
-                )
-                .await
-                .ok();
+            let r = converse_text(&api, &admin, &pid, &url).await;
             r["responses"]
                 .as_array()
                 .unwrap()
@@ -236,13 +231,14 @@ async fn metadata_tokens_stay_out_of_transcripts() {
     let api = server.api();
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("hello")).await;
-    let line = channel(
+    let line = line_channel(
         &api,
         &admin,
         &pid,
         &env,
-        json!({"name": "line", "type": "line", "url": format!("{rx_url}/line"),
-            "options": {"secret": "line-secret", "token": "LINE-SECRET-TOKEN"}}),
+        &rx_url,
+        "line-secret",
+        "LINE-SECRET-TOKEN",
     )
     .await;
     let event = json!({"events": [{"type": "message", "webhookEventId": "e1",

@@ -24,7 +24,8 @@
 use crate::common;
 
 use crate::common::{
-    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook, one_state_bot, s,
+    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook, one_state_bot,
+    s, webex_channel, webex_created,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -584,24 +585,9 @@ async fn memory_stays_bounded_under_attack() {
         });
         crate::common::serve_stub(app).await
     };
-    let ch = channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "webex", "type": "spark", "url": webex,
-        "options": {"token": "t", "botId": "BOT"}}),
-    )
-    .await;
+    let ch = webex_channel(&api, &admin, &pid, &env, &webex, "t").await;
     let before_fetch = rss_mib(server.pid());
-    let r = hook(
-        &api,
-        &s(&ch["webhook"]),
-        &[],
-        &json!({"resource": "messages", "event": "created",
-        "data": {"id": "m1", "roomId": "R1", "personId": "P1", "personEmail": "p@x"}}),
-    )
-    .await;
+    let r = hook(&api, &s(&ch["webhook"]), &[], &webex_created("m1")).await;
     // Refused (the provider retries later), having read at most the cap.
     assert_eq!(r.status, 500, "{}", short(&r.text));
     let after_fetch = rss_mib(server.pid());

@@ -4,8 +4,8 @@
 //! runs against the server in-process.
 
 use crate::common::{
-    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook, poll_until, s,
-    texts,
+    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook, line_channel,
+    poll_until, s, texts, webex_channel, webex_created,
 };
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -121,13 +121,14 @@ async fn pizza_through_line_and_telegram(backend: Backend) {
     let (rx, rx_url) = Receiver::start().await;
 
     // LINE: signed events in, push messages out.
-    let line = channel(
+    let line = line_channel(
         &api,
         &admin,
         &pid,
         &env,
-        json!({"name": "line", "type": "line", "url": format!("{rx_url}/line"),
-        "options": {"secret": "line-secret", "token": "line-token"}}),
+        &rx_url,
+        "line-secret",
+        "line-token",
     )
     .await;
     let line_hook = s(&line["webhook"]);
@@ -879,20 +880,9 @@ async fn webex_messages_are_read_by_id() {
             );
         crate::common::serve_stub(app).await
     };
-    let ch = channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "webex", "type": "spark", "url": base,
-        "options": {"token": "webex-token", "botId": "BOT"}}),
-    )
-    .await;
+    let ch = webex_channel(&api, &admin, &pid, &env, &base, "webex-token").await;
     let webhook = s(&ch["webhook"]);
-    let created = |id: &str| {
-        json!({"resource": "messages", "event": "created",
-        "data": {"id": id, "roomId": "R1", "personId": "P1", "personEmail": "p@x"}})
-    };
+    let created = webex_created;
     let r = hook(&api, &webhook, &[], &created("m1")).await;
     assert_eq!(r.status, 200, "{}", r.text);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
