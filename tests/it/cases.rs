@@ -746,15 +746,7 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
     w.stubs.script.lock().unwrap().push_back(410);
     let t3 = w.task(&auto, w.invoice()).await;
     w.wait(&t3, "done").await;
-    let e = poll_until("the endpoint disabled", || async {
-        let e = w.get(&format!("/v1/webhooks/{ep}")).await.ok();
-        if e["enabled"] == false {
-            Ok(e)
-        } else {
-            Err(e.to_string())
-        }
-    })
-    .await;
+    let e = endpoint_when(&w, &ep, "the endpoint disabled", |e| e["enabled"] == false).await;
     assert!(s(&e["disabledReason"]).contains("410"));
     let t4 = w.task(&auto, w.invoice()).await;
     w.wait(&t4, "done").await;
@@ -995,6 +987,15 @@ async fn the_project_api_serves_the_cli(backend: Backend) {
     assert_eq!(list["data"][0]["id"], c["id"]);
 }
 
+/// Endpoint `ep` once `done` holds of it (30 s at most).
+async fn endpoint_when(w: &Ws, ep: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    poll_until(what, || async {
+        let e = w.get(&format!("/v1/webhooks/{ep}")).await.ok();
+        if done(&e) { Ok(e) } else { Err(e.to_string()) }
+    })
+    .await
+}
+
 /// The endpoint's messages that failed, once there are `n` (30 s at most).
 async fn failed_messages(w: &Ws, ep: &str, n: usize) -> Vec<Value> {
     poll_until("failed messages", || async {
@@ -1032,15 +1033,7 @@ async fn an_endpoint_failing_through_its_schedule_is_disabled(backend: Backend) 
         "the first attempt and nine retries"
     );
     // The message's failure is recorded, then the endpoint marked failing.
-    let e = poll_until("the endpoint failing", || async {
-        let e = w.get(&format!("/v1/webhooks/{ep}")).await.ok();
-        if e["failing"] == true {
-            Ok(e)
-        } else {
-            Err(e.to_string())
-        }
-    })
-    .await;
+    let e = endpoint_when(&w, &ep, "the endpoint failing", |e| e["failing"] == true).await;
     assert_eq!(
         e["enabled"], true,
         "one exhausted message does not disable: {e}"
@@ -1052,15 +1045,7 @@ async fn an_endpoint_failing_through_its_schedule_is_disabled(backend: Backend) 
     }
     failed_messages(&w, &ep, 3).await;
     // The third message's failure is recorded, then the endpoint is disabled.
-    let e = poll_until("the endpoint disabled", || async {
-        let e = w.get(&format!("/v1/webhooks/{ep}")).await.ok();
-        if e["enabled"] == false {
-            Ok(e)
-        } else {
-            Err(e.to_string())
-        }
-    })
-    .await;
+    let e = endpoint_when(&w, &ep, "the endpoint disabled", |e| e["enabled"] == false).await;
     assert!(
         s(&e["disabledReason"]).contains("3 messages in a row"),
         "{e}"

@@ -1005,14 +1005,26 @@ pub fn one_state_bot(mut state: Value) -> Value {
 
 /// A generic channel named `g` of environment `env` whose replies go to `url`; its id.
 pub async fn generic_channel(api: &Api, token: &str, pid: &str, env: &str, url: &str) -> String {
-    s(&channel(
+    s(&named_generic_channel(api, token, pid, env, "g", url).await["id"])
+}
+
+/// A generic channel named `name` of environment `env` whose replies go to `url`.
+pub async fn named_generic_channel(
+    api: &Api,
+    token: &str,
+    pid: &str,
+    env: &str,
+    name: &str,
+    url: &str,
+) -> Value {
+    channel(
         api,
         token,
         pid,
         env,
-        json!({"name": "g", "type": "generic", "url": url}),
+        json!({"name": name, "type": "generic", "url": url}),
     )
-    .await["id"])
+    .await
 }
 
 /// A project with `bot` deployed as 1.0.0 on environment "production".

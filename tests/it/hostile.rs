@@ -24,8 +24,8 @@
 use crate::common;
 
 use crate::common::{
-    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook, one_state_bot,
-    s, webex_channel, webex_created,
+    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook,
+    named_generic_channel, one_state_bot, s, webex_channel, webex_created,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -69,6 +69,22 @@ fn short(text: &str) -> String {
     } else {
         cut
     }
+}
+
+/// The webhook of a generic channel named `w` whose replies go to `url`.
+async fn w_webhook(api: &Api, token: &str, pid: &str, env: &str, url: &str) -> String {
+    s(&named_generic_channel(api, token, pid, env, "w", url).await["webhook"])
+}
+
+/// User `user` says "hi" through a generic channel's webhook.
+async fn say_hi(api: &Api, webhook: &str, user: &str) -> common::Res {
+    hook(
+        api,
+        webhook,
+        &[],
+        &json!({"userId": user, "messages": [msg("hi")]}),
+    )
+    .await
 }
 
 fn msg(text: &str) -> Value {
@@ -317,14 +333,7 @@ async fn a_tenants_waiting_messages_are_bounded() {
     let admin = api.admin_token().await;
     let (hang_url, _held) = hanging_server().await;
     let (pid, env) = deploy(&api, &admin, slow_api_bot(&hang_url)).await;
-    let webhook = s(&channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "w", "type": "generic", "url": "http://127.0.0.1:9/"}),
-    )
-    .await["webhook"]);
+    let webhook = w_webhook(&api, &admin, &pid, &env, "http://127.0.0.1:9/").await;
     // The server's defaults: four turns per core, 64 waiting.
     let turns = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -381,22 +390,8 @@ async fn a_hanging_endpoint_delays_only_its_own_channel() {
     let (rx_b, rx_b_url) = Receiver::start().await;
     let (pid_a, env_a) = deploy(&api, &a, example_bot("counter")).await;
     let (pid_b, env_b) = deploy(&api, &b, example_bot("counter")).await;
-    let hook_a = s(&channel(
-        &api,
-        &a,
-        &pid_a,
-        &env_a,
-        json!({"name": "w", "type": "generic", "url": hang_url}),
-    )
-    .await["webhook"]);
-    let hook_b = s(&channel(
-        &api,
-        &b,
-        &pid_b,
-        &env_b,
-        json!({"name": "w", "type": "generic", "url": rx_b_url}),
-    )
-    .await["webhook"]);
+    let hook_a = w_webhook(&api, &a, &pid_a, &env_a, &hang_url).await;
+    let hook_b = w_webhook(&api, &b, &pid_b, &env_b, &rx_b_url).await;
     // 128 of A's users: 128 replies for an endpoint that never answers (sent 32 at a time,
     // within what a tenant may have waiting).
     for wave in 0..4 {
@@ -508,21 +503,8 @@ async fn memory_stays_bounded_under_attack() {
         json!({"data.big": "content"});
     let (pid, env) = deploy(&api, &admin, bot).await;
     let (_rx, rx_url) = Receiver::start().await;
-    let webhook = s(&channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "w", "type": "generic", "url": rx_url}),
-    )
-    .await["webhook"]);
-    let warm = hook(
-        &api,
-        &webhook,
-        &[],
-        &json!({"userId": "warm", "messages": [msg("hi")]}),
-    )
-    .await;
+    let webhook = w_webhook(&api, &admin, &pid, &env, &rx_url).await;
+    let warm = say_hi(&api, &webhook, "warm").await;
     assert_eq!(warm.status, 200, "{}", warm.text);
     let before = rss_mib(server.pid());
     let mut half = 0;
@@ -1085,14 +1067,7 @@ async fn dedupe_is_per_user(backend: Backend) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
     let (rx, rx_url) = Receiver::start().await;
-    let webhook = s(&channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "w", "type": "generic", "url": rx_url}),
-    )
-    .await["webhook"]);
+    let webhook = w_webhook(&api, &admin, &pid, &env, &rx_url).await;
     let from = |user: &str| json!({"userId": user, "messages": [{"id": "42", "type": "text", "content": "hi"}]});
     assert_eq!(hook(&api, &webhook, &[], &from("x")).await.status, 200);
     assert_eq!(hook(&api, &webhook, &[], &from("y")).await.status, 200);
@@ -1134,21 +1109,8 @@ async fn oversized_steps_fail_cleanly(backend: Backend) {
     bot["config"] = json!({"defaultErrorMessage": "Sorry, something went wrong."});
     let (pid, env) = deploy(&api, &admin, bot).await;
     let (rx, rx_url) = Receiver::start().await;
-    let webhook = s(&channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "w", "type": "generic", "url": rx_url}),
-    )
-    .await["webhook"]);
-    let r = hook(
-        &api,
-        &webhook,
-        &[],
-        &json!({"userId": "u", "messages": [msg("hi")]}),
-    )
-    .await;
+    let webhook = w_webhook(&api, &admin, &pid, &env, &rx_url).await;
+    let r = say_hi(&api, &webhook, "u").await;
     // The provider gets 200 (a retry would fail the same way); the user gets the bot's
     // error message; the converse endpoint names the cap.
     assert_eq!(r.status, 200, "{}", short(&r.text));
@@ -1179,27 +1141,11 @@ async fn oversized_steps_fail_cleanly(backend: Backend) {
     )
     .await;
     let (rx, rx_url) = Receiver::start().await;
-    let webhook = s(&channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "w", "type": "generic", "url": rx_url}),
-    )
-    .await["webhook"]);
+    let webhook = w_webhook(&api, &admin, &pid, &env, &rx_url).await;
     let sends: Vec<_> = (0..20)
         .map(|i| {
             let (api, webhook) = (api.clone(), webhook.clone());
-            tokio::spawn(async move {
-                hook(
-                    &api,
-                    &webhook,
-                    &[],
-                    &json!({"userId": format!("u{i}"), "messages": [msg("hi")]}),
-                )
-                .await
-                .status
-            })
+            tokio::spawn(async move { say_hi(&api, &webhook, &format!("u{i}")).await.status })
         })
         .collect();
     for t in sends {

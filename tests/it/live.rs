@@ -5,7 +5,7 @@
 
 use crate::common::{
     Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook, line_channel,
-    poll_until, s, texts, webex_channel, webex_created,
+    named_generic_channel, poll_until, s, texts, webex_channel, webex_created,
 };
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -37,14 +37,8 @@ async fn pizza_through_generic(backend: Backend) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("pizza")).await;
     let (rx, rx_url) = Receiver::start().await;
-    let ch = channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "web", "type": "generic", "url": format!("{rx_url}/inbox")}),
-    )
-    .await;
+    let ch =
+        named_generic_channel(&api, &admin, &pid, &env, "web", &format!("{rx_url}/inbox")).await;
     let webhook = s(&ch["webhook"]);
 
     let steps = [
@@ -290,14 +284,7 @@ async fn counter_on_generic(server: &Server) -> (Api, Receiver, Value) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
     let (rx, rx_url) = Receiver::start().await;
-    let ch = channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "web", "type": "generic", "url": rx_url}),
-    )
-    .await;
+    let ch = named_generic_channel(&api, &admin, &pid, &env, "web", &rx_url).await;
     (api, rx, ch)
 }
 
@@ -344,12 +331,13 @@ async fn outbox_redelivers_after_receiver_was_down(backend: Backend) {
     let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = probe.local_addr().unwrap();
     drop(probe);
-    let ch = channel(
+    let ch = named_generic_channel(
         &api,
         &admin,
         &pid,
         &env,
-        json!({"name": "web", "type": "generic", "url": format!("http://{addr}/down")}),
+        "web",
+        &format!("http://{addr}/down"),
     )
     .await;
     let r = hook(
@@ -415,14 +403,7 @@ async fn environment_switch_takes_effect_at_the_next_message(backend: Backend) {
     .await
     .ok();
     let (rx, rx_url) = Receiver::start().await;
-    let ch = channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "web", "type": "generic", "url": rx_url}),
-    )
-    .await;
+    let ch = named_generic_channel(&api, &admin, &pid, &env, "web", &rx_url).await;
     let webhook = s(&ch["webhook"]);
     let say = |t: &str| json!({"userId": "u", "messages": [{"type": "text", "content": t}]});
     hook(&api, &webhook, &[], &say("hi")).await.ok();
@@ -548,14 +529,7 @@ async fn schedules_fire_and_survive_a_restart(backend: Backend) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, ticker_bot()).await;
     let (rx, rx_url) = Receiver::start().await;
-    let ch = channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "web", "type": "generic", "url": rx_url}),
-    )
-    .await;
+    let ch = named_generic_channel(&api, &admin, &pid, &env, "web", &rx_url).await;
     let cid = s(&ch["id"]);
     hook(
         &api,
