@@ -372,17 +372,24 @@ async fn echo_on(server: Server) -> (Deployed, String, Receiver) {
     (d, channel, rx)
 }
 
+/// [`echo_on`] a SQLite server started with `--allow-private-egress` and `flags` (keeping
+/// its log if `logged`).
+async fn echo_with(logged: bool, flags: &[&str]) -> (Deployed, String, Receiver) {
+    let flags = [&["--allow-private-egress"], flags].concat();
+    let server = if logged {
+        Server::start_logged(Backend::Sqlite, &flags).await
+    } else {
+        Server::start(Backend::Sqlite, &flags).await
+    };
+    echo_on(server).await
+}
+
 /// After known traffic (three webhook messages answered and delivered), the exposition's
 /// counters and histograms moved by exactly that much; `/metrics` needs the metrics token or
 /// an admin's; with `--metrics-addr` it is served there and not on the main address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_steps_and_deliveries() {
-    let server = Server::start(
-        Backend::Sqlite,
-        &["--allow-private-egress", "--metrics-token", "scrape-token"],
-    )
-    .await;
-    let (d, channel, rx) = echo_on(server).await;
+    let (d, channel, rx) = echo_with(false, &["--metrics-token", "scrape-token"]).await;
     let base = d.server.base.clone();
     let anonymous = reqwest::get(format!("{base}/metrics")).await.unwrap();
     assert_eq!(anonymous.status(), 401);
@@ -530,12 +537,7 @@ async fn overload_is_shed_per_source_and_answers_time_out() {
 /// with its route template and status, and the log holds no token or message text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_carry_an_access_line_per_request_and_no_secrets() {
-    let server = Server::start_logged(
-        Backend::Sqlite,
-        &["--allow-private-egress", "--log-format", "json"],
-    )
-    .await;
-    let (d, channel, rx) = echo_on(server).await;
+    let (d, channel, rx) = echo_with(true, &["--log-format", "json"]).await;
     let body = json!({"userId": "u1", "messages": [
         {"id": "m1", "type": "text", "content": "my secret words"}]});
     let r = hook(
@@ -577,6 +579,17 @@ async fn json_logs_carry_an_access_line_per_request_and_no_secrets() {
     }
 }
 
+/// `botbox restore` of `archive` into the data folder `dir`.
+fn restore_into(archive: &std::path::Path, dir: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .arg("restore")
+        .arg(archive)
+        .arg("--data")
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
 /// `botbox serve --help` lists serve's own options, not the client's.
 #[test]
 fn serve_help_lists_only_serve_options() {
@@ -597,8 +610,7 @@ fn serve_help_lists_only_serve_options() {
 /// backup began.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_under_load_restores_into_a_working_server() {
-    let server = Server::start(Backend::Sqlite, &["--allow-private-egress"]).await;
-    let (d, channel, _rx) = echo_on(server).await;
+    let (d, channel, _rx) = echo_with(false, &[]).await;
     let url = format!("{}/webhooks/{channel}", d.server.base);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sent = Arc::new(AtomicUsize::new(0));
@@ -661,26 +673,14 @@ async fn a_backup_under_load_restores_into_a_working_server() {
         .unwrap();
 
     let restored_dir = tempfile::tempdir().unwrap();
-    let restore = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
-        .arg("restore")
-        .arg(&archive)
-        .arg("--data")
-        .arg(restored_dir.path())
-        .output()
-        .unwrap();
+    let restore = restore_into(&archive, restored_dir.path());
     assert!(
         restore.status.success(),
         "{}",
         String::from_utf8_lossy(&restore.stderr)
     );
     // Restoring over a database is refused.
-    let again = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
-        .arg("restore")
-        .arg(&archive)
-        .arg("--data")
-        .arg(restored_dir.path())
-        .output()
-        .unwrap();
+    let again = restore_into(&archive, restored_dir.path());
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a database"));
     assert_eq!(
