@@ -4,8 +4,8 @@
 //! runs against the server in-process.
 
 use crate::common::{
-    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook, line_channel,
-    named_generic_channel, poll_until, s, texts, webex_channel, webex_created,
+    Api, Backend, InProcess, Receiver, Res, Server, channel, deploy, example_bot, hook,
+    line_channel, named_generic_channel, poll_until, s, texts, webex_channel, webex_created,
 };
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -278,6 +278,17 @@ async fn pizza_through_line_and_telegram(backend: Backend) {
     assert_eq!(got[5].2["text"], "How many? (1-9)");
 }
 
+/// User `u` says `text` to the webhook at `url`.
+async fn u_says(api: &Api, url: &str, text: &str) -> Res {
+    hook(
+        api,
+        url,
+        &[],
+        &json!({"userId": "u", "messages": [{"type": "text", "content": text}]}),
+    )
+    .await
+}
+
 /// The counter bot deployed on a generic channel whose replies go to a local receiver.
 async fn counter_on_generic(server: &Server) -> (Api, Receiver, Value) {
     let api = server.api();
@@ -288,37 +299,42 @@ async fn counter_on_generic(server: &Server) -> (Api, Receiver, Value) {
     (api, rx, ch)
 }
 
-async fn one_user_one_step_at_a_time(backend: Backend) {
-    let server = start(backend).await;
-    let (api, rx, ch) = counter_on_generic(&server).await;
-    let webhook = s(&ch["webhook"]);
-    hook(
-        &api,
-        &webhook,
-        &[],
-        &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]}),
-    )
-    .await
-    .ok();
-    const N: usize = 12;
+/// User `u` says "hi" to the counter bot, then `n` more messages at once, the i-th to
+/// `urls[i % urls.len()]`, each answered 200: the `n + 1` replies' counts, sorted, and the
+/// counts they are when every message saw the previous one's session.
+async fn hi_then_at_once(
+    api: &Api,
+    rx: &Receiver,
+    urls: &[String],
+    n: usize,
+) -> (Vec<String>, Vec<String>) {
+    u_says(api, &urls[0], "hi").await.ok();
     let mut tasks = vec![];
-    for i in 0..N {
+    for i in 0..n {
         let api = api.clone();
-        let webhook = webhook.clone();
+        let url = urls[i % urls.len()].clone();
         tasks.push(tokio::spawn(async move {
-            hook(&api, &webhook, &[], &json!({"userId": "u", "messages": [{"type": "text", "content": format!("more {i}")}]})).await
+            u_says(&api, &url, &format!("more {i}")).await
         }));
     }
     for t in tasks {
-        assert_eq!(t.await.unwrap().status, 200);
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.text);
     }
-    let got = rx.wait_for(N + 1).await;
+    let got = rx.wait_for(n + 1).await;
     let mut counts: Vec<String> = got.iter().map(|(_, _, b)| texts(b)[0].clone()).collect();
     counts.sort();
-    let mut want: Vec<String> = (1..=N + 1)
+    let mut want: Vec<String> = (1..=n + 1)
         .map(|k| format!("Message {k} (total {k})"))
         .collect();
     want.sort();
+    (counts, want)
+}
+
+async fn one_user_one_step_at_a_time(backend: Backend) {
+    let server = start(backend).await;
+    let (api, rx, ch) = counter_on_generic(&server).await;
+    let (counts, want) = hi_then_at_once(&api, &rx, &[s(&ch["webhook"])], 12).await;
     assert_eq!(counts, want, "every message saw the previous one's session");
 }
 
@@ -340,13 +356,7 @@ async fn outbox_redelivers_after_receiver_was_down(backend: Backend) {
         &format!("http://{addr}/down"),
     )
     .await;
-    let r = hook(
-        &api,
-        &s(&ch["webhook"]),
-        &[],
-        &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]}),
-    )
-    .await;
+    let r = u_says(&api, &s(&ch["webhook"]), "hi").await;
     assert_eq!(r.status, 200);
     // The delivery failed at least once and waits in the outbox.
     let db = server.db().await;
@@ -475,16 +485,7 @@ async fn converse_endpoint_and_rpm_limit(backend: Backend) {
         let minute = botbox_store::now_ms() / 60_000;
         let mut statuses = vec![];
         for _ in 0..3 {
-            statuses.push(
-                hook(
-                    &api,
-                    &webhook,
-                    &[],
-                    &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]}),
-                )
-                .await
-                .status,
-            );
+            statuses.push(u_says(&api, &webhook, "hi").await.status);
         }
         let same_window = botbox_store::now_ms() / 60_000 == minute;
         tries.push(statuses.clone());
@@ -531,14 +532,7 @@ async fn schedules_fire_and_survive_a_restart(backend: Backend) {
     let (rx, rx_url) = Receiver::start().await;
     let ch = named_generic_channel(&api, &admin, &pid, &env, "web", &rx_url).await;
     let cid = s(&ch["id"]);
-    hook(
-        &api,
-        &s(&ch["webhook"]),
-        &[],
-        &json!({"userId": "u", "messages": [{"type": "text", "content": "remind"}]}),
-    )
-    .await
-    .ok();
+    u_says(&api, &s(&ch["webhook"]), "remind").await.ok();
     let got = rx.wait_for(2).await;
     assert_eq!(texts(&got[0].2), ["armed"]);
     assert_eq!(texts(&got[1].2), ["tick!"]);
@@ -566,34 +560,8 @@ async fn two_replicas_keep_one_users_order() {
         format!("{}/webhooks/{cid}", a.base),
         format!("{}/webhooks/{cid}", b.base),
     ];
-    hook(
-        &api,
-        &hooks[0],
-        &[],
-        &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]}),
-    )
-    .await
-    .ok();
     const N: usize = 16;
-    let mut tasks = vec![];
-    for i in 0..N {
-        let api = api.clone();
-        let url = hooks[i % 2].clone();
-        tasks.push(tokio::spawn(async move {
-            hook(&api, &url, &[], &json!({"userId": "u", "messages": [{"type": "text", "content": format!("more {i}")}]})).await
-        }));
-    }
-    for t in tasks {
-        let r = t.await.unwrap();
-        assert_eq!(r.status, 200, "{}", r.text);
-    }
-    let got = rx.wait_for(N + 1).await;
-    let mut counts: Vec<String> = got.iter().map(|(_, _, b)| texts(b)[0].clone()).collect();
-    counts.sort();
-    let mut want: Vec<String> = (1..=N + 1)
-        .map(|k| format!("Message {k} (total {k})"))
-        .collect();
-    want.sort();
+    let (counts, want) = hi_then_at_once(&api, &rx, &hooks, N).await;
     assert_eq!(
         counts, want,
         "each step saw the previous one's session, on either replica"
