@@ -76,10 +76,7 @@ fn top(result: &Value, entity: &str) -> Value {
 }
 
 async fn nlu_api_walkthrough(backend: Backend) {
-    let server = InProcess::start(backend).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (_, alice) = api.user(&admin, "alice", "developer").await;
+    let (_server, api, _admin, alice) = with_alice(backend).await;
     let pid = nlu_project(&api, &alice, "shop", "en").await;
 
     // The project's NLU exists, named after it, addressed as alice:shop.
@@ -375,29 +372,9 @@ async fn nlu_api_walkthrough(backend: Backend) {
 }
 
 async fn visibility_between_accounts(backend: Backend) {
-    let server = InProcess::start(backend).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (_, alice) = api.user(&admin, "alice", "developer").await;
+    let (_server, api, admin, alice) = with_alice(backend).await;
     let (_, bob) = api.user(&admin, "bob", "developer").await;
-    let pid = nlu_project(&api, &alice, "pizza-nl", "en").await;
-    let base = format!("/projects/{pid}/nlus/pizza-nl");
-    api.put(
-        &base,
-        &alice,
-        json!({"entities": example_nlu()["entities"]}),
-    )
-    .await
-    .ok();
-    form(
-        &api,
-        &format!("{base}/train"),
-        &alice,
-        &[],
-        Some(("t.txt", example_training())),
-    )
-    .await
-    .ok();
+    let (_, base, _) = trained_pizza_nl(&api, &alice).await;
 
     // Bob's bot uses alice's private NLU: a warning at push, null output at run time.
     let bot = json!({
@@ -499,6 +476,36 @@ async fn visibility_between_accounts(backend: Backend) {
     assert_eq!(out, ["intent="]);
 }
 
+/// An in-process server with alice, a developer: (the server, its API, the admin's token,
+/// alice's token).
+async fn with_alice(backend: Backend) -> (InProcess, Api, String, String) {
+    let server = InProcess::start(backend).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (_, alice) = api.user(&admin, "alice", "developer").await;
+    (server, api, admin, alice)
+}
+
+/// Alice's project `pizza-nl` with the example NLU's entities, trained on the example's
+/// training text: (the project's id, its NLU's path, the training's answer).
+async fn trained_pizza_nl(api: &Api, alice: &str) -> (String, String, Value) {
+    let pid = nlu_project(api, alice, "pizza-nl", "en").await;
+    let base = format!("/projects/{pid}/nlus/pizza-nl");
+    api.put(&base, alice, json!({"entities": example_nlu()["entities"]}))
+        .await
+        .ok();
+    let t = form(
+        api,
+        &format!("{base}/train"),
+        alice,
+        &[],
+        Some(("t.txt", example_training())),
+    )
+    .await
+    .ok();
+    (pid, base, t)
+}
+
 fn texts_of(result: &Value) -> Vec<String> {
     result["responses"]
         .as_array()
@@ -509,10 +516,7 @@ fn texts_of(result: &Value) -> Vec<String> {
 }
 
 async fn deployments_pin_their_nlu_model(backend: Backend) {
-    let server = InProcess::start(backend).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (_, alice) = api.user(&admin, "alice", "developer").await;
+    let (_server, api, _admin, alice) = with_alice(backend).await;
     let pid = nlu_project(&api, &alice, "moods", "en").await;
     let base = format!("/projects/{pid}/nlus/moods");
     api.put(
@@ -661,28 +665,8 @@ async fn deployments_pin_their_nlu_model(backend: Backend) {
 }
 
 async fn a_failed_training_keeps_the_model_and_one_training_runs_at_a_time(backend: Backend) {
-    let server = InProcess::start(backend).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (_, alice) = api.user(&admin, "alice", "developer").await;
-    let pid = nlu_project(&api, &alice, "pizza-nl", "en").await;
-    let base = format!("/projects/{pid}/nlus/pizza-nl");
-    api.put(
-        &base,
-        &alice,
-        json!({"entities": example_nlu()["entities"]}),
-    )
-    .await
-    .ok();
-    let t = form(
-        &api,
-        &format!("{base}/train"),
-        &alice,
-        &[],
-        Some(("t.txt", example_training())),
-    )
-    .await
-    .ok();
+    let (server, api, _admin, alice) = with_alice(backend).await;
+    let (pid, base, t) = trained_pizza_nl(&api, &alice).await;
     let r1 = s(&t["revision"]);
     let db = server.db().await;
     let nlu = db.project_nlu(&pid, "pizza-nl").await.unwrap().unwrap();
@@ -766,10 +750,7 @@ impl Stepper for ServerStepper {
 /// Every example with an `nlu.yml`: its NLU is put and trained from its `training.txt`, the
 /// bot pushed, and its conversation tests run against the trained model.
 async fn every_example_nl_bot_passes_its_conversation_tests(backend: Backend) {
-    let server = InProcess::start(backend).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (_, alice) = api.user(&admin, "alice", "developer").await;
+    let (_server, api, _admin, alice) = with_alice(backend).await;
     let mut ran = 0;
     let mut failures = vec![];
     for entry in std::fs::read_dir(example_path("")).unwrap() {
@@ -841,10 +822,7 @@ async fn every_example_nl_bot_passes_its_conversation_tests(backend: Backend) {
 /// predicts — the path `nlu-bench` measures — labels, scores and spans, for sentences seen
 /// in training and not.
 async fn the_api_trains_and_predicts_as_the_nlu_crate_does(backend: Backend) {
-    let server = InProcess::start(backend).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (_, alice) = api.user(&admin, "alice", "developer").await;
+    let (_server, api, _admin, alice) = with_alice(backend).await;
     let pid = nlu_project(&api, &alice, "shop", "en").await;
     let base = format!("/projects/{pid}/nlus/shop");
     let nlu = example_nlu();
