@@ -19,6 +19,55 @@ on_both_backends!(
     servers_starting_together_create_one_admin,
 );
 
+/// POSTs `body` to project `pid`'s deployment versions.
+async fn post_version(api: &Api, pid: &str, token: &str, body: Value) -> Res {
+    api.post(&format!("/projects/{pid}/deployment/versions"), token, body)
+        .await
+}
+
+/// `token` gives user `uid` the role `role` in team `tid`.
+async fn set_role(api: &Api, tid: &str, uid: &str, token: &str, role: &str) -> Res {
+    api.post(
+        &format!("/teams/{tid}/users/{uid}"),
+        token,
+        json!({"role": role}),
+    )
+    .await
+}
+
+/// An in-process server and the admin's project `p`: (the server, its API, the admin's
+/// token, the project's id).
+async fn admin_project(backend: Backend) -> (InProcess, Api, String, String) {
+    let server = InProcess::start(backend).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let pid = s(&api
+        .post("/projects", &admin, json!({"name": "p"}))
+        .await
+        .ok()["id"]);
+    (server, api, admin, pid)
+}
+
+/// An in-process server with alice, a developer: (the server, its API, the admin's token,
+/// alice's id and token).
+async fn with_alice(backend: Backend) -> (InProcess, Api, String, (String, String)) {
+    let server = InProcess::start(backend).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let alice = api.user(&admin, "alice", "developer").await;
+    (server, api, admin, alice)
+}
+
+/// The ids of a list's `data`.
+fn ids_of(list: &Value) -> Vec<Value> {
+    list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].clone())
+        .collect()
+}
+
 fn s(v: &Value) -> String {
     v.as_str()
         .unwrap_or_else(|| panic!("not a string: {v}"))
@@ -34,48 +83,38 @@ struct Fixture {
 }
 
 async fn fixture(api: &Api, token: &str, name: &str) -> Fixture {
-    let p = api
-        .post(
-            "/projects",
-            token,
-            json!({"name": name, "options": {"bot": true}}),
-        )
-        .await
-        .ok();
+    let post = |path: String, body: Value| async move { api.post(&path, token, body).await.ok() };
+    let p = post(
+        "/projects".into(),
+        json!({"name": name, "options": {"bot": true}}),
+    )
+    .await;
     let project = s(&p["id"]);
-    let bot = api
-        .post(
-            &format!("/projects/{project}/bot/revisions"),
-            token,
-            example_bot("pizza"),
-        )
-        .await
-        .ok();
+    let bot = post(
+        format!("/projects/{project}/bot/revisions"),
+        example_bot("pizza"),
+    )
+    .await;
     let revision = s(&bot["revision"]);
-    api.post(
-        &format!("/projects/{project}/deployment/versions"),
+    post_version(
+        api,
+        &project,
         token,
         json!({"version": "1.0.0", "botRevision": revision, "modules": null}),
     )
     .await
     .ok();
-    let e = api
-        .post(
-            &format!("/projects/{project}/environments"),
-            token,
-            json!({"depId": project, "depVersion": "1.0.0", "name": "Production", "slug": "production"}),
-        )
-        .await
-        .ok();
+    let e = post(
+        format!("/projects/{project}/environments"),
+        json!({"depId": project, "depVersion": "1.0.0", "name": "Production", "slug": "production"}),
+    )
+    .await;
     let env = s(&e["id"]);
-    let c = api
-        .post(
-            &format!("/projects/{project}/environments/{env}/channels"),
-            token,
-            json!({"name": "web", "type": "generic", "url": "http://127.0.0.1:9/hook", "options": {"secret": "s3"}}),
-        )
-        .await
-        .ok();
+    let c = post(
+        format!("/projects/{project}/environments/{env}/channels"),
+        json!({"name": "web", "type": "generic", "url": "http://127.0.0.1:9/hook", "options": {"secret": "s3"}}),
+    )
+    .await;
     Fixture {
         project,
         revision,
@@ -108,13 +147,7 @@ async fn walkthrough(backend: Backend) {
     assert_eq!(empty["revision"], initial.as_str());
     assert_eq!(empty["version"], "0.0.0");
     assert_eq!(empty["flows"], json!({}));
-    let refused = api
-        .post(
-            &format!("/projects/{pid}/deployment/versions"),
-            &alice,
-            json!({"botRevision": initial}),
-        )
-        .await;
+    let refused = post_version(&api, &pid, &alice, json!({"botRevision": initial})).await;
     assert_eq!(refused.status, 400);
     assert!(
         refused.text.contains("initial empty revision"),
@@ -162,87 +195,61 @@ async fn walkthrough(backend: Backend) {
     assert_eq!(p["botLatestRevision"], rev.as_str());
 
     // Draft.
-    assert_eq!(
-        api.get(&format!("/projects/{pid}/bot/draft"), &alice)
-            .await
-            .status,
-        404
-    );
+    let draft = format!("/projects/{pid}/bot/draft");
+    assert_eq!(api.get(&draft, &alice).await.status, 404);
     let d1 = api
-        .put(
-            &format!("/projects/{pid}/bot/draft"),
-            &alice,
-            json!({"flows": {"a": 1}}),
-        )
+        .put(&draft, &alice, json!({"flows": {"a": 1}}))
         .await
         .ok();
     let d2 = api
-        .put(
-            &format!("/projects/{pid}/bot/draft"),
-            &alice,
-            json!({"flows": {"a": 2}}),
-        )
+        .put(&draft, &alice, json!({"flows": {"a": 2}}))
         .await
         .ok();
     assert_eq!(d1["draftId"], d2["draftId"]);
     assert_eq!(
-        api.get(&format!("/projects/{pid}/bot/draft"), &alice)
-            .await
-            .ok(),
+        api.get(&draft, &alice).await.ok(),
         json!({"flows": {"a": 2}})
     );
     assert_eq!(
-        api.delete(&format!("/projects/{pid}/bot/draft"), &alice)
-            .await
-            .ok()["draftId"],
+        api.delete(&draft, &alice).await.ok()["draftId"],
         d1["draftId"]
     );
-    assert_eq!(
-        api.get(&format!("/projects/{pid}/bot/draft"), &alice)
-            .await
-            .status,
-        404
-    );
+    assert_eq!(api.get(&draft, &alice).await.status, 404);
 
     // Deployments.
-    let d = api
-        .post(
-            &format!("/projects/{pid}/deployment/versions"),
-            &alice,
-            json!({"version": "1.0.0", "botRevision": rev, "modules": null}),
-        )
-        .await
-        .ok();
+    let d = post_version(
+        &api,
+        &pid,
+        &alice,
+        json!({"version": "1.0.0", "botRevision": rev, "modules": null}),
+    )
+    .await
+    .ok();
     assert_eq!(d["name"], format!("{pid}~1.0.0"));
     assert_eq!(d["botId"], pid.as_str());
     assert_eq!(d["modules"], Value::Null);
-    let unknown = api
-        .post(
-            &format!("/projects/{pid}/deployment/versions"),
-            &alice,
-            json!({"version": "1.0.1", "botRevision": "nope"}),
-        )
-        .await;
+    let unknown = post_version(
+        &api,
+        &pid,
+        &alice,
+        json!({"version": "1.0.1", "botRevision": "nope"}),
+    )
+    .await;
     assert_eq!(unknown.status, 400);
     assert!(
         unknown.text.contains("botRevision: project"),
         "{}",
         unknown.text
     );
-    let dup = api
-        .post(
-            &format!("/projects/{pid}/deployment/versions"),
-            &alice,
-            json!({"version": "1.0.0", "botRevision": rev}),
-        )
-        .await;
+    let dup = post_version(
+        &api,
+        &pid,
+        &alice,
+        json!({"version": "1.0.0", "botRevision": rev}),
+    )
+    .await;
     assert_eq!(dup.status, 409, "{}", dup.text);
-    let d2 = api
-        .post(
-            &format!("/projects/{pid}/deployment/versions"),
-            &alice,
-            json!({"botRevision": rev}),
-        )
+    let d2 = post_version(&api, &pid, &alice, json!({"botRevision": rev}))
         .await
         .ok();
     assert_eq!(d2["version"], "1.0.1");
@@ -448,13 +455,7 @@ async fn walkthrough(backend: Backend) {
 }
 
 async fn revisions_are_validated_and_immutable(backend: Backend) {
-    let server = InProcess::start(backend).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let pid = s(&api
-        .post("/projects", &admin, json!({"name": "p"}))
-        .await
-        .ok()["id"]);
+    let (server, api, admin, pid) = admin_project(backend).await;
     let revs = format!("/projects/{pid}/bot/revisions");
 
     // Every problem, with its path, in one 400; nothing stored.
@@ -578,10 +579,7 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
 }
 
 async fn teams_and_team_tokens(backend: Backend) {
-    let server = InProcess::start(backend).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (alice_id, alice) = api.user(&admin, "alice", "developer").await;
+    let (_server, api, admin, (alice_id, alice)) = with_alice(backend).await;
     let (bob_id, bob) = api.user(&admin, "bob", "developer").await;
 
     let team = api
@@ -608,22 +606,12 @@ async fn teams_and_team_tokens(backend: Backend) {
     assert_eq!(r.status, 404);
     // Only a team admin adds members.
     assert_eq!(
-        api.post(
-            &format!("/teams/{tid}/users/{bob_id}"),
-            &bob,
-            json!({"role": "developer"})
-        )
-        .await
-        .status,
+        set_role(&api, &tid, &bob_id, &bob, "developer")
+            .await
+            .status,
         404
     );
-    let bad_role = api
-        .post(
-            &format!("/teams/{tid}/users/{bob_id}"),
-            &alice,
-            json!({"role": "owner"}),
-        )
-        .await;
+    let bad_role = set_role(&api, &tid, &bob_id, &alice, "owner").await;
     assert_eq!(bad_role.status, 400);
     assert!(
         bad_role
@@ -631,13 +619,9 @@ async fn teams_and_team_tokens(backend: Backend) {
             .contains("role: one of teamAdmin, developer, viewer")
     );
     assert_eq!(
-        api.post(
-            &format!("/teams/{tid}/users/{bob_id}"),
-            &alice,
-            json!({"role": "developer"})
-        )
-        .await
-        .ok(),
+        set_role(&api, &tid, &bob_id, &alice, "developer")
+            .await
+            .ok(),
         json!({"role": "developer"})
     );
     // The invitation is visible at once (no new login needed).
@@ -659,13 +643,9 @@ async fn teams_and_team_tokens(backend: Backend) {
     );
     // Bob as a developer cannot manage the team.
     assert_eq!(
-        api.post(
-            &format!("/teams/{tid}/users/{bob_id}"),
-            &bob,
-            json!({"role": "teamAdmin"})
-        )
-        .await
-        .status,
+        set_role(&api, &tid, &bob_id, &bob, "teamAdmin")
+            .await
+            .status,
         403
     );
 
@@ -698,13 +678,7 @@ async fn teams_and_team_tokens(backend: Backend) {
     assert_eq!(me["teamName"], "acme");
 
     // Demoted to viewer: the same team token now reads but cannot write.
-    api.post(
-        &format!("/teams/{tid}/users/{bob_id}"),
-        &alice,
-        json!({"role": "viewer"}),
-    )
-    .await
-    .ok();
+    set_role(&api, &tid, &bob_id, &alice, "viewer").await.ok();
     assert_eq!(
         api.get(&format!("/projects/{pid}"), &bob_team).await.status,
         200
@@ -767,10 +741,7 @@ fn expected(who: Who, kind: Kind) -> u16 {
 }
 
 async fn authorization_matrix(backend: Backend) {
-    let server = InProcess::start(backend).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (_, alice) = api.user(&admin, "alice", "developer").await;
+    let (server, api, admin, (_, alice)) = with_alice(backend).await;
     let (carol_id, carol) = api.user(&admin, "carol", "developer").await;
     let (dave_id, dave) = api.user(&admin, "dave", "developer").await;
 
@@ -779,13 +750,7 @@ async fn authorization_matrix(backend: Backend) {
         .post("/teams", &alice, json!({"name": "acme"}))
         .await
         .ok()["id"]);
-    api.post(
-        &format!("/teams/{acme}/users/{dave_id}"),
-        &alice,
-        json!({"role": "viewer"}),
-    )
-    .await
-    .ok();
+    set_role(&api, &acme, &dave_id, &alice, "viewer").await.ok();
     let other = s(&api
         .post("/teams", &carol, json!({"name": "other"}))
         .await
@@ -829,8 +794,9 @@ async fn authorization_matrix(backend: Backend) {
         // channel to delete, made by the owner for this caller.
         n += 1;
         let del_version = format!("9.9.{n}");
-        api.post(
-            &format!("/projects/{p}/deployment/versions"),
+        post_version(
+            &api,
+            &p,
             &alice_acme,
             json!({"version": del_version, "botRevision": r}),
         )
@@ -985,21 +951,11 @@ async fn authorization_matrix(backend: Backend) {
             Who::AnyAdmin => {
                 // Every tenant's, when asked for.
                 let all = api.call("GET", "/projects?owner=all", token, None).await;
-                let ids: Vec<Value> = all.ok()["data"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|p| p["id"].clone())
-                    .collect();
+                let ids = ids_of(&all.ok());
                 assert!(ids.contains(&json!(p)) && ids.contains(&json!(theirs.project)));
             }
             Who::OtherTeam => {
-                let ids: Vec<Value> = list.ok()["data"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|p| p["id"].clone())
-                    .collect();
+                let ids = ids_of(&list.ok());
                 assert_eq!(
                     ids,
                     vec![json!(theirs.project)],
@@ -1007,12 +963,7 @@ async fn authorization_matrix(backend: Backend) {
                 );
             }
             Who::OwnViewer | Who::OwnDeveloper => {
-                let ids: Vec<Value> = list.ok()["data"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|p| p["id"].clone())
-                    .collect();
+                let ids = ids_of(&list.ok());
                 assert_eq!(ids, vec![json!(p)], "{who:?} sees its team's project only");
             }
         }
@@ -1088,13 +1039,7 @@ async fn authorization_matrix(backend: Backend) {
 }
 
 async fn bad_input_changes_nothing(backend: Backend) {
-    let server = InProcess::start(backend).await;
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let pid = s(&api
-        .post("/projects", &admin, json!({"name": "p"}))
-        .await
-        .ok()["id"]);
+    let (_server, api, admin, pid) = admin_project(backend).await;
     let before = api.get(&format!("/projects/{pid}"), &admin).await.ok();
 
     let cases: Vec<(&str, String, Vec<u8>, &str)> = vec![
@@ -1187,30 +1132,20 @@ async fn bad_input_changes_nothing(backend: Backend) {
     let r = api.call("GET", "/projects", None, None).await;
     assert_eq!(r.status, 401);
     assert_eq!(r.header("www-authenticate"), Some("Bearer"));
-    let r = api
-        .call(
-            "POST",
-            "/login",
-            None,
-            Some(&json!({"username": "admin", "password": "wrong"})),
-        )
-        .await;
-    assert_eq!(
-        (r.status, r.text.as_str()),
-        (401, "username or password is incorrect")
-    );
-    let r = api
-        .call(
-            "POST",
-            "/login",
-            None,
-            Some(&json!({"username": "nobody", "password": "wrong"})),
-        )
-        .await;
-    assert_eq!(
-        (r.status, r.text.as_str()),
-        (401, "username or password is incorrect")
-    );
+    for username in ["admin", "nobody"] {
+        let r = api
+            .call(
+                "POST",
+                "/login",
+                None,
+                Some(&json!({"username": username, "password": "wrong"})),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.text.as_str()),
+            (401, "username or password is incorrect")
+        );
+    }
     let (_, viewer) = api.user(&admin, "vera", "viewer").await;
     let r = api.post("/projects", &viewer, json!({"name": "v"})).await;
     assert_eq!(
