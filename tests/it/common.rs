@@ -1191,3 +1191,24 @@ pub async fn line_channel(
     )
     .await
 }
+
+/// `token` gives user `uid` the role `role` in team `tid`.
+pub async fn set_role(api: &Api, tid: &str, uid: &str, token: &str, role: &str) -> Res {
+    api.post(
+        &format!("/teams/{tid}/users/{uid}"),
+        token,
+        json!({"role": role}),
+    )
+    .await
+}
+
+/// A login with `username` and `password`, answered whatever it is.
+pub async fn login_attempt(api: &Api, username: &str, password: &str) -> Res {
+    api.call(
+        "POST",
+        "/login",
+        None,
+        Some(&json!({"username": username, "password": password})),
+    )
+    .await
+}

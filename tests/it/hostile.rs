@@ -24,8 +24,8 @@
 use crate::common;
 
 use crate::common::{
-    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook,
-    named_generic_channel, one_state_bot, s, webex_channel, webex_created,
+    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook, login_attempt,
+    named_generic_channel, one_state_bot, s, set_role, webex_channel, webex_created,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -85,6 +85,25 @@ async fn say_hi(api: &Api, webhook: &str, user: &str) -> common::Res {
         &json!({"userId": user, "messages": [msg("hi")]}),
     )
     .await
+}
+
+/// Says "hi" to project `pid`'s bot through the converse endpoint (to the deployment in
+/// "production" if `in_production`).
+async fn converse_hi(api: &Api, token: &str, pid: &str, in_production: bool) -> common::Res {
+    let mut body = json!({"message": msg("hi")});
+    if in_production {
+        body["environmentName"] = json!("production");
+    }
+    api.post(&format!("/projects/{pid}/bot/converse"), token, body)
+        .await
+}
+
+/// Two developers made by the admin, tenant-a and tenant-b: their tokens.
+async fn two_tenants(api: &Api) -> (String, String) {
+    let admin = api.admin_token().await;
+    let (_, a) = api.user(&admin, "tenant-a", "developer").await;
+    let (_, b) = api.user(&admin, "tenant-b", "developer").await;
+    (a, b)
 }
 
 fn msg(text: &str) -> Value {
@@ -174,14 +193,7 @@ async fn deep_input_is_refused_and_the_server_lives() {
     api.get("/me", &admin).await.ok();
     let ok_cond = format!("{} == 100", vec!["1"; 100].join("+"));
     let (pid2, _env) = deploy(&api, &admin, condition_bot(ok_cond)).await;
-    let r = api
-        .post(
-            &format!("/projects/{pid2}/bot/converse"),
-            &admin,
-            json!({"message": msg("hi"), "environmentName": "production"}),
-        )
-        .await
-        .ok();
+    let r = converse_hi(&api, &admin, &pid2, true).await.ok();
     assert_eq!(r["responses"][0]["content"], "x", "{r}");
 }
 
@@ -272,9 +284,7 @@ fn slow_api_bot(url: &str) -> Value {
 async fn slow_api_calls_do_not_starve_other_tenants() {
     let server = Server::start(Backend::Sqlite, FLAGS).await;
     let api = server.api();
-    let admin = api.admin_token().await;
-    let (_, a) = api.user(&admin, "tenant-a", "developer").await;
-    let (_, b) = api.user(&admin, "tenant-b", "developer").await;
+    let (a, b) = two_tenants(&api).await;
     let (hang_url, held) = hanging_server().await;
     let (pid_a, _) = deploy(&api, &a, slow_api_bot(&hang_url)).await;
     let (pid_b, _) = deploy(&api, &b, example_bot("counter")).await;
@@ -303,14 +313,7 @@ async fn slow_api_calls_do_not_starve_other_tenants() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Tenant B's step answers while A's are all still blocked.
-    let r = api
-        .post(
-            &format!("/projects/{pid_b}/bot/converse"),
-            &b,
-            json!({"message": msg("hi"), "environmentName": "production"}),
-        )
-        .await
-        .ok();
+    let r = converse_hi(&api, &b, &pid_b, true).await.ok();
     assert_eq!(r["responses"][0]["content"], "Message 1 (total 1)");
     assert!(
         a_steps.iter().all(|t| !t.is_finished()),
@@ -383,9 +386,7 @@ async fn a_tenants_waiting_messages_are_bounded() {
 async fn a_hanging_endpoint_delays_only_its_own_channel() {
     let server = Server::start(Backend::Sqlite, FLAGS).await;
     let api = server.api();
-    let admin = api.admin_token().await;
-    let (_, a) = api.user(&admin, "tenant-a", "developer").await;
-    let (_, b) = api.user(&admin, "tenant-b", "developer").await;
+    let (a, b) = two_tenants(&api).await;
     let (hang_url, held) = hanging_server().await;
     let (rx_b, rx_b_url) = Receiver::start().await;
     let (pid_a, env_a) = deploy(&api, &a, example_bot("counter")).await;
@@ -587,14 +588,9 @@ async fn memory_stays_bounded_under_attack() {
         .map(|i| {
             let api = api.clone();
             tokio::spawn(async move {
-                api.call(
-                    "POST",
-                    "/login",
-                    None,
-                    Some(&json!({"username": format!("nobody{i}"), "password": "wrong-password"})),
-                )
-                .await
-                .status
+                login_attempt(&api, &format!("nobody{i}"), "wrong-password")
+                    .await
+                    .status
             })
         })
         .collect();
@@ -680,9 +676,7 @@ async fn a_hanging_endpoint_holds_bounded_memory() {
 async fn another_tenants_ids_reach_nothing(backend: Backend) {
     let server = InProcess::start(backend).await;
     let api = server.api();
-    let admin = api.admin_token().await;
-    let (_, a) = api.user(&admin, "tenant-a", "developer").await;
-    let (_, b) = api.user(&admin, "tenant-b", "developer").await;
+    let (a, b) = two_tenants(&api).await;
     let (pid_a, env_a) = deploy(&api, &a, example_bot("counter")).await;
     let rev_a = s(&api.get(&format!("/projects/{pid_a}"), &a).await.ok()["botLatestRevision"]);
     let ch_a = s(&channel(
@@ -714,43 +708,28 @@ async fn another_tenants_ids_reach_nothing(backend: Backend) {
     assert!(!r.text.contains("Message"), "{}", short(&r.text));
     // Every id-taking route, with A's ids, under B's token (and B's project where the route
     // has two levels).
+    let pa = format!("/projects/{pid_a}");
+    let ea = format!("{pa}/environments/{env_a}");
+    let ca = format!("{ea}/channels/{ch_a}");
     let routes = [
-        ("GET", format!("/projects/{pid_a}")),
-        ("PUT", format!("/projects/{pid_a}")),
-        ("GET", format!("/projects/{pid_a}/bot")),
-        ("POST", format!("/projects/{pid_a}/bot/revisions")),
-        ("GET", format!("/projects/{pid_a}/bot/draft")),
-        ("POST", format!("/projects/{pid_a}/bot/converse")),
-        ("GET", format!("/projects/{pid_a}/deployment")),
-        ("GET", format!("/projects/{pid_a}/deployment/versions")),
-        (
-            "GET",
-            format!("/projects/{pid_a}/deployment/versions/1.0.0"),
-        ),
-        (
-            "DELETE",
-            format!("/projects/{pid_a}/deployment/versions/1.0.0"),
-        ),
-        ("GET", format!("/projects/{pid_a}/environments")),
-        ("GET", format!("/projects/{pid_a}/environments/{env_a}")),
-        ("PUT", format!("/projects/{pid_a}/environments/{env_a}")),
-        ("DELETE", format!("/projects/{pid_a}/environments/{env_a}")),
-        (
-            "GET",
-            format!("/projects/{pid_a}/environments/{env_a}/channels"),
-        ),
-        (
-            "GET",
-            format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}"),
-        ),
-        (
-            "PUT",
-            format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}"),
-        ),
-        (
-            "DELETE",
-            format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}"),
-        ),
+        ("GET", pa.clone()),
+        ("PUT", pa.clone()),
+        ("GET", format!("{pa}/bot")),
+        ("POST", format!("{pa}/bot/revisions")),
+        ("GET", format!("{pa}/bot/draft")),
+        ("POST", format!("{pa}/bot/converse")),
+        ("GET", format!("{pa}/deployment")),
+        ("GET", format!("{pa}/deployment/versions")),
+        ("GET", format!("{pa}/deployment/versions/1.0.0")),
+        ("DELETE", format!("{pa}/deployment/versions/1.0.0")),
+        ("GET", format!("{pa}/environments")),
+        ("GET", ea.clone()),
+        ("PUT", ea.clone()),
+        ("DELETE", ea.clone()),
+        ("GET", format!("{ea}/channels")),
+        ("GET", ca.clone()),
+        ("PUT", ca.clone()),
+        ("DELETE", ca.clone()),
         ("GET", format!("/projects/{pid_b}/environments/{env_a}")),
         (
             "GET",
@@ -778,12 +757,7 @@ async fn another_tenants_ids_reach_nothing(backend: Backend) {
         );
     }
     // Nothing of A's changed.
-    api.get(
-        &format!("/projects/{pid_a}/environments/{env_a}/channels/{ch_a}"),
-        &a,
-    )
-    .await
-    .ok();
+    api.get(&ca, &a).await.ok();
     let r = api
         .post(
             &format!("/projects/{pid_a}/bot/converse"),
@@ -815,26 +789,16 @@ async fn no_role_raises_its_own_rights(backend: Backend) {
         .ok();
     let team_id = s(&team["id"]);
     // A team viewer cannot add members or change roles, its own included.
-    api.post(
-        &format!("/teams/{team_id}/users/{viewer_id}"),
-        &dev,
-        json!({"role": "viewer"}),
-    )
-    .await
-    .ok();
+    set_role(&api, &team_id, &viewer_id, &dev, "viewer")
+        .await
+        .ok();
     let (_, v2) = (
         viewer_id.clone(),
         api.login("viewer2", "viewer2-password").await,
     );
     let v2 = s(&v2["id"]);
     for role in ["teamAdmin", "developer", "viewer"] {
-        let r = api
-            .post(
-                &format!("/teams/{team_id}/users/{viewer_id}"),
-                &v2,
-                json!({"role": role}),
-            )
-            .await;
+        let r = set_role(&api, &team_id, &viewer_id, &v2, role).await;
         assert_eq!(
             r.status,
             403,
@@ -847,29 +811,13 @@ async fn no_role_raises_its_own_rights(backend: Backend) {
     assert_eq!(r.status, 403, "{}", short(&r.text));
     // Nor can a team developer.
     let (d2_id, d2) = api.user(&admin, "dev2", "developer").await;
-    api.post(
-        &format!("/teams/{team_id}/users/{d2_id}"),
-        &dev,
-        json!({"role": "developer"}),
-    )
-    .await
-    .ok();
-    let r = api
-        .post(
-            &format!("/teams/{team_id}/users/{d2_id}"),
-            &d2,
-            json!({"role": "teamAdmin"}),
-        )
-        .await;
+    set_role(&api, &team_id, &d2_id, &dev, "developer")
+        .await
+        .ok();
+    let r = set_role(&api, &team_id, &d2_id, &d2, "teamAdmin").await;
     assert_eq!(r.status, 403, "{}", short(&r.text));
     // The last teamAdmin cannot be demoted or removed.
-    let r = api
-        .post(
-            &format!("/teams/{team_id}/users/{dev_id}"),
-            &dev,
-            json!({"role": "viewer"}),
-        )
-        .await;
+    let r = set_role(&api, &team_id, &dev_id, &dev, "viewer").await;
     assert_eq!(r.status, 409, "{}", short(&r.text));
     let r = api
         .delete(&format!("/teams/{team_id}/users/{dev_id}"), &dev)
@@ -892,13 +840,7 @@ async fn the_last_team_admins_cannot_all_leave_at_once(backend: Backend) {
             .post("/teams", &a, json!({"name": format!("race{round}")}))
             .await
             .ok()["id"]);
-        api.post(
-            &format!("/teams/{team_id}/users/{b_id}"),
-            &a,
-            json!({"role": "teamAdmin"}),
-        )
-        .await
-        .ok();
+        set_role(&api, &team_id, &b_id, &a, "teamAdmin").await.ok();
         let leave = |who: String, tok: String| {
             let (api, team_id) = (api.clone(), team_id.clone());
             tokio::spawn(async move {
@@ -963,28 +905,12 @@ async fn made_up_tokens_and_guessed_passwords_are_throttled() {
     api.user(&admin, "victim", "developer").await;
     let mut statuses = vec![];
     for _ in 0..12 {
-        statuses.push(
-            api.call(
-                "POST",
-                "/login",
-                None,
-                Some(&json!({"username": "victim", "password": "guess"})),
-            )
-            .await
-            .status,
-        );
+        statuses.push(login_attempt(&api, "victim", "guess").await.status);
     }
     assert_eq!(&statuses[..10], &[401; 10]);
     assert_eq!(&statuses[10..], &[429, 429]);
     // The right password does not get through either while the account is throttled.
-    let r = api
-        .call(
-            "POST",
-            "/login",
-            None,
-            Some(&json!({"username": "victim", "password": "victim-password"})),
-        )
-        .await;
+    let r = login_attempt(&api, "victim", "victim-password").await;
     assert_eq!(r.status, 429);
     // Other accounts are unaffected.
     api.login("admin", common::ADMIN_PASSWORD).await;
@@ -1119,13 +1045,7 @@ async fn oversized_steps_fail_cleanly(backend: Backend) {
         got[0].2["messages"][0]["content"],
         "Sorry, something went wrong."
     );
-    let r = api
-        .post(
-            &format!("/projects/{pid}/bot/converse"),
-            &admin,
-            json!({"message": msg("hi")}),
-        )
-        .await;
+    let r = converse_hi(&api, &admin, &pid, false).await;
     assert_eq!(r.status, 400);
     assert!(
         r.text.contains("2800 responses") && r.text.contains("at most 200"),
@@ -1169,20 +1089,12 @@ async fn rights_can_be_taken_back_and_secrets_stay_hidden(backend: Backend) {
     let (mate_id, mate) = api.user(&admin, "mate", "developer").await;
     let (viewer_id, viewer) = api.user(&admin, "viewer1", "viewer").await;
     let team_id = s(&api.post("/teams", &dev, json!({"name": "t"})).await.ok()["id"]);
-    api.post(
-        &format!("/teams/{team_id}/users/{mate_id}"),
-        &dev,
-        json!({"role": "developer"}),
-    )
-    .await
-    .ok();
-    api.post(
-        &format!("/teams/{team_id}/users/{viewer_id}"),
-        &dev,
-        json!({"role": "viewer"}),
-    )
-    .await
-    .ok();
+    set_role(&api, &team_id, &mate_id, &dev, "developer")
+        .await
+        .ok();
+    set_role(&api, &team_id, &viewer_id, &dev, "viewer")
+        .await
+        .ok();
     let dev_team = api.team_token(&dev, &team_id).await;
     let (pid, env) = deploy(&api, &dev_team, example_bot("counter")).await;
     let ch = channel(
@@ -1219,13 +1131,7 @@ async fn rights_can_be_taken_back_and_secrets_stay_hidden(backend: Backend) {
         "line-secret-value"
     );
     // A viewer cannot run the bot (its api calls are the owner's).
-    let r = api
-        .post(
-            &format!("/projects/{pid}/bot/converse"),
-            &viewer_team,
-            json!({"message": msg("hi")}),
-        )
-        .await;
+    let r = converse_hi(&api, &viewer_team, &pid, false).await;
     assert_eq!(r.status, 403, "{}", short(&r.text));
 
     // Removing a member revokes its team tokens at once.
@@ -1277,14 +1183,7 @@ async fn rights_can_be_taken_back_and_secrets_stay_hidden(backend: Backend) {
         .await
         .ok();
     assert_eq!(api.get("/me", &mate2).await.status, 401);
-    let r = api
-        .call(
-            "POST",
-            "/login",
-            None,
-            Some(&json!({"username": "mate", "password": "mate-password"})),
-        )
-        .await;
+    let r = login_attempt(&api, "mate", "mate-password").await;
     assert_eq!(r.status, 401);
     api.post(&format!("/users/{mate_id}/enable"), &admin, json!({}))
         .await

@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use crate::common::{Api, Backend, InProcess, Res, Server, example_bot};
+use crate::common::{Api, Backend, InProcess, Res, Server, example_bot, login_attempt, set_role};
 use serde_json::{Value, json};
 
 on_both_backends!(
@@ -23,16 +23,6 @@ on_both_backends!(
 async fn post_version(api: &Api, pid: &str, token: &str, body: Value) -> Res {
     api.post(&format!("/projects/{pid}/deployment/versions"), token, body)
         .await
-}
-
-/// `token` gives user `uid` the role `role` in team `tid`.
-async fn set_role(api: &Api, tid: &str, uid: &str, token: &str, role: &str) -> Res {
-    api.post(
-        &format!("/teams/{tid}/users/{uid}"),
-        token,
-        json!({"role": role}),
-    )
-    .await
 }
 
 /// An in-process server and the admin's project `p`: (the server, its API, the admin's
@@ -1133,14 +1123,7 @@ async fn bad_input_changes_nothing(backend: Backend) {
     assert_eq!(r.status, 401);
     assert_eq!(r.header("www-authenticate"), Some("Bearer"));
     for username in ["admin", "nobody"] {
-        let r = api
-            .call(
-                "POST",
-                "/login",
-                None,
-                Some(&json!({"username": username, "password": "wrong"})),
-            )
-            .await;
+        let r = login_attempt(&api, username, "wrong").await;
         assert_eq!(
             (r.status, r.text.as_str()),
             (401, "username or password is incorrect")
