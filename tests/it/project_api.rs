@@ -786,7 +786,7 @@ async fn authorization_matrix(backend: Backend) {
         let del_version = format!("9.9.{n}");
         post_version(
             &api,
-            &p,
+            p,
             &alice_acme,
             json!({"version": del_version, "botRevision": r}),
         )
