@@ -1005,26 +1005,12 @@ pub fn one_state_bot(mut state: Value) -> Value {
 
 /// A generic channel named `g` of environment `env` whose replies go to `url`; its id.
 pub async fn generic_channel(api: &Api, token: &str, pid: &str, env: &str, url: &str) -> String {
-    s(&named_generic_channel(api, token, pid, env, "g", url).await["id"])
+    s(&channel(api, token, pid, env, generic_body("g", url)).await["id"])
 }
 
-/// A generic channel named `name` of environment `env` whose replies go to `url`.
-pub async fn named_generic_channel(
-    api: &Api,
-    token: &str,
-    pid: &str,
-    env: &str,
-    name: &str,
-    url: &str,
-) -> Value {
-    channel(
-        api,
-        token,
-        pid,
-        env,
-        json!({"name": name, "type": "generic", "url": url}),
-    )
-    .await
+/// The body of a generic channel named `name` whose replies go to `url`.
+pub fn generic_body(name: &str, url: &str) -> Value {
+    json!({"name": name, "type": "generic", "url": url})
 }
 
 /// A project with `bot` deployed as 1.0.0 on environment "production".
@@ -1144,25 +1130,11 @@ pub async fn converse_text(api: &Api, token: &str, pid: &str, text: &str) -> Val
     .ok()
 }
 
-/// A Webex ("spark") channel named `webex` whose Webex API stands at `url`, with bot token
-/// `bot_token`.
-pub async fn webex_channel(
-    api: &Api,
-    token: &str,
-    pid: &str,
-    env: &str,
-    url: &str,
-    bot_token: &str,
-) -> Value {
-    channel(
-        api,
-        token,
-        pid,
-        env,
-        json!({"name": "webex", "type": "spark", "url": url,
-        "options": {"token": bot_token, "botId": "BOT"}}),
-    )
-    .await
+/// The body of a Webex ("spark") channel named `webex` whose Webex API stands at `url`,
+/// with bot token `bot_token`.
+pub fn webex_body(url: &str, bot_token: &str) -> Value {
+    json!({"name": "webex", "type": "spark", "url": url,
+        "options": {"token": bot_token, "botId": "BOT"}})
 }
 
 /// Webex's notice that message `id` was created in room R1.
@@ -1171,25 +1143,10 @@ pub fn webex_created(id: &str) -> Value {
     "data": {"id": id, "roomId": "R1", "personId": "P1", "personEmail": "p@x"}})
 }
 
-/// A LINE channel named `line` whose push messages go to `{url}/line`.
-pub async fn line_channel(
-    api: &Api,
-    token: &str,
-    pid: &str,
-    env: &str,
-    url: &str,
-    secret: &str,
-    line_token: &str,
-) -> Value {
-    channel(
-        api,
-        token,
-        pid,
-        env,
-        json!({"name": "line", "type": "line", "url": format!("{url}/line"),
-            "options": {"secret": secret, "token": line_token}}),
-    )
-    .await
+/// The body of a LINE channel named `line` whose push messages go to `{url}/line`.
+pub fn line_body(url: &str, secret: &str, line_token: &str) -> Value {
+    json!({"name": "line", "type": "line", "url": format!("{url}/line"),
+        "options": {"secret": secret, "token": line_token}})
 }
 
 /// `token` gives user `uid` the role `role` in team `tid`.

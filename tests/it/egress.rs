@@ -12,7 +12,7 @@
 //! in `host/egress/src/tests.rs`, and the address lists in `host/egress/src/addr.rs`.
 
 use crate::common::{
-    Backend, Receiver, Server, channel, converse_text, deploy, example_bot, hook, line_channel, s,
+    Backend, Receiver, Server, channel, converse_text, deploy, example_bot, hook, line_body, s,
 };
 use axum::http::{StatusCode, header::LOCATION};
 use axum::response::IntoResponse;
@@ -231,16 +231,8 @@ async fn metadata_tokens_stay_out_of_transcripts() {
     let api = server.api();
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("hello")).await;
-    let line = line_channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        &rx_url,
-        "line-secret",
-        "LINE-SECRET-TOKEN",
-    )
-    .await;
+    let body = line_body(&rx_url, "line-secret", "LINE-SECRET-TOKEN");
+    let line = channel(&api, &admin, &pid, &env, body).await;
     let event = json!({"events": [{"type": "message", "webhookEventId": "e1",
         "source": {"type": "user", "userId": "U1"}, "message": {"type": "text", "id": "m1", "text": "hi"}}]});
     let sig = botbox_channels::hmac_sha256(b"line-secret", event.to_string().as_bytes());

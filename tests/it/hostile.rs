@@ -24,8 +24,8 @@
 use crate::common;
 
 use crate::common::{
-    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, hook, login_attempt,
-    named_generic_channel, one_state_bot, s, set_role, webex_channel, webex_created,
+    Api, Backend, InProcess, Receiver, Server, channel, deploy, example_bot, generic_body, hook,
+    login_attempt, one_state_bot, s, set_role, webex_body, webex_created,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -73,7 +73,7 @@ fn short(text: &str) -> String {
 
 /// The webhook of a generic channel named `w` whose replies go to `url`.
 async fn w_webhook(api: &Api, token: &str, pid: &str, env: &str, url: &str) -> String {
-    s(&named_generic_channel(api, token, pid, env, "w", url).await["webhook"])
+    s(&channel(api, token, pid, env, generic_body("w", url)).await["webhook"])
 }
 
 /// User `user` says "hi" through a generic channel's webhook.
@@ -568,7 +568,7 @@ async fn memory_stays_bounded_under_attack() {
         });
         crate::common::serve_stub(app).await
     };
-    let ch = webex_channel(&api, &admin, &pid, &env, &webex, "t").await;
+    let ch = channel(&api, &admin, &pid, &env, webex_body(&webex, "t")).await;
     let before_fetch = rss_mib(server.pid());
     let r = hook(&api, &s(&ch["webhook"]), &[], &webex_created("m1")).await;
     // Refused (the provider retries later), having read at most the cap.

@@ -4,8 +4,8 @@
 //! runs against the server in-process.
 
 use crate::common::{
-    Api, Backend, InProcess, Receiver, Res, Server, channel, deploy, example_bot, hook,
-    line_channel, named_generic_channel, poll_until, s, texts, webex_channel, webex_created,
+    Api, Backend, InProcess, Receiver, Res, Server, channel, deploy, example_bot, generic_body,
+    hook, line_body, poll_until, s, texts, webex_body, webex_created,
 };
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -37,8 +37,8 @@ async fn pizza_through_generic(backend: Backend) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("pizza")).await;
     let (rx, rx_url) = Receiver::start().await;
-    let ch =
-        named_generic_channel(&api, &admin, &pid, &env, "web", &format!("{rx_url}/inbox")).await;
+    let body = generic_body("web", &format!("{rx_url}/inbox"));
+    let ch = channel(&api, &admin, &pid, &env, body).await;
     let webhook = s(&ch["webhook"]);
 
     let steps = [
@@ -115,16 +115,8 @@ async fn pizza_through_line_and_telegram(backend: Backend) {
     let (rx, rx_url) = Receiver::start().await;
 
     // LINE: signed events in, push messages out.
-    let line = line_channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        &rx_url,
-        "line-secret",
-        "line-token",
-    )
-    .await;
+    let body = line_body(&rx_url, "line-secret", "line-token");
+    let line = channel(&api, &admin, &pid, &env, body).await;
     let line_hook = s(&line["webhook"]);
     let event = |id: &str, text: &str| {
         json!({"destination": "Ubot", "events": [{
@@ -295,7 +287,7 @@ async fn counter_on_generic(server: &Server) -> (Api, Receiver, Value) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("counter")).await;
     let (rx, rx_url) = Receiver::start().await;
-    let ch = named_generic_channel(&api, &admin, &pid, &env, "web", &rx_url).await;
+    let ch = channel(&api, &admin, &pid, &env, generic_body("web", &rx_url)).await;
     (api, rx, ch)
 }
 
@@ -347,15 +339,8 @@ async fn outbox_redelivers_after_receiver_was_down(backend: Backend) {
     let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = probe.local_addr().unwrap();
     drop(probe);
-    let ch = named_generic_channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        "web",
-        &format!("http://{addr}/down"),
-    )
-    .await;
+    let body = generic_body("web", &format!("http://{addr}/down"));
+    let ch = channel(&api, &admin, &pid, &env, body).await;
     let r = u_says(&api, &s(&ch["webhook"]), "hi").await;
     assert_eq!(r.status, 200);
     // The delivery failed at least once and waits in the outbox.
@@ -413,7 +398,7 @@ async fn environment_switch_takes_effect_at_the_next_message(backend: Backend) {
     .await
     .ok();
     let (rx, rx_url) = Receiver::start().await;
-    let ch = named_generic_channel(&api, &admin, &pid, &env, "web", &rx_url).await;
+    let ch = channel(&api, &admin, &pid, &env, generic_body("web", &rx_url)).await;
     let webhook = s(&ch["webhook"]);
     let say = |t: &str| json!({"userId": "u", "messages": [{"type": "text", "content": t}]});
     hook(&api, &webhook, &[], &say("hi")).await.ok();
@@ -530,7 +515,7 @@ async fn schedules_fire_and_survive_a_restart(backend: Backend) {
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, ticker_bot()).await;
     let (rx, rx_url) = Receiver::start().await;
-    let ch = named_generic_channel(&api, &admin, &pid, &env, "web", &rx_url).await;
+    let ch = channel(&api, &admin, &pid, &env, generic_body("web", &rx_url)).await;
     let cid = s(&ch["id"]);
     u_says(&api, &s(&ch["webhook"]), "remind").await.ok();
     let got = rx.wait_for(2).await;
@@ -822,7 +807,7 @@ async fn webex_messages_are_read_by_id() {
             );
         crate::common::serve_stub(app).await
     };
-    let ch = webex_channel(&api, &admin, &pid, &env, &base, "webex-token").await;
+    let ch = channel(&api, &admin, &pid, &env, webex_body(&base, "webex-token")).await;
     let webhook = s(&ch["webhook"]);
     let created = webex_created;
     let r = hook(&api, &webhook, &[], &created("m1")).await;
