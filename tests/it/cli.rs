@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use crate::common::{ADMIN_PASSWORD, Backend, Server};
+use crate::common::{ADMIN_PASSWORD, Backend, Server, assert_contains};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
@@ -131,19 +131,11 @@ async fn walkthrough() {
     // Not logged in yet: a clear message.
     let o = run(&["whoami"], "");
     assert_ne!(o.code, 0);
-    assert!(
-        o.stderr.contains("not logged in: run `botbox login` first"),
-        "{}",
-        o.stderr
-    );
+    assert_contains(&o.stderr, "not logged in: run `botbox login` first");
     // Bad credentials.
     let o = run(&["login", "-u", "admin", "-p", "wrong"], "");
     assert_ne!(o.code, 0);
-    assert!(
-        o.stderr.contains("username or password is incorrect"),
-        "{}",
-        o.stderr
-    );
+    assert_contains(&o.stderr, "username or password is incorrect");
     // Prompted login (username and password on stdin).
     let out = ok(run(&["login"], &format!("admin\n{ADMIN_PASSWORD}\n")));
     assert_eq!(out.trim(), "Logged in as admin");
@@ -287,17 +279,13 @@ async fn walkthrough() {
     std::fs::write(&tests, t.replace("Hello! I am mybot.", "Howdy!")).unwrap();
     let o = run(&["test", "--dir", "mybot"], "");
     assert_eq!(o.code, 1, "{}", o.stdout);
-    assert!(
-        o.stdout.contains("✗ tests/hello.yml: greets"),
-        "{}",
-        o.stdout
-    );
+    assert_contains(&o.stdout, "✗ tests/hello.yml: greets");
     assert!(
         o.stdout.contains("Howdy!") && o.stdout.contains("Hello! I am mybot."),
         "{}",
         o.stdout
     );
-    assert!(o.stdout.contains("1 passed, 1 failed"), "{}", o.stdout);
+    assert_contains(&o.stdout, "1 passed, 1 failed");
 
     // An invalid bot: every problem with its file and line; nothing pushed.
     let flow = work.path().join("mybot/flows/hello.yml");
@@ -312,13 +300,8 @@ async fn walkthrough() {
     .unwrap();
     let o = run(&["push", "--dir", "mybot"], "");
     assert_ne!(o.code, 0);
-    assert!(o.stderr.contains("flows/hello.yml:"), "{}", o.stderr);
-    assert!(
-        o.stderr
-            .contains("flows.hello.states.init.transitions.nowhere"),
-        "{}",
-        o.stderr
-    );
+    assert_contains(&o.stderr, "flows/hello.yml:");
+    assert_contains(&o.stderr, "flows.hello.states.init.transitions.nowhere");
 
     // Console on a bot with memory: a conversation, then clear() starts it over.
     copy_dir(
@@ -385,11 +368,7 @@ async fn walkthrough() {
         .ok();
     let run_id = r["runId"].as_str().unwrap().to_owned();
     let stream = v1.get(&format!("/v1/chat/{run_id}/stream"), &key).await;
-    assert!(
-        stream.text.contains("Message 1 (total 1)"),
-        "{}",
-        stream.text
-    );
+    assert_contains(&stream.text, "Message 1 (total 1)");
     let listed = ok(run(
         &["key", "list", "--dir", "counter", "--env", "production"],
         "",
@@ -441,11 +420,7 @@ async fn walkthrough() {
     // The admin's folder is bound to the admin's project: bob's push there goes nowhere.
     let o = bob(&["push", "--dir", "counter"]);
     assert_ne!(o.code, 0);
-    assert!(
-        o.stderr.contains("is not one you can reach"),
-        "{}",
-        o.stderr
-    );
+    assert_contains(&o.stderr, "is not one you can reach");
     // Bob's own copy, bound to nothing: work done as the team belongs to the team.
     copy_dir(
         &work.path().join("counter"),
@@ -453,11 +428,7 @@ async fn walkthrough() {
     );
     std::fs::remove_file(work.path().join("bob-counter/.botbox.json")).unwrap();
     let o = bob(&["push", "--dir", "bob-counter"]);
-    assert!(
-        o.stderr.contains("project counter of team acme"),
-        "{}",
-        o.stderr
-    );
+    assert_contains(&o.stderr, "project counter of team acme");
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
         ok(bob(&["switch", "team", "other"])).trim(),
@@ -472,17 +443,11 @@ async fn walkthrough() {
     );
     let o = bob(&["switch-team", "nope"]);
     assert_ne!(o.code, 0);
-    assert!(
-        o.stderr
-            .contains("Invalid team name. Unable to switch to team: nope"),
-        "{}",
-        o.stderr
+    assert_contains(
+        &o.stderr,
+        "Invalid team name. Unable to switch to team: nope",
     );
-    assert!(
-        o.stderr.contains("log out and log in again"),
-        "{}",
-        o.stderr
-    );
+    assert_contains(&o.stderr, "log out and log in again");
     assert!(ok(bob(&["switch", "user"])).contains("Switched to user: bob"));
     assert!(!ok(bob(&["whoami"])).contains("in team"));
     ok(bob(&["logout", "--yes"]));
@@ -497,11 +462,9 @@ async fn walkthrough() {
         "",
     );
     assert_ne!(o.code, 0);
-    assert!(
-        o.stderr
-            .contains("cannot reach the botbox server at http://127.0.0.1:9"),
-        "{}",
-        o.stderr
+    assert_contains(
+        &o.stderr,
+        "cannot reach the botbox server at http://127.0.0.1:9",
     );
 }
 
@@ -549,7 +512,7 @@ async fn cases_and_tasks() {
         ]);
         assert_ne!(o.code, 0);
         // clap names the missing argument before any request is made.
-        assert!(o.stderr.contains("--file <FILE>"), "{}", o.stderr);
+        assert_contains(&o.stderr, "--file <FILE>");
         let out = ok(run(&[
             "case",
             "create",
@@ -574,8 +537,8 @@ async fn cases_and_tasks() {
             "invoice-case",
         ]);
         assert_ne!(o.code, 0);
-        assert!(o.stderr.contains("/inputs/invoice_url"), "{}", o.stderr);
-        assert!(o.stderr.contains("/inputs/currency"), "{}", o.stderr);
+        assert_contains(&o.stderr, "/inputs/invoice_url");
+        assert_contains(&o.stderr, "/inputs/currency");
 
         let input = format!("invoice_url={invoice}");
         let t: Value = serde_json::from_str(&ok(run(&[
@@ -607,7 +570,7 @@ async fn cases_and_tasks() {
         assert!(out.contains("\"total\": 25"), "{out}");
         let o = run(&["task", "outputs", &id, "--dir", "invoice-case"]);
         assert_ne!(o.code, 0, "outputs are read once the task is done");
-        assert!(o.stderr.contains("409"), "{}", o.stderr);
+        assert_contains(&o.stderr, "409");
         // Approved with an edited output (typed: total:=24 is a number).
         let out = ok(run(&[
             "task",
@@ -640,10 +603,10 @@ async fn cases_and_tasks() {
             "invoice-case",
         ]);
         assert_ne!(o.code, 0);
-        assert!(o.stderr.contains("409"), "{}", o.stderr);
+        assert_contains(&o.stderr, "409");
         let o = run(&["task", "get", "nope", "--dir", "invoice-case"]);
         assert_ne!(o.code, 0);
-        assert!(o.stderr.contains("404"), "{}", o.stderr);
+        assert_contains(&o.stderr, "404");
         assert_eq!(
             ok(run(&["case", "delete", "invoice", "--dir", "invoice-case"])).trim(),
             "Case invoice deleted."
@@ -653,7 +616,7 @@ async fn cases_and_tasks() {
             "No Cases."
         );
         let o = run(&["case", "get", "invoice", "--dir", "invoice-case"]);
-        assert!(o.stderr.contains("404"), "{}", o.stderr);
+        assert_contains(&o.stderr, "404");
     })
     .await
 }
@@ -690,10 +653,9 @@ async fn javascript_syntax_errors_are_refused_before_running() {
     std::fs::write(dir.join("bot.yml"), bot).unwrap();
     let o = bb(home.path(), &dir, &url, &["validate", "bot.yml"], "");
     assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
-    assert!(
-        o.stdout.contains("bot.yml:6:25: error: methods.lookup(message, context, data, options, config, result): JavaScript syntax error at line 2, column 21 of the method"),
-        "{}",
-        o.stdout
+    assert_contains(
+        &o.stdout,
+        "bot.yml:6:25: error: methods.lookup(message, context, data, options, config, result): JavaScript syntax error at line 2, column 21 of the method",
     );
     ok(bb(
         home.path(),
@@ -748,10 +710,9 @@ async fn javascript_syntax_errors_are_refused_before_running() {
         .post(&format!("/projects/{pid}/bot/revisions"), &admin, doc)
         .await;
     assert_eq!(r.status, 400, "{}", r.text);
-    assert!(
-        r.text.contains("methods.lookup(message, context, data, options, config, result): JavaScript syntax error at line 2, column 21 of the method"),
-        "{}",
-        r.text
+    assert_contains(
+        &r.text,
+        "methods.lookup(message, context, data, options, config, result): JavaScript syntax error at line 2, column 21 of the method",
     );
     // Fixed, it goes through.
     let fixed = bot.replace("{total: 1;", "{total: 1};");
@@ -790,7 +751,7 @@ async fn people_and_teams_from_the_cli_alone() {
         "",
     );
     assert_ne!(o.code, 0);
-    assert!(o.stderr.contains("no database in"), "{}", o.stderr);
+    assert_contains(&o.stderr, "no database in");
     assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
 
     let out = ok(admin(
@@ -818,11 +779,7 @@ async fn people_and_teams_from_the_cli_alone() {
         "bob-password-1\nbob-password-2\nbob-password-X\n",
     );
     assert_ne!(o.code, 0);
-    assert!(
-        o.stderr.contains("the two new passwords differ"),
-        "{}",
-        o.stderr
-    );
+    assert_contains(&o.stderr, "the two new passwords differ");
     let out = ok(bob(
         &["passwd"],
         "bob-password-1\nbob-password-2\nbob-password-2\n",
@@ -921,12 +878,9 @@ async fn run_time_errors_reach_the_author() {
     // the closed port) shows the thrown error beside the failure.
     let o = run(&["test"], "");
     assert_ne!(o.code, 0);
-    assert!(
-        o.stdout.contains(
-            "the bot's error: ./bot.yml:3:64: method boom threw: Error: no stock for pizza\n"
-        ),
-        "{}",
-        o.stdout
+    assert_contains(
+        &o.stdout,
+        "the bot's error: ./bot.yml:3:64: method boom threw: Error: no stock for pizza\n",
     );
     // The expression's error at the `$(…)` that holds it.
     assert!(
@@ -1190,9 +1144,8 @@ fn run_time_errors_point_into_the_authors_files() {
         "{}",
         o.stdout
     );
-    assert!(
-        o.stdout.contains("flows/main.yml:5:14: method count threw: TypeError: cannot read property 'count' of null or undefined"),
-        "{}",
-        o.stdout
+    assert_contains(
+        &o.stdout,
+        "flows/main.yml:5:14: method count threw: TypeError: cannot read property 'count' of null or undefined",
     );
 }

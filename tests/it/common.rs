@@ -1169,3 +1169,9 @@ pub async fn login_attempt(api: &Api, username: &str, password: &str) -> Res {
     )
     .await
 }
+
+/// Fails, showing `text`, unless `text` contains `part`.
+#[track_caller]
+pub fn assert_contains(text: &str, part: &str) {
+    assert!(text.contains(part), "{}", text);
+}

@@ -6,7 +6,9 @@
 
 use crate::common;
 
-use crate::common::{Api, Backend, InProcess, Res, Server, example_bot, login_attempt, set_role};
+use crate::common::{
+    Api, Backend, InProcess, Res, Server, assert_contains, example_bot, login_attempt, set_role,
+};
 use serde_json::{Value, json};
 
 on_both_backends!(
@@ -139,11 +141,7 @@ async fn walkthrough(backend: Backend) {
     assert_eq!(empty["flows"], json!({}));
     let refused = post_version(&api, &pid, &alice, json!({"botRevision": initial})).await;
     assert_eq!(refused.status, 400);
-    assert!(
-        refused.text.contains("initial empty revision"),
-        "{}",
-        refused.text
-    );
+    assert_contains(&refused.text, "initial empty revision");
 
     // Bot revision, then the project records it as the latest.
     let bot = api
@@ -226,11 +224,7 @@ async fn walkthrough(backend: Backend) {
     )
     .await;
     assert_eq!(unknown.status, 400);
-    assert!(
-        unknown.text.contains("botRevision: project"),
-        "{}",
-        unknown.text
-    );
+    assert_contains(&unknown.text, "botRevision: project");
     let dup = post_version(
         &api,
         &pid,
@@ -295,7 +289,7 @@ async fn walkthrough(backend: Backend) {
         )
         .await;
     assert_eq!(in_use.status, 409);
-    assert!(in_use.text.contains("Production"), "{}", in_use.text);
+    assert_contains(&in_use.text, "Production");
     let e = api
         .put(
             &format!("/projects/{pid}/environments/{eid}"),
@@ -432,7 +426,7 @@ async fn walkthrough(backend: Backend) {
     }
     let html = api.call("GET", "/docs/", None, None).await;
     assert_eq!(html.status, 200);
-    assert!(html.text.contains("swagger"), "{}", html.text);
+    assert_contains(&html.text, "swagger");
     assert!(
         !html.text.contains("https://"),
         "the docs page must not load remote assets"
@@ -504,11 +498,7 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
     bot["desc"] = json!("changed");
     let dup = api.post(&revs, &admin, bot.clone()).await;
     assert_eq!(dup.status, 409);
-    assert!(
-        dup.text.contains("bot version 2.0.0 already exists"),
-        "{}",
-        dup.text
-    );
+    assert_contains(&dup.text, "bot version 2.0.0 already exists");
     let latest = api.get(&format!("/projects/{pid}/bot"), &admin).await.ok();
     assert_eq!(latest["version"], "2.0.0");
     assert_eq!(latest["desc"], example_bot("hello")["desc"]);
@@ -1382,11 +1372,9 @@ async fn a_project_name_with_spaces_is_refused_with_the_rule() {
         .post("/projects", &admin, json!({"name": "My Bot"}))
         .await;
     assert_eq!(r.status, 400);
-    assert!(
-        r.text
-            .contains("name: 1 to 64 letters, digits, '.', '_' or '-' (got \"My Bot\")"),
-        "{}",
-        r.text
+    assert_contains(
+        &r.text,
+        "name: 1 to 64 letters, digits, '.', '_' or '-' (got \"My Bot\")",
     );
     let p = api
         .post(
