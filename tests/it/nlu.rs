@@ -720,6 +720,16 @@ async fn a_failed_training_keeps_the_model_and_one_training_runs_at_a_time(backe
     assert_eq!(top(&p["result"], "intent")["value"], "greet");
 }
 
+/// The files of folder `dir`, by name.
+fn sorted_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
 /// Runs a conversation test's steps through the server's stateless converse endpoint.
 struct ServerStepper {
     api: Api,
@@ -798,12 +808,7 @@ async fn every_example_nl_bot_passes_its_conversation_tests(backend: Backend) {
             token: alice.clone(),
             pid: pid.clone(),
         };
-        let mut tests: Vec<_> = std::fs::read_dir(dir.join("tests"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        tests.sort();
-        for t in tests {
+        for t in sorted_files(&dir.join("tests")) {
             let suite = parse_suite(&std::fs::read_to_string(&t).unwrap()).unwrap();
             for case in &suite.tests {
                 ran += 1;
