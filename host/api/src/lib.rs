@@ -564,31 +564,9 @@ pub(crate) fn check_name(field: &str, name: &str) -> ApiResult<()> {
     Ok(())
 }
 
-impl From<botbox_service::projects::NewProjectError> for ApiError {
-    fn from(e: botbox_service::projects::NewProjectError) -> Self {
-        use botbox_service::projects::NewProjectError as E;
-        match e {
-            E::Invalid(m) => ApiError::BadRequest(m),
-            E::Conflict(m) => ApiError::Conflict(m),
-            E::Internal(e) => ApiError::Internal(e),
-        }
-    }
-}
-
-impl From<botbox_service::nlu::NewNluError> for ApiError {
-    fn from(e: botbox_service::nlu::NewNluError) -> Self {
-        use botbox_service::nlu::NewNluError as E;
-        match e {
-            E::Invalid(m) => ApiError::BadRequest(m),
-            E::Conflict(m) => ApiError::Conflict(m),
-            E::Internal(e) => ApiError::Internal(e),
-        }
-    }
-}
-
-impl From<botbox_service::revisions::PublishError> for ApiError {
-    fn from(e: botbox_service::revisions::PublishError) -> Self {
-        use botbox_service::revisions::PublishError as P;
+impl From<botbox_service::error::ServiceError> for ApiError {
+    fn from(e: botbox_service::error::ServiceError) -> Self {
+        use botbox_service::error::ServiceError as P;
         match e {
             P::Invalid(m) => ApiError::BadRequest(m),
             P::Conflict(m) => ApiError::Conflict(m),

@@ -15,6 +15,7 @@ pub mod cms;
 pub mod cpu;
 pub mod drain;
 pub mod effects;
+pub mod error;
 pub mod live;
 pub mod nlu;
 pub mod projects;

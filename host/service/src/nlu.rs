@@ -11,6 +11,7 @@
 //!   Trainings beyond it wait (their NLU shows `training` meanwhile).
 //! - [`MAX_TRAINING_ROWS`]: sentences per NLU; [`MAX_PREDICT_CHARS`]: text per prediction.
 
+use crate::error::ServiceError;
 use botbox_nlu::model::{EntitySpec, MODEL_FORMAT, NluModel};
 use botbox_nlu::{Lang, TrainingData, TrainingEntity};
 use botbox_sandbox::NlScope;
@@ -351,23 +352,21 @@ fn db_err(e: botbox_store::DbError) -> String {
     "the NLU store failed; try again".into()
 }
 
-/// Why an NLU was not created.
-#[derive(Debug, thiserror::Error)]
-pub enum NewNluError {
-    #[error("{0}")]
-    Invalid(String),
-    /// The owner has an NLU of that name (bots address NLUs as `<account>:<name>`).
-    #[error("{0}")]
-    Conflict(String),
-    #[error(transparent)]
-    Internal(#[from] anyhow::Error),
-}
-
 /// Whether `lang` reads as a language code (`en`, `id`, `pt-BR`).
 pub fn is_lang_code(lang: &str) -> bool {
     !lang.is_empty()
         && lang.len() <= 16
         && lang.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// A project NLU's language (`options.nluLang`) must read as a language code.
+pub fn check_nlu_lang(lang: &str) -> Result<(), ServiceError> {
+    if is_lang_code(lang) {
+        return Ok(());
+    }
+    Err(ServiceError::Invalid(format!(
+        "options.nluLang: a language code such as en or id (got {lang:?})"
+    )))
 }
 
 impl NluService {
@@ -381,32 +380,28 @@ impl NluService {
         name: &str,
         lang: &str,
         visibility: &str,
-    ) -> Result<NluRow, NewNluError> {
-        if !is_lang_code(lang) {
-            return Err(NewNluError::Invalid(format!(
-                "options.nluLang: a language code such as en or id (got {lang:?})"
-            )));
-        }
+    ) -> Result<NluRow, ServiceError> {
+        check_nlu_lang(lang)?;
         let nlu = self
             .db
             .insert_nlu(project_id, owner_id, name, lang, visibility)
             .await
             .map_err(|e| match e {
-                botbox_store::DbError::Conflict => NewNluError::Conflict(format!(
+                botbox_store::DbError::Conflict => ServiceError::Conflict(format!(
                     "an NLU named {name} already exists for this owner (bots address NLUs as <account>:<name>)"
                 )),
-                e => NewNluError::Internal(e.into()),
+                e => ServiceError::Internal(e.into()),
             })?;
         let trained = self
             .start_training(nlu.clone())
             .await
-            .map_err(|e| NewNluError::Internal(anyhow::anyhow!(e)))?;
+            .map_err(|e| ServiceError::Internal(anyhow::anyhow!(e)))?;
         match trained.await {
             Ok(Trained::Done { .. }) => Ok(nlu),
-            Ok(Trained::Failed(e)) => Err(NewNluError::Internal(anyhow::anyhow!(
+            Ok(Trained::Failed(e)) => Err(ServiceError::Internal(anyhow::anyhow!(
                 "the initial revision of NLU {name}: {e}"
             ))),
-            Err(e) => Err(NewNluError::Internal(e.into())),
+            Err(e) => Err(ServiceError::Internal(e.into())),
         }
     }
 }

@@ -4,8 +4,9 @@
 //! project) and that NLU's initial model: every client, kata-cli's included, finds a
 //! revision of each to deploy.
 
+use crate::error::ServiceError;
 use crate::live::Live;
-use crate::nlu::{NewNluError, is_lang_code};
+use crate::nlu::check_nlu_lang;
 use crate::revisions::revision_id;
 use botbox_store::{DbError, NewProject, ProjectRow};
 use serde_json::json;
@@ -28,37 +29,9 @@ pub struct NewProjectSpec<'a> {
     pub who: &'a str,
 }
 
-/// Why a project was not created; each says what to change.
-#[derive(Debug, thiserror::Error)]
-pub enum NewProjectError {
-    #[error("{0}")]
-    Invalid(String),
-    /// The owner has a project (or an NLU) of that name.
-    #[error("{0}")]
-    Conflict(String),
-    #[error(transparent)]
-    Internal(#[from] anyhow::Error),
-}
-
-impl From<DbError> for NewProjectError {
-    fn from(e: DbError) -> Self {
-        NewProjectError::Internal(e.into())
-    }
-}
-
-impl From<NewNluError> for NewProjectError {
-    fn from(e: NewNluError) -> Self {
-        match e {
-            NewNluError::Invalid(m) => NewProjectError::Invalid(m),
-            NewNluError::Conflict(m) => NewProjectError::Conflict(m),
-            NewNluError::Internal(e) => NewProjectError::Internal(e),
-        }
-    }
-}
-
 /// Creates the project and what its options ask for; the answer is its row as stored after
 /// (with the revisions just made).
-pub async fn create(live: &Live, spec: NewProjectSpec<'_>) -> Result<ProjectRow, NewProjectError> {
+pub async fn create(live: &Live, spec: NewProjectSpec<'_>) -> Result<ProjectRow, ServiceError> {
     if let Some((lang, _)) = spec.nlu {
         check_nlu_free(live, &spec, lang).await?;
     }
@@ -73,7 +46,7 @@ pub async fn create(live: &Live, spec: NewProjectSpec<'_>) -> Result<ProjectRow,
         })
         .await
         .map_err(|e| match e {
-            DbError::Conflict => NewProjectError::Conflict(format!(
+            DbError::Conflict => ServiceError::Conflict(format!(
                 "{} already has a project named {}",
                 spec.owner_shown, spec.name
             )),
@@ -99,14 +72,10 @@ async fn check_nlu_free(
     live: &Live,
     spec: &NewProjectSpec<'_>,
     lang: &str,
-) -> Result<(), NewProjectError> {
-    if !is_lang_code(lang) {
-        return Err(NewProjectError::Invalid(format!(
-            "options.nluLang: a language code such as en or id (got {lang:?})"
-        )));
-    }
+) -> Result<(), ServiceError> {
+    check_nlu_lang(lang)?;
     if live.db.owner_nlu(spec.owner_id, spec.name).await?.is_some() {
-        return Err(NewProjectError::Conflict(format!(
+        return Err(ServiceError::Conflict(format!(
             "an NLU named {} already exists for {}",
             spec.name, spec.owner_shown
         )));
@@ -120,7 +89,7 @@ async fn store_empty_revision(
     live: &Live,
     row: &ProjectRow,
     name: &str,
-) -> Result<(), NewProjectError> {
+) -> Result<(), ServiceError> {
     let source = json!({"id": row.id, "name": name, "version": "0.0.0", "flows": {}}).to_string();
     let revision = revision_id(&row.id, &source);
     live.db

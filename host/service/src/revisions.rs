@@ -6,33 +6,12 @@
 //! step passed.
 
 use crate::cpu::CpuJobs;
+use crate::error::ServiceError;
 use crate::live::{Live, LiveError};
 use botbox_store::{DbError, ProjectRow};
 use runtime_core::source::Severity;
 use serde_json::{Map, Value as Json, json};
 use sha2::{Digest, Sha256};
-
-/// Why a revision was not stored; each says what the bot author can fix.
-#[derive(Debug, thiserror::Error)]
-pub enum PublishError {
-    /// The bot is invalid: every problem, one per line.
-    #[error("{0}")]
-    Invalid(String),
-    /// The version exists (or another push took it meanwhile).
-    #[error("{0}")]
-    Conflict(String),
-    /// The owner's storage quota is reached.
-    #[error("{0}")]
-    QuotaReached(String),
-    #[error(transparent)]
-    Internal(#[from] anyhow::Error),
-}
-
-impl From<DbError> for PublishError {
-    fn from(e: DbError) -> Self {
-        PublishError::Internal(e.into())
-    }
-}
 
 /// How a push names its version.
 pub struct PublishOptions {
@@ -51,16 +30,16 @@ pub async fn publish(
     project: &ProjectRow,
     mut bot: Json,
     opts: PublishOptions,
-) -> Result<Json, PublishError> {
+) -> Result<Json, ServiceError> {
     check_quota(live, &project.owner_id).await?;
     let doc = bot
         .as_object_mut()
-        .ok_or_else(|| PublishError::Invalid("body: a Bot object is expected".into()))?;
+        .ok_or_else(|| ServiceError::Invalid("body: a Bot object is expected".into()))?;
     let versions = live.db.revision_versions(&project.id).await?;
     let version = choose_version(doc, &project.id, &versions, opts.bump)?;
     let source = serde_json::to_string(&bot).expect("json serialises");
     if source.len() > opts.bot_limit {
-        return Err(PublishError::Invalid(format!(
+        return Err(ServiceError::Invalid(format!(
             "the bot is {} bytes of JSON; at most {} are accepted",
             source.len(),
             opts.bot_limit
@@ -106,7 +85,7 @@ pub fn revision_id(project_id: &str, source: &str) -> String {
 
 /// Refuses a write of the tenant `owner` once its storage reaches the quota, naming both
 /// figures (and logged at warn for the operator).
-pub async fn check_quota(live: &Live, owner: &str) -> Result<(), PublishError> {
+pub async fn check_quota(live: &Live, owner: &str) -> Result<(), ServiceError> {
     let Some(quota) = live.cfg.storage_quota_bytes else {
         return Ok(());
     };
@@ -119,7 +98,7 @@ pub async fn check_quota(live: &Live, owner: &str) -> Result<(), PublishError> {
         quota,
         "storage quota reached: a push was refused"
     );
-    Err(PublishError::QuotaReached(format!(
+    Err(ServiceError::QuotaReached(format!(
         "storage quota reached: this account stores {used} bytes of its {quota} \
          (GET /storage says what); shorten the transcript retention or ask the operator"
     )))
@@ -132,8 +111,8 @@ struct Version {
 }
 
 impl Version {
-    fn exists(&self, project_id: &str) -> PublishError {
-        PublishError::Conflict(format!(
+    fn exists(&self, project_id: &str) -> ServiceError {
+        ServiceError::Conflict(format!(
             "bot version {} already exists in project {project_id}",
             self.name
         ))
@@ -147,7 +126,7 @@ fn choose_version(
     project_id: &str,
     versions: &[String],
     bump: bool,
-) -> Result<Version, PublishError> {
+) -> Result<Version, ServiceError> {
     for k in ["revision", "warnings"] {
         doc.remove(k);
     }
@@ -169,7 +148,7 @@ fn choose_version(
             },
         },
         Some(other) => {
-            return Err(PublishError::Invalid(format!(
+            return Err(ServiceError::Invalid(format!(
                 "version: a non-empty string is expected (got {other})"
             )));
         }
@@ -186,7 +165,7 @@ fn choose_version(
 async fn compile(
     cpu: &CpuJobs,
     bot: Json,
-) -> Result<(Json, runtime_core::Compiled, String), PublishError> {
+) -> Result<(Json, runtime_core::Compiled, String), ServiceError> {
     let (bot, compiled) = cpu
         .run(move || {
             let compiled = runtime_core::compile(&bot).map(|c| {
@@ -197,7 +176,7 @@ async fn compile(
         })
         .await?;
     let (compiled, json) = compiled.map_err(|rejected| {
-        PublishError::Invalid(
+        ServiceError::Invalid(
             rejected
                 .problems
                 .iter()
@@ -218,20 +197,20 @@ async fn check_javascript(
     live: &Live,
     project: &ProjectRow,
     compiled: &runtime_core::Compiled,
-) -> Result<(), PublishError> {
+) -> Result<(), ServiceError> {
     let problems = live
         .check_js(&project.owner_id, compiled.js_sites.clone())
         .await
         .map_err(|e| match e {
-            LiveError::Step(m) => PublishError::Invalid(format!(
+            LiveError::Step(m) => ServiceError::Invalid(format!(
                 "error: the bot's JavaScript could not be checked: {m}"
             )),
-            e => PublishError::Internal(e.into()),
+            e => ServiceError::Internal(e.into()),
         })?;
     if problems.is_empty() {
         return Ok(());
     }
-    Err(PublishError::Invalid(
+    Err(ServiceError::Invalid(
         problems
             .iter()
             .filter_map(|p| {
@@ -250,7 +229,7 @@ async fn unusable_references(
     live: &Live,
     project: &ProjectRow,
     bot: &Json,
-) -> Result<Vec<String>, PublishError> {
+) -> Result<Vec<String>, ServiceError> {
     let mut warnings = vec![];
     let scope = botbox_sandbox::NlScope {
         owner: project.owner_id.as_str().into(),
