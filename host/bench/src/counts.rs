@@ -51,28 +51,10 @@ fn threads(pid: u32) -> BTreeMap<u32, (String, Thread)> {
             .and_then(|(_, r)| r.rsplit_once(')'))
             .map(|(c, _)| c.to_owned())
             .unwrap_or_default();
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, r)| r.split_whitespace().collect())
-            .unwrap_or_default();
-        // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
-        let tick = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(0)
-        };
         let counters = Thread {
-            cpu_ticks: tick(11) + tick(12),
-            voluntary: field("voluntary_ctxt_switches:"),
-            involuntary: field("nonvoluntary_ctxt_switches:"),
+            cpu_ticks: cpu_ticks(&stat).unwrap_or(0),
+            voluntary: status_field(&status, "voluntary_ctxt_switches:").unwrap_or(0),
+            involuntary: status_field(&status, "nonvoluntary_ctxt_switches:").unwrap_or(0),
         };
         out.insert(tid, (kind(&comm), counters));
     }
@@ -147,7 +129,22 @@ fn stop_perf(perf: Child) -> Option<u64> {
         .and_then(|n| n.trim().parse().ok())
 }
 
-fn ticks_per_second() -> f64 {
+/// User + system CPU ticks from a `/proc/…/stat` text: its 14th and 15th fields, the 12th
+/// and 13th after the command name (which may hold spaces, in parentheses).
+pub(crate) fn cpu_ticks(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// The number in a `/proc/…/status` line `name value [kB]`.
+pub(crate) fn status_field(status: &str, name: &str) -> Option<u64> {
+    let value = status.lines().find_map(|l| l.strip_prefix(name))?;
+    value.trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+/// The kernel's clock ticks per second, the unit of `/proc`'s CPU times.
+pub(crate) fn ticks_per_second() -> f64 {
     // SAFETY: sysconf reads a constant of the system.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 { t as f64 } else { 100.0 }

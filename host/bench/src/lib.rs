@@ -79,10 +79,7 @@ impl BenchServer {
     pub fn rss_bytes(&self) -> anyhow::Result<(u64, u64)> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
         let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            counts::status_field(&status, name)
                 .map(|kb| kb * 1024)
                 .ok_or_else(|| anyhow::anyhow!("no {name} in the server's status"))
         };
@@ -242,15 +239,7 @@ impl Api {
 /// A process's CPU time so far (user + system seconds), from `/proc/<pid>/stat`.
 pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or_else(|| anyhow::anyhow!("unreadable /proc/{pid}/stat"))?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are the 14th and 15th fields: 12th and 13th after the name.
-    let ticks: f64 = f[11].parse::<f64>()? + f[12].parse::<f64>()?;
-    // SAFETY: sysconf only reads a configuration value.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Ok(ticks / hz.max(1.0))
+    let ticks =
+        counts::cpu_ticks(&stat).ok_or_else(|| anyhow::anyhow!("unreadable /proc/{pid}/stat"))?;
+    Ok(ticks as f64 / counts::ticks_per_second())
 }
