@@ -30,9 +30,19 @@ impl Step<'_, '_> {
         let mut commands: Vec<(Message, bool)> = vec![];
         let mut result = Json::Null;
         for action in &state.actions {
-            let Some(options) =
-                self.action_options(action, s, flow, msg, intent, attrs, &result, meta)?
-            else {
+            // Conditions, options and a text template see the same variables (the last api
+            // result included).
+            let vars = Vars::in_flow(
+                s,
+                &flow.name,
+                self.bot,
+                msg,
+                intent,
+                attrs,
+                Some(&result),
+                meta,
+            );
+            let Some(options) = self.action_options(action, &vars)? else {
                 continue;
             };
             let respond = |step: &mut Self,
@@ -53,9 +63,7 @@ impl Step<'_, '_> {
             };
             match &action.kind {
                 ActionKind::Text => {
-                    if let Some(text) =
-                        self.text_of(&options, s, flow, msg, intent, attrs, &result, meta)?
-                    {
+                    if let Some(text) = self.text_of(&options, &vars)? {
                         respond(self, MsgType::Text, Some(text), None);
                     }
                 }
@@ -97,35 +105,17 @@ impl Step<'_, '_> {
     }
 
     /// The action's rendered options, or `None` when its conditions do not all hold.
-    /// Conditions, then options, see the same variables (the last api result included).
-    #[allow(clippy::too_many_arguments)]
     fn action_options(
         &mut self,
         action: &ActionUse,
-        s: &Session,
-        flow: &Flow,
-        msg: &Message,
-        intent: Option<&str>,
-        attrs: &Json,
-        result: &Json,
-        meta: &MetaCtx,
+        vars: &Vars,
     ) -> Result<Option<Json>, StepError> {
-        let vars = Vars::in_flow(
-            s,
-            &flow.name,
-            self.bot,
-            msg,
-            intent,
-            attrs,
-            Some(result),
-            meta,
-        );
-        if !all_hold(self.host, &mut self.errors, &action.conditions, &vars)? {
+        if !all_hold(self.host, &mut self.errors, &action.conditions, vars)? {
             return Ok(None);
         }
         let (host, errors) = (&mut *self.host, &mut self.errors);
         Ok(Some(render(&action.options, &mut |e| {
-            eval_json(host, errors, e, &vars)
+            eval_json(host, errors, e, vars)
         })?))
     }
 
@@ -188,18 +178,7 @@ impl Step<'_, '_> {
     }
 
     /// The text of a text action: a string, a random variant of a list, or a template.
-    #[allow(clippy::too_many_arguments)]
-    fn text_of(
-        &mut self,
-        options: &Json,
-        s: &Session,
-        flow: &Flow,
-        msg: &Message,
-        intent: Option<&str>,
-        attrs: &Json,
-        result: &Json,
-        meta: &MetaCtx,
-    ) -> Result<Option<String>, StepError> {
+    fn text_of(&mut self, options: &Json, vars: &Vars) -> Result<Option<String>, StepError> {
         let chosen = if let Some(template) = options.get("template") {
             let data = options.get("data").unwrap_or(&Json::Null);
             let base = match options
@@ -217,18 +196,8 @@ impl Step<'_, '_> {
                 return Ok(Some(as_text(&picked)));
             };
             let opt = compile_text(&t, &mut crate::expr::CompiledExpr::new);
-            let vars = Vars::in_flow(
-                s,
-                &flow.name,
-                self.bot,
-                msg,
-                intent,
-                attrs,
-                Some(result),
-                meta,
-            );
             let (host, errors) = (&mut *self.host, &mut self.errors);
-            render(&opt, &mut |e| eval_json(host, errors, e, &vars))?
+            render(&opt, &mut |e| eval_json(host, errors, e, vars))?
         } else {
             match options.get("text") {
                 None => {
