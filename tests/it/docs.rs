@@ -23,26 +23,35 @@ fn markdown_files() -> Vec<PathBuf> {
     files
 }
 
-/// Every text file under `dir` (yml, yaml, txt, md, json), recursively, sorted.
-fn text_files_under(dir: &Path) -> Vec<PathBuf> {
+/// Every file under `dir` that `keep` accepts, recursively, sorted; folders named in `skip`
+/// are not entered.
+pub(super) fn files_under(dir: &Path, skip: &[&str], keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
         for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
             let path = entry.expect("a directory entry").path();
             if path.is_dir() {
-                todo.push(path);
-            } else if path
-                .extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| matches!(e, "yml" | "yaml" | "txt" | "md" | "json"))
-            {
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                if !skip.contains(&name.as_ref()) {
+                    todo.push(path);
+                }
+            } else if keep(&path) {
                 out.push(path);
             }
         }
     }
     out.sort();
     out
+}
+
+/// Every text file under `dir` (yml, yaml, txt, md, json), recursively, sorted.
+fn text_files_under(dir: &Path) -> Vec<PathBuf> {
+    files_under(dir, &[], |p| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yml" | "yaml" | "txt" | "md" | "json"))
+    })
 }
 
 pub(super) fn read(path: &Path) -> String {

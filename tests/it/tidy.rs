@@ -4,7 +4,7 @@
 //! takes the workspace's lints, each `allow` of which says why. Paths and links named in the
 //! docs are checked by the `docs` tests. No server is needed.
 
-use super::docs::{read, root};
+use super::docs::{files_under, read, root};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -174,22 +174,6 @@ fn every_crate_takes_the_workspace_lints_and_each_allow_says_why() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// Every `.rs` file under `dir`, sorted, without test folders.
-fn sources_under(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        let name = e.file_name().to_string_lossy().into_owned();
-        if p.is_dir() && !matches!(name.as_str(), "tests" | "target" | "benches") {
-            sources_under(&p, out);
-        } else if name.ends_with(".rs") {
-            out.push(p);
-        }
-    }
-}
-
 /// Counts `{` and `}` of a line outside strings, characters and line comments.
 fn brace_depth_change(line: &str) -> i32 {
     let code = line.split("//").next().unwrap_or("");
@@ -252,18 +236,19 @@ fn long_functions(text: &str, max: usize) -> Vec<(usize, String, usize)> {
 /// No production function a reader must scroll: at most 100 lines (tests may be longer).
 #[test]
 fn no_production_function_is_over_100_lines() {
-    let mut files = vec![];
-    for dir in ["runtime-core/src", "guest-sdk/src", "host"] {
-        sources_under(&root().join(dir), &mut files);
-    }
-    files.sort();
-    let mut long = vec![];
+    let rust = |p: &std::path::Path| p.extension().is_some_and(|e| e == "rs");
+    let files = ["runtime-core/src", "guest-sdk/src", "host"]
+        .iter()
+        .flat_map(|dir| files_under(&root().join(dir), &["tests", "target", "benches"], rust));
+    let (mut long, mut read_files) = (vec![], 0);
     for f in files {
+        read_files += 1;
         let shown = f.strip_prefix(root()).unwrap_or(&f).display().to_string();
         for (line, name, n) in long_functions(&read(&f), 100) {
             long.push(format!("{shown}:{line}: fn {name} is {n} lines"));
         }
     }
+    assert!(read_files > 100, "only {read_files} source files found");
     assert!(long.is_empty(), "{}", long.join("\n"));
 }
 
