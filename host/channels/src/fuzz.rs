@@ -6,7 +6,7 @@
 //! `BOTBOX_FUZZ_CASES=100000 cargo test --release -p botbox-channels --lib fuzz` runs a long
 //! campaign (docs/performance.md has the figures).
 
-use super::{ChannelInfo, Inbound, deliveries, parse};
+use super::{Call, ChannelInfo, Inbound, deliveries, parse};
 use proptest::prelude::*;
 use runtime_core::model::MsgType;
 use runtime_core::session::Response;
@@ -143,7 +143,12 @@ fn parse_all(kind: &str, body: &[u8], query: Option<&str>) {
             http::HeaderValue::from_static("0"),
         );
         for hs in [http::HeaderMap::new(), headers] {
-            if let Ok(Inbound::Messages(items)) = parse(&ch, &hs, query, body) {
+            let call = Call {
+                headers: &hs,
+                query,
+                body,
+            };
+            if let Ok(Inbound::Messages(items)) = parse(&ch, &call) {
                 for item in items {
                     let _ = serde_json::to_string(&item.message);
                 }

@@ -4,7 +4,8 @@
 //! or `-` is no secret (Kata's docs create a generic channel with `Secret: -` and post unsigned).
 
 use super::{
-    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, verify_hmac, with_metadata,
+    Call, ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, json_headers, verify_hmac,
+    with_metadata,
 };
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
@@ -17,23 +18,17 @@ fn secret<'c>(ch: &'c ChannelInfo<'_>) -> Option<&'c str> {
         .filter(|s| !matches!(s.trim(), "" | "-"))
 }
 
-pub fn parse(
-    ch: &ChannelInfo<'_>,
-    headers: &http::HeaderMap,
-    body: &[u8],
-) -> Result<Inbound, ChannelError> {
+pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelError> {
     if let Some(secret) = secret(ch) {
-        let sig = header(headers, SIGNATURE_HEADER)
-            .and_then(|s| s.strip_prefix("sha256="))
-            .and_then(|h| hex::decode(h).ok())
-            .ok_or_else(|| ChannelError::Signature(format!("missing {SIGNATURE_HEADER}")))?;
-        if !verify_hmac(secret.as_bytes(), body, &sig) {
-            return Err(ChannelError::Signature(format!(
-                "{SIGNATURE_HEADER} does not match"
-            )));
-        }
+        call.check_signature(
+            SIGNATURE_HEADER,
+            |s| hex::decode(s.strip_prefix("sha256=")?).ok(),
+            verify_hmac,
+            secret,
+            call.body,
+        )?;
     }
-    let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
+    let v = call.json()?;
     let user = match v.get("userId") {
         Some(Json::String(s)) if !s.is_empty() => s.clone(),
         Some(Json::Number(n)) => n.to_string(),
@@ -83,13 +78,10 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
         "userId": user_id,
         "messages": responses.iter().map(response_json).collect::<Vec<_>>(),
     });
-    let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    let mut headers = json_headers();
     if let Some(secret) = secret(ch) {
-        let sig = super::hmac_sha256(secret.as_bytes(), body.to_string().as_bytes());
-        headers.push((
-            SIGNATURE_HEADER.to_owned(),
-            format!("sha256={}", hex::encode(sig)),
-        ));
+        let sig = super::sha256_hex(secret.as_bytes(), body.to_string().as_bytes());
+        headers.push((SIGNATURE_HEADER.to_owned(), sig));
     }
     vec![Delivery {
         url: ch.url.to_owned(),
@@ -101,7 +93,7 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
 #[cfg(test)]
 mod tests {
     use super::{SIGNATURE_HEADER, deliveries, parse};
-    use crate::{ChannelInfo, Inbound};
+    use crate::{Call, ChannelError, ChannelInfo, Inbound};
     use serde_json::{Map, Value as Json, json};
 
     fn channel(options: &Map<String, Json>) -> ChannelInfo<'_> {
@@ -113,13 +105,23 @@ mod tests {
         }
     }
 
+    /// An unsigned post of `body` to a channel with `options`.
+    fn unsigned(options: &Map<String, Json>, body: &[u8]) -> Result<Inbound, ChannelError> {
+        let headers = http::HeaderMap::new();
+        let call = Call {
+            headers: &headers,
+            query: None,
+            body,
+        };
+        parse(&channel(options), &call)
+    }
+
     #[test]
     fn a_dash_or_empty_secret_is_no_secret() {
         let body = br#"{"userId":"u","messages":[{"type":"text","content":"Halo"}]}"#;
         for secret in ["-", "", " - "] {
             let o = Map::from_iter([("secret".to_owned(), json!(secret))]);
-            let got = parse(&channel(&o), &http::HeaderMap::new(), body)
-                .unwrap_or_else(|e| panic!("secret {secret:?}: {e}"));
+            let got = unsigned(&o, body).unwrap_or_else(|e| panic!("secret {secret:?}: {e}"));
             let Inbound::Messages(m) = got else {
                 panic!("messages expected")
             };
@@ -127,7 +129,7 @@ mod tests {
         }
         // Any other secret is an HMAC key: an unsigned post is refused.
         let o = Map::from_iter([("secret".to_owned(), json!("s3cret"))]);
-        assert!(parse(&channel(&o), &http::HeaderMap::new(), body).is_err());
+        assert!(unsigned(&o, body).is_err());
     }
 
     #[test]

@@ -100,10 +100,65 @@ impl ChannelInfo<'_> {
             .find_map(|n| self.options.get(*n).and_then(Json::as_str))
             .filter(|s| !s.is_empty())
     }
+
+    /// The secret that signs the provider's calls (the first of `names` set); without one
+    /// the channel cannot check `header`, and every call is refused.
+    pub(crate) fn secret_for(&self, names: &[&str], header: &str) -> Result<&str, ChannelError> {
+        self.opt(names).ok_or_else(|| {
+            ChannelError::Signature(format!(
+                "the channel has no options.secret to check {header}"
+            ))
+        })
+    }
+
+    /// The provider API URL of `path` (which starts with `/`) under the channel's `url`.
+    pub fn api_url(&self, path: &str) -> String {
+        format!("{}{path}", self.url.trim_end_matches('/'))
+    }
 }
 
-type ParseFn =
-    fn(&ChannelInfo<'_>, &http::HeaderMap, Option<&str>, &[u8]) -> Result<Inbound, ChannelError>;
+/// One webhook call as the provider made it: what a channel's parser reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub headers: &'a http::HeaderMap,
+    /// The raw query string (Meta's verification and Twitter's CRC check read it).
+    pub query: Option<&'a str>,
+    pub body: &'a [u8],
+}
+
+impl Call<'_> {
+    /// The body as JSON.
+    pub fn json(&self) -> Result<Json, ChannelError> {
+        serde_json::from_slice(self.body).map_err(|e| ChannelError::Payload(e.to_string()))
+    }
+
+    /// A header's value, when it is text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        header(self.headers, name)
+    }
+
+    /// Checks the signature header `name`: `decode` reads its value as the MAC's bytes, which
+    /// must be `verify`'s MAC of `signed` with `secret`.
+    pub(crate) fn check_signature(
+        &self,
+        name: &str,
+        decode: impl FnOnce(&str) -> Option<Vec<u8>>,
+        verify: fn(&[u8], &[u8], &[u8]) -> bool,
+        secret: &str,
+        signed: &[u8],
+    ) -> Result<(), ChannelError> {
+        let sig = self
+            .header(name)
+            .and_then(decode)
+            .ok_or_else(|| ChannelError::Signature(format!("missing {name}")))?;
+        if !verify(secret.as_bytes(), signed, &sig) {
+            return Err(ChannelError::Signature(format!("{name} does not match")));
+        }
+        Ok(())
+    }
+}
+
+type ParseFn = fn(&ChannelInfo<'_>, &Call<'_>) -> Result<Inbound, ChannelError>;
 type DeliverFn = fn(&ChannelInfo<'_>, &str, &[Response]) -> Vec<Delivery>;
 
 /// One channel type: its name, the provider API it talks to by default, and its two
@@ -124,13 +179,13 @@ pub const KINDS: &[Kind] = &[
     Kind {
         name: "generic",
         default_url: None,
-        parse: |ch, h, _, b| generic::parse(ch, h, b),
+        parse: generic::parse,
         deliveries: generic::deliveries,
     },
     Kind {
         name: "line",
         default_url: Some("https://api.line.me"),
-        parse: |ch, h, _, b| line::parse(ch, h, b),
+        parse: line::parse,
         deliveries: line::deliveries,
     },
     Kind {
@@ -142,7 +197,7 @@ pub const KINDS: &[Kind] = &[
     Kind {
         name: "telegram",
         default_url: Some("https://api.telegram.org"),
-        parse: |ch, h, _, b| telegram::parse(ch, h, b),
+        parse: telegram::parse,
         deliveries: telegram::deliveries,
     },
     Kind {
@@ -154,25 +209,25 @@ pub const KINDS: &[Kind] = &[
     Kind {
         name: "slack",
         default_url: Some("https://slack.com/api"),
-        parse: |ch, h, _, b| slack::parse(ch, h, b),
+        parse: slack::parse,
         deliveries: slack::deliveries,
     },
     Kind {
         name: "spark",
         default_url: Some("https://webexapis.com/v1"),
-        parse: |ch, h, _, b| spark::parse(ch, h, b),
+        parse: spark::parse,
         deliveries: spark::deliveries,
     },
     Kind {
         name: "bbm",
         default_url: None,
-        parse: |ch, h, _, b| generic::parse(ch, h, b),
+        parse: generic::parse,
         deliveries: generic::deliveries,
     },
     Kind {
         name: "qiscus",
         default_url: None,
-        parse: |ch, h, _, b| qiscus::parse(ch, h, b),
+        parse: qiscus::parse,
         deliveries: qiscus::deliveries,
     },
     Kind {
@@ -199,14 +254,9 @@ pub fn kind_of_stored(name: &str) -> &'static Kind {
     kind(name).unwrap_or(&KINDS[0])
 }
 
-/// Reads a webhook call. `query` is the raw query string (Messenger's verification uses it).
-pub fn parse(
-    ch: &ChannelInfo<'_>,
-    headers: &http::HeaderMap,
-    query: Option<&str>,
-    body: &[u8],
-) -> Result<Inbound, ChannelError> {
-    (kind_of_stored(ch.kind).parse)(ch, headers, query, body)
+/// Reads a webhook call.
+pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelError> {
+    (kind_of_stored(ch.kind).parse)(ch, call)
 }
 
 /// The provider calls that deliver a step's responses to `user_id`.
@@ -222,6 +272,12 @@ pub fn hmac_sha256(secret: &[u8], body: &[u8]) -> Vec<u8> {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("any key length");
     mac.update(body);
     mac.finalize().into_bytes().to_vec()
+}
+
+/// A signature header's value `sha256=<hex HMAC-SHA256(secret, body)>` (the generic channel's
+/// and Meta's form).
+pub(crate) fn sha256_hex(secret: &[u8], body: &[u8]) -> String {
+    format!("sha256={}", hex::encode(hmac_sha256(secret, body)))
 }
 
 /// Whether a shared secret a caller presented equals the channel's, in time that does not
@@ -240,6 +296,23 @@ pub fn verify_hmac(secret: &[u8], body: &[u8], expected: &[u8]) -> bool {
 
 pub fn header<'h>(headers: &'h http::HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The elements of the array member `key` of `v`; none when it is missing or not an array.
+pub(crate) fn each<'a>(v: &'a Json, key: &str) -> impl Iterator<Item = &'a Json> {
+    v.get(key).and_then(Json::as_array).into_iter().flatten()
+}
+
+/// The headers of a JSON call to a provider API.
+pub(crate) fn json_headers() -> Vec<(String, String)> {
+    vec![("content-type".into(), "application/json".into())]
+}
+
+/// The headers of a JSON call to a provider API that takes a bearer token.
+pub(crate) fn bearer_json(token: &str) -> Vec<(String, String)> {
+    let mut headers = json_headers();
+    headers.push(("authorization".into(), format!("Bearer {token}")));
+    headers
 }
 
 /// A postback string as a payload: JSON when it parses, `k=v&k2=v2` as an object, else
@@ -270,22 +343,13 @@ pub fn with_metadata(mut m: Message, metadata: Json) -> Message {
 pub fn template_actions(payload: &Json) -> Vec<(String, String, String)> {
     let items = payload.get("items");
     // A button template has one item; a carousel a list of them.
-    let actions: Vec<Json> = match items {
-        Some(Json::Array(list)) => list
-            .iter()
-            .filter_map(|i| i.get("actions").and_then(Json::as_array))
-            .flatten()
-            .cloned()
-            .collect(),
-        Some(i) => i
-            .get("actions")
-            .and_then(Json::as_array)
-            .cloned()
-            .unwrap_or_default(),
+    let actions: Vec<&Json> = match items {
+        Some(Json::Array(list)) => list.iter().flat_map(|i| each(i, "actions")).collect(),
+        Some(i) => each(i, "actions").collect(),
         None => vec![],
     };
     actions
-        .iter()
+        .into_iter()
         .map(|a| {
             let kind = a.get("type").and_then(Json::as_str).unwrap_or("postback");
             let label = a
@@ -390,12 +454,29 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
-    fn headers(pairs: &[(&'static str, String)]) -> http::HeaderMap {
-        let mut h = http::HeaderMap::new();
+    /// Parses one webhook call, with the headers `pairs`, to a channel of `kind` with `options`.
+    fn receive(
+        kind: &str,
+        options: &Map<String, Json>,
+        pairs: &[(&'static str, String)],
+        query: Option<&str>,
+        body: &[u8],
+    ) -> Result<Inbound, ChannelError> {
+        let mut headers = http::HeaderMap::new();
         for (k, v) in pairs {
-            h.insert(*k, v.parse().unwrap());
+            headers.insert(*k, v.parse().unwrap());
         }
-        h
+        let call = Call {
+            headers: &headers,
+            query,
+            body,
+        };
+        parse(&info(kind, options), &call)
+    }
+
+    /// The metadata field `key` of an inbound item.
+    fn meta<'a>(item: &'a InboundItem, key: &str) -> &'a Json {
+        &item.message.metadata.as_ref().unwrap()[key]
     }
 
     fn messages(i: Inbound) -> Vec<InboundItem> {
@@ -411,15 +492,7 @@ mod tests {
         let o = opts(serde_json::json!({"secret": "s", "token": "T"}));
         let body = br#"{"events":[{"type":"follow","webhookEventId":"e1","source":{"type":"user","userId":"U1"}}]}"#;
         let sig = base64::engine::general_purpose::STANDARD.encode(hmac_sha256(b"s", body));
-        let m = messages(
-            parse(
-                &info("line", &o),
-                &headers(&[("x-line-signature", sig)]),
-                None,
-                body,
-            )
-            .unwrap(),
-        );
+        let m = messages(receive("line", &o, &[("x-line-signature", sig)], None, body).unwrap());
         assert_eq!(
             m[0].message.payload,
             Some(serde_json::json!({"type": "follow"}))
@@ -433,7 +506,7 @@ mod tests {
         // A LINE channel without a secret cannot be verified: refused.
         let none = Map::new();
         assert!(matches!(
-            parse(&info("line", &none), &headers(&[]), None, body),
+            receive("line", &none, &[], None, body),
             Err(ChannelError::Signature(_))
         ));
     }
@@ -444,66 +517,31 @@ mod tests {
         // bot can look the sender's profile up with it.
         let o = opts(serde_json::json!({"token": "BOT"}));
         let body = br#"{"update_id":9,"message":{"message_id":1,"from":{"id":5,"first_name":"Budi","last_name":"S"},"chat":{"id":5},"text":"/start"}}"#;
-        let m = messages(parse(&info("telegram", &o), &headers(&[]), None, body).unwrap());
+        let m = messages(receive("telegram", &o, &[], None, body).unwrap());
         assert_eq!(m[0].message.content.as_deref(), Some("/start"));
         assert_eq!(m[0].provider_id.as_deref(), Some("9"));
-        assert_eq!(
-            m[0].message.metadata.as_ref().unwrap()["telegramSenderName"],
-            "Budi S"
-        );
-        assert_eq!(
-            m[0].message.metadata.as_ref().unwrap()["telegramAccessToken"],
-            "BOT"
-        );
+        assert_eq!(meta(&m[0], "telegramSenderName"), "Budi S");
+        assert_eq!(meta(&m[0], "telegramAccessToken"), "BOT");
     }
 
     #[test]
     fn messenger_verification_and_signed_postbacks() {
         let o = opts(serde_json::json!({"verifyToken": "vt", "secret": "app", "token": "PT"}));
-        let ok = parse(
-            &info("fbmessenger", &o),
-            &headers(&[]),
-            Some("hub.mode=subscribe&hub.verify_token=vt&hub.challenge=42"),
-            b"",
-        )
-        .unwrap();
+        let verify = Some("hub.mode=subscribe&hub.verify_token=vt&hub.challenge=42");
+        let ok = receive("fbmessenger", &o, &[], verify, b"").unwrap();
         assert!(matches!(ok, Inbound::Handshake { body, .. } if body == "42"));
-        let bad = parse(
-            &info("fbmessenger", &o),
-            &headers(&[]),
-            Some("hub.mode=subscribe&hub.verify_token=no&hub.challenge=42"),
-            b"",
-        );
-        assert!(bad.is_err());
+        let wrong = Some("hub.mode=subscribe&hub.verify_token=no&hub.challenge=42");
+        assert!(receive("fbmessenger", &o, &[], wrong, b"").is_err());
         let body = br#"{"object":"page","entry":[{"messaging":[{"sender":{"id":"P1"},"postback":{"payload":"type=follow","mid":"m1"}}]}]}"#;
-        let sig = format!("sha256={}", hex::encode(hmac_sha256(b"app", body)));
-        let m = messages(
-            parse(
-                &info("fbmessenger", &o),
-                &headers(&[("x-hub-signature-256", sig)]),
-                None,
-                body,
-            )
-            .unwrap(),
-        );
+        let signed = [("x-hub-signature-256", sha256_hex(b"app", body))];
+        let m = messages(receive("fbmessenger", &o, &signed, None, body).unwrap());
         assert_eq!(
             m[0].message.payload,
             Some(serde_json::json!({"type": "follow"}))
         );
-        assert_eq!(
-            m[0].message.metadata.as_ref().unwrap()["fbmessengerSenderId"],
-            "P1"
-        );
-        let forged = format!("sha256={}", hex::encode(hmac_sha256(b"other", body)));
-        assert!(
-            parse(
-                &info("fbmessenger", &o),
-                &headers(&[("x-hub-signature-256", forged)]),
-                None,
-                body
-            )
-            .is_err()
-        );
+        assert_eq!(meta(&m[0], "fbmessengerSenderId"), "P1");
+        let forged = [("x-hub-signature-256", sha256_hex(b"other", body))];
+        assert!(receive("fbmessenger", &o, &forged, None, body).is_err());
     }
 
     #[test]
@@ -516,36 +554,28 @@ mod tests {
             base.extend_from_slice(body);
             format!("v0={}", hex::encode(hmac_sha256(b"ss", &base)))
         };
-        let h = headers(&[
+        let h = [
             ("x-slack-request-timestamp", now.to_string()),
             ("x-slack-signature", sign(now)),
-        ]);
-        let ok = parse(&info("slack", &o), &h, None, body).unwrap();
+        ];
+        let ok = receive("slack", &o, &h, None, body).unwrap();
         assert!(matches!(ok, Inbound::Handshake { body, .. } if body == r#"{"challenge":"abc"}"#));
         // A replayed request from ten minutes ago is refused even with a valid signature.
         let old = now - 600;
-        let h = headers(&[
+        let h = [
             ("x-slack-request-timestamp", old.to_string()),
             ("x-slack-signature", sign(old)),
-        ]);
-        assert!(parse(&info("slack", &o), &h, None, body).is_err());
+        ];
+        assert!(receive("slack", &o, &h, None, body).is_err());
     }
 
     #[test]
     fn generic_signature_when_a_secret_is_set() {
         let o = opts(serde_json::json!({"secret": "g"}));
         let body = br#"{"userId":"u","messages":[{"type":"text","content":"hi"}]}"#;
-        assert!(parse(&info("generic", &o), &headers(&[]), None, body).is_err());
-        let sig = format!("sha256={}", hex::encode(hmac_sha256(b"g", body)));
-        let m = messages(
-            parse(
-                &info("generic", &o),
-                &headers(&[("x-botbox-signature", sig)]),
-                None,
-                body,
-            )
-            .unwrap(),
-        );
+        assert!(receive("generic", &o, &[], None, body).is_err());
+        let signed = [("x-botbox-signature", sha256_hex(b"g", body))];
+        let m = messages(receive("generic", &o, &signed, None, body).unwrap());
         assert_eq!(
             m[0].message.metadata,
             Some(serde_json::json!({"channelType": "generic"}))
@@ -557,38 +587,19 @@ mod tests {
         let o = opts(
             serde_json::json!({"secret": "app", "token": "T", "phoneNumberId": "PN", "verifyToken": "vt"}),
         );
-        let ok = parse(
-            &info("whatsapp", &o),
-            &headers(&[]),
-            Some("hub.mode=subscribe&hub.verify_token=vt&hub.challenge=9"),
-            b"",
-        )
-        .unwrap();
+        let verify = Some("hub.mode=subscribe&hub.verify_token=vt&hub.challenge=9");
+        let ok = receive("whatsapp", &o, &[], verify, b"").unwrap();
         assert!(matches!(ok, Inbound::Handshake { body, .. } if body == "9"));
         let body = br#"{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages","value":{
             "contacts":[{"profile":{"name":"Budi"},"wa_id":"628"}],
             "messages":[{"from":"628","id":"w1","type":"text","text":{"body":"hi"}},
                         {"from":"628","id":"w2","type":"interactive","interactive":{"type":"button_reply","button_reply":{"id":"yes","title":"Yes"}}}]}}]}]}"#;
-        let sig = format!("sha256={}", hex::encode(hmac_sha256(b"app", body)));
-        let m = messages(
-            parse(
-                &info("whatsapp", &o),
-                &headers(&[("x-hub-signature-256", sig)]),
-                None,
-                body,
-            )
-            .unwrap(),
-        );
+        let signed = [("x-hub-signature-256", sha256_hex(b"app", body))];
+        let m = messages(receive("whatsapp", &o, &signed, None, body).unwrap());
         assert_eq!(m[0].message.content.as_deref(), Some("hi"));
-        assert_eq!(
-            m[0].message.metadata.as_ref().unwrap()["whatsappSenderName"],
-            "Budi"
-        );
+        assert_eq!(meta(&m[0], "whatsappSenderName"), "Budi");
         // The provider's token rides in the metadata, as for every channel that has one.
-        assert_eq!(
-            m[0].message.metadata.as_ref().unwrap()["whatsappAccessToken"],
-            "T"
-        );
+        assert_eq!(meta(&m[0], "whatsappAccessToken"), "T");
         assert_eq!(
             m[1].message.payload,
             Some(
@@ -596,7 +607,7 @@ mod tests {
             )
         );
         assert_eq!(m[1].provider_id.as_deref(), Some("w2"));
-        assert!(parse(&info("whatsapp", &o), &headers(&[]), None, body).is_err());
+        assert!(receive("whatsapp", &o, &[], None, body).is_err());
     }
 
     #[test]
@@ -604,13 +615,7 @@ mod tests {
         use base64::Engine as _;
         let b64 = base64::engine::general_purpose::STANDARD;
         let o = opts(serde_json::json!({"secret": "cs", "token": "TW"}));
-        let crc = parse(
-            &info("twitter", &o),
-            &headers(&[]),
-            Some("crc_token=abc"),
-            b"",
-        )
-        .unwrap();
+        let crc = receive("twitter", &o, &[], Some("crc_token=abc"), b"").unwrap();
         let want = format!("sha256={}", b64.encode(hmac_sha256(b"cs", b"abc")));
         assert!(matches!(crc, Inbound::Handshake { body, .. } if body.contains(&want)));
         let body = br#"{"for_user_id":"bot","direct_message_events":[
@@ -618,72 +623,34 @@ mod tests {
             {"type":"message_create","id":"d2","message_create":{"sender_id":"bot","message_data":{"text":"echo"}}}],
             "users":{"u1":{"name":"Budi"}}}"#;
         let sig = format!("sha256={}", b64.encode(hmac_sha256(b"cs", body)));
-        let m = messages(
-            parse(
-                &info("twitter", &o),
-                &headers(&[("x-twitter-webhooks-signature", sig)]),
-                None,
-                body,
-            )
-            .unwrap(),
-        );
+        let signed = [("x-twitter-webhooks-signature", sig)];
+        let m = messages(receive("twitter", &o, &signed, None, body).unwrap());
         assert_eq!(m.len(), 1, "the bot's own message is ignored");
         assert_eq!(m[0].user_id, "u1");
-        assert_eq!(
-            m[0].message.metadata.as_ref().unwrap()["twitterSenderName"],
-            "Budi"
-        );
-        assert_eq!(
-            m[0].message.metadata.as_ref().unwrap()["twitterAccessToken"],
-            "TW"
-        );
+        assert_eq!(meta(&m[0], "twitterSenderName"), "Budi");
+        assert_eq!(meta(&m[0], "twitterAccessToken"), "TW");
     }
 
     #[test]
     fn qiscus_and_spark_inbound() {
         let o = opts(serde_json::json!({"webhookSecret": "q", "senderEmail": "bot@x"}));
         let body = br#"{"type":"post_comment","payload":{"from":{"email":"budi@x","name":"Budi"},"room":{"id":77},"message":{"id":5,"type":"text","text":"hi"}}}"#;
-        let m = messages(
-            parse(
-                &info("qiscus", &o),
-                &headers(&[("x-qiscus-secret", "q".into())]),
-                None,
-                body,
-            )
-            .unwrap(),
-        );
+        let right = [("x-qiscus-secret", "q".into())];
+        let m = messages(receive("qiscus", &o, &right, None, body).unwrap());
         assert_eq!(
             (m[0].user_id.as_str(), m[0].message.content.as_deref()),
             ("77", Some("hi"))
         );
-        assert_eq!(
-            m[0].message.metadata.as_ref().unwrap()["qiscusSenderName"],
-            "Budi"
-        );
-        assert!(
-            parse(
-                &info("qiscus", &o),
-                &headers(&[("x-qiscus-secret", "no".into())]),
-                None,
-                body
-            )
-            .is_err()
-        );
+        assert_eq!(meta(&m[0], "qiscusSenderName"), "Budi");
+        let wrong = [("x-qiscus-secret", "no".into())];
+        assert!(receive("qiscus", &o, &wrong, None, body).is_err());
 
         let o = opts(serde_json::json!({"secret": "sp", "token": "SPT"}));
         let body = br#"{"resource":"messages","event":"created","data":{"id":"m1","roomId":"R","personId":"P","personEmail":"p@x","text":"hi"}}"#;
         let mut mac = <Hmac<sha1::Sha1> as Mac>::new_from_slice(b"sp").unwrap();
         mac.update(body);
         let sig = hex::encode(mac.finalize().into_bytes());
-        let m = messages(
-            parse(
-                &info("spark", &o),
-                &headers(&[("x-spark-signature", sig)]),
-                None,
-                body,
-            )
-            .unwrap(),
-        );
+        let m = messages(receive("spark", &o, &[("x-spark-signature", sig)], None, body).unwrap());
         assert_eq!(
             (m[0].user_id.as_str(), m[0].message.content.as_deref()),
             ("R", Some("hi"))
@@ -691,14 +658,11 @@ mod tests {
         // A real Webex webhook has no text: the webhook must read it with the bot token.
         let o = opts(serde_json::json!({"token": "BT"}));
         let body = br#"{"resource":"messages","event":"created","data":{"id":"m2","roomId":"R","personId":"P"}}"#;
-        match parse(&info("spark", &o), &headers(&[]), None, body).unwrap() {
+        match receive("spark", &o, &[], None, body).unwrap() {
             Inbound::FetchText { item, fetch } => {
                 assert_eq!(item.user_id, "R");
                 assert_eq!(item.provider_id.as_deref(), Some("m2"));
-                assert_eq!(
-                    item.message.metadata.as_ref().unwrap()["sparkAccessToken"],
-                    "BT"
-                );
+                assert_eq!(meta(&item, "sparkAccessToken"), "BT");
                 assert_eq!(fetch.url, "http://provider/messages/m2");
                 assert_eq!(
                     fetch.headers,
@@ -709,7 +673,7 @@ mod tests {
         }
         let no_token = opts(serde_json::json!({}));
         assert!(matches!(
-            parse(&info("spark", &no_token), &headers(&[]), None, body),
+            receive("spark", &no_token, &[], None, body),
             Err(ChannelError::Payload(_))
         ));
     }

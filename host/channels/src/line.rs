@@ -3,40 +3,27 @@
 //! Options: `secret` (channel secret), `token` (channel access token).
 
 use super::{
-    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, postback_payload, template,
-    template_actions, verify_hmac, with_metadata,
+    Call, ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, bearer_json, each,
+    postback_payload, template, template_actions, verify_hmac, with_metadata,
 };
 use base64::Engine as _;
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
 
-pub fn parse(
-    ch: &ChannelInfo<'_>,
-    headers: &http::HeaderMap,
-    body: &[u8],
-) -> Result<Inbound, ChannelError> {
-    let secret = ch.opt(&["secret", "channelSecret"]).ok_or_else(|| {
-        ChannelError::Signature(
-            "the channel has no options.secret to check x-line-signature".into(),
-        )
-    })?;
-    let sig = header(headers, "x-line-signature")
-        .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
-        .ok_or_else(|| ChannelError::Signature("missing x-line-signature".into()))?;
-    if !verify_hmac(secret.as_bytes(), body, &sig) {
-        return Err(ChannelError::Signature(
-            "x-line-signature does not match".into(),
-        ));
-    }
-    let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
-    let events = v
-        .get("events")
-        .and_then(Json::as_array)
-        .cloned()
-        .unwrap_or_default();
+pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelError> {
+    const HEADER: &str = "x-line-signature";
+    let secret = ch.secret_for(&["secret", "channelSecret"], HEADER)?;
+    call.check_signature(
+        HEADER,
+        |s| base64::engine::general_purpose::STANDARD.decode(s).ok(),
+        verify_hmac,
+        secret,
+        call.body,
+    )?;
+    let v = call.json()?;
     let token = ch.opt(&["token", "channelAccessToken"]).unwrap_or("");
     let mut items = Vec::new();
-    for e in &events {
+    for e in each(&v, "events") {
         let Some(user) = e.pointer("/source/userId").and_then(Json::as_str) else {
             continue;
         };
@@ -262,11 +249,8 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
     let msgs: Vec<Json> = responses.iter().map(message).collect();
     msgs.chunks(5)
         .map(|chunk| Delivery {
-            url: format!("{}/v2/bot/message/push", ch.url.trim_end_matches('/')),
-            headers: vec![
-                ("content-type".into(), "application/json".into()),
-                ("authorization".into(), format!("Bearer {token}")),
-            ],
+            url: ch.api_url("/v2/bot/message/push"),
+            headers: bearer_json(token),
             body: json!({"to": user_id, "messages": chunk}),
         })
         .collect()

@@ -3,8 +3,8 @@
 //! out. Options: `token` (page access token), `secret` (app secret), `verifyToken`.
 
 use super::{
-    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, postback_payload, template,
-    template_actions, verify_hmac, with_metadata,
+    Call, ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, each, json_headers,
+    postback_payload, template, template_actions, verify_hmac, with_metadata,
 };
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
@@ -13,51 +13,29 @@ use serde_json::{Value as Json, json};
 /// HMAC-SHA256(app secret, body)>`, the app secret in `options.secret` (or `appSecret`).
 pub(crate) fn verify_meta_signature(
     ch: &ChannelInfo<'_>,
-    headers: &http::HeaderMap,
-    body: &[u8],
+    call: &Call<'_>,
 ) -> Result<(), ChannelError> {
-    let secret = ch.opt(&["secret", "appSecret"]).ok_or_else(|| {
-        ChannelError::Signature(
-            "the channel has no options.secret to check x-hub-signature-256".into(),
-        )
-    })?;
-    let sig = header(headers, "x-hub-signature-256")
-        .and_then(|s| s.strip_prefix("sha256="))
-        .and_then(|h| hex::decode(h).ok())
-        .ok_or_else(|| ChannelError::Signature("missing x-hub-signature-256".into()))?;
-    if !verify_hmac(secret.as_bytes(), body, &sig) {
-        return Err(ChannelError::Signature(
-            "x-hub-signature-256 does not match".into(),
-        ));
-    }
-    Ok(())
+    const HEADER: &str = "x-hub-signature-256";
+    let secret = ch.secret_for(&["secret", "appSecret"], HEADER)?;
+    call.check_signature(
+        HEADER,
+        |s| hex::decode(s.strip_prefix("sha256=")?).ok(),
+        verify_hmac,
+        secret,
+        call.body,
+    )
 }
 
-pub fn parse(
-    ch: &ChannelInfo<'_>,
-    headers: &http::HeaderMap,
-    query: Option<&str>,
-    body: &[u8],
-) -> Result<Inbound, ChannelError> {
-    if body.is_empty() {
-        return verify_subscription(ch, query);
+pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelError> {
+    if call.body.is_empty() {
+        return verify_subscription(ch, call.query);
     }
-    verify_meta_signature(ch, headers, body)?;
-    let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
+    verify_meta_signature(ch, call)?;
+    let v = call.json()?;
     let token = ch.opt(&["token"]).unwrap_or("");
     let mut items = Vec::new();
-    for entry in v
-        .get("entry")
-        .and_then(Json::as_array)
-        .cloned()
-        .unwrap_or_default()
-    {
-        for ev in entry
-            .get("messaging")
-            .and_then(Json::as_array)
-            .cloned()
-            .unwrap_or_default()
-        {
+    for entry in each(&v, "entry") {
+        for ev in each(entry, "messaging") {
             let Some(sender) = ev.pointer("/sender/id").and_then(Json::as_str) else {
                 continue;
             };
@@ -251,16 +229,13 @@ fn message(r: &Response) -> Option<Json> {
 
 pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
     let token = ch.opt(&["token"]).unwrap_or("");
-    let url = format!(
-        "{}/me/messages?access_token={token}",
-        ch.url.trim_end_matches('/')
-    );
+    let url = ch.api_url(&format!("/me/messages?access_token={token}"));
     responses
         .iter()
         .filter_map(message)
         .map(|message| Delivery {
             url: url.clone(),
-            headers: vec![("content-type".into(), "application/json".into())],
+            headers: json_headers(),
             body: json!({"recipient": {"id": user_id}, "messaging_type": "RESPONSE", "message": message}),
         })
         .collect()
@@ -270,20 +245,12 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
 mod tests {
     //! One test per template type of the language: each becomes the Send API's own message
     //! where Messenger has one.
-    use super::deliveries;
-    use crate::ChannelInfo;
-    use crate::template::{response, sample};
-    use serde_json::{Map, Value as Json, json};
+    use crate::template::sample_deliveries;
+    use serde_json::{Value as Json, json};
 
     fn fb(kind: &str) -> Option<Json> {
-        let o = Map::from_iter([("token".to_owned(), json!("PT"))]);
-        let ch = ChannelInfo {
-            kind: "fbmessenger",
-            url: "https://graph.facebook.com/v19.0",
-            options: &o,
-            now_ms: 0,
-        };
-        let d = deliveries(&ch, "P1", &[response(kind, sample(kind))]);
+        let url = "https://graph.facebook.com/v19.0";
+        let d = sample_deliveries("fbmessenger", url, "PT", "P1", kind);
         assert!(d.len() <= 1);
         d.into_iter().next().map(|d| {
             assert_eq!(

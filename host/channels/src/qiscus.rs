@@ -4,26 +4,22 @@
 //! conversation is the room id; the sender is in the metadata.
 
 use super::{
-    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, postback_payload,
+    Call, ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, postback_payload,
     with_metadata,
 };
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
 
-pub fn parse(
-    ch: &ChannelInfo<'_>,
-    headers: &http::HeaderMap,
-    body: &[u8],
-) -> Result<Inbound, ChannelError> {
+pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelError> {
     if let Some(secret) = ch.opt(&["webhookSecret", "secret"]) {
-        let got = header(headers, "x-qiscus-secret").unwrap_or("");
+        let got = call.header("x-qiscus-secret").unwrap_or("");
         if !super::secret_eq(got, secret) {
             return Err(ChannelError::Signature(
                 "x-qiscus-secret does not match".into(),
             ));
         }
     }
-    let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
+    let v = call.json()?;
     if v.get("type").and_then(Json::as_str) != Some("post_comment") {
         return Ok(Inbound::Messages(vec![]));
     }
@@ -70,10 +66,7 @@ pub fn parse(
 }
 
 pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
-    let url = format!(
-        "{}/api/v2.1/rest/post_comment",
-        ch.url.trim_end_matches('/')
-    );
+    let url = ch.api_url("/api/v2.1/rest/post_comment");
     responses
         .iter()
         .map(|r| {

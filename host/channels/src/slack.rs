@@ -3,22 +3,16 @@
 //! `chat.postMessage` out. Options: `token` (bot token), `secret` (signing secret).
 
 use super::{
-    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, verify_hmac, with_metadata,
+    Call, ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, verify_hmac, with_metadata,
 };
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
 
-pub fn parse(
-    ch: &ChannelInfo<'_>,
-    headers: &http::HeaderMap,
-    body: &[u8],
-) -> Result<Inbound, ChannelError> {
-    let secret = ch.opt(&["secret", "signingSecret"]).ok_or_else(|| {
-        ChannelError::Signature(
-            "the channel has no options.secret to check x-slack-signature".into(),
-        )
-    })?;
-    let ts = header(headers, "x-slack-request-timestamp")
+pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelError> {
+    const HEADER: &str = "x-slack-signature";
+    let secret = ch.secret_for(&["secret", "signingSecret"], HEADER)?;
+    let ts = call
+        .header("x-slack-request-timestamp")
         .and_then(|t| t.parse::<i64>().ok())
         .ok_or_else(|| ChannelError::Signature("missing x-slack-request-timestamp".into()))?;
     let now = ch.now_ms / 1000;
@@ -27,18 +21,16 @@ pub fn parse(
             "x-slack-request-timestamp is more than 5 minutes off".into(),
         ));
     }
-    let sig = header(headers, "x-slack-signature")
-        .and_then(|s| s.strip_prefix("v0="))
-        .and_then(|h| hex::decode(h).ok())
-        .ok_or_else(|| ChannelError::Signature("missing x-slack-signature".into()))?;
     let mut base = format!("v0:{ts}:").into_bytes();
-    base.extend_from_slice(body);
-    if !verify_hmac(secret.as_bytes(), &base, &sig) {
-        return Err(ChannelError::Signature(
-            "x-slack-signature does not match".into(),
-        ));
-    }
-    let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
+    base.extend_from_slice(call.body);
+    call.check_signature(
+        HEADER,
+        |s| hex::decode(s.strip_prefix("v0=")?).ok(),
+        verify_hmac,
+        secret,
+        &base,
+    )?;
+    let v = call.json()?;
     match v.get("type").and_then(Json::as_str) {
         Some("url_verification") => Ok(Inbound::Handshake {
             content_type: "application/json",
@@ -77,7 +69,7 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
     responses
         .iter()
         .map(|r| Delivery {
-            url: format!("{}/chat.postMessage", ch.url.trim_end_matches('/')),
+            url: ch.api_url("/chat.postMessage"),
             headers: vec![
                 (
                     "content-type".into(),

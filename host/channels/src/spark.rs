@@ -5,31 +5,31 @@
 //! A `data.text` in the webhook (added by a relay) is used as it is.
 
 use super::{
-    ChannelError, ChannelInfo, Delivery, FetchText, Inbound, InboundItem, header, with_metadata,
+    Call, ChannelError, ChannelInfo, Delivery, FetchText, Inbound, InboundItem, bearer_json,
+    with_metadata,
 };
 use hmac::{Hmac, Mac};
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
 
-pub fn parse(
-    ch: &ChannelInfo<'_>,
-    headers: &http::HeaderMap,
-    body: &[u8],
-) -> Result<Inbound, ChannelError> {
+/// Constant-time check of an HMAC-SHA1 (Webex signs with SHA-1).
+fn verify_hmac_sha1(secret: &[u8], body: &[u8], expected: &[u8]) -> bool {
+    let mut mac = Hmac::<sha1::Sha1>::new_from_slice(secret).expect("any key length");
+    mac.update(body);
+    mac.verify_slice(expected).is_ok()
+}
+
+pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelError> {
     if let Some(secret) = ch.opt(&["secret"]) {
-        let sig = header(headers, "x-spark-signature")
-            .and_then(|h| hex::decode(h).ok())
-            .ok_or_else(|| ChannelError::Signature("missing x-spark-signature".into()))?;
-        let mut mac =
-            Hmac::<sha1::Sha1>::new_from_slice(secret.as_bytes()).expect("any key length");
-        mac.update(body);
-        if mac.verify_slice(&sig).is_err() {
-            return Err(ChannelError::Signature(
-                "x-spark-signature does not match".into(),
-            ));
-        }
+        call.check_signature(
+            "x-spark-signature",
+            |s| hex::decode(s).ok(),
+            verify_hmac_sha1,
+            secret,
+            call.body,
+        )?;
     }
-    let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
+    let v = call.json()?;
     if v.get("resource").and_then(Json::as_str) != Some("messages")
         || v.get("event").and_then(Json::as_str) != Some("created")
     {
@@ -71,7 +71,7 @@ pub fn parse(
     Ok(Inbound::FetchText {
         item: item(""),
         fetch: FetchText {
-            url: format!("{}/messages/{id}", ch.url.trim_end_matches('/')),
+            url: ch.api_url(&format!("/messages/{id}")),
             headers: vec![("authorization".into(), format!("Bearer {token}"))],
         },
     })
@@ -82,11 +82,8 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
     responses
         .iter()
         .map(|r| Delivery {
-            url: format!("{}/messages", ch.url.trim_end_matches('/')),
-            headers: vec![
-                ("content-type".into(), "application/json".into()),
-                ("authorization".into(), format!("Bearer {token}")),
-            ],
+            url: ch.api_url("/messages"),
+            headers: bearer_json(token),
             body: json!({"roomId": user_id, "text": super::plain_text(r)}),
         })
         .collect()

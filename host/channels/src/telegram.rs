@@ -3,28 +3,24 @@
 //! Options: `token` (bot token), `secretToken`.
 
 use super::{
-    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, postback_payload, template,
-    template_actions, with_metadata,
+    Call, ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, json_headers,
+    postback_payload, template, template_actions, with_metadata,
 };
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
 
 pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 
-pub fn parse(
-    ch: &ChannelInfo<'_>,
-    headers: &http::HeaderMap,
-    body: &[u8],
-) -> Result<Inbound, ChannelError> {
+pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelError> {
     if let Some(secret) = ch.opt(&["secretToken", "secret"]) {
-        let got = header(headers, SECRET_HEADER).unwrap_or("");
+        let got = call.header(SECRET_HEADER).unwrap_or("");
         if !super::secret_eq(got, secret) {
             return Err(ChannelError::Signature(format!(
                 "{SECRET_HEADER} does not match"
             )));
         }
     }
-    let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
+    let v = call.json()?;
     let update_id = v.get("update_id").map(|u| u.to_string());
     let (from, chat, msg) = if let Some(m) = v.get("message").or_else(|| v.get("edited_message")) {
         let msg = if let Some(t) = m.get("text").and_then(Json::as_str) {
@@ -178,7 +174,7 @@ fn calls(r: &Response) -> Vec<(&'static str, Json)> {
 /// One Bot API call per response (a carousel: one per card).
 pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
     let token = ch.opt(&["token"]).unwrap_or("");
-    let base = format!("{}/bot{token}", ch.url.trim_end_matches('/'));
+    let base = ch.api_url(&format!("/bot{token}"));
     responses
         .iter()
         .flat_map(calls)
@@ -186,7 +182,7 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
             body["chat_id"] = json!(user_id);
             Delivery {
                 url: format!("{base}/{method}"),
-                headers: vec![("content-type".into(), "application/json".into())],
+                headers: json_headers(),
                 body,
             }
         })
@@ -198,19 +194,12 @@ mod tests {
     //! One test per template type of the language: each becomes Telegram's own call where
     //! Telegram has one.
     use super::deliveries;
-    use crate::template::{response, sample};
+    use crate::template::{response, sample_deliveries};
     use crate::{ChannelInfo, Delivery};
     use serde_json::{Map, json};
 
     fn telegram(kind: &str) -> Vec<Delivery> {
-        let o = Map::from_iter([("token".to_owned(), json!("T"))]);
-        let ch = ChannelInfo {
-            kind: "telegram",
-            url: "https://api.telegram.org",
-            options: &o,
-            now_ms: 0,
-        };
-        deliveries(&ch, "42", &[response(kind, sample(kind))])
+        sample_deliveries("telegram", "https://api.telegram.org", "T", "42", kind)
     }
 
     fn method(d: &Delivery) -> &str {

@@ -183,6 +183,26 @@ pub fn response(kind: &str, items: Json) -> Response {
     .expect("a response")
 }
 
+/// What a channel of `kind` at `url`, with the token `token`, sends `user` for the sample of
+/// the template type `template`.
+#[cfg(test)]
+pub fn sample_deliveries(
+    kind: &str,
+    url: &str,
+    token: &str,
+    user: &str,
+    template: &str,
+) -> Vec<crate::Delivery> {
+    let options = serde_json::Map::from_iter([("token".to_owned(), serde_json::json!(token))]);
+    let ch = crate::ChannelInfo {
+        kind,
+        url,
+        options: &options,
+        now_ms: 0,
+    };
+    crate::deliveries(&ch, user, &[response(template, sample(template))])
+}
+
 /// Items of every template type as a bot writes them, for the tests of each
 /// provider.
 #[cfg(test)]

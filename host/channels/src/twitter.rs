@@ -6,25 +6,21 @@
 //! the v1.1 DM endpoint wants OAuth 1.0a user context).
 
 use super::{
-    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, header, hmac_sha256,
-    postback_payload, template_actions, verify_hmac, with_metadata,
+    Call, ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, bearer_json, each,
+    hmac_sha256, postback_payload, template_actions, verify_hmac, with_metadata,
 };
 use base64::Engine as _;
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
 
-pub fn parse(
-    ch: &ChannelInfo<'_>,
-    headers: &http::HeaderMap,
-    query: Option<&str>,
-    body: &[u8],
-) -> Result<Inbound, ChannelError> {
+pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelError> {
     let secret = ch.opt(&["secret", "consumerSecret"]).ok_or_else(|| {
         ChannelError::Signature("the channel has no options.secret (consumer secret)".into())
     })?;
     let b64 = base64::engine::general_purpose::STANDARD;
-    if body.is_empty() {
-        let crc = query
+    if call.body.is_empty() {
+        let crc = call
+            .query
             .unwrap_or("")
             .split('&')
             .find_map(|p| p.strip_prefix("crc_token="))
@@ -35,24 +31,17 @@ pub fn parse(
             body: json!({"response_token": format!("sha256={token}")}).to_string(),
         });
     }
-    let sig = header(headers, "x-twitter-webhooks-signature")
-        .and_then(|s| s.strip_prefix("sha256="))
-        .and_then(|s| b64.decode(s).ok())
-        .ok_or_else(|| ChannelError::Signature("missing x-twitter-webhooks-signature".into()))?;
-    if !verify_hmac(secret.as_bytes(), body, &sig) {
-        return Err(ChannelError::Signature(
-            "x-twitter-webhooks-signature does not match".into(),
-        ));
-    }
-    let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
+    call.check_signature(
+        "x-twitter-webhooks-signature",
+        |s| b64.decode(s.strip_prefix("sha256=")?).ok(),
+        verify_hmac,
+        secret,
+        call.body,
+    )?;
+    let v = call.json()?;
     let me = v.get("for_user_id").and_then(Json::as_str).unwrap_or("");
     let mut items = Vec::new();
-    for e in v
-        .get("direct_message_events")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for e in each(&v, "direct_message_events") {
         let Some(sender) = e
             .pointer("/message_create/sender_id")
             .and_then(Json::as_str)
@@ -88,10 +77,7 @@ pub fn parse(
 
 pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
     let token = ch.opt(&["token"]).unwrap_or("");
-    let url = format!(
-        "{}/1.1/direct_messages/events/new.json",
-        ch.url.trim_end_matches('/')
-    );
+    let url = ch.api_url("/1.1/direct_messages/events/new.json");
     responses
         .iter()
         .map(|r| {
@@ -124,10 +110,7 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
             }
             Delivery {
                 url: url.clone(),
-                headers: vec![
-                    ("content-type".into(), "application/json".into()),
-                    ("authorization".into(), format!("Bearer {token}")),
-                ],
+                headers: bearer_json(token),
                 body: json!({"event": {"type": "message_create", "message_create": {
                     "target": {"recipient_id": user_id}, "message_data": data}}}),
             }

@@ -4,41 +4,23 @@
 //! list replies arrive as data `{type: "postback", postback: {id, title}}`.
 
 use super::{
-    ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, template_actions, with_metadata,
+    Call, ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, bearer_json, each,
+    template_actions, with_metadata,
 };
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
 
-pub fn parse(
-    ch: &ChannelInfo<'_>,
-    headers: &http::HeaderMap,
-    query: Option<&str>,
-    body: &[u8],
-) -> Result<Inbound, ChannelError> {
-    if body.is_empty() {
-        return super::messenger::verify_subscription(ch, query);
+pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelError> {
+    if call.body.is_empty() {
+        return super::messenger::verify_subscription(ch, call.query);
     }
-    super::messenger::verify_meta_signature(ch, headers, body)?;
-    let v: Json = serde_json::from_slice(body).map_err(|e| ChannelError::Payload(e.to_string()))?;
+    super::messenger::verify_meta_signature(ch, call)?;
+    let v = call.json()?;
     let mut items = Vec::new();
-    for entry in v
-        .get("entry")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-    {
-        for change in entry
-            .get("changes")
-            .and_then(Json::as_array)
-            .into_iter()
-            .flatten()
-        {
+    for entry in each(&v, "entry") {
+        for change in each(entry, "changes") {
             let value = change.get("value").cloned().unwrap_or(Json::Null);
-            let names: Vec<(String, String)> = value
-                .get("contacts")
-                .and_then(Json::as_array)
-                .into_iter()
-                .flatten()
+            let names: Vec<(String, String)> = each(&value, "contacts")
                 .filter_map(|c| {
                     Some((
                         c.get("wa_id")?.as_str()?.to_owned(),
@@ -49,12 +31,7 @@ pub fn parse(
                     ))
                 })
                 .collect();
-            for m in value
-                .get("messages")
-                .and_then(Json::as_array)
-                .into_iter()
-                .flatten()
-            {
+            for m in each(&value, "messages") {
                 let Some(from) = m.get("from").and_then(Json::as_str) else {
                     continue;
                 };
@@ -106,7 +83,7 @@ pub fn parse(
 pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
     let token = ch.opt(&["token"]).unwrap_or("");
     let phone = ch.opt(&["phoneNumberId"]).unwrap_or("");
-    let url = format!("{}/{phone}/messages", ch.url.trim_end_matches('/'));
+    let url = ch.api_url(&format!("/{phone}/messages"));
     responses
         .iter()
         .map(|r| {
@@ -129,10 +106,7 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
             };
             Delivery {
                 url: url.clone(),
-                headers: vec![
-                    ("content-type".into(), "application/json".into()),
-                    ("authorization".into(), format!("Bearer {token}")),
-                ],
+                headers: bearer_json(token),
                 body,
             }
         })

@@ -108,7 +108,12 @@ impl Live {
             Err(e) => return Receipt::Failed(anyhow::anyhow!("{e}")),
         };
         let info = route.info();
-        let items = match channels::parse(&info, headers, query, body) {
+        let call = channels::Call {
+            headers,
+            query,
+            body,
+        };
+        let items = match channels::parse(&info, &call) {
             Err(ChannelError::Signature(m)) => {
                 tracing::warn!(channel = %channel_id, reason = %m, "webhook rejected: bad signature");
                 return Receipt::BadSignature(m);
