@@ -11,15 +11,17 @@
 use super::v1::KeyCtx;
 use super::{ApiError, ApiResult, App, Body, Caller, project_for, query_pairs};
 use crate::v1_problem::{V1Error, V1Result};
-use axum::Extension;
 use axum::body::Bytes;
+use axum::extract::FromRequestParts;
 use axum::extract::{Path, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use botbox_service::agent::Problem;
 use botbox_service::agent::keys::KeyKind;
 use botbox_service::auth::{Action, Resource};
-use botbox_service::cases::webhooks::{self, EVENT_TYPES, VerifyError, show_secret};
+use botbox_service::cases::subscriptions;
+use botbox_service::cases::webhooks::{self, VerifyError, show_secret};
 use botbox_service::cases::worker::CaseError;
 use botbox_service::cases::{self, CaseSpec, Decision};
 use botbox_store::{CaseRow, EndpointRow, EnvironmentRow, HookRow, ProjectRow, TaskRow, now_ms};
@@ -221,18 +223,55 @@ fn outputs_view(t: &TaskRow) -> Json {
 // ---------------------------------------------------------------------------------------------
 // /v1: Cases and tasks (workspace key)
 
-fn workspace(key: &KeyCtx) -> V1Result<&str> {
-    match key.kind {
-        KeyKind::Workspace => Ok(&key.key.scope),
-        KeyKind::Agent => Err(V1Error(Problem::forbidden(
-            "Cases, tasks and webhooks need a workspace key (sk-ws-…); an agent key only chats.",
-        ))),
+/// A `/v1` caller holding a workspace key (`sk-ws-`): its workspace and the name records
+/// give it. An agent key is refused (403) before the handler runs.
+struct Ws {
+    app: App,
+    ws: String,
+    by: String,
+}
+
+impl FromRequestParts<App> for Ws {
+    type Rejection = V1Error;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, V1Error> {
+        let key = parts
+            .extensions
+            .get::<KeyCtx>()
+            .ok_or_else(|| Problem::internal("a /v1 route without its key gate"))?;
+        if key.kind != KeyKind::Workspace {
+            return Err(V1Error(Problem::forbidden(
+                "Cases, tasks and webhooks need a workspace key (sk-ws-…); an agent key only chats.",
+            )));
+        }
+        Ok(Ws {
+            app: app.clone(),
+            ws: key.key.scope.clone(),
+            by: format!("key {} ({})", key.key.name, key.key.hint),
+        })
     }
 }
 
-fn key_name(key: &KeyCtx) -> String {
-    format!("key {} ({})", key.key.name, key.key.hint)
+impl Ws {
+    fn scope(&self) -> Scope<'_> {
+        Scope::Workspace(&self.ws)
+    }
+
+    /// `{"data": [...]}` of rows shown by `view`.
+    fn list<T>(rows: Vec<T>, view: impl Fn(&T) -> Json) -> V1Json {
+        Ok(axum::Json(
+            json!({"data": rows.iter().map(view).collect::<Vec<_>>()}),
+        ))
+    }
+
+    /// A registration's view with its signing secret, shown this once.
+    fn with_secret(&self, mut view: Json, id: &str, generation: i64) -> Json {
+        view["secret"] = json!(show_secret(&self.app.tasks.key.secret(id, generation)));
+        view
+    }
 }
+
+type V1Json = V1Result<axum::Json<Json>>;
 
 fn json_body(bytes: &[u8]) -> V1Result<Json> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -278,11 +317,6 @@ enum Scope<'a> {
 }
 
 impl<'a> Scope<'a> {
-    /// A `/v1` key's scope: its workspace (403 for an agent key).
-    fn of_key(key: &'a KeyCtx) -> V1Result<Scope<'a>> {
-        Ok(Scope::Workspace(workspace(key)?))
-    }
-
     fn workspace(self) -> &'a str {
         match self {
             Scope::Workspace(ws) => ws,
@@ -361,41 +395,27 @@ fn created(v: Json) -> Response {
 /// Creates a Case bound to an environment of the workspace.
 #[utoipa::path(post, path = "/v1/cases", tag = "cases", security(("bearer" = [])),
     request_body = Object, responses((status = 201, body = Object), (status = 400), (status = 403)))]
-async fn v1_create_case(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    body: Bytes,
-) -> V1Result<Response> {
-    let ws = workspace(&key)?.to_owned();
+async fn v1_create_case(k: Ws, body: Bytes) -> V1Result<Response> {
     let (name, env_id, _, spec) = split_case(&json_body(&body)?)?;
     let env_id = env_id.ok_or_else(|| {
         Problem::invalid_at("/environmentId", "a Case needs environmentId (its agent)")
     })?;
-    let env = env_of_workspace(&app, &ws, &env_id).await?;
-    let c = save_case(&app, &ws, &env, name, &spec, &key_name(&key), None).await?;
+    let env = env_of_workspace(&k.app, &k.ws, &env_id).await?;
+    let c = save_case(&k.app, &k.ws, &env, name, &spec, &k.by, None).await?;
     Ok(created(case_view(&c)))
 }
 
 /// The workspace's Cases.
 #[utoipa::path(get, path = "/v1/cases", tag = "cases", security(("bearer" = [])),
     responses((status = 200, body = Object)))]
-async fn v1_list_cases(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-) -> V1Result<axum::Json<Json>> {
-    let ws = workspace(&key)?;
-    let list: Vec<Json> = app.db.list_cases(ws).await?.iter().map(case_view).collect();
-    Ok(axum::Json(json!({"data": list})))
+async fn v1_list_cases(k: Ws) -> V1Json {
+    Ws::list(k.app.db.list_cases(&k.ws).await?, case_view)
 }
 
 #[utoipa::path(get, path = "/v1/cases/{caseId}", tag = "cases", security(("bearer" = [])),
     params(("caseId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
-async fn v1_get_case(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-) -> V1Result<axum::Json<Json>> {
-    let c = Scope::of_key(&key)?.case(&app, &id).await?;
+async fn v1_get_case(k: Ws, Path(id): Path<String>) -> V1Json {
+    let c = k.scope().case(&k.app, &id).await?;
     Ok(axum::Json(case_view(&c)))
 }
 
@@ -403,41 +423,27 @@ async fn v1_get_case(
 #[utoipa::path(put, path = "/v1/cases/{caseId}", tag = "cases", security(("bearer" = [])),
     params(("caseId" = String, Path)), request_body = Object,
     responses((status = 200, body = Object), (status = 400), (status = 404)))]
-async fn v1_put_case(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> V1Result<axum::Json<Json>> {
-    let old = Scope::of_key(&key)?.case(&app, &id).await?;
+async fn v1_put_case(k: Ws, Path(id): Path<String>, body: Bytes) -> V1Json {
+    let old = k.scope().case(&k.app, &id).await?;
     let (name, env_id, _, spec) = split_case(&json_body(&body)?)?;
     let env_id = env_id.unwrap_or_else(|| old.environment_id.clone());
-    let env = env_of_workspace(&app, &old.workspace_id, &env_id).await?;
-    let c = save_case(
-        &app,
-        &old.workspace_id,
-        &env,
-        name,
-        &spec,
-        &key_name(&key),
-        Some(&old),
-    )
-    .await?;
+    let env = env_of_workspace(&k.app, &k.ws, &env_id).await?;
+    let c = save_case(&k.app, &k.ws, &env, name, &spec, &k.by, Some(&old)).await?;
     Ok(axum::Json(case_view(&c)))
+}
+
+/// 204 when `deleted`, else 404 naming what was not found.
+fn deleted(deleted: bool, what: &str, id: &str) -> V1Result<StatusCode> {
+    match deleted {
+        true => Ok(StatusCode::NO_CONTENT),
+        false => Err(V1Error(Problem::not_found(format!("no {what} {id}")))),
+    }
 }
 
 #[utoipa::path(delete, path = "/v1/cases/{caseId}", tag = "cases", security(("bearer" = [])),
     params(("caseId" = String, Path)), responses((status = 204), (status = 404)))]
-async fn v1_delete_case(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-) -> V1Result<StatusCode> {
-    let ws = workspace(&key)?;
-    if !app.db.delete_case(ws, &id).await? {
-        return Err(V1Error(Problem::not_found(format!("no Case {id}"))));
-    }
-    Ok(StatusCode::NO_CONTENT)
+async fn v1_delete_case(k: Ws, Path(id): Path<String>) -> V1Result<StatusCode> {
+    deleted(k.app.db.delete_case(&k.ws, &id).await?, "Case", &id)
 }
 
 /// Creates a task: `{"inputs": {...}}`, checked against the Case's input fields (400 with a
@@ -445,15 +451,10 @@ async fn v1_delete_case(
 #[utoipa::path(post, path = "/v1/cases/{caseId}/tasks", tag = "cases", security(("bearer" = [])),
     params(("caseId" = String, Path)), request_body = Object,
     responses((status = 201, body = Object), (status = 400), (status = 404)))]
-async fn v1_create_task(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> V1Result<Response> {
-    let c = Scope::of_key(&key)?.case(&app, &id).await?;
-    let t = new_task(&app, &c, &json_body(&body)?, &key_name(&key)).await?;
-    let mut r = created(app.tasks.view(&t, base(&app)).await?);
+async fn v1_create_task(k: Ws, Path(id): Path<String>, body: Bytes) -> V1Result<Response> {
+    let c = k.scope().case(&k.app, &id).await?;
+    let t = new_task(&k.app, &c, &json_body(&body)?, &k.by).await?;
+    let mut r = created(k.app.tasks.view(&t, base(&k.app)).await?);
     r.headers_mut().insert(
         header::LOCATION,
         HeaderValue::from_str(&format!("/v1/tasks/{}", t.id)).unwrap(),
@@ -464,13 +465,9 @@ async fn v1_create_task(
 /// The Case's latest 100 tasks, newest first.
 #[utoipa::path(get, path = "/v1/cases/{caseId}/tasks", tag = "cases", security(("bearer" = [])),
     params(("caseId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
-async fn v1_list_tasks(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-) -> V1Result<axum::Json<Json>> {
-    let c = Scope::of_key(&key)?.case(&app, &id).await?;
-    Ok(axum::Json(tasks_view(&app, &c).await?))
+async fn v1_list_tasks(k: Ws, Path(id): Path<String>) -> V1Json {
+    let c = k.scope().case(&k.app, &id).await?;
+    Ok(axum::Json(tasks_view(&k.app, &c).await?))
 }
 
 /// A Case's tasks as both APIs list them: `{"data": [task, …]}`.
@@ -498,13 +495,12 @@ async fn done_outputs(app: &App, t: &TaskRow) -> Result<Option<Json>, CaseError>
 /// review may wait for a person for a long time: prefer callbacks).
 #[utoipa::path(get, path = "/v1/tasks/{taskId}", tag = "cases", security(("bearer" = [])),
     params(("taskId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
-async fn v1_get_task(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-) -> V1Result<Response> {
-    let t = Scope::of_key(&key)?.task(&app, &id).await?;
-    Ok(with_retry_after(&t, app.tasks.view(&t, base(&app)).await?))
+async fn v1_get_task(k: Ws, Path(id): Path<String>) -> V1Result<Response> {
+    let t = k.scope().task(&k.app, &id).await?;
+    Ok(with_retry_after(
+        &t,
+        k.app.tasks.view(&t, base(&k.app)).await?,
+    ))
 }
 
 fn with_retry_after(t: &TaskRow, v: Json) -> Response {
@@ -524,26 +520,17 @@ fn with_retry_after(t: &TaskRow, v: Json) -> Response {
 /// The outputs and artifacts of a `done` task; 409 `task-not-done` before.
 #[utoipa::path(get, path = "/v1/tasks/{taskId}/outputs", tag = "cases", security(("bearer" = [])),
     params(("taskId" = String, Path)), responses((status = 200, body = Object), (status = 404), (status = 409)))]
-async fn v1_task_outputs(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-) -> V1Result<axum::Json<Json>> {
-    let t = Scope::of_key(&key)?.task(&app, &id).await?;
-    match done_outputs(&app, &t).await? {
-        Some(v) => Ok(axum::Json(v)),
-        None => Err(V1Error(
-            Problem::conflict(
-                "task-not-done",
-                "Task not done",
-                format!(
-                    "The task is {}; outputs are read when it is done.",
-                    t.status
-                ),
-            )
-            .with("currentStatus", json!(t.status)),
-        )),
-    }
+async fn v1_task_outputs(k: Ws, Path(id): Path<String>) -> V1Json {
+    let t = k.scope().task(&k.app, &id).await?;
+    let Some(v) = done_outputs(&k.app, &t).await? else {
+        let detail = format!(
+            "The task is {}; outputs are read when it is done.",
+            t.status
+        );
+        let p = Problem::conflict("task-not-done", "Task not done", detail);
+        return Err(V1Error(p.with("currentStatus", json!(t.status))));
+    };
+    Ok(axum::Json(v))
 }
 
 /// A reviewer's decision: `{decision: approve|reject|changes, comment?, outputs?}`.
@@ -551,15 +538,11 @@ async fn v1_task_outputs(
 #[utoipa::path(post, path = "/v1/tasks/{taskId}/review", tag = "cases", security(("bearer" = [])),
     params(("taskId" = String, Path)), request_body = Object,
     responses((status = 200, body = Object), (status = 400), (status = 404), (status = 409)))]
-async fn v1_review_task(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> V1Result<axum::Json<Json>> {
-    let scope = Scope::of_key(&key)?;
-    let view = review_in(&app, scope, &id, &json_body(&body)?, &key_name(&key)).await?;
-    Ok(axum::Json(view))
+async fn v1_review_task(k: Ws, Path(id): Path<String>, body: Bytes) -> V1Json {
+    let body = json_body(&body)?;
+    Ok(axum::Json(
+        review_in(&k.app, k.scope(), &id, &body, &k.by).await?,
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -574,204 +557,103 @@ fn endpoint_view(e: &EndpointRow) -> Json {
         "createdAt": botbox_service::agent::iso_ms(e.created_at)})
 }
 
-/// An endpoint's URL: HTTPS (http too when the deployment allows it, see
-/// [`webhooks::CallbackConfig::allow_http`]), with a host, at most 2048 characters.
-fn check_url(u: &str, allow_http: bool) -> Result<(), Problem> {
-    match url::Url::parse(u) {
-        Ok(p) if p.scheme() == "http" && !allow_http => Err(Problem::invalid_at(
-            "/url",
-            "must be an https URL (this server does not send callbacks over plain http)",
-        )),
-        Ok(p)
-            if matches!(p.scheme(), "http" | "https") && p.host().is_some() && u.len() <= 2048 =>
-        {
-            Ok(())
-        }
-        _ => Err(Problem::invalid_at(
-            "/url",
-            "must be an https URL of at most 2048 characters",
-        )),
-    }
-}
-
 /// Registers a callback endpoint: `{url, eventTypes?}` (default: every task event). The
+/// URL is https (http too where [`webhooks::CallbackConfig::allow_http`] allows it). The
 /// answer shows its signing `secret` (`whsec_…`) once.
 #[utoipa::path(post, path = "/v1/webhooks", tag = "cases", security(("bearer" = [])),
     request_body = Object, responses((status = 201, body = Object), (status = 400)))]
-async fn v1_create_endpoint(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    body: Bytes,
-) -> V1Result<Response> {
-    let ws = workspace(&key)?.to_owned();
-    let b = json_body(&body)?;
-    let url = b["url"].as_str().unwrap_or_default().to_owned();
-    check_url(&url, app.tasks.callbacks.allow_http())?;
-    let types: Vec<String> = match b.get("eventTypes") {
-        None => vec![
-            "task.review_requested".into(),
-            "task.completed".into(),
-            "task.failed".into(),
-        ],
-        Some(Json::Array(a)) => {
-            let mut v = Vec::new();
-            for (i, t) in a.iter().enumerate() {
-                match t.as_str() {
-                    Some(t) if t == "*" || EVENT_TYPES.contains(&t) => v.push(t.to_owned()),
-                    _ => {
-                        return Err(V1Error(Problem::invalid_at(
-                            &format!("/eventTypes/{i}"),
-                            format!(
-                                "unknown event type; one of {}, or *",
-                                EVENT_TYPES.join(", ")
-                            ),
-                        )));
-                    }
-                }
-            }
-            v
-        }
-        Some(_) => {
-            return Err(V1Error(Problem::invalid_at(
-                "/eventTypes",
-                "must be an array",
-            )));
-        }
-    };
-    let e = EndpointRow {
-        id: botbox_service::agent::new_prefixed(cases::ENDPOINT_PREFIX),
-        workspace_id: ws,
-        url,
-        event_types: json!(types).to_string(),
-        enabled: 1,
-        disabled_reason: None,
-        generation: 1,
-        previous_until: None,
-        created_by: key_name(&key),
-        created_at: now_ms(),
-        exhausted: 0,
-        failing_since: None,
-    };
-    app.db.insert_endpoint(&e).await?;
-    let mut v = endpoint_view(&e);
-    v["secret"] = json!(show_secret(&app.tasks.key.secret(&e.id, e.generation)));
-    Ok(created(v))
+async fn v1_create_endpoint(k: Ws, body: Bytes) -> V1Result<Response> {
+    let allow_http = k.app.tasks.callbacks.allow_http();
+    let e = subscriptions::new_endpoint(&k.ws, &json_body(&body)?, &k.by, allow_http)?;
+    k.app.db.insert_endpoint(&e).await?;
+    Ok(created(k.with_secret(
+        endpoint_view(&e),
+        &e.id,
+        e.generation,
+    )))
 }
 
 #[utoipa::path(get, path = "/v1/webhooks", tag = "cases", security(("bearer" = [])),
     responses((status = 200, body = Object)))]
-async fn v1_list_endpoints(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-) -> V1Result<axum::Json<Json>> {
-    let ws = workspace(&key)?;
-    let v: Vec<Json> = app
-        .db
-        .list_endpoints(ws)
-        .await?
-        .iter()
-        .map(endpoint_view)
-        .collect();
-    Ok(axum::Json(json!({"data": v})))
+async fn v1_list_endpoints(k: Ws) -> V1Json {
+    Ws::list(k.app.db.list_endpoints(&k.ws).await?, endpoint_view)
 }
 
-async fn v1_endpoint(app: &App, key: &KeyCtx, id: &str) -> V1Result<EndpointRow> {
-    let ws = workspace(key)?;
-    app.db
-        .endpoint_in(ws, id)
-        .await?
-        .ok_or_else(|| V1Error(Problem::not_found(format!("no webhook endpoint {id}"))))
+fn no_endpoint(id: &str) -> V1Error {
+    V1Error(Problem::not_found(format!("no webhook endpoint {id}")))
+}
+
+impl Ws {
+    async fn endpoint(&self, id: &str) -> V1Result<EndpointRow> {
+        let e = self.app.db.endpoint_in(&self.ws, id).await?;
+        e.ok_or_else(|| no_endpoint(id))
+    }
 }
 
 #[utoipa::path(get, path = "/v1/webhooks/{endpointId}", tag = "cases", security(("bearer" = [])),
     params(("endpointId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
-async fn v1_get_endpoint(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-) -> V1Result<axum::Json<Json>> {
-    Ok(axum::Json(endpoint_view(
-        &v1_endpoint(&app, &key, &id).await?,
-    )))
+async fn v1_get_endpoint(k: Ws, Path(id): Path<String>) -> V1Json {
+    Ok(axum::Json(endpoint_view(&k.endpoint(&id).await?)))
 }
 
 #[utoipa::path(delete, path = "/v1/webhooks/{endpointId}", tag = "cases", security(("bearer" = [])),
     params(("endpointId" = String, Path)), responses((status = 204), (status = 404)))]
-async fn v1_delete_endpoint(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-) -> V1Result<StatusCode> {
-    let ws = workspace(&key)?;
-    if !app.db.delete_endpoint(ws, &id).await? {
-        return Err(V1Error(Problem::not_found(format!(
-            "no webhook endpoint {id}"
-        ))));
-    }
-    Ok(StatusCode::NO_CONTENT)
+async fn v1_delete_endpoint(k: Ws, Path(id): Path<String>) -> V1Result<StatusCode> {
+    deleted(
+        k.app.db.delete_endpoint(&k.ws, &id).await?,
+        "webhook endpoint",
+        &id,
+    )
 }
 
 /// A new signing secret (shown once); the previous one keeps signing for 24 h, so
 /// receivers can switch without losing a callback.
 #[utoipa::path(post, path = "/v1/webhooks/{endpointId}/rotate", tag = "cases", security(("bearer" = [])),
     params(("endpointId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
-async fn v1_rotate_endpoint(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-) -> V1Result<axum::Json<Json>> {
-    let ws = workspace(&key)?;
-    let e = app
-        .db
-        .rotate_endpoint(ws, &id, now_ms() + webhooks::ROTATION_GRACE_MS)
-        .await?
-        .ok_or_else(|| V1Error(Problem::not_found(format!("no webhook endpoint {id}"))))?;
-    let mut v = endpoint_view(&e);
-    v["secret"] = json!(show_secret(&app.tasks.key.secret(&e.id, e.generation)));
-    Ok(axum::Json(v))
+async fn v1_rotate_endpoint(k: Ws, Path(id): Path<String>) -> V1Json {
+    let grace_until = now_ms() + webhooks::ROTATION_GRACE_MS;
+    let e = k.app.db.rotate_endpoint(&k.ws, &id, grace_until).await?;
+    let e = e.ok_or_else(|| no_endpoint(&id))?;
+    Ok(axum::Json(k.with_secret(
+        endpoint_view(&e),
+        &e.id,
+        e.generation,
+    )))
 }
 
 /// Turns a disabled endpoint (410 Gone) on again.
 #[utoipa::path(post, path = "/v1/webhooks/{endpointId}/enable", tag = "cases", security(("bearer" = [])),
     params(("endpointId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
-async fn v1_enable_endpoint(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-) -> V1Result<axum::Json<Json>> {
-    let e = v1_endpoint(&app, &key, &id).await?;
-    app.db.set_endpoint_enabled(&e.id, None).await?;
-    Ok(axum::Json(endpoint_view(
-        &v1_endpoint(&app, &key, &id).await?,
-    )))
+async fn v1_enable_endpoint(k: Ws, Path(id): Path<String>) -> V1Json {
+    let e = k.endpoint(&id).await?;
+    k.app.db.set_endpoint_enabled(&e.id, None).await?;
+    Ok(axum::Json(endpoint_view(&k.endpoint(&id).await?)))
 }
 
 /// The endpoint's latest 100 messages with every delivery attempt.
 #[utoipa::path(get, path = "/v1/webhooks/{endpointId}/messages", tag = "cases", security(("bearer" = [])),
     params(("endpointId" = String, Path)), responses((status = 200, body = Object), (status = 404)))]
-async fn v1_endpoint_messages(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-) -> V1Result<axum::Json<Json>> {
-    let e = v1_endpoint(&app, &key, &id).await?;
+async fn v1_endpoint_messages(k: Ws, Path(id): Path<String>) -> V1Json {
+    let e = k.endpoint(&id).await?;
+    let iso = botbox_service::agent::iso_ms;
     let mut out = Vec::new();
-    for m in app.db.endpoint_messages(&e.id).await? {
-        let attempts: Vec<Json> = app
+    for m in k.app.db.endpoint_messages(&e.id).await? {
+        let attempts: Vec<Json> = k
+            .app
             .db
             .webhook_attempts(&m.id)
             .await?
             .into_iter()
             .map(|a| {
-                json!({"attempt": a.attempt, "at": botbox_service::agent::iso_ms(a.at),
+                json!({"attempt": a.attempt, "at": iso(a.at),
                 "statusCode": a.status_code, "error": a.error, "durationMs": a.duration_ms})
             })
             .collect();
         out.push(
             json!({"id": m.id, "eventType": m.event_type, "status": m.status,
             "payload": serde_json::from_str::<Json>(&m.body).unwrap_or(Json::Null),
-            "createdAt": botbox_service::agent::iso_ms(m.created_at),
-            "nextAttemptAt": (m.status == "pending").then(|| botbox_service::agent::iso_ms(m.next_at)),
+            "createdAt": iso(m.created_at),
+            "nextAttemptAt": (m.status == "pending").then(|| iso(m.next_at)),
             "attempts": attempts}),
         );
     }
@@ -793,94 +675,32 @@ fn hook_view(app: &App, h: &HookRow) -> Json {
 /// name). The answer shows the hook's `url` and signing `secret` once.
 #[utoipa::path(post, path = "/v1/hooks", tag = "cases", security(("bearer" = [])),
     request_body = Object, responses((status = 201, body = Object), (status = 400), (status = 404)))]
-async fn v1_create_hook(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    body: Bytes,
-) -> V1Result<Response> {
-    workspace(&key)?;
+async fn v1_create_hook(k: Ws, body: Bytes) -> V1Result<Response> {
     let b = json_body(&body)?;
-    let case_id = b["caseId"]
-        .as_str()
-        .filter(|c| !c.is_empty())
-        .ok_or_else(|| {
-            Problem::invalid_at("/caseId", "the Case the hook creates tasks of is required")
-        })?;
-    let c = Scope::of_key(&key)?.case(&app, case_id).await?;
-    let spec: CaseSpec = serde_json::from_str(&c.spec).map_err(Problem::internal)?;
-    let mapping = match b.get("mapping") {
-        None | Some(Json::Null) => Map::new(),
-        Some(Json::Object(m)) => {
-            for (k, v) in m {
-                if !spec.inputs.iter().any(|f| &f.name == k) {
-                    return Err(V1Error(Problem::invalid_at(
-                        &format!("/mapping/{k}"),
-                        format!("\"{k}\" is not an input field of the Case"),
-                    )));
-                }
-                if !v
-                    .as_str()
-                    .is_some_and(|p| p.is_empty() || p.starts_with('/'))
-                {
-                    return Err(V1Error(Problem::invalid_at(
-                        &format!("/mapping/{k}"),
-                        "must be a JSON pointer into the body (\"/order/id\")",
-                    )));
-                }
-            }
-            m.clone()
-        }
-        Some(_) => {
-            return Err(V1Error(Problem::invalid_at(
-                "/mapping",
-                "must be an object",
-            )));
-        }
-    };
-    let h = HookRow {
-        id: botbox_service::agent::new_prefixed(cases::HOOK_PREFIX),
-        workspace_id: c.workspace_id.clone(),
-        case_id: c.id.clone(),
-        mapping: Json::Object(mapping).to_string(),
-        generation: 1,
-        created_by: key_name(&key),
-        created_at: now_ms(),
-    };
-    app.db.insert_hook(&h).await?;
-    let mut v = hook_view(&app, &h);
-    v["secret"] = json!(show_secret(&app.tasks.key.secret(&h.id, h.generation)));
-    Ok(created(v))
+    let case_id = b["caseId"].as_str().filter(|c| !c.is_empty());
+    let case_id = case_id.ok_or_else(|| {
+        Problem::invalid_at("/caseId", "the Case the hook creates tasks of is required")
+    })?;
+    let c = k.scope().case(&k.app, case_id).await?;
+    let h = subscriptions::new_hook(&c, &b, &k.by)?;
+    k.app.db.insert_hook(&h).await?;
+    Ok(created(k.with_secret(
+        hook_view(&k.app, &h),
+        &h.id,
+        h.generation,
+    )))
 }
 
 #[utoipa::path(get, path = "/v1/hooks", tag = "cases", security(("bearer" = [])),
     responses((status = 200, body = Object)))]
-async fn v1_list_hooks(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-) -> V1Result<axum::Json<Json>> {
-    let ws = workspace(&key)?;
-    let v: Vec<Json> = app
-        .db
-        .list_hooks(ws)
-        .await?
-        .iter()
-        .map(|h| hook_view(&app, h))
-        .collect();
-    Ok(axum::Json(json!({"data": v})))
+async fn v1_list_hooks(k: Ws) -> V1Json {
+    Ws::list(k.app.db.list_hooks(&k.ws).await?, |h| hook_view(&k.app, h))
 }
 
 #[utoipa::path(delete, path = "/v1/hooks/{hookId}", tag = "cases", security(("bearer" = [])),
     params(("hookId" = String, Path)), responses((status = 204), (status = 404)))]
-async fn v1_delete_hook(
-    State(app): State<App>,
-    Extension(key): Extension<KeyCtx>,
-    Path(id): Path<String>,
-) -> V1Result<StatusCode> {
-    let ws = workspace(&key)?;
-    if !app.db.delete_hook(ws, &id).await? {
-        return Err(V1Error(Problem::not_found(format!("no hook {id}"))));
-    }
-    Ok(StatusCode::NO_CONTENT)
+async fn v1_delete_hook(k: Ws, Path(id): Path<String>) -> V1Result<StatusCode> {
+    deleted(k.app.db.delete_hook(&k.ws, &id).await?, "hook", &id)
 }
 
 /// An inbound call (no API key): signed with the hook's secret per Standard Webhooks
@@ -1252,20 +1072,4 @@ async fn review_task(
     Ok(axum::Json(
         review_in(&app, scope, &id, &body, &caller.username).await?,
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::check_url;
-
-    #[test]
-    fn endpoint_urls_are_https_unless_the_deployment_allows_http() {
-        assert!(check_url("https://hooks.example/cb", false).is_ok());
-        assert!(check_url("http://hooks.example/cb", false).is_err());
-        assert!(check_url("http://127.0.0.1:9/cb", true).is_ok());
-        assert!(check_url("ftp://hooks.example/cb", true).is_err());
-        assert!(check_url("https://", false).is_err());
-        let long = format!("https://hooks.example/{}", "a".repeat(2048));
-        assert!(check_url(&long, false).is_err());
-    }
 }

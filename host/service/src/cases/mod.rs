@@ -6,6 +6,8 @@
 //!   merging a reviewer's edited outputs, the task state machine.
 //! - `worker.rs`: `Tasks`, the worker that leases pending tasks, runs the bound bot in the
 //!   sandbox and records the outcome; review decisions.
+//! - `subscriptions.rs`: the checks on a callback endpoint or inbound hook a workspace
+//!   registers.
 //! - `webhooks.rs`: Standard Webhooks 1.0.0 (signing, verification), secrets derived from
 //!   the server key, the callback sender with its retry schedule, artifact URL signatures.
 //!
@@ -22,6 +24,7 @@
 //! "changes", comment, taskId, caseId, outputs}` (its `content` is the comment) on the same
 //! conversation, and the outputs are read again.
 
+pub mod subscriptions;
 pub mod webhooks;
 pub mod worker;
 
