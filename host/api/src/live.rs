@@ -384,9 +384,10 @@ pub struct AnalyticsView {
 }
 
 /// An environment's analytics, aggregated by the server: messages, replies, active users,
-/// errors and step latency (p50, p99) per hour or day, top intents and flows, fallback rate. `from`/`to` are Unix
-/// ms (default: the last 7 days); `bucket` is `hour` or `day` (default: hours up to 3 days,
-/// else days); at most 2,000 buckets. The console's chat tester (channel `console`) counts
+/// errors and step latency (p50, p99) per hour or day, top intents and flows, fallback rate.
+/// `from`/`to` are Unix ms (default: the last 7 days), widened to whole buckets (the answer's
+/// `from`/`to` are the range counted); `bucket` is `hour` or `day` (default: hours up to 3
+/// days, else days); at most 2,000 buckets. The console's chat tester (channel `console`) counts
 /// only with `includeTests=true`.
 #[utoipa::path(get, path = "/projects/{projectId}/analytics", tag = "analytics",
     params(("projectId" = String, Path), ("environment" = String, Query, description = "name or slug"),
@@ -455,8 +456,8 @@ async fn analytics(
     };
     Ok(Json(AnalyticsView {
         environment: env.name,
-        from,
-        to,
+        from: a.from,
+        to: a.to,
         bucket: bucket.into(),
         series: a
             .buckets

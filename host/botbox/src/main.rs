@@ -62,6 +62,12 @@ enum Command {
         #[command(flatten)]
         storage: StorageArgs,
     },
+    /// Rebuilds the analytics rollups from the transcript lines and bot errors still stored
+    /// (older hours, already pruned, keep their counts); safe while the server runs.
+    RebuildRollups {
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
     /// Puts a `botbox backup` archive back into a data folder that holds no database.
     Restore {
         /// The archive.
@@ -539,6 +545,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Validate { file } => validate(&file),
         Command::Backup { out, storage } => backup(&out, &storage),
         Command::Restore { file, data } => restore(&file, &data),
+        Command::RebuildRollups { storage } => rebuild_rollups(&storage),
         Command::User { command } => user_cmd(command, &ctx),
         Command::Team { command } => done(team_cmd(&ctx()?, command)),
         Command::Passwd => done(c::people::passwd(&ctx()?)),
@@ -664,6 +671,16 @@ fn backup(out: &std::path::Path, storage: &StorageArgs) -> Result<ExitCode> {
             "; no secret.key in the data folder: keep the --secret-key you run with"
         }
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `botbox rebuild-rollups`: the analytics rollups counted again from what is stored.
+fn rebuild_rollups(storage: &StorageArgs) -> Result<ExitCode> {
+    let hours = runtime()?.block_on(async {
+        let db = botbox::server::open_db(&storage.data, storage.database_url.as_deref()).await?;
+        anyhow::Ok(db.rebuild_rollups().await?)
+    })?;
+    println!("rebuilt {hours} environment-hours of analytics rollups");
     Ok(ExitCode::SUCCESS)
 }
 

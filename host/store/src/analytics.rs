@@ -1,10 +1,13 @@
-//! Analytics of an environment's conversations, aggregated in the database: messages and
-//! active users per time bucket, top intents and flows, the share of messages no intent
-//! understood, bot errors per bucket, step latency percentiles. Each figure is one grouped scan of the range, found by
-//! the transcripts' (project_id, environment_name, created_at) index and the bot errors'
-//! (project_id, created_at) index; nothing is downloaded line by line.
+//! Analytics of an environment's conversations: messages and active users per time bucket,
+//! top intents and flows, the share of messages no intent understood, bot errors per bucket,
+//! step latency percentiles. The range is whole buckets (its start rounded down and its end
+//! rounded up to the bucket's length). What the rollups hold (`rollups.rs`: closed days,
+//! closed hours) is read from them; only the lines after their watermark (the last hour or
+//! so) are scanned, so a month costs about as much as a day.
 
+use super::rollups::{self, COUNTED, DAY_MS, ERROR_ROWS_SQL, HOUR_MS, Row};
 use super::{Db, DbResult};
+use std::collections::{BTreeMap, HashMap};
 
 /// Counts of one time bucket.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,15 +35,6 @@ pub struct Latency {
     pub p99_us: Option<i64>,
 }
 
-/// A step time rounded down to two significant digits, in SQL both backends run.
-const LATENCY_BUCKET: &str = "CASE WHEN step_us < 100 THEN step_us \
-     WHEN step_us < 1000 THEN step_us / 10 * 10 \
-     WHEN step_us < 10000 THEN step_us / 100 * 100 \
-     WHEN step_us < 100000 THEN step_us / 1000 * 1000 \
-     WHEN step_us < 1000000 THEN step_us / 10000 * 10000 \
-     WHEN step_us < 10000000 THEN step_us / 100000 * 100000 \
-     ELSE step_us / 1000000 * 1000000 END";
-
 impl Latency {
     /// The percentiles of a histogram of (time, count) pairs sorted by time.
     pub fn of(histogram: &[(i64, i64)]) -> Latency {
@@ -64,6 +58,9 @@ impl Latency {
 /// An environment's analytics over `[from, to)`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Analytics {
+    /// The range counted: the one asked for, widened to whole buckets.
+    pub from: i64,
+    pub to: i64,
     pub buckets: Vec<Bucket>,
     /// Distinct users who wrote in the whole range.
     pub active_users: i64,
@@ -78,54 +75,73 @@ pub struct Analytics {
     pub latency: Latency,
 }
 
-/// What one analytics request reads: the project, the environment (its name for the
-/// transcripts, its id for the errors), the range `[from, to)` and the buckets' length.
+/// What one analytics request reads: the project, the environment (its name for the lines,
+/// its id for the errors), the buckets' length, and the range in three consecutive parts:
+/// whole days of rollups, hours of rollups, then lines.
 struct Scope<'a> {
     project: &'a str,
     env_name: &'a str,
     env_id: &'a str,
-    range: (i64, i64),
     bucket_ms: i64,
-    /// The filter that leaves the console's test traffic out, or nothing.
-    tests: &'static str,
-    /// `FROM transcripts WHERE …`: the range's lines (`$1`–`$4`), test traffic filtered.
-    range_sql: String,
+    /// The console's test traffic counts too.
+    include_tests: bool,
+    days: (i64, i64),
+    hours: (i64, i64),
+    lines: (i64, i64),
 }
 
 impl<'a> Scope<'a> {
-    /// The scope of `environment` (name, id) of `project` over `range`.
+    /// `[from, to)` widened to whole buckets, read from rollups up to `watermark` (days when
+    /// the buckets are whole days, else hours) and from the lines after it.
     fn new(
         project: &'a str,
         (env_name, env_id): (&'a str, &'a str),
-        range: (i64, i64),
+        (from, to): (i64, i64),
         bucket_ms: i64,
         include_tests: bool,
+        watermark: Option<i64>,
     ) -> Self {
-        // The console's chat tester (channel `console`) is test traffic: left out unless asked.
-        let tests = if include_tests {
-            ""
-        } else {
-            " AND channel_id <> 'console'"
+        let from = from.div_euclid(bucket_ms) * bucket_ms;
+        let to = (to + bucket_ms - 1).div_euclid(bucket_ms) * bucket_ms;
+        let rolled = match watermark {
+            Some(w) if bucket_ms % HOUR_MS == 0 => w.clamp(from, to),
+            _ => from,
         };
-        let range_sql = format!(
-            "FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at >= $3 AND created_at < $4{tests}"
-        );
+        let day_end = match bucket_ms % DAY_MS {
+            0 => (rolled.div_euclid(DAY_MS) * DAY_MS).max(from),
+            _ => from,
+        };
         Scope {
             project,
             env_name,
             env_id,
-            range,
             bucket_ms,
-            tests,
-            range_sql,
+            include_tests,
+            days: (from, day_end),
+            hours: (day_end, rolled),
+            lines: (rolled, to),
+        }
+    }
+
+    /// The filter that leaves the console's test traffic out of lines, or nothing.
+    fn tests_sql(&self) -> &'static str {
+        match self.include_tests {
+            true => "",
+            false => " AND channel_id <> 'console'",
         }
     }
 }
 
+/// Rollup rows of one span over `[$3, $4)`, re-bucketed by `$5` (`$1` project, `$2` key,
+/// `$6` span, `$7` the highest test flag counted); the metric filter follows.
+const ROLLED_SQL: &str = "SELECT (start / $5) * $5 AS t, tests, metric, label, CAST(SUM(n) AS BIGINT) \
+     FROM rollups WHERE project_id = $1 AND environment = $2 AND span_ms = $6 \
+     AND start >= $3 AND start < $4 AND tests <= $7 AND ";
+
 impl Db {
     /// The analytics of `environment` (its name; its id for the errors) of `project` over
-    /// `[from, to)` in buckets of `bucket_ms`; the console's test traffic only with
-    /// `include_tests`.
+    /// `[from, to)`, widened to whole buckets of `bucket_ms`; the console's test traffic
+    /// only with `include_tests`.
     pub async fn analytics(
         &self,
         project: &str,
@@ -135,177 +151,191 @@ impl Db {
         bucket_ms: i64,
         include_tests: bool,
     ) -> DbResult<Analytics> {
-        let scope = Scope::new(project, environment, (from, to), bucket_ms, include_tests);
-        let mut buckets = self.bucket_series(&scope).await?;
-        let errors = self.error_counts(&scope).await?;
-        add_errors(&mut buckets, errors);
-        let times = self.step_times(&scope).await?;
-        let latency = add_latencies(&mut buckets, &times);
-        let (messages, fallback_messages, active_users) = self.totals(&scope).await?;
-        let top_intents = self.top(&scope, "intent").await?;
-        let top_flows = self.top(&scope, "flow").await?;
-        Ok(Analytics {
-            buckets,
-            active_users,
-            top_intents,
-            top_flows,
-            fallback_messages,
-            messages,
-            latency,
-        })
-    }
-
-    /// The buckets with transcript lines: messages, replies and active users (no errors or
-    /// latency yet), in time order.
-    async fn bucket_series(&self, s: &Scope<'_>) -> DbResult<Vec<Bucket>> {
-        let range_sql = s.range_sql.as_str();
-        let series: Vec<(i64, i64, i64, i64)> = self
-            .grouped(
-                &format!(
-                    "SELECT (created_at / $5) * $5 AS t, \
-             CAST(SUM(CASE WHEN direction = 'in' THEN 1 ELSE 0 END) AS BIGINT), \
-             CAST(SUM(CASE WHEN direction = 'out' THEN 1 ELSE 0 END) AS BIGINT), \
-             COUNT(DISTINCT CASE WHEN direction = 'in' THEN user_id END) \
-             {range_sql} GROUP BY t ORDER BY t"
-                ),
-                (s.project, s.env_name),
-                s.range,
-                Some(s.bucket_ms),
-            )
-            .await?;
-        Ok(series
-            .into_iter()
-            .map(|(start, messages, replies, active_users)| Bucket {
-                start,
-                messages,
-                replies,
-                active_users,
-                errors: 0,
-                latency: Latency::default(),
-            })
-            .collect())
-    }
-
-    /// Bot errors per bucket, as (bucket start, errors) in time order.
-    async fn error_counts(&self, s: &Scope<'_>) -> DbResult<Vec<(i64, i64)>> {
-        let tests = s.tests;
-        self.grouped(
-            &format!(
-                "SELECT (created_at / $5) * $5 AS t, COUNT(*) FROM bot_errors \
-                 WHERE project_id = $1 AND environment_id = $2 AND created_at >= $3 AND created_at < $4{tests} \
-                 GROUP BY t ORDER BY t"
-            ),
-            (s.project, s.env_id),
-            s.range,
-            Some(s.bucket_ms),
-        )
-        .await
-    }
-
-    /// Timed incoming steps as (bucket start, step time, steps), ordered by both.
-    async fn step_times(&self, s: &Scope<'_>) -> DbResult<Vec<(i64, i64, i64)>> {
-        let range_sql = s.range_sql.as_str();
-        self.grouped(
-            &format!(
-                "SELECT (created_at / $5) * $5 AS t, {LATENCY_BUCKET} AS b, COUNT(*) \
-                 {range_sql} AND direction = 'in' AND step_us IS NOT NULL GROUP BY t, b ORDER BY t, b"
-            ),
-            (s.project, s.env_name),
-            s.range,
-            Some(s.bucket_ms),
-        )
-        .await
-    }
-
-    /// The whole range's incoming messages, those no intent understood, and active users.
-    async fn totals(&self, s: &Scope<'_>) -> DbResult<(i64, i64, i64)> {
-        let range_sql = s.range_sql.as_str();
-        let totals: Vec<(i64, i64, i64)> = self
-            .grouped(
-                &format!(
-                    "SELECT COUNT(*), \
-                     CAST(COALESCE(SUM(CASE WHEN intent IS NULL OR intent = 'fallback' THEN 1 ELSE 0 END), 0) AS BIGINT), \
-                     COUNT(DISTINCT user_id) {range_sql} AND direction = 'in'"
-                ),
-                (s.project, s.env_name),
-                s.range,
-                None,
-            )
-            .await?;
-        Ok(totals[0])
-    }
-
-    /// The 10 most frequent values of `column` (intent or flow) among incoming messages.
-    async fn top(&self, s: &Scope<'_>, column: &'static str) -> DbResult<Vec<(String, i64)>> {
-        let range_sql = s.range_sql.as_str();
-        let sql = format!(
-            "SELECT {column}, COUNT(*) AS n {range_sql} AND direction = 'in' AND {column} IS NOT NULL \
-             GROUP BY {column} ORDER BY n DESC, {column} LIMIT 10"
+        let watermark = self.rolled_until().await?;
+        let scope = Scope::new(
+            project,
+            environment,
+            (from, to),
+            bucket_ms,
+            include_tests,
+            watermark,
         );
-        self.grouped::<(String, i64)>(&sql, (s.project, s.env_name), s.range, None)
-            .await
+        let mut rows = self.rolled_rows(&scope).await?;
+        rows.extend(self.line_rows(&scope).await?);
+        rows.retain(|r| include_tests || r.1 == 0);
+        let (per_bucket, active_users) = self.active_users(&scope).await?;
+        let range = (scope.days.0, scope.lines.1);
+        Ok(assemble(range, rows, &per_bucket, active_users))
+    }
+
+    /// The rows the rollups hold for the scope's days and hours.
+    async fn rolled_rows(&self, s: &Scope<'_>) -> DbResult<Vec<Row>> {
+        let counted = COUNTED
+            .iter()
+            .map(|m| format!("'{m}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let lines = format!("{ROLLED_SQL}metric IN ({counted}) GROUP BY 1, 2, 3, 4");
+        let errors = format!("{ROLLED_SQL}metric = 'error' GROUP BY 1, 2, 3, 4");
+        let mut rows = Vec::new();
+        for (span, (from, to)) in [(DAY_MS, s.days), (HOUR_MS, s.hours)] {
+            if from >= to {
+                continue;
+            }
+            for (sql, key) in [(&lines, s.env_name), (&errors, s.env_id)] {
+                let q = sqlx::query_as::<_, Row>(sql).bind(s.project).bind(key);
+                let q = q.bind(from).bind(to).bind(s.bucket_ms).bind(span);
+                rows.extend(q.bind(s.include_tests as i64).fetch_all(&self.pool).await?);
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The rows of the lines and errors after the watermark, counted as the rollups count.
+    async fn line_rows(&self, s: &Scope<'_>) -> DbResult<Vec<Row>> {
+        let (from, to) = s.lines;
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        let mut rows = Vec::new();
+        let lines = rollups::transcript_rows_sql(false);
+        for (sql, key) in [(lines.as_str(), s.env_name), (ERROR_ROWS_SQL, s.env_id)] {
+            let q = sqlx::query_as::<_, Row>(sql).bind(s.project).bind(key);
+            let q = q.bind(from).bind(to).bind(s.bucket_ms);
+            rows.extend(q.fetch_all(&self.pool).await?);
+        }
+        Ok(rows)
+    }
+
+    /// Distinct users who wrote, per bucket (in time order) and over the whole range: the
+    /// rollups' user rows and the lines after the watermark, counted together.
+    async fn active_users(&self, s: &Scope<'_>) -> DbResult<(Vec<(i64, i64)>, i64)> {
+        let rolled = |span: i64, from: &str, to: &str| {
+            format!(
+                "SELECT (start / $3) * $3 AS t, label AS u FROM rollups WHERE project_id = $1 \
+                 AND environment = $2 AND span_ms = {span} AND start >= {from} AND start < {to} \
+                 AND tests <= $4 AND metric = 'user'"
+            )
+        };
+        let users = format!(
+            "{} UNION ALL {} UNION ALL SELECT (created_at / $3) * $3, user_id FROM transcripts \
+             WHERE project_id = $1 AND environment_name = $2 AND created_at >= $9 \
+             AND created_at < $10 AND direction = 'in'{}",
+            rolled(DAY_MS, "$5", "$6"),
+            rolled(HOUR_MS, "$7", "$8"),
+            s.tests_sql()
+        );
+        use sqlx::Row as _;
+        let per_bucket_sql =
+            format!("SELECT t, COUNT(DISTINCT u) FROM ({users}) x GROUP BY t ORDER BY t");
+        let per_bucket = users_query(&per_bucket_sql, s)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|r| (r.get::<i64, _>(0), r.get::<i64, _>(1)))
+            .collect();
+        let total_sql = format!("SELECT COUNT(DISTINCT u) FROM ({users}) x");
+        let total = users_query(&total_sql, s)
+            .fetch_one(&self.pool)
+            .await?
+            .get::<i64, _>(0);
+        Ok((per_bucket, total))
     }
 }
 
-/// Sets the error counts of the buckets, adding (in time order) buckets that have errors only.
-fn add_errors(buckets: &mut Vec<Bucket>, errors: Vec<(i64, i64)>) {
-    for (start, n) in errors {
-        match buckets.binary_search_by_key(&start, |b| b.start) {
-            Ok(i) => buckets[i].errors = n,
-            Err(i) => buckets.insert(
-                i,
-                Bucket {
-                    start,
-                    messages: 0,
-                    replies: 0,
-                    active_users: 0,
-                    errors: n,
-                    latency: Latency::default(),
-                },
-            ),
+/// `sql` over the users of the scope's parts, bound as [`Db::active_users`] numbers them.
+fn users_query<'q>(
+    sql: &'q str,
+    s: &Scope<'q>,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    let q = sqlx::query(sql).bind(s.project).bind(s.env_name);
+    let q = q.bind(s.bucket_ms).bind(s.include_tests as i64);
+    let q = q.bind(s.days.0).bind(s.days.1).bind(s.hours.0);
+    q.bind(s.hours.1).bind(s.lines.0).bind(s.lines.1)
+}
+
+/// The analytics from counted rows and the active users.
+fn assemble(
+    (from, to): (i64, i64),
+    rows: Vec<Row>,
+    users: &[(i64, i64)],
+    active_users: i64,
+) -> Analytics {
+    let mut buckets: BTreeMap<i64, (Bucket, BTreeMap<i64, i64>)> = BTreeMap::new();
+    let mut all_times: BTreeMap<i64, i64> = BTreeMap::new();
+    let (mut intents, mut flows) = (HashMap::new(), HashMap::new());
+    let (mut messages, mut fallback_messages) = (0, 0);
+    for (t, _, metric, label, n) in rows {
+        match metric.as_str() {
+            "fallback" => fallback_messages += n,
+            "intent" => *intents.entry(label).or_default() += n,
+            "flow" => *flows.entry(label).or_default() += n,
+            _ => {
+                let (b, times) = buckets
+                    .entry(t)
+                    .or_insert_with(|| (Bucket::empty(t), BTreeMap::new()));
+                match metric.as_str() {
+                    "in" => {
+                        b.messages += n;
+                        messages += n;
+                    }
+                    "out" => b.replies += n,
+                    "error" => b.errors += n,
+                    "latency" => {
+                        let us: i64 = label.parse().unwrap_or_default();
+                        *times.entry(us).or_default() += n;
+                        *all_times.entry(us).or_default() += n;
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    for &(t, n) in users {
+        if let Some((b, _)) = buckets.get_mut(&t) {
+            b.active_users = n;
+        }
+    }
+    let buckets = buckets
+        .into_values()
+        .map(|(mut b, times)| {
+            b.latency = Latency::of(&times.into_iter().collect::<Vec<_>>());
+            b
+        })
+        .collect();
+    Analytics {
+        from,
+        to,
+        buckets,
+        active_users,
+        top_intents: top(intents),
+        top_flows: top(flows),
+        fallback_messages,
+        messages,
+        latency: Latency::of(&all_times.into_iter().collect::<Vec<_>>()),
+    }
+}
+
+impl Bucket {
+    /// A bucket with nothing counted yet.
+    pub(crate) fn empty(start: i64) -> Bucket {
+        Bucket {
+            start,
+            messages: 0,
+            replies: 0,
+            active_users: 0,
+            errors: 0,
+            latency: Latency::default(),
         }
     }
 }
 
-/// Sets each bucket's latency from its steps' times (see [`Db::step_times`]); returns the
-/// whole range's.
-fn add_latencies(buckets: &mut [Bucket], times: &[(i64, i64, i64)]) -> Latency {
-    let mut all: std::collections::BTreeMap<i64, i64> = Default::default();
-    for group in times.chunk_by(|a, b| a.0 == b.0) {
-        let histogram: Vec<(i64, i64)> = group.iter().map(|&(_, t, n)| (t, n)).collect();
-        for &(t, n) in &histogram {
-            *all.entry(t).or_default() += n;
-        }
-        if let Ok(i) = buckets.binary_search_by_key(&group[0].0, |b| b.start) {
-            buckets[i].latency = Latency::of(&histogram);
-        }
-    }
-    Latency::of(&all.into_iter().collect::<Vec<_>>())
-}
-
-impl Db {
-    /// Rows of `sql`, whose `$1`–`$4` are the project, the environment (its name, or its id
-    /// for the errors) and the range `[from, to)`, and `$5` the bucket's length when given.
-    async fn grouped<O>(
-        &self,
-        sql: &str,
-        (project, environment): (&str, &str),
-        (from, to): (i64, i64),
-        bucket_ms: Option<i64>,
-    ) -> DbResult<Vec<O>>
-    where
-        O: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
-    {
-        let mut q = sqlx::query_as::<_, O>(sql)
-            .bind(project)
-            .bind(environment)
-            .bind(from)
-            .bind(to);
-        if let Some(b) = bucket_ms {
-            q = q.bind(b);
-        }
-        Ok(q.fetch_all(&self.pool).await?)
-    }
+/// The 10 largest counts, most frequent first, then by name.
+fn top(counts: HashMap<String, i64>) -> Vec<(String, i64)> {
+    let mut v: Vec<(String, i64)> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.truncate(10);
+    v
 }
 
 #[cfg(test)]

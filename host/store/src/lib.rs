@@ -21,6 +21,7 @@ mod due;
 mod nlu;
 mod projects;
 mod retention;
+mod rollups;
 mod rows;
 mod step;
 mod writer;
@@ -34,6 +35,7 @@ pub use cms::*;
 pub use nlu::*;
 pub use projects::*;
 pub use retention::*;
+pub use rollups::*;
 pub use rows::*;
 pub use step::*;
 

@@ -692,6 +692,7 @@ const DELETE_PROJECT: &[&str] = &[
     "DELETE FROM inbound_seen WHERE channel_id IN (SELECT id FROM channels WHERE project_id = $1)",
     "DELETE FROM sessions WHERE environment_id IN (SELECT id FROM environments WHERE project_id = $1)",
     "DELETE FROM transcripts WHERE project_id = $1",
+    "DELETE FROM rollups WHERE project_id = $1",
     "DELETE FROM agent_steers WHERE run_id IN (SELECT r.id FROM agent_runs r JOIN environments e ON e.id = r.environment_id WHERE e.project_id = $1)",
     "DELETE FROM agent_run_chunks WHERE run_id IN (SELECT r.id FROM agent_runs r JOIN environments e ON e.id = r.environment_id WHERE e.project_id = $1)",
     "DELETE FROM agent_runs WHERE environment_id IN (SELECT id FROM environments WHERE project_id = $1)",

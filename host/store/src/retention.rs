@@ -231,8 +231,14 @@ impl Db {
     /// (`transcript_retention_days`, set by an administrator; 0 keeps for ever), else
     /// `default_before` (Unix ms; `None` keeps for ever). Each project's expired lines go
     /// oldest first, a batch at a time; a project with nothing expired costs one index
-    /// probe (no write turn). Returns the lines deleted.
-    pub async fn prune_transcripts(&self, default_before: Option<i64>, now: i64) -> DbResult<u64> {
+    /// probe (no write turn). Nothing at or after `rolled_until` goes (lines not yet counted
+    /// by the analytics rollups). Returns the lines deleted.
+    pub async fn prune_transcripts(
+        &self,
+        default_before: Option<i64>,
+        now: i64,
+        rolled_until: i64,
+    ) -> DbResult<u64> {
         let projects: Vec<(String, Option<i64>)> =
             sqlx::query_as("SELECT id, transcript_retention_days FROM projects")
                 .fetch_all(&self.pool)
@@ -244,7 +250,9 @@ impl Db {
                 Some(0) => None,
                 Some(d) => Some(now - d.saturating_mul(24 * 3600 * 1000)),
             };
-            let Some(before) = before else { continue };
+            let Some(before) = before.map(|b| b.min(rolled_until)) else {
+                continue;
+            };
             let any: Option<i64> = sqlx::query_scalar(
                 "SELECT 1 FROM transcripts WHERE project_id = $1 AND created_at < $2 LIMIT 1",
             )

@@ -82,7 +82,7 @@ pub(crate) fn outbox_sent_sql(n: usize) -> String {
 }
 
 /// `($1, …, $cols), ($cols+1, …), …` for `rows` rows.
-fn placeholders(rows: usize, cols: usize) -> String {
+pub(crate) fn placeholders(rows: usize, cols: usize) -> String {
     let mut out = String::with_capacity(rows * cols * 5);
     for r in 0..rows {
         if r > 0 {

@@ -1,11 +1,13 @@
 //! Analytics benchmark: `cargo build --release -p botbox-bench && target/release/analytics-bench`.
 //!
 //! Fills a fresh database (SQLite in a temporary folder, PostgreSQL with DATABASE_URL) with
-//! one project's transcript: ANALYTICS_LINES lines (default 1,000,000) over 30 days, 1,000
-//! users, half in and half out, five intents and two flows, plus 10,000 bot errors; then
-//! times the analytics query (`Db::analytics`, what `GET /projects/{id}/analytics` runs)
-//! over the 30 days by day, the last 3 days by hour and the last day by hour, 5 times each,
-//! and prints the median and the slowest.
+//! one environment's transcript: ANALYTICS_LINES lines (default 10,000,000) over the 30 days
+//! up to now, 1,000 users, half in and half out, five intents and two flows, plus 10,000 bot
+//! errors; rolls them up as the server's pruner passes do (`Db::roll_up`, timed); then times
+//! the analytics query (`Db::analytics`, what `GET /projects/{id}/analytics` runs) over the
+//! 30 days by day, the last 3 days by hour and the last day by hour, 5 times each, and
+//! prints the median and the slowest. With ANALYTICS_RAW=1 it also times them before the
+//! rollup, when every line is scanned.
 
 use botbox_store::Db;
 use std::time::{Duration, Instant};
@@ -21,12 +23,21 @@ async fn connect(dir: &std::path::Path) -> anyhow::Result<(Db, String)> {
     let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| botbox_store::sqlite_url(dir));
     let db = Db::connect(&url).await?;
     if url.starts_with("postgres") {
-        for t in ["transcripts", "bot_errors"] {
+        for t in ["transcripts", "bot_errors", "rollups", "environments"] {
             sqlx::query(&format!("DELETE FROM {t} WHERE project_id = 'bench'"))
                 .execute(&db.pool)
                 .await?;
         }
+        sqlx::query("DELETE FROM rollup_progress")
+            .execute(&db.pool)
+            .await?;
     }
+    sqlx::query(
+        "INSERT INTO environments (id, project_id, name, slug, deployment_version, created_at) \
+         VALUES ('env', 'bench', 'production', 'production', '0.0.1', 0)",
+    )
+    .execute(&db.pool)
+    .await?;
     Ok((db, url))
 }
 
@@ -124,7 +135,7 @@ async fn time_queries(db: &Db, start: i64, now: i64) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let lines = botbox_bench::env_num("ANALYTICS_LINES", 1_000_000) as i64;
+    let lines = botbox_bench::env_num("ANALYTICS_LINES", 10_000_000) as i64;
     let dir = tempfile::tempdir()?;
     let (db, url) = connect(dir.path()).await?;
     let now = botbox_store::now_ms();
@@ -142,6 +153,17 @@ async fn main() -> anyhow::Result<()> {
             "SQLite"
         },
         filled.elapsed().as_secs_f64()
+    );
+    if std::env::var_os("ANALYTICS_RAW").is_some() {
+        println!("before the rollup (every line scanned):");
+        time_queries(&db, start, now).await?;
+    }
+    let rolled = Instant::now();
+    let watermark = db.roll_up(now, Duration::MAX).await?;
+    println!(
+        "rolled up in {:.1} s (to {} min before now); from the rollups:",
+        rolled.elapsed().as_secs_f64(),
+        (now - watermark) / 60_000
     );
     time_queries(&db, start, now).await
 }

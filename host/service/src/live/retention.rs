@@ -1,6 +1,8 @@
-//! The pruner: every pass, what has outlived its window is deleted in batches
-//! ([`botbox_store::Expired`], transcripts project by project, idle sessions a few pages
-//! at a time), and on SQLite the freed pages go back to the file system. Stops with a drain.
+//! The pruner: every pass, the analytics' closed hours are rolled up first (no line or
+//! error is pruned before it is counted), then what has outlived its window is deleted in
+//! batches ([`botbox_store::Expired`], transcripts project by project, idle sessions a few
+//! pages at a time), and on SQLite the freed pages go back to the file system. Stops with a
+//! drain.
 
 use super::Live;
 use botbox_store::{Db, Expired, now_ms};
@@ -114,7 +116,26 @@ const SESSION_PAGES_PER_PASS: usize = 10;
 #[derive(Debug, Default)]
 pub struct SessionWalk(String);
 
-/// One pass: every kind pruned to its window as of `now` (Unix ms). Returns the rows
+/// Time a pass may spend rolling up analytics (a server catching up on a long history
+/// goes on at the next pass).
+const ROLL_BUDGET: Duration = Duration::from_secs(2);
+
+/// Rolls up the analytics' closed hours (see [`Db::roll_up`]); returns the watermark, before
+/// which lines and errors may be pruned (`i64::MIN` when rolling failed: nothing is).
+async fn roll_up(db: &Db, now: i64) -> i64 {
+    match db.roll_up(now, ROLL_BUDGET).await {
+        Ok(rolled) => {
+            metrics::gauge!("botbox_rollup_lag_seconds").set((now - rolled) as f64 / 1000.0);
+            rolled
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "rolling up analytics");
+            i64::MIN
+        }
+    }
+}
+
+/// One pass: the analytics' closed hours rolled up, then every kind pruned to its window as of `now` (Unix ms). Returns the rows
 /// deleted per kind; a failure is logged and the next pass tries again.
 pub async fn prune_all(
     db: &Db,
@@ -128,12 +149,18 @@ pub async fn prune_all(
         Ok(n) => pruned.push((what, n)),
         Err(e) => tracing::warn!(what, error = %e, "pruning"),
     };
+    let rolled = roll_up(db, now).await;
     for what in Expired::ALL {
-        tally(what.name(), db.prune(what, cutoff(r.window(what))).await);
+        let before = match what {
+            Expired::BotErrors => cutoff(r.window(what)).min(rolled),
+            _ => cutoff(r.window(what)),
+        };
+        tally(what.name(), db.prune(what, before).await);
     }
     tally(
         "transcripts",
-        db.prune_transcripts(r.transcripts.map(cutoff), now).await,
+        db.prune_transcripts(r.transcripts.map(cutoff), now, rolled)
+            .await,
     );
     if let Some(idle) = r.idle_sessions {
         let mut n = 0;
