@@ -1,12 +1,12 @@
 //! End-to-end tests of the command line: the real `botbox` binary as a client of a
-//! live `botbox serve` on loopback. This is the README's walk-through.
+//! live `botbox serve` on loopback. The README's walk-through, one step a test.
 
 use crate::common;
 
-use crate::common::{ADMIN_PASSWORD, Backend, Server, assert_contains};
+use crate::common::{ADMIN_PASSWORD, Api, Backend, Server, assert_contains};
 use serde_json::{Value, json};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 pub(crate) struct Out {
@@ -94,18 +94,226 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn walkthrough() {
-    let server = Server::start(Backend::Sqlite, &[]).await;
-    let url = server.base.clone();
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    // `botbox test` runs the bot locally in a sandbox of its own, its guest cached where the
-    // test servers cache theirs (BOTBOX_CACHE).
-    std::fs::create_dir_all(home.path()).unwrap();
-    let run = |args: &[&str], stdin: &str| bb(home.path(), work.path(), &url, args, stdin);
+/// Where no server listens: for what the CLI does alone, and for an unreachable server.
+const NO_SERVER: &str = "http://127.0.0.1:9";
 
-    // An account added on the server machine, straight into its database.
+/// The example bot folder `name` of `examples/`.
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+}
+
+/// A CLI with a config home and a working folder of its own, and the server it talks to
+/// (none for what the CLI does alone).
+struct Cli {
+    server: Option<Server>,
+    url: String,
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+impl Cli {
+    /// A CLI without a server.
+    fn alone() -> Cli {
+        Cli {
+            server: None,
+            url: NO_SERVER.into(),
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// A CLI of a new server on SQLite started with `flags`, not logged in.
+    async fn on_server(flags: &[&str]) -> Cli {
+        let server = Server::start(Backend::Sqlite, flags).await;
+        Cli {
+            url: server.base.clone(),
+            server: Some(server),
+            ..Cli::alone()
+        }
+    }
+
+    /// A CLI of a new server, logged in as the administrator.
+    async fn admin() -> Cli {
+        let cli = Cli::on_server(&[]).await;
+        cli.ok(&["login", "-u", "admin", "-p", ADMIN_PASSWORD]);
+        cli
+    }
+
+    /// `botbox <args>` in the working folder, fed `stdin`.
+    fn run(&self, args: &[&str], stdin: &str) -> Out {
+        bb(self.home.path(), self.work.path(), &self.url, args, stdin)
+    }
+
+    /// `botbox <args>`, which must succeed: what it printed.
+    #[track_caller]
+    fn ok(&self, args: &[&str]) -> String {
+        ok(self.run(args, ""))
+    }
+
+    /// A path in the working folder.
+    fn path(&self, rel: &str) -> PathBuf {
+        self.work.path().join(rel)
+    }
+
+    /// A client of the server's API.
+    fn api(&self) -> Api {
+        self.server.as_ref().expect("a CLI with a server").api()
+    }
+}
+
+/// The administrator's CLI with the bot folder mybot made by `botbox init` and pushed.
+async fn pushed_mybot() -> Cli {
+    let cli = Cli::admin().await;
+    cli.ok(&["init", "mybot"]);
+    cli.ok(&["push", "--dir", "mybot"]);
+    cli
+}
+
+/// `pushed_mybot` deployed as 0.0.1 on environment production.
+async fn deployed_mybot() -> Cli {
+    let cli = pushed_mybot().await;
+    cli.ok(&["deploy", "--dir", "mybot", "--env", "production"]);
+    cli
+}
+
+/// `deployed_mybot` with a generic channel named web (option secret=s).
+async fn mybot_on_a_channel() -> Cli {
+    let cli = deployed_mybot().await;
+    cli.ok(&[
+        "channel",
+        "create",
+        "web",
+        "--env",
+        "production",
+        "--type",
+        "generic",
+        "--url",
+        "http://127.0.0.1:9/x",
+        "--option",
+        "secret=s",
+        "--dir",
+        "mybot",
+    ]);
+    cli
+}
+
+/// `deployed_mybot` deployed again as 0.1.0, with environment staging on 0.0.1.
+async fn mybot_on_staging() -> Cli {
+    let cli = deployed_mybot().await;
+    cli.ok(&["deploy", "--dir", "mybot", "--minor", "--env", "production"]);
+    cli.ok(&[
+        "env",
+        "create",
+        "staging",
+        "--version",
+        "0.0.1",
+        "--dir",
+        "mybot",
+    ]);
+    cli
+}
+
+/// The administrator's CLI with the counter example (a bot with memory) pushed, and
+/// deployed on production when `deploy`.
+async fn counter(deploy: bool) -> Cli {
+    let cli = Cli::admin().await;
+    copy_dir(&example("counter"), &cli.path("counter"));
+    cli.ok(&["push", "--dir", "counter"]);
+    if deploy {
+        cli.ok(&["deploy", "--dir", "counter", "--env", "production"]);
+    }
+    cli
+}
+
+/// `counter` deployed, with an agent key of production made by `botbox key create`: the
+/// CLI and the key.
+async fn counter_keyed() -> (Cli, String) {
+    let cli = counter(true).await;
+    let out = cli.ok(&["key", "create", "--dir", "counter", "--env", "production"]);
+    let key = out
+        .split_whitespace()
+        .find(|w| w.starts_with("sak_"))
+        .unwrap_or_else(|| panic!("no key in {out}"))
+        .to_owned();
+    (cli, key)
+}
+
+/// Says "hi" to the key's bot through `/v1/chat`: the run's id.
+async fn chat(api: &Api, key: &str) -> String {
+    let hi = json!({"messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
+    let r = api.post("/v1/chat", key, hi).await.ok();
+    r["runId"].as_str().unwrap().to_owned()
+}
+
+/// The administrator's CLI and that of bob, a developer, logged in (on the same server and
+/// working folder).
+struct AdminAndBob {
+    admin: Cli,
+    bob_home: tempfile::TempDir,
+}
+
+impl AdminAndBob {
+    /// bob logs in with `password` (the administrator has made him).
+    fn new(admin: Cli, password: &str) -> AdminAndBob {
+        let both = AdminAndBob {
+            admin,
+            bob_home: tempfile::tempdir().unwrap(),
+        };
+        both.bob_ok(&["login", "-u", "bob", "-p", password]);
+        both
+    }
+
+    /// bob made by `botbox user add` of the administrator, with password bob-password-1.
+    async fn added_by_the_cli() -> AdminAndBob {
+        let admin = Cli::admin().await;
+        admin.ok(&["user", "add", "bob", "--password", "bob-password-1"]);
+        AdminAndBob::new(admin, "bob-password-1")
+    }
+
+    /// bob made through the API, a developer of teams acme and other.
+    async fn in_two_teams() -> AdminAndBob {
+        let admin = Cli::admin().await;
+        let api = admin.api();
+        let token = api.admin_token().await;
+        let (bob_id, _) = api.user(&token, "bob", "developer").await;
+        for team in ["acme", "other"] {
+            let t = api.post("/teams", &token, json!({"name": team})).await.ok();
+            let members = format!("/teams/{}/users/{bob_id}", t["id"].as_str().unwrap());
+            api.post(&members, &token, json!({"role": "developer"}))
+                .await
+                .ok();
+        }
+        AdminAndBob::new(admin, "bob-password")
+    }
+
+    /// `in_two_teams`, bob switched to team acme, with his own copy of the counter example
+    /// (bound to no project) in folder bob-counter.
+    async fn in_acme_with_a_counter() -> AdminAndBob {
+        let both = AdminAndBob::in_two_teams().await;
+        copy_dir(&example("counter"), &both.admin.path("bob-counter"));
+        both.bob_ok(&["switch-team", "acme"]);
+        both
+    }
+
+    /// `botbox <args>` as bob, fed `stdin`.
+    fn bob(&self, args: &[&str], stdin: &str) -> Out {
+        let a = &self.admin;
+        bb(self.bob_home.path(), a.work.path(), &a.url, args, stdin)
+    }
+
+    /// `botbox <args>` as bob, which must succeed: what it printed.
+    #[track_caller]
+    fn bob_ok(&self, args: &[&str]) -> String {
+        ok(self.bob(args, ""))
+    }
+}
+
+/// `user add --data` writes straight into the server's database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_add_on_the_server_machine_adds_an_account_to_its_database() {
+    let server = Server::start(Backend::Sqlite, &[]).await;
     let o = Command::new(env!("CARGO_BIN_EXE_botbox"))
         .args(["user", "add", "carol", "--role", "viewer", "--data"])
         .arg(server.data_dir())
@@ -117,110 +325,144 @@ async fn walkthrough() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("added user carol"));
     let carol = server.api().login("carol", "carol-password").await;
     assert_eq!(carol["roleId"], "viewer");
-    // Logging in with a token.
-    let carol_home = tempfile::tempdir().unwrap();
-    let o = bb(
-        carol_home.path(),
-        work.path(),
-        &url,
-        &["login", "-t", carol["id"].as_str().unwrap()],
-        "",
-    );
-    assert_eq!(ok(o).trim(), "Logged in as carol");
+}
 
-    // Not logged in yet: a clear message.
-    let o = run(&["whoami"], "");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_with_a_token_names_the_tokens_user() {
+    let cli = Cli::on_server(&[]).await;
+    let api = cli.api();
+    let (_, carol) = api.user(&api.admin_token().await, "carol", "viewer").await;
+    assert_eq!(
+        cli.ok(&["login", "-t", &carol]).trim(),
+        "Logged in as carol"
+    );
+}
+
+#[test]
+fn whoami_before_login_says_to_log_in_first() {
+    let o = Cli::alone().run(&["whoami"], "");
     assert_ne!(o.code, 0);
     assert_contains(&o.stderr, "not logged in: run `botbox login` first");
-    // Bad credentials.
-    let o = run(&["login", "-u", "admin", "-p", "wrong"], "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_with_a_wrong_password_is_refused() {
+    let o = Cli::on_server(&[])
+        .await
+        .run(&["login", "-u", "admin", "-p", "wrong"], "");
     assert_ne!(o.code, 0);
     assert_contains(&o.stderr, "username or password is incorrect");
-    // Prompted login (username and password on stdin).
-    let out = ok(run(&["login"], &format!("admin\n{ADMIN_PASSWORD}\n")));
-    assert_eq!(out.trim(), "Logged in as admin");
-    let me: Value = serde_json::from_str(&ok(run(&["whoami", "--json"], ""))).unwrap();
-    assert_eq!(me["username"], "admin");
+}
 
-    // init → test → push → deploy.
-    ok(run(&["init", "mybot"], ""));
+/// `botbox login` without flags reads the username and password on stdin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_prompts_for_the_username_and_password() {
+    let cli = Cli::on_server(&[]).await;
+    let out = ok(cli.run(&["login"], &format!("admin\n{ADMIN_PASSWORD}\n")));
+    assert_eq!(out.trim(), "Logged in as admin");
+    let me: Value = serde_json::from_str(&cli.ok(&["whoami", "--json"])).unwrap();
+    assert_eq!(me["username"], "admin");
+}
+
+/// `botbox test` runs locally, its sandbox's guest cached where the test servers cache theirs.
+#[test]
+fn init_makes_a_bot_whose_tests_pass() {
+    let cli = Cli::alone();
+    cli.ok(&["init", "mybot"]);
     for f in [
         "mybot/bot.yml",
         "mybot/flows/hello.yml",
         "mybot/tests/hello.yml",
     ] {
-        assert!(work.path().join(f).exists(), "{f}");
+        assert!(cli.path(f).exists(), "{f}");
     }
-    let out = ok(run(&["test", "--dir", "mybot"], ""));
+    let out = cli.ok(&["test", "--dir", "mybot"]);
     assert!(out.contains("2 passed, 0 failed"), "{out}");
-    let out = ok(run(&["push", "--dir", "mybot"], ""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_names_the_version_and_revision_it_made() {
+    let cli = Cli::admin().await;
+    cli.ok(&["init", "mybot"]);
+    let out = cli.ok(&["push", "--dir", "mybot"]);
     assert!(
         out.starts_with("Pushed mybot version 0.0.1 as revision "),
         "{out}"
     );
-    let out = ok(run(
-        &["deploy", "--dir", "mybot", "--env", "production"],
-        "",
-    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_puts_the_pushed_version_on_the_environment() {
+    let cli = pushed_mybot().await;
+    let out = cli.ok(&["deploy", "--dir", "mybot", "--env", "production"]);
     assert!(out.contains("Deployed mybot 0.0.1"), "{out}");
-    let out = ok(run(
-        &["deploy", "--dir", "mybot", "--minor", "--env", "production"],
-        "",
-    ));
-    assert!(out.contains("Deployed mybot 0.1.0"), "{out}");
-    for (part, version) in [("--major", "1.0.0"), ("--patch", "1.0.1")] {
-        let out = ok(run(
-            &["deploy", "--dir", "mybot", part, "--env", "production"],
-            "",
-        ));
+}
+
+/// `--minor`, `--major` and `--patch`; `env list` then shows the environment on the last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_bumps_the_part_of_the_version_it_is_asked_to() {
+    let cli = deployed_mybot().await;
+    for (part, version) in [
+        ("--minor", "0.1.0"),
+        ("--major", "1.0.0"),
+        ("--patch", "1.0.1"),
+    ] {
+        let out = cli.ok(&["deploy", "--dir", "mybot", part, "--env", "production"]);
         assert!(out.contains(&format!("Deployed mybot {version}")), "{out}");
     }
-    let out = ok(run(&["env", "list", "--dir", "mybot"], ""));
+    let out = cli.ok(&["env", "list", "--dir", "mybot"]);
     assert!(
         out.contains("production") && out.contains("version 1.0.1"),
         "{out}"
     );
-    let out = ok(run(
-        &[
-            "channel",
-            "create",
-            "web",
-            "--env",
-            "production",
-            "--type",
-            "generic",
-            "--url",
-            "http://127.0.0.1:9/x",
-            "--option",
-            "secret=s",
-            "--dir",
-            "mybot",
-        ],
-        "",
-    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channel_create_prints_the_channels_webhook() {
+    let cli = deployed_mybot().await;
+    let out = cli.ok(&[
+        "channel",
+        "create",
+        "web",
+        "--env",
+        "production",
+        "--type",
+        "generic",
+        "--url",
+        "http://127.0.0.1:9/x",
+        "--option",
+        "secret=s",
+        "--dir",
+        "mybot",
+    ]);
     assert!(out.contains("webhook: http://"), "{out}");
-    let out = ok(run(
-        &["channel", "list", "--env", "production", "--dir", "mybot"],
-        "",
-    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channel_list_shows_each_channels_name_type_and_url() {
+    let cli = mybot_on_a_channel().await;
+    let out = cli.ok(&["channel", "list", "--env", "production", "--dir", "mybot"]);
     assert!(out.contains("web  generic  http://"), "{out}");
-    let out = ok(run(
-        &[
-            "channel",
-            "update",
-            "web",
-            "--env",
-            "production",
-            "--url",
-            "http://127.0.0.1:9/y",
-            "--option",
-            "token=t",
-            "--dir",
-            "mybot",
-            "--json",
-        ],
-        "",
-    ));
+}
+
+/// `channel update` sets the URL and adds options to those the channel has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channel_update_changes_the_url_and_adds_options() {
+    let cli = mybot_on_a_channel().await;
+    let out = cli.ok(&[
+        "channel",
+        "update",
+        "web",
+        "--env",
+        "production",
+        "--url",
+        "http://127.0.0.1:9/y",
+        "--option",
+        "token=t",
+        "--dir",
+        "mybot",
+        "--json",
+    ]);
     let c: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         (
@@ -230,54 +472,74 @@ async fn walkthrough() {
         ),
         (Some("http://127.0.0.1:9/y"), Some("s"), Some("t"))
     );
-    ok(run(
-        &[
-            "channel",
-            "delete",
-            "web",
-            "--env",
-            "production",
-            "--dir",
-            "mybot",
-        ],
-        "",
-    ));
-    let out = ok(run(
-        &["channel", "list", "--env", "production", "--dir", "mybot"],
-        "",
-    ));
-    assert_eq!(out.trim(), "No channels.");
-    // Environments by hand: create on a version, move it, delete it.
-    assert!(
-        ok(run(
-            &[
-                "env",
-                "create",
-                "staging",
-                "--version",
-                "0.0.1",
-                "--dir",
-                "mybot"
-            ],
-            ""
-        ))
-        .contains("staging runs version 0.0.1")
-    );
-    assert!(
-        ok(run(&["env", "update", "staging", "--dir", "mybot"], ""))
-            .contains("staging runs version 1.0.1")
-    );
-    ok(run(&["env", "delete", "staging", "--dir", "mybot"], ""));
-    assert!(!ok(run(&["env", "list", "--dir", "mybot"], "")).contains("staging"));
-    // The tests also run against the server (the pushed revision).
-    let out = ok(run(&["test", "--remote", "--dir", "mybot"], ""));
-    assert!(out.contains("2 passed, 0 failed"), "{out}");
+}
 
-    // A failing test: readable diff, exit code 1.
-    let tests = work.path().join("mybot/tests/hello.yml");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channel_delete_removes_the_channel() {
+    let cli = mybot_on_a_channel().await;
+    cli.ok(&[
+        "channel",
+        "delete",
+        "web",
+        "--env",
+        "production",
+        "--dir",
+        "mybot",
+    ]);
+    let out = cli.ok(&["channel", "list", "--env", "production", "--dir", "mybot"]);
+    assert_eq!(out.trim(), "No channels.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_create_runs_the_version_it_is_given() {
+    let cli = deployed_mybot().await;
+    cli.ok(&["deploy", "--dir", "mybot", "--minor", "--env", "production"]);
+    let out = cli.ok(&[
+        "env",
+        "create",
+        "staging",
+        "--version",
+        "0.0.1",
+        "--dir",
+        "mybot",
+    ]);
+    assert!(out.contains("staging runs version 0.0.1"), "{out}");
+}
+
+/// `env update` without a version moves the environment to the latest deployment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_update_moves_the_environment_to_the_latest_version() {
+    let cli = mybot_on_staging().await;
+    let out = cli.ok(&["env", "update", "staging", "--dir", "mybot"]);
+    assert!(out.contains("staging runs version 0.1.0"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_delete_removes_the_environment() {
+    let cli = mybot_on_staging().await;
+    cli.ok(&["env", "delete", "staging", "--dir", "mybot"]);
+    assert!(
+        !cli.ok(&["env", "list", "--dir", "mybot"])
+            .contains("staging")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_remote_runs_the_tests_against_the_pushed_revision() {
+    let cli = pushed_mybot().await;
+    let out = cli.ok(&["test", "--remote", "--dir", "mybot"]);
+    assert!(out.contains("2 passed, 0 failed"), "{out}");
+}
+
+/// A failing test shows what was expected beside what the bot said, and exits with 1.
+#[test]
+fn a_failing_test_shows_a_readable_difference_and_exits_with_1() {
+    let cli = Cli::alone();
+    cli.ok(&["init", "mybot"]);
+    let tests = cli.path("mybot/tests/hello.yml");
     let t = std::fs::read_to_string(&tests).unwrap();
     std::fs::write(&tests, t.replace("Hello! I am mybot.", "Howdy!")).unwrap();
-    let o = run(&["test", "--dir", "mybot"], "");
+    let o = cli.run(&["test", "--dir", "mybot"], "");
     assert_eq!(o.code, 1, "{}", o.stdout);
     assert_contains(&o.stdout, "✗ tests/hello.yml: greets");
     assert!(
@@ -286,34 +548,34 @@ async fn walkthrough() {
         o.stdout
     );
     assert_contains(&o.stdout, "1 passed, 1 failed");
+}
 
-    // An invalid bot: every problem with its file and line; nothing pushed.
-    let flow = work.path().join("mybot/flows/hello.yml");
+/// An invalid bot: each problem with its file and line, and nothing pushed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_refuses_an_invalid_bot_naming_the_file_of_each_problem() {
+    let cli = Cli::admin().await;
+    cli.ok(&["init", "mybot"]);
+    let flow = cli.path("mybot/flows/hello.yml");
     let f = std::fs::read_to_string(&flow).unwrap();
-    std::fs::write(
-        &flow,
-        f.replace(
-            "      sorry:\n        fallback: true",
-            "      nowhere:\n        fallback: true",
-        ),
-    )
-    .unwrap();
-    let o = run(&["push", "--dir", "mybot"], "");
+    let broken = f.replace(
+        "      sorry:\n        fallback: true",
+        "      nowhere:\n        fallback: true",
+    );
+    std::fs::write(&flow, broken).unwrap();
+    let o = cli.run(&["push", "--dir", "mybot"], "");
     assert_ne!(o.code, 0);
     assert_contains(&o.stderr, "flows/hello.yml:");
     assert_contains(&o.stderr, "flows.hello.states.init.transitions.nowhere");
+    let api = cli.api();
+    let projects = api.get("/projects", &api.admin_token().await).await.ok();
+    assert_eq!(projects["data"], json!([]), "nothing pushed");
+}
 
-    // Console on a bot with memory: a conversation, then clear() starts it over.
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/counter"),
-        &work.path().join("counter"),
-    );
-    ok(run(&["push", "--dir", "counter"], ""));
-    ok(run(
-        &["deploy", "--dir", "counter", "--env", "production"],
-        "",
-    ));
-    let out = ok(run(
+/// On a bot with memory; `current()` shows the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_converses_until_clear_starts_over() {
+    let cli = counter(true).await;
+    let out = ok(cli.run(
         &["console", "--dir", "counter", "--env", "production"],
         "hi\nmore\ncurrent()\nclear()\nhi\nbutton({x: 1})\nexit\n",
     ));
@@ -337,130 +599,142 @@ async fn walkthrough() {
         out.contains("\"contexes\""),
         "current() shows the session: {out}"
     );
-    let out = ok(run(
-        &["console", "--dir", "counter", "--debug"],
-        "hi\nexit\n",
-    ));
+}
+
+/// `console --debug` (on the pushed revision) shows each reply's flow, intent and state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_debug_shows_the_intent_and_state_of_each_reply() {
+    let cli = counter(false).await;
+    let out = ok(cli.run(&["console", "--dir", "counter", "--debug"], "hi\nexit\n"));
     assert!(
         out.contains("(count/hi)") && out.contains("[flow count state counting]"),
         "{out}"
     );
+}
 
-    // Agent keys: `key create` prints a sak_ key once; it chats with the
-    // environment's bot through /v1; `key list` shows only its hint; `key revoke` ends it.
-    let out = ok(run(
-        &["key", "create", "--dir", "counter", "--env", "production"],
-        "",
-    ));
-    let key = out
-        .split_whitespace()
-        .find(|w| w.starts_with("sak_"))
-        .unwrap_or_else(|| panic!("no key in {out}"))
-        .to_owned();
-    let v1 = server.api();
-    let r = v1
-        .post(
-            "/v1/chat",
-            &key,
-            json!({"messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}),
-        )
-        .await
-        .ok();
-    let run_id = r["runId"].as_str().unwrap().to_owned();
-    let stream = v1.get(&format!("/v1/chat/{run_id}/stream"), &key).await;
+/// `key create` prints a `sak_` key that chats with the environment's bot through `/v1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_create_prints_an_agent_key_that_chats_with_the_bot() {
+    let (cli, key) = counter_keyed().await;
+    let api = cli.api();
+    let run_id = chat(&api, &key).await;
+    let stream = api.get(&format!("/v1/chat/{run_id}/stream"), &key).await;
     assert_contains(&stream.text, "Message 1 (total 1)");
-    let listed = ok(run(
-        &["key", "list", "--dir", "counter", "--env", "production"],
-        "",
-    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_list_shows_only_the_keys_hint() {
+    let (cli, key) = counter_keyed().await;
+    let listed = cli.ok(&["key", "list", "--dir", "counter", "--env", "production"]);
     assert!(
         !listed.contains(&key) && listed.contains(&key[key.len() - 4..]),
         "{listed}"
     );
-    let key_id = listed.split_whitespace().next().unwrap().to_owned();
-    ok(run(
-        &[
-            "key",
-            "revoke",
-            &key_id,
-            "--dir",
-            "counter",
-            "--env",
-            "production",
-        ],
-        "",
-    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_revoke_ends_the_key() {
+    let (cli, key) = counter_keyed().await;
+    let api = cli.api();
+    let run_id = chat(&api, &key).await;
+    let listed = cli.ok(&["key", "list", "--dir", "counter", "--env", "production"]);
+    let key_id = listed.split_whitespace().next().unwrap();
+    cli.ok(&[
+        "key",
+        "revoke",
+        key_id,
+        "--dir",
+        "counter",
+        "--env",
+        "production",
+    ]);
     assert_eq!(
-        v1.get(&format!("/v1/chat/{run_id}"), &key).await.status,
+        api.get(&format!("/v1/chat/{run_id}"), &key).await.status,
         401
     );
+}
 
-    // Teams: switch-team gets a team token; an unknown team explains what to do.
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (bob_id, _) = api.user(&admin, "bob", "developer").await;
-    for team in ["acme", "other"] {
-        let t = api.post("/teams", &admin, json!({"name": team})).await.ok();
-        api.post(
-            &format!("/teams/{}/users/{bob_id}", t["id"].as_str().unwrap()),
-            &admin,
-            json!({"role": "developer"}),
-        )
-        .await
-        .ok();
-    }
-    let bob_home = tempfile::tempdir().unwrap();
-    let bob = |args: &[&str]| bb(bob_home.path(), work.path(), &url, args, "");
-    ok(bob(&["login", "-u", "bob", "-p", "bob-password"]));
+/// `switch-team` gets a team token: from then on the CLI acts for the team.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switch_team_makes_the_cli_act_for_the_team() {
+    let both = AdminAndBob::in_two_teams().await;
     assert_eq!(
-        ok(bob(&["switch-team", "acme"])).trim(),
+        both.bob_ok(&["switch-team", "acme"]).trim(),
         "Switched to team: acme"
     );
-    assert!(ok(bob(&["whoami"])).contains("bob in team acme"));
-    // The admin's folder is bound to the admin's project: bob's push there goes nowhere.
-    let o = bob(&["push", "--dir", "counter"]);
+    assert!(both.bob_ok(&["whoami"]).contains("bob in team acme"));
+}
+
+/// The administrator's folder is bound to the administrator's project.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_cannot_push_a_folder_bound_to_a_project_it_cannot_reach() {
+    let both = AdminAndBob::in_acme_with_a_counter().await;
+    copy_dir(&example("counter"), &both.admin.path("counter"));
+    both.admin.ok(&["push", "--dir", "counter"]);
+    let o = both.bob(&["push", "--dir", "counter"], "");
     assert_ne!(o.code, 0);
     assert_contains(&o.stderr, "is not one you can reach");
-    // Bob's own copy, bound to nothing: work done as the team belongs to the team.
-    copy_dir(
-        &work.path().join("counter"),
-        &work.path().join("bob-counter"),
-    );
-    std::fs::remove_file(work.path().join("bob-counter/.botbox.json")).unwrap();
-    let o = bob(&["push", "--dir", "bob-counter"]);
+}
+
+/// Work done as a team belongs to the team: here a push of a folder bound to nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_as_a_team_makes_a_project_of_the_team() {
+    let both = AdminAndBob::in_acme_with_a_counter().await;
+    let o = both.bob(&["push", "--dir", "bob-counter"], "");
     assert_contains(&o.stderr, "project counter of team acme");
     assert_eq!(o.code, 0, "{}", o.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_bound_to_one_teams_project_is_not_deployed_from_another_team() {
+    let both = AdminAndBob::in_acme_with_a_counter().await;
+    both.bob_ok(&["push", "--dir", "bob-counter"]);
     assert_eq!(
-        ok(bob(&["switch", "team", "other"])).trim(),
+        both.bob_ok(&["switch", "team", "other"]).trim(),
         "Switched to team: other"
     );
-    let o = bob(&["deploy", "--dir", "bob-counter"]);
+    let o = both.bob(&["deploy", "--dir", "bob-counter"], "");
     assert_ne!(o.code, 0, "the folder is bound to team acme's project");
     assert!(
         o.stderr.contains("is not one you can reach") && o.stderr.contains("switch"),
         "{}",
         o.stderr
     );
-    let o = bob(&["switch-team", "nope"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switch_team_to_an_unknown_team_explains_what_to_do() {
+    let o = Cli::admin().await.run(&["switch-team", "nope"], "");
     assert_ne!(o.code, 0);
     assert_contains(
         &o.stderr,
         "Invalid team name. Unable to switch to team: nope",
     );
     assert_contains(&o.stderr, "log out and log in again");
-    assert!(ok(bob(&["switch", "user"])).contains("Switched to user: bob"));
-    assert!(!ok(bob(&["whoami"])).contains("in team"));
-    ok(bob(&["logout", "--yes"]));
-    assert_ne!(bob(&["whoami"]).code, 0);
+}
 
-    // The server is unreachable: said so.
-    let o = bb(
-        home.path(),
-        work.path(),
-        "http://127.0.0.1:9",
-        &["whoami"],
-        "",
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switch_user_makes_the_cli_act_for_the_user_again() {
+    let both = AdminAndBob::in_two_teams().await;
+    both.bob_ok(&["switch-team", "acme"]);
+    assert!(
+        both.bob_ok(&["switch", "user"])
+            .contains("Switched to user: bob")
     );
+    assert!(!both.bob_ok(&["whoami"]).contains("in team"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logout_ends_the_login() {
+    let cli = Cli::admin().await;
+    cli.ok(&["logout", "--yes"]);
+    assert_ne!(cli.run(&["whoami"], "").code, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_named() {
+    let cli = Cli::admin().await;
+    let o = bb(cli.home.path(), cli.work.path(), NO_SERVER, &["whoami"], "");
     assert_ne!(o.code, 0);
     assert_contains(
         &o.stderr,
@@ -468,66 +742,469 @@ async fn walkthrough() {
     );
 }
 
-/// `botbox case create --env production -f case.yml`, `botbox task create <case> --input k=v`,
-/// `botbox task get <id>` and `botbox task review` with the invoice example.
+/// `user add --data` on a folder without a database refuses, and creates nothing there.
+#[test]
+fn user_add_refuses_a_folder_without_a_database() {
+    let empty = tempfile::tempdir().unwrap();
+    let o = Cli::alone().run(
+        &[
+            "user",
+            "add",
+            "eve",
+            "--password",
+            "eve-password-1",
+            "--data",
+            empty.path().to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    assert_contains(&o.stderr, "no database in");
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
+}
+
+/// An administrator without a shell on the server adds an account through the API.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cases_and_tasks() {
-    common::bounded(async {
-        // The invoice the bot fetches.
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let invoice = format!("http://{}/invoice/1", l.local_addr().unwrap());
-        let app = axum::Router::new().fallback(|| async {
-            axum::Json(
-                json!({"vendor": "ACME", "lines": [{"amount": 10, "qty": 2}, {"amount": 5}]}),
+async fn user_add_by_an_administrator_makes_an_account_that_logs_in() {
+    let admin = Cli::admin().await;
+    let out = admin.ok(&["user", "add", "bob", "--password", "bob-password-1"]);
+    assert!(out.contains("added user bob"), "{out}");
+    // Logs bob in, which must succeed.
+    AdminAndBob::new(admin, "bob-password-1");
+}
+
+/// The error says so first (not "not logged in").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passwd_with_a_wrong_current_password_changes_nothing() {
+    let both = AdminAndBob::added_by_the_cli().await;
+    let o = both.bob(
+        &["passwd"],
+        "not-my-password\nbob-password-2\nbob-password-2\n",
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .starts_with("error: currentPassword: incorrect; the password was not changed"),
+        "{}",
+        o.stderr
+    );
+    both.admin.api().login("bob", "bob-password-1").await;
+}
+
+/// The new password is asked twice: two that differ change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passwd_refuses_new_passwords_that_differ() {
+    let both = AdminAndBob::added_by_the_cli().await;
+    let o = both.bob(
+        &["passwd"],
+        "bob-password-1\nbob-password-2\nbob-password-X\n",
+    );
+    assert_ne!(o.code, 0);
+    assert_contains(&o.stderr, "the two new passwords differ");
+    both.admin.api().login("bob", "bob-password-1").await;
+}
+
+/// `passwd` changes the password; the CLI's own token still works, the old password not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passwd_changes_the_password_and_keeps_the_cli_logged_in() {
+    let both = AdminAndBob::added_by_the_cli().await;
+    let out = ok(both.bob(
+        &["passwd"],
+        "bob-password-1\nbob-password-2\nbob-password-2\n",
+    ));
+    assert!(out.contains("Password changed"), "{out}");
+    assert!(both.bob_ok(&["whoami"]).contains("bob"));
+    let api = both.admin.api();
+    let old = common::login_attempt(&api, "bob", "bob-password-1").await;
+    assert_eq!(old.status, 401);
+    api.login("bob", "bob-password-2").await;
+}
+
+/// Teams from the CLI alone: create, invite; the member lists the team and switches to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn team_invite_makes_a_user_a_member_with_a_role() {
+    let both = AdminAndBob::added_by_the_cli().await;
+    both.admin.ok(&["team", "create", "acme"]);
+    let out = both
+        .admin
+        .ok(&["team", "invite", "acme", "bob", "--role", "developer"]);
+    assert!(out.contains("bob is a developer of team acme"), "{out}");
+    let out = both.bob_ok(&["team", "list"]);
+    assert!(out.contains("acme  (developer"), "{out}");
+    assert!(
+        both.bob_ok(&["switch-team", "acme"])
+            .contains("Switched to team: acme")
+    );
+}
+
+/// Removed from the team the CLI acts for, the member lists no teams and switches back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn team_remove_takes_the_member_out_of_the_team() {
+    let both = AdminAndBob::added_by_the_cli().await;
+    both.admin.ok(&["team", "create", "acme"]);
+    both.admin
+        .ok(&["team", "invite", "acme", "bob", "--role", "developer"]);
+    both.bob_ok(&["switch-team", "acme"]);
+    both.admin.ok(&["team", "remove", "acme", "bob"]);
+    assert!(both.bob_ok(&["team", "list"]).contains("no teams"));
+    both.bob_ok(&["switch", "user"]);
+    assert!(both.bob_ok(&["whoami"]).contains("bob"));
+}
+
+/// The administrator resets a password: the user's sessions end; the new password works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_password_ends_the_users_sessions() {
+    let both = AdminAndBob::added_by_the_cli().await;
+    let out = both.admin.ok(&[
+        "user",
+        "reset-password",
+        "bob",
+        "--password",
+        "bob-password-3",
+    ]);
+    assert!(out.contains("password of bob reset"), "{out}");
+    assert_ne!(both.bob(&["whoami"], "").code, 0, "bob's token was revoked");
+    both.admin.api().login("bob", "bob-password-3").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_user_cannot_log_in_until_enabled() {
+    let both = AdminAndBob::added_by_the_cli().await;
+    both.admin.ok(&["user", "disable", "bob"]);
+    let login = ["login", "-u", "bob", "-p", "bob-password-1"];
+    assert_ne!(both.bob(&login, "").code, 0);
+    both.admin.ok(&["user", "enable", "bob"]);
+    both.bob_ok(&login);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_add_by_someone_not_an_administrator_is_refused() {
+    let both = AdminAndBob::added_by_the_cli().await;
+    let o = both.bob(
+        &["user", "add", "mallory", "--password", "mallory-password"],
+        "",
+    );
+    assert_ne!(o.code, 0);
+}
+
+/// Writes the bot oops into the CLI's working folder: its one step runs a method that
+/// throws ("no stock for <message>"), an api action to loopback and a text whose expression
+/// reads the api's result; its test expects "stock: 3".
+fn write_oops(cli: &Cli) {
+    std::fs::create_dir_all(cli.path("tests")).unwrap();
+    let bot = serde_yaml::to_string(&common::method_and_api_bot(
+        "oops",
+        "boom",
+        "throw new Error('no stock for ' + message.content);",
+        "http://127.0.0.1:9/stock",
+        "stock: $(result.count)",
+    ))
+    .unwrap();
+    std::fs::write(cli.path("bot.yml"), bot).unwrap();
+    std::fs::write(
+        cli.path("tests/oops.yml"),
+        "tests:\n  - name: stock\n    steps:\n      - send: pizza\n        expect: [\"stock: 3\"]\n",
+    )
+    .unwrap();
+}
+
+/// oops pushed by the administrator to a server without --allow-private-egress (its api
+/// action to loopback is refused).
+async fn oops_pushed() -> Cli {
+    let cli = Cli::admin().await;
+    write_oops(&cli);
+    cli.ok(&["push"]);
+    cli
+}
+
+/// `oops_pushed` told "pizza" in the console, then deployed on production and told "pasta"
+/// by user u1 on a generic channel: the CLI, the project's id and the channel's id.
+async fn oops_failed_in_the_console_and_on_a_channel() -> (Cli, String, String) {
+    let cli = oops_pushed().await;
+    ok(cli.run(&["console"], "pizza\nexit\n"));
+    cli.ok(&["deploy", "--env", "production"]);
+    let api = cli.api();
+    let admin = api.admin_token().await;
+    let (pid, channel) = pushed_on_a_channel(&api, &admin).await;
+    say(&api, &channel, "u1", "pasta").await;
+    (cli, pid, channel)
+}
+
+/// The thrown error, and the expression's at its `$(…)` (locally the api call meets a closed port).
+#[test]
+fn botbox_test_shows_the_bots_errors_beside_the_failure() {
+    let cli = Cli::alone();
+    write_oops(&cli);
+    let o = cli.run(&["test"], "");
+    assert_ne!(o.code, 0);
+    assert_contains(
+        &o.stdout,
+        "the bot's error: ./bot.yml:3:64: method boom threw: Error: no stock for pizza\n",
+    );
+    assert!(
+        o.stdout.lines().any(|l| l.contains("the bot's error: ./bot.yml:")
+            && l.ends_with(": expression \"result.count\" failed: Cannot read properties of null (reading 'count')")),
+        "{}",
+        o.stdout
+    );
+}
+
+/// A method's error at its place in the file; an egress refusal with how to allow it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_prints_a_steps_errors_under_its_replies() {
+    let cli = oops_pushed().await;
+    let out = ok(cli.run(&["console"], "pizza\nexit\n"));
+    assert!(
+        out.contains("! ./bot.yml:3:64: method boom threw: Error: no stock for pizza\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("refused by the server's egress policy") && out.contains("--egress-allow"),
+        "{out}"
+    );
+}
+
+/// Through the API (no files) a method's error is placed inside the method.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_errors_api_lists_the_errors_of_console_and_channel_steps() {
+    let (cli, pid, channel) = oops_failed_in_the_console_and_on_a_channel().await;
+    let api = cli.api();
+    let admin = api.admin_token().await;
+    let errors = api
+        .get(&format!("/projects/{pid}/errors"), &admin)
+        .await
+        .ok();
+    let seen: Vec<(String, String, String)> = errors["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["channelId"].as_str().unwrap().to_owned(),
+                e["errorCode"].as_str().unwrap().to_owned(),
+                e["errorMessage"].as_str().unwrap().to_owned(),
             )
-        });
-        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
-
-        let server = Server::start(Backend::Sqlite, &["--allow-private-egress"]).await;
-        let url = server.base.clone();
-        let home = tempfile::tempdir().unwrap();
-        let work = tempfile::tempdir().unwrap();
-        copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/invoice-case"),
-            &work.path().join("invoice-case"),
+        })
+        .collect();
+    assert!(
+        seen.iter().any(|(_, _, m)| m
+            == "method boom threw: Error: no stock for pizza (line 1, column 7 of the method)"),
+        "{seen:?}"
+    );
+    for (ch, code, needle) in [
+        ("console", "method-error", "no stock for pizza"),
+        ("console", "api-error", "egress policy"),
+        (channel.as_str(), "method-error", "no stock for pasta"),
+        (channel.as_str(), "api-error", "egress policy"),
+    ] {
+        assert!(
+            seen.iter()
+                .any(|(c, k, m)| c == ch && k == code && m.contains(needle)),
+            "{ch} {code} {needle}: {seen:?}"
         );
-        let run = |args: &[&str]| bb(home.path(), work.path(), &url, args, "");
-        ok(run(&["login", "-u", "admin", "-p", ADMIN_PASSWORD]));
-        ok(run(&["push", "--dir", "invoice-case"]));
-        ok(run(&[
-            "deploy",
-            "--dir",
-            "invoice-case",
-            "--env",
-            "production",
-        ]));
+    }
+}
 
-        let o = run(&[
+/// Each step made three: the method, the api call, the text's expression on the null result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn botbox_errors_lists_errors_oldest_first_with_their_channel() {
+    let (cli, _, channel) = oops_failed_in_the_console_and_on_a_channel().await;
+    let out = cli.ok(&["errors", "--since", "1h"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 6, "{out}");
+    assert!(
+        lines[0].contains("bot/method-error  [console]")
+            && lines[0].ends_with("./bot.yml:3:64: method boom threw: Error: no stock for pizza"),
+        "{out}"
+    );
+    assert!(lines[1].contains("bot/api-error  [console]"), "{out}");
+    assert!(
+        lines[2].contains("bot/expression-error  [console]"),
+        "{out}"
+    );
+    assert!(
+        lines[3].contains(&format!("bot/method-error  [{channel}]")),
+        "{out}"
+    );
+}
+
+/// What is there first, then new errors as they happen, until stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn botbox_errors_follow_prints_new_errors_as_they_happen() {
+    let (cli, _, channel) = oops_failed_in_the_console_and_on_a_channel().await;
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .args(["errors", "--follow"])
+        .current_dir(cli.work.path())
+        .env("BOTBOX_HOME", cli.home.path())
+        .env("BOTBOX_SERVER", &cli.url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = follow.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(std::time::Duration::from_secs(30))
+            .expect("a line")
+    };
+    for _ in 0..6 {
+        next();
+    }
+    say(&cli.api(), &channel, "u2", "salad").await;
+    let mut new = Vec::new();
+    while !new
+        .iter()
+        .any(|l: &String| l.contains("no stock for salad"))
+    {
+        new.push(next());
+    }
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+}
+
+/// The invoice-case example pushed and deployed on production by the administrator, on a
+/// server that lets bots call loopback, with the invoice it fetches served there: the CLI
+/// and the invoice's URL.
+async fn invoice() -> (Cli, String) {
+    let app = axum::Router::new().fallback(|| async {
+        axum::Json(json!({"vendor": "ACME", "lines": [{"amount": 10, "qty": 2}, {"amount": 5}]}))
+    });
+    let invoice = format!("{}/invoice/1", common::serve_stub(app).await);
+    let cli = Cli::on_server(&["--allow-private-egress"]).await;
+    cli.ok(&["login", "-u", "admin", "-p", ADMIN_PASSWORD]);
+    copy_dir(&example("invoice-case"), &cli.path("invoice-case"));
+    cli.ok(&["push", "--dir", "invoice-case"]);
+    cli.ok(&["deploy", "--dir", "invoice-case", "--env", "production"]);
+    (cli, invoice)
+}
+
+/// `invoice` with its Case made by `case create -f case.yml`: the CLI and the invoice's URL.
+async fn invoice_case() -> (Cli, String) {
+    let (cli, invoice) = invoice().await;
+    cli.ok(&[
+        "case",
+        "create",
+        "--env",
+        "production",
+        "-f",
+        "invoice-case/case.yml",
+        "--dir",
+        "invoice-case",
+    ]);
+    (cli, invoice)
+}
+
+/// `invoice_case` with a task of the invoice, once the worker has run the bot on it: the
+/// CLI, `task create`'s answer and what `task get` printed then.
+async fn task_run() -> (Cli, Value, String) {
+    let (cli, invoice) = invoice_case().await;
+    let input = format!("invoice_url={invoice}");
+    let created = cli.ok(&[
+        "--json",
+        "task",
+        "create",
+        "invoice",
+        "--input",
+        &input,
+        "--input",
+        "currency=USD",
+        "--dir",
+        "invoice-case",
+    ]);
+    let t: Value = serde_json::from_str(&created).unwrap();
+    let id = t["id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let got = loop {
+        let out = cli.ok(&["task", "get", &id, "--dir", "invoice-case"]);
+        if !out.contains("  pending") && !out.contains("  in_progress") {
+            break out;
+        }
+        assert!(std::time::Instant::now() < deadline, "{out}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    (cli, t, got)
+}
+
+/// `task_run` approved by `task review` with the output total edited to 24 (typed:
+/// `total:=24` is a number): the CLI, the task's id and what the review printed.
+async fn task_approved() -> (Cli, String, String) {
+    let (cli, t, _) = task_run().await;
+    let id = t["id"].as_str().unwrap().to_owned();
+    let out = cli.ok(&[
+        "task",
+        "review",
+        &id,
+        "--decision",
+        "approve",
+        "--output",
+        "total:=24",
+        "--dir",
+        "invoice-case",
+    ]);
+    (cli, id, out)
+}
+
+/// clap names the missing argument before any request is made.
+#[test]
+fn case_create_without_a_file_names_the_missing_argument() {
+    let o = Cli::alone().run(
+        &[
             "case",
             "create",
             "--env",
             "production",
             "--dir",
             "invoice-case",
-        ]);
-        assert_ne!(o.code, 0);
-        // clap names the missing argument before any request is made.
-        assert_contains(&o.stderr, "--file <FILE>");
-        let out = ok(run(&[
-            "case",
-            "create",
-            "--env",
-            "production",
-            "-f",
-            "invoice-case/case.yml",
-            "--dir",
-            "invoice-case",
-        ]));
-        assert!(out.starts_with("Case invoice ("), "{out}");
-        assert!(ok(run(&["case", "list", "--dir", "invoice-case"])).contains("invoice  (review)"));
+        ],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    assert_contains(&o.stderr, "--file <FILE>");
+}
 
-        // A bad input is refused with the field's pointer.
-        let o = run(&[
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn case_create_makes_a_case_listed_with_its_review() {
+    let (cli, _) = invoice().await;
+    let out = cli.ok(&[
+        "case",
+        "create",
+        "--env",
+        "production",
+        "-f",
+        "invoice-case/case.yml",
+        "--dir",
+        "invoice-case",
+    ]);
+    assert!(out.starts_with("Case invoice ("), "{out}");
+    let listed = cli.ok(&["case", "list", "--dir", "invoice-case"]);
+    assert!(listed.contains("invoice  (review)"), "{listed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn case_get_shows_the_cases_definition() {
+    let (cli, _) = invoice_case().await;
+    let out = cli.ok(&["case", "get", "invoice", "--dir", "invoice-case"]);
+    assert!(out.contains("name: invoice"), "{out}");
+    assert!(out.contains("review: true"), "{out}");
+}
+
+/// A bad input is refused with each field's pointer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_create_refuses_bad_inputs_naming_each_field() {
+    let (cli, _) = invoice_case().await;
+    let o = cli.run(
+        &[
             "task",
             "create",
             "invoice",
@@ -535,65 +1212,61 @@ async fn cases_and_tasks() {
             "currency:=3",
             "--dir",
             "invoice-case",
-        ]);
-        assert_ne!(o.code, 0);
-        assert_contains(&o.stderr, "/inputs/invoice_url");
-        assert_contains(&o.stderr, "/inputs/currency");
+        ],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    assert_contains(&o.stderr, "/inputs/invoice_url");
+    assert_contains(&o.stderr, "/inputs/currency");
+}
 
-        let input = format!("invoice_url={invoice}");
-        let t: Value = serde_json::from_str(&ok(run(&[
-            "--json",
-            "task",
-            "create",
-            "invoice",
-            "--input",
-            &input,
-            "--input",
-            "currency=USD",
-            "--dir",
-            "invoice-case",
-        ])))
-        .unwrap();
-        assert_eq!(t["status"], "pending");
-        let id = t["id"].as_str().unwrap().to_owned();
-        // The worker runs the bot; the Case asks for a review.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let out = loop {
-            let out = ok(run(&["task", "get", &id, "--dir", "invoice-case"]));
-            if !out.contains("  pending") && !out.contains("  in_progress") {
-                break out;
-            }
-            assert!(std::time::Instant::now() < deadline, "{out}");
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        };
-        assert!(out.starts_with(&format!("task {id}  review")), "{out}");
-        assert!(out.contains("\"total\": 25"), "{out}");
-        let o = run(&["task", "outputs", &id, "--dir", "invoice-case"]);
-        assert_ne!(o.code, 0, "outputs are read once the task is done");
-        assert_contains(&o.stderr, "409");
-        // Approved with an edited output (typed: total:=24 is a number).
-        let out = ok(run(&[
-            "task",
-            "review",
-            &id,
-            "--decision",
-            "approve",
-            "--output",
-            "total:=24",
-            "--dir",
-            "invoice-case",
-        ]));
-        assert!(out.starts_with(&format!("task {id}  done")), "{out}");
-        assert!(out.contains("\"total\": 24"), "{out}");
-        let out = ok(run(&["task", "outputs", &id, "--dir", "invoice-case"]));
-        assert!(out.contains("\"vendor\": \"ACME\""), "{out}");
-        assert!(out.contains("artifact summary (text/plain): http"), "{out}");
-        let out = ok(run(&["task", "list", "invoice", "--dir", "invoice-case"]));
-        assert_eq!(out.trim(), format!("{id}  done"));
-        let out = ok(run(&["case", "get", "invoice", "--dir", "invoice-case"]));
-        assert!(out.contains("name: invoice"), "{out}");
-        assert!(out.contains("review: true"), "{out}");
-        let o = run(&[
+/// A new task is pending; the worker runs the bot; the Case asks for a review of the outputs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_run_by_the_bot_waits_for_review_with_its_outputs() {
+    let (_, t, out) = task_run().await;
+    assert_eq!(t["status"], "pending");
+    let id = t["id"].as_str().unwrap();
+    assert!(out.starts_with(&format!("task {id}  review")), "{out}");
+    assert!(out.contains("\"total\": 25"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_outputs_are_refused_until_the_task_is_done() {
+    let (cli, t, _) = task_run().await;
+    let id = t["id"].as_str().unwrap();
+    let o = cli.run(&["task", "outputs", id, "--dir", "invoice-case"], "");
+    assert_ne!(o.code, 0, "outputs are read once the task is done");
+    assert_contains(&o.stderr, "409");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_review_approves_a_task_with_edited_outputs() {
+    let (_, id, out) = task_approved().await;
+    assert!(out.starts_with(&format!("task {id}  done")), "{out}");
+    assert!(out.contains("\"total\": 24"), "{out}");
+}
+
+/// A done task's outputs: its values and links to its artifacts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_outputs_show_a_done_tasks_values_and_artifacts() {
+    let (cli, id, _) = task_approved().await;
+    let out = cli.ok(&["task", "outputs", &id, "--dir", "invoice-case"]);
+    assert!(out.contains("\"vendor\": \"ACME\""), "{out}");
+    assert!(out.contains("artifact summary (text/plain): http"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_list_shows_each_task_of_the_case_with_its_status() {
+    let (cli, id, _) = task_approved().await;
+    let out = cli.ok(&["task", "list", "invoice", "--dir", "invoice-case"]);
+    assert_eq!(out.trim(), format!("{id}  done"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_done_task_cannot_be_reviewed_again() {
+    let (cli, id, _) = task_approved().await;
+    let o = cli.run(
+        &[
             "task",
             "review",
             &id,
@@ -601,24 +1274,35 @@ async fn cases_and_tasks() {
             "approve",
             "--dir",
             "invoice-case",
-        ]);
-        assert_ne!(o.code, 0);
-        assert_contains(&o.stderr, "409");
-        let o = run(&["task", "get", "nope", "--dir", "invoice-case"]);
-        assert_ne!(o.code, 0);
-        assert_contains(&o.stderr, "404");
-        assert_eq!(
-            ok(run(&["case", "delete", "invoice", "--dir", "invoice-case"])).trim(),
-            "Case invoice deleted."
-        );
-        assert_eq!(
-            ok(run(&["case", "list", "--dir", "invoice-case"])).trim(),
-            "No Cases."
-        );
-        let o = run(&["case", "get", "invoice", "--dir", "invoice-case"]);
-        assert_contains(&o.stderr, "404");
-    })
-    .await
+        ],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    assert_contains(&o.stderr, "409");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_get_of_an_unknown_task_is_not_found() {
+    let (cli, _) = invoice().await;
+    let o = cli.run(&["task", "get", "nope", "--dir", "invoice-case"], "");
+    assert_ne!(o.code, 0);
+    assert_contains(&o.stderr, "404");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn case_delete_removes_the_case() {
+    let (cli, _) = invoice_case().await;
+    assert_eq!(
+        cli.ok(&["case", "delete", "invoice", "--dir", "invoice-case"])
+            .trim(),
+        "Case invoice deleted."
+    );
+    assert_eq!(
+        cli.ok(&["case", "list", "--dir", "invoice-case"]).trim(),
+        "No Cases."
+    );
+    let o = cli.run(&["case", "get", "invoice", "--dir", "invoice-case"], "");
+    assert_contains(&o.stderr, "404");
 }
 
 /// A JavaScript syntax error in a method is a validation error everywhere an author looks
@@ -719,290 +1403,6 @@ async fn javascript_syntax_errors_are_refused_before_running() {
     std::fs::write(dir.join("bot.yml"), &fixed).unwrap();
     let o = ok(bb(home.path(), &dir, &url, &["validate", "bot.yml"], ""));
     assert!(o.contains("ok (1 flows, 0 warnings)"), "{o}");
-}
-
-/// People without a shell on the server: an administrator adds bob through the API, bob
-/// changes his password, the administrator resets it and disables him; teams are made and
-/// joined from the CLI alone (the walk-through's switch-team); `user add --data` refuses a
-/// folder without a database instead of creating one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn people_and_teams_from_the_cli_alone() {
-    let server = Server::start(Backend::Sqlite, &[]).await;
-    let url = server.base.clone();
-    let admin_home = tempfile::tempdir().unwrap();
-    let bob_home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let admin = |args: &[&str], stdin: &str| bb(admin_home.path(), work.path(), &url, args, stdin);
-    let bob = |args: &[&str], stdin: &str| bb(bob_home.path(), work.path(), &url, args, stdin);
-    ok(admin(&["login", "-u", "admin", "-p", ADMIN_PASSWORD], ""));
-
-    // A folder without a database: refused, and nothing is created there.
-    let empty = tempfile::tempdir().unwrap();
-    let o = admin(
-        &[
-            "user",
-            "add",
-            "eve",
-            "--password",
-            "eve-password-1",
-            "--data",
-            empty.path().to_str().unwrap(),
-        ],
-        "",
-    );
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "no database in");
-    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
-
-    let out = ok(admin(
-        &["user", "add", "bob", "--password", "bob-password-1"],
-        "",
-    ));
-    assert!(out.contains("added user bob"), "{out}");
-    ok(bob(&["login", "-u", "bob", "-p", "bob-password-1"], ""));
-    // A wrong current password changes nothing, and the error says so first (not "not
-    // logged in").
-    let o = bob(
-        &["passwd"],
-        "not-my-password\nbob-password-2\nbob-password-2\n",
-    );
-    assert_ne!(o.code, 0);
-    assert!(
-        o.stderr
-            .starts_with("error: currentPassword: incorrect; the password was not changed"),
-        "{}",
-        o.stderr
-    );
-    // The new password is asked twice: two that differ change nothing.
-    let o = bob(
-        &["passwd"],
-        "bob-password-1\nbob-password-2\nbob-password-X\n",
-    );
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "the two new passwords differ");
-    let out = ok(bob(
-        &["passwd"],
-        "bob-password-1\nbob-password-2\nbob-password-2\n",
-    ));
-    assert!(out.contains("Password changed"), "{out}");
-    // The CLI's own token still works; the old password does not.
-    assert!(ok(bob(&["whoami"], "")).contains("bob"));
-    let api = server.api();
-    assert_eq!(
-        api.raw(
-            "POST",
-            "/login",
-            None,
-            json!({"username": "bob", "password": "bob-password-1"})
-                .to_string()
-                .into_bytes()
-        )
-        .await
-        .status,
-        401
-    );
-    api.login("bob", "bob-password-2").await;
-
-    // Teams from the CLI: create, invite, list, switch.
-    ok(admin(&["team", "create", "acme"], ""));
-    let out = ok(admin(
-        &["team", "invite", "acme", "bob", "--role", "developer"],
-        "",
-    ));
-    assert!(out.contains("bob is a developer of team acme"), "{out}");
-    let out = ok(bob(&["team", "list"], ""));
-    assert!(out.contains("acme  (developer"), "{out}");
-    assert!(ok(bob(&["switch-team", "acme"], "")).contains("Switched to team: acme"));
-    ok(admin(&["team", "remove", "acme", "bob"], ""));
-    assert!(ok(bob(&["team", "list"], "")).contains("no teams"));
-    ok(bob(&["switch", "user"], ""));
-    assert!(ok(bob(&["whoami"], "")).contains("bob"));
-
-    // The administrator resets bob's password (his sessions end) and disables him.
-    let out = ok(admin(
-        &[
-            "user",
-            "reset-password",
-            "bob",
-            "--password",
-            "bob-password-3",
-        ],
-        "",
-    ));
-    assert!(out.contains("password of bob reset"), "{out}");
-    assert_ne!(bob(&["whoami"], "").code, 0, "bob's token was revoked");
-    api.login("bob", "bob-password-3").await;
-    ok(admin(&["user", "disable", "bob"], ""));
-    let o = bob(&["login", "-u", "bob", "-p", "bob-password-3"], "");
-    assert_ne!(o.code, 0);
-    ok(admin(&["user", "enable", "bob"], ""));
-    ok(bob(&["login", "-u", "bob", "-p", "bob-password-3"], ""));
-    // Not an administrator: refused.
-    let o = bob(
-        &["user", "add", "mallory", "--password", "mallory-password"],
-        "",
-    );
-    assert_ne!(o.code, 0);
-}
-
-/// A step's errors reach the author wherever they look: a method that throws and an api
-/// action refused by the egress policy (saying how an operator may allow it) show in
-/// `botbox test` beside the failed expectation, in the console, in the errors API for
-/// console and channel steps, and in `botbox errors` (with `--follow`, as they happen).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_time_errors_reach_the_author() {
-    // No --allow-private-egress: an api action to loopback is refused.
-    let server = Server::start(Backend::Sqlite, &[]).await;
-    let url = server.base.clone();
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let dir = work.path().join("oops");
-    std::fs::create_dir_all(dir.join("tests")).unwrap();
-    let bot = serde_yaml::to_string(&common::method_and_api_bot(
-        "oops",
-        "boom",
-        "throw new Error('no stock for ' + message.content);",
-        "http://127.0.0.1:9/stock",
-        "stock: $(result.count)",
-    ))
-    .unwrap();
-    std::fs::write(dir.join("bot.yml"), bot).unwrap();
-    std::fs::write(
-        dir.join("tests/oops.yml"),
-        "tests:\n  - name: stock\n    steps:\n      - send: pizza\n        expect: [\"stock: 3\"]\n",
-    )
-    .unwrap();
-    let run = |args: &[&str], stdin: &str| bb(home.path(), &dir, &url, args, stdin);
-
-    // botbox test (local sandbox, no egress policy of the server's: the api call fails on
-    // the closed port) shows the thrown error beside the failure.
-    let o = run(&["test"], "");
-    assert_ne!(o.code, 0);
-    assert_contains(
-        &o.stdout,
-        "the bot's error: ./bot.yml:3:64: method boom threw: Error: no stock for pizza\n",
-    );
-    // The expression's error at the `$(…)` that holds it.
-    assert!(
-        o.stdout.lines().any(|l| l.contains("the bot's error: ./bot.yml:")
-            && l.ends_with(": expression \"result.count\" failed: Cannot read properties of null (reading 'count')")),
-        "{}",
-        o.stdout
-    );
-
-    ok(run(&["login", "-u", "admin", "-p", ADMIN_PASSWORD], ""));
-    ok(run(&["push"], ""));
-    // The console prints the step's errors under its replies.
-    let out = ok(run(&["console"], "pizza\nexit\n"));
-    // A method's error at its place in the folder's file.
-    assert!(
-        out.contains("! ./bot.yml:3:64: method boom threw: Error: no stock for pizza\n"),
-        "{out}"
-    );
-    assert!(
-        out.contains("refused by the server's egress policy") && out.contains("--egress-allow"),
-        "{out}"
-    );
-    // A channel step's errors too.
-    ok(run(&["deploy", "--env", "production"], ""));
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let (pid, channel) = pushed_on_a_channel(&api, &admin).await;
-    say(&api, &channel, "u1", "pasta").await;
-    let errors = api
-        .get(&format!("/projects/{pid}/errors"), &admin)
-        .await
-        .ok();
-    let seen: Vec<(String, String, String)> = errors["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["channelId"].as_str().unwrap().to_owned(),
-                e["errorCode"].as_str().unwrap().to_owned(),
-                e["errorMessage"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    // Through the API (no files): the place inside the method, exact.
-    assert!(
-        seen.iter().any(|(_, _, m)| m
-            == "method boom threw: Error: no stock for pizza (line 1, column 7 of the method)"),
-        "{seen:?}"
-    );
-    for (ch, code, needle) in [
-        ("console", "method-error", "no stock for pizza"),
-        ("console", "api-error", "egress policy"),
-        (channel.as_str(), "method-error", "no stock for pasta"),
-        (channel.as_str(), "api-error", "egress policy"),
-    ] {
-        assert!(
-            seen.iter()
-                .any(|(c, k, m)| c == ch && k == code && m.contains(needle)),
-            "{ch} {code} {needle}: {seen:?}"
-        );
-    }
-    // botbox errors: oldest first, with the channel.
-    let out = ok(run(&["errors", "--since", "1h"], ""));
-    let lines: Vec<&str> = out.lines().collect();
-    // Each step: the method, the api call, then the text's expression on the null result.
-    assert_eq!(lines.len(), 6, "{out}");
-    assert!(
-        lines[0].contains("bot/method-error  [console]")
-            && lines[0].ends_with("./bot.yml:3:64: method boom threw: Error: no stock for pizza"),
-        "{out}"
-    );
-    assert!(lines[1].contains("bot/api-error  [console]"), "{out}");
-    assert!(
-        lines[2].contains("bot/expression-error  [console]"),
-        "{out}"
-    );
-    assert!(
-        lines[3].contains(&format!("bot/method-error  [{channel}]")),
-        "{out}"
-    );
-
-    // --follow: what is there, then new errors as they happen, until stopped.
-    let mut follow = Command::new(env!("CARGO_BIN_EXE_botbox"))
-        .args(["errors", "--follow"])
-        .current_dir(&dir)
-        .env("BOTBOX_HOME", home.path())
-        .env("BOTBOX_SERVER", &url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = follow.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let next = || {
-        rx.recv_timeout(std::time::Duration::from_secs(30))
-            .expect("a line")
-    };
-    for _ in 0..6 {
-        next();
-    }
-    say(&api, &channel, "u2", "salad").await;
-    let mut new = Vec::new();
-    while !new
-        .iter()
-        .any(|l: &String| l.contains("no stock for salad"))
-    {
-        new.push(next());
-    }
-    follow.kill().unwrap();
-    follow.wait().unwrap();
 }
 
 /// The CLI shows conversations and gives a deployed bot back as files: `botbox transcript`

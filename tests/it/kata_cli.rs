@@ -1,4 +1,4 @@
-//! kata-cli 2.7.2 against botbox: kata-cli's journey replayed call by call, with
+//! kata-cli 2.7.2 against botbox: kata-cli's calls, each test one of its commands, with
 //! the paths, bodies and headers its API client sends and assertions on exactly the response
 //! fields it reads (from its source: components/{users,projects,bots,nlus}/*.ts; the spec of
 //! each call is in docs/moving-from-kata.md).
@@ -6,7 +6,47 @@
 use crate::common::*;
 use serde_json::{Value, json};
 
-on_both_backends!(kata_cli_journey);
+on_both_backends!(
+    cli_login_refuses_a_wrong_password_with_a_message,
+    a_cli_login_token_reads_as_a_user_token,
+    an_unknown_token_is_not_found,
+    a_created_project_is_listed_in_a_page,
+    select_project_finds_a_project_by_name,
+    select_project_of_an_unknown_name_is_not_found_with_a_message,
+    the_first_push_is_version_0_0_1,
+    revisions_are_listed_newest_first_after_the_initial_one,
+    pull_reads_a_revision_with_its_flows_and_version,
+    pushing_a_pulled_bot_yml_bumps_its_existing_version_with_a_warning,
+    a_push_on_a_revision_that_is_no_longer_the_latest_asks_to_pull,
+    a_project_with_an_nlu_has_an_nlu_revision_before_any_training,
+    create_deployment_makes_the_first_deployment_of_the_latest_revisions,
+    create_environment_lists_it_on_the_current_deployment,
+    update_environment_moves_it_to_another_deployment,
+    create_channel_answers_the_webhook,
+    channel_options_are_answered_as_a_json_string,
+    list_channel_shows_each_channel_with_its_name_type_and_id,
+    update_channel_changes_the_listed_channel_by_id,
+    delete_channel_removes_the_channel_found_in_the_environment,
+    a_method_error_on_a_channel_is_listed_with_its_user_and_message,
+    errors_of_another_group_are_left_out,
+    rollback_moves_the_environment_back_and_names_it,
+    console_converses_with_its_default_session_then_the_one_it_got_back,
+    clearing_the_caches_leaves_the_bot_answering_as_before,
+    nl_pull_reads_the_nlus_name_lang_visibility_and_entities,
+    nl_push_edits_the_entity_map_by_name,
+    an_untrained_nlu_has_no_active_job,
+    nl_train_answers_a_row_id_per_training_line,
+    nl_predict_answers_its_result_as_a_list,
+    a_trained_nlu_lists_its_revision,
+    training_data_is_found_by_login_and_nlu_name,
+    list_profiles_answers_a_bare_array_of_profiles,
+    create_team_lists_the_team_among_the_users_teams,
+    list_team_user_shows_the_teams_creator_as_team_admin,
+    a_team_token_reads_as_a_token_of_its_team,
+    invite_member_adds_a_user_with_their_accounts_role,
+    delete_project_makes_the_project_gone,
+    other_clients_get_page_objects_and_plain_text_errors,
+);
 
 /// kata-cli's HTTP client: superagent 3.7.0 under zaun. Every request carries its User-Agent,
 /// `Content-Type: application/json` (even bodiless GETs) and `Accept: application/json`.
@@ -121,18 +161,290 @@ async fn push(k: &Kata, pid: &str, bot: Value) -> Value {
     pushed
 }
 
-async fn kata_cli_journey(backend: Backend) {
+/// `init_bot` with the greeting edited to "hello!".
+fn edited_bot(pid: &str) -> Value {
+    let mut bot = init_bot(pid);
+    bot["flows"]["hello"]["states"]["greet"]["action"]["options"]["text"] = json!("hello!");
+    bot
+}
+
+/// A server where alice is a developer; kata-cli not logged in yet: the server, an
+/// administrator's token and the client.
+async fn server(backend: Backend) -> (InProcess, String, Kata) {
     let server = InProcess::start(backend).await;
     let api = server.api();
     let admin = api.admin_token().await;
-    api.user(&admin, "alice", "developer").await;
-    api.user(&admin, "bob", "developer").await;
-    let mut k = Kata {
-        api: api.clone(),
-        token: None,
-    };
+    add_developer(&api, &admin, "alice").await;
+    (server, admin, Kata { api, token: None })
+}
 
-    // login -u -p: POST /cli-login (no bearer); reads data.id and data.userId.
+/// Adds developer `name`, whose password is `<name>-password`.
+async fn add_developer(api: &Api, admin: &str, name: &str) {
+    let password = format!("{name}-password");
+    api.post(
+        "/users",
+        admin,
+        json!({"username": name, "password": password, "roleId": "developer"}),
+    )
+    .await
+    .ok();
+}
+
+/// kata-cli logged in as alice through `/cli-login` (`login -u -p`, which reads `data.id`
+/// and `data.userId`).
+struct Alice {
+    _server: InProcess,
+    admin: String,
+    k: Kata,
+    id: String,
+    token: String,
+}
+
+async fn alice(backend: Backend) -> Alice {
+    let (server, admin, mut k) = server(backend).await;
+    let login = k
+        .ok(
+            "POST",
+            "/cli-login",
+            Some(json!({"username": "alice", "password": "alice-password"})),
+        )
+        .await;
+    let token = s(&login["id"]);
+    k.token = Some(token.clone());
+    Alice {
+        _server: server,
+        admin,
+        k,
+        id: s(&login["userId"]),
+        token,
+    }
+}
+
+/// alice's project mybot (bot, CMS and NLU) made by `create-project`.
+struct Project {
+    alice: Alice,
+    pid: String,
+}
+
+impl std::ops::Deref for Project {
+    type Target = Kata;
+    fn deref(&self) -> &Kata {
+        &self.alice.k
+    }
+}
+
+impl Project {
+    /// `/projects/{pid}{rest}`.
+    fn path(&self, rest: &str) -> String {
+        format!("/projects/{}{rest}", self.pid)
+    }
+}
+
+async fn project(backend: Backend) -> Project {
+    let alice = alice(backend).await;
+    let p = alice
+        .k
+        .ok(
+            "POST",
+            "/projects",
+            Some(json!({"name": "mybot", "description": "desc", "options": {"bot": true, "cms": true, "nlu": true, "timezone": 7, "nluLang": "en", "nluVisibility": "private"}})),
+        )
+        .await;
+    assert_eq!(p["name"], "mybot");
+    Project {
+        pid: s(&p["id"]),
+        alice,
+    }
+}
+
+/// `project` pushed twice: kata-cli's template, then with the greeting edited; the second
+/// push's revision.
+async fn pushed_twice(backend: Backend) -> (Project, String) {
+    let p = project(backend).await;
+    push(&p, &p.pid, init_bot(&p.pid)).await;
+    let second = push(&p, &p.pid, edited_bot(&p.pid)).await;
+    (p, s(&second["revision"]))
+}
+
+/// create-deployment as kata-cli does it: the project, the latest bot, NLU and CMS revisions
+/// (each a string it cuts), then the deployment `version` of them; the bot revision.
+async fn create_deployment(p: &Project, version: &str) -> String {
+    p.get(&p.path("")).await;
+    let bot_rev = s(&p.get(&p.path("/bot/")).await["revision"]);
+    let nlu_rev = s(&p.get(&p.path("/nlu/revisions")).await["data"][0]["revision"]);
+    let cms_rev = s(&p.get(&p.path("/cms/")).await["revision"]);
+    let pid = &p.pid;
+    p.ok(
+        "POST",
+        &p.path("/deployment/versions"),
+        Some(json!({"version": version, "botId": pid, "botRevision": bot_rev, "nluId": pid, "nluRevision": nlu_rev, "cmsId": pid, "cmsRevision": cms_rev, "modules": null})),
+    )
+    .await;
+    bot_rev
+}
+
+/// create-environment Development (slug dev) on the current deployment; its id.
+async fn create_environment(p: &Project) -> String {
+    let version = p.get(&p.path("/deployment/")).await["version"].clone();
+    p.ok(
+        "POST",
+        &p.path("/environments"),
+        Some(json!({"depId": p.pid, "depVersion": version, "name": "Development", "slug": "dev"})),
+    )
+    .await;
+    s(&p.get(&p.path("/environments")).await["data"][0]["id"])
+}
+
+/// update-environment: environment `env` to deployment `version`.
+async fn move_environment(p: &Project, env: &str, version: &str) -> Value {
+    p.ok(
+        "PUT",
+        &p.path(&format!("/environments/{env}")),
+        Some(json!({"depVersion": version})),
+    )
+    .await
+}
+
+/// `project` with the edited greeting ("hello!") deployed as 0.0.1 on environment
+/// Development: the project and the environment's id.
+async fn deployed(backend: Backend) -> (Project, String) {
+    let p = project(backend).await;
+    push(&p, &p.pid, edited_bot(&p.pid)).await;
+    create_deployment(&p, "0.0.1").await;
+    let env = create_environment(&p).await;
+    (p, env)
+}
+
+/// The body of a generic channel named `name` as kata-cli's create-channel sends it.
+fn web_channel(name: &str, token: &str, url: &str) -> Value {
+    json!({"name": name, "type": "generic", "options": {"token": token, "refreshToken": null, "secret": null}, "url": url})
+}
+
+/// The body of an fbmessenger channel named fb as kata-cli's create-channel sends it.
+fn fb_channel() -> Value {
+    json!({"name": "fb", "type": "fbmessenger", "options": {"token": "page-token", "refreshToken": null, "secret": "app-secret"}, "url": "https://graph.facebook.com/v2.6/me/messages"})
+}
+
+/// `deployed` with two channels, web (generic) and fb (fbmessenger): the project, the
+/// environment's id and its channels' path.
+async fn two_channels(backend: Backend) -> (Project, String, String) {
+    let (p, env) = deployed(backend).await;
+    let chans = p.path(&format!("/environments/{env}/channels"));
+    p.ok(
+        "POST",
+        &chans,
+        Some(web_channel("web", "tok", "http://127.0.0.1:9/hook")),
+    )
+    .await;
+    p.ok("POST", &chans, Some(fb_channel())).await;
+    (p, env, chans)
+}
+
+/// The id of the channel named `name` in a list of channels.
+fn channel_id(list: &Value, name: &str) -> String {
+    let found = list.as_array().unwrap().iter().find(|c| c["name"] == name);
+    s(&found.unwrap_or_else(|| panic!("no channel {name} in {list}"))["id"])
+}
+
+/// `deployed` with a web channel, then a bot whose greeting runs a method that throws
+/// deployed as 0.0.2 and said "hi" to on the channel by user u1: the project, the
+/// environment's id and the channel's id.
+async fn failed_on_a_channel(backend: Backend) -> (Project, String, String) {
+    let (p, env) = deployed(backend).await;
+    let chans = p.path(&format!("/environments/{env}/channels"));
+    let web = p
+        .ok(
+            "POST",
+            &chans,
+            Some(web_channel("web", "tok", "http://127.0.0.1:9/hook")),
+        )
+        .await;
+    let mut failing = init_bot(&p.pid);
+    failing["methods"] = json!({"boom()": "throw new Error('kaboom');"});
+    failing["flows"]["hello"]["states"]["greet"]["action"] =
+        json!({"name": "method", "method": "boom"});
+    let rev = s(&push(&p, &p.pid, failing).await["revision"]);
+    p.ok(
+        "POST",
+        &p.path("/deployment/versions"),
+        Some(json!({"version": "0.0.2", "botRevision": rev})),
+    )
+    .await;
+    move_environment(&p, &env, "0.0.2").await;
+    let hi = json!({"userId": "u1", "messages": [{"type": "text", "content": "hi"}]});
+    let r = p
+        .api
+        .send(p.api.http.post(s(&web["webhook"])).json(&hi))
+        .await;
+    assert!((200..300).contains(&r.status), "{}", r.text);
+    (p, env, s(&web["id"]))
+}
+
+/// Says `text` through `/bot/converse`, with `body`'s fields (environmentName, session).
+async fn converse(p: &Project, mut body: Value, text: &str) -> Value {
+    body["message"] = json!({"type": "text", "content": text});
+    p.ok("POST", &p.path("/bot/converse"), Some(body)).await
+}
+
+/// nl-pull's `name` of the project's NLU.
+async fn nlu_name(p: &Project) -> String {
+    s(&p.get(&p.path("/nlu/")).await["name"])
+}
+
+/// `project` with nl-push's intent entity (greet, bye) and nl-train of six lines: the
+/// project, the NLU's name and train's answer.
+async fn trained(backend: Backend) -> (Project, String, Value) {
+    let p = project(backend).await;
+    let name = nlu_name(&p).await;
+    p.ok(
+        "POST",
+        &p.path(&format!("/nlus/{name}/entities")),
+        Some(json!({"type": "trait", "profile": "intent", "labels": ["greet", "bye"], "name": "intent"})),
+    )
+    .await;
+    let lines = "hello #intent:greet\nhi there #intent:greet\ngood morning #intent:greet\nbye #intent:bye\ngoodbye #intent:bye\nsee you later #intent:bye\n";
+    let train = p.path(&format!("/nlus/{name}/train"));
+    let trained = p.multipart(&train, "file", lines, true).await;
+    (p, name, trained)
+}
+
+/// alice with team acme made by create-team: alice, create-team's answer and the team's
+/// id, as kata-cli reads it from the user's `teams[]`.
+async fn team(backend: Backend) -> (Alice, Value, String) {
+    let alice = alice(backend).await;
+    let team = alice
+        .k
+        .ok(
+            "POST",
+            "/teams",
+            Some(json!({"username": "acme", "password": "", "roleId": "teamAdmin"})),
+        )
+        .await;
+    let me = alice.k.get(&format!("/users/{}", alice.id)).await;
+    let acme = me["teams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["username"] == "acme")
+        .expect("teams[] with username");
+    let id = s(&acme["teamId"]);
+    (alice, team, id)
+}
+
+/// switch team: a team token of team `id`.
+async fn team_token(k: &Kata, id: &str) -> String {
+    let t = k
+        .ok(
+            "POST",
+            "/tokens",
+            Some(json!({"type": "team", "teamId": id})),
+        )
+        .await;
+    s(&t["id"])
+}
+
+async fn cli_login_refuses_a_wrong_password_with_a_message(backend: Backend) {
+    let (_server, _, k) = server(backend).await;
     let bad = k
         .call(
             "POST",
@@ -146,37 +458,29 @@ async fn kata_cli_journey(backend: Backend) {
         "{}",
         bad.body
     );
-    let login = k
-        .ok(
-            "POST",
-            "/cli-login",
-            Some(json!({"username": "alice", "password": "alice-password"})),
-        )
-        .await;
-    let token = login["id"].as_str().unwrap().to_string();
-    let alice_id = login["userId"].as_str().unwrap().to_string();
-    k.token = Some(token.clone());
-    // login -t: GET /tokens/{token}; reads type and teamId.
-    let t = k.get(&format!("/tokens/{token}")).await;
+}
+
+/// login -t: GET /tokens/{token}; reads type and teamId.
+async fn a_cli_login_token_reads_as_a_user_token(backend: Backend) {
+    let a = alice(backend).await;
+    let t = a.k.get(&format!("/tokens/{}", a.token)).await;
     assert_eq!(t["type"], "user");
+}
+
+async fn an_unknown_token_is_not_found(backend: Backend) {
+    let a = alice(backend).await;
     assert_eq!(
-        k.call("GET", "/tokens/not-my-token", None).await.status,
+        a.k.call("GET", "/tokens/not-my-token", None).await.status,
         404
     );
+}
 
-    // create-project, list-project, select-project.
-    let p = k
-        .ok(
-            "POST",
-            "/projects",
-            Some(json!({"name": "mybot", "description": "desc", "options": {"bot": true, "cms": true, "nlu": true, "timezone": 7, "nluLang": "en", "nluVisibility": "private"}})),
-        )
-        .await;
-    let pid = p["id"].as_str().unwrap().to_string();
-    assert_eq!(p["name"], "mybot");
-    let list = k.get("/projects").await;
-    assert_eq!(list["data"][0]["id"], pid.as_str());
-    let page = k.get("/projects?limit=10&page=1").await;
+/// list-project: the created project, in a page object.
+async fn a_created_project_is_listed_in_a_page(backend: Backend) {
+    let p = project(backend).await;
+    let list = p.get("/projects").await;
+    assert_eq!(list["data"][0]["id"], p.pid.as_str());
+    let page = p.get("/projects?limit=10&page=1").await;
     assert_eq!(
         (
             page["total"].as_i64(),
@@ -185,52 +489,65 @@ async fn kata_cli_journey(backend: Backend) {
         ),
         (Some(1), Some(1), Some(10))
     );
-    let by_name = k.get("/projects/getProjectByName?name=mybot").await;
+}
+
+async fn select_project_finds_a_project_by_name(backend: Backend) {
+    let p = project(backend).await;
+    let by_name = p.get("/projects/getProjectByName?name=mybot").await;
     assert_eq!(
         (by_name["id"].as_str(), by_name["name"].as_str()),
-        (Some(pid.as_str()), Some("mybot"))
+        (Some(p.pid.as_str()), Some("mybot"))
     );
-    let missing = k
+}
+
+async fn select_project_of_an_unknown_name_is_not_found_with_a_message(backend: Backend) {
+    let p = project(backend).await;
+    let missing = p
         .call("GET", "/projects/getProjectByName?name=nope", None)
         .await;
     assert_eq!(missing.status, 404);
     assert!(missing.body["message"].is_string());
+}
 
-    // push (first and later), revisions, pull, push of a pulled bot.yml (its version exists).
-    let first = push(&k, &pid, init_bot(&pid)).await;
+async fn the_first_push_is_version_0_0_1(backend: Backend) {
+    let p = project(backend).await;
+    let first = push(&p, &p.pid, init_bot(&p.pid)).await;
     assert_eq!(first["version"], "0.0.1");
-    let mut edited = init_bot(&pid);
-    edited["flows"]["hello"]["states"]["greet"]["action"]["options"]["text"] = json!("hello!");
-    let second = push(&k, &pid, edited).await;
-    let revs = k.get(&format!("/projects/{pid}/bot/revisions")).await;
+}
+
+async fn revisions_are_listed_newest_first_after_the_initial_one(backend: Backend) {
+    let (p, second) = pushed_twice(backend).await;
+    let revs = p.get(&p.path("/bot/revisions")).await;
     let listed: Vec<&str> = revs["data"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| r["revision"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        listed[0],
-        second["revision"].as_str().unwrap(),
-        "newest first"
-    );
+    assert_eq!(listed[0], second, "newest first");
     assert_eq!(listed.len(), 3, "two pushes and the initial revision");
-    let pulled = k
-        .get(&format!("/projects/{pid}/bot/revisions/{}", listed[0]))
-        .await;
+}
+
+async fn pull_reads_a_revision_with_its_flows_and_version(backend: Backend) {
+    let (p, second) = pushed_twice(backend).await;
+    let pulled = p.get(&p.path(&format!("/bot/revisions/{second}"))).await;
     assert_eq!(
         pulled["flows"]["hello"]["states"]["greet"]["action"]["options"]["text"],
         "hello!"
     );
     assert_eq!(pulled["version"], "0.0.2");
-    // pull strips id, revision, changelog; bot.yml keeps version 0.0.2: the push bumps it.
-    let mut from_pull = pulled.clone();
+}
+
+/// pull strips id, revision and changelog; the bot.yml's version (0.0.2) exists: push bumps it.
+async fn pushing_a_pulled_bot_yml_bumps_its_existing_version_with_a_warning(backend: Backend) {
+    let (p, second) = pushed_twice(backend).await;
+    let mut from_pull = p.get(&p.path(&format!("/bot/revisions/{second}"))).await;
     for key in ["id", "revision", "changelog"] {
         from_pull.as_object_mut().unwrap().remove(key);
     }
     from_pull["tag"] = Value::Null;
-    from_pull["id"] = json!(pid);
-    let third = push(&k, &pid, from_pull).await;
+    from_pull["id"] = json!(p.pid);
+    let third = push(&p, &p.pid, from_pull).await;
     assert_eq!(third["version"], "0.0.3");
     assert!(
         third["warnings"]
@@ -239,12 +556,16 @@ async fn kata_cli_journey(backend: Backend) {
         "{}",
         third["warnings"]
     );
-    // A push on a revision that is no longer the latest is refused with a message.
-    let stale = k
+}
+
+async fn a_push_on_a_revision_that_is_no_longer_the_latest_asks_to_pull(backend: Backend) {
+    let (p, second) = pushed_twice(backend).await;
+    push(&p, &p.pid, init_bot(&p.pid)).await;
+    let stale = p
         .call(
             "PUT",
-            &format!("/projects/{pid}/bot/revisions/{}", listed[0]),
-            Some(init_bot(&pid)),
+            &p.path(&format!("/bot/revisions/{second}")),
+            Some(init_bot(&p.pid)),
         )
         .await;
     assert_eq!(stale.status, 409);
@@ -253,63 +574,41 @@ async fn kata_cli_journey(backend: Backend) {
         "{}",
         stale.body
     );
+}
 
-    // create-deployment: every revision it reads is a string it can cut. A project made
-    // with an NLU has its initial NLU revision before any training (kata-cli cuts the
-    // newest one's string and crashed on a project without).
+/// create-deployment cuts the newest NLU revision's string (kata-cli crashed without one).
+async fn a_project_with_an_nlu_has_an_nlu_revision_before_any_training(backend: Backend) {
+    let p = project(backend).await;
     assert_eq!(
-        k.get(&format!("/projects/{pid}/nlu/revisions")).await["data"]
+        p.get(&p.path("/nlu/revisions")).await["data"]
             .as_array()
             .map(Vec::len),
         Some(1)
     );
-    k.get(&format!("/projects/{pid}")).await;
-    let bot_rev = k.get(&format!("/projects/{pid}/bot/")).await["revision"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let nlu_rev = k.get(&format!("/projects/{pid}/nlu/revisions")).await["data"][0]["revision"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let cms_rev = k.get(&format!("/projects/{pid}/cms/")).await["revision"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let no_dep = k
-        .call("GET", &format!("/projects/{pid}/deployment/"), None)
-        .await;
+}
+
+async fn create_deployment_makes_the_first_deployment_of_the_latest_revisions(backend: Backend) {
+    let p = project(backend).await;
+    push(&p, &p.pid, init_bot(&p.pid)).await;
+    let no_dep = p.call("GET", &p.path("/deployment/"), None).await;
     assert_eq!(no_dep.status, 404, "kata-cli then uses 0.0.1");
-    k.ok(
-        "POST",
-        &format!("/projects/{pid}/deployment/versions"),
-        Some(json!({"version": "0.0.1", "botId": pid, "botRevision": bot_rev, "nluId": pid, "nluRevision": nlu_rev, "cmsId": pid, "cmsRevision": cms_rev, "modules": null})),
-    )
-    .await;
-    assert_eq!(
-        k.get(&format!("/projects/{pid}/deployment/")).await["version"],
-        "0.0.1"
-    );
-    let deps = k.get(&format!("/projects/{pid}/deployment/versions")).await;
+    let bot_rev = create_deployment(&p, "0.0.1").await;
+    assert_eq!(p.get(&p.path("/deployment/")).await["version"], "0.0.1");
+    let deps = p.get(&p.path("/deployment/versions")).await;
     let d0 = &deps["data"][0];
     assert!(
         d0["name"].is_string() && d0["version"] == "0.0.1" && d0["botRevision"] == bot_rev.as_str(),
         "{d0}"
     );
+}
 
-    // create-environment, list-environment, update-environment.
-    let version = k.get(&format!("/projects/{pid}/deployment/")).await["version"].clone();
-    assert_eq!(
-        k.get(&format!("/projects/{pid}/environments")).await["data"],
-        json!([])
-    );
-    k.ok(
-        "POST",
-        &format!("/projects/{pid}/environments"),
-        Some(json!({"depId": pid, "depVersion": version, "name": "Development", "slug": "dev"})),
-    )
-    .await;
-    let envs = k.get(&format!("/projects/{pid}/environments")).await;
+async fn create_environment_lists_it_on_the_current_deployment(backend: Backend) {
+    let p = project(backend).await;
+    push(&p, &p.pid, init_bot(&p.pid)).await;
+    create_deployment(&p, "0.0.1").await;
+    assert_eq!(p.get(&p.path("/environments")).await["data"], json!([]));
+    create_environment(&p).await;
+    let envs = p.get(&p.path("/environments")).await;
     let env = &envs["data"][0];
     assert_eq!(
         (
@@ -319,18 +618,21 @@ async fn kata_cli_journey(backend: Backend) {
         ),
         (Some("Development"), Some("dev"), Some("0.0.1"))
     );
-    let env_id = env["id"].as_str().unwrap().to_string();
-    k.ok(
+}
+
+/// A deployment of revisions alone (no ids) is listed; update-environment moves to it.
+async fn update_environment_moves_it_to_another_deployment(backend: Backend) {
+    let (p, env) = deployed(backend).await;
+    let bot_rev = s(&p.get(&p.path("/bot/")).await["revision"]);
+    let nlu_rev = s(&p.get(&p.path("/nlu/revisions")).await["data"][0]["revision"]);
+    let cms_rev = s(&p.get(&p.path("/cms/")).await["revision"]);
+    p.ok(
         "POST",
-        &format!("/projects/{pid}/deployment/versions"),
+        &p.path("/deployment/versions"),
         Some(json!({"version": "0.0.2", "botRevision": bot_rev, "nluRevision": nlu_rev, "cmsRevision": cms_rev})),
     )
     .await;
-    let all = k
-        .get(&format!(
-            "/projects/{pid}/deployment/versions?limit=1000000"
-        ))
-        .await;
+    let all = p.get(&p.path("/deployment/versions?limit=1000000")).await;
     assert!(
         all["data"]
             .as_array()
@@ -338,43 +640,45 @@ async fn kata_cli_journey(backend: Backend) {
             .iter()
             .any(|d| d["version"] == "0.0.2")
     );
-    let updated = k
-        .ok(
-            "PUT",
-            &format!("/projects/{pid}/environments/{env_id}"),
-            Some(json!({"depVersion": "0.0.2"})),
-        )
-        .await;
-    assert!(updated.is_object());
+    assert!(move_environment(&p, &env, "0.0.2").await.is_object());
     assert_eq!(
-        k.get(&format!("/projects/{pid}/environments")).await["data"][0]["depVersion"],
+        p.get(&p.path("/environments")).await["data"][0]["depVersion"],
         "0.0.2"
     );
+}
 
-    // Channels: list is a bare array; create answers the webhook; fbmessenger options are a
-    // JSON string; delete-channel finds it in the environment's channels[].
-    let chans = format!("/projects/{pid}/environments/{env_id}/channels");
-    assert_eq!(k.get(&chans).await, json!([]));
-    let web = k
+/// Before it, list-channel answers an empty bare array.
+async fn create_channel_answers_the_webhook(backend: Backend) {
+    let (p, env) = deployed(backend).await;
+    let chans = p.path(&format!("/environments/{env}/channels"));
+    assert_eq!(p.get(&chans).await, json!([]));
+    let web = p
         .ok(
             "POST",
             &chans,
-            Some(json!({"name": "web", "type": "generic", "options": {"token": "tok", "refreshToken": null, "secret": null}, "url": "http://127.0.0.1:9/hook"})),
+            Some(web_channel("web", "tok", "http://127.0.0.1:9/hook")),
         )
         .await;
-    let webhook = web["webhook"].as_str().unwrap().to_string();
-    assert!(webhook.contains("/webhooks/"));
-    let fb = k
+    assert!(web["webhook"].as_str().unwrap().contains("/webhooks/"));
+}
+
+async fn channel_options_are_answered_as_a_json_string(backend: Backend) {
+    let (p, env) = deployed(backend).await;
+    let fb = p
         .ok(
             "POST",
-            &chans,
-            Some(json!({"name": "fb", "type": "fbmessenger", "options": {"token": "page-token", "refreshToken": null, "secret": "app-secret"}, "url": "https://graph.facebook.com/v2.6/me/messages"})),
+            &p.path(&format!("/environments/{env}/channels")),
+            Some(fb_channel()),
         )
         .await;
     let opts: Value =
         serde_json::from_str(fb["options"].as_str().expect("options as a JSON string")).unwrap();
     assert!(opts.is_object());
-    let listed = k.get(&chans).await;
+}
+
+async fn list_channel_shows_each_channel_with_its_name_type_and_id(backend: Backend) {
+    let (p, _, chans) = two_channels(backend).await;
+    let listed = p.get(&chans).await;
     let names: Vec<&str> = listed
         .as_array()
         .unwrap()
@@ -383,76 +687,46 @@ async fn kata_cli_journey(backend: Backend) {
         .collect();
     assert_eq!(names.len(), 2, "{listed}");
     assert!(listed[0]["type"].is_string() && listed[0]["id"].is_string());
-    let web_id = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "web")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    k.ok(
-        "PUT",
-        &format!("{chans}/{web_id}"),
-        Some(json!({"name": "web", "type": "generic", "options": {"token": "tok2", "refreshToken": null, "secret": null}, "url": "http://127.0.0.1:9/hook2"})),
-    )
-    .await;
-    let env_full = k
-        .get(&format!("/projects/{pid}/environments/{env_id}"))
-        .await;
-    let fb_id = env_full["channels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "fb")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    k.ok("DELETE", &format!("{chans}/{fb_id}"), None).await;
-    assert_eq!(k.get(&chans).await.as_array().unwrap().len(), 1);
+}
 
-    // Errors: a bot whose method throws, reached through the channel; kata-cli asks for
-    // today's user errors (group 1000, codes 1001..1100) with RFC 3339 times.
-    let mut failing = init_bot(&pid);
-    failing["methods"] = json!({"boom()": "throw new Error('kaboom');"});
-    failing["flows"]["hello"]["states"]["greet"]["action"] =
-        json!({"name": "method", "method": "boom"});
-    push(&k, &pid, failing).await;
-    let rev = k.get(&format!("/projects/{pid}/bot/")).await["revision"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    k.ok(
-        "POST",
-        &format!("/projects/{pid}/deployment/versions"),
-        Some(json!({"version": "0.0.3", "botRevision": rev})),
-    )
-    .await;
-    k.ok(
-        "PUT",
-        &format!("/projects/{pid}/environments/{env_id}"),
-        Some(json!({"depVersion": "0.0.3"})),
-    )
-    .await;
-    let r = api
-        .send(
-            api.http
-                .post(&webhook)
-                .json(&json!({"userId": "u1", "messages": [{"type": "text", "content": "hi"}]})),
+async fn update_channel_changes_the_listed_channel_by_id(backend: Backend) {
+    let (p, _, chans) = two_channels(backend).await;
+    let web_id = channel_id(&p.get(&chans).await, "web");
+    let updated = p
+        .ok(
+            "PUT",
+            &format!("{chans}/{web_id}"),
+            Some(web_channel("web", "tok2", "http://127.0.0.1:9/hook2")),
         )
         .await;
-    assert!((200..300).contains(&r.status), "{}", r.text);
+    assert_eq!(updated["url"], "http://127.0.0.1:9/hook2");
+    assert!(
+        updated["options"].as_str().unwrap().contains("tok2"),
+        "{updated}"
+    );
+}
+
+/// delete-channel finds the channel in the environment's `channels[]`.
+async fn delete_channel_removes_the_channel_found_in_the_environment(backend: Backend) {
+    let (p, env, chans) = two_channels(backend).await;
+    let env_full = p.get(&p.path(&format!("/environments/{env}"))).await;
+    let fb_id = channel_id(&env_full["channels"], "fb");
+    p.ok("DELETE", &format!("{chans}/{fb_id}"), None).await;
+    assert_eq!(p.get(&chans).await.as_array().unwrap().len(), 1);
+}
+
+/// kata-cli asks for today's user errors (group 1000, codes 1001..1100) with RFC 3339 times.
+async fn a_method_error_on_a_channel_is_listed_with_its_user_and_message(backend: Backend) {
+    let (p, env, web_id) = failed_on_a_channel(backend).await;
     let codes: Vec<String> = (1001..=1100).map(|c| c.to_string()).collect();
     let today = time::OffsetDateTime::now_utc().date();
-    let errors = k
-        .get(&format!(
-            "/projects/{pid}/errors?environmentId={env_id}&channelId={web_id}&errorGroup=1000&errorCode={}&start={}T00%3A00%3A00.000Z&end={}T23%3A59%3A59.999Z",
+    let errors = p
+        .get(&p.path(&format!(
+            "/errors?environmentId={env}&channelId={web_id}&errorGroup=1000&errorCode={}&start={}T00%3A00%3A00.000Z&end={}T23%3A59%3A59.999Z",
             codes.join("%2C"),
             today,
             today
-        ))
+        )))
         .await;
     let e = &errors["data"][0];
     assert!(e["timestamp"].is_i64(), "{errors}");
@@ -465,16 +739,26 @@ async fn kata_cli_journey(backend: Backend) {
         e["errorMessage"].as_str().unwrap().contains("kaboom"),
         "{e}"
     );
-    let none = k
-        .get(&format!("/projects/{pid}/errors?errorGroup=4000"))
-        .await;
-    assert_eq!(none["data"], json!([]));
+}
 
-    // Rollback to 0.0.1: the environment (on 0.0.3) moves back.
-    let all = k
-        .get(&format!(
-            "/projects/{pid}/deployment/versions?limit=1000000&page=1"
-        ))
+async fn errors_of_another_group_are_left_out(backend: Backend) {
+    let (p, _, _) = failed_on_a_channel(backend).await;
+    let none = p.get(&p.path("/errors?errorGroup=4000")).await;
+    assert_eq!(none["data"], json!([]));
+}
+
+async fn rollback_moves_the_environment_back_and_names_it(backend: Backend) {
+    let (p, env) = deployed(backend).await;
+    let rev = s(&p.get(&p.path("/bot/")).await["revision"]);
+    p.ok(
+        "POST",
+        &p.path("/deployment/versions"),
+        Some(json!({"version": "0.0.2", "botRevision": rev})),
+    )
+    .await;
+    move_environment(&p, &env, "0.0.2").await;
+    let all = p
+        .get(&p.path("/deployment/versions?limit=1000000&page=1"))
         .await;
     let d1 = all["data"]
         .as_array()
@@ -485,7 +769,7 @@ async fn kata_cli_journey(backend: Backend) {
         .as_str()
         .unwrap()
         .to_string();
-    let rb = k
+    let rb = p
         .ok(
             "POST",
             &format!("/deployments/{d1}/rollback"),
@@ -494,85 +778,114 @@ async fn kata_cli_journey(backend: Backend) {
         .await;
     assert_eq!(rb["environments"], json!(["Development"]));
     assert_eq!(
-        k.get(&format!("/projects/{pid}/environments")).await["data"][0]["depVersion"],
+        p.get(&p.path("/environments")).await["data"][0]["depVersion"],
         "0.0.1"
     );
+}
 
-    // console: converse with kata-cli's default session, then with the session it got back.
+/// console: kata-cli's default session first, then the session it got back.
+async fn console_converses_with_its_default_session_then_the_one_it_got_back(backend: Backend) {
+    let (p, _) = deployed(backend).await;
     let default_session = json!({"id": "test~from~console", "channelId": "console-channel", "environmentId": "console-environment",
         "deploymentId": "console-deployment", "dataKey": null, "states": {}, "contexes": {}, "history": [], "current": null,
         "meta": null, "timestamp": 1, "data": {}, "createdAt": 1, "updatedAt": 1, "sessionStart": 1});
-    let said = k
-        .ok(
-            "POST",
-            &format!("/projects/{pid}/bot/converse"),
-            Some(json!({"environmentName": "Development", "session": default_session, "message": {"type": "text", "content": "hi"}})),
-        )
-        .await;
-    // 0.0.1 runs the third push: the edited greeting.
+    let said = converse(
+        &p,
+        json!({"environmentName": "Development", "session": default_session}),
+        "hi",
+    )
+    .await;
     assert_eq!(said["responses"][0]["content"], "hello!", "{said}");
     assert!(said["session"].is_object());
-    let again = k
-        .ok(
-            "POST",
-            &format!("/projects/{pid}/bot/converse"),
-            Some(json!({"session": said["session"], "message": {"type": "text", "content": "what?"}})),
-        )
-        .await;
+    let again = converse(&p, json!({"session": said["session"]}), "what?").await;
     assert!(again["session"].is_object());
+}
 
-    // NLU: nl-pull, nl-push (entity map, post/put/delete with name), has_active_job,
-    // nl-train (rowIds), nl-predict (result as a list), list-profiles (bare array), revisions.
-    let nlu = k.get(&format!("/projects/{pid}/nlu/")).await;
-    for key in ["name", "lang", "visibility", "entities"] {
-        assert!(nlu.get(key).is_some(), "nl-pull needs {key}: {nlu}");
-    }
-    let name = nlu["name"].as_str().unwrap().to_string();
-    let ents = format!("/projects/{pid}/nlus/{name}/entities");
-    assert_eq!(k.get(&ents).await, json!({}));
-    k.ok("POST", &ents, Some(json!({"type": "trait", "profile": "intent", "labels": ["greet", "bye"], "name": "intent"}))).await;
-    k.ok(
+/// DELETE /caches (zaun's CacheApi): the caller's routes and revisions are read again.
+async fn clearing_the_caches_leaves_the_bot_answering_as_before(backend: Backend) {
+    let (p, _) = deployed(backend).await;
+    let dev = json!({"environmentName": "Development"});
+    converse(&p, dev.clone(), "hi").await;
+    let cleared = p.ok("DELETE", "/caches", None).await;
+    assert!(cleared["cleared"].as_i64().unwrap() >= 1, "{cleared}");
+    let after = converse(&p, dev, "hi").await;
+    assert_eq!(after["responses"][0]["content"], "hello!");
+}
+
+async fn nl_pull_reads_the_nlus_name_lang_visibility_and_entities(backend: Backend) {
+    let p = project(backend).await;
+    let nlu = p.get(&p.path("/nlu/")).await;
+    insta::assert_json_snapshot!("nl_pull", nlu, {".id" => "[id]"});
+}
+
+/// nl-push: entities as a map by name, each posted, put and deleted by its name.
+async fn nl_push_edits_the_entity_map_by_name(backend: Backend) {
+    let p = project(backend).await;
+    let ents = p.path(&format!("/nlus/{}/entities", nlu_name(&p).await));
+    assert_eq!(p.get(&ents).await, json!({}));
+    p.ok("POST", &ents, Some(json!({"type": "trait", "profile": "intent", "labels": ["greet", "bye"], "name": "intent"}))).await;
+    p.ok(
         "POST",
         &ents,
         Some(json!({"type": "phrase", "profile": "location", "name": "old"})),
     )
     .await;
-    k.ok(
+    p.ok(
         "PUT",
         &format!("{ents}/old"),
         Some(json!({"type": "phrase", "profile": "default", "name": "old"})),
     )
     .await;
-    k.ok("DELETE", &format!("{ents}/old"), None).await;
-    let map = k.get(&ents).await;
-    assert_eq!(map["intent"]["labels"], json!(["greet", "bye"]));
-    assert!(map["intent"].get("name").is_none());
+    p.ok("DELETE", &format!("{ents}/old"), None).await;
+    // Keyed by name, without a name inside; the deleted entity gone.
     assert_eq!(
-        k.get(&format!("/projects/{pid}/nlus/{name}/has_active_job"))
-            .await["data"],
-        false
+        p.get(&ents).await,
+        json!({"intent": {"type": "trait", "profile": "intent", "labels": ["greet", "bye"]}})
     );
-    let lines = "hello #intent:greet\nhi there #intent:greet\ngood morning #intent:greet\nbye #intent:bye\ngoodbye #intent:bye\nsee you later #intent:bye\n";
-    let trained = k
-        .multipart(
-            &format!("/projects/{pid}/nlus/{name}/train"),
-            "file",
-            lines,
-            true,
-        )
+}
+
+async fn an_untrained_nlu_has_no_active_job(backend: Backend) {
+    let p = project(backend).await;
+    let name = nlu_name(&p).await;
+    let job = p
+        .get(&p.path(&format!("/nlus/{name}/has_active_job")))
         .await;
+    assert_eq!(job["data"], false);
+}
+
+async fn nl_train_answers_a_row_id_per_training_line(backend: Backend) {
+    let (_, _, trained) = trained(backend).await;
     assert_eq!(trained["rowIds"].as_array().unwrap().len(), 6, "{trained}");
-    let predicted = k
-        .multipart(
-            &format!("/projects/{pid}/nlus/{name}/predict"),
-            "sentence",
-            "hello",
-            false,
-        )
-        .await;
+}
+
+/// nl-predict reads `result` as a list.
+async fn nl_predict_answers_its_result_as_a_list(backend: Backend) {
+    let (p, name, _) = trained(backend).await;
+    let predict = p.path(&format!("/nlus/{name}/predict"));
+    let predicted = p.multipart(&predict, "sentence", "hello", false).await;
     assert_eq!(predicted["result"][0]["input"], "hello");
     assert!(predicted["result"][0]["output"].is_object());
-    let profiles = k.get("/nlus/profiles").await;
+}
+
+async fn a_trained_nlu_lists_its_revision(backend: Backend) {
+    let (p, _, _) = trained(backend).await;
+    let nlu_revs = p.get(&p.path("/nlu/revisions")).await;
+    assert!(!nlu_revs["data"][0]["revision"].as_str().unwrap().is_empty());
+}
+
+/// nl-list-training addresses the NLU as <login>:<project>.
+async fn training_data_is_found_by_login_and_nlu_name(backend: Backend) {
+    let (p, name, _) = trained(backend).await;
+    let td = p
+        .get(&p.path(&format!("/nlus/alice%3A{name}/training_data?page=1")))
+        .await;
+    assert_eq!(td["data"].as_array().unwrap().len(), 6);
+}
+
+/// list-profiles: a bare array of the entity profiles.
+async fn list_profiles_answers_a_bare_array_of_profiles(backend: Backend) {
+    let a = alice(backend).await;
+    let profiles = a.k.get("/nlus/profiles").await;
     assert!(
         profiles
             .as_array()
@@ -580,88 +893,59 @@ async fn kata_cli_journey(backend: Backend) {
             .iter()
             .any(|p| p["type"] == "phrase" && p["name"] == "number")
     );
-    let nlu_revs = k.get(&format!("/projects/{pid}/nlu/revisions")).await;
-    assert!(!nlu_revs["data"][0]["revision"].as_str().unwrap().is_empty());
-    // The NLU addressed as <login>:<project> (nl-list-training).
-    let td = k
-        .get(&format!(
-            "/projects/{pid}/nlus/alice%3A{name}/training_data?page=1"
-        ))
-        .await;
-    assert_eq!(td["data"].as_array().unwrap().len(), 6);
+}
 
-    // Teams: create-team, switch team, list-team, list-team-user, invite-member.
-    let team = k
-        .ok(
-            "POST",
-            "/teams",
-            Some(json!({"username": "acme", "password": "", "roleId": "teamAdmin"})),
-        )
-        .await;
-    assert!(team["id"].is_string());
-    let me = k.get(&format!("/users/{alice_id}")).await;
-    let acme = me["teams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["username"] == "acme")
-        .expect("teams[] with username");
-    let team_id = acme["teamId"].as_str().unwrap().to_string();
-    let team_token = k
-        .ok(
-            "POST",
-            "/tokens",
-            Some(json!({"type": "team", "teamId": team_id})),
-        )
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let teams = k.get("/users/alice/teams").await;
-    let row = &teams.as_array().expect("a bare array")[0];
-    assert_eq!(row["username"], "acme");
-    assert_eq!(
-        (
-            row["projects"].as_i64(),
-            row["members"].as_i64(),
-            row["bots"].as_i64()
-        ),
-        (Some(0), Some(1), Some(0))
-    );
-    let users = k.get(&format!("/teams/{team_id}/users")).await;
+/// list-team: a bare array with each team's counts.
+async fn create_team_lists_the_team_among_the_users_teams(backend: Backend) {
+    let (a, created, _) = team(backend).await;
+    assert!(created["id"].is_string());
+    let teams = a.k.get("/users/alice/teams").await;
+    insta::assert_json_snapshot!("list_team", teams, {"[].id" => "[id]", "[].teamId" => "[id]"});
+}
+
+async fn list_team_user_shows_the_teams_creator_as_team_admin(backend: Backend) {
+    let (a, _, id) = team(backend).await;
+    let users = a.k.get(&format!("/teams/{id}/users")).await;
     assert_eq!(users[0]["username"], "alice");
     assert_eq!(users[0]["roleName"], "teamAdmin");
-    let user_token = k.token.replace(team_token.clone());
-    let t = k.get(&format!("/tokens/{team_token}")).await;
+}
+
+/// switch team: the team token reads as the team's, and the team reads as a user.
+async fn a_team_token_reads_as_a_token_of_its_team(backend: Backend) {
+    let (mut a, _, id) = team(backend).await;
+    let token = team_token(&a.k, &id).await;
+    a.k.token = Some(token.clone());
+    let t = a.k.get(&format!("/tokens/{token}")).await;
     assert_eq!(
         (t["type"].as_str(), t["teamId"].as_str()),
-        (Some("team"), Some(team_id.as_str()))
+        (Some("team"), Some(id.as_str()))
     );
-    assert_eq!(
-        k.get(&format!("/users/{team_id}")).await["username"],
-        "acme"
-    );
+    assert_eq!(a.k.get(&format!("/users/{id}")).await["username"], "acme");
+}
+
+/// invite-member, as the team: the member keeps the role of their account.
+async fn invite_member_adds_a_user_with_their_accounts_role(backend: Backend) {
+    let (mut a, _, id) = team(backend).await;
+    add_developer(&a.k.api, &a.admin, "bob").await;
+    a.k.token = Some(team_token(&a.k, &id).await);
+    let k = &a.k;
     let teams = k.get("/users/alice/teams").await;
-    let tid = teams
+    let acme = teams
         .as_array()
         .unwrap()
         .iter()
-        .find(|t| t["username"] == "acme")
-        .unwrap()["teamId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .find(|t| t["username"] == "acme");
+    let tid = s(&acme.unwrap()["teamId"]);
     let bob = k.get("/users/getInfo/bob").await;
     assert_eq!(bob["username"], "bob");
-    let before: Vec<Value> = k
-        .get(&format!("/teams/{tid}/users"))
-        .await
+    let before = k.get(&format!("/teams/{tid}/users")).await;
+    let before: Vec<&Value> = before
         .as_array()
         .unwrap()
         .iter()
-        .map(|u| u["userId"].clone())
+        .map(|u| &u["userId"])
         .collect();
-    assert!(!before.contains(&bob["id"]));
+    assert!(!before.contains(&&bob["id"]));
     let added = k
         .ok(
             "POST",
@@ -678,48 +962,37 @@ async fn kata_cli_journey(backend: Backend) {
         .find(|u| u["username"] == "bob")
         .unwrap();
     assert_eq!(b["roleName"], "developer");
-    k.token = user_token;
+}
 
-    // DELETE /caches (zaun's CacheApi): drops this process's cached routes and revisions
-    // of the caller's projects; the bot answers as before, read again from storage.
-    let cleared = k.ok("DELETE", "/caches", None).await;
-    assert!(cleared["cleared"].as_i64().unwrap() >= 1, "{cleared}");
-    let after = k
-        .ok(
-            "POST",
-            &format!("/projects/{pid}/bot/converse"),
-            Some(json!({"environmentName": "Development", "message": {"type": "text", "content": "hi"}})),
-        )
-        .await;
-    assert_eq!(after["responses"][0]["content"], "hello!");
-
-    // delete-project by name; then the project is gone.
-    let doomed = k
-        .ok(
+async fn delete_project_makes_the_project_gone(backend: Backend) {
+    let a = alice(backend).await;
+    let doomed =
+        a.k.ok(
             "POST",
             "/projects",
             Some(json!({"name": "doomed", "options": {"bot": true}})),
         )
         .await;
-    let did = doomed["id"].as_str().unwrap();
-    k.ok("DELETE", &format!("/projects/{did}"), None).await;
+    let did = s(&doomed["id"]);
+    a.k.ok("DELETE", &format!("/projects/{did}"), None).await;
     assert_eq!(
-        k.call("GET", &format!("/projects/{did}"), None)
+        a.k.call("GET", &format!("/projects/{did}"), None)
             .await
             .status,
         404
     );
+}
 
-    // Everyone else keeps the documented shapes: plain-text errors, page objects.
+/// Clients other than kata-cli keep the documented shapes: page objects, plain-text errors.
+async fn other_clients_get_page_objects_and_plain_text_errors(backend: Backend) {
+    let (p, env) = deployed(backend).await;
+    let (api, token) = (&p.api, &p.alice.token);
     let plain = api
-        .get(
-            &format!("/projects/{pid}/environments/{env_id}/channels"),
-            &token,
-        )
+        .get(&p.path(&format!("/environments/{env}/channels")), token)
         .await
         .ok();
     assert!(plain["data"].is_array());
-    let err = api.get("/projects/nope", &token).await;
+    let err = api.get("/projects/nope", token).await;
     assert_eq!(err.status, 404);
     assert!(err.text.starts_with("Not found."), "{}", err.text);
 }
