@@ -1,11 +1,9 @@
 //! runtime-core + boa in-process, with a test environment's clock, randomness and HTTP stubs.
 
 use crate::js::{HostClock, JsRuntime};
-use runtime_core::engine::StepError;
 use runtime_core::host::{Host, HostError, HttpRequest, HttpResponse, JsCall, JsOutcome, LogLevel};
 use runtime_core::model::CompiledBot;
-use runtime_core::session::{ConverseResult, Message, Session};
-use runtime_core::testing::{Stepper, TestEnv};
+use runtime_core::testing::{StepInput, Stepped, Stepper, TestEnv};
 use serde_json::Value as Json;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -68,14 +66,8 @@ impl Host for NativeHost<'_> {
 pub struct NativeStepper;
 
 impl Stepper for NativeStepper {
-    fn step(
-        &mut self,
-        bot: &CompiledBot,
-        session: &Session,
-        msg: Message,
-        env: &mut TestEnv,
-    ) -> Result<ConverseResult, StepError> {
-        let mut host = NativeHost::new(env, bot);
-        runtime_core::converse(bot, session, msg, &mut host)
+    fn step(&mut self, input: StepInput<'_>) -> Stepped {
+        let mut host = NativeHost::new(input.env, input.bot);
+        runtime_core::converse(input.bot, input.session, input.msg, &mut host)
     }
 }

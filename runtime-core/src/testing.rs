@@ -210,15 +210,21 @@ impl Host for OfflineHost {
     }
 }
 
+/// What one step of a test runs on: the bot, the session before the step, the message, and
+/// the test's environment (clock, randomness, HTTP stubs), which the step moves on.
+pub struct StepInput<'a> {
+    pub bot: &'a CompiledBot,
+    pub session: &'a Session,
+    pub msg: Message,
+    pub env: &'a mut TestEnv,
+}
+
+/// A test step's outcome.
+pub type Stepped = Result<ConverseResult, StepError>;
+
 /// Runs one step of a test: the native engine, the sandbox, or a remote server.
 pub trait Stepper {
-    fn step(
-        &mut self,
-        bot: &CompiledBot,
-        session: &Session,
-        msg: Message,
-        env: &mut TestEnv,
-    ) -> Result<ConverseResult, StepError>;
+    fn step(&mut self, input: StepInput<'_>) -> Stepped;
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -295,7 +301,13 @@ pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> Ca
                 break;
             }
         };
-        match stepper.step(bot, &session, msg, &mut env) {
+        let input = StepInput {
+            bot,
+            session: &session,
+            msg,
+            env: &mut env,
+        };
+        match stepper.step(input) {
             Err(e) => match &st.error {
                 Some(want) if *want == e.to_string() => {}
                 Some(want) => failures.push(format!(

@@ -3,8 +3,8 @@
 //! concurrent trainings, and the NL example bot's conversation tests against its trained model.
 
 use crate::common::*;
-use runtime_core::testing::{Stepper, TestEnv, parse_suite, run_case};
-use runtime_core::{CompiledBot, ConverseResult, Message, Session, StepError};
+use runtime_core::StepError;
+use runtime_core::testing::{StepInput, Stepped, Stepper, parse_suite, run_case};
 use serde_json::{Value, json};
 
 on_both_backends!(
@@ -738,14 +738,8 @@ struct ServerStepper {
 }
 
 impl Stepper for ServerStepper {
-    fn step(
-        &mut self,
-        _bot: &CompiledBot,
-        session: &Session,
-        msg: Message,
-        _env: &mut TestEnv,
-    ) -> Result<ConverseResult, StepError> {
-        let body = json!({"message": msg, "session": session});
+    fn step(&mut self, input: StepInput<'_>) -> Stepped {
+        let body = json!({"message": input.msg, "session": input.session});
         let url = format!("/projects/{}/bot/converse", self.pid);
         let r = tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current().block_on(self.api.post(&url, &self.token, body))

@@ -1203,16 +1203,13 @@ struct OwnedSandboxStepper {
 impl runtime_core::testing::Stepper for OwnedSandboxStepper {
     fn step(
         &mut self,
-        bot: &runtime_core::CompiledBot,
-        session: &runtime_core::Session,
-        msg: runtime_core::Message,
-        env: &mut runtime_core::testing::TestEnv,
-    ) -> Result<runtime_core::ConverseResult, runtime_core::StepError> {
+        input: runtime_core::testing::StepInput<'_>,
+    ) -> runtime_core::testing::Stepped {
         botbox_sandbox::testing::SandboxStepper {
             sandbox: &self.sandbox,
             revision: self.revision.clone(),
         }
-        .step(bot, session, msg, env)
+        .step(input)
     }
 }
 
@@ -1226,12 +1223,9 @@ struct RemoteStepper<'a> {
 impl runtime_core::testing::Stepper for RemoteStepper<'_> {
     fn step(
         &mut self,
-        _: &runtime_core::CompiledBot,
-        session: &runtime_core::Session,
-        msg: runtime_core::Message,
-        _: &mut runtime_core::testing::TestEnv,
-    ) -> Result<runtime_core::ConverseResult, runtime_core::StepError> {
-        let body = json!({"message": msg, "session": session});
+        input: runtime_core::testing::StepInput<'_>,
+    ) -> runtime_core::testing::Stepped {
+        let body = json!({"message": input.msg, "session": input.session});
         match self.ctx.call(
             "POST",
             &format!("/projects/{}/bot/converse", self.pid),

@@ -4,7 +4,7 @@
 //! wait counts against the step's deadline.
 
 use super::clock::{StepClock, deadline_error};
-use super::effects::Effects;
+use super::effects::{Effects, NlRequest};
 use super::limits::Limits;
 use super::wit::botbox::bot::host::{Host as HostImports, LogLevel};
 use runtime_core::engine::StepError;
@@ -179,8 +179,14 @@ impl HostImports for StepState {
         let effects = self.effects();
         let nl = self.nl.clone();
         let timeout = self.limits.http_timeout;
+        let req = NlRequest {
+            scope: &nl,
+            nlu_id: &nlu_id,
+            text: &text,
+            options: &options,
+        };
         Ok(self
-            .await_effect(timeout, effects.nl_predict(&nl, &nlu_id, &text, &options))
+            .await_effect(timeout, effects.nl_predict(req))
             .await?
             .unwrap_or_else(|| Err(format!("NL model {nlu_id} timed out")))
             .map(|j| j.to_string()))

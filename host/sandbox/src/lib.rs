@@ -51,6 +51,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use imports::StepState;
 pub use sched::TenantSteps;
+use step::StepInput;
 pub use threads::{block_on, spawn};
 
 mod wit {
@@ -432,7 +433,15 @@ impl Sandbox {
     ) -> Result<StepOutcome, SandboxError> {
         let json = serde_json::to_string(session).map_err(|e| SandboxError::Internal(e.into()))?;
         let raw = self
-            .run(tenant, revision, &json, 0, false, message, effects)
+            .run(StepInput {
+                tenant,
+                revision,
+                session_json: &json,
+                tag: 0,
+                keep: false,
+                message,
+                effects,
+            })
             .await?;
         let session: Session = serde_json::from_str(&raw.session.json).map_err(|e| {
             SandboxError::Internal(anyhow::anyhow!("guest session does not parse: {e}"))
@@ -456,15 +465,15 @@ impl Sandbox {
         message: &Message,
         effects: Arc<dyn Effects>,
     ) -> Result<RawOutcome, SandboxError> {
-        self.run(
+        self.run(StepInput {
             tenant,
             revision,
-            &session.json,
-            session.tag,
-            true,
+            session_json: &session.json,
+            tag: session.tag,
+            keep: true,
             message,
             effects,
-        )
+        })
         .await
     }
 }

@@ -24,27 +24,31 @@ use std::sync::Arc;
 use tracing::Instrument as _;
 use wasmtime::{Store, Trap};
 
+/// One step's inputs, from [`Sandbox::step`] or [`Sandbox::step_json`] to the guest.
+pub(super) struct StepInput<'a> {
+    pub tenant: &'a str,
+    pub revision: &'a Revision,
+    /// The session as JSON, sent to the guest unless the instance keeps it under `tag`.
+    pub session_json: &'a str,
+    /// The tag an instance may keep the session under (0: none).
+    pub tag: u64,
+    /// Whether the instance may keep the new session, under a new tag.
+    pub keep: bool,
+    pub message: &'a Message,
+    pub effects: Arc<dyn Effects>,
+}
+
 impl Sandbox {
     /// A step in the tenant's turn: waits under the tenant's cap, then runs holding a CPU
     /// slot only while the guest (or the host's own work for the step) runs.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn run(
-        &self,
-        tenant: &str,
-        revision: &Revision,
-        session_json: &str,
-        tag: u64,
-        keep: bool,
-        message: &Message,
-        effects: Arc<dyn Effects>,
-    ) -> Result<RawOutcome, SandboxError> {
-        let span = tracing::info_span!("bot_step", tenant = %tenant, revision = %revision.id, fuel = tracing::field::Empty, warm = tracing::field::Empty);
+    pub(super) async fn run(&self, step: StepInput<'_>) -> Result<RawOutcome, SandboxError> {
+        let tenant = step.tenant;
+        let span = tracing::info_span!("bot_step", tenant = %tenant, revision = %step.revision.id, fuel = tracing::field::Empty, warm = tracing::field::Empty);
         let started = std::time::Instant::now();
         let out = async {
             let turn = self.tenants.enter(tenant).await;
             let clock = StepClock::start();
-            let step =
-                pin!(self.run_on_cpu(revision, session_json, tag, keep, message, effects, &clock));
+            let step = pin!(self.run_on_cpu(step, &clock));
             OnCpu::new(&self.cpu, &turn.tenant, &clock, step).await
         }
         .instrument(span)
@@ -56,17 +60,20 @@ impl Sandbox {
     /// The step itself, on the instance that kept the session (or another idle one, or a
     /// new one): the guest's `converse` under fuel and the deadline, its outcome read back;
     /// the instance goes back to the idle list unless the step trapped.
-    #[allow(clippy::too_many_arguments)]
     async fn run_on_cpu(
         &self,
-        revision: &Revision,
-        session_json: &str,
-        tag: u64,
-        keep: bool,
-        message: &Message,
-        effects: Arc<dyn Effects>,
+        step: StepInput<'_>,
         clock: &Arc<StepClock>,
     ) -> Result<RawOutcome, SandboxError> {
+        let StepInput {
+            revision,
+            session_json,
+            tag,
+            keep,
+            message,
+            effects,
+            ..
+        } = step;
         let limits: &Limits = revision.limits.as_deref().unwrap_or(&self.config.limits);
         let (mut inst, warm) = self.instance_for(revision, tag, limits, clock).await?;
         self.prepare_state(inst.store.data_mut(), revision, limits, effects);

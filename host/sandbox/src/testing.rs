@@ -2,12 +2,12 @@
 //! in the wasm sandbox, with the test environment's clock, randomness and HTTP stubs. Used by
 //! `botbox test` and by the differential tests.
 
-use super::effects::{EffectFuture, Effects};
+use super::effects::{EffectFuture, Effects, NlRequest};
 use super::limits::Limits;
 use super::{Revision, Sandbox, SandboxError, block_on};
+use runtime_core::StepError;
 use runtime_core::host::{HttpRequest, HttpResponse};
-use runtime_core::testing::{Stepper, TestEnv};
-use runtime_core::{CompiledBot, ConverseResult, Message, Session, StepError};
+use runtime_core::testing::{StepInput, Stepped, Stepper, TestEnv};
 use serde_json::Value as Json;
 use std::sync::{Arc, Mutex};
 
@@ -29,13 +29,7 @@ impl Effects for EnvEffects {
         let out = self.0.lock().unwrap().http(req).map_err(|e| e.to_string());
         Box::pin(std::future::ready(out))
     }
-    fn nl_predict<'a>(
-        &'a self,
-        _: &'a super::NlScope,
-        _: &'a str,
-        _: &'a str,
-        _: &'a Json,
-    ) -> EffectFuture<'a, Result<Json, String>> {
+    fn nl_predict<'a>(&'a self, _: NlRequest<'a>) -> EffectFuture<'a, Result<Json, String>> {
         Box::pin(std::future::ready(Err(
             "type nl NLUs are trained models on the server: run these tests with `botbox test --remote` (the server's latest revision, with its NLU)".into()
         )))
@@ -52,20 +46,15 @@ pub struct SandboxStepper<'a> {
 }
 
 impl Stepper for SandboxStepper<'_> {
-    fn step(
-        &mut self,
-        _: &CompiledBot,
-        session: &Session,
-        msg: Message,
-        env: &mut TestEnv,
-    ) -> Result<ConverseResult, StepError> {
-        let effects = Arc::new(EnvEffects(Mutex::new(env.clone())));
+    fn step(&mut self, input: StepInput<'_>) -> Stepped {
+        let effects = Arc::new(EnvEffects(Mutex::new(input.env.clone())));
+        let (session, msg) = (input.session, &input.msg);
         let out =
             block_on(
                 self.sandbox
-                    .step(TENANT, &self.revision, session, &msg, effects.clone()),
+                    .step(TENANT, &self.revision, session, msg, effects.clone()),
             );
-        *env = effects.0.lock().unwrap().clone();
+        *input.env = effects.0.lock().unwrap().clone();
         match out {
             Ok(o) => Ok(o.result),
             Err(SandboxError::Step(e)) => Err(e),

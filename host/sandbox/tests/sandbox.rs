@@ -1,7 +1,7 @@
 //! The sandbox: the same answers as the native engine, and every limit contained.
 
 use botbox_lanes::Lane;
-use botbox_sandbox::effects::{EffectFuture, Effects};
+use botbox_sandbox::effects::{EffectFuture, Effects, NlRequest};
 use botbox_sandbox::limits::Limits;
 use botbox_sandbox::testing::SandboxStepper;
 use botbox_sandbox::{
@@ -10,9 +10,9 @@ use botbox_sandbox::{
 use botbox_testkit::{Reply, StubEffects, example, example_dirs};
 use guest_sdk::native::NativeStepper;
 use runtime_core::host::{HttpRequest, HttpResponse};
-use runtime_core::testing::{Stepper, TestEnv, fresh_session, parse_suite, run_case};
-use runtime_core::{CompiledBot, ConverseResult, Message, Session, StepError, compile_source};
-use serde_json::json;
+use runtime_core::testing::{StepInput, Stepped, Stepper, fresh_session, parse_suite, run_case};
+use runtime_core::{ConverseResult, Message, Session, StepError, compile_source};
+use serde_json::{Value as Json, json};
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -55,17 +55,17 @@ struct Differential<'a> {
 }
 
 impl Stepper for Differential<'_> {
-    fn step(
-        &mut self,
-        bot: &CompiledBot,
-        session: &Session,
-        msg: Message,
-        env: &mut TestEnv,
-    ) -> Result<ConverseResult, StepError> {
-        let mut env2 = env.clone();
-        let native = NativeStepper.step(bot, session, msg.clone(), env);
-        let sandboxed = self.sandbox.step(bot, session, msg.clone(), &mut env2);
-        let show = |r: &Result<ConverseResult, StepError>| match r {
+    fn step(&mut self, input: StepInput<'_>) -> Stepped {
+        let msg = input.msg.clone();
+        let mut env2 = input.env.clone();
+        let sandbox_input = StepInput {
+            msg: msg.clone(),
+            env: &mut env2,
+            ..input
+        };
+        let native = NativeStepper.step(input);
+        let sandboxed = self.sandbox.step(sandbox_input);
+        let show = |r: &Stepped| match r {
             Ok(r) => serde_json::to_string(r).unwrap(),
             Err(e) => format!("error: {e}"),
         };
@@ -889,13 +889,7 @@ impl Effects for Gated {
             })
         })
     }
-    fn nl_predict<'a>(
-        &'a self,
-        _: &'a botbox_sandbox::NlScope,
-        _: &'a str,
-        _: &'a str,
-        _: &'a serde_json::Value,
-    ) -> EffectFuture<'a, Result<serde_json::Value, String>> {
+    fn nl_predict<'a>(&'a self, _: NlRequest<'a>) -> EffectFuture<'a, Result<Json, String>> {
         Box::pin(std::future::ready(Err("no NL here".into())))
     }
 }

@@ -3,8 +3,7 @@
 
 use crate::nlu::NluService;
 use botbox_egress::{Egress, Outbound, Use, redact};
-use botbox_sandbox::NlScope;
-use botbox_sandbox::effects::{EffectFuture, Effects};
+use botbox_sandbox::effects::{EffectFuture, Effects, HttpCall, HttpResult, Layer, NlRequest};
 use botbox_sandbox::limits::Limits;
 use runtime_core::host::{HttpRequest, HttpResponse};
 use serde_json::Value as Json;
@@ -112,13 +111,13 @@ impl Effects for LiveEffects {
         })
     }
 
-    fn nl_predict<'a>(
-        &'a self,
-        scope: &'a NlScope,
-        nlu_id: &'a str,
-        text: &'a str,
-        _options: &'a Json,
-    ) -> EffectFuture<'a, Result<Json, String>> {
+    fn nl_predict<'a>(&'a self, req: NlRequest<'a>) -> EffectFuture<'a, Result<Json, String>> {
+        let NlRequest {
+            scope,
+            nlu_id,
+            text,
+            options: _,
+        } = req;
         let Some(nlu) = self.nlu.clone() else {
             return Box::pin(std::future::ready(Err(format!(
                 "NL model {nlu_id}: no NL models in this environment"
@@ -222,18 +221,12 @@ impl CallLog {
     }
 }
 
-impl Effects for CallLog {
-    fn now_ms(&self) -> i64 {
-        self.inner.now_ms()
+impl Layer for CallLog {
+    fn inner(&self) -> &dyn Effects {
+        &*self.inner
     }
-    fn random_u64(&self) -> u64 {
-        self.inner.random_u64()
-    }
-    fn http<'a>(
-        &'a self,
-        req: &'a HttpRequest,
-        limits: &'a Limits,
-    ) -> EffectFuture<'a, Result<HttpResponse, String>> {
+    fn on_http<'a>(&'a self, call: HttpCall<'a>) -> EffectFuture<'a, HttpResult> {
+        let HttpCall { req, limits } = call;
         Box::pin(async move {
             let result = self.inner.http(req, limits).await;
             let mut call = serde_json::json!({"type": "api", "method": req.method, "url": req.url});
@@ -245,16 +238,7 @@ impl Effects for CallLog {
             result
         })
     }
-    fn nl_predict<'a>(
-        &'a self,
-        scope: &'a NlScope,
-        nlu_id: &'a str,
-        text: &'a str,
-        options: &'a Json,
-    ) -> EffectFuture<'a, Result<Json, String>> {
-        self.inner.nl_predict(scope, nlu_id, text, options)
-    }
-    fn js_method(&self, name: Option<&str>) {
+    fn on_js_method(&self, name: Option<&str>) {
         if let Some(name) = name {
             self.push(serde_json::json!({"type": "method", "name": name}));
         }

@@ -8,8 +8,7 @@
 //! dependency of production code, and never reaches the network: an api call is answered
 //! by the test's function or not at all.
 
-use botbox_sandbox::NlScope;
-use botbox_sandbox::effects::{EffectFuture, Effects};
+use botbox_sandbox::effects::{EffectFuture, Effects, NlRequest};
 use botbox_sandbox::limits::Limits;
 use runtime_core::CompiledBot;
 use runtime_core::host::{HttpRequest, HttpResponse};
@@ -102,13 +101,7 @@ impl Effects for StubEffects {
         }
     }
 
-    fn nl_predict<'a>(
-        &'a self,
-        _: &'a NlScope,
-        _: &'a str,
-        _: &'a str,
-        _: &'a Json,
-    ) -> EffectFuture<'a, Result<Json, String>> {
+    fn nl_predict<'a>(&'a self, _: NlRequest<'a>) -> EffectFuture<'a, Result<Json, String>> {
         Box::pin(std::future::ready(Err("no NL models in this test".into())))
     }
 }

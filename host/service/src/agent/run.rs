@@ -4,11 +4,9 @@
 
 use super::stream;
 use crate::live::{Live, LiveError};
-use botbox_sandbox::effects::{EffectFuture, Effects};
-use botbox_sandbox::limits::Limits;
+use botbox_sandbox::effects::{EffectFuture, Effects, HttpCall, HttpResult, Layer};
 use botbox_sandbox::{Revision, SessionJson};
 use botbox_store::{AgentRunRow, Db, EnvironmentRow, StepWrite, now_ms};
-use runtime_core::host::{HttpRequest, HttpResponse};
 use runtime_core::session::{Message, Session, StepReport};
 use serde_json::{Value as Json, json};
 use std::collections::{HashMap, VecDeque};
@@ -229,18 +227,12 @@ struct RunEffects {
     js_call: Mutex<Option<String>>,
 }
 
-impl Effects for RunEffects {
-    fn now_ms(&self) -> i64 {
-        self.inner.now_ms()
+impl Layer for RunEffects {
+    fn inner(&self) -> &dyn Effects {
+        &*self.inner
     }
-    fn random_u64(&self) -> u64 {
-        self.inner.random_u64()
-    }
-    fn http<'a>(
-        &'a self,
-        req: &'a HttpRequest,
-        limits: &'a Limits,
-    ) -> EffectFuture<'a, Result<HttpResponse, String>> {
+    fn on_http<'a>(&'a self, call: HttpCall<'a>) -> EffectFuture<'a, HttpResult> {
+        let HttpCall { req, limits } = call;
         Box::pin(async move {
             if self.run.cancelled() {
                 return Err("the run was cancelled".into());
@@ -260,19 +252,10 @@ impl Effects for RunEffects {
             result
         })
     }
-    fn nl_predict<'a>(
-        &'a self,
-        scope: &'a botbox_sandbox::NlScope,
-        nlu_id: &'a str,
-        text: &'a str,
-        options: &'a Json,
-    ) -> EffectFuture<'a, Result<Json, String>> {
-        self.inner.nl_predict(scope, nlu_id, text, options)
-    }
     /// A bot method as a tool call: its name as `toolName`; the host sees neither its
     /// arguments nor its result (they stay inside the sandbox), so input and output are
     /// empty objects.
-    fn js_method(&self, name: Option<&str>) {
+    fn on_js_method(&self, name: Option<&str>) {
         let mut call = self.js_call.lock().unwrap();
         match name {
             Some(name) => {
