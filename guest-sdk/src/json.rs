@@ -19,6 +19,11 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String, Error> {
     String::from_utf8(w.out).map_err(|e| Error(e.to_string()))
 }
 
+/// What every write answers.
+type Wrote = Result<(), Error>;
+/// A sequence or map started.
+type Opened<'a> = Result<Compound<'a>, Error>;
+
 #[derive(Debug)]
 pub struct Error(String);
 
@@ -43,13 +48,13 @@ struct Writer {
 /// The `serialize_<int>` methods: as a JSON number (`int`), or quoted as a map key (`key`).
 macro_rules! integers {
     (int: $($name:ident $t:ty),*) => {$(
-        fn $name(self, v: $t) -> Result<(), Error> {
+        fn $name(self, v: $t) -> Wrote {
             self.int(v);
             Ok(())
         }
     )*};
     (key: $($name:ident $t:ty),*) => {$(
-        fn $name(self, v: $t) -> Result<(), Error> {
+        fn $name(self, v: $t) -> Wrote {
             self.quoted(itoa::Buffer::new().format(v))
         }
     )*};
@@ -170,7 +175,31 @@ pub struct Compound<'a> {
     close: &'static [u8],
 }
 
-impl Compound<'_> {
+impl<'a> Compound<'a> {
+    /// Writes `open` and starts a compound that `close` ends.
+    fn open(w: &'a mut Writer, open: &[u8], close: &'static [u8]) -> Self {
+        w.out.extend_from_slice(open);
+        Compound {
+            w,
+            first: true,
+            close,
+        }
+    }
+
+    /// An enum variant's compound: `{"variant":` then `open`.
+    fn of_variant(w: &'a mut Writer, variant: &str, open: &[u8], close: &'static [u8]) -> Self {
+        w.out.push(b'{');
+        write_str(&mut w.out, variant);
+        w.out.push(b':');
+        Compound::open(w, open, close)
+    }
+
+    /// Writes the closing text.
+    fn finish(self) -> Wrote {
+        self.w.out.extend_from_slice(self.close);
+        Ok(())
+    }
+
     fn comma(&mut self) {
         if !self.first {
             self.w.out.push(b',');
@@ -190,7 +219,7 @@ impl<'a> ser::Serializer for &'a mut Writer {
     type SerializeStruct = Compound<'a>;
     type SerializeStructVariant = Compound<'a>;
 
-    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+    fn serialize_bool(self, v: bool) -> Wrote {
         self.out
             .extend_from_slice(if v { b"true" } else { b"false" });
         Ok(())
@@ -198,7 +227,7 @@ impl<'a> ser::Serializer for &'a mut Writer {
     integers!(int: serialize_i8 i8, serialize_i16 i16, serialize_i32 i32, serialize_i64 i64,
         serialize_i128 i128, serialize_u8 u8, serialize_u16 u16, serialize_u32 u32,
         serialize_u64 u64, serialize_u128 u128);
-    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+    fn serialize_f32(self, v: f32) -> Wrote {
         if v.is_finite() {
             self.out
                 .extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
@@ -207,19 +236,19 @@ impl<'a> ser::Serializer for &'a mut Writer {
         }
         Ok(())
     }
-    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+    fn serialize_f64(self, v: f64) -> Wrote {
         self.float(v);
         Ok(())
     }
-    fn serialize_char(self, v: char) -> Result<(), Error> {
+    fn serialize_char(self, v: char) -> Wrote {
         write_str(&mut self.out, v.encode_utf8(&mut [0; 4]));
         Ok(())
     }
-    fn serialize_str(self, v: &str) -> Result<(), Error> {
+    fn serialize_str(self, v: &str) -> Wrote {
         write_str(&mut self.out, v);
         Ok(())
     }
-    fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
+    fn serialize_bytes(self, v: &[u8]) -> Wrote {
         use ser::SerializeSeq;
         let mut seq = self.serialize_seq(Some(v.len()))?;
         for b in v {
@@ -227,190 +256,123 @@ impl<'a> ser::Serializer for &'a mut Writer {
         }
         seq.end()
     }
-    fn serialize_none(self) -> Result<(), Error> {
+    fn serialize_none(self) -> Wrote {
         self.serialize_unit()
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Wrote {
         value.serialize(self)
     }
-    fn serialize_unit(self) -> Result<(), Error> {
+    fn serialize_unit(self) -> Wrote {
         self.out.extend_from_slice(b"null");
         Ok(())
     }
-    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+    fn serialize_unit_struct(self, _: &'static str) -> Wrote {
         self.serialize_unit()
     }
-    fn serialize_unit_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-    ) -> Result<(), Error> {
+    fn serialize_unit_variant(self, _: &'static str, _: u32, variant: &'static str) -> Wrote {
         self.serialize_str(variant)
     }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, value: &T) -> Wrote {
         value.serialize(self)
     }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
+    fn serialize_newtype_variant<T>(self, _: &str, _: u32, name: &str, value: &T) -> Wrote
+    where
+        T: Serialize + ?Sized,
+    {
         self.out.push(b'{');
-        write_str(&mut self.out, variant);
+        write_str(&mut self.out, name);
         self.out.push(b':');
         value.serialize(&mut *self)?;
         self.out.push(b'}');
         Ok(())
     }
-    fn serialize_seq(self, _: Option<usize>) -> Result<Compound<'a>, Error> {
-        self.out.push(b'[');
-        Ok(Compound {
-            w: self,
-            first: true,
-            close: b"]",
-        })
+    fn serialize_seq(self, _: Option<usize>) -> Opened<'a> {
+        Ok(Compound::open(self, b"[", b"]"))
     }
-    fn serialize_tuple(self, len: usize) -> Result<Compound<'a>, Error> {
+    fn serialize_tuple(self, len: usize) -> Opened<'a> {
         self.serialize_seq(Some(len))
     }
-    fn serialize_tuple_struct(self, _: &'static str, len: usize) -> Result<Compound<'a>, Error> {
+    fn serialize_tuple_struct(self, _: &'static str, len: usize) -> Opened<'a> {
         self.serialize_seq(Some(len))
     }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-        _: usize,
-    ) -> Result<Compound<'a>, Error> {
-        self.out.push(b'{');
-        write_str(&mut self.out, variant);
-        self.out.extend_from_slice(b":[");
-        Ok(Compound {
-            w: self,
-            first: true,
-            close: b"]}",
-        })
+    fn serialize_tuple_variant(self, _: &str, _: u32, name: &str, _: usize) -> Opened<'a> {
+        Ok(Compound::of_variant(self, name, b"[", b"]}"))
     }
-    fn serialize_map(self, _: Option<usize>) -> Result<Compound<'a>, Error> {
-        self.out.push(b'{');
-        Ok(Compound {
-            w: self,
-            first: true,
-            close: b"}",
-        })
+    fn serialize_map(self, _: Option<usize>) -> Opened<'a> {
+        Ok(Compound::open(self, b"{", b"}"))
     }
-    fn serialize_struct(self, _: &'static str, len: usize) -> Result<Compound<'a>, Error> {
+    fn serialize_struct(self, _: &'static str, len: usize) -> Opened<'a> {
         self.serialize_map(Some(len))
     }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-        _: usize,
-    ) -> Result<Compound<'a>, Error> {
-        self.out.push(b'{');
-        write_str(&mut self.out, variant);
-        self.out.extend_from_slice(b":{");
-        Ok(Compound {
-            w: self,
-            first: true,
-            close: b"}}",
-        })
+    fn serialize_struct_variant(self, _: &str, _: u32, name: &str, _: usize) -> Opened<'a> {
+        Ok(Compound::of_variant(self, name, b"{", b"}}"))
     }
 }
 
 impl ser::SerializeSeq for Compound<'_> {
     type Ok = ();
     type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Wrote {
         self.comma();
         value.serialize(&mut *self.w)
     }
-    fn end(self) -> Result<(), Error> {
-        self.w.out.extend_from_slice(self.close);
-        Ok(())
+    fn end(self) -> Wrote {
+        self.finish()
     }
 }
 
-/// Tuples of every kind are written as arrays, by `SerializeSeq`.
-macro_rules! tuples_as_seq {
-    ($($kind:ident :: $add:ident),*) => {$(
+/// Kinds written as another kind is: tuples of every kind as arrays (`SerializeSeq`), a
+/// struct variant's fields as a struct's. Each forwards its add method and `end`.
+macro_rules! written_as {
+    ($($kind:ident :: $add:ident ($($arg:ident: $ty:ty),*) => $like:ident :: $to:ident),* $(,)?) => {$(
         impl ser::$kind for Compound<'_> {
             type Ok = ();
             type Error = Error;
-            fn $add<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-                ser::SerializeSeq::serialize_element(self, value)
+            fn $add<T: Serialize + ?Sized>(&mut self, $($arg: $ty),*) -> Wrote {
+                ser::$like::$to(self, $($arg),*)
             }
-            fn end(self) -> Result<(), Error> {
-                ser::SerializeSeq::end(self)
+            fn end(self) -> Wrote {
+                ser::$like::end(self)
             }
         }
     )*};
 }
 
-tuples_as_seq!(
-    SerializeTuple::serialize_element,
-    SerializeTupleStruct::serialize_field,
-    SerializeTupleVariant::serialize_field
+written_as!(
+    SerializeTuple::serialize_element(value: &T) => SerializeSeq::serialize_element,
+    SerializeTupleStruct::serialize_field(value: &T) => SerializeSeq::serialize_element,
+    SerializeTupleVariant::serialize_field(value: &T) => SerializeSeq::serialize_element,
+    SerializeStructVariant::serialize_field(key: &'static str, value: &T)
+        => SerializeStruct::serialize_field,
 );
 
 impl ser::SerializeMap for Compound<'_> {
     type Ok = ();
     type Error = Error;
-    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Wrote {
         self.comma();
         key.serialize(KeyWriter(&mut *self.w))?;
         self.w.out.push(b':');
         Ok(())
     }
-    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Wrote {
         value.serialize(&mut *self.w)
     }
-    fn end(self) -> Result<(), Error> {
-        self.w.out.extend_from_slice(self.close);
-        Ok(())
+    fn end(self) -> Wrote {
+        self.finish()
     }
 }
 
 impl ser::SerializeStruct for Compound<'_> {
     type Ok = ();
     type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Wrote {
         self.comma();
         write_field_name(&mut self.w.out, key);
         value.serialize(&mut *self.w)
     }
-    fn end(self) -> Result<(), Error> {
-        self.w.out.extend_from_slice(self.close);
-        Ok(())
-    }
-}
-
-impl ser::SerializeStructVariant for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        ser::SerializeStruct::serialize_field(self, key, value)
-    }
-    fn end(self) -> Result<(), Error> {
-        ser::SerializeStruct::end(self)
+    fn end(self) -> Wrote {
+        self.finish()
     }
 }
 
@@ -422,7 +384,7 @@ fn key_error() -> Error {
 }
 
 impl KeyWriter<'_> {
-    fn quoted(self, text: &str) -> Result<(), Error> {
+    fn quoted(self, text: &str) -> Wrote {
         write_str(&mut self.0.out, text);
         Ok(())
     }
@@ -439,51 +401,42 @@ impl ser::Serializer for KeyWriter<'_> {
     type SerializeStruct = Impossible<(), Error>;
     type SerializeStructVariant = Impossible<(), Error>;
 
-    fn serialize_str(self, v: &str) -> Result<(), Error> {
+    fn serialize_str(self, v: &str) -> Wrote {
         self.quoted(v)
     }
-    fn serialize_char(self, v: char) -> Result<(), Error> {
+    fn serialize_char(self, v: char) -> Wrote {
         self.quoted(v.encode_utf8(&mut [0; 4]))
     }
-    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+    fn serialize_bool(self, v: bool) -> Wrote {
         self.quoted(if v { "true" } else { "false" })
     }
     integers!(key: serialize_i8 i8, serialize_i16 i16, serialize_i32 i32, serialize_i64 i64,
         serialize_u8 u8, serialize_u16 u16, serialize_u32 u32, serialize_u64 u64);
-    fn serialize_f32(self, _: f32) -> Result<(), Error> {
+    fn serialize_f32(self, _: f32) -> Wrote {
         Err(key_error())
     }
-    fn serialize_f64(self, _: f64) -> Result<(), Error> {
+    fn serialize_f64(self, _: f64) -> Wrote {
         Err(key_error())
     }
-    fn serialize_bytes(self, _: &[u8]) -> Result<(), Error> {
+    fn serialize_bytes(self, _: &[u8]) -> Wrote {
         Err(key_error())
     }
-    fn serialize_none(self) -> Result<(), Error> {
+    fn serialize_none(self) -> Wrote {
         Err(key_error())
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<(), Error> {
+    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Wrote {
         Err(key_error())
     }
-    fn serialize_unit(self) -> Result<(), Error> {
+    fn serialize_unit(self) -> Wrote {
         Err(key_error())
     }
-    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+    fn serialize_unit_struct(self, _: &'static str) -> Wrote {
         Err(key_error())
     }
-    fn serialize_unit_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-    ) -> Result<(), Error> {
+    fn serialize_unit_variant(self, _: &'static str, _: u32, variant: &'static str) -> Wrote {
         self.quoted(variant)
     }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, value: &T) -> Wrote {
         value.serialize(self)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -492,7 +445,7 @@ impl ser::Serializer for KeyWriter<'_> {
         _: u32,
         _: &'static str,
         _: &T,
-    ) -> Result<(), Error> {
+    ) -> Wrote {
         Err(key_error())
     }
     fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
