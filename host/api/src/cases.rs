@@ -873,12 +873,41 @@ async fn get_artifact(
 // ---------------------------------------------------------------------------------------------
 // The project API (user tokens; the CLI)
 
-fn project_scope<'a>(pid: &'a str, p: &'a ProjectRow) -> Scope<'a> {
-    Scope::Project {
-        pid,
-        owner: &p.owner_id,
+/// A project as a caller may act on it, with its Cases and tasks in reach.
+struct Member {
+    app: App,
+    pid: String,
+    project: ProjectRow,
+}
+
+impl Member {
+    /// Project `pid` if `caller` may `act` on it (404 or 403 otherwise).
+    async fn of(app: App, caller: &Caller, pid: String, act: Action) -> ApiResult<Member> {
+        let project = project_for(&app, caller, &pid, act, Resource::Projects).await?;
+        Ok(Member { app, pid, project })
+    }
+
+    fn scope(&self) -> Scope<'_> {
+        Scope::Project {
+            pid: &self.pid,
+            owner: &self.project.owner_id,
+        }
+    }
+
+    /// A Case of the project, by id or name.
+    async fn case(&self, case: &str) -> ApiResult<CaseRow> {
+        Ok(self.scope().case(&self.app, case).await?)
+    }
+
+    /// A task of one of the project's Cases.
+    async fn task(&self, id: &str) -> ApiResult<TaskRow> {
+        Ok(self.scope().task(&self.app, id).await?)
     }
 }
+
+/// A project and one of its Cases or tasks, from the path.
+type Ids = Path<(String, String)>;
+type Answer = ApiResult<axum::Json<Json>>;
 
 /// Creates or replaces (by name) a Case of the project, bound to one of its environments:
 /// `{name, environment: <name or id>, inputs, outputs, artifacts, review, timeoutSeconds}`.
@@ -965,13 +994,11 @@ async fn list_cases(
 #[utoipa::path(get, path = "/projects/{projectId}/cases/{caseId}", tag = "cases",
     params(("projectId" = String, Path), ("caseId" = String, Path)),
     responses((status = 200, body = Object), (status = 404)))]
-async fn get_case(
-    State(app): State<App>,
-    caller: Caller,
-    Path((pid, case)): Path<(String, String)>,
-) -> ApiResult<axum::Json<Json>> {
-    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
-    let c = project_scope(&pid, &p).case(&app, &case).await?;
+async fn get_case(State(app): State<App>, who: Caller, Path((pid, case)): Ids) -> Answer {
+    let c = Member::of(app, &who, pid, Action::Read)
+        .await?
+        .case(&case)
+        .await?;
     Ok(axum::Json(case_view(&c)))
 }
 
@@ -983,12 +1010,12 @@ async fn get_case(
     responses((status = 204), (status = 404)))]
 async fn delete_case(
     State(app): State<App>,
-    caller: Caller,
-    Path((pid, case)): Path<(String, String)>,
+    who: Caller,
+    Path((pid, case)): Ids,
 ) -> ApiResult<StatusCode> {
-    let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
-    let c = project_scope(&pid, &p).case(&app, &case).await?;
-    if !app.db.delete_case(&p.owner_id, &c.id).await? {
+    let m = Member::of(app, &who, pid, Action::Update).await?;
+    let c = m.case(&case).await?;
+    if !m.app.db.delete_case(&m.project.owner_id, &c.id).await? {
         return Err(ApiError::not_found(format!("case {case}")));
     }
     Ok(StatusCode::NO_CONTENT)
@@ -998,28 +1025,20 @@ async fn delete_case(
 #[utoipa::path(get, path = "/projects/{projectId}/cases/{caseId}/tasks", tag = "cases",
     params(("projectId" = String, Path), ("caseId" = String, Path)),
     responses((status = 200, body = Object), (status = 404)))]
-async fn list_project_tasks(
-    State(app): State<App>,
-    caller: Caller,
-    Path((pid, case)): Path<(String, String)>,
-) -> ApiResult<axum::Json<Json>> {
-    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
-    let c = project_scope(&pid, &p).case(&app, &case).await?;
-    Ok(axum::Json(tasks_view(&app, &c).await?))
+async fn list_project_tasks(State(app): State<App>, who: Caller, Path((pid, c)): Ids) -> Answer {
+    let m = Member::of(app, &who, pid, Action::Read).await?;
+    let c = m.case(&c).await?;
+    Ok(axum::Json(tasks_view(&m.app, &c).await?))
 }
 
 /// A done task's outputs and artifacts (409 until it is done).
 #[utoipa::path(get, path = "/projects/{projectId}/tasks/{taskId}/outputs", tag = "cases",
     params(("projectId" = String, Path), ("taskId" = String, Path)),
     responses((status = 200, body = Object), (status = 404), (status = 409)))]
-async fn task_outputs(
-    State(app): State<App>,
-    caller: Caller,
-    Path((pid, id)): Path<(String, String)>,
-) -> ApiResult<axum::Json<Json>> {
-    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
-    let t = project_scope(&pid, &p).task(&app, &id).await?;
-    match done_outputs(&app, &t).await? {
+async fn task_outputs(State(app): State<App>, who: Caller, Path((pid, id)): Ids) -> Answer {
+    let m = Member::of(app, &who, pid, Action::Read).await?;
+    let t = m.task(&id).await?;
+    match done_outputs(&m.app, &t).await? {
         Some(v) => Ok(axum::Json(v)),
         None => Err(ApiError::Conflict(format!(
             "the task is {}; outputs are read when it is done",
@@ -1034,26 +1053,24 @@ async fn task_outputs(
     responses((status = 200, body = Object), (status = 400), (status = 404)))]
 async fn create_task(
     State(app): State<App>,
-    caller: Caller,
-    Path((pid, case)): Path<(String, String)>,
+    who: Caller,
+    Path((pid, case)): Ids,
     Body(body): Body<Json>,
-) -> ApiResult<axum::Json<Json>> {
-    let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
-    let c = project_scope(&pid, &p).case(&app, &case).await?;
-    let t = new_task(&app, &c, &body, &caller.username).await?;
+) -> Answer {
+    let m = Member::of(app.clone(), &who, pid, Action::Update).await?;
+    let c = m.case(&case).await?;
+    let t = new_task(&app, &c, &body, &who.username).await?;
     Ok(axum::Json(app.tasks.view(&t, base(&app)).await?))
 }
 
 #[utoipa::path(get, path = "/projects/{projectId}/tasks/{taskId}", tag = "cases",
     params(("projectId" = String, Path), ("taskId" = String, Path)),
     responses((status = 200, body = Object), (status = 404)))]
-async fn get_task(
-    State(app): State<App>,
-    caller: Caller,
-    Path((pid, id)): Path<(String, String)>,
-) -> ApiResult<axum::Json<Json>> {
-    let p = project_for(&app, &caller, &pid, Action::Read, Resource::Projects).await?;
-    let t = project_scope(&pid, &p).task(&app, &id).await?;
+async fn get_task(State(app): State<App>, who: Caller, Path((pid, id)): Ids) -> Answer {
+    let t = Member::of(app.clone(), &who, pid, Action::Read)
+        .await?
+        .task(&id)
+        .await?;
     Ok(axum::Json(app.tasks.view(&t, base(&app)).await?))
 }
 
@@ -1063,13 +1080,11 @@ async fn get_task(
     responses((status = 200, body = Object), (status = 400), (status = 404), (status = 409)))]
 async fn review_task(
     State(app): State<App>,
-    caller: Caller,
-    Path((pid, id)): Path<(String, String)>,
+    who: Caller,
+    Path((pid, id)): Ids,
     Body(body): Body<Json>,
-) -> ApiResult<axum::Json<Json>> {
-    let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
-    let scope = project_scope(&pid, &p);
-    Ok(axum::Json(
-        review_in(&app, scope, &id, &body, &caller.username).await?,
-    ))
+) -> Answer {
+    let m = Member::of(app, &who, pid, Action::Update).await?;
+    let view = review_in(&m.app, m.scope(), &id, &body, &who.username).await?;
+    Ok(axum::Json(view))
 }
