@@ -49,6 +49,13 @@ pub(crate) fn ok(o: Out) -> String {
     o.stdout
 }
 
+/// A command that must fail: what it printed on stderr.
+#[track_caller]
+fn failed(o: Out) -> String {
+    assert_ne!(o.code, 0, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    o.stderr
+}
+
 /// A CLI home and working folder on `server`, logged in as the administrator, holding the
 /// bot folder `name` made by `botbox init` and pushed.
 pub(crate) fn pushed_folder(server: &str, name: &str) -> (tempfile::TempDir, tempfile::TempDir) {
@@ -152,6 +159,17 @@ impl Cli {
         ok(self.run(args, ""))
     }
 
+    /// `botbox <args>`, which must fail: what it printed on stderr.
+    #[track_caller]
+    fn fails(&self, args: &[&str]) -> String {
+        failed(self.run(args, ""))
+    }
+
+    /// `botbox <args>` in folder `dir` rather than the working folder.
+    fn run_in(&self, dir: &Path, args: &[&str]) -> Out {
+        bb(self.home.path(), dir, &self.url, args, "")
+    }
+
     /// A path in the working folder.
     fn path(&self, rel: &str) -> PathBuf {
         self.work.path().join(rel)
@@ -178,10 +196,11 @@ async fn deployed_mybot() -> Cli {
     cli
 }
 
-/// `deployed_mybot` with a generic channel named web (option secret=s).
-async fn mybot_on_a_channel() -> Cli {
+/// `deployed_mybot` with a generic channel named web (option secret=s): the CLI and what
+/// `channel create` printed.
+async fn mybot_on_a_channel() -> (Cli, String) {
     let cli = deployed_mybot().await;
-    cli.ok(&[
+    let out = cli.ok(&[
         "channel",
         "create",
         "web",
@@ -196,14 +215,15 @@ async fn mybot_on_a_channel() -> Cli {
         "--dir",
         "mybot",
     ]);
-    cli
+    (cli, out)
 }
 
-/// `deployed_mybot` deployed again as 0.1.0, with environment staging on 0.0.1.
-async fn mybot_on_staging() -> Cli {
+/// `deployed_mybot` deployed again as 0.1.0, with environment staging on 0.0.1: the CLI
+/// and what `env create` printed.
+async fn mybot_on_staging() -> (Cli, String) {
     let cli = deployed_mybot().await;
     cli.ok(&["deploy", "--dir", "mybot", "--minor", "--env", "production"]);
-    cli.ok(&[
+    let out = cli.ok(&[
         "env",
         "create",
         "staging",
@@ -212,7 +232,7 @@ async fn mybot_on_staging() -> Cli {
         "--dir",
         "mybot",
     ]);
-    cli
+    (cli, out)
 }
 
 /// The administrator's CLI with the counter example (a bot with memory) pushed, and
@@ -240,11 +260,14 @@ async fn counter_keyed() -> (Cli, String) {
     (cli, key)
 }
 
-/// Says "hi" to the key's bot through `/v1/chat`: the run's id.
-async fn chat(api: &Api, key: &str) -> String {
+/// `counter_keyed` having said "hi" to its bot through `/v1/chat`: the CLI, the key and
+/// the run's id.
+async fn counter_chatted() -> (Cli, String, String) {
+    let (cli, key) = counter_keyed().await;
     let hi = json!({"messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
-    let r = api.post("/v1/chat", key, hi).await.ok();
-    r["runId"].as_str().unwrap().to_owned()
+    let r = cli.api().post("/v1/chat", &key, hi).await.ok();
+    let run_id = r["runId"].as_str().unwrap().to_owned();
+    (cli, key, run_id)
 }
 
 /// The administrator's CLI and that of bob, a developer, logged in (on the same server and
@@ -340,18 +363,15 @@ async fn login_with_a_token_names_the_tokens_user() {
 
 #[test]
 fn whoami_before_login_says_to_log_in_first() {
-    let o = Cli::alone().run(&["whoami"], "");
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "not logged in: run `botbox login` first");
+    let err = Cli::alone().fails(&["whoami"]);
+    assert_contains(&err, "not logged in: run `botbox login` first");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_with_a_wrong_password_is_refused() {
-    let o = Cli::on_server(&[])
-        .await
-        .run(&["login", "-u", "admin", "-p", "wrong"], "");
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "username or password is incorrect");
+    let cli = Cli::on_server(&[]).await;
+    let err = cli.fails(&["login", "-u", "admin", "-p", "wrong"]);
+    assert_contains(&err, "username or password is incorrect");
 }
 
 /// `botbox login` without flags reads the username and password on stdin.
@@ -419,28 +439,13 @@ async fn deploy_bumps_the_part_of_the_version_it_is_asked_to() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn channel_create_prints_the_channels_webhook() {
-    let cli = deployed_mybot().await;
-    let out = cli.ok(&[
-        "channel",
-        "create",
-        "web",
-        "--env",
-        "production",
-        "--type",
-        "generic",
-        "--url",
-        "http://127.0.0.1:9/x",
-        "--option",
-        "secret=s",
-        "--dir",
-        "mybot",
-    ]);
+    let (_, out) = mybot_on_a_channel().await;
     assert!(out.contains("webhook: http://"), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn channel_list_shows_each_channels_name_type_and_url() {
-    let cli = mybot_on_a_channel().await;
+    let (cli, _) = mybot_on_a_channel().await;
     let out = cli.ok(&["channel", "list", "--env", "production", "--dir", "mybot"]);
     assert!(out.contains("web  generic  http://"), "{out}");
 }
@@ -448,7 +453,8 @@ async fn channel_list_shows_each_channels_name_type_and_url() {
 /// `channel update` sets the URL and adds options to those the channel has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn channel_update_changes_the_url_and_adds_options() {
-    let cli = mybot_on_a_channel().await;
+    let (cli, _) = mybot_on_a_channel().await;
+    let url = "http://127.0.0.1:9/y";
     let out = cli.ok(&[
         "channel",
         "update",
@@ -456,7 +462,7 @@ async fn channel_update_changes_the_url_and_adds_options() {
         "--env",
         "production",
         "--url",
-        "http://127.0.0.1:9/y",
+        url,
         "--option",
         "token=t",
         "--dir",
@@ -470,13 +476,13 @@ async fn channel_update_changes_the_url_and_adds_options() {
             c["options"]["secret"].as_str(),
             c["options"]["token"].as_str()
         ),
-        (Some("http://127.0.0.1:9/y"), Some("s"), Some("t"))
+        (Some(url), Some("s"), Some("t"))
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn channel_delete_removes_the_channel() {
-    let cli = mybot_on_a_channel().await;
+    let (cli, _) = mybot_on_a_channel().await;
     cli.ok(&[
         "channel",
         "delete",
@@ -492,31 +498,21 @@ async fn channel_delete_removes_the_channel() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn env_create_runs_the_version_it_is_given() {
-    let cli = deployed_mybot().await;
-    cli.ok(&["deploy", "--dir", "mybot", "--minor", "--env", "production"]);
-    let out = cli.ok(&[
-        "env",
-        "create",
-        "staging",
-        "--version",
-        "0.0.1",
-        "--dir",
-        "mybot",
-    ]);
-    assert!(out.contains("staging runs version 0.0.1"), "{out}");
+    let (_, out) = mybot_on_staging().await;
+    assert_eq!(out.trim(), "Environment staging runs version 0.0.1");
 }
 
 /// `env update` without a version moves the environment to the latest deployment.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn env_update_moves_the_environment_to_the_latest_version() {
-    let cli = mybot_on_staging().await;
+    let (cli, _) = mybot_on_staging().await;
     let out = cli.ok(&["env", "update", "staging", "--dir", "mybot"]);
-    assert!(out.contains("staging runs version 0.1.0"), "{out}");
+    assert_eq!(out.trim(), "Environment staging runs version 0.1.0");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn env_delete_removes_the_environment() {
-    let cli = mybot_on_staging().await;
+    let (cli, _) = mybot_on_staging().await;
     cli.ok(&["env", "delete", "staging", "--dir", "mybot"]);
     assert!(
         !cli.ok(&["env", "list", "--dir", "mybot"])
@@ -562,10 +558,9 @@ async fn push_refuses_an_invalid_bot_naming_the_file_of_each_problem() {
         "      nowhere:\n        fallback: true",
     );
     std::fs::write(&flow, broken).unwrap();
-    let o = cli.run(&["push", "--dir", "mybot"], "");
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "flows/hello.yml:");
-    assert_contains(&o.stderr, "flows.hello.states.init.transitions.nowhere");
+    let err = cli.fails(&["push", "--dir", "mybot"]);
+    assert_contains(&err, "flows/hello.yml:");
+    assert_contains(&err, "flows.hello.states.init.transitions.nowhere");
     let api = cli.api();
     let projects = api.get("/projects", &api.admin_token().await).await.ok();
     assert_eq!(projects["data"], json!([]), "nothing pushed");
@@ -606,20 +601,17 @@ async fn console_converses_until_clear_starts_over() {
 async fn console_debug_shows_the_intent_and_state_of_each_reply() {
     let cli = counter(false).await;
     let out = ok(cli.run(&["console", "--dir", "counter", "--debug"], "hi\nexit\n"));
-    assert!(
-        out.contains("(count/hi)") && out.contains("[flow count state counting]"),
-        "{out}"
-    );
+    assert_contains(&out, "(count/hi)");
+    assert_contains(&out, "[flow count state counting]");
 }
 
 /// `key create` prints a `sak_` key that chats with the environment's bot through `/v1`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_create_prints_an_agent_key_that_chats_with_the_bot() {
-    let (cli, key) = counter_keyed().await;
-    let api = cli.api();
-    let run_id = chat(&api, &key).await;
-    let stream = api.get(&format!("/v1/chat/{run_id}/stream"), &key).await;
-    assert_contains(&stream.text, "Message 1 (total 1)");
+    let (cli, key, run_id) = counter_chatted().await;
+    let stream = format!("/v1/chat/{run_id}/stream");
+    let said = cli.api().get(&stream, &key).await;
+    assert_contains(&said.text, "Message 1 (total 1)");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -634,9 +626,7 @@ async fn key_list_shows_only_the_keys_hint() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_revoke_ends_the_key() {
-    let (cli, key) = counter_keyed().await;
-    let api = cli.api();
-    let run_id = chat(&api, &key).await;
+    let (cli, key, run_id) = counter_chatted().await;
     let listed = cli.ok(&["key", "list", "--dir", "counter", "--env", "production"]);
     let key_id = listed.split_whitespace().next().unwrap();
     cli.ok(&[
@@ -648,10 +638,8 @@ async fn key_revoke_ends_the_key() {
         "--env",
         "production",
     ]);
-    assert_eq!(
-        api.get(&format!("/v1/chat/{run_id}"), &key).await.status,
-        401
-    );
+    let ended = cli.api().get(&format!("/v1/chat/{run_id}"), &key).await;
+    assert_eq!(ended.status, 401);
 }
 
 /// `switch-team` gets a team token: from then on the CLI acts for the team.
@@ -671,9 +659,8 @@ async fn a_team_cannot_push_a_folder_bound_to_a_project_it_cannot_reach() {
     let both = AdminAndBob::in_acme_with_a_counter().await;
     copy_dir(&example("counter"), &both.admin.path("counter"));
     both.admin.ok(&["push", "--dir", "counter"]);
-    let o = both.bob(&["push", "--dir", "counter"], "");
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "is not one you can reach");
+    let err = failed(both.bob(&["push", "--dir", "counter"], ""));
+    assert_contains(&err, "is not one you can reach");
 }
 
 /// Work done as a team belongs to the team: here a push of a folder bound to nothing.
@@ -693,24 +680,19 @@ async fn a_folder_bound_to_one_teams_project_is_not_deployed_from_another_team()
         both.bob_ok(&["switch", "team", "other"]).trim(),
         "Switched to team: other"
     );
-    let o = both.bob(&["deploy", "--dir", "bob-counter"], "");
-    assert_ne!(o.code, 0, "the folder is bound to team acme's project");
+    // The folder is bound to team acme's project.
+    let err = failed(both.bob(&["deploy", "--dir", "bob-counter"], ""));
     assert!(
-        o.stderr.contains("is not one you can reach") && o.stderr.contains("switch"),
-        "{}",
-        o.stderr
+        err.contains("is not one you can reach") && err.contains("switch"),
+        "{err}"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switch_team_to_an_unknown_team_explains_what_to_do() {
-    let o = Cli::admin().await.run(&["switch-team", "nope"], "");
-    assert_ne!(o.code, 0);
-    assert_contains(
-        &o.stderr,
-        "Invalid team name. Unable to switch to team: nope",
-    );
-    assert_contains(&o.stderr, "log out and log in again");
+    let err = Cli::admin().await.fails(&["switch-team", "nope"]);
+    assert_contains(&err, "Invalid team name. Unable to switch to team: nope");
+    assert_contains(&err, "log out and log in again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -735,9 +717,8 @@ async fn logout_ends_the_login() {
 async fn an_unreachable_server_is_named() {
     let cli = Cli::admin().await;
     let o = bb(cli.home.path(), cli.work.path(), NO_SERVER, &["whoami"], "");
-    assert_ne!(o.code, 0);
     assert_contains(
-        &o.stderr,
+        &failed(o),
         "cannot reach the botbox server at http://127.0.0.1:9",
     );
 }
@@ -746,20 +727,16 @@ async fn an_unreachable_server_is_named() {
 #[test]
 fn user_add_refuses_a_folder_without_a_database() {
     let empty = tempfile::tempdir().unwrap();
-    let o = Cli::alone().run(
-        &[
-            "user",
-            "add",
-            "eve",
-            "--password",
-            "eve-password-1",
-            "--data",
-            empty.path().to_str().unwrap(),
-        ],
-        "",
-    );
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "no database in");
+    let err = Cli::alone().fails(&[
+        "user",
+        "add",
+        "eve",
+        "--password",
+        "eve-password-1",
+        "--data",
+        empty.path().to_str().unwrap(),
+    ]);
+    assert_contains(&err, "no database in");
     assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
 }
 
@@ -773,35 +750,30 @@ async fn user_add_by_an_administrator_makes_an_account_that_logs_in() {
     AdminAndBob::new(admin, "bob-password-1");
 }
 
+/// bob's `passwd` fed `answers` (current password, new, new again), which must fail and
+/// leave his password bob-password-1: what it printed on stderr.
+async fn passwd_refused(answers: &str) -> String {
+    let both = AdminAndBob::added_by_the_cli().await;
+    let err = failed(both.bob(&["passwd"], answers));
+    both.admin.api().login("bob", "bob-password-1").await;
+    err
+}
+
 /// The error says so first (not "not logged in").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passwd_with_a_wrong_current_password_changes_nothing() {
-    let both = AdminAndBob::added_by_the_cli().await;
-    let o = both.bob(
-        &["passwd"],
-        "not-my-password\nbob-password-2\nbob-password-2\n",
-    );
-    assert_ne!(o.code, 0);
+    let err = passwd_refused("not-my-password\nbob-password-2\nbob-password-2\n").await;
     assert!(
-        o.stderr
-            .starts_with("error: currentPassword: incorrect; the password was not changed"),
-        "{}",
-        o.stderr
+        err.starts_with("error: currentPassword: incorrect; the password was not changed"),
+        "{err}"
     );
-    both.admin.api().login("bob", "bob-password-1").await;
 }
 
 /// The new password is asked twice: two that differ change nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passwd_refuses_new_passwords_that_differ() {
-    let both = AdminAndBob::added_by_the_cli().await;
-    let o = both.bob(
-        &["passwd"],
-        "bob-password-1\nbob-password-2\nbob-password-X\n",
-    );
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "the two new passwords differ");
-    both.admin.api().login("bob", "bob-password-1").await;
+    let err = passwd_refused("bob-password-1\nbob-password-2\nbob-password-X\n").await;
+    assert_contains(&err, "the two new passwords differ");
 }
 
 /// `passwd` changes the password; the CLI's own token still works, the old password not.
@@ -880,11 +852,10 @@ async fn a_disabled_user_cannot_log_in_until_enabled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_add_by_someone_not_an_administrator_is_refused() {
     let both = AdminAndBob::added_by_the_cli().await;
-    let o = both.bob(
+    failed(both.bob(
         &["user", "add", "mallory", "--password", "mallory-password"],
         "",
-    );
-    assert_ne!(o.code, 0);
+    ));
 }
 
 /// Writes the bot oops into the CLI's working folder: its one step runs a method that
@@ -1089,9 +1060,8 @@ async fn invoice() -> (Cli, String) {
     (cli, invoice)
 }
 
-/// `invoice` with its Case made by `case create -f case.yml`: the CLI and the invoice's URL.
-async fn invoice_case() -> (Cli, String) {
-    let (cli, invoice) = invoice().await;
+/// `case create -f case.yml` of the invoice-case example: what it printed.
+fn create_invoice_case(cli: &Cli) -> String {
     cli.ok(&[
         "case",
         "create",
@@ -1101,7 +1071,13 @@ async fn invoice_case() -> (Cli, String) {
         "invoice-case/case.yml",
         "--dir",
         "invoice-case",
-    ]);
+    ])
+}
+
+/// `invoice` with its Case made by `create_invoice_case`: the CLI and the invoice's URL.
+async fn invoice_case() -> (Cli, String) {
+    let (cli, invoice) = invoice().await;
+    create_invoice_case(&cli);
     (cli, invoice)
 }
 
@@ -1136,56 +1112,47 @@ async fn task_run() -> (Cli, Value, String) {
     (cli, t, got)
 }
 
-/// `task_run` approved by `task review` with the output total edited to 24 (typed:
-/// `total:=24` is a number): the CLI, the task's id and what the review printed.
+/// `task review <id> --decision approve` of the invoice Case, with `more` arguments.
+fn approve(cli: &Cli, id: &str, more: &[&str]) -> Out {
+    let review = [
+        "task",
+        "review",
+        id,
+        "--decision",
+        "approve",
+        "--dir",
+        "invoice-case",
+    ];
+    cli.run(&[&review[..], more].concat(), "")
+}
+
+/// `task_run` approved with the output total edited to 24 (typed: `total:=24` is a
+/// number): the CLI, the task's id and what the review printed.
 async fn task_approved() -> (Cli, String, String) {
     let (cli, t, _) = task_run().await;
     let id = t["id"].as_str().unwrap().to_owned();
-    let out = cli.ok(&[
-        "task",
-        "review",
-        &id,
-        "--decision",
-        "approve",
-        "--output",
-        "total:=24",
-        "--dir",
-        "invoice-case",
-    ]);
+    let out = ok(approve(&cli, &id, &["--output", "total:=24"]));
     (cli, id, out)
 }
 
 /// clap names the missing argument before any request is made.
 #[test]
 fn case_create_without_a_file_names_the_missing_argument() {
-    let o = Cli::alone().run(
-        &[
-            "case",
-            "create",
-            "--env",
-            "production",
-            "--dir",
-            "invoice-case",
-        ],
-        "",
-    );
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "--file <FILE>");
+    let err = Cli::alone().fails(&[
+        "case",
+        "create",
+        "--env",
+        "production",
+        "--dir",
+        "invoice-case",
+    ]);
+    assert_contains(&err, "--file <FILE>");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case_create_makes_a_case_listed_with_its_review() {
     let (cli, _) = invoice().await;
-    let out = cli.ok(&[
-        "case",
-        "create",
-        "--env",
-        "production",
-        "-f",
-        "invoice-case/case.yml",
-        "--dir",
-        "invoice-case",
-    ]);
+    let out = create_invoice_case(&cli);
     assert!(out.starts_with("Case invoice ("), "{out}");
     let listed = cli.ok(&["case", "list", "--dir", "invoice-case"]);
     assert!(listed.contains("invoice  (review)"), "{listed}");
@@ -1203,21 +1170,17 @@ async fn case_get_shows_the_cases_definition() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_create_refuses_bad_inputs_naming_each_field() {
     let (cli, _) = invoice_case().await;
-    let o = cli.run(
-        &[
-            "task",
-            "create",
-            "invoice",
-            "--input",
-            "currency:=3",
-            "--dir",
-            "invoice-case",
-        ],
-        "",
-    );
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "/inputs/invoice_url");
-    assert_contains(&o.stderr, "/inputs/currency");
+    let err = cli.fails(&[
+        "task",
+        "create",
+        "invoice",
+        "--input",
+        "currency:=3",
+        "--dir",
+        "invoice-case",
+    ]);
+    assert_contains(&err, "/inputs/invoice_url");
+    assert_contains(&err, "/inputs/currency");
 }
 
 /// A new task is pending; the worker runs the bot; the Case asks for a review of the outputs.
@@ -1234,9 +1197,9 @@ async fn a_task_run_by_the_bot_waits_for_review_with_its_outputs() {
 async fn task_outputs_are_refused_until_the_task_is_done() {
     let (cli, t, _) = task_run().await;
     let id = t["id"].as_str().unwrap();
-    let o = cli.run(&["task", "outputs", id, "--dir", "invoice-case"], "");
-    assert_ne!(o.code, 0, "outputs are read once the task is done");
-    assert_contains(&o.stderr, "409");
+    // Outputs are read once the task is done.
+    let err = cli.fails(&["task", "outputs", id, "--dir", "invoice-case"]);
+    assert_contains(&err, "409");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1265,28 +1228,15 @@ async fn task_list_shows_each_task_of_the_case_with_its_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_done_task_cannot_be_reviewed_again() {
     let (cli, id, _) = task_approved().await;
-    let o = cli.run(
-        &[
-            "task",
-            "review",
-            &id,
-            "--decision",
-            "approve",
-            "--dir",
-            "invoice-case",
-        ],
-        "",
-    );
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "409");
+    let err = failed(approve(&cli, &id, &[]));
+    assert_contains(&err, "409");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_get_of_an_unknown_task_is_not_found() {
     let (cli, _) = invoice().await;
-    let o = cli.run(&["task", "get", "nope", "--dir", "invoice-case"], "");
-    assert_ne!(o.code, 0);
-    assert_contains(&o.stderr, "404");
+    let err = cli.fails(&["task", "get", "nope", "--dir", "invoice-case"]);
+    assert_contains(&err, "404");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1301,8 +1251,8 @@ async fn case_delete_removes_the_case() {
         cli.ok(&["case", "list", "--dir", "invoice-case"]).trim(),
         "No Cases."
     );
-    let o = cli.run(&["case", "get", "invoice", "--dir", "invoice-case"], "");
-    assert_contains(&o.stderr, "404");
+    let err = cli.fails(&["case", "get", "invoice", "--dir", "invoice-case"]);
+    assert_contains(&err, "404");
 }
 
 /// A JavaScript syntax error in a method is a validation error everywhere an author looks
@@ -1311,11 +1261,8 @@ async fn case_delete_removes_the_case() {
 /// in the CLI, the file, line and column of the error inside the method.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn javascript_syntax_errors_are_refused_before_running() {
-    let server = Server::start(Backend::Sqlite, &[]).await;
-    let url = server.base.clone();
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let dir = work.path().join("shop");
+    let cli = Cli::on_server(&[]).await;
+    let dir = cli.path("shop");
     std::fs::create_dir_all(&dir).unwrap();
     // Line 6 of the file is the method's second line; its `;` (column 21 of the method,
     // 25 of the file) ends an object literal that wanted `,` or `}`.
@@ -1335,36 +1282,24 @@ async fn javascript_syntax_errors_are_refused_before_running() {
                \x20       end: true\n\
                \x20       action: {name: text, options: {text: hi}}\n";
     std::fs::write(dir.join("bot.yml"), bot).unwrap();
-    let o = bb(home.path(), &dir, &url, &["validate", "bot.yml"], "");
+    let o = cli.run_in(&dir, &["validate", "bot.yml"]);
     assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
     assert_contains(
         &o.stdout,
         "bot.yml:6:25: error: methods.lookup(message, context, data, options, config, result): JavaScript syntax error at line 2, column 21 of the method",
     );
-    ok(bb(
-        home.path(),
-        &dir,
-        &url,
-        &["login", "-u", "admin", "-p", ADMIN_PASSWORD],
-        "",
-    ));
-    let o = bb(home.path(), &dir, &url, &["push"], "");
-    assert_ne!(o.code, 0);
+    cli.ok(&["login", "-u", "admin", "-p", ADMIN_PASSWORD]);
+    let err = failed(cli.run_in(&dir, &["push"]));
     // The reason first, on one line; the located problem on its own, "error" said once each.
-    let lines: Vec<&str> = o.stderr.lines().collect();
-    assert_eq!(
-        lines[0], "error: the bot is not valid: 1 error",
-        "{}",
-        o.stderr
-    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines[0], "error: the bot is not valid: 1 error", "{err}");
     assert!(
         lines[1].contains("bot.yml:6:25: error: methods.lookup(message, context, data, options, config, result): JavaScript syntax error at line 2, column 21 of the method")
             && !lines[1].starts_with("error:"),
-        "{}",
-        o.stderr
+        "{err}"
     );
     // With --json: one JSON object.
-    let o = bb(home.path(), &dir, &url, &["push", "--json"], "");
+    let o = cli.run_in(&dir, &["push", "--json"]);
     let err: Value =
         serde_json::from_str(o.stderr.trim()).unwrap_or_else(|e| panic!("{e}: {}", o.stderr));
     assert_eq!(err["error"], "the bot is not valid: 1 error");
@@ -1377,7 +1312,7 @@ async fn javascript_syntax_errors_are_refused_before_running() {
     );
 
     // The server refuses it too, for clients that push without the CLI.
-    let api = server.api();
+    let api = cli.api();
     let admin = api.admin_token().await;
     let doc: Value =
         serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(bot).unwrap()).unwrap();
@@ -1401,7 +1336,7 @@ async fn javascript_syntax_errors_are_refused_before_running() {
     // Fixed, it goes through.
     let fixed = bot.replace("{total: 1;", "{total: 1};");
     std::fs::write(dir.join("bot.yml"), &fixed).unwrap();
-    let o = ok(bb(home.path(), &dir, &url, &["validate", "bot.yml"], ""));
+    let o = ok(cli.run_in(&dir, &["validate", "bot.yml"]));
     assert!(o.contains("ok (1 flows, 0 warnings)"), "{o}");
 }
 
@@ -1411,20 +1346,13 @@ async fn javascript_syntax_errors_are_refused_before_running() {
 /// validates and is the bot that was pushed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transcripts_and_pull_from_the_cli() {
-    let server = Server::start(Backend::Sqlite, &[]).await;
-    let url = server.base.clone();
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let dir = work.path().join("hello");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello"),
-        &dir,
-    );
-    let run = |args: &[&str]| bb(home.path(), &dir, &url, args, "");
-    ok(run(&["login", "-u", "admin", "-p", ADMIN_PASSWORD]));
+    let cli = Cli::admin().await;
+    let dir = cli.path("hello");
+    copy_dir(&example("hello"), &dir);
+    let run = |args: &[&str]| cli.run_in(&dir, args);
     ok(run(&["push"]));
     ok(run(&["deploy", "--env", "production"]));
-    let api = server.api();
+    let api = cli.api();
     let admin = api.admin_token().await;
     let (pid, channel) = pushed_on_a_channel(&api, &admin).await;
     for (user, text) in [("ann", "hi"), ("bob", "hi"), ("ann", "what")] {
@@ -1458,7 +1386,7 @@ async fn transcripts_and_pull_from_the_cli() {
     assert!(t["nextAfter"].is_i64(), "{t}");
 
     // pull: the deployed revision back as files.
-    let pulled = work.path().join("pulled");
+    let pulled = cli.path("pulled");
     let o = ok(run(&[
         "pull",
         "hello",
@@ -1475,7 +1403,7 @@ async fn transcripts_and_pull_from_the_cli() {
     let original: Value = common::example_bot("hello");
     assert_eq!(back["flows"], original["flows"], "{text}");
     assert_eq!(back["name"], "hello");
-    ok(bb(home.path(), &pulled, &url, &["validate", "bot.yml"], ""));
+    ok(cli.run_in(&pulled, &["validate", "bot.yml"]));
 }
 
 /// A method that throws is reported by `botbox test` at its place in the author's file:
@@ -1483,9 +1411,8 @@ async fn transcripts_and_pull_from_the_cli() {
 /// that holds the method.
 #[test]
 fn run_time_errors_point_into_the_authors_files() {
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let dir = work.path().join("oops");
+    let cli = Cli::alone();
+    let dir = cli.path("oops");
     std::fs::create_dir_all(dir.join("tests")).unwrap();
     std::fs::create_dir_all(dir.join("flows")).unwrap();
     // Line 4 of bot.yml is the method's first line: its `throw` is on line 5, column 5, and
@@ -1528,13 +1455,7 @@ fn run_time_errors_point_into_the_authors_files() {
         "tests:\n  - name: throws\n    steps:\n      - send: hi\n        expect: [{text: nope}]\n",
     )
     .unwrap();
-    let o = bb(
-        home.path(),
-        work.path(),
-        "http://127.0.0.1:9",
-        &["test", "--dir", "oops"],
-        "",
-    );
+    let o = cli.run(&["test", "--dir", "oops"], "");
     assert_ne!(o.code, 0);
     assert!(
         o.stdout

@@ -61,6 +61,16 @@ struct Got {
     body: Value,
 }
 
+impl Got {
+    /// Asserts a refusal with `status` whose `message` (what kata-cli prints) contains `part`.
+    #[track_caller]
+    fn refused(&self, status: u16, part: &str) {
+        assert_eq!(self.status, status, "{}", self.body);
+        let message = self.body["message"].as_str();
+        assert!(message.is_some_and(|m| m.contains(part)), "{}", self.body);
+    }
+}
+
 impl Kata {
     async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Got {
         let mut rb = self
@@ -200,22 +210,23 @@ struct Alice {
     token: String,
 }
 
+/// login -u alice -p `password`: kata-cli's POST /cli-login.
+async fn cli_login(k: &Kata, password: &str) -> Got {
+    let body = json!({"username": "alice", "password": password});
+    k.call("POST", "/cli-login", Some(body)).await
+}
+
 async fn alice(backend: Backend) -> Alice {
     let (server, admin, mut k) = server(backend).await;
-    let login = k
-        .ok(
-            "POST",
-            "/cli-login",
-            Some(json!({"username": "alice", "password": "alice-password"})),
-        )
-        .await;
-    let token = s(&login["id"]);
+    let login = cli_login(&k, "alice-password").await;
+    assert_eq!(login.status, 200, "{}", login.body);
+    let token = s(&login.body["id"]);
     k.token = Some(token.clone());
     Alice {
         _server: server,
         admin,
         k,
-        id: s(&login["userId"]),
+        id: s(&login.body["userId"]),
         token,
     }
 }
@@ -305,6 +316,18 @@ async fn move_environment(p: &Project, env: &str, version: &str) -> Value {
     .await
 }
 
+/// A deployment 0.0.2 of bot revision `rev` alone (no ids), and update-environment of
+/// `env` to it.
+async fn deploy_again(p: &Project, env: &str, rev: &str) {
+    p.ok(
+        "POST",
+        &p.path("/deployment/versions"),
+        Some(json!({"version": "0.0.2", "botRevision": rev})),
+    )
+    .await;
+    move_environment(p, env, "0.0.2").await;
+}
+
 /// `project` with the edited greeting ("hello!") deployed as 0.0.1 on environment
 /// Development: the project and the environment's id.
 async fn deployed(backend: Backend) -> (Project, String) {
@@ -325,17 +348,18 @@ fn fb_channel() -> Value {
     json!({"name": "fb", "type": "fbmessenger", "options": {"token": "page-token", "refreshToken": null, "secret": "app-secret"}, "url": "https://graph.facebook.com/v2.6/me/messages"})
 }
 
+/// create-channel of web (generic) in the channels at `chans`: its answer.
+async fn create_web(p: &Project, chans: &str) -> Value {
+    let web = web_channel("web", "tok", "http://127.0.0.1:9/hook");
+    p.ok("POST", chans, Some(web)).await
+}
+
 /// `deployed` with two channels, web (generic) and fb (fbmessenger): the project, the
 /// environment's id and its channels' path.
 async fn two_channels(backend: Backend) -> (Project, String, String) {
     let (p, env) = deployed(backend).await;
     let chans = p.path(&format!("/environments/{env}/channels"));
-    p.ok(
-        "POST",
-        &chans,
-        Some(web_channel("web", "tok", "http://127.0.0.1:9/hook")),
-    )
-    .await;
+    create_web(&p, &chans).await;
     p.ok("POST", &chans, Some(fb_channel())).await;
     (p, env, chans)
 }
@@ -352,25 +376,13 @@ fn channel_id(list: &Value, name: &str) -> String {
 async fn failed_on_a_channel(backend: Backend) -> (Project, String, String) {
     let (p, env) = deployed(backend).await;
     let chans = p.path(&format!("/environments/{env}/channels"));
-    let web = p
-        .ok(
-            "POST",
-            &chans,
-            Some(web_channel("web", "tok", "http://127.0.0.1:9/hook")),
-        )
-        .await;
+    let web = create_web(&p, &chans).await;
     let mut failing = init_bot(&p.pid);
     failing["methods"] = json!({"boom()": "throw new Error('kaboom');"});
     failing["flows"]["hello"]["states"]["greet"]["action"] =
         json!({"name": "method", "method": "boom"});
     let rev = s(&push(&p, &p.pid, failing).await["revision"]);
-    p.ok(
-        "POST",
-        &p.path("/deployment/versions"),
-        Some(json!({"version": "0.0.2", "botRevision": rev})),
-    )
-    .await;
-    move_environment(&p, &env, "0.0.2").await;
+    deploy_again(&p, &env, &rev).await;
     let hi = json!({"userId": "u1", "messages": [{"type": "text", "content": "hi"}]});
     let r = p
         .api
@@ -445,19 +457,7 @@ async fn team_token(k: &Kata, id: &str) -> String {
 
 async fn cli_login_refuses_a_wrong_password_with_a_message(backend: Backend) {
     let (_server, _, k) = server(backend).await;
-    let bad = k
-        .call(
-            "POST",
-            "/cli-login",
-            Some(json!({"username": "alice", "password": "nope"})),
-        )
-        .await;
-    assert_eq!(bad.status, 401);
-    assert!(
-        bad.body["message"].as_str().unwrap().contains("incorrect"),
-        "{}",
-        bad.body
-    );
+    cli_login(&k, "nope").await.refused(401, "incorrect");
 }
 
 /// login -t: GET /tokens/{token}; reads type and teamId.
@@ -568,12 +568,7 @@ async fn a_push_on_a_revision_that_is_no_longer_the_latest_asks_to_pull(backend:
             Some(init_bot(&p.pid)),
         )
         .await;
-    assert_eq!(stale.status, 409);
-    assert!(
-        stale.body["message"].as_str().unwrap().contains("pull"),
-        "{}",
-        stale.body
-    );
+    stale.refused(409, "pull");
 }
 
 /// create-deployment cuts the newest NLU revision's string (kata-cli crashed without one).
@@ -652,13 +647,7 @@ async fn create_channel_answers_the_webhook(backend: Backend) {
     let (p, env) = deployed(backend).await;
     let chans = p.path(&format!("/environments/{env}/channels"));
     assert_eq!(p.get(&chans).await, json!([]));
-    let web = p
-        .ok(
-            "POST",
-            &chans,
-            Some(web_channel("web", "tok", "http://127.0.0.1:9/hook")),
-        )
-        .await;
+    let web = create_web(&p, &chans).await;
     assert!(web["webhook"].as_str().unwrap().contains("/webhooks/"));
 }
 
@@ -750,13 +739,7 @@ async fn errors_of_another_group_are_left_out(backend: Backend) {
 async fn rollback_moves_the_environment_back_and_names_it(backend: Backend) {
     let (p, env) = deployed(backend).await;
     let rev = s(&p.get(&p.path("/bot/")).await["revision"]);
-    p.ok(
-        "POST",
-        &p.path("/deployment/versions"),
-        Some(json!({"version": "0.0.2", "botRevision": rev})),
-    )
-    .await;
-    move_environment(&p, &env, "0.0.2").await;
+    deploy_again(&p, &env, &rev).await;
     let all = p
         .get(&p.path("/deployment/versions?limit=1000000&page=1"))
         .await;
