@@ -226,6 +226,21 @@ impl Db {
             s.tests_sql()
         );
         use sqlx::Row as _;
+        if let super::Backend::Postgres = self.backend {
+            // Per bucket and over the range in one scan.
+            let sql = format!(
+                "SELECT t, COUNT(DISTINCT u) FROM ({users}) x GROUP BY GROUPING SETS ((t), ())"
+            );
+            let (mut per_bucket, mut total) = (Vec::new(), 0);
+            for r in users_query(&sql, s).fetch_all(&self.pool).await? {
+                match r.get::<Option<i64>, _>(0) {
+                    Some(t) => per_bucket.push((t, r.get::<i64, _>(1))),
+                    None => total = r.get::<i64, _>(1),
+                }
+            }
+            per_bucket.sort_unstable();
+            return Ok((per_bucket, total));
+        }
         let per_bucket_sql =
             format!("SELECT t, COUNT(DISTINCT u) FROM ({users}) x GROUP BY t ORDER BY t");
         let per_bucket = users_query(&per_bucket_sql, s)
