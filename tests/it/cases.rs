@@ -1,8 +1,8 @@
-//! Cases and tasks, end to end against the real server: a task through every
-//! path (done, review → approve with edited outputs, review → changes → done, reject, bot
-//! error, flow not ended, time-out), outputs and artifacts with signed URLs, tenancy,
-//! restarts and a killed worker's task taken over, callbacks signed per Standard Webhooks
-//! with retries and 410, inbound hooks with signature, stale timestamp and dedupe.
+//! Cases and tasks, end to end against the real server: every path of a task (done,
+//! review → approve with edited outputs, review → changes → done, reject, bot error, flow
+//! not ended, time-out), outputs and artifacts with signed URLs, tenancy, restarts and a
+//! killed worker's task taken over, callbacks signed per Standard Webhooks with retries and
+//! 410, inbound hooks with signature, stale timestamp and dedupe.
 
 use crate::common::*;
 use botbox_service::cases::webhooks::{self, ServerKey, parse_secret, sign};
@@ -217,6 +217,12 @@ impl Ws {
         }
     }
 
+    /// The latest callback of event `ty` for `task` (30 s at most): (headers, body).
+    async fn callback(&self, task: &str, ty: &str) -> (axum::http::HeaderMap, Vec<u8>) {
+        let stubs = &self.stubs;
+        stubs.wait_until(ty, |_| stubs.events(task, ty).pop()).await
+    }
+
     async fn endpoint(&self, path: &str) -> (String, Vec<u8>) {
         let r = self
             .post(
@@ -236,13 +242,171 @@ fn verified(h: &axum::http::HeaderMap, body: &[u8], secret: &[u8]) -> bool {
     webhooks::verify(h, body, &[secret.to_vec()], now).is_ok()
 }
 
-async fn a_task_through_every_path(backend: Backend) {
-    let w = workspace(backend).await;
-    let (ep, secret) = w.endpoint("/callbacks").await;
-    let auto = w.case("invoice-auto", false).await;
-    let reviewed = w.case("invoice", true).await;
+/// A workspace with a callback endpoint at `/callbacks` (its id and secret) and the
+/// invoice Case without review (`auto`).
+struct Called {
+    w: Ws,
+    ep: String,
+    secret: Vec<u8>,
+    auto: String,
+}
 
-    // Inputs are checked field by field.
+async fn called(backend: Backend) -> Called {
+    let w = workspace(backend).await;
+    let auto = w.case("invoice-auto", false).await;
+    let (ep, secret) = w.endpoint("/callbacks").await;
+    Called {
+        w,
+        ep,
+        secret,
+        auto,
+    }
+}
+
+impl Called {
+    /// Runs a task of `auto` to done; its id.
+    async fn done(&self) -> String {
+        let t = self.w.task(&self.auto, self.w.invoice()).await;
+        self.w.wait(&t, "done").await;
+        t
+    }
+
+    /// The first `n` task.completed callbacks of `task`, each (headers, body).
+    async fn completed(&self, task: &str, n: usize) -> Vec<(axum::http::HeaderMap, Vec<u8>)> {
+        let stubs = &self.w.stubs;
+        stubs
+            .wait_until("task.completed", |_| {
+                let e = stubs.events(task, "task.completed");
+                (e.len() >= n).then_some(e)
+            })
+            .await
+    }
+
+    /// POSTs `action` (`rotate`, `enable`) to the endpoint; its answer.
+    async fn endpoint_action(&self, action: &str) -> Value {
+        let path = format!("/v1/webhooks/{}/{action}", self.ep);
+        self.w.post(&path, json!({})).await.ok()
+    }
+
+    /// A task done while the stand-in answers 500, 500, then 200; its id.
+    async fn done_after_two_failures(&self) -> String {
+        self.w.stubs.script.lock().unwrap().extend([500, 500]);
+        self.done().await
+    }
+}
+
+/// [`Called`] with a task of `auto` done (`task`, its view).
+struct Done {
+    called: Called,
+    task: String,
+    view: Value,
+}
+
+impl std::ops::Deref for Done {
+    type Target = Called;
+    fn deref(&self) -> &Called {
+        &self.called
+    }
+}
+
+async fn done_task(backend: Backend) -> Done {
+    let called = called(backend).await;
+    let task = called.w.task(&called.auto, called.w.invoice()).await;
+    let view = called.w.wait(&task, "done").await;
+    Done { called, task, view }
+}
+
+impl Done {
+    /// The done task's first artifact, as its outputs list it.
+    async fn artifact(&self) -> Value {
+        let out = self
+            .w
+            .get(&format!("/v1/tasks/{}/outputs", self.task))
+            .await;
+        out.ok()["artifacts"][0].clone()
+    }
+
+    /// A URL of artifact `art_id` saying it `expires` then, with the server key's
+    /// signature for an expiry of `signed_until` (the same for a correctly signed URL).
+    fn artifact_url(&self, art_id: &str, expires: i64, signed_until: i64) -> String {
+        let key = ServerKey::load(Some(SECRET_KEY), std::path::Path::new("/nonexistent")).unwrap();
+        format!(
+            "{}/v1/artifacts/{art_id}?expires={expires}&signature={}",
+            self.w.server.base,
+            key.artifact_signature(art_id, signed_until)
+        )
+    }
+}
+
+/// A workspace with a callback endpoint at `/callbacks` (its secret) and the invoice Case
+/// with review, whose first task waits for review (`task`, its view).
+struct InReview {
+    w: Ws,
+    secret: Vec<u8>,
+    task: String,
+    view: Value,
+}
+
+async fn in_review(backend: Backend) -> InReview {
+    let w = workspace(backend).await;
+    let (_, secret) = w.endpoint("/callbacks").await;
+    let reviewed = w.case("invoice", true).await;
+    let task = w.task(&reviewed, w.invoice()).await;
+    let view = w.wait(&task, "review").await;
+    InReview {
+        w,
+        secret,
+        task,
+        view,
+    }
+}
+
+impl InReview {
+    /// Decides the review with `body`.
+    async fn decide(&self, body: Value) -> Res {
+        self.w
+            .post(&format!("/v1/tasks/{}/review", self.task), body)
+            .await
+    }
+
+    /// Decides the review with `body` under Idempotency-Key `key`.
+    async fn decide_once(&self, key: &str, body: &Value) -> Res {
+        let rb = self.w.api.http.post(format!(
+            "{}/v1/tasks/{}/review",
+            self.w.server.base, self.task
+        ));
+        let rb = rb
+            .bearer_auth(&self.w.key)
+            .header("idempotency-key", key)
+            .json(body);
+        Res::read(rb.send().await.unwrap()).await
+    }
+
+    /// Asks for changes with `comment`, then waits for the task back in review.
+    async fn changes(&self, comment: &str) -> (Value, Value) {
+        let asked = self
+            .decide(json!({"decision": "changes", "comment": comment}))
+            .await
+            .ok();
+        (asked, self.w.wait(&self.task, "review").await)
+    }
+}
+
+/// The approval with edited outputs the review tests decide with.
+fn approval() -> Value {
+    json!({"decision": "approve", "comment": "ok with rounding", "outputs": {"total": 24}})
+}
+
+/// The body a GET of `url` answers with (checked 200).
+async fn fetch_text(w: &Ws, url: &str) -> String {
+    let got = w.api.http.get(url).send().await.unwrap();
+    assert_eq!(got.status(), 200);
+    got.text().await.unwrap()
+}
+
+async fn task_inputs_are_checked_field_by_field(backend: Backend) {
+    let w = workspace(backend).await;
+    let auto = w.case("invoice-auto", false).await;
     let r = w
         .post(
             &format!("/v1/cases/{auto}/tasks"),
@@ -250,125 +414,119 @@ async fn a_task_through_every_path(backend: Backend) {
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.text);
-    let p = r.json();
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
-    let mut ptrs: Vec<String> = p["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| s(&e["pointer"]))
-        .collect();
-    ptrs.sort();
-    assert_eq!(
-        ptrs,
-        ["/inputs/currency", "/inputs/extra", "/inputs/invoice_url"]
-    );
+    // A pointer and a detail per bad field; the server's address as "[server]".
+    let server = w.server.base.replace('.', r"\.");
+    insta::with_settings!({filters => vec![(server.as_str(), "[server]")]}, {
+        insta::assert_json_snapshot!("task_inputs_refused", r.json(), {".requestId" => "[id]"});
+    });
+}
 
-    // 1. done, no review: outputs, the artifact through its signed URL, task.completed.
-    let t1 = w.task(&auto, w.invoice()).await;
-    let done = w.wait(&t1, "done").await;
-    assert_eq!(
-        done["outputs"],
-        json!({"vendor": "ACME", "total": 25, "currency": "USD", "lines": 2, "reply": "total 25 USD"})
-    );
-    let out = w.get(&format!("/v1/tasks/{t1}/outputs")).await.ok();
+async fn a_task_without_review_ends_done_with_its_outputs(backend: Backend) {
+    let d = done_task(backend).await;
+    let stub = d.w.stubs.url.replace('.', r"\.");
+    let filters = vec![
+        (d.task.as_str(), "[task]"),
+        (d.auto.as_str(), "[case]"),
+        (stub.as_str(), "[stub]"),
+    ];
+    insta::with_settings!({filters => filters}, {
+        insta::assert_json_snapshot!("task_done", d.view, {
+            ".createdAt" => "[time]",
+            ".updatedAt" => "[time]",
+            ".artifacts[].id" => "[id]",
+            ".artifacts[].url" => "[signed url]",
+        });
+    });
+    let out = d.w.get(&format!("/v1/tasks/{}/outputs", d.task)).await.ok();
     assert_eq!(out["outputs"]["total"], 25);
-    let art = &out["artifacts"][0];
+}
+
+async fn a_done_tasks_artifact_is_served_at_its_signed_url(backend: Backend) {
+    let d = done_task(backend).await;
+    let art = d.artifact().await;
     assert_eq!(art["name"], "summary");
     assert_eq!(art["mediaType"], "text/plain");
-    let url = s(&art["url"]);
-    let got = w.api.http.get(&url).send().await.unwrap();
+    let got = d.w.api.http.get(s(&art["url"])).send().await.unwrap();
     assert_eq!(got.status(), 200);
     assert_eq!(got.headers()["content-type"], "text/plain");
     assert_eq!(got.text().await.unwrap(), "ACME: 2 lines, 25 USD");
-    // A changed signature, and an expired URL correctly signed, are refused.
-    let bad = url.replace("signature=", "signature=x");
-    assert_eq!(w.api.http.get(&bad).send().await.unwrap().status(), 403);
-    let key = ServerKey::load(Some(SECRET_KEY), std::path::Path::new("/nonexistent")).unwrap();
+}
+
+/// A signed artifact URL works only as signed and until it expires: a changed signature
+/// or a moved expiry is refused, an expired URL is gone even when correctly signed.
+async fn an_artifact_url_is_refused_once_tampered_with_or_expired(backend: Backend) {
+    let d = done_task(backend).await;
+    let art = d.artifact().await;
+    let http = &d.w.api.http;
+    let get = |url: String| async move { http.get(url).send().await.unwrap().status() };
+    let bad = s(&art["url"]).replace("signature=", "signature=x");
+    assert_eq!(get(bad).await, 403);
     let art_id = s(&art["id"]);
     let past = botbox_store::now_ms() / 1000 - 1;
-    let expired = format!(
-        "{}/v1/artifacts/{art_id}?expires={past}&signature={}",
-        w.server.base,
-        key.artifact_signature(&art_id, past)
-    );
-    assert_eq!(w.api.http.get(&expired).send().await.unwrap().status(), 410);
-    let later = past + 3600;
-    let moved = format!(
-        "{}/v1/artifacts/{art_id}?expires={later}&signature={}",
-        w.server.base,
-        key.artifact_signature(&art_id, past)
-    );
-    assert_eq!(w.api.http.get(&moved).send().await.unwrap().status(), 403);
-    let (h, b) = w
-        .stubs
-        .wait_until("task.completed", |_| {
-            w.stubs.events(&t1, "task.completed").pop()
-        })
-        .await;
+    assert_eq!(get(d.artifact_url(&art_id, past, past)).await, 410);
+    assert_eq!(get(d.artifact_url(&art_id, past + 3600, past)).await, 403);
+}
+
+async fn a_done_task_is_called_back_with_a_signed_task_completed(backend: Backend) {
+    let d = done_task(backend).await;
+    let (h, b) = d.w.callback(&d.task, "task.completed").await;
     assert!(
-        verified(&h, &b, &secret),
+        verified(&h, &b, &d.secret),
         "the callback's signature verifies"
     );
     let ev: Value = serde_json::from_slice(&b).unwrap();
     assert_eq!(
         ev["data"],
-        json!({"taskId": t1, "caseId": auto, "status": "done"})
+        json!({"taskId": d.task, "caseId": d.auto, "status": "done"})
     );
     assert!(h["webhook-id"].to_str().unwrap().starts_with("msg_"));
+}
 
-    // 2. review → approve with edited outputs.
-    let t2 = w.task(&reviewed, w.invoice()).await;
-    let rev = w.wait(&t2, "review").await;
-    assert!(rev["review"]["requestedAt"].is_string());
+async fn a_task_waiting_for_review_shows_its_artifacts(backend: Backend) {
+    let r = in_review(backend).await;
+    assert!(r.view["review"]["requestedAt"].is_string());
     assert_eq!(
-        rev["artifacts"][0]["name"], "summary",
+        r.view["artifacts"][0]["name"], "summary",
         "a reviewer sees the artifacts"
     );
-    let r = w.get(&format!("/v1/tasks/{t2}/outputs")).await;
-    assert_eq!(r.status, 409);
-    assert_eq!(r.json()["code"], "task-not-done");
-    let r = w.get(&format!("/v1/tasks/{t2}")).await;
-    assert_eq!(r.header("retry-after"), Some("60"));
-    w.stubs
-        .wait_until("task.review_requested", |_| {
-            w.stubs.events(&t2, "task.review_requested").pop()
-        })
+}
+
+async fn a_task_in_review_has_no_outputs_yet(backend: Backend) {
+    let r = in_review(backend).await;
+    let out = r.w.get(&format!("/v1/tasks/{}/outputs", r.task)).await;
+    assert_eq!(out.status, 409);
+    assert_eq!(out.json()["code"], "task-not-done");
+}
+
+async fn a_task_in_review_tells_pollers_to_retry_after_a_minute(backend: Backend) {
+    let r = in_review(backend).await;
+    let t = r.w.get(&format!("/v1/tasks/{}", r.task)).await;
+    assert_eq!(t.header("retry-after"), Some("60"));
+}
+
+async fn a_task_entering_review_is_called_back(backend: Backend) {
+    let r = in_review(backend).await;
+    let (h, b) = r.w.callback(&r.task, "task.review_requested").await;
+    assert!(verified(&h, &b, &r.secret));
+}
+
+async fn edited_outputs_are_checked_against_their_types(backend: Backend) {
+    let r = in_review(backend).await;
+    let refused = r
+        .decide(json!({"decision": "approve", "outputs": {"total": "lots"}}))
         .await;
-    let r = w
-        .post(
-            &format!("/v1/tasks/{t2}/review"),
-            json!({"decision": "approve", "outputs": {"total": "lots"}}),
-        )
-        .await;
-    assert_eq!(r.status, 400, "edited outputs are typed: {}", r.text);
-    assert_eq!(r.json()["errors"][0]["pointer"], "/outputs/total");
-    // The decision under an Idempotency-Key: a retry replays it, another body is refused.
-    let decide = |k: &'static str, body: Value| {
-        w.api
-            .http
-            .post(format!("{}/v1/tasks/{t2}/review", w.server.base))
-            .bearer_auth(&w.key)
-            .header("idempotency-key", k)
-            .json(&body)
-            .send()
-    };
-    let approve =
-        json!({"decision": "approve", "comment": "ok with rounding", "outputs": {"total": 24}});
-    let r = Res::read(decide("d1", approve.clone()).await.unwrap()).await;
-    let replay = Res::read(decide("d1", approve).await.unwrap()).await;
-    assert_eq!(replay.status, r.status);
     assert_eq!(
-        replay.header("idempotent-replayed"),
-        Some("true"),
-        "{}",
-        replay.text
+        refused.status, 400,
+        "edited outputs are typed: {}",
+        refused.text
     );
-    assert_eq!(replay.json()["review"], r.json()["review"]);
-    let other = Res::read(decide("d1", json!({"decision": "reject"})).await.unwrap()).await;
-    assert_eq!(other.status, 422, "{}", other.text);
-    assert_eq!(other.json()["code"], "idempotency-key-reused");
-    let t = r.ok();
+    assert_eq!(refused.json()["errors"][0]["pointer"], "/outputs/total");
+}
+
+async fn approving_with_edited_outputs_finishes_the_task_with_them(backend: Backend) {
+    let r = in_review(backend).await;
+    let t = r.decide(approval()).await.ok();
     assert_eq!(t["status"], "done");
     assert_eq!(t["outputs"]["total"], 24);
     assert_eq!(t["outputs"]["vendor"], "ACME");
@@ -376,87 +534,84 @@ async fn a_task_through_every_path(backend: Backend) {
     assert_eq!(t["review"]["comment"], "ok with rounding");
     assert!(s(&t["review"]["decidedBy"]).contains("automation"));
     assert_eq!(t["reviews"][0]["outputs"]["total"], 24);
-    // Deciding again is not a transition the task state machine allows.
-    let r = w
-        .post(
-            &format!("/v1/tasks/{t2}/review"),
-            json!({"decision": "reject"}),
-        )
-        .await;
-    assert_eq!(r.status, 409);
-    assert_eq!(r.json()["code"], "invalid-transition");
-    assert_eq!(r.json()["currentStatus"], "done");
+}
 
-    // 3. review → changes (the comment reaches the bot) → review → approve.
-    let t3 = w.task(&reviewed, w.invoice()).await;
-    w.wait(&t3, "review").await;
-    let r = w
-        .post(
-            &format!("/v1/tasks/{t3}/review"),
-            json!({"decision": "changes"}),
-        )
-        .await;
-    assert_eq!(r.status, 400, "changes need a comment");
-    let r = w
-        .post(
-            &format!("/v1/tasks/{t3}/review"),
-            json!({"decision": "changes", "comment": "apply discount 10"}),
-        )
-        .await
-        .ok();
-    assert!(
-        ["in_progress", "review"].contains(&r["status"].as_str().unwrap()),
-        "{r}"
+/// A decision under an Idempotency-Key: a retry replays it, another body is refused.
+async fn a_review_decision_is_idempotent_under_its_key(backend: Backend) {
+    let r = in_review(backend).await;
+    let first = r.decide_once("d1", &approval()).await;
+    let replay = r.decide_once("d1", &approval()).await;
+    assert_eq!(replay.status, first.status);
+    assert_eq!(
+        replay.header("idempotent-replayed"),
+        Some("true"),
+        "{}",
+        replay.text
     );
-    let again = w.wait(&t3, "review").await;
+    assert_eq!(replay.json()["review"], first.ok()["review"]);
+    let other = r.decide_once("d1", &json!({"decision": "reject"})).await;
+    assert_eq!(other.status, 422, "{}", other.text);
+    assert_eq!(other.json()["code"], "idempotency-key-reused");
+}
+
+async fn a_decided_task_cannot_be_decided_again(backend: Backend) {
+    let r = in_review(backend).await;
+    r.decide(approval()).await.ok();
+    let again = r.decide(json!({"decision": "reject"})).await;
+    assert_eq!(again.status, 409);
+    assert_eq!(again.json()["code"], "invalid-transition");
+    assert_eq!(again.json()["currentStatus"], "done");
+}
+
+async fn asking_for_changes_needs_a_comment(backend: Backend) {
+    let r = in_review(backend).await;
+    let refused = r.decide(json!({"decision": "changes"})).await;
+    assert_eq!(refused.status, 400, "changes need a comment");
+}
+
+async fn changes_take_the_comment_to_the_bot_and_the_task_back_to_review(backend: Backend) {
+    let r = in_review(backend).await;
+    let (asked, again) = r.changes("apply discount 10").await;
+    assert!(
+        ["in_progress", "review"].contains(&asked["status"].as_str().unwrap()),
+        "{asked}"
+    );
     assert_eq!(again["outputs"]["total"], 22.5);
     assert_eq!(again["outputs"]["note"], "discount 10%");
     assert_eq!(again["reviews"][0]["decision"], "changes");
-    let r = w
-        .post(
-            &format!("/v1/tasks/{t3}/review"),
-            json!({"decision": "approve"}),
-        )
-        .await
-        .ok();
-    assert_eq!(r["status"], "done");
-    let out = w.get(&format!("/v1/tasks/{t3}/outputs")).await.ok();
-    let url = s(&out["artifacts"][0]["url"]);
-    let text = w
-        .api
-        .http
-        .get(&url)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+}
+
+async fn a_task_approved_after_changes_serves_the_artifact_of_its_last_pass(backend: Backend) {
+    let r = in_review(backend).await;
+    r.changes("apply discount 10").await;
+    let approved = r.decide(json!({"decision": "approve"})).await.ok();
+    assert_eq!(approved["status"], "done");
+    let out = r.w.get(&format!("/v1/tasks/{}/outputs", r.task)).await.ok();
     assert_eq!(
-        text, "ACME: 22.5 USD after 10% discount",
+        fetch_text(&r.w, &s(&out["artifacts"][0]["url"])).await,
+        "ACME: 22.5 USD after 10% discount",
         "the new pass's artifact"
     );
+}
 
-    // 4. reject.
-    let t4 = w.task(&reviewed, w.invoice()).await;
-    w.wait(&t4, "review").await;
-    let r = w
-        .post(
-            &format!("/v1/tasks/{t4}/review"),
-            json!({"decision": "reject", "comment": "wrong vendor"}),
-        )
+async fn a_rejected_task_fails_with_the_reviewers_comment(backend: Backend) {
+    let r = in_review(backend).await;
+    let rejected = r
+        .decide(json!({"decision": "reject", "comment": "wrong vendor"}))
         .await
         .ok();
-    assert_eq!(r["status"], "failed");
+    assert_eq!(rejected["status"], "failed");
     assert_eq!(
-        r["error"],
+        rejected["error"],
         json!({"code": "rejected", "message": "wrong vendor"})
     );
-    w.stubs
-        .wait_until("task.failed", |_| w.stubs.events(&t4, "task.failed").pop())
-        .await;
+    let (h, b) = r.w.callback(&r.task, "task.failed").await;
+    assert!(verified(&h, &b, &r.secret));
+}
 
-    // Idempotency-Key on creation: the same task.
+async fn a_task_created_again_under_its_idempotency_key_is_the_same_task(backend: Backend) {
+    let w = workspace(backend).await;
+    let auto = w.case("invoice-auto", false).await;
     let send = |k: &'static str| {
         w.api
             .http
@@ -471,8 +626,10 @@ async fn a_task_through_every_path(backend: Backend) {
     assert_eq!(a.status, 201);
     assert_eq!(a.json()["id"], b.json()["id"]);
     assert_eq!(b.header("idempotent-replayed"), Some("true"));
+}
 
-    // Another workspace's key sees nothing of this one; an agent key may not use Cases.
+/// A key of another developer's workspace, on `w`'s server.
+async fn other_workspace_key(w: &Ws) -> String {
     let (_, other) = w.api.user(&w.admin, "other-dev", "developer").await;
     let me = w.api.get("/me", &other).await.ok();
     let ok = w
@@ -484,10 +641,16 @@ async fn a_task_through_every_path(backend: Backend) {
         )
         .await
         .ok();
-    let other_key = s(&ok["key"]);
+    s(&ok["key"])
+}
+
+async fn another_workspace_sees_none_of_these_tasks_cases_endpoints_or_hooks(backend: Backend) {
+    let d = done_task(backend).await;
+    let (w, t, auto, ep) = (&d.w, &d.task, &d.auto, &d.ep);
     let r = w.post("/v1/hooks", json!({"caseId": auto})).await;
     assert_eq!(r.status, 201, "{}", r.text);
     let hook = s(&r.json()["id"]);
+    let other_key = other_workspace_key(w).await;
     let hooks = w.api.get("/v1/hooks", &other_key).await.ok();
     assert_eq!(
         hooks["data"],
@@ -497,11 +660,11 @@ async fn a_task_through_every_path(backend: Backend) {
     let eps = w.api.get("/v1/webhooks", &other_key).await.ok();
     assert_eq!(eps["data"], json!([]), "nor these endpoints");
     for (m, p) in [
-        ("GET", format!("/v1/tasks/{t1}")),
-        ("GET", format!("/v1/tasks/{t1}/outputs")),
+        ("GET", format!("/v1/tasks/{t}")),
+        ("GET", format!("/v1/tasks/{t}/outputs")),
         ("GET", format!("/v1/cases/{auto}")),
         ("POST", format!("/v1/cases/{auto}/tasks")),
-        ("POST", format!("/v1/tasks/{t3}/review")),
+        ("POST", format!("/v1/tasks/{t}/review")),
         ("DELETE", format!("/v1/cases/{auto}")),
         ("GET", format!("/v1/webhooks/{ep}")),
         ("GET", format!("/v1/webhooks/{ep}/messages")),
@@ -510,30 +673,28 @@ async fn a_task_through_every_path(backend: Backend) {
         ("DELETE", format!("/v1/webhooks/{ep}")),
         ("DELETE", format!("/v1/hooks/{hook}")),
     ] {
-        let r = w
-            .api
-            .call(
-                m,
-                &p,
-                Some(&other_key),
-                Some(&json!({"inputs": {}, "decision": "approve"})),
-            )
-            .await;
+        let body = json!({"inputs": {}, "decision": "approve"});
+        let r = w.api.call(m, &p, Some(&other_key), Some(&body)).await;
         assert_eq!(r.status, 404, "{m} {p}: {}", r.text);
     }
+}
+
+async fn another_workspace_cannot_put_a_case_on_this_environment(backend: Backend) {
+    let w = workspace(backend).await;
+    let other_key = other_workspace_key(&w).await;
+    let doc = case_doc("x", false, &w.env);
     let r = w
         .api
-        .call(
-            "POST",
-            "/v1/cases",
-            Some(&other_key),
-            Some(&case_doc("x", false, &w.env)),
-        )
+        .call("POST", "/v1/cases", Some(&other_key), Some(&doc))
         .await;
     assert_eq!(r.status, 400, "another workspace's environment: {}", r.text);
     assert_eq!(r.json()["errors"][0]["pointer"], "/environmentId");
-    let ak = w.agent_key("default").await;
-    let r = w.api.get(&format!("/v1/tasks/{t1}"), &ak).await;
+}
+
+async fn an_agent_key_may_not_use_cases(backend: Backend) {
+    let d = done_task(backend).await;
+    let ak = d.w.agent_key("default").await;
+    let r = d.w.api.get(&format!("/v1/tasks/{}", d.task), &ak).await;
     assert_eq!(r.status, 403, "{}", r.text);
 }
 
@@ -682,29 +843,24 @@ async fn review_survives_a_restart_and_a_killed_workers_task_is_taken_over(backe
     );
 }
 
-async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
-    let w = workspace(backend).await;
-    let auto = w.case("invoice-auto", false).await;
-    let (ep, secret) = w.endpoint("/callbacks").await;
-    // 500, 500, then 200: three attempts of one message, the same webhook-id each time.
-    w.stubs.script.lock().unwrap().extend([500, 500]);
-    let t = w.task(&auto, w.invoice()).await;
-    w.wait(&t, "done").await;
-    let got = w
-        .stubs
-        .wait_until("three attempts", |_| {
-            let e = w.stubs.events(&t, "task.completed");
-            (e.len() >= 3).then_some(e)
-        })
-        .await;
+async fn a_failed_callback_is_retried_as_the_same_signed_message(backend: Backend) {
+    let c = called(backend).await;
+    let t = c.done_after_two_failures().await;
+    let got = c.completed(&t, 3).await;
     let ids: Vec<&str> = got
         .iter()
         .map(|(h, _)| h["webhook-id"].to_str().unwrap())
         .collect();
     assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
-    assert!(got.iter().all(|(h, b)| verified(h, b, &secret)));
+    assert!(got.iter().all(|(h, b)| verified(h, b, &c.secret)));
+}
+
+async fn a_delivered_message_lists_each_attempts_status(backend: Backend) {
+    let c = called(backend).await;
+    let t = c.done_after_two_failures().await;
     let msg = poll_until("the message delivered", || async {
-        let m = w.get(&format!("/v1/webhooks/{ep}/messages")).await.ok();
+        let path = format!("/v1/webhooks/{}/messages", c.ep);
+        let m = c.w.get(&path).await.ok();
         m["data"]
             .as_array()
             .unwrap()
@@ -721,48 +877,55 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
         .map(|a| a["statusCode"].as_i64().unwrap())
         .collect();
     assert_eq!(codes, [500, 500, 200]);
+}
 
-    // Rotation: the next callback carries both signatures; each secret verifies it.
-    let r = w
-        .post(&format!("/v1/webhooks/{ep}/rotate"), json!({}))
-        .await
-        .ok();
+async fn after_a_rotation_callbacks_carry_both_signatures(backend: Backend) {
+    let c = called(backend).await;
+    let r = c.endpoint_action("rotate").await;
     let new_secret = parse_secret(&s(&r["secret"])).unwrap();
-    assert_ne!(new_secret, secret);
-    let t2 = w.task(&auto, w.invoice()).await;
-    let (h, b) = w
-        .stubs
-        .wait_until("a callback after rotation", |_| {
-            w.stubs.events(&t2, "task.completed").pop()
-        })
-        .await;
+    assert_ne!(new_secret, c.secret);
+    let t = c.done().await;
+    let (h, b) = c.completed(&t, 1).await.remove(0);
     assert_eq!(
         h["webhook-signature"].to_str().unwrap().split(' ').count(),
         2
     );
-    assert!(verified(&h, &b, &secret) && verified(&h, &b, &new_secret));
+    assert!(verified(&h, &b, &c.secret) && verified(&h, &b, &new_secret));
+}
 
-    // 410 Gone disables the endpoint.
-    w.stubs.script.lock().unwrap().push_back(410);
-    let t3 = w.task(&auto, w.invoice()).await;
-    w.wait(&t3, "done").await;
-    let e = endpoint_when(&w, &ep, "the endpoint disabled", |e| e["enabled"] == false).await;
+/// [`called`] with the endpoint disabled by a 410 answer.
+async fn gone(backend: Backend) -> (Called, Value) {
+    let c = called(backend).await;
+    c.w.stubs.script.lock().unwrap().push_back(410);
+    c.done().await;
+    let e = endpoint_when(&c.w, &c.ep, "the endpoint disabled", |e| {
+        e["enabled"] == false
+    })
+    .await;
+    (c, e)
+}
+
+async fn an_endpoint_answering_410_is_disabled(backend: Backend) {
+    let (_, e) = gone(backend).await;
     assert!(s(&e["disabledReason"]).contains("410"));
-    let t4 = w.task(&auto, w.invoice()).await;
-    w.wait(&t4, "done").await;
-    let r = w
-        .post(&format!("/v1/webhooks/{ep}/enable"), json!({}))
-        .await
-        .ok();
+}
+
+async fn a_disabled_endpoint_gets_nothing_and_can_be_enabled_again(backend: Backend) {
+    let (c, _) = gone(backend).await;
+    let t = c.done().await;
+    let r = c.endpoint_action("enable").await;
     assert_eq!(r["enabled"], true);
     assert!(
-        w.stubs.events(&t4, "task.completed").is_empty(),
+        c.w.stubs.events(&t, "task.completed").is_empty(),
         "a disabled endpoint gets nothing"
     );
+}
 
-    // The agent API's runs reach the same endpoints: a chat run ends with run.completed.
-    let ak = w.agent_key("chat").await;
-    let r = w
+async fn an_agent_run_ends_with_a_signed_run_completed_callback(backend: Backend) {
+    let c = called(backend).await;
+    let ak = c.w.agent_key("chat").await;
+    let r = c
+        .w
         .api
         .post(
             "/v1/chat",
@@ -772,8 +935,8 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
         .await
         .ok();
     let run = s(&r["runId"]);
-    let (h, b) = w
-        .stubs
+    let stubs = &c.w.stubs;
+    let (h, b) = stubs
         .wait_until("run.completed", |seen| {
             seen.iter()
                 .filter(|(p, _, _)| p.starts_with("/callbacks"))
@@ -785,117 +948,140 @@ async fn callbacks_retry_disable_on_410_and_rotate(backend: Backend) {
         })
         .await;
     assert!(
-        verified(&h, &b, &new_secret),
+        verified(&h, &b, &c.secret),
         "the run's callback is signed too"
     );
     let ev: Value = serde_json::from_slice(&b).unwrap();
     assert_eq!(ev["data"]["status"], "completed");
-    assert_eq!(ev["data"]["agentId"], w.env.as_str());
+    assert_eq!(ev["data"]["agentId"], c.w.env.as_str());
 }
 
-async fn inbound_hooks_verify_and_deduplicate(backend: Backend) {
-    // Three calls a minute per hook (and per key), to reach the hook's quota below.
+/// The reviewed invoice Case behind an inbound hook that maps `/invoice/url` to its input,
+/// on a server allowing three calls a minute per hook (and per key); `body` is the call
+/// the tests send.
+struct Hooked {
+    w: Ws,
+    case: String,
+    hook: Value,
+    url: String,
+    secret: Vec<u8>,
+    body: String,
+}
+
+async fn hooked(backend: Backend) -> Hooked {
     let w = workspace_with(backend, &["--agent-chat-limit", "3"]).await;
-    let reviewed = w.case("invoice", true).await;
+    let case = w.case("invoice", true).await;
     let r = w
         .post(
             "/v1/hooks",
-            json!({"caseId": reviewed, "mapping": {"invoice_url": "/invoice/url"}}),
+            json!({"caseId": case, "mapping": {"invoice_url": "/invoice/url"}}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     let hook = r.json();
-    let secret = parse_secret(&s(&hook["secret"])).unwrap();
-    let url = s(&hook["url"]);
-    assert!(url.ends_with(&format!("/v1/hooks/{}", s(&hook["id"]))));
-    let body = json!({"invoice": {"url": format!("{}/invoice/9", w.stubs.url)}, "currency": "JPY"})
-        .to_string();
-    let post = |id: &str, ts: i64, sig: String| {
-        w.api
-            .http
-            .post(&url)
+    let body = json!({"invoice": {"url": format!("{}/invoice/9", w.stubs.url)}, "currency": "JPY"});
+    Hooked {
+        secret: parse_secret(&s(&hook["secret"])).unwrap(),
+        url: s(&hook["url"]),
+        body: body.to_string(),
+        w,
+        case,
+        hook,
+    }
+}
+
+impl Hooked {
+    /// Calls the hook as message `id` sent at `ts` (Unix seconds), signed with `secret`.
+    async fn call_with(&self, id: &str, ts: i64, secret: &[u8]) -> Res {
+        let rb = self.w.api.http.post(&self.url);
+        let rb = rb
             .header("content-type", "application/json")
             .header("webhook-id", id)
             .header("webhook-timestamp", ts.to_string())
-            .header("webhook-signature", sig)
-            .body(body.clone())
-            .send()
-    };
-    let now = botbox_store::now_ms() / 1000;
-    let first = Res::read(
-        post("evt_1", now, sign(&secret, "evt_1", now, body.as_bytes()))
-            .await
-            .unwrap(),
-    )
-    .await;
+            .header(
+                "webhook-signature",
+                sign(secret, id, ts, self.body.as_bytes()),
+            )
+            .body(self.body.clone());
+        Res::read(rb.send().await.unwrap()).await
+    }
+
+    /// Calls the hook as message `id`, sent now and signed with its secret.
+    async fn call(&self, id: &str) -> Res {
+        self.call_with(id, now(), &self.secret).await
+    }
+}
+
+fn now() -> i64 {
+    botbox_store::now_ms() / 1000
+}
+
+async fn a_signed_call_to_the_hooks_url_starts_a_task_with_the_mapped_inputs(backend: Backend) {
+    let h = hooked(backend).await;
+    assert!(h.url.ends_with(&format!("/v1/hooks/{}", s(&h.hook["id"]))));
+    let first = h.call("evt_1").await;
     assert_eq!(first.status, 202, "{}", first.text);
-    let task = s(&first.json()["taskId"]);
-    let again = Res::read(
-        post("evt_1", now, sign(&secret, "evt_1", now, body.as_bytes()))
-            .await
-            .unwrap(),
-    )
-    .await;
+    let t = h.w.wait(&s(&first.json()["taskId"]), "review").await;
+    assert_eq!(
+        t["inputs"],
+        json!({"invoice_url": format!("{}/invoice/9", h.w.stubs.url), "currency": "JPY"})
+    );
+    assert_eq!(t["outputs"]["currency"], "JPY");
+}
+
+async fn a_repeated_webhook_id_answers_the_first_task_and_creates_nothing(backend: Backend) {
+    let h = hooked(backend).await;
+    let task = s(&h.call("evt_1").await.json()["taskId"]);
+    let again = h.call("evt_1").await;
     assert_eq!(again.status, 202);
     assert_eq!(
         s(&again.json()["taskId"]),
         task,
         "a repeated webhook-id answers the first task"
     );
-    let list = w.get(&format!("/v1/cases/{reviewed}/tasks")).await.ok();
+    let list = h.w.get(&format!("/v1/cases/{}/tasks", h.case)).await.ok();
     assert_eq!(
         list["data"].as_array().unwrap().len(),
         1,
         "and creates nothing"
     );
-    let bad = Res::read(
-        post("evt_2", now, sign(b"wrong", "evt_2", now, body.as_bytes()))
-            .await
-            .unwrap(),
-    )
-    .await;
+}
+
+async fn a_hook_call_with_a_wrong_signature_is_refused(backend: Backend) {
+    let h = hooked(backend).await;
+    let bad = h.call_with("evt_2", now(), b"wrong").await;
     assert_eq!(bad.status, 401);
     assert_eq!(bad.json()["code"], "bad-signature");
-    let old = now - 600;
-    let stale = Res::read(
-        post("evt_3", old, sign(&secret, "evt_3", old, body.as_bytes()))
-            .await
-            .unwrap(),
-    )
-    .await;
+}
+
+async fn a_hook_call_stamped_too_long_ago_or_ahead_is_refused(backend: Backend) {
+    let h = hooked(backend).await;
+    let stale = h.call_with("evt_3", now() - 600, &h.secret).await;
     assert_eq!(stale.status, 401);
     assert_eq!(stale.json()["code"], "timestamp-out-of-tolerance");
-    let ahead = now + 400;
-    let early = Res::read(
-        post(
-            "evt_4",
-            ahead,
-            sign(&secret, "evt_4", ahead, body.as_bytes()),
-        )
-        .await
-        .unwrap(),
-    )
-    .await;
+    let early = h.call_with("evt_4", now() + 400, &h.secret).await;
     assert_eq!(early.status, 401, "a timestamp too far ahead");
     assert_eq!(early.json()["code"], "timestamp-out-of-tolerance");
-    // The hook's quota (3 a minute) is charged only by verified calls: the refused ones
-    // above used none of it; the third verified call passes, the fourth is 429.
-    let third = Res::read(
-        post("evt_5", now, sign(&secret, "evt_5", now, body.as_bytes()))
-            .await
-            .unwrap(),
-    )
-    .await;
+}
+
+/// The hook's quota (3 a minute) is charged only by verified calls: refused ones use none
+/// of it, so the third verified call passes and the fourth is refused.
+async fn only_verified_calls_use_the_hooks_quota(backend: Backend) {
+    let h = hooked(backend).await;
+    assert_eq!(h.call("evt_1").await.status, 202);
+    assert_eq!(h.call("evt_1").await.status, 202);
+    let refused = [
+        h.call_with("evt_2", now(), b"wrong").await,
+        h.call_with("evt_3", now() - 600, &h.secret).await,
+        h.call_with("evt_4", now() + 400, &h.secret).await,
+    ];
+    assert!(refused.iter().all(|r| r.status == 401), "{refused:?}");
+    let third = h.call("evt_5").await;
     assert_eq!(third.status, 202, "{}", third.text);
     // (Fixed one-minute windows: should one end meanwhile, a few more calls reach 429.)
     let mut fourth = None;
     for id in ["evt_6", "evt_7", "evt_8", "evt_9", "evt_10"] {
-        let r = Res::read(
-            post(id, now, sign(&secret, id, now, body.as_bytes()))
-                .await
-                .unwrap(),
-        )
-        .await;
+        let r = h.call(id).await;
         if r.status != 202 {
             fourth = Some(r);
             break;
@@ -905,18 +1091,16 @@ async fn inbound_hooks_verify_and_deduplicate(backend: Backend) {
     assert_eq!(fourth.status, 429, "{}", fourth.text);
     assert_eq!(fourth.json()["code"], "quota-exceeded");
     assert!(fourth.header("retry-after").is_some());
-    // Guessing one hook's signature is throttled per address and hook (30 refusals a
-    // minute, then 429 without a look-up); the same address keeps its other hooks and its
-    // keyed requests (a provider's shared senders, a proxy).
+}
+
+/// Guessing one hook's signature is throttled per address and hook (30 refusals a minute,
+/// then 429 without a look-up); the same address keeps its other hooks and its keyed
+/// requests (a provider's shared senders, a proxy).
+async fn guessing_a_hooks_signature_is_throttled_for_that_hook_only(backend: Backend) {
+    let h = hooked(backend).await;
     let mut throttled = false;
     for i in 0..70 {
-        let id = format!("guess_{i}");
-        let r = Res::read(
-            post(&id, now, sign(b"guess", &id, now, body.as_bytes()))
-                .await
-                .unwrap(),
-        )
-        .await;
+        let r = h.call_with(&format!("guess_{i}"), now(), b"guess").await;
         if r.status == 429 {
             assert_eq!(r.json()["code"], "too-many-invalid-keys");
             throttled = true;
@@ -925,23 +1109,15 @@ async fn inbound_hooks_verify_and_deduplicate(backend: Backend) {
         assert_eq!(r.status, 401);
     }
     assert!(throttled, "refused signatures are never throttled");
-    let other = s(&w
-        .post("/v1/hooks", json!({"caseId": reviewed}))
-        .await
-        .json()["url"]);
-    let r = w.api.http.post(&other).body("{}").send().await.unwrap();
+    let other = h.w.post("/v1/hooks", json!({"caseId": h.case})).await;
+    let other = s(&other.json()["url"]);
+    let r = h.w.api.http.post(&other).body("{}").send().await.unwrap();
     assert_eq!(r.status(), 401, "another hook is not locked out");
     assert_eq!(
-        w.get("/v1/hooks").await.status,
+        h.w.get("/v1/hooks").await.status,
         200,
         "nor the address's keyed requests"
     );
-    let t = w.wait(&task, "review").await;
-    assert_eq!(
-        t["inputs"],
-        json!({"invoice_url": format!("{}/invoice/9", w.stubs.url), "currency": "JPY"})
-    );
-    assert_eq!(t["outputs"]["currency"], "JPY");
 }
 
 /// The CLI's surface: a project's Cases and tasks with a user's token.
@@ -1061,13 +1237,46 @@ async fn an_endpoint_failing_through_its_schedule_is_disabled(backend: Backend) 
 }
 
 on_both_backends!(
-    an_endpoint_failing_through_its_schedule_is_disabled,
-    a_task_through_every_path,
+    // A task: its inputs, outputs and artifacts, its review, idempotency, tenancy, failures.
+    task_inputs_are_checked_field_by_field,
+    a_task_without_review_ends_done_with_its_outputs,
+    a_done_tasks_artifact_is_served_at_its_signed_url,
+    an_artifact_url_is_refused_once_tampered_with_or_expired,
+    a_task_waiting_for_review_shows_its_artifacts,
+    a_task_in_review_has_no_outputs_yet,
+    a_task_in_review_tells_pollers_to_retry_after_a_minute,
+    edited_outputs_are_checked_against_their_types,
+    approving_with_edited_outputs_finishes_the_task_with_them,
+    a_review_decision_is_idempotent_under_its_key,
+    a_decided_task_cannot_be_decided_again,
+    asking_for_changes_needs_a_comment,
+    changes_take_the_comment_to_the_bot_and_the_task_back_to_review,
+    a_task_approved_after_changes_serves_the_artifact_of_its_last_pass,
+    a_rejected_task_fails_with_the_reviewers_comment,
+    a_task_created_again_under_its_idempotency_key_is_the_same_task,
+    another_workspace_sees_none_of_these_tasks_cases_endpoints_or_hooks,
+    another_workspace_cannot_put_a_case_on_this_environment,
+    an_agent_key_may_not_use_cases,
     failures_are_clear_errors,
     review_survives_a_restart_and_a_killed_workers_task_is_taken_over,
-    callbacks_retry_disable_on_410_and_rotate,
-    inbound_hooks_verify_and_deduplicate,
     the_project_api_serves_the_cli,
+    // Callbacks.
+    a_done_task_is_called_back_with_a_signed_task_completed,
+    a_task_entering_review_is_called_back,
+    a_failed_callback_is_retried_as_the_same_signed_message,
+    a_delivered_message_lists_each_attempts_status,
+    after_a_rotation_callbacks_carry_both_signatures,
+    an_endpoint_answering_410_is_disabled,
+    a_disabled_endpoint_gets_nothing_and_can_be_enabled_again,
+    an_endpoint_failing_through_its_schedule_is_disabled,
+    an_agent_run_ends_with_a_signed_run_completed_callback,
+    // Inbound hooks.
+    a_signed_call_to_the_hooks_url_starts_a_task_with_the_mapped_inputs,
+    a_repeated_webhook_id_answers_the_first_task_and_creates_nothing,
+    a_hook_call_with_a_wrong_signature_is_refused,
+    a_hook_call_stamped_too_long_ago_or_ahead_is_refused,
+    only_verified_calls_use_the_hooks_quota,
+    guessing_a_hooks_signature_is_throttled_for_that_hook_only,
 );
 
 /// With `--storage-quota-mb 1`, a workspace storing more than 1 MiB has its next task's
