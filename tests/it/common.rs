@@ -625,15 +625,16 @@ pub async fn postgres_skipped(test: &str) -> bool {
     true
 }
 
-/// A new, empty database of `backend`: SQLite in `dir`, or a PostgreSQL database of its own
-/// (its name is returned: [`drop_database`] removes it).
+/// A new, empty database of `backend`: SQLite in `dir`, or a PostgreSQL database of its own,
+/// copied from the migrated template (its name is returned: [`drop_database`] removes it).
 async fn fresh_database(backend: Backend, dir: &std::path::Path) -> (String, Option<String>) {
     match backend {
         Backend::Sqlite => (botbox_store::sqlite_url(dir), None),
         Backend::Postgres => {
             let name = format!("botbox_test_{}", botbox_store::new_id());
+            let template = pg_template();
             let admin = pg_admin().await;
-            sqlx::query(&format!("CREATE DATABASE {name}"))
+            sqlx::query(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
                 .execute(&admin)
                 .await
                 .expect("creating a test database on 127.0.0.1:5432 (is PostgreSQL running?)");
@@ -642,6 +643,69 @@ async fn fresh_database(backend: Backend, dir: &std::path::Path) -> (String, Opt
                 Some(name),
             )
         }
+    }
+}
+
+/// A PostgreSQL database with every migration applied, named after the migrations (a
+/// migration added or changed makes a new one), made once per run when it is missing: each
+/// test's database is a copy, so no test pays for migrating its own.
+fn pg_template() -> &'static str {
+    static TEMPLATE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for m in botbox_store::MIGRATOR.iter() {
+            (m.version, &m.checksum[..]).hash(&mut h);
+        }
+        let name = format!("botbox_tpl_{:016x}", h.finish());
+        let made = name.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(make_template(&made));
+        })
+        .join()
+        .expect("making the migrated PostgreSQL template");
+        name
+    })
+}
+
+/// Makes template `name` unless it exists: migrated under another name, then renamed, so a
+/// template that exists is complete (another run making it at the same time loses nothing).
+async fn make_template(name: &str) {
+    let admin = pg_admin().await;
+    let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_database WHERE datname = $1")
+        .bind(name)
+        .fetch_optional(&admin)
+        .await
+        .unwrap();
+    if exists.is_some() {
+        return;
+    }
+    let building = format!("{name}_{}", botbox_store::new_id());
+    sqlx::query(&format!("CREATE DATABASE {building}"))
+        .execute(&admin)
+        .await
+        .expect("creating a test database on 127.0.0.1:5432 (is PostgreSQL running?)");
+    let db = botbox_store::Db::connect(&format!("postgres://postgres@127.0.0.1:5432/{building}"))
+        .await
+        .expect("migrating the template database");
+    db.pool.close().await;
+    drop(db);
+    let _ =
+        sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+            .bind(&building)
+            .execute(&admin)
+            .await;
+    let renamed = sqlx::query(&format!("ALTER DATABASE {building} RENAME TO {name}"))
+        .execute(&admin)
+        .await;
+    if renamed.is_err() {
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"))
+            .execute(&admin)
+            .await;
     }
 }
 
