@@ -530,8 +530,17 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// Runs one command: the server side's own (serve, validate, backup, restore, user add
-/// --data) here, the client's through `botbox_cli` with a context made on first use.
+/// The part of the version `botbox deploy` bumps: major, minor, else patch.
+fn version_part(major: bool, minor: bool) -> &'static str {
+    match (major, minor) {
+        (true, _) => "major",
+        (_, true) => "minor",
+        _ => "patch",
+    }
+}
+
+/// Runs one command: the server side's own (serve, validate, backup, restore,
+/// rebuild-rollups, user add --data) here, the client's through `botbox_cli` with a context made on first use.
 fn run(cli: Cli) -> Result<ExitCode> {
     use botbox_cli as c;
     let ctx = || {
@@ -566,14 +575,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             minor,
             patch: _,
             env,
-        } => {
-            let part = match (major, minor) {
-                (true, _) => "major",
-                (_, true) => "minor",
-                _ => "patch",
-            };
-            done(c::deploy(&ctx()?, &dir.dir, part, &env))
-        }
+        } => done(c::deploy(
+            &ctx()?,
+            &dir.dir,
+            version_part(major, minor),
+            &env,
+        )),
         Command::Env { action, dir } => done(c::env_cmd(&ctx()?, &dir.dir, action)),
         Command::Key { action, env, dir } => done(c::key_cmd(&ctx()?, &dir.dir, &env, action)),
         Command::Channel { action, env, dir } => {
