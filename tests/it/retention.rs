@@ -549,3 +549,57 @@ async fn a_tenant_past_its_storage_quota_cannot_push() {
     .await;
     assert_eq!(r.status, 200, "{}", r.text);
 }
+
+/// `botbox rebuild-rollups` recounts a data folder's analytics rollups: an hour whose rows
+/// were lost is counted again from its lines, and the answer says how much was rebuilt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuild_rollups_recounts_a_data_folder() {
+    const HOUR: i64 = 60 * MINUTE;
+    let dir = tempfile::tempdir().unwrap();
+    let db = botbox_store::Db::connect(&botbox_store::sqlite_url(dir.path()))
+        .await
+        .unwrap();
+    exec(
+        &db,
+        "INSERT INTO environments (id, project_id, name, slug, deployment_version, created_at) \
+         VALUES ('e', 'p', 'production', 'production', '0.0.1', 0)",
+    )
+    .await;
+    let t0 = (now_ms() / DAY - 2) * DAY;
+    for h in 0..6 {
+        for n in 0..=h {
+            transcript(&db, &format!("l{h}-{n}"), t0 + h * HOUR + n * MINUTE).await;
+        }
+    }
+    db.roll_up(t0 + DAY, std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    let hours =
+        |a: &botbox_store::Analytics| a.buckets.iter().map(|b| b.messages).collect::<Vec<_>>();
+    let counted = || db.analytics("p", ("production", "e"), t0, t0 + 6 * HOUR, HOUR, false);
+    assert_eq!(hours(&counted().await.unwrap()), [1, 2, 3, 4, 5, 6]);
+    exec(
+        &db,
+        &format!("DELETE FROM rollups WHERE start = {}", t0 + 3 * HOUR),
+    )
+    .await;
+    assert_eq!(hours(&counted().await.unwrap()), [1, 2, 3, 5, 6]);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .args(["rebuild-rollups", "--data"])
+        .arg(dir.path())
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.starts_with("rebuilt ") && said.contains("environment-hours"),
+        "{said}"
+    );
+    assert_eq!(hours(&counted().await.unwrap()), [1, 2, 3, 4, 5, 6]);
+}
