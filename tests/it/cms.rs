@@ -4,12 +4,27 @@
 //! toward the owner's storage.
 
 use crate::common::{
-    Api, Backend, InProcess, Receiver, Server, converse_text, generic_channel, one_state_bot,
-    post_webhook, s, texts,
+    Api, Backend, InProcess, Receiver, Res, Server, assert_contains, converse_text,
+    generic_channel, one_state_bot, post_webhook, s, texts,
 };
 use serde_json::{Value, json};
 
-on_both_backends!(cms_revisions_are_published_listed_and_bound_to_deployments);
+on_both_backends!(
+    a_cms_project_starts_with_an_empty_revision,
+    a_document_with_problems_is_refused_naming_each_at_its_place,
+    a_publish_answers_its_revision_with_the_content_and_who_published_it,
+    the_same_content_published_again_is_a_revision_of_its_own,
+    revisions_are_listed_newest_first,
+    a_revision_is_read_by_its_id,
+    the_last_publish_is_the_projects_latest_revision,
+    a_bot_naming_content_the_latest_revision_lacks_is_warned_at_push,
+    a_deployment_binds_the_latest_revision_unless_one_is_named,
+    a_deployment_naming_no_revision_is_refused,
+    another_projects_revision_is_not_this_ones,
+    revisions_count_toward_the_owners_storage,
+    deleting_a_project_deletes_its_revisions,
+    a_project_without_a_cms_answers_an_empty_revision,
+);
 
 /// A server in-process and the administrator's token.
 async fn signed_in(backend: Backend) -> (InProcess, Api, String) {
@@ -41,20 +56,116 @@ async fn create(api: &Api, token: &str, name: &str, options: Value) -> Value {
     .ok()
 }
 
-async fn cms_revisions_are_published_listed_and_bound_to_deployments(backend: Backend) {
-    let (_server, api, admin) = signed_in(backend).await;
+/// The admin's project `content`, made with a CMS: (the server, its API, the admin's
+/// token, the project as its creation answered it).
+async fn content(backend: Backend) -> (InProcess, Api, String, Value) {
+    let (server, api, admin) = signed_in(backend).await;
     let p = create(&api, &admin, "content", json!({"bot": true, "cms": true})).await;
+    (server, api, admin, p)
+}
+
+/// The document [`published`] publishes.
+fn doc() -> Value {
+    json!({
+        "pages": {"home": {"greeting": {"text": {"type": "text", "value": "Welcome!"}}}},
+        "faqs": {"hours": {"questions": ["when are you open"], "answers": ["9 to 5"]}},
+        "changelog": "the greeting"
+    })
+}
+
+/// [`content`] with [`doc`] published twice.
+struct Published {
+    _server: InProcess,
+    api: Api,
+    admin: String,
+    pid: String,
+    /// The revision the project started with.
+    initial: String,
+    /// The first publish's answer.
+    first: Value,
+    r1: String,
+    r2: String,
+}
+
+impl Published {
+    /// `rest` under the project's path.
+    fn at(&self, rest: &str) -> String {
+        format!("/projects/{}{rest}", self.pid)
+    }
+    async fn get(&self, rest: &str) -> Res {
+        self.api.get(&self.at(rest), &self.admin).await
+    }
+    async fn post(&self, rest: &str, body: Value) -> Res {
+        self.api.post(&self.at(rest), &self.admin, body).await
+    }
+
+    /// Pushes `bot`; the push's answer.
+    async fn push(&self, bot: Value) -> Value {
+        self.post("/bot/revisions", bot).await.ok()
+    }
+
+    /// Pushes a bot that says hi; its revision.
+    async fn push_hi(&self) -> String {
+        let hi = json!({"end": true, "action": {"name": "text", "options": {"text": "hi"}}});
+        s(&self.push(one_state_bot(hi)).await["revision"])
+    }
+
+    /// [`deploy`] in this project.
+    async fn deploy(&self, version: &str, rev: &str, more: Value) -> Res {
+        deploy(&self.api, &self.admin, &self.pid, version, rev, more).await
+    }
+
+    /// A second CMS project's initial revision.
+    async fn other_project(&self) -> String {
+        let other = create(
+            &self.api,
+            &self.admin,
+            "other",
+            json!({"bot": true, "cms": true}),
+        )
+        .await;
+        s(&other["cmsLatestRevision"])
+    }
+}
+
+async fn published(backend: Backend) -> Published {
+    let (server, api, admin, p) = content(backend).await;
     let pid = s(&p["id"]);
+    let revisions = format!("/projects/{pid}/cms/revisions");
+    let publish = || api.post(&revisions, &admin, doc());
+    let first = publish().await.ok();
+    let r2 = s(&publish().await.ok()["revision"]);
+    Published {
+        initial: s(&p["cmsLatestRevision"]),
+        r1: s(&first["revision"]),
+        first,
+        r2,
+        _server: server,
+        api,
+        admin,
+        pid,
+    }
+}
+
+async fn a_cms_project_starts_with_an_empty_revision(backend: Backend) {
+    let (_server, api, admin, p) = content(backend).await;
     let initial = s(&p["cmsLatestRevision"]);
     assert_eq!(initial.len(), 40, "{p}");
-    let latest = api.get(&format!("/projects/{pid}/cms"), &admin).await.ok();
+    let latest = api
+        .get(&format!("/projects/{}/cms", s(&p["id"])), &admin)
+        .await
+        .ok();
     assert_eq!(latest["revision"], initial.as_str());
     assert_eq!(latest["pages"], json!({}));
+}
 
-    // Every problem at its page, form and element; nothing is stored.
+/// Every problem at its page, form and element; nothing is stored.
+async fn a_document_with_problems_is_refused_naming_each_at_its_place(backend: Backend) {
+    let (_server, api, admin, p) = content(backend).await;
+    let revisions = format!("/projects/{}/cms/revisions", s(&p["id"]));
     let bad = api
         .post(
-            &format!("/projects/{pid}/cms/revisions"),
+            &revisions,
             &admin,
             json!({"pages": {"home": {"greeting": {
                 "text": {"type": "video", "value": "x"},
@@ -63,162 +174,139 @@ async fn cms_revisions_are_published_listed_and_bound_to_deployments(backend: Ba
         )
         .await;
     assert_eq!(bad.status, 400);
-    assert!(
-        bad.text
-            .contains("pages.home.greeting.text: unknown type \"video\"")
-            && bad.text.contains(
-                "pages.home.greeting.size: the value 11 is outside the slider's range 0 to 10"
-            ),
-        "{}",
-        bad.text
+    assert_contains(
+        &bad.text,
+        "pages.home.greeting.text: unknown type \"video\"",
     );
-    assert_eq!(
-        api.get(&format!("/projects/{pid}/cms/revisions"), &admin)
-            .await
-            .ok()["total"],
-        1
+    assert_contains(
+        &bad.text,
+        "pages.home.greeting.size: the value 11 is outside the slider's range 0 to 10",
     );
+    assert_eq!(api.get(&revisions, &admin).await.ok()["total"], 1);
+}
 
-    let doc = json!({
-        "pages": {"home": {"greeting": {"text": {"type": "text", "value": "Welcome!"}}}},
-        "faqs": {"hours": {"questions": ["when are you open"], "answers": ["9 to 5"]}},
-        "changelog": "the greeting"
-    });
-    let v1 = api
-        .post(
-            &format!("/projects/{pid}/cms/revisions"),
-            &admin,
-            doc.clone(),
-        )
-        .await
-        .ok();
-    let r1 = s(&v1["revision"]);
-    assert_eq!(v1["changelog"], "the greeting");
-    assert_eq!(v1["publishedBy"], "admin");
-    assert_eq!(v1["pages"], doc["pages"]);
-    // The same content again is a revision of its own.
-    let r2 = s(&api
-        .post(
-            &format!("/projects/{pid}/cms/revisions"),
-            &admin,
-            doc.clone(),
-        )
-        .await
-        .ok()["revision"]);
-    assert_ne!(r1, r2);
-    let list = api
-        .get(&format!("/projects/{pid}/cms/revisions"), &admin)
-        .await
-        .ok();
+async fn a_publish_answers_its_revision_with_the_content_and_who_published_it(backend: Backend) {
+    let p = published(backend).await;
+    assert_eq!(p.first["changelog"], "the greeting");
+    assert_eq!(p.first["publishedBy"], "admin");
+    assert_eq!(p.first["pages"], doc()["pages"]);
+}
+
+async fn the_same_content_published_again_is_a_revision_of_its_own(backend: Backend) {
+    let p = published(backend).await;
+    assert_ne!(p.r1, p.r2);
+}
+
+async fn revisions_are_listed_newest_first(backend: Backend) {
+    let p = published(backend).await;
+    let list = p.get("/cms/revisions").await.ok();
     let ids: Vec<String> = list["data"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| s(&r["revision"]))
         .collect();
-    assert_eq!(ids, [r2.clone(), r1.clone(), initial.clone()]);
-    let one = api
-        .get(&format!("/projects/{pid}/cms/revisions/{r1}"), &admin)
-        .await
-        .ok();
-    assert_eq!(one["faqs"], doc["faqs"]);
-    assert_eq!(
-        api.get(&format!("/projects/{pid}"), &admin).await.ok()["cmsLatestRevision"],
-        r2.as_str()
-    );
+    assert_eq!(ids, [p.r2.clone(), p.r1.clone(), p.initial.clone()]);
+    let filters = vec![
+        (p.pid.as_str(), "[project]"),
+        (p.initial.as_str(), "[initial]"),
+        (p.r1.as_str(), "[first]"),
+        (p.r2.as_str(), "[second]"),
+    ];
+    insta::with_settings!({filters => filters}, {
+        insta::assert_json_snapshot!("cms_revisions_newest_first", list, {
+            ".data[].createdAt" => "[time]",
+        });
+    });
+}
 
-    // A bot naming content the latest revision lacks is warned at push, at the place.
+async fn a_revision_is_read_by_its_id(backend: Backend) {
+    let p = published(backend).await;
+    let one = p.get(&format!("/cms/revisions/{}", p.r1)).await.ok();
+    assert_eq!(one["faqs"], doc()["faqs"]);
+}
+
+async fn the_last_publish_is_the_projects_latest_revision(backend: Backend) {
+    let p = published(backend).await;
+    assert_eq!(p.get("").await.ok()["cmsLatestRevision"], p.r2.as_str());
+}
+
+/// A bot naming content the latest revision lacks is warned at push, at the place.
+async fn a_bot_naming_content_the_latest_revision_lacks_is_warned_at_push(backend: Backend) {
+    let p = published(backend).await;
     let naming = one_state_bot(json!({"end": true, "action": {"name": "text",
         "options": {"text": "$(cms.home.greeting.text.value) $(cms.home.greeting.title.value) $(cms.faq.hours.answers)"}}}));
-    let pushed = api
-        .post(&format!("/projects/{pid}/bot/revisions"), &admin, naming)
-        .await
-        .ok();
+    let pushed = p.push(naming).await;
     let warnings: Vec<String> = serde_json::from_value(pushed["warnings"].clone()).unwrap();
     let about: Vec<&String> = warnings.iter().filter(|w| w.contains("cms.")).collect();
     assert_eq!(about.len(), 1, "{warnings:?}");
-    assert!(
-        about[0].contains("flows.main.states.s.action.options.text")
-            && about[0]
-                .contains("cms.home.greeting.title is not in the project's latest CMS revision"),
-        "{}",
-        about[0]
+    assert_contains(about[0], "flows.main.states.s.action.options.text");
+    assert_contains(
+        about[0],
+        "cms.home.greeting.title is not in the project's latest CMS revision",
     );
+}
 
-    // Deployments: the latest unless one is named; a revision of nothing is refused.
-    let bot =
-        one_state_bot(json!({"end": true, "action": {"name": "text", "options": {"text": "hi"}}}));
-    let rev = s(&api
-        .post(&format!("/projects/{pid}/bot/revisions"), &admin, bot)
-        .await
-        .ok()["revision"]);
-    let versions = format!("/projects/{pid}/deployment/versions");
-    let d = api
-        .post(
-            &versions,
-            &admin,
-            json!({"version": "1.0.0", "botRevision": rev}),
-        )
+async fn a_deployment_binds_the_latest_revision_unless_one_is_named(backend: Backend) {
+    let p = published(backend).await;
+    let rev = p.push_hi().await;
+    let d = p.deploy("1.0.0", &rev, json!({})).await.ok();
+    assert_eq!(d["cmsRevision"], p.r2.as_str());
+    let d = p
+        .deploy("1.0.1", &rev, json!({"cmsRevision": p.r1}))
         .await
         .ok();
-    assert_eq!(d["cmsRevision"], r2.as_str());
-    let d = api
-        .post(
-            &versions,
-            &admin,
-            json!({"version": "1.0.1", "botRevision": rev, "cmsRevision": r1}),
-        )
-        .await
-        .ok();
-    assert_eq!(d["cmsRevision"], r1.as_str());
-    let refused = api
-        .post(
-            &versions,
-            &admin,
-            json!({"version": "1.0.2", "botRevision": rev, "cmsRevision": "nope"}),
-        )
+    assert_eq!(d["cmsRevision"], p.r1.as_str());
+}
+
+async fn a_deployment_naming_no_revision_is_refused(backend: Backend) {
+    let p = published(backend).await;
+    let rev = p.push_hi().await;
+    let refused = p
+        .deploy("1.0.2", &rev, json!({"cmsRevision": "nope"}))
         .await;
     assert_eq!(refused.status, 400);
-    assert!(
-        refused
-            .text
-            .contains("cmsRevision: nope is not a CMS revision"),
-        "{}",
-        refused.text
-    );
-    let refused = api
+    assert_contains(&refused.text, "cmsRevision: nope is not a CMS revision");
+    p.deploy("1.0.1", &rev, json!({})).await.ok();
+    let refused = p
+        .api
         .put(
-            &format!("{versions}/1.0.1"),
-            &admin,
+            &p.at("/deployment/versions/1.0.1"),
+            &p.admin,
             json!({"cmsRevision": "nope"}),
         )
         .await;
     assert_eq!(refused.status, 400, "{}", refused.text);
+}
 
-    // Another project's revision is not this one's.
-    let other = create(&api, &admin, "other", json!({"bot": true, "cms": true})).await;
-    let other = s(&other["cmsLatestRevision"]);
-    let refused = api
-        .post(
-            &versions,
-            &admin,
-            json!({"version": "1.0.3", "botRevision": rev, "cmsRevision": other}),
-        )
-        .await;
+async fn another_projects_revision_is_not_this_ones(backend: Backend) {
+    let p = published(backend).await;
+    let rev = p.push_hi().await;
+    let other = p.other_project().await;
+    let refused = p.deploy("1.0.3", &rev, json!({"cmsRevision": other})).await;
     assert_eq!(refused.status, 400, "{}", refused.text);
-    assert_eq!(
-        api.get(&format!("/projects/{pid}/cms/revisions/{other}"), &admin)
-            .await
-            .status,
-        404
-    );
+    assert_eq!(p.get(&format!("/cms/revisions/{other}")).await.status, 404);
+}
 
-    // Revisions count toward storage.
-    let cms = stored_cms(&api, &admin).await;
+async fn revisions_count_toward_the_owners_storage(backend: Backend) {
+    let p = published(backend).await;
+    p.other_project().await;
+    let cms = stored_cms(&p.api, &p.admin).await;
     assert_eq!(cms["rows"], 4, "three of this project, one of the other");
     assert!(cms["bytes"].as_i64().unwrap() > 0);
+}
 
-    // A project without a CMS answers an empty revision, as clients expect.
+async fn deleting_a_project_deletes_its_revisions(backend: Backend) {
+    let p = published(backend).await;
+    p.other_project().await;
+    p.api.delete(&p.at(""), &p.admin).await.ok();
+    let cms = stored_cms(&p.api, &p.admin).await;
+    assert_eq!(cms["rows"], 1, "the other project's initial revision");
+}
+
+/// As clients expect.
+async fn a_project_without_a_cms_answers_an_empty_revision(backend: Backend) {
+    let (_server, api, admin) = signed_in(backend).await;
     let plain = s(&create(&api, &admin, "plain", json!({"bot": true})).await["id"]);
     assert_eq!(
         api.get(&format!("/projects/{plain}/cms"), &admin)
@@ -226,10 +314,6 @@ async fn cms_revisions_are_published_listed_and_bound_to_deployments(backend: Ba
             .ok()["revision"],
         ""
     );
-    // Deleting a project deletes its revisions.
-    api.delete(&format!("/projects/{pid}"), &admin).await.ok();
-    let cms = stored_cms(&api, &admin).await;
-    assert_eq!(cms["rows"], 1, "the other project's initial revision");
 }
 
 on_both_backends!(a_new_project_answers_the_revisions_it_starts_with);
@@ -256,6 +340,40 @@ async fn a_new_project_answers_the_revisions_it_starts_with(backend: Backend) {
     assert_eq!(cms["revision"], p["cmsLatestRevision"]);
 }
 
+/// Publishes `doc` to project `pid`'s CMS; the new revision.
+async fn publish(api: &Api, token: &str, pid: &str, doc: Value) -> String {
+    let revisions = format!("/projects/{pid}/cms/revisions");
+    s(&api.post(&revisions, token, doc).await.ok()["revision"])
+}
+
+/// Deploys project `pid`'s bot revision `rev` as `version`, with the deployment's other
+/// fields `more`.
+async fn deploy(api: &Api, token: &str, pid: &str, version: &str, rev: &str, more: Value) -> Res {
+    let mut body = json!({"version": version, "botRevision": rev});
+    body.as_object_mut()
+        .unwrap()
+        .extend(more.as_object().unwrap().clone());
+    api.post(&format!("/projects/{pid}/deployment/versions"), token, body)
+        .await
+}
+
+/// A CMS document whose home greeting reads `text` and whose hours FAQ answers
+/// "`text`: 9 to 5".
+fn greeting(text: &str) -> Value {
+    json!({"pages": {"home": {"greeting": {"text": {"type": "text", "value": text}}}},
+        "faqs": {"hours": {"questions": ["when are you open"], "answers": [format!("{text}: 9 to 5")]}}})
+}
+
+/// The messages of project `pid`'s error list.
+async fn error_messages(api: &Api, token: &str, pid: &str) -> Vec<String> {
+    let errors = api
+        .get(&format!("/projects/{pid}/errors"), token)
+        .await
+        .ok();
+    let data = errors["data"].as_array().unwrap();
+    data.iter().map(|e| s(&e["errorMessage"])).collect()
+}
+
 on_both_backends!(a_channel_message_reads_the_cms_revision_its_deployment_runs);
 
 /// Publish v1, deploy a bot that reads `$(cms.home.greeting.text.value)`: a channel message
@@ -266,19 +384,7 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
     let api = server.api();
     let admin = api.admin_token().await;
     let pid = s(&create(&api, &admin, "greeter", json!({"bot": true, "cms": true})).await["id"]);
-    let greeting = |text: &str| {
-        json!({"pages": {"home": {"greeting": {"text": {"type": "text", "value": text}}}},
-            "faqs": {"hours": {"questions": ["when are you open"], "answers": [format!("{text}: 9 to 5")]}}})
-    };
-    let publish = |doc: Value| {
-        let (api, admin, pid) = (api.clone(), admin.clone(), pid.clone());
-        async move {
-            s(&api
-                .post(&format!("/projects/{pid}/cms/revisions"), &admin, doc)
-                .await
-                .ok()["revision"])
-        }
-    };
+    let publish = |doc: Value| publish(&api, &admin, &pid, doc);
     let bot = one_state_bot(json!({"end": true, "action": [
         {"name": "text", "options": {"text": "$(cms.home.greeting.text.value)"}},
         {"name": "text", "options": {"text": "$(cms.faq.hours.answers)"}}]}));
@@ -288,19 +394,8 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
         .ok()["revision"]);
     let versions = format!("/projects/{pid}/deployment/versions");
     let deploy = |version: &'static str| {
-        let (api, admin, versions, rev) =
-            (api.clone(), admin.clone(), versions.clone(), rev.clone());
-        async move {
-            let d = api
-                .post(
-                    &versions,
-                    &admin,
-                    json!({"version": version, "botRevision": rev}),
-                )
-                .await
-                .ok();
-            s(&d["cmsRevision"])
-        }
+        let deployed = deploy(&api, &admin, &pid, version, &rev, json!({}));
+        async { s(&deployed.await.ok()["cmsRevision"]) }
     };
     let v1 = publish(greeting("Welcome, v1")).await;
     assert_eq!(deploy("1.0.0").await, v1);
@@ -373,16 +468,7 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
     .await
     .ok();
     assert_eq!(say(4).await, ["", "v3: 9 to 5"]);
-    let errors = api
-        .get(&format!("/projects/{pid}/errors"), &admin)
-        .await
-        .ok();
-    let messages: Vec<String> = errors["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| s(&e["errorMessage"]))
-        .collect();
+    let messages = error_messages(&api, &admin, &pid).await;
     assert!(
         messages
             .iter()
@@ -460,17 +546,7 @@ async fn faq_questions_train_the_project_nlu_and_the_bot_answers(backend: Backen
     )
     .await;
     let pid = s(&p["id"]);
-    let faqs = json!({
-        "hours": {"questions": ["when are you open", "what are your opening hours",
-            "what time do you open", "are you open on sunday", "until when are you open today"],
-            "answers": ["We are open 9 to 5, Monday to Saturday."]},
-        "delivery": {"questions": ["do you deliver", "how long does shipping take",
-            "can you ship to my address", "what does delivery cost", "where is my parcel"],
-            "answers": ["We deliver in two days.", "Delivery takes two days."]},
-        "refund": {"questions": ["can I get my money back", "how do I return an item",
-            "I want a refund", "what is your return policy", "the product is broken, refund me"],
-            "answers": ["Returns are free within 30 days."]}
-    });
+    let faqs = helpdesk_faqs();
     let published = api
         .post(
             &format!("/projects/{pid}/cms/revisions"),
@@ -498,24 +574,7 @@ async fn faq_questions_train_the_project_nlu_and_the_bot_answers(backend: Backen
     assert_eq!(label(1), "refund", "{predicted}");
 
     let me = api.get("/me", &admin).await.ok();
-    let bot = json!({
-        "name": "helpdesk",
-        "nlus": {"help": {"type": "nl", "options": {"nluId": format!("{}:helpdesk", s(&me["username"])),
-            "output": "value", "flatten": true, "threshold": 0.3}}},
-        "flows": {
-            "faq": {
-                "intents": {"question": {"initial": true,
-                    "classifier": {"nlu": "help", "expression": "faq"},
-                    "attributes": {"label": {"nlu": "help", "path": "faq"}}}},
-                "states": {"init": {"initial": true, "transitions": {"answer": {"fallback": true}}},
-                    "answer": {"end": true, "action": {"name": "text",
-                        "options": {"text": "$(cms.faq[attributes.label].answers)"}}}}
-            },
-            "main": {"fallback": true, "intents": {"any": {"fallback": true}},
-                "states": {"init": {"initial": true, "transitions": {"sorry": {"fallback": true}}},
-                    "sorry": {"end": true, "action": {"name": "text", "options": {"text": "Sorry?"}}}}}
-        }
-    });
+    let bot = helpdesk_bot(&format!("{}:helpdesk", s(&me["username"])));
     api.post(&format!("/projects/{pid}/bot/revisions"), &admin, bot)
         .await
         .ok();
@@ -556,4 +615,42 @@ async fn faq_questions_train_the_project_nlu_and_the_bot_answers(backend: Backen
         .await;
     assert_eq!(taken.status, 400);
     assert!(taken.text.contains("reserved"), "{}", taken.text);
+}
+
+/// Three FAQ tables (hours, delivery, refund) of five questions each.
+fn helpdesk_faqs() -> Value {
+    json!({
+        "hours": {"questions": ["when are you open", "what are your opening hours",
+            "what time do you open", "are you open on sunday", "until when are you open today"],
+            "answers": ["We are open 9 to 5, Monday to Saturday."]},
+        "delivery": {"questions": ["do you deliver", "how long does shipping take",
+            "can you ship to my address", "what does delivery cost", "where is my parcel"],
+            "answers": ["We deliver in two days.", "Delivery takes two days."]},
+        "refund": {"questions": ["can I get my money back", "how do I return an item",
+            "I want a refund", "what is your return policy", "the product is broken, refund me"],
+            "answers": ["Returns are free within 30 days."]}
+    })
+}
+
+/// A bot that classifies with the NLU `nlu_id`'s `faq` trait and answers with the label's
+/// CMS answers, or "Sorry?".
+fn helpdesk_bot(nlu_id: &str) -> Value {
+    json!({
+        "name": "helpdesk",
+        "nlus": {"help": {"type": "nl", "options": {"nluId": nlu_id,
+            "output": "value", "flatten": true, "threshold": 0.3}}},
+        "flows": {
+            "faq": {
+                "intents": {"question": {"initial": true,
+                    "classifier": {"nlu": "help", "expression": "faq"},
+                    "attributes": {"label": {"nlu": "help", "path": "faq"}}}},
+                "states": {"init": {"initial": true, "transitions": {"answer": {"fallback": true}}},
+                    "answer": {"end": true, "action": {"name": "text",
+                        "options": {"text": "$(cms.faq[attributes.label].answers)"}}}}
+            },
+            "main": {"fallback": true, "intents": {"any": {"fallback": true}},
+                "states": {"init": {"initial": true, "transitions": {"sorry": {"fallback": true}}},
+                    "sorry": {"end": true, "action": {"name": "text", "options": {"text": "Sorry?"}}}}}
+        }
+    })
 }

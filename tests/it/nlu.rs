@@ -1,5 +1,5 @@
 //! NL Studio, end to end against the server (in-process) on both backends: the NLU API
-//! walkthrough, visibility between accounts, deployments pinning their model, failed and
+//! (one behaviour a test), visibility between accounts, deployments pinning their model, failed and
 //! concurrent trainings, and the NL example bot's conversation tests against its trained model.
 
 use crate::common::*;
@@ -8,7 +8,34 @@ use runtime_core::testing::{StepInput, Stepped, Stepper, parse_suite, run_case};
 use serde_json::{Value, json};
 
 on_both_backends!(
-    nlu_api_walkthrough,
+    // The NLU API.
+    a_project_made_with_nlu_has_a_private_nlu_named_after_it,
+    a_project_without_nlu_has_no_nlus,
+    entities_put_with_a_mistake_are_refused_naming_the_entity_and_the_field,
+    a_put_of_entities_sets_the_nlus_entities,
+    an_nlu_cannot_be_renamed,
+    an_entity_is_created_read_and_changed_by_its_routes,
+    an_entity_name_is_taken_once,
+    entities_are_listed_by_page,
+    an_entity_another_belongs_to_cannot_be_deleted,
+    a_deleted_entity_is_gone,
+    a_put_creates_a_missing_entity_named_by_its_path,
+    an_entity_named_against_the_rules_is_refused,
+    dictionaries_and_rules_predict_before_any_training,
+    a_training_with_nothing_to_train_is_refused,
+    a_training_names_and_refuses_bad_lines_and_trains_the_rest,
+    a_training_becomes_the_projects_latest_nlu_revision,
+    training_data_is_listed_in_the_order_it_was_given,
+    a_training_sentence_is_changed_by_its_id,
+    a_training_sentence_labelled_past_its_end_is_refused,
+    a_training_sentence_given_only_a_new_input_keeps_its_labels,
+    a_prediction_gives_every_entity_of_the_first_sentence_as_result,
+    a_prediction_answers_each_sentence_in_results,
+    debug_shows_the_tokens_and_every_labels_score,
+    debug_takes_one_sentence,
+    a_retrain_answers_the_count_of_stored_sentences_and_a_new_revision,
+    the_nlu_profiles_include_the_built_in_ones,
+    // Accounts, deployments, trainings and the example bots.
     visibility_between_accounts,
     deployments_pin_their_nlu_model,
     a_failed_training_keeps_the_model_and_one_training_runs_at_a_time,
@@ -75,291 +102,139 @@ fn top(result: &Value, entity: &str) -> Value {
     result[entity][0].clone()
 }
 
-async fn nlu_api_walkthrough(backend: Backend) {
-    let (_server, api, _admin, alice) = with_alice(backend).await;
-    let pid = nlu_project(&api, &alice, "shop", "en").await;
+/// Alice's NLU (of her project `shop`) and the calls the tests make on it.
+struct Nl {
+    /// The project's path, `/projects/<id>`.
+    project: String,
+    /// Alice's token.
+    alice: String,
+    /// A client of the server.
+    api: Api,
+    /// The server, running while the test uses it.
+    _server: InProcess,
+}
 
-    // The project's NLU exists, named after it, addressed as alice:shop.
-    let list = api.get(&format!("/projects/{pid}/nlus"), &alice).await.ok();
+/// [`Nl`] as a new project makes it: no entities, untrained.
+async fn shop(backend: Backend) -> Nl {
+    let (server, api, _admin, alice) = with_alice(backend).await;
+    let project = format!(
+        "/projects/{}",
+        nlu_project(&api, &alice, "shop", "en").await
+    );
+    Nl {
+        _server: server,
+        api,
+        alice,
+        project,
+    }
+}
+
+/// [`Nl`] with the example's entities (intent, the pizza dictionary, qty belonging to
+/// pizza), untrained.
+async fn pizza_nl(backend: Backend) -> Nl {
+    let nl = shop(backend).await;
+    nl.put("", json!({"entities": example_nlu()["entities"]}))
+        .await
+        .ok();
+    nl
+}
+
+impl Nl {
+    fn at(&self, rest: &str) -> String {
+        format!("{}/nlus/shop{rest}", self.project)
+    }
+    async fn get(&self, rest: &str) -> Res {
+        self.call("GET", rest, None).await
+    }
+    async fn post(&self, rest: &str, body: Value) -> Res {
+        self.call("POST", rest, Some(body)).await
+    }
+    async fn put(&self, rest: &str, body: Value) -> Res {
+        self.call("PUT", rest, Some(body)).await
+    }
+    async fn delete(&self, rest: &str) -> Res {
+        self.call("DELETE", rest, None).await
+    }
+    /// `method` on `rest` under the NLU, as alice.
+    async fn call(&self, method: &str, rest: &str, body: Option<Value>) -> Res {
+        let path = self.at(rest);
+        self.api
+            .call(method, &path, Some(&self.alice), body.as_ref())
+            .await
+    }
+    /// POSTs `sentences` as form-data to `rest` under the NLU.
+    async fn form(&self, rest: &str, sentences: &[&str]) -> Res {
+        form(&self.api, &self.at(rest), &self.alice, sentences, None).await
+    }
+    /// The prediction for `sentences` (checked 200).
+    async fn predict(&self, sentences: &[&str]) -> Value {
+        self.form("/predict", sentences).await.ok()
+    }
+    /// Adds the entity `city` (a phrase of the location profile).
+    async fn add_city(&self) -> Value {
+        let city = json!({"name": "city", "type": "phrase", "profile": "location"});
+        self.post("/entities", city).await.ok()
+    }
+}
+
+/// [`pizza_nl`] trained from the example's file with a line naming an undefined entity
+/// appended, and two sentences, the second labelled with a label intent lacks.
+struct Trained {
+    nl: Nl,
+    /// The training's answer.
+    answer: Value,
+    /// How many sentences were kept: the file's but the bad line, and `hello bot`.
+    kept: usize,
+    /// The number of the file's bad line.
+    bad_line: usize,
+}
+
+async fn trained(backend: Backend) -> Trained {
+    let nl = pizza_nl(backend).await;
+    let mut file = example_training();
+    file.push_str("(@flavour spicy) pizza #intent:order\n");
+    let bad_line = file.lines().count();
+    let kept = file.lines().filter(|l| !l.trim().is_empty()).count();
+    let answer = form(
+        &nl.api,
+        &nl.at("/train"),
+        &nl.alice,
+        &["hello bot #intent:greet", "pizza now #intent:dance"],
+        Some(("training.txt", file)),
+    )
+    .await
+    .ok();
+    Trained {
+        nl,
+        answer,
+        kept,
+        bad_line,
+    }
+}
+
+impl Trained {
+    /// The id of the first stored sentence, `hello bot`.
+    async fn first_sentence(&self) -> String {
+        s(&self.nl.get("/training_data?limit=1").await.ok()["data"][0]["id"])
+    }
+}
+
+async fn a_project_made_with_nlu_has_a_private_nlu_named_after_it(backend: Backend) {
+    let nl = shop(backend).await;
+    let list = nl
+        .api
+        .get(&format!("{}/nlus", nl.project), &nl.alice)
+        .await
+        .ok();
     assert_eq!(list["total"], 1);
     assert_eq!(list["data"][0]["name"], "shop");
     assert_eq!(list["data"][0]["lang"], "en");
     assert_eq!(list["data"][0]["visibility"], "private");
     assert_eq!(list["data"][0]["nluId"], "alice:shop");
-    let base = format!("/projects/{pid}/nlus/shop");
+}
 
-    // Entities: the whole map by PUT, with errors that name the entity and the field.
-    let bad = api
-        .put(
-            &base,
-            &alice,
-            json!({"entities": {"intent": {"type": "trait", "profile": "intent"}}}),
-        )
-        .await;
-    assert_eq!(bad.status, 400);
-    assert!(
-        bad.text.contains("entity intent: labels: required"),
-        "{}",
-        bad.text
-    );
-    let bad = api
-        .put(
-            &base,
-            &alice,
-            json!({"entities": {"x": {"type": "dict", "profile": "default", "dictionnary": {}}}}),
-        )
-        .await;
-    assert_eq!(bad.status, 400);
-    assert!(bad.text.contains("dictionnary"), "{}", bad.text);
-    let nlu = example_nlu();
-    let put = api
-        .put(&base, &alice, json!({"entities": nlu["entities"]}))
-        .await
-        .ok();
-    assert_eq!(put["entities"]["pizza"]["type"], "dict");
-    let renamed = api.put(&base, &alice, json!({"name": "other"})).await;
-    assert_eq!(renamed.status, 400);
-
-    // Entity routes.
-    let e = api
-        .post(
-            &format!("{base}/entities"),
-            &alice,
-            json!({"name": "city", "type": "phrase", "profile": "location"}),
-        )
-        .await
-        .ok();
-    assert_eq!(e["name"], "city");
-    let dup = api
-        .post(
-            &format!("{base}/entities"),
-            &alice,
-            json!({"name": "city", "type": "phrase", "profile": "default"}),
-        )
-        .await;
-    assert_eq!(dup.status, 409);
-    let got = api.get(&format!("{base}/entities/city"), &alice).await.ok();
-    assert_eq!(got["profile"], "location");
-    let changed = api
-        .put(
-            &format!("{base}/entities/city"),
-            &alice,
-            json!({"type": "phrase", "profile": "default"}),
-        )
-        .await
-        .ok();
-    assert_eq!(changed["profile"], "default");
-    let page = api
-        .get(&format!("{base}/entities?limit=2&page=2"), &alice)
-        .await
-        .ok();
-    assert_eq!(page["total"], 4);
-    assert_eq!(page["data"].as_array().unwrap().len(), 2);
-    // pizza is referred to by qty (belongsTo): not deleted.
-    let refused = api.delete(&format!("{base}/entities/pizza"), &alice).await;
-    assert_eq!(refused.status, 409);
-    assert!(refused.text.contains("qty"), "{}", refused.text);
-    api.delete(&format!("{base}/entities/city"), &alice)
-        .await
-        .ok();
-    assert_eq!(
-        api.get(&format!("{base}/entities/city"), &alice)
-            .await
-            .status,
-        404
-    );
-    // PUT creates a missing entity, named by its path; a name the rules refuse is a 400.
-    let made = api
-        .put(
-            &format!("{base}/entities/town"),
-            &alice,
-            json!({"type": "phrase", "profile": "location"}),
-        )
-        .await
-        .ok();
-    assert_eq!(
-        (&made["name"], &made["profile"]),
-        (&json!("town"), &json!("location"))
-    );
-    assert_eq!(
-        api.get(&format!("{base}/entities/town"), &alice).await.ok()["type"],
-        "phrase"
-    );
-    let bad = api
-        .put(
-            &format!("{base}/entities/not%20a%20name"),
-            &alice,
-            json!({"type": "phrase"}),
-        )
-        .await;
-    assert_eq!(bad.status, 400, "{}", bad.text);
-    api.delete(&format!("{base}/entities/town"), &alice)
-        .await
-        .ok();
-
-    // Dictionaries and rules predict before any training.
-    let p = form(
-        &api,
-        &format!("{base}/predict"),
-        &alice,
-        &["two peperoni please"],
-        None,
-    )
-    .await
-    .ok();
-    assert_eq!(
-        top(&p["result"], "pizza")["resolved"]["dictKey"],
-        "pepperoni"
-    );
-    assert_eq!(top(&p["result"], "qty")["value"], "two");
-    assert!(p["result"].get("intent").is_none(), "{p}");
-
-    // Train from the example's file plus two sentences, one of them bad: the bad line is
-    // named and refused, the rest is kept and trained.
-    let mut file = example_training();
-    file.push_str("(@flavour spicy) pizza #intent:order\n");
-    let bad_line = file.lines().count();
-    let t = form(
-        &api,
-        &format!("{base}/train"),
-        &alice,
-        &["hello bot #intent:greet", "pizza now #intent:dance"],
-        Some(("training.txt", file.clone())),
-    )
-    .await
-    .ok();
-    assert_eq!(t["status"], "success", "{t}");
-    let good = file.lines().filter(|l| !l.trim().is_empty()).count() - 1 + 1;
-    assert_eq!(t["count"], good);
-    let errors: Vec<String> = t["errors"].as_array().unwrap().iter().map(s).collect();
-    assert_eq!(errors.len(), 2, "{errors:?}");
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.starts_with("line 2:")
-                && e.contains("\"dance\" is not one of intent's labels")),
-        "{errors:?}"
-    );
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.starts_with(&format!("line {bad_line}:"))
-                && e.contains("\"flavour\" is not defined")),
-        "{errors:?}"
-    );
-    let r1 = s(&t["revision"]);
-    let project = api.get(&format!("/projects/{pid}"), &alice).await.ok();
-    assert_eq!(project["nluLatestRevision"], r1.as_str());
-
-    // Training data: listed in order, changed by id.
-    let td = api
-        .get(&format!("{base}/training_data?limit=1"), &alice)
-        .await
-        .ok();
-    assert_eq!(td["total"], good);
-    assert_eq!(td["data"][0]["input"], "hello bot");
-    let id = s(&td["data"][0]["id"]);
-    let upd = api
-        .put(
-            &format!("{base}/training_data/{id}"),
-            &alice,
-            json!({"input": "hello robot", "entities": [{"entity": "intent", "label": "greet", "value": "greet", "start": 0, "end": 11}]}),
-        )
-        .await
-        .ok();
-    assert_eq!(upd["input"], "hello robot");
-    assert!(upd["updated_at"].is_string());
-    let bad = api
-        .put(
-            &format!("{base}/training_data/{id}"),
-            &alice,
-            json!({"entities": [{"entity": "intent", "label": "greet", "value": "greet", "start": 0, "end": 99}]}),
-        )
-        .await;
-    assert_eq!(bad.status, 400);
-    assert!(bad.text.contains("end 99"), "{}", bad.text);
-    // Only a new input: the sentence keeps its labels (a trait spans the new sentence).
-    let upd = api
-        .put(
-            &format!("{base}/training_data/{id}"),
-            &alice,
-            json!({"input": "well hello there, robot"}),
-        )
-        .await
-        .ok();
-    assert_eq!(upd["input"], "well hello there, robot");
-    let td = api
-        .get(&format!("{base}/training_data?limit=1"), &alice)
-        .await
-        .ok();
-    let e = &td["data"][0]["entities"][0];
-    assert_eq!(
-        (&e["entity"], &e["label"], &e["start"], &e["end"]),
-        (&json!("intent"), &json!("greet"), &json!(0), &json!(23)),
-        "{td}"
-    );
-
-    // Predict: every entity of the sentence, the first sentence's map as `result`.
-    let p = form(
-        &api,
-        &format!("{base}/predict"),
-        &alice,
-        &["i want to order two pepperoni pizzas", "good morning"],
-        None,
-    )
-    .await
-    .ok();
-    let intent = top(&p["result"], "intent");
-    assert_eq!(intent["value"], "order");
-    assert_eq!(intent["type"], "trait");
-    assert!(intent["score"].as_f64().unwrap() > 0.5, "{intent}");
-    let pizza = top(&p["result"], "pizza");
-    assert_eq!(
-        (pizza["start"].as_u64(), pizza["end"].as_u64()),
-        (Some(20), Some(29))
-    );
-    assert_eq!(top(&p["result"], "qty")["belongsTo"]["name"], "pizza");
-    assert_eq!(p["results"][1]["input"], "good morning");
-    assert_eq!(top(&p["results"][1]["output"], "intent")["value"], "greet");
-
-    // Debug shows tokens and every label's score.
-    let d = form(
-        &api,
-        &format!("{base}/debug"),
-        &alice,
-        &["hello there"],
-        None,
-    )
-    .await
-    .ok();
-    assert_eq!(d["debug"]["tokens"][0]["token"], "hello");
-    let scores = d["debug"]["entities"]["intent"]["scores"]
-        .as_array()
-        .unwrap();
-    assert_eq!(scores.len(), 3, "{d}");
-    let two = form(&api, &format!("{base}/debug"), &alice, &["a", "b"], None).await;
-    assert_eq!(two.status, 400);
-
-    // Retrain answers the count of stored sentences.
-    let rt = api
-        .post(&format!("{base}/retrain"), &alice, json!({}))
-        .await
-        .ok();
-    assert_eq!(rt["status"], "success");
-    assert_eq!(rt["count"], good);
-    assert_ne!(s(&rt["revision"]), r1);
-
-    // Profiles.
-    let pr = api.get("/nlus/profiles?limit=100", &alice).await.ok();
-    let items: Vec<String> = pr["items"].as_array().unwrap().iter().map(s).collect();
-    for want in ["default", "klitika", "number", "intent", "sentiment", "ner"] {
-        assert!(items.contains(&want.to_string()), "{items:?}");
-    }
-    assert_eq!(pr["total"], items.len());
-
-    // Nothing to train is a 400; a project without nlu has none.
-    let empty = form(&api, &format!("{base}/train"), &alice, &[], None).await;
-    assert_eq!(empty.status, 400);
+async fn a_project_without_nlu_has_no_nlus(backend: Backend) {
+    let (_server, api, _admin, alice) = with_alice(backend).await;
     let plain = api
         .post("/projects", &alice, json!({"name": "plain"}))
         .await
@@ -371,21 +246,301 @@ async fn nlu_api_walkthrough(backend: Backend) {
     assert_eq!(none["total"], 0);
 }
 
+async fn entities_put_with_a_mistake_are_refused_naming_the_entity_and_the_field(backend: Backend) {
+    let nl = shop(backend).await;
+    let no_labels = json!({"intent": {"type": "trait", "profile": "intent"}});
+    let bad = nl.put("", json!({"entities": no_labels})).await;
+    assert_eq!(bad.status, 400);
+    assert_contains(&bad.text, "entity intent: labels: required");
+    let misspelt = json!({"x": {"type": "dict", "profile": "default", "dictionnary": {}}});
+    let bad = nl.put("", json!({"entities": misspelt})).await;
+    assert_eq!(bad.status, 400);
+    assert_contains(&bad.text, "dictionnary");
+}
+
+async fn a_put_of_entities_sets_the_nlus_entities(backend: Backend) {
+    let nl = shop(backend).await;
+    let put = nl
+        .put("", json!({"entities": example_nlu()["entities"]}))
+        .await
+        .ok();
+    assert_eq!(put["entities"]["pizza"]["type"], "dict");
+}
+
+async fn an_nlu_cannot_be_renamed(backend: Backend) {
+    let nl = shop(backend).await;
+    assert_eq!(nl.put("", json!({"name": "other"})).await.status, 400);
+}
+
+async fn an_entity_is_created_read_and_changed_by_its_routes(backend: Backend) {
+    let nl = pizza_nl(backend).await;
+    assert_eq!(nl.add_city().await["name"], "city");
+    assert_eq!(nl.get("/entities/city").await.ok()["profile"], "location");
+    let changed = nl
+        .put(
+            "/entities/city",
+            json!({"type": "phrase", "profile": "default"}),
+        )
+        .await
+        .ok();
+    assert_eq!(changed["profile"], "default");
+}
+
+async fn an_entity_name_is_taken_once(backend: Backend) {
+    let nl = pizza_nl(backend).await;
+    nl.add_city().await;
+    let dup = nl
+        .post(
+            "/entities",
+            json!({"name": "city", "type": "phrase", "profile": "default"}),
+        )
+        .await;
+    assert_eq!(dup.status, 409);
+}
+
+async fn entities_are_listed_by_page(backend: Backend) {
+    let nl = pizza_nl(backend).await;
+    nl.add_city().await;
+    let page = nl.get("/entities?limit=2&page=2").await.ok();
+    assert_eq!(page["total"], 4);
+    assert_eq!(page["data"].as_array().unwrap().len(), 2);
+}
+
+async fn an_entity_another_belongs_to_cannot_be_deleted(backend: Backend) {
+    let nl = pizza_nl(backend).await;
+    // qty belongs to pizza.
+    let refused = nl.delete("/entities/pizza").await;
+    assert_eq!(refused.status, 409);
+    assert_contains(&refused.text, "qty");
+}
+
+async fn a_deleted_entity_is_gone(backend: Backend) {
+    let nl = pizza_nl(backend).await;
+    nl.add_city().await;
+    nl.delete("/entities/city").await.ok();
+    assert_eq!(nl.get("/entities/city").await.status, 404);
+}
+
+async fn a_put_creates_a_missing_entity_named_by_its_path(backend: Backend) {
+    let nl = pizza_nl(backend).await;
+    let made = nl
+        .put(
+            "/entities/town",
+            json!({"type": "phrase", "profile": "location"}),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        (&made["name"], &made["profile"]),
+        (&json!("town"), &json!("location"))
+    );
+    assert_eq!(nl.get("/entities/town").await.ok()["type"], "phrase");
+}
+
+async fn an_entity_named_against_the_rules_is_refused(backend: Backend) {
+    let nl = pizza_nl(backend).await;
+    let bad = nl
+        .put("/entities/not%20a%20name", json!({"type": "phrase"}))
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.text);
+}
+
+async fn dictionaries_and_rules_predict_before_any_training(backend: Backend) {
+    let nl = pizza_nl(backend).await;
+    let p = nl.predict(&["two peperoni please"]).await;
+    assert_eq!(
+        top(&p["result"], "pizza")["resolved"]["dictKey"],
+        "pepperoni"
+    );
+    assert_eq!(top(&p["result"], "qty")["value"], "two");
+    assert!(p["result"].get("intent").is_none(), "{p}");
+}
+
+async fn a_training_with_nothing_to_train_is_refused(backend: Backend) {
+    let nl = pizza_nl(backend).await;
+    assert_eq!(nl.form("/train", &[]).await.status, 400);
+}
+
+async fn a_training_names_and_refuses_bad_lines_and_trains_the_rest(backend: Backend) {
+    let t = trained(backend).await;
+    assert_eq!(t.answer["status"], "success", "{}", t.answer);
+    assert_eq!(t.answer["count"], t.kept);
+    let errors: Vec<String> = t.answer["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(s)
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("line 2:")
+                && e.contains("\"dance\" is not one of intent's labels")),
+        "{errors:?}"
+    );
+    let bad_line = format!("line {}:", t.bad_line);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with(&bad_line) && e.contains("\"flavour\" is not defined")),
+        "{errors:?}"
+    );
+}
+
+async fn a_training_becomes_the_projects_latest_nlu_revision(backend: Backend) {
+    let t = trained(backend).await;
+    let project = t.nl.api.get(&t.nl.project, &t.nl.alice).await.ok();
+    assert_eq!(project["nluLatestRevision"], t.answer["revision"]);
+    assert!(t.answer["revision"].is_string(), "{}", t.answer);
+}
+
+async fn training_data_is_listed_in_the_order_it_was_given(backend: Backend) {
+    let t = trained(backend).await;
+    let td = t.nl.get("/training_data?limit=1").await.ok();
+    assert_eq!(td["total"], t.kept);
+    assert_eq!(td["data"][0]["input"], "hello bot");
+}
+
+/// A sentence's label intent:greet from its start to `end`.
+fn greet(end: usize) -> Value {
+    json!({"entity": "intent", "label": "greet", "value": "greet", "start": 0, "end": end})
+}
+
+async fn a_training_sentence_is_changed_by_its_id(backend: Backend) {
+    let t = trained(backend).await;
+    let id = t.first_sentence().await;
+    let upd =
+        t.nl.put(
+            &format!("/training_data/{id}"),
+            json!({"input": "hello robot", "entities": [greet(11)]}),
+        )
+        .await
+        .ok();
+    assert_eq!(upd["input"], "hello robot");
+    assert!(upd["updated_at"].is_string());
+}
+
+async fn a_training_sentence_labelled_past_its_end_is_refused(backend: Backend) {
+    let t = trained(backend).await;
+    let id = t.first_sentence().await;
+    let bad =
+        t.nl.put(
+            &format!("/training_data/{id}"),
+            json!({"entities": [greet(99)]}),
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    assert_contains(&bad.text, "end 99");
+}
+
+/// Only a new input: the sentence keeps its labels (a trait spans the new sentence).
+async fn a_training_sentence_given_only_a_new_input_keeps_its_labels(backend: Backend) {
+    let t = trained(backend).await;
+    let id = t.first_sentence().await;
+    let upd =
+        t.nl.put(
+            &format!("/training_data/{id}"),
+            json!({"input": "well hello there, robot"}),
+        )
+        .await
+        .ok();
+    assert_eq!(upd["input"], "well hello there, robot");
+    let td = t.nl.get("/training_data?limit=1").await.ok();
+    let e = &td["data"][0]["entities"][0];
+    assert_eq!(
+        (&e["entity"], &e["label"], &e["start"], &e["end"]),
+        (&json!("intent"), &json!("greet"), &json!(0), &json!(23)),
+        "{td}"
+    );
+}
+
+/// Every entity of the sentence, the first sentence's map as `result`.
+async fn a_prediction_gives_every_entity_of_the_first_sentence_as_result(backend: Backend) {
+    let t = trained(backend).await;
+    let p =
+        t.nl.predict(&["i want to order two pepperoni pizzas", "good morning"])
+            .await;
+    let intent = top(&p["result"], "intent");
+    assert_eq!(intent["value"], "order");
+    assert_eq!(intent["type"], "trait");
+    assert!(intent["score"].as_f64().unwrap() > 0.5, "{intent}");
+    let pizza = top(&p["result"], "pizza");
+    assert_eq!(
+        (pizza["start"].as_u64(), pizza["end"].as_u64()),
+        (Some(20), Some(29))
+    );
+    assert_eq!(top(&p["result"], "qty")["belongsTo"]["name"], "pizza");
+}
+
+async fn a_prediction_answers_each_sentence_in_results(backend: Backend) {
+    let t = trained(backend).await;
+    let p =
+        t.nl.predict(&["i want to order two pepperoni pizzas", "good morning"])
+            .await;
+    assert_eq!(p["results"][1]["input"], "good morning");
+    assert_eq!(top(&p["results"][1]["output"], "intent")["value"], "greet");
+}
+
+async fn debug_shows_the_tokens_and_every_labels_score(backend: Backend) {
+    let t = trained(backend).await;
+    let d = t.nl.form("/debug", &["hello there"]).await.ok();
+    assert_eq!(d["debug"]["tokens"][0]["token"], "hello");
+    let scores = d["debug"]["entities"]["intent"]["scores"]
+        .as_array()
+        .unwrap();
+    assert_eq!(scores.len(), 3, "{d}");
+}
+
+async fn debug_takes_one_sentence(backend: Backend) {
+    let t = trained(backend).await;
+    assert_eq!(t.nl.form("/debug", &["a", "b"]).await.status, 400);
+}
+
+async fn a_retrain_answers_the_count_of_stored_sentences_and_a_new_revision(backend: Backend) {
+    let t = trained(backend).await;
+    let rt = t.nl.post("/retrain", json!({})).await.ok();
+    assert_eq!(rt["status"], "success");
+    assert_eq!(rt["count"], t.kept);
+    assert_ne!(s(&rt["revision"]), s(&t.answer["revision"]));
+}
+
+async fn the_nlu_profiles_include_the_built_in_ones(backend: Backend) {
+    let (_server, api, _admin, alice) = with_alice(backend).await;
+    let pr = api.get("/nlus/profiles?limit=100", &alice).await.ok();
+    let items: Vec<String> = pr["items"].as_array().unwrap().iter().map(s).collect();
+    for want in ["default", "klitika", "number", "intent", "sentiment", "ner"] {
+        assert!(items.contains(&want.to_string()), "{items:?}");
+    }
+    assert_eq!(pr["total"], items.len());
+}
+
+/// A bot `name` that takes the attribute `entity` from the NLU `nlu_id` (its value at the
+/// entity's path) for any text, and says `text`.
+fn nl_bot(name: &str, nlu_id: &str, entity: &str, text: &str) -> Value {
+    json!({
+        "name": name,
+        "nlus": {"n": {"type": "nl", "options": {"nluId": nlu_id, "output": "value", "flatten": true}}},
+        "flows": {"f": {
+            "intents": {"any": {"initial": true, "type": "text", "attributes": {entity: {"nlu": "n", "path": entity}}}},
+            "states": {"s": {"initial": true, "end": true, "transitions": {"s": {"fallback": true}},
+                "action": {"name": "text", "options": {"text": text}}}}
+        }}
+    })
+}
+
 async fn visibility_between_accounts(backend: Backend) {
     let (_server, api, admin, alice) = with_alice(backend).await;
     let (_, bob) = api.user(&admin, "bob", "developer").await;
     let (_, base, _) = trained_pizza_nl(&api, &alice).await;
 
     // Bob's bot uses alice's private NLU: a warning at push, null output at run time.
-    let bot = json!({
-        "name": "borrow",
-        "nlus": {"shop": {"type": "nl", "options": {"nluId": "alice:pizza-nl", "output": "value", "flatten": true}}},
-        "flows": {"f": {
-            "intents": {"any": {"initial": true, "type": "text", "attributes": {"i": {"nlu": "shop", "path": "intent"}}}},
-            "states": {"s": {"initial": true, "end": true, "transitions": {"s": {"fallback": true}},
-                "action": {"name": "text", "options": {"text": "intent=$(attributes.i)"}}}}
-        }}
-    });
+    let bot = nl_bot(
+        "borrow",
+        "alice:pizza-nl",
+        "intent",
+        "intent=$(attributes.intent)",
+    );
     let bp = s(&api
         .post("/projects", &bob, json!({"name": "borrow"}))
         .await
@@ -402,14 +557,7 @@ async fn visibility_between_accounts(backend: Backend) {
     let say = |token: String, pid: String| {
         let api = api.clone();
         async move {
-            let r = api
-                .post(
-                    &format!("/projects/{pid}/bot/converse"),
-                    &token,
-                    json!({"message": {"type": "text", "content": "i want a pizza"}}),
-                )
-                .await
-                .ok();
+            let r = converse_text(&api, &token, &pid, "i want a pizza").await;
             (texts_of(&r), r["errors"].to_string())
         }
     };
@@ -515,6 +663,49 @@ fn texts_of(result: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Twelve sentences, "i feel <word> today": six happy words labelled `mood:<pos>`, six sad
+/// ones `mood:<neg>`.
+fn mood_lines(pos: &str, neg: &str) -> Vec<String> {
+    let happy = [
+        "great",
+        "wonderful",
+        "fantastic",
+        "lovely",
+        "awesome",
+        "brilliant",
+    ];
+    let sad = [
+        "terrible",
+        "awful",
+        "horrible",
+        "miserable",
+        "dreadful",
+        "gloomy",
+    ];
+    let label = |words: [&str; 6], l: &str| words.map(|w| format!("i feel {w} today #mood:{l}"));
+    [label(happy, pos), label(sad, neg)].concat()
+}
+
+/// Edits the stored sentences of the NLU at `base` to the labels of `lines` (one each, in
+/// order, the mood trait over the whole sentence).
+async fn relabel(api: &Api, alice: &str, base: &str, lines: &[String]) {
+    let td = api
+        .get(&format!("{base}/training_data?limit=100"), alice)
+        .await
+        .ok();
+    for (row, line) in td["data"].as_array().unwrap().iter().zip(lines) {
+        let (_, label) = line.rsplit_once(':').unwrap();
+        let end = s(&row["input"]).chars().count();
+        api.put(
+            &format!("{base}/training_data/{}", s(&row["id"])),
+            alice,
+            json!({"entities": [{"entity": "mood", "label": label, "value": label, "start": 0, "end": end}]}),
+        )
+        .await
+        .ok();
+    }
+}
+
 async fn deployments_pin_their_nlu_model(backend: Backend) {
     let (_server, api, _admin, alice) = with_alice(backend).await;
     let pid = nlu_project(&api, &alice, "moods", "en").await;
@@ -526,33 +717,7 @@ async fn deployments_pin_their_nlu_model(backend: Backend) {
     )
     .await
     .ok();
-    let happy_words = [
-        "great",
-        "wonderful",
-        "fantastic",
-        "lovely",
-        "awesome",
-        "brilliant",
-    ];
-    let sad_words = [
-        "terrible",
-        "awful",
-        "horrible",
-        "miserable",
-        "dreadful",
-        "gloomy",
-    ];
-    let lines = |pos: &str, neg: &str| -> Vec<String> {
-        let mut v = vec![];
-        for w in happy_words {
-            v.push(format!("i feel {w} today #mood:{pos}"));
-        }
-        for w in sad_words {
-            v.push(format!("i feel {w} today #mood:{neg}"));
-        }
-        v
-    };
-    let v1 = lines("happy", "sad");
+    let v1 = mood_lines("happy", "sad");
     let v1: Vec<&str> = v1.iter().map(String::as_str).collect();
     let t1 = form(&api, &format!("{base}/train"), &alice, &v1, None)
         .await
@@ -560,15 +725,7 @@ async fn deployments_pin_their_nlu_model(backend: Backend) {
     assert_eq!(t1["status"], "success", "{t1}");
     let r1 = s(&t1["revision"]);
 
-    let bot = json!({
-        "name": "mood",
-        "nlus": {"m": {"type": "nl", "options": {"nluId": "alice:moods", "output": "value", "flatten": true}}},
-        "flows": {"f": {
-            "intents": {"any": {"initial": true, "type": "text", "attributes": {"mood": {"nlu": "m", "path": "mood"}}}},
-            "states": {"s": {"initial": true, "end": true, "transitions": {"s": {"fallback": true}},
-                "action": {"name": "text", "options": {"text": "$(attributes.mood)"}}}}
-        }}
-    });
+    let bot = nl_bot("mood", "alice:moods", "mood", "$(attributes.mood)");
     let rev = s(&api
         .post(&format!("/projects/{pid}/bot/revisions"), &alice, bot)
         .await
@@ -608,25 +765,7 @@ async fn deployments_pin_their_nlu_model(backend: Backend) {
     assert_eq!(say("i feel wonderful today").await, ["happy"]);
 
     // The NLU is retrained with the labels swapped: the deployed bot keeps its model...
-    let v2 = lines("sad", "happy");
-    let v2: Vec<&str> = v2.iter().map(String::as_str).collect();
-    // (replace the data: the stored sentences are edited to the new labels)
-    let td = api
-        .get(&format!("{base}/training_data?limit=100"), &alice)
-        .await
-        .ok();
-    for (row, line) in td["data"].as_array().unwrap().iter().zip(&v2) {
-        let parsed: Vec<&str> = line.rsplitn(2, ":").collect();
-        let label = parsed[0];
-        let input = s(&row["input"]);
-        api.put(
-            &format!("{base}/training_data/{}", s(&row["id"])),
-            &alice,
-            json!({"entities": [{"entity": "mood", "label": label, "value": label, "start": 0, "end": input.chars().count()}]}),
-        )
-        .await
-        .ok();
-    }
+    relabel(&api, &alice, &base, &mood_lines("sad", "happy")).await;
     let t2 = api
         .post(&format!("{base}/retrain"), &alice, json!({}))
         .await
