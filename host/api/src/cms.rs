@@ -139,7 +139,7 @@ async fn publish(
             ));
         }
     };
-    botbox_service::revisions::check_quota(&app.live, &p.owner_id).await?;
+    botbox_service::quota::check(&app.live, &p.owner_id).await?;
     let published = cms::publish_and_train(
         &app.db,
         &app.live.nlu,

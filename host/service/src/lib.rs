@@ -19,5 +19,6 @@ pub mod error;
 pub mod live;
 pub mod nlu;
 pub mod projects;
+pub mod quota;
 pub mod rate;
 pub mod revisions;

@@ -31,7 +31,7 @@ pub async fn publish(
     mut bot: Json,
     opts: PublishOptions,
 ) -> Result<Json, ServiceError> {
-    check_quota(live, &project.owner_id).await?;
+    crate::quota::check(live, &project.owner_id).await?;
     let doc = bot
         .as_object_mut()
         .ok_or_else(|| ServiceError::Invalid("body: a Bot object is expected".into()))?;
@@ -81,27 +81,6 @@ pub async fn publish(
 /// one project has one id.
 pub fn revision_id(project_id: &str, source: &str) -> String {
     hex::encode(&Sha256::digest(format!("{project_id}\n{source}"))[..20])
-}
-
-/// Refuses a write of the tenant `owner` once its storage reaches the quota, naming both
-/// figures (and logged at warn for the operator).
-pub async fn check_quota(live: &Live, owner: &str) -> Result<(), ServiceError> {
-    let Some(quota) = live.cfg.storage_quota_bytes else {
-        return Ok(());
-    };
-    let Some(used) = live.db.over_quota(owner, quota).await? else {
-        return Ok(());
-    };
-    tracing::warn!(
-        tenant = owner,
-        used,
-        quota,
-        "storage quota reached: a push was refused"
-    );
-    Err(ServiceError::QuotaReached(format!(
-        "storage quota reached: this account stores {used} bytes of its {quota} \
-         (GET /storage says what); shorten the transcript retention or ask the operator"
-    )))
 }
 
 /// The version a revision gets, and the one it was bumped from.

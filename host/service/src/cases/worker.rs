@@ -759,8 +759,8 @@ impl Tasks {
     /// The task's failure when its workspace is over the storage quota (artifacts are
     /// refused then).
     async fn quota_refusal(&self, t: &TaskRow) -> anyhow::Result<Option<RunEnd>> {
-        if let Some(quota) = self.live.cfg.storage_quota_bytes
-            && let Some(used) = self.db.over_quota(&t.workspace_id, quota).await?
+        if let Some(crate::quota::OverQuota { used, quota }) =
+            crate::quota::over(&self.live, &t.workspace_id).await?
         {
             tracing::warn!(
                 tenant = %t.workspace_id,
