@@ -62,10 +62,10 @@ impl Effects for LiveEffects {
             .unwrap_or(0)
     }
 
+    /// The step's random seed: from the thread's generator (ChaCha, seeded by the OS), so a
+    /// step makes no system call for it.
     fn random_u64(&self) -> u64 {
-        let mut b = [0u8; 8];
-        getrandom_fill(&mut b);
-        u64::from_le_bytes(b)
+        rand::random()
     }
 
     fn http<'a>(
@@ -150,22 +150,6 @@ struct InFlight<T>(tokio::task::JoinHandle<Result<T, String>>);
 impl<T> Drop for InFlight<T> {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-fn getrandom_fill(buf: &mut [u8]) {
-    use std::io::Read;
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom")
-        && f.read_exact(buf).is_ok()
-    {
-        return;
-    }
-    let t = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = (t >> (i * 8)) as u8;
     }
 }
 
