@@ -5,7 +5,7 @@
 //! closed hours) is read from them; only the lines after their watermark (the last hour or
 //! so) are scanned, so a month costs about as much as a day.
 
-use super::rollups::{self, COUNTED, DAY_MS, ERROR_ROWS_SQL, HOUR_MS, Row};
+use super::rollups::{self, COUNTED, DAY_MS, HOUR_MS, Row};
 use super::{Db, DbResult};
 use std::collections::{BTreeMap, HashMap};
 
@@ -198,9 +198,12 @@ impl Db {
             return Ok(Vec::new());
         }
         let mut rows = Vec::new();
-        let lines = rollups::transcript_rows_sql(false);
-        for (sql, key) in [(lines.as_str(), s.env_name), (ERROR_ROWS_SQL, s.env_id)] {
-            let q = sqlx::query_as::<_, Row>(sql).bind(s.project).bind(key);
+        let sources = [
+            (rollups::transcript_rows_sql(false), s.env_name),
+            (rollups::error_rows_sql(), s.env_id),
+        ];
+        for (sql, key) in &sources {
+            let q = sqlx::query_as::<_, Row>(sql).bind(s.project).bind(*key);
             let q = q.bind(from).bind(to).bind(s.bucket_ms);
             rows.extend(q.fetch_all(&self.pool).await?);
         }

@@ -33,7 +33,7 @@ pub const SETTLE_MS: i64 = 5 * 60_000;
 pub const COUNTED: &[&str] = &["in", "out", "fallback", "intent", "flow", "latency"];
 
 /// A step time rounded down to two significant digits, in SQL both backends run.
-pub(crate) const LATENCY_BUCKET: &str = "CASE WHEN step_us < 100 THEN step_us \
+const LATENCY_BUCKET: &str = "CASE WHEN step_us < 100 THEN step_us \
      WHEN step_us < 1000 THEN step_us / 10 * 10 \
      WHEN step_us < 10000 THEN step_us / 100 * 100 \
      WHEN step_us < 100000 THEN step_us / 1000 * 1000 \
@@ -93,10 +93,13 @@ pub(crate) fn transcript_rows_sql(with_users: bool) -> String {
 
 /// The rollup rows of one environment's bot errors (`$1` project, `$2` environment id) in
 /// `[$3, $4)`, bucketed by `$5`.
-pub(crate) const ERROR_ROWS_SQL: &str = "SELECT (created_at / $5) * $5 AS t, \
-     CASE WHEN channel_id = 'console' THEN 1 ELSE 0 END AS k, 'error' AS metric, '' AS label, \
-     COUNT(*) AS n FROM bot_errors WHERE project_id = $1 AND environment_id = $2 \
-     AND created_at >= $3 AND created_at < $4 GROUP BY 1, 2";
+pub(crate) fn error_rows_sql() -> String {
+    format!(
+        "SELECT (created_at / $5) * $5 AS t, {TEST_FLAG} AS k, 'error' AS metric, '' AS label, \
+         COUNT(*) AS n FROM bot_errors WHERE project_id = $1 AND environment_id = $2 \
+         AND created_at >= $3 AND created_at < $4 GROUP BY 1, 2"
+    )
+}
 
 /// Days' rows from their hours' (`$1` project, `$2` key, the days in `[$3, $4)`); a
 /// source's metric filter and [`DAYS_GROUP`] follow.
@@ -278,7 +281,7 @@ impl Source {
         metrics: "metric <> 'error'",
     };
     const ERRORS: Source = Source {
-        rows: || ERROR_ROWS_SQL.to_owned(),
+        rows: error_rows_sql,
         table: "bot_errors",
         key_column: "environment_id",
         metrics: "metric = 'error'",
