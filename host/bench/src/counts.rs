@@ -61,12 +61,28 @@ fn threads(pid: u32) -> BTreeMap<u32, (String, Thread)> {
     out
 }
 
+/// CPU ticks spent so far by the local PostgreSQL server: every process named `postgres`
+/// (the postmaster and its backends; a backend that exited took its ticks with it).
+fn postgres_ticks() -> u64 {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    procs
+        .flatten()
+        .filter_map(|p| std::fs::read_to_string(p.path().join("stat")).ok())
+        .filter(|stat| stat.contains("(postgres)"))
+        .filter_map(|stat| cpu_ticks(&stat))
+        .sum()
+}
+
 /// A measurement window over one process: started by [`Window::open`], read by
 /// [`Window::close`].
 pub struct Window {
     pid: u32,
     start: BTreeMap<u32, (String, Thread)>,
     perf: Option<Child>,
+    /// The local PostgreSQL server's ticks at the start, when the process uses it.
+    postgres: Option<u64>,
 }
 
 /// What the process spent in a window, divided per message by [`Spent::report`].
@@ -77,10 +93,14 @@ pub struct Spent {
     pub involuntary: u64,
     /// System calls, when perf could count them.
     pub syscalls: Option<u64>,
+    /// CPU seconds of the local PostgreSQL server's processes, when measured.
+    pub postgres_cpu: Option<f64>,
 }
 
 impl Window {
-    pub fn open(pid: u32) -> Window {
+    /// Opens a window over `pid`; with `postgres`, over the local PostgreSQL server's
+    /// processes too.
+    pub fn open(pid: u32, postgres: bool) -> Window {
         let perf = Command::new("perf")
             .args(["stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p"])
             .arg(pid.to_string())
@@ -94,6 +114,7 @@ impl Window {
             pid,
             start: threads(pid),
             perf,
+            postgres: postgres.then(postgres_ticks),
         }
     }
 
@@ -105,6 +126,9 @@ impl Window {
             voluntary: 0,
             involuntary: 0,
             syscalls: self.perf.and_then(stop_perf),
+            postgres_cpu: self
+                .postgres
+                .map(|was| postgres_ticks().saturating_sub(was) as f64 / ticks),
         };
         for (tid, (kind, now)) in end {
             let was = self.start.get(&tid).map(|(_, t)| *t).unwrap_or_default();
@@ -163,7 +187,7 @@ impl Spent {
             .filter(|(_, s)| **s > 0.0)
             .map(|(k, s)| format!("{k} {:.0}", **s / n * 1e6))
             .collect();
-        vec![
+        let mut lines = vec![
             format!(
                 "  per message {:.0} µs CPU by thread kind: {}",
                 total / n * 1e6,
@@ -178,6 +202,13 @@ impl Spent {
                     None => "system calls not counted (no perf)".into(),
                 }
             ),
-        ]
+        ];
+        if let Some(pg) = self.postgres_cpu {
+            lines.push(format!(
+                "  per message {:.0} µs CPU of the PostgreSQL server's processes",
+                pg / n * 1e6
+            ));
+        }
+        lines
     }
 }

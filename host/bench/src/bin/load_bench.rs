@@ -168,7 +168,7 @@ async fn run_botbox(
     let with_ids = env_num("LOAD_IDS", 1) != 0;
     let done = Arc::new(AtomicUsize::new(0));
     let cpu_before = server.cpu_seconds()?;
-    let window = botbox_bench::counts::Window::open(server.pid());
+    let window = botbox_bench::counts::Window::open(server.pid(), on_postgres());
     let started = Instant::now();
     let deadline = (!soak.is_zero()).then(|| started + soak);
     let load = Load {
@@ -211,6 +211,11 @@ async fn drain(delivered: &AtomicUsize) {
     }
 }
 
+/// Whether the server runs on PostgreSQL (DATABASE_URL names one).
+fn on_postgres() -> bool {
+    std::env::var("DATABASE_URL").is_ok_and(|u| u.starts_with("postgres"))
+}
+
 /// Microseconds of CPU per message.
 fn per_message(cpu: f64, n: usize) -> f64 {
     cpu / n.max(1) as f64 * 1e6
@@ -225,7 +230,7 @@ fn print_botbox(run: &Run, users: usize, delivered: &AtomicUsize) {
         spent,
     } = run;
     let pct = |p: f64| percentile(lat, p);
-    let backend = if std::env::var("DATABASE_URL").is_ok() {
+    let backend = if on_postgres() {
         "PostgreSQL"
     } else {
         "SQLite"
@@ -277,7 +282,7 @@ async fn run_floor(http: &reqwest::Client, load: &Load, order: &[Value]) -> anyh
     };
     let floor_url = format!("{addr}/webhooks/floor");
     let cpu_before = botbox_bench::cpu_seconds(child.id())?;
-    let window = botbox_bench::counts::Window::open(child.id());
+    let window = botbox_bench::counts::Window::open(child.id(), false);
     let started = Instant::now();
     let floor_done = Arc::new(AtomicUsize::new(0));
     let lat = collect(players(http, &floor_url, load, order, &floor_done)).await?;
