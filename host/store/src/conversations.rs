@@ -8,8 +8,8 @@ use super::{Db, DbError, DbResult, now_ms};
 /// writer thread that runs the groups' transactions.
 pub(crate) struct CommitQueue {
     state: std::sync::Mutex<QueueState>,
-    /// SQLite's writer thread; `None` on PostgreSQL, whose groups run on a pool connection.
-    writer: Option<super::writer::Writer>,
+    /// Where the groups' transactions run.
+    pub(crate) runner: Runner,
     /// Where the committer task runs: the runtime that opened the database (the main one),
     /// whoever queues the first step. It holds the write turn while it works, for every
     /// tenant's steps; started from a task on the background runtime
@@ -23,13 +23,21 @@ pub(crate) struct CommitQueue {
 
 impl CommitQueue {
     /// Called on the runtime that is to run the committer.
-    pub(crate) fn new(writer: Option<super::writer::Writer>) -> CommitQueue {
+    pub(crate) fn new(runner: Runner) -> CommitQueue {
         CommitQueue {
             state: Default::default(),
-            writer,
+            runner,
             runtime: tokio::runtime::Handle::current(),
             #[cfg(test)]
             ran_in_background: Default::default(),
+        }
+    }
+
+    /// Closes PostgreSQL's message-path connections, waiting for a group commit in
+    /// progress to end.
+    pub(crate) async fn close(&self) {
+        if let Runner::Postgres(pg) = &self.runner {
+            pg.close().await;
         }
     }
 
@@ -37,6 +45,15 @@ impl CommitQueue {
     fn start(self: &std::sync::Arc<Self>, db: &Db) {
         self.runtime.spawn(db.clone().commit_queued(self.clone()));
     }
+}
+
+/// Where a backend's group commits run, and its dedupe probes.
+pub(crate) enum Runner {
+    /// SQLite's writer thread, with read connections of its own for the probes.
+    Sqlite(super::writer::Writer),
+    /// PostgreSQL's message-path connections and batched probes: one statement per group
+    /// when it fits (`super::pg_group`), else a transaction on the main pool.
+    Postgres(Box<super::pg_group::Postgres>),
 }
 
 #[derive(Default)]
@@ -266,9 +283,9 @@ impl Db {
                 jobs.into_iter().map(|j| (j.write, j.reply)).unzip();
             let started = std::time::Instant::now();
             metrics::histogram!("botbox_commit_steps").record(writes.len() as f64);
-            let results = match &queue.writer {
-                Some(writer) => writer.commit(writes, sent).await,
-                None => self.commit_group_on_pool(&writes, &sent).await,
+            let results = match &queue.runner {
+                Runner::Sqlite(writer) => writer.commit(writes, sent).await,
+                Runner::Postgres(pg) => self.commit_group_on_pool(pg, &writes, &sent).await,
             };
             metrics::histogram!("botbox_commit_duration_seconds")
                 .record(started.elapsed().as_secs_f64());
@@ -284,9 +301,11 @@ impl Db {
         self.commits.state.lock().unwrap().jobs.len()
     }
 
-    /// Commits one step in its own transaction on the pool.
+    /// Commits one step in its own transaction on the pool, statement by statement: a
+    /// provider id recorded meanwhile by another transaction makes it write nothing, where
+    /// the one-statement form would fail.
     async fn commit_alone(&self, w: &StepWrite) -> Committed {
-        self.commit_on_pool(std::slice::from_ref(w), &[])
+        self.commit_statements(std::slice::from_ref(w), &[])
             .await
             .map(|mut v| v.pop().expect("one result"))
     }
@@ -294,13 +313,18 @@ impl Db {
     /// PostgreSQL's group commit: one transaction for the group; if it fails, the delivery
     /// records in one of their own, then each step in one of its own (as the SQLite writer
     /// does).
-    async fn commit_group_on_pool(&self, writes: &[StepWrite], sent: &[String]) -> Vec<Committed> {
-        match self.commit_on_pool(writes, sent).await {
+    async fn commit_group_on_pool(
+        &self,
+        pg: &super::pg_group::Postgres,
+        writes: &[StepWrite],
+        sent: &[String],
+    ) -> Vec<Committed> {
+        match self.commit_on_pool(pg, writes, sent).await {
             Ok(stored) => stored.into_iter().map(Ok).collect(),
             Err(e) => {
                 tracing::warn!(error = %e, steps = writes.len(), sent = sent.len(), "group commit failed; committing its parts one by one");
                 if !sent.is_empty()
-                    && let Err(e) = self.commit_on_pool(&[], sent).await
+                    && let Err(e) = self.commit_statements(&[], sent).await
                 {
                     // The rows stay pending: sent again after their lease.
                     tracing::error!(error = %format!("{e:#}"), rows = sent.len(), "outbox: recording deliveries");
@@ -320,13 +344,13 @@ impl Db {
     /// there); on PostgreSQL a pool connection (a failure fails the call). Public so that
     /// tests can form a group of their choosing.
     pub async fn commit_together(&self, writes: Vec<StepWrite>) -> DbResult<Vec<Committed>> {
-        match self.commits.writer.as_ref() {
-            Some(writer) => {
+        match &self.commits.runner {
+            Runner::Sqlite(writer) => {
                 let _turn = self.write_turn().await;
                 Ok(writer.commit(writes, Vec::new()).await)
             }
-            None => Ok(self
-                .commit_on_pool(&writes, &[])
+            Runner::Postgres(pg) => Ok(self
+                .commit_on_pool(pg, &writes, &[])
                 .await?
                 .into_iter()
                 .map(Ok)
@@ -334,8 +358,25 @@ impl Db {
         }
     }
 
-    /// One transaction for `writes` and the delivery records `sent` on the pool, through sqlx.
+    /// One transaction for `writes` and the delivery records `sent` on PostgreSQL: one
+    /// statement when the group allows it ([`super::pg_group`]), else statement by
+    /// statement.
     async fn commit_on_pool(
+        &self,
+        pg: &super::pg_group::Postgres,
+        writes: &[StepWrite],
+        sent: &[String],
+    ) -> DbResult<Vec<Option<Vec<OutboxRow>>>> {
+        if super::pg_group::fits(writes) {
+            super::pg_group::commit(pg, writes, sent, now_ms()).await
+        } else {
+            self.commit_statements(writes, sent).await
+        }
+    }
+
+    /// One transaction for `writes` and the delivery records `sent` on the pool, one
+    /// statement per session and per table ([`group_statements`]).
+    async fn commit_statements(
         &self,
         writes: &[StepWrite],
         sent: &[String],
@@ -355,17 +396,11 @@ impl Db {
     /// ids) adding the user changes nothing. Each channel module documents its id. The id is
     /// recorded by the step's own commit ([`StepWrite::provider_id`]), never before it.
     pub async fn seen(&self, channel_id: &str, user_id: &str, provider_id: &str) -> DbResult<bool> {
-        if let Some(w) = &self.commits.writer {
-            return w.seen(channel_id, &seen_key(user_id, provider_id));
+        let key = seen_key(user_id, provider_id);
+        match &self.commits.runner {
+            Runner::Sqlite(writer) => writer.seen(channel_id, &key),
+            Runner::Postgres(pg) => pg.seen(&self.commits.runtime, channel_id, key).await,
         }
-        Ok(sqlx::query_scalar::<_, i64>(
-            "SELECT COUNT(*) FROM inbound_seen WHERE channel_id = $1 AND provider_id = $2",
-        )
-        .bind(channel_id)
-        .bind(seen_key(user_id, provider_id))
-        .fetch_one(&self.pool)
-        .await?
-            > 0)
     }
 
     /// Deliveries due now, oldest first, at most `per_channel` of each channel (so one

@@ -6,7 +6,9 @@
 //! One set of portable SQL runs on both through sqlx's `Any` driver: `$n` placeholders, TEXT,
 //! BIGINT, no backend-specific types. Times are Unix milliseconds; JSON is stored as text.
 //! On SQLite the group commits' statements (the same SQL) run on a writer thread with a
-//! connection of its own (`writer.rs`, rusqlite on the same libsqlite3). Functions here know
+//! connection of its own (`writer.rs`, rusqlite on the same libsqlite3). On PostgreSQL the
+//! message path's group commit and provider-id checks are PostgreSQL's own SQL (arrays),
+//! on typed connections of their own (`pg_group.rs`), each with the portable form's guarantees. Functions here know
 //! nothing about HTTP or permissions: the API layer decides who may call them, with which
 //! owner.
 
@@ -19,6 +21,7 @@ mod cms;
 mod conversations;
 mod due;
 mod nlu;
+mod pg_group;
 mod projects;
 mod retention;
 mod rollups;
@@ -294,6 +297,9 @@ impl Db {
         let sqlite = backend == Backend::Sqlite;
         let pool = AnyPoolOptions::new()
             .max_connections(max)
+            // sqlx pings a connection before each use by default: on SQLite a round trip
+            // to the connection's worker thread for a file that cannot hang up.
+            .test_before_acquire(!sqlite)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if sqlite {
@@ -329,11 +335,13 @@ impl Db {
                 log_restarts.clone(),
             ));
         }
-        let writer = match backend {
-            Backend::Sqlite => Some(writer::Writer::start(url)?),
-            Backend::Postgres => None,
+        let runner = match backend {
+            Backend::Sqlite => conversations::Runner::Sqlite(writer::Writer::start(url)?),
+            Backend::Postgres => {
+                conversations::Runner::Postgres(Box::new(pg_group::Postgres::new(url)?))
+            }
         };
-        let commits = std::sync::Arc::new(CommitQueue::new(writer));
+        let commits = std::sync::Arc::new(CommitQueue::new(runner));
         Ok(Db {
             pool,
             backend,
@@ -392,6 +400,7 @@ impl Db {
         if let Err(e) = self.flush_sent().await {
             tracing::error!(error = %e, "recording deliveries at shutdown: they will be sent again");
         }
+        self.commits.close().await;
         self.pool.close().await;
     }
 

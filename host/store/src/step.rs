@@ -307,7 +307,7 @@ async fn insert_step_errors<E: Exec>(e: &mut E, kept: &[&StepWrite], now: i64) -
 }
 
 /// The pending outbox rows of each stored step, due once its lease has passed.
-fn outbox_rows(kept: &[&StepWrite], now: i64) -> Vec<Vec<OutboxRow>> {
+pub(crate) fn outbox_rows(kept: &[&StepWrite], now: i64) -> Vec<Vec<OutboxRow>> {
     let mut created: Vec<Vec<OutboxRow>> = Vec::with_capacity(kept.len());
     for w in kept {
         created.push(
