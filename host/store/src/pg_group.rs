@@ -218,8 +218,10 @@ pub(crate) struct Postgres {
 
 /// A connection used by one task at a time (the committer, the prober), outside any pool:
 /// sqlx's pool pings a connection before and after each use, two round trips more per
-/// probe or commit. Opened at first use ([`open`]); after an error other than the
-/// statement's own (a lost connection, say) it is dropped, and the next use opens another.
+/// probe or commit. Opened at first use ([`open`]); after any error it is dropped and the
+/// next use opens another: a connection the server ended answers its next statement with
+/// an error of the database's own (`57P01`) before its socket fails, and errors are rare
+/// enough here (a failed group, a lost server) that telling them apart is not worth it.
 struct Dedicated {
     options: sqlx::postgres::PgConnectOptions,
     conn: tokio::sync::Mutex<Option<sqlx::PgConnection>>,
@@ -244,9 +246,7 @@ impl Dedicated {
             None => slot.insert(open(&self.options).await?),
         };
         let out = f(conn).await;
-        if let Err(e) = &out
-            && !matches!(e, sqlx::Error::Database(_))
-        {
+        if out.is_err() {
             *slot = None;
         }
         Ok(out?)
@@ -318,7 +318,8 @@ impl Postgres {
 }
 
 /// The prober: asks the waiting probes, a batch per query, until none waits. A batch whose
-/// query fails is asked again probe by probe, so that each caller gets its own answer.
+/// query fails is asked once more (on a new connection if the old one was lost); if that
+/// fails too, each of its callers gets the error.
 async fn ask(conn: std::sync::Arc<Dedicated>, probes: std::sync::Arc<std::sync::Mutex<Probes>>) {
     loop {
         let batch = {
@@ -334,16 +335,21 @@ async fn ask(conn: std::sync::Arc<Dedicated>, probes: std::sync::Arc<std::sync::
             }
             std::mem::take(&mut p.waiting)
         };
-        match probe(&conn, &batch).await {
+        let found = match probe(&conn, &batch).await {
+            Ok(found) => Ok(found),
+            Err(_) => probe(&conn, &batch).await,
+        };
+        match found {
             Ok(found) => {
                 for (n, p) in batch.into_iter().enumerate() {
                     let _ = p.reply.send(Ok(found.contains(&(n as i64 + 1))));
                 }
             }
-            Err(_) => {
+            Err(e) => {
+                let text = format!("checking provider ids: {e}");
                 for p in batch {
-                    let one = probe(&conn, std::slice::from_ref(&p)).await;
-                    let _ = p.reply.send(one.map(|found| !found.is_empty()));
+                    let failed = sqlx::Error::Protocol(text.clone());
+                    let _ = p.reply.send(Err(failed.into()));
                 }
             }
         }
@@ -378,6 +384,11 @@ impl Postgres {
     }
 }
 
+/// How long opening a message-path connection may take (10 s): its task (the committer,
+/// the prober) waits meanwhile, and every message with it. sqlx's pool waits 30 s for a
+/// connection.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Opens one of the message path's connections. It plans each statement once, without
 /// sequential scans (`plan_cache_mode = force_generic_plan`, `enable_seqscan = off`): its
 /// statements find their rows by key, so one plan serves every run, where PostgreSQL would
@@ -387,7 +398,9 @@ impl Postgres {
 /// commit.
 async fn open(options: &sqlx::postgres::PgConnectOptions) -> sqlx::Result<sqlx::PgConnection> {
     use sqlx::{ConnectOptions, Executor};
-    let mut conn = options.connect().await?;
+    let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, options.connect())
+        .await
+        .map_err(|_| sqlx::Error::PoolTimedOut)??;
     conn.execute("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off")
         .await?;
     Ok(conn)
@@ -590,5 +603,43 @@ mod tests {
         assert_eq!(pg.probes.lock().unwrap().batches, 1, "one query for the 41");
         // Alone, a probe starts a prober of its own.
         assert!(db.seen("c", "u2", "1").await.unwrap());
+    }
+
+    /// The message path's connections killed under it (a server restart, an idle timeout)
+    /// cost nothing lost: the next probe is asked again on a new connection and answers,
+    /// and the next group commit, whose statement fails on the dead one, is committed
+    /// again on the main pool and then on a new connection.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lost_connections_are_opened_again() {
+        let Some(db) = crate::test_postgres().await else {
+            return;
+        };
+        let pool = &db.pool;
+        assert!(
+            db.commit_step(step_of("a", "1", None))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(db.seen("c", "a", "1").await.unwrap());
+        let killed: Vec<(bool,)> = sqlx::query_as(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        assert!(
+            killed.len() >= 2,
+            "the committer's and the prober's: {killed:?}"
+        );
+        assert!(db.seen("c", "a", "1").await.unwrap());
+        assert!(!db.seen("c", "a", "2").await.unwrap());
+        for id in ["2", "3"] {
+            let stored = db.commit_step(step_of(id, id, None)).await.unwrap();
+            assert!(stored.is_some(), "step {id}");
+        }
+        assert!(db.seen("c", "3", "3").await.unwrap());
+        assert_eq!(count(&db, "SELECT COUNT(*) FROM sessions").await, 3);
     }
 }
