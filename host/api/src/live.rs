@@ -163,11 +163,7 @@ async fn converse_revision(
 ) -> ApiResult<(Option<EnvironmentRow>, Arc<Revision>)> {
     Ok(match (&req.environment_name, &req.revision) {
         (Some(name), _) => {
-            let e = app
-                .db
-                .environment_by_name(pid, name)
-                .await?
-                .ok_or_else(|| ApiError::not_found(format!("environment {name}")))?;
+            let e = named_environment(app, pid, name).await?;
             let rev = app.live.environment_revision(&e).await?;
             (Some(e), rev)
         }
@@ -304,11 +300,7 @@ async fn list_transcript(
     let num = |name: &str, default: i64| unix_ms(&q, name, default);
     let start = num("startTimeStamp", 0)?;
     let end = num("endTimeStamp", i64::MAX)?;
-    let env = app
-        .db
-        .environment_by_name(&pid, &env_name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("environment {env_name}")))?;
+    let env = named_environment(&app, &pid, &env_name).await?;
     let rows = app.db.list_transcripts(&pid, &env.name, start, end).await?;
     let s = |v: Option<String>| Json_::String(v.unwrap_or_default());
     Ok(Json(
@@ -496,6 +488,15 @@ async fn environment_param(
     let name = q
         .get("environment")
         .ok_or_else(|| ApiError::bad("environment: the environment's name is required"))?;
+    named_environment(app, pid, name).await
+}
+
+/// Project `pid`'s environment called `name`; a 404 naming it when there is none.
+async fn named_environment(
+    app: &App,
+    pid: &str,
+    name: &str,
+) -> ApiResult<botbox_store::EnvironmentRow> {
     app.db
         .environment_by_name(pid, name)
         .await?
