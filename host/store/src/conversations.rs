@@ -159,7 +159,7 @@ impl Db {
     /// Steps are committed in groups: a step queues its writes, and one committer task
     /// commits everything queued in one transaction, a few statements for the whole group
     /// and one flush to disk, on SQLite's writer thread (`super::writer`, under the write
-    /// turn) or on a PostgreSQL pool connection. While a group commits the next one forms,
+    /// turn) or as one statement on PostgreSQL (`super::pg_group`). While a group commits the next one forms,
     /// so under load a commit's cost is shared by the steps that arrived meanwhile; a step
     /// alone commits at once. A group that fails (a constraint, a PostgreSQL deadlock with
     /// another replica's group) is retried step by step, so one bad step cannot fail the
@@ -228,8 +228,8 @@ impl Db {
 
     /// Records at once the deliveries [`Self::outbox_sent_soon`] still holds, and waits for
     /// a group commit in progress (at shutdown: a delivery not recorded would be sent again
-    /// by the next process). On PostgreSQL a group in progress holds a pool connection,
-    /// which closing the pool waits for.
+    /// by the next process). On PostgreSQL a group in progress holds the committer's
+    /// connection, which closing it waits for ([`CommitQueue::close`]).
     pub(crate) async fn flush_sent(&self) -> DbResult<()> {
         let queue = &self.commits;
         // On SQLite the committer holds the write turn for each group: taking it waits for one.
@@ -251,8 +251,8 @@ impl Db {
     /// chunks; after a stall that may be thousands of ids, the same work that separate
     /// transactions would do). Deliveries with no step to ride with get a transaction of their
     /// own once due ([`SENT_DELAY`], [`SENT_MAX`]). The transactions run on the SQLite writer
-    /// thread ([`super::writer`]), this task holding the write turn meanwhile, or on a
-    /// PostgreSQL pool connection.
+    /// thread ([`super::writer`]), this task holding the write turn meanwhile, or on
+    /// PostgreSQL's committer connection (`super::pg_group`).
     async fn commit_queued(self, queue: std::sync::Arc<CommitQueue>) {
         #[cfg(test)]
         queue
@@ -341,7 +341,8 @@ impl Db {
     /// One transaction for `writes` (a group commit, without delivery records; see
     /// `group_statements`), on the path the backend's live commits take: on SQLite the
     /// writer thread, under the write turn (a group that fails is retried step by step
-    /// there); on PostgreSQL a pool connection (a failure fails the call). Public so that
+    /// there); on PostgreSQL the group's one statement when it fits, else a pool
+    /// connection (a failure fails the call). Public so that
     /// tests can form a group of their choosing.
     pub async fn commit_together(&self, writes: Vec<StepWrite>) -> DbResult<Vec<Committed>> {
         match &self.commits.runner {

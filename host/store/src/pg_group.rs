@@ -218,20 +218,42 @@ pub(crate) struct Postgres {
 
 /// A connection used by one task at a time (the committer, the prober), outside any pool:
 /// sqlx's pool pings a connection before and after each use, two round trips more per
-/// probe or commit. Opened at first use ([`open`]); after any error it is dropped and the
-/// next use opens another: a connection the server ended answers its next statement with
-/// an error of the database's own (`57P01`) before its socket fails, and errors are rare
-/// enough here (a failed group, a lost server) that telling them apart is not worth it.
+/// probe or commit. Opened at first use ([`open`]), named in `pg_stat_activity` by its
+/// task (`botbox-committer`, `botbox-prober`). After an error it is dropped and the next
+/// use opens another, unless the error was the statement's own conflict ([`keeps`]): a
+/// connection the server ended answers its next statement with an error of the database's
+/// own (`57P01`) before its socket fails. A use that outlasts [`STATEMENT_TIMEOUT`] fails and
+/// drops it too (a server gone without closing the socket would hold the task, and every
+/// message behind it, for ever).
 struct Dedicated {
     options: sqlx::postgres::PgConnectOptions,
     conn: tokio::sync::Mutex<Option<sqlx::PgConnection>>,
+    /// Set at shutdown: no use opens a connection again.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+/// How long one statement of the message path may take (30 s, as long as sqlx's pool
+/// waits for a connection). A group's statement takes milliseconds.
+const STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether the connection stays after error `e`: a constraint (class 23: another replica
+/// recorded a provider id first, the very race the group's statement fails on) or a
+/// deadlock or serialization failure (class 40) leave it sound.
+fn keeps(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => d
+            .code()
+            .is_some_and(|c| c.starts_with("23") || c.starts_with("40")),
+        _ => false,
+    }
 }
 
 impl Dedicated {
-    fn new(options: &sqlx::postgres::PgConnectOptions) -> Dedicated {
+    fn new(options: &sqlx::postgres::PgConnectOptions, task: &str) -> Dedicated {
         Dedicated {
-            options: options.clone(),
+            options: options.clone().application_name(task),
             conn: Default::default(),
+            closed: Default::default(),
         }
     }
 
@@ -241,21 +263,32 @@ impl Dedicated {
         f: impl AsyncFnOnce(&mut sqlx::PgConnection) -> sqlx::Result<T>,
     ) -> DbResult<T> {
         let mut slot = self.conn.lock().await;
+        if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(sqlx::Error::PoolClosed.into());
+        }
         let conn = match &mut *slot {
             Some(c) => c,
             None => slot.insert(open(&self.options).await?),
         };
-        let out = f(conn).await;
-        if out.is_err() {
+        let out = tokio::time::timeout(STATEMENT_TIMEOUT, f(conn))
+            .await
+            .unwrap_or_else(|_| {
+                let late = std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in 30 s");
+                Err(sqlx::Error::Io(late))
+            });
+        if out.as_ref().is_err_and(|e| !keeps(e)) {
             *slot = None;
         }
         Ok(out?)
     }
 
-    /// Closes the connection, once a use in progress has ended.
+    /// Closes the connection once a use in progress has ended; later uses fail.
     async fn close(&self) {
         use sqlx::Connection;
-        if let Some(c) = self.conn.lock().await.take() {
+        let mut slot = self.conn.lock().await;
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(c) = slot.take() {
             let _ = c.close().await;
         }
     }
@@ -371,8 +404,8 @@ impl Postgres {
             .parse()
             .map_err(|e| anyhow::anyhow!("the database URL: {e}"))?;
         Ok(Postgres {
-            committer: Dedicated::new(&options),
-            prober: std::sync::Arc::new(Dedicated::new(&options)),
+            committer: Dedicated::new(&options, "botbox-committer"),
+            prober: std::sync::Arc::new(Dedicated::new(&options, "botbox-prober")),
             probes: Default::default(),
         })
     }
@@ -546,7 +579,9 @@ mod tests {
             tokio::spawn(async move { db.commit_step(w).await })
         });
         // The group's dedupe insert waits for `other`'s uncommitted record of the same key.
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while count(&db, WAITING).await == 0 {
+            assert!(std::time::Instant::now() < give_up, "no statement waited");
             tokio::task::yield_now().await;
         }
         other.commit().await.unwrap();
@@ -624,14 +659,15 @@ mod tests {
         assert!(db.seen("c", "a", "1").await.unwrap());
         let killed: Vec<(bool,)> = sqlx::query_as(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+             WHERE datname = current_database() AND application_name LIKE 'botbox-%'",
         )
         .fetch_all(pool)
         .await
         .unwrap();
-        assert!(
-            killed.len() >= 2,
-            "the committer's and the prober's: {killed:?}"
+        assert_eq!(
+            killed,
+            [(true,), (true,)],
+            "the committer's and the prober's"
         );
         assert!(db.seen("c", "a", "1").await.unwrap());
         assert!(!db.seen("c", "a", "2").await.unwrap());
@@ -641,5 +677,10 @@ mod tests {
         }
         assert!(db.seen("c", "3", "3").await.unwrap());
         assert_eq!(count(&db, "SELECT COUNT(*) FROM sessions").await, 3);
+        // Step 2's statement met the dead connection (its group was committed again on the
+        // main pool); step 3's ran on a new one.
+        let committers = "SELECT COUNT(*) FROM pg_stat_activity \
+                          WHERE datname = current_database() AND application_name = 'botbox-committer'";
+        assert_eq!(count(&db, committers).await, 1);
     }
 }

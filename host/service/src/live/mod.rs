@@ -1259,23 +1259,17 @@ impl Live {
         Ok(self.io_on_main(io).await??)
     }
 
-    /// A step's commit. On SQLite it only queues the step for the group committer, which
-    /// runs on the runtime that opened the database whoever starts it (`db::CommitQueue`),
-    /// and the writer thread: nothing is opened here, so it runs where it is called (a task
-    /// spawned per commit of a tenant over its share would be work on the main runtime for
-    /// nothing). On PostgreSQL it uses the pool: [`Live::stored`].
+    /// A step's commit. It only queues the step for the group committer, which runs on the
+    /// runtime that opened the database whoever starts it (`db::CommitQueue`), with the
+    /// SQLite writer thread or PostgreSQL's committer connection: nothing is opened here,
+    /// so it runs where it is called (a task spawned per commit of a tenant over its share
+    /// would be work on the main runtime for nothing).
     async fn commit(
         &self,
         mut w: botbox_store::StepWrite,
     ) -> Result<Option<Vec<botbox_store::OutboxRow>>, LiveError> {
         w.background = botbox_lanes::in_background();
-        match self.db.backend {
-            botbox_store::Backend::Sqlite => Ok(self.db.commit_step(w).await?),
-            botbox_store::Backend::Postgres => {
-                let db = self.db.clone();
-                self.stored(async move { db.commit_step(w).await }).await
-            }
-        }
+        Ok(self.db.commit_step(w).await?)
     }
 
     /// Forgets cached routes: called after any change to projects, deployments,
