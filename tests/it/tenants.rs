@@ -67,8 +67,21 @@ async fn revisions(api: &common::Api, admin: &str, pid: &str) -> usize {
     r["data"].as_array().unwrap().len()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nobody_acts_on_a_project_that_is_not_theirs() {
+/// Everyone of the story, logged in with the CLI: the administrator, two developers whose
+/// bots share a name, and a team's teamAdmin (`ta`), developer (`tdev`) and viewer (`tview`).
+struct Cast {
+    server: Server,
+    api: common::Api,
+    admin_token: String,
+    admin: Person,
+    dev1: Person,
+    dev2: Person,
+    ta: Person,
+    tdev: Person,
+    tview: Person,
+}
+
+async fn cast() -> Cast {
     let server = Server::start(Backend::Sqlite, &[]).await;
     let api = server.api();
     let admin_token = api.admin_token().await;
@@ -86,7 +99,68 @@ async fn nobody_acts_on_a_project_that_is_not_theirs() {
     ] {
         p.login(name, &format!("{name}-password"));
     }
+    Cast {
+        server,
+        api,
+        admin_token,
+        admin,
+        dev1,
+        dev2,
+        ta,
+        tdev,
+        tview,
+    }
+}
 
+/// `p` makes and pushes a bot named `mybot`; the project it is bound to.
+fn push_mybot(p: &Person) -> String {
+    ok(p.run("", &["init", "mybot"]));
+    ok(p.run("mybot", &["push"]));
+    p.bound("mybot")
+}
+
+/// Team acme: its teamAdmin invites a developer and a viewer, and pushes a bot made for
+/// the team, `teambot`, whose first push creates the team's project. The project's id and
+/// the team's.
+async fn team_acme(c: &Cast) -> (String, String) {
+    let Cast { ta, tview, .. } = c;
+    ok(ta.run("", &["team", "create", "acme"]));
+    ok(ta.run(
+        "",
+        &["team", "invite", "acme", "tdev", "--role", "developer"],
+    ));
+    ok(ta.run("", &["team", "invite", "acme", "tview", "--role", "viewer"]));
+    let members = ok(tview.run("", &["team", "members", "acme"]));
+    for line in ["ta  teamAdmin", "tdev  developer", "tview  viewer"] {
+        assert!(members.contains(line), "{members}");
+    }
+    ok(ta.run("", &["init", "teambot", "--team", "acme"]));
+    let o = ok(ta.run("teambot", &["push"]));
+    assert!(o.contains("to project teambot of team acme"), "{o}");
+    let pt = ta.bound("teambot");
+    let owner = c
+        .api
+        .get(&format!("/projects/{pt}"), &c.admin_token)
+        .await
+        .ok();
+    (pt, s(&owner["owner"]["id"]))
+}
+
+/// Two developers and the administrator each push a bot named mybot: three projects, each
+/// bound to its folder and saying whose it is; nobody reaches another's by its name, and a
+/// developer not even by its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn projects_of_one_name_stay_their_owners() {
+    let c = cast().await;
+    let Cast {
+        api,
+        admin_token,
+        admin,
+        dev1,
+        dev2,
+        ..
+    } = &c;
+    let admin_token = admin_token.as_str();
     // Two developers and the administrator each push a bot named mybot: three projects,
     // each bound to its folder, each saying whose it is.
     let mut pids = Vec::new();
@@ -110,11 +184,11 @@ async fn nobody_acts_on_a_project_that_is_not_theirs() {
     // The administrator's push and deploy went to the administrator's own project.
     ok(admin.run("mybot", &["deploy"]));
     assert_eq!(
-        revisions(&api, &admin_token, p1).await,
+        revisions(api, admin_token, p1).await,
         2,
         "dev1's: the empty one and dev1's push"
     );
-    assert_eq!(revisions(&api, &admin_token, pa).await, 2);
+    assert_eq!(revisions(api, admin_token, pa).await, 2);
     let o = ok(admin.run("mybot", &["env", "list"]));
     assert!(o.contains("development"), "{o}");
     assert!(ok(dev1.run("mybot", &["env", "list"])).contains("No environments"));
@@ -132,33 +206,32 @@ async fn nobody_acts_on_a_project_that_is_not_theirs() {
         "is not one you can reach",
     );
     // The administrator lists its own projects; every tenant's only when asked.
-    let own = api.get("/projects", &admin_token).await.ok();
+    let own = api.get("/projects", admin_token).await.ok();
     assert_eq!(own["total"], 1);
     assert_eq!(
         own["data"][0]["owner"],
         json!({"id": own["data"][0]["owner"]["id"], "type": "user", "name": "admin"})
     );
     assert_eq!(
-        api.get("/projects?owner=all", &admin_token).await.ok()["total"],
+        api.get("/projects?owner=all", admin_token).await.ok()["total"],
         3
     );
+}
 
-    // A team: its teamAdmin invites a developer and a viewer.
-    ok(ta.run("", &["team", "create", "acme"]));
-    ok(ta.run(
-        "",
-        &["team", "invite", "acme", "tdev", "--role", "developer"],
-    ));
-    ok(ta.run("", &["team", "invite", "acme", "tview", "--role", "viewer"]));
-    let members = ok(tview.run("", &["team", "members", "acme"]));
-    for line in ["ta  teamAdmin", "tdev  developer", "tview  viewer"] {
-        assert!(members.contains(line), "{members}");
-    }
-    // A bot made for the team: its first push creates the team's project.
-    ok(ta.run("", &["init", "teambot", "--team", "acme"]));
-    let o = ok(ta.run("teambot", &["push"]));
-    assert!(o.contains("to project teambot of team acme"), "{o}");
-    let pt = ta.bound("teambot");
+/// The team's members reach its project with their own login, by the committed binding, as
+/// their role says; someone outside the team learns nothing even holding the folder, and a
+/// name alone is looked up among the member's own projects only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teams_members_reach_its_project_as_their_role_says() {
+    let c = cast().await;
+    let (pt, _) = team_acme(&c).await;
+    let Cast {
+        ta,
+        tdev,
+        tview,
+        dev1,
+        ..
+    } = &c;
     // Members reach it with their own login, by the committed binding, as their role says.
     for p in [&tdev, &tview, &dev1] {
         copy_dir(&ta.dir("teambot"), &p.dir("teambot"));
@@ -187,9 +260,19 @@ async fn nobody_acts_on_a_project_that_is_not_theirs() {
         e.contains(&format!("{pt} (team acme)")) && e.contains("--project"),
         "{e}"
     );
+}
 
-    // A CI job deploys with a workspace key alone.
-    let acme = s(&api.get(&format!("/projects/{pt}"), &admin_token).await.ok()["owner"]["id"]);
+/// A CI job deploys with a workspace key alone, or kept by `login -t`; the key never reaches
+/// beyond its workspace, nor administration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_key_deploys_and_reaches_nothing_else() {
+    let c = cast().await;
+    let (_, acme) = team_acme(&c).await;
+    let p1 = push_mybot(&c.dev1);
+    let p1 = p1.as_str();
+    let Cast {
+        server, api, ta, ..
+    } = &c;
     let ta_token = api.login("ta", "ta-password").await["id"]
         .as_str()
         .unwrap()
@@ -202,7 +285,7 @@ async fn nobody_acts_on_a_project_that_is_not_theirs() {
         )
         .await
         .ok()["key"]);
-    let ci = Person::new(&server);
+    let ci = Person::new(server);
     copy_dir(&ta.dir("teambot"), &ci.dir("teambot"));
     let with_key = |args: &[&str]| {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
@@ -238,7 +321,17 @@ async fn nobody_acts_on_a_project_that_is_not_theirs() {
     let r = api.get("/users", &key).await;
     assert_eq!(r.status, 403, "{}", r.text);
     assert!(r.text.contains("workspace key"), "{}", r.text);
+}
 
+/// Who is who: the administrator's user list, nobody else's; token answers say what they
+/// act for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn who_is_who_and_what_a_token_acts_for() {
+    let c = cast().await;
+    let (_, acme) = team_acme(&c).await;
+    let Cast {
+        api, admin, dev1, ..
+    } = &c;
     // Who is who: the administrator's user list; nobody else's.
     let users = ok(admin.run("", &["user", "list"]));
     assert!(
