@@ -895,8 +895,10 @@ async fn a_run_in_flight_when_the_server_dies_ends_failed_on_sqlite() {
     a_run_in_flight_when_the_server_dies_ends_failed(Backend::Sqlite).await
 }
 
+/// A retry with the same idempotency key replays the run, the key with another body is
+/// refused, and a spent chat quota answers 429 with its fields; reads have their own policy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rate_limits_idempotency_cors_and_docs() {
+async fn idempotent_retries_replay_and_a_spent_quota_answers_429() {
     let server = InProcess::start_with(
         Backend::Sqlite,
         botbox_api::ApiConfig {
@@ -981,8 +983,17 @@ async fn rate_limits_idempotency_cors_and_docs() {
             .status,
         200
     );
+}
 
-    // CORS: a preflight is answered without a key, and the ids and limits are exposed.
+/// CORS: a preflight is answered without a key, and the ids and limits are exposed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_preflights_need_no_key_and_expose_the_ids_and_limits() {
+    let server = InProcess::start(Backend::Sqlite).await;
+    let a = agent_on(server, example_bot("hello")).await;
+    let chat = json!({"messages": [user_msg("u1", "check jo")]});
+    let first = a.v1("POST", "/v1/chat", Some(chat)).await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    let first = first.json();
     let pre = a
         .api
         .send(
@@ -1022,8 +1033,13 @@ async fn rate_limits_idempotency_cors_and_docs() {
     ] {
         assert!(exposed.contains(h), "{exposed}");
     }
+}
 
-    // The /v1 routes are documented.
+/// The /v1 routes are in the OpenAPI document, and the playground page and script are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_v1_routes_are_documented_and_the_playground_served() {
+    let server = InProcess::start(Backend::Sqlite).await;
+    let a = agent_on(server, example_bot("hello")).await;
     let doc = a.api.call("GET", "/openapi.json", None, None).await.json();
     for p in [
         "/v1/chat",
