@@ -139,41 +139,38 @@ async fn count(db: &botbox_store::Db, sql: &str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(&db.pool).await.unwrap()
 }
 
-on_both_backends!(the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest);
-
-async fn the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest(backend: Backend) {
-    // A database alone: a server's own pruner would race with the test's.
-    let bare = BareDb::new(backend).await;
-    let db = bare.db.clone();
-    let now = now_ms();
+/// Rows of every table the pruner visits, some past their window and some not (their ids
+/// say which), as of `now`; how many delivered outbox rows are past their minute (more
+/// than one batch holds).
+async fn expired_and_kept_rows(db: &botbox_store::Db, now: i64) -> usize {
     // More delivered rows past their minute than one batch holds.
     let old_sent = PRUNE_BATCH as usize * 2 + 7;
     for i in 0..old_sent {
-        outbox(&db, &format!("old-sent-{i}"), "sent", now - 2 * MINUTE).await;
+        outbox(db, &format!("old-sent-{i}"), "sent", now - 2 * MINUTE).await;
     }
-    outbox(&db, "young-sent", "sent", now - 10_000).await;
+    outbox(db, "young-sent", "sent", now - 10_000).await;
     // Undelivered: kept whatever their age.
-    outbox(&db, "pending-old", "pending", now - 30 * DAY).await;
-    outbox(&db, "failed-old", "failed", now - 8 * DAY).await;
-    outbox(&db, "failed-young", "failed", now - DAY).await;
-    transcript(&db, "t-old", now - 91 * DAY).await;
-    transcript(&db, "t-young", now - 89 * DAY).await;
-    seen(&db, "s-old", now - 8 * DAY).await;
-    seen(&db, "s-young", now - 6 * DAY).await;
-    task_with_artifact(&db, "done-old", "done", now - 31 * DAY).await;
-    task_with_artifact(&db, "failed-old", "failed", now - 31 * DAY).await;
-    task_with_artifact(&db, "done-young", "done", now - 29 * DAY).await;
+    outbox(db, "pending-old", "pending", now - 30 * DAY).await;
+    outbox(db, "failed-old", "failed", now - 8 * DAY).await;
+    outbox(db, "failed-young", "failed", now - DAY).await;
+    transcript(db, "t-old", now - 91 * DAY).await;
+    transcript(db, "t-young", now - 89 * DAY).await;
+    seen(db, "s-old", now - 8 * DAY).await;
+    seen(db, "s-young", now - 6 * DAY).await;
+    task_with_artifact(db, "done-old", "done", now - 31 * DAY).await;
+    task_with_artifact(db, "failed-old", "failed", now - 31 * DAY).await;
+    task_with_artifact(db, "done-young", "done", now - 29 * DAY).await;
     // Waiting for a review: its artifacts stay however old.
-    task_with_artifact(&db, "review-old", "review", now - 60 * DAY).await;
-    run(&db, "run-old", "completed", Some(now - 25 * 3600 * 1000)).await;
-    run(&db, "run-young", "completed", Some(now - 23 * 3600 * 1000)).await;
-    run(&db, "run-live", "in_progress", None).await;
+    task_with_artifact(db, "review-old", "review", now - 60 * DAY).await;
+    run(db, "run-old", "completed", Some(now - 25 * 3600 * 1000)).await;
+    run(db, "run-young", "completed", Some(now - 23 * 3600 * 1000)).await;
+    run(db, "run-live", "in_progress", None).await;
     for (id, at) in [
         ("idem-old", now - 25 * 3600 * 1000),
         ("idem-young", now - 1000),
     ] {
         exec(
-            &db,
+            db,
             &format!(
                 "INSERT INTO v1_idempotency (scope, owner, fingerprint, status, headers, body, \
                  created_at) VALUES ('{id}', 'o', 'f', 200, '{{}}', '', {at})"
@@ -183,7 +180,7 @@ async fn the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest(backend: 
     }
     for (id, at) in [("rcpt-old", now - 8 * DAY), ("rcpt-young", now - 6 * DAY)] {
         exec(
-            &db,
+            db,
             &format!(
                 "INSERT INTO inbound_hook_receipts (hook_id, webhook_id, task_id, created_at) \
                  VALUES ('h', '{id}', 't', {at})"
@@ -191,22 +188,34 @@ async fn the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest(backend: 
         )
         .await;
     }
-    webhook_message(&db, "wm-old", "delivered", now - 31 * DAY).await;
-    webhook_message(&db, "wm-failed-old", "failed", now - 31 * DAY).await;
-    webhook_message(&db, "wm-young", "delivered", now - 29 * DAY).await;
+    webhook_message(db, "wm-old", "delivered", now - 31 * DAY).await;
+    webhook_message(db, "wm-failed-old", "failed", now - 31 * DAY).await;
+    webhook_message(db, "wm-young", "delivered", now - 29 * DAY).await;
     // Still being retried: kept whatever its age.
-    webhook_message(&db, "wm-pending-old", "pending", now - 60 * DAY).await;
+    webhook_message(db, "wm-pending-old", "pending", now - 60 * DAY).await;
     // Transcripts by their project's window: the server's (90 days) for `p`, an
     // administrator's 365 days for `keep`, for ever for `ever`, 7 days for `short`.
-    project(&db, "p", None).await;
-    project(&db, "keep", Some(365)).await;
-    project(&db, "ever", Some(0)).await;
-    project(&db, "short", Some(7)).await;
-    transcript_of(&db, "keep", "keep-200d", now - 200 * DAY).await;
-    transcript_of(&db, "keep", "keep-400d", now - 400 * DAY).await;
-    transcript_of(&db, "ever", "ever-1000d", now - 1000 * DAY).await;
-    transcript_of(&db, "short", "short-8d", now - 8 * DAY).await;
-    transcript_of(&db, "short", "short-6d", now - 6 * DAY).await;
+    project(db, "p", None).await;
+    project(db, "keep", Some(365)).await;
+    project(db, "ever", Some(0)).await;
+    project(db, "short", Some(7)).await;
+    transcript_of(db, "keep", "keep-200d", now - 200 * DAY).await;
+    transcript_of(db, "keep", "keep-400d", now - 400 * DAY).await;
+    transcript_of(db, "ever", "ever-1000d", now - 1000 * DAY).await;
+    transcript_of(db, "short", "short-8d", now - 8 * DAY).await;
+    transcript_of(db, "short", "short-6d", now - 6 * DAY).await;
+
+    old_sent
+}
+
+on_both_backends!(the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest);
+
+async fn the_pruner_deletes_expired_rows_in_batches_and_keeps_the_rest(backend: Backend) {
+    // A database alone: a server's own pruner would race with the test's.
+    let bare = BareDb::new(backend).await;
+    let db = bare.db.clone();
+    let now = now_ms();
+    let old_sent = expired_and_kept_rows(&db, now).await;
 
     // One batch: exactly PRUNE_BATCH rows go, the rest of them stay whole.
     let n = db
