@@ -4,7 +4,10 @@
 use crate::common::*;
 use serde_json::{Value, json};
 
-on_both_backends!(analytics_aggregate_a_known_conversation);
+on_both_backends!(
+    analytics_aggregate_a_known_conversation,
+    days_and_bad_ranges_answer_clearly,
+);
 
 /// Three messages of two users to the hello bot now, and one line (its step took 2.5 ms) and
 /// one error two hours earlier: two hourly buckets with their counts and step latencies, the
@@ -22,42 +25,7 @@ async fn analytics_aggregate_a_known_conversation(backend: Backend) {
     const HOUR: i64 = 3_600_000;
     let now = botbox_store::now_ms();
     let earlier = (now / HOUR - 2) * HOUR + 60_000;
-    let db = server.db().await;
-    sqlx::query(
-        "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, \
-         user_id, direction, message, flow, intent, state, created_at, step_us) VALUES \
-         ('old', $1, $2, 'production', 'c', 'cid', 'in', '{}', 'hello', NULL, 'init', $3, 2567)",
-    )
-    .bind(&pid)
-    .bind(&env)
-    .bind(earlier)
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    db.insert_bot_errors(&[botbox_service::live::new_bot_error(
-        &pid,
-        &env,
-        ("c", Some("u1")),
-        "bot",
-        "method boom threw",
-    )])
-    .await
-    .unwrap();
-    sqlx::query("UPDATE bot_errors SET created_at = $1")
-        .bind(earlier)
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    // The backdated line and error stand for history a server meets on its first rollup
-    // pass: rolled up from the hour of the oldest, the live messages' hour still open.
-    for sql in ["DELETE FROM rollup_progress", "DELETE FROM rollups"] {
-        sqlx::query(sql).execute(&db.pool).await.unwrap();
-    }
-    let rolled = db
-        .roll_up(now, std::time::Duration::from_secs(60))
-        .await
-        .unwrap();
-    assert!(rolled > earlier && rolled <= now, "rolled up to {rolled}");
+    backdated_history(&server.db().await, (&pid, &env), earlier, now).await;
 
     let path = format!(
         "/projects/{pid}/analytics?environment=production&from={}&to={}",
@@ -126,8 +94,59 @@ async fn analytics_aggregate_a_known_conversation(backend: Backend) {
         json!([{"name": "greeting", "count": 2}, {"name": "fallback", "count": 1}])
     );
     assert_eq!(a["topFlows"], json!([{"name": "hello", "count": 4}]));
+}
 
-    // Days, and clear errors for a bad range or bucket.
+/// One line (its step took 2.5 ms) and one bot error of project `pid`'s environment `env`
+/// at `earlier`, then a first rollup pass at `now`: history a server meets on its first
+/// pass, rolled up from the hour of the oldest, the live messages' hour still open.
+async fn backdated_history(
+    db: &botbox_store::Db,
+    (pid, env): (&str, &str),
+    earlier: i64,
+    now: i64,
+) {
+    sqlx::query(
+        "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, \
+         user_id, direction, message, flow, intent, state, created_at, step_us) VALUES \
+         ('old', $1, $2, 'production', 'c', 'cid', 'in', '{}', 'hello', NULL, 'init', $3, 2567)",
+    )
+    .bind(pid)
+    .bind(env)
+    .bind(earlier)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    db.insert_bot_errors(&[botbox_service::live::new_bot_error(
+        pid,
+        env,
+        ("c", Some("u1")),
+        "bot",
+        "method boom threw",
+    )])
+    .await
+    .unwrap();
+    sqlx::query("UPDATE bot_errors SET created_at = $1")
+        .bind(earlier)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    for sql in ["DELETE FROM rollup_progress", "DELETE FROM rollups"] {
+        sqlx::query(sql).execute(&db.pool).await.unwrap();
+    }
+    let rolled = db
+        .roll_up(now, std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(rolled > earlier && rolled <= now, "rolled up to {rolled}");
+}
+
+/// Days as buckets, and a clear error for an unknown bucket or a range that ends before
+/// it starts.
+async fn days_and_bad_ranges_answer_clearly(backend: Backend) {
+    let server = InProcess::start(backend).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let (pid, _) = deploy(&api, &admin, example_bot("hello")).await;
     let day = api
         .get(
             &format!("/projects/{pid}/analytics?environment=production&bucket=day"),
