@@ -221,7 +221,21 @@ fn user_msg(id: &str, text: &str) -> Value {
 
 // ---------------------------------------------------------------------------------------------
 
-async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
+/// A run of the agent's key, streamed to its end: the run's id and its conversation's.
+async fn finished_run<S>(a: &Agent<S>) -> (String, String) {
+    let r = a
+        .chat(json!({"messages": [user_msg("m1", "check alice")]}), false)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let started = r.json();
+    let run = s(&started["runId"]);
+    assert!(a.stream(&run).await.text.ends_with("data: [DONE]\n\n"));
+    (run, s(&started["conversationId"]))
+}
+
+/// An environment's key is listed by its hint and stored as a hash, never itself; neither a
+/// viewer nor a developer without a relation to the project may make one.
+async fn keys_are_listed_by_hint_and_stored_hashed(backend: Backend) {
     let a = agent_on(InProcess::start(backend).await, example_bot("hello")).await;
     let api = &a.api;
     // Listed by hint, never the key itself.
@@ -260,16 +274,13 @@ async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
     let path = format!("/projects/{}/environments/{}/keys", a.pid, a.env);
     assert_eq!(api.post(&path, &viewer, json!({})).await.status, 404);
     assert_eq!(api.post(&path, &dev, json!({})).await.status, 404);
+}
 
-    // The key works; a second environment's key does not reach the first one's runs.
-    let r = a
-        .chat(json!({"messages": [user_msg("m1", "check alice")]}), false)
-        .await;
-    assert_eq!(r.status, 200);
-    let started = r.json();
-    let run = s(&started["runId"]);
-    let full = a.stream(&run).await.text;
-    assert!(full.ends_with("data: [DONE]\n\n"));
+/// A second environment's key does not reach the first one's runs or conversations.
+async fn a_key_reaches_its_environments_runs_only(backend: Backend) {
+    let a = agent_on(InProcess::start(backend).await, example_bot("hello")).await;
+    let api = &a.api;
+    let (run, conv) = finished_run(&a).await;
     let other_env = api
         .post(
             &format!("/projects/{}/environments", a.pid),
@@ -296,7 +307,6 @@ async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
         assert_eq!(r.status, 404, "{path}: {}", r.text);
         assert_eq!(r.header("content-type"), Some("application/problem+json"));
     }
-    let conv = s(&started["conversationId"]);
     let r = api
         .post(
             "/v1/chat",
@@ -305,8 +315,13 @@ async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
         )
         .await;
     assert_eq!(r.status, 404, "{}", r.text);
+}
 
-    // A workspace key (the user's own namespace) cannot chat.
+/// A workspace key (the user's own namespace) cannot chat nor read a run.
+async fn a_workspace_key_cannot_chat(backend: Backend) {
+    let a = agent_on(InProcess::start(backend).await, example_bot("hello")).await;
+    let api = &a.api;
+    let (run, _) = finished_run(&a).await;
     let ws_key = a.workspace_key("ws").await;
     assert!(ws_key.starts_with("sk-ws-"));
     let r = api
@@ -322,8 +337,16 @@ async fn keys_are_scoped_shown_once_and_revoked_at_once(backend: Backend) {
         api.get(&format!("/v1/chat/{run}"), &ws_key).await.status,
         403
     );
+}
 
-    // Revoked: the very next request fails.
+/// A revoked key fails at its very next request, with a problem whose `type` is a page of
+/// this server; made-up and malformed keys get the same answer.
+async fn a_revoked_key_fails_at_once_like_a_made_up_one(backend: Backend) {
+    let a = agent_on(InProcess::start(backend).await, example_bot("hello")).await;
+    let api = &a.api;
+    let (run, _) = finished_run(&a).await;
+    let path = format!("/projects/{}/environments/{}/keys", a.pid, a.env);
+    let list = api.get(&path, &a.admin).await.ok();
     assert_eq!(
         a.v1("GET", &format!("/v1/chat/{run}"), None).await.status,
         200
@@ -879,7 +902,10 @@ async fn a_run_in_flight_when_the_server_dies_ends_failed(backend: Backend) {
 on_both_backends!(
     ended_runs_are_pruned_after_their_retention,
     invalid_keys_are_limited_per_address,
-    keys_are_scoped_shown_once_and_revoked_at_once,
+    keys_are_listed_by_hint_and_stored_hashed,
+    a_key_reaches_its_environments_runs_only,
+    a_workspace_key_cannot_chat,
+    a_revoked_key_fails_at_once_like_a_made_up_one,
     chat_streams_tools_and_texts_and_replays_byte_identical,
     rich_replies_and_data_parts,
     js_methods_are_tool_calls,
