@@ -43,7 +43,9 @@ on_both_backends!(
     ids_of_another_project_never_match_under_this_one,
     // Revisions, teams, refused input and limits.
     revisions_are_validated_and_immutable,
-    teams_and_team_tokens,
+    only_a_team_admin_adds_members,
+    a_team_token_makes_the_teams_projects,
+    a_team_goes_only_empty_and_by_its_admin,
     bad_input_changes_nothing,
     rate_limit,
     servers_starting_together_create_one_admin,
@@ -696,10 +698,22 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
     }
 }
 
-async fn teams_and_team_tokens(backend: Backend) {
+/// Team acme made by alice, bob its member with `role`; its id.
+async fn acme_with_bob(api: &Api, alice: &str, bob_id: &str, role: &str) -> String {
+    let tid = s(&api
+        .post("/teams", alice, json!({"name": "acme"}))
+        .await
+        .ok()["id"]);
+    set_role(api, &tid, bob_id, alice, role).await.ok();
+    tid
+}
+
+/// A team's maker is its teamAdmin, its name is taken once, and only a teamAdmin adds
+/// members, with a known role; a member sees the team at once, and manages it only as a
+/// teamAdmin.
+async fn only_a_team_admin_adds_members(backend: Backend) {
     let (_server, api, admin, (alice_id, alice)) = with_alice(backend).await;
     let (bob_id, bob) = api.user(&admin, "bob", "developer").await;
-
     let team = api
         .post("/teams", &alice, json!({"name": "acme"}))
         .await
@@ -766,9 +780,15 @@ async fn teams_and_team_tokens(backend: Backend) {
             .status,
         403
     );
+}
 
-    // A team token: bob's projects made with it belong to the team; alice sees them through
-    // her own team token and, as a member, through her own login token too.
+/// A team token: bob's projects made with it belong to the team; alice sees them through
+/// her own team token and, as a member, through her own login token too. Demoted to
+/// viewer, bob's same team token reads but cannot write.
+async fn a_team_token_makes_the_teams_projects(backend: Backend) {
+    let (_server, api, admin, (_, alice)) = with_alice(backend).await;
+    let (bob_id, bob) = api.user(&admin, "bob", "developer").await;
+    let tid = acme_with_bob(&api, &alice, &bob_id, "developer").await;
     let t = api
         .post("/tokens", &bob, json!({"type": "team", "teamName": "acme"}))
         .await
@@ -811,8 +831,18 @@ async fn teams_and_team_tokens(backend: Backend) {
         .status,
         403
     );
+}
 
-    // A team with projects cannot be deleted; a viewer cannot delete it at all.
+/// A team with projects cannot be deleted, and a viewer cannot delete one at all; an empty
+/// team goes.
+async fn a_team_goes_only_empty_and_by_its_admin(backend: Backend) {
+    let (_server, api, admin, (_, alice)) = with_alice(backend).await;
+    let (bob_id, bob) = api.user(&admin, "bob", "developer").await;
+    let tid = acme_with_bob(&api, &alice, &bob_id, "viewer").await;
+    let alice_team = api.team_token(&alice, &tid).await;
+    api.post("/projects", &alice_team, json!({"name": "shared"}))
+        .await
+        .ok();
     assert_eq!(api.delete("/teams/acme", &bob).await.status, 403);
     assert_eq!(api.delete("/teams/acme", &alice).await.status, 409);
     let empty = api
