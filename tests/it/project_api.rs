@@ -47,6 +47,7 @@ on_both_backends!(
     a_team_token_makes_the_teams_projects,
     a_team_goes_only_empty_and_by_its_admin,
     bad_input_changes_nothing,
+    the_other_documented_errors_have_their_bodies,
     rate_limit,
     servers_starting_together_create_one_admin,
 );
@@ -1142,6 +1143,8 @@ async fn ids_of_another_project_never_match_under_this_one(backend: Backend) {
     assert_eq!(t.api.get(&path, &t.admin).await.status, 404);
 }
 
+/// Malformed bodies, wrong types, bad options and bad paging each answer 400 with the
+/// documented prefix and a detail naming what is wrong, and change nothing.
 async fn bad_input_changes_nothing(backend: Backend) {
     let (_server, api, admin, pid) = admin_project(backend).await;
     let before = api.get(&format!("/projects/{pid}"), &admin).await.ok();
@@ -1231,8 +1234,13 @@ async fn bad_input_changes_nothing(backend: Backend) {
         before
     );
     assert_eq!(api.get("/projects", &admin).await.ok()["total"], 1);
+}
 
-    // The other documented errors, with their bodies.
+/// The other documented errors, with their bodies: no token, a wrong password (the same
+/// for a user that does not exist), a viewer's write, an unknown project or route; and the
+/// token in the query string, as documented.
+async fn the_other_documented_errors_have_their_bodies(backend: Backend) {
+    let (_server, api, admin, _) = admin_project(backend).await;
     let r = api.call("GET", "/projects", None, None).await;
     assert_eq!(r.status, 401);
     assert_eq!(r.header("www-authenticate"), Some("Bearer"));
