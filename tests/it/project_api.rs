@@ -43,6 +43,7 @@ on_both_backends!(
     ids_of_another_project_never_match_under_this_one,
     // Revisions, teams, refused input and limits.
     revisions_are_validated_and_immutable,
+    nlus_that_cannot_run_are_named_at_push,
     only_a_team_admin_adds_members,
     a_team_token_makes_the_teams_projects,
     a_team_goes_only_empty_and_by_its_admin,
@@ -579,6 +580,8 @@ async fn the_docs_page_loads_no_remote_assets() {
     assert!(js.text.len() > 100_000);
 }
 
+/// Every problem of a bot in one 400, nothing stored; warnings kept with the revision; a
+/// version taken once; the compiled form stored with it.
 async fn revisions_are_validated_and_immutable(backend: Backend) {
     let (server, api, admin, pid) = admin_project(backend).await;
     let revs = format!("/projects/{pid}/bot/revisions");
@@ -664,9 +667,13 @@ async fn revisions_are_validated_and_immutable(backend: Backend) {
         compiled.name,
         example_bot("hello")["name"].as_str().unwrap()
     );
+}
 
-    // NLUs that cannot run are named at push time with the reason: a deprecated
-    // external type, and an nl NLU pointing to a model the bot may not use.
+/// NLUs that cannot run are named at push time with the reason: a deprecated external
+/// type, and an nl NLU pointing to a model the bot may not use.
+async fn nlus_that_cannot_run_are_named_at_push(backend: Backend) {
+    let (_server, api, admin, pid) = admin_project(backend).await;
+    let revs = format!("/projects/{pid}/bot/revisions");
     let mut nlus = example_bot("hello");
     nlus["version"] = json!("3.0.0");
     nlus["nlus"] = json!({
