@@ -19,7 +19,7 @@
 //! | 9 | 2,000 messages in one request; unsigned requests | `one_request_cannot_amplify` |
 //! | 10 | user X's message id hiding user Y's | `dedupe_is_per_user` |
 //! | 11 | a step with 2,800 replies | `oversized_steps_fail_cleanly` |
-//! | 12 | rights that cannot be taken back, secrets shown to viewers | `rights_can_be_taken_back_and_secrets_stay_hidden` |
+//! | 12 | rights that cannot be taken back, secrets shown to viewers | `rights_can_be_taken_back`, `secrets_stay_hidden_from_a_viewer` |
 
 use crate::common;
 
@@ -38,7 +38,8 @@ on_both_backends!(
     one_request_cannot_amplify,
     dedupe_is_per_user,
     oversized_steps_fail_cleanly,
-    rights_can_be_taken_back_and_secrets_stay_hidden,
+    secrets_stay_hidden_from_a_viewer,
+    rights_can_be_taken_back,
     the_last_team_admins_cannot_all_leave_at_once,
 );
 
@@ -1081,8 +1082,23 @@ async fn oversized_steps_fail_cleanly(backend: Backend) {
 // ---------------------------------------------------------------------------------------------
 // 12. Taking rights back; secrets
 
-async fn rights_can_be_taken_back_and_secrets_stay_hidden(backend: Backend) {
-    let server = InProcess::start(backend).await;
+/// Team `t` of developer `dev1`, with `mate` its developer and `viewer1` its viewer, and
+/// the counter bot deployed with dev1's team token.
+struct Team {
+    api: common::Api,
+    admin: String,
+    dev_id: String,
+    dev: String,
+    mate_id: String,
+    mate: String,
+    viewer: String,
+    team_id: String,
+    dev_team: String,
+    pid: String,
+    env: String,
+}
+
+async fn team(server: &InProcess) -> Team {
     let api = server.api();
     let admin = api.admin_token().await;
     let (dev_id, dev) = api.user(&admin, "dev1", "developer").await;
@@ -1097,6 +1113,34 @@ async fn rights_can_be_taken_back_and_secrets_stay_hidden(backend: Backend) {
         .ok();
     let dev_team = api.team_token(&dev, &team_id).await;
     let (pid, env) = deploy(&api, &dev_team, example_bot("counter")).await;
+    Team {
+        api,
+        admin,
+        dev_id,
+        dev,
+        mate_id,
+        mate,
+        viewer,
+        team_id,
+        dev_team,
+        pid,
+        env,
+    }
+}
+
+/// A viewer sees a channel with its secrets masked, a developer sees them; a viewer cannot
+/// run the bot (its api calls are the owner's).
+async fn secrets_stay_hidden_from_a_viewer(backend: Backend) {
+    let server = InProcess::start(backend).await;
+    let Team {
+        api,
+        viewer,
+        team_id,
+        dev_team,
+        pid,
+        env,
+        ..
+    } = team(&server).await;
     let ch = channel(
         &api,
         &dev_team,
@@ -1109,7 +1153,6 @@ async fn rights_can_be_taken_back_and_secrets_stay_hidden(backend: Backend) {
     let cid = s(&ch["id"]);
     let ch_path = format!("/projects/{pid}/environments/{env}/channels/{cid}");
 
-    // A viewer sees the channel with its secrets masked; a developer sees them.
     let viewer_team = api.team_token(&viewer, &team_id).await;
     let seen = api.get(&ch_path, &viewer_team).await.ok();
     assert_eq!(seen["options"]["secret"], "********");
@@ -1133,7 +1176,24 @@ async fn rights_can_be_taken_back_and_secrets_stay_hidden(backend: Backend) {
     // A viewer cannot run the bot (its api calls are the owner's).
     let r = converse_hi(&api, &viewer_team, &pid, false).await;
     assert_eq!(r.status, 403, "{}", short(&r.text));
+}
 
+/// Rights taken back take effect at once: a removed member's team tokens, every token of a
+/// user who revokes them all, everything a disabled user holds and its logins.
+async fn rights_can_be_taken_back(backend: Backend) {
+    let server = InProcess::start(backend).await;
+    let Team {
+        api,
+        admin,
+        dev_id,
+        dev,
+        mate_id,
+        mate,
+        team_id,
+        dev_team,
+        pid,
+        ..
+    } = team(&server).await;
     // Removing a member revokes its team tokens at once.
     let mate_team = api.team_token(&mate, &team_id).await;
     api.get(&format!("/projects/{pid}"), &mate_team).await.ok();
