@@ -114,6 +114,69 @@ async fn an_api_redirect_to_another_local_port_is_refused() {
     );
 }
 
+/// Channels of project `pid`'s environment `env` whose first delivery fails, each fed one
+/// message: Telegram (its token in the path) to the unreachable address `closed`, to a port
+/// the egress policy refuses, and to `failing` (a 500); a generic channel whose URL carries
+/// a token in its query, to `failing`. Their names and ids.
+async fn failing_channels(
+    api: &crate::common::Api,
+    admin: &str,
+    (pid, env): (&str, &str),
+    failing: &str,
+    closed: std::net::SocketAddr,
+) -> Vec<(&'static str, String)> {
+    let tg_token = "123456:TG-SECRET-TOKEN";
+    // Telegram to an unreachable port, to a port not allowed (refused), and to a 500.
+    let mut channels = vec![];
+    for (name, url) in [
+        ("tg-closed", format!("http://{closed}")),
+        ("tg-refused", "http://127.0.0.1:9".to_owned()),
+        ("tg-500", failing.to_owned()),
+    ] {
+        let ch = channel(
+            api,
+            admin,
+            pid,
+            env,
+            json!({"name": name, "type": "telegram", "url": url,
+                "options": {"token": tg_token, "secretToken": "tg-secret"}}),
+        )
+        .await;
+        let update = json!({"update_id": 1, "message": {"message_id": 1, "from": {"id": 7},
+            "chat": {"id": 7}, "date": 1, "text": "hi"}});
+        hook(
+            api,
+            &s(&ch["webhook"]),
+            &[("x-telegram-bot-api-secret-token", "tg-secret".into())],
+            &update,
+        )
+        .await
+        .ok();
+        channels.push((name, s(&ch["id"])));
+    }
+    // A generic channel whose URL carries the token in its query.
+    let ch = channel(
+        api,
+        admin,
+        pid,
+        env,
+        json!({"name": "fb", "type": "generic",
+            "url": format!("{failing}/me/messages?access_token=FB-SECRET-TOKEN")}),
+    )
+    .await;
+    hook(
+        api,
+        &s(&ch["webhook"]),
+        &[],
+        &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]}),
+    )
+    .await
+    .ok();
+    channels.push(("fb", s(&ch["id"])));
+
+    channels
+}
+
 /// (c) Replies whose URL carries a Telegram bot token (in the path) or a Messenger-style
 /// `access_token` (in the query) fail — refused, unreachable, or answered 500 — and the
 /// tokens are in neither the server's log nor the outbox's `last_error`.
@@ -134,54 +197,7 @@ async fn delivery_tokens_stay_out_of_logs_and_last_error() {
     let api = server.api();
     let admin = api.admin_token().await;
     let (pid, env) = deploy(&api, &admin, example_bot("hello")).await;
-    let tg_token = "123456:TG-SECRET-TOKEN";
-    // Telegram to an unreachable port, to a port not allowed (refused), and to a 500.
-    let mut channels = vec![];
-    for (name, url) in [
-        ("tg-closed", format!("http://{closed}")),
-        ("tg-refused", "http://127.0.0.1:9".to_owned()),
-        ("tg-500", failing.clone()),
-    ] {
-        let ch = channel(
-            &api,
-            &admin,
-            &pid,
-            &env,
-            json!({"name": name, "type": "telegram", "url": url,
-                "options": {"token": tg_token, "secretToken": "tg-secret"}}),
-        )
-        .await;
-        let update = json!({"update_id": 1, "message": {"message_id": 1, "from": {"id": 7},
-            "chat": {"id": 7}, "date": 1, "text": "hi"}});
-        hook(
-            &api,
-            &s(&ch["webhook"]),
-            &[("x-telegram-bot-api-secret-token", "tg-secret".into())],
-            &update,
-        )
-        .await
-        .ok();
-        channels.push((name, s(&ch["id"])));
-    }
-    // A generic channel whose URL carries the token in its query.
-    let ch = channel(
-        &api,
-        &admin,
-        &pid,
-        &env,
-        json!({"name": "fb", "type": "generic",
-            "url": format!("{failing}/me/messages?access_token=FB-SECRET-TOKEN")}),
-    )
-    .await;
-    hook(
-        &api,
-        &s(&ch["webhook"]),
-        &[],
-        &json!({"userId": "u", "messages": [{"type": "text", "content": "hi"}]}),
-    )
-    .await
-    .ok();
-    channels.push(("fb", s(&ch["id"])));
+    let channels = failing_channels(&api, &admin, (&pid, &env), &failing, closed).await;
 
     // Each delivery fails at least twice (retried), with its error stored.
     let db = server.db().await;
