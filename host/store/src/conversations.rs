@@ -4,8 +4,8 @@ use super::rows::*;
 use super::step::*;
 use super::{Db, DbError, DbResult, now_ms};
 
-/// Steps waiting for a group commit (SQLite), whether a committer task is running, and the
-/// writer thread that runs the groups' transactions.
+/// Steps waiting for a group commit, whether a committer task is running, and where the
+/// groups' transactions run ([`Runner`]).
 pub(crate) struct CommitQueue {
     state: std::sync::Mutex<QueueState>,
     /// Where the groups' transactions run.
@@ -159,9 +159,9 @@ impl Db {
     /// Steps are committed in groups: a step queues its writes, and one committer task
     /// commits everything queued in one transaction, a few statements for the whole group
     /// and one flush to disk, on SQLite's writer thread (`super::writer`, under the write
-    /// turn) or as one statement on PostgreSQL (`super::pg_group`). While a group commits the next one forms,
-    /// so under load a commit's cost is shared by the steps that arrived meanwhile; a step
-    /// alone commits at once. A group that fails (a constraint, a PostgreSQL deadlock with
+    /// turn) or as one statement on PostgreSQL (`super::pg_group`). While a group commits
+    /// the next one forms, so under load a commit's cost is shared by the steps that arrived
+    /// meanwhile; a step alone commits at once. A group that fails (a constraint, a PostgreSQL deadlock with
     /// another replica's group) is retried step by step, so one bad step cannot fail the
     /// others. Each step's guarantees are its own transaction's: its session is written
     /// only if still at its read version, its provider id is recorded with it.
@@ -285,7 +285,7 @@ impl Db {
             metrics::histogram!("botbox_commit_steps").record(writes.len() as f64);
             let results = match &queue.runner {
                 Runner::Sqlite(writer) => writer.commit(writes, sent).await,
-                Runner::Postgres(pg) => self.commit_group_on_pool(pg, &writes, &sent).await,
+                Runner::Postgres(pg) => self.commit_group_on_postgres(pg, &writes, &sent).await,
             };
             metrics::histogram!("botbox_commit_duration_seconds")
                 .record(started.elapsed().as_secs_f64());
@@ -313,13 +313,13 @@ impl Db {
     /// PostgreSQL's group commit: one transaction for the group; if it fails, the delivery
     /// records in one of their own, then each step in one of its own (as the SQLite writer
     /// does).
-    async fn commit_group_on_pool(
+    async fn commit_group_on_postgres(
         &self,
         pg: &super::pg_group::Postgres,
         writes: &[StepWrite],
         sent: &[String],
     ) -> Vec<Committed> {
-        match self.commit_on_pool(pg, writes, sent).await {
+        match self.commit_on_postgres(pg, writes, sent).await {
             Ok(stored) => stored.into_iter().map(Ok).collect(),
             Err(e) => {
                 tracing::warn!(error = %e, steps = writes.len(), sent = sent.len(), "group commit failed; committing its parts one by one");
@@ -342,8 +342,8 @@ impl Db {
     /// `group_statements`), on the path the backend's live commits take: on SQLite the
     /// writer thread, under the write turn (a group that fails is retried step by step
     /// there); on PostgreSQL the group's one statement when it fits, else a pool
-    /// connection (a failure fails the call). Public so that
-    /// tests can form a group of their choosing.
+    /// connection (a failure fails the call). Public so that tests can form a group of their
+    /// choosing.
     pub async fn commit_together(&self, writes: Vec<StepWrite>) -> DbResult<Vec<Committed>> {
         match &self.commits.runner {
             Runner::Sqlite(writer) => {
@@ -351,7 +351,7 @@ impl Db {
                 Ok(writer.commit(writes, Vec::new()).await)
             }
             Runner::Postgres(pg) => Ok(self
-                .commit_on_pool(pg, &writes, &[])
+                .commit_on_postgres(pg, &writes, &[])
                 .await?
                 .into_iter()
                 .map(Ok)
@@ -362,7 +362,7 @@ impl Db {
     /// One transaction for `writes` and the delivery records `sent` on PostgreSQL: one
     /// statement when the group allows it ([`super::pg_group`]), else statement by
     /// statement.
-    async fn commit_on_pool(
+    async fn commit_on_postgres(
         &self,
         pg: &super::pg_group::Postgres,
         writes: &[StepWrite],

@@ -8,9 +8,9 @@
 //! On SQLite the group commits' statements (the same SQL) run on a writer thread with a
 //! connection of its own (`writer.rs`, rusqlite on the same libsqlite3). On PostgreSQL the
 //! message path's group commit and provider-id checks are PostgreSQL's own SQL (arrays),
-//! on typed connections of their own (`pg_group.rs`), each with the portable form's guarantees. Functions here know
-//! nothing about HTTP or permissions: the API layer decides who may call them, with which
-//! owner.
+//! on typed connections of their own (`pg_group.rs`), each with the portable form's
+//! guarantees. Functions here know nothing about HTTP or permissions: the API layer decides
+//! who may call them, with which owner.
 
 mod accounts;
 mod agent;

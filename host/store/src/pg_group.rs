@@ -320,6 +320,24 @@ CROSS JOIN LATERAL (
 ) hit";
 
 impl Postgres {
+    /// The message path's connections to the database of `url`, opened at first use.
+    pub(crate) fn new(url: &str) -> anyhow::Result<Postgres> {
+        let options: sqlx::postgres::PgConnectOptions = url
+            .parse()
+            .map_err(|e| anyhow::anyhow!("the database URL: {e}"))?;
+        Ok(Postgres {
+            committer: Dedicated::new(&options, "botbox-committer"),
+            prober: std::sync::Arc::new(Dedicated::new(&options, "botbox-prober")),
+            probes: Default::default(),
+        })
+    }
+
+    /// Closes the connections, once a group commit or a probe in progress has ended.
+    pub(crate) async fn close(&self) {
+        self.committer.close().await;
+        self.prober.close().await;
+    }
+
     /// Whether (`channel_id`, `key`) is recorded in `inbound_seen`. The probes of messages
     /// arriving together are asked in one query by a prober task on `runtime` (the one that
     /// opened the database, whatever lane the caller runs on): while one batch is asked the
@@ -395,26 +413,6 @@ async fn probe(conn: &Dedicated, batch: &[Probe]) -> DbResult<Vec<i64>> {
     let keys: Vec<&str> = batch.iter().map(|p| p.key.as_str()).collect();
     let query = sqlx::query_scalar(PROBE).bind(channels).bind(keys);
     conn.run(async move |c| query.fetch_all(c).await).await
-}
-
-impl Postgres {
-    /// The message path's connections to the database of `url`, opened at first use.
-    pub(crate) fn new(url: &str) -> anyhow::Result<Postgres> {
-        let options: sqlx::postgres::PgConnectOptions = url
-            .parse()
-            .map_err(|e| anyhow::anyhow!("the database URL: {e}"))?;
-        Ok(Postgres {
-            committer: Dedicated::new(&options, "botbox-committer"),
-            prober: std::sync::Arc::new(Dedicated::new(&options, "botbox-prober")),
-            probes: Default::default(),
-        })
-    }
-
-    /// Closes the connections, once a group commit or a probe in progress has ended.
-    pub(crate) async fn close(&self) {
-        self.committer.close().await;
-        self.prober.close().await;
-    }
 }
 
 /// How long opening a message-path connection may take (10 s): its task (the committer,

@@ -933,23 +933,16 @@ impl Live {
         )))
     }
 
-    /// Whether a step already ran this message (its provider id is stored).
+    /// Whether a step already ran this message (its provider id is stored). Like
+    /// [`Live::commit`] it runs where it is called: the check opens nothing of a pool (on
+    /// SQLite a read connection of the writer's own, on PostgreSQL a probe queued for the
+    /// prober on the runtime that opened the database).
     async fn already_ran(&self, m: &InboundStep<'_>) -> Result<bool, LiveError> {
         let (channel, item) = (&m.route.channel, m.item);
         // Read under the session's lock, so a retry waits for the first delivery's step
         // and then finds its id; another replica's is caught by the commit.
         if let Some(pid) = &item.provider_id
-            && self
-                .stored({
-                    let (db, c, u, p) = (
-                        self.db.clone(),
-                        channel.id.clone(),
-                        item.user_id.clone(),
-                        pid.clone(),
-                    );
-                    async move { db.seen(&c, &u, &p).await }
-                })
-                .await?
+            && self.db.seen(&channel.id, &item.user_id, pid).await?
         {
             tracing::info!(channel = %channel.id, provider_id = %pid, "duplicate delivery ignored");
             return Ok(true);
