@@ -214,7 +214,7 @@ try {
   await page.click('#deploy-confirm', { timeout: 30000 });
   await page.waitForSelector('#environments >> text=0.0.2', { timeout: 30000 });
   await page.click('button.rollback[data-version="0.0.1"]');
-  await page.waitForSelector('#environments td >> text=/^0\\.0\\.1$/', { timeout: 30000 });
+  await page.waitForSelector('#environments .env-version >> text=/^0\\.0\\.1$/', { timeout: 30000 });
   // The notice it leaves sits above the content: it overlaps no table.
   await page.waitForSelector('#status >> text=Rolled back', { timeout: 30000 });
   const overlaps = await page.evaluate(() => {

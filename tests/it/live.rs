@@ -631,6 +631,8 @@ async fn steps_committed_together_keep_their_own_outcomes(backend: Backend) {
                     intent: None,
                     state: None,
                     step_us: Some(n as i64),
+                    dep_version: None,
+                    outcome: None,
                 })
                 .collect(),
             outbox: (0..replies)

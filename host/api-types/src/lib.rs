@@ -214,6 +214,9 @@ pub struct RevisionSummary {
     pub created_at: i64,
     /// The validation warnings found when it was pushed.
     pub warnings: Vec<String>,
+    /// Who pushed it: a user's name, or `key:<name> (<owner>)` for a workspace key.
+    #[serde(default)]
+    pub pushed_by: Option<String>,
 }
 
 /// The fields of a push's answer that clients rely on. The answer is the bot document as
@@ -242,6 +245,9 @@ pub struct Deployment {
     pub modules: Option<Value>,
     /// The project id.
     pub bot_id: String,
+    /// Who created it: a user's name, or `key:<name> (<owner>)` for a workspace key.
+    #[serde(default)]
+    pub deployed_by: Option<String>,
 }
 
 /// An environment of a project.
@@ -260,6 +266,148 @@ pub struct Environment {
     /// On `GET …/environments/{id}` only: the environment's channels.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub channels: Option<Vec<Channel>>,
+    /// The canary running beside the environment's deployment, if one runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<Canary>,
+    /// How the environment's last canary ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_canary: Option<LastCanary>,
+}
+
+/// When a canary rolls itself back: once it has served `minMessages` messages, if its
+/// step-error rate is over `maxErrorRate`, or its fallback rate is over the control's by more
+/// than `maxFallbackIncrease` (rates are fractions, 0.05 = 5 %).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CanaryRollback {
+    #[serde(default = "default_max_error_rate")]
+    pub max_error_rate: f64,
+    #[serde(default = "default_max_fallback_increase")]
+    pub max_fallback_increase: f64,
+    #[serde(default = "default_min_messages")]
+    pub min_messages: i64,
+}
+
+fn default_max_error_rate() -> f64 {
+    0.05
+}
+fn default_max_fallback_increase() -> f64 {
+    0.10
+}
+fn default_min_messages() -> i64 {
+    50
+}
+
+impl Default for CanaryRollback {
+    fn default() -> Self {
+        CanaryRollback {
+            max_error_rate: default_max_error_rate(),
+            max_fallback_increase: default_max_fallback_increase(),
+            min_messages: default_min_messages(),
+        }
+    }
+}
+
+/// `PUT …/environments/{environmentId}/canary`: run `depVersion` for `share` % of the
+/// environment's users.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CanaryRequest {
+    pub dep_version: String,
+    /// 1 to 99: the percentage of users the canary serves.
+    pub share: i64,
+    #[serde(default)]
+    pub rollback: Option<CanaryRollback>,
+}
+
+/// One side of a canary's comparison: the messages its version served since the canary
+/// started, and the share of them whose step failed or reported an error, or fell back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanarySide {
+    pub dep_version: String,
+    pub messages: i64,
+    pub error_rate: f64,
+    pub fallback_rate: f64,
+}
+
+/// A running canary: its version's figures at the top level, the control's beside them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Canary {
+    pub dep_version: String,
+    pub share: i64,
+    /// Unix ms.
+    pub started_at: i64,
+    pub started_by: String,
+    pub messages: i64,
+    pub error_rate: f64,
+    pub fallback_rate: f64,
+    pub control: CanarySide,
+    pub rollback: CanaryRollback,
+}
+
+/// How a canary ended: `promoted`, `aborted` or `rolled back` (with the `reason`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastCanary {
+    pub dep_version: String,
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Unix ms.
+    pub ended_at: i64,
+    /// A user's name, a key, or `system` for an automatic rollback.
+    pub ended_by: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The audit trail
+
+/// Who made a change: a user, a workspace key (with the owner it acts for) or `system`
+/// (botbox itself: an automatic rollback).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditActor {
+    /// `user`, `key` or `system`.
+    pub kind: String,
+    pub id: String,
+    pub name: String,
+    /// A key's owner (a team or user id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+/// What a change acted on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AuditResource {
+    pub kind: String,
+    pub id: String,
+}
+
+/// One entry of the audit trail (`GET /audit`). Entries are never changed or deleted
+/// through the API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    pub id: String,
+    /// Unix ms.
+    pub at: i64,
+    pub actor: AuditActor,
+    /// The address the request came from.
+    pub address: String,
+    /// `bot.push`, `deployment.create`, `canary.rollback`, `login.failed`, ...
+    pub action: String,
+    pub resource: AuditResource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
+    /// The owner (user or team id) of the resource, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
+    /// `ok`, `refused` (401/403/404), `failed` (other 4xx) or `error` (5xx).
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// A channel of an environment, with the `webhook` that receives its messages.

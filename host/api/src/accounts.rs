@@ -83,11 +83,22 @@ async fn issue_token(
 async fn login(
     State(app): State<App>,
     client: Option<Extension<ClientKey>>,
+    slot: Option<Extension<crate::audit::AuditSlot>>,
     Body(req): Body<LoginRequest>,
 ) -> ApiResult<Json<Token>> {
     let client = client.map(|c| c.0.0).unwrap_or_default();
-    app.login_allowed(&req.username, &client)?;
     let user = app.db.user_by_name(&req.username).await?;
+    if let Some(Extension(slot)) = &slot {
+        // The name tried, cut short: a stranger's guesses are the administrator's to read.
+        let name: String = req.username.chars().take(64).collect();
+        let id = user.as_ref().map(|u| u.id.clone()).unwrap_or_default();
+        slot.signing_in(botbox_service::audit::Actor::of(
+            &id,
+            &name,
+            &auth::Acting::User,
+        ));
+    }
+    app.login_allowed(&req.username, &client)?;
     let phc = user
         .as_ref()
         .map(|u| u.password_hash.clone())
@@ -518,9 +529,10 @@ async fn user_teams(
 async fn cli_login(
     state: State<App>,
     client: Option<Extension<ClientKey>>,
+    slot: Option<Extension<crate::audit::AuditSlot>>,
     body: Body<LoginRequest>,
 ) -> ApiResult<Json<Token>> {
-    login(state, client, body).await
+    login(state, client, slot, body).await
 }
 
 /// The token that authenticates this request, described (kata-cli's `login -t`). Any other

@@ -58,6 +58,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("nl.js", JS, include_str!("console/nl.js")),
     ("cms.js", JS, include_str!("console/cms.js")),
     ("playground.js", JS, include_str!("console/playground.js")),
+    ("activity.js", JS, include_str!("console/activity.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

@@ -113,6 +113,7 @@ pub(crate) fn deployment_json(d: DeploymentRow) -> Deployment {
         cms_revision: d.cms_revision,
         modules: None,
         bot_id: d.project_id,
+        deployed_by: d.deployed_by,
     }
 }
 
@@ -187,6 +188,7 @@ async fn check_nlu_revision(app: &App, pid: &str, rev: Option<&str>) -> ApiResul
 async fn create_deployment(
     State(app): State<App>,
     caller: Caller,
+    slot: Option<axum::Extension<super::audit::AuditSlot>>,
     Path(pid): Path<String>,
     Body(req): Body<DeploymentRequest>,
 ) -> ApiResult<Json<Deployment>> {
@@ -214,6 +216,9 @@ async fn create_deployment(
         }
     };
     check_version(&version)?;
+    if let Some(axum::Extension(slot)) = slot {
+        slot.detail(format!("{version}: bot revision {rev}"));
+    }
     let d = app
         .db
         .insert_deployment(
@@ -222,6 +227,7 @@ async fn create_deployment(
             &rev,
             nlu_revision.as_deref(),
             cms_revision.as_deref(),
+            &caller.actor().label(),
         )
         .await
         .map_err(conflict(format!(
@@ -334,7 +340,10 @@ async fn delete_deployment(
 ) -> ApiResult<Json<Deployment>> {
     project_for(&app, &caller, &pid, Action::Delete, Resource::Deployments).await?;
     let d = deployment_or_404(&app, &pid, &version).await?;
-    let users = app.db.environments_using(&pid, &version).await?;
+    let mut users = app.db.environments_using(&pid, &version).await?;
+    for env in app.db.canaries().using(&pid, &version).await? {
+        users.push(format!("{env} (its canary)"));
+    }
     if !users.is_empty() {
         return Err(ApiError::Conflict(format!(
             "deployment version {version} is used by environment(s) {}",
@@ -358,6 +367,8 @@ pub(crate) fn environment_json(e: EnvironmentRow) -> Environment {
         deployment_id: e.project_id,
         deployment_version: e.deployment_version,
         channels: None,
+        canary: None,
+        last_canary: None,
     }
 }
 
@@ -462,7 +473,11 @@ async fn create_environment(
     }))
 }
 
-async fn environment_or_404(app: &App, pid: &str, eid: &str) -> ApiResult<EnvironmentRow> {
+pub(crate) async fn environment_or_404(
+    app: &App,
+    pid: &str,
+    eid: &str,
+) -> ApiResult<EnvironmentRow> {
     app.db
         .environment(pid, eid)
         .await?
@@ -480,7 +495,8 @@ async fn get_environment(
     // This route needs the list_*_environments permission.
     let (_, role) =
         project_access(&app, &caller, &pid, Action::List, Resource::Environments).await?;
-    let mut env = environment_json(environment_or_404(&app, &pid, &eid).await?);
+    let env = environment_or_404(&app, &pid, &eid).await?;
+    let mut env = super::canary::environment_view(&app, env).await?;
     let channels = app
         .db
         .list_channels(&pid, Some(&eid), i64::MAX, 0)
@@ -506,11 +522,18 @@ pub struct EnvironmentUpdate {
 async fn put_environment(
     State(app): State<App>,
     caller: Caller,
+    slot: Option<axum::Extension<super::audit::AuditSlot>>,
     Path((pid, eid)): Path<(String, String)>,
     Body(req): Body<EnvironmentUpdate>,
 ) -> ApiResult<Json<Environment>> {
     project_for(&app, &caller, &pid, Action::Update, Resource::Environments).await?;
-    environment_or_404(&app, &pid, &eid).await?;
+    let before = environment_or_404(&app, &pid, &eid).await?;
+    if let Some(axum::Extension(slot)) = slot {
+        slot.detail(format!(
+            "{} → {}",
+            before.deployment_version, req.dep_version
+        ));
+    }
     if app.db.deployment(&pid, &req.dep_version).await?.is_none() {
         return Err(ApiError::bad(format!(
             "depVersion: project {pid} has no deployment version {}",
@@ -520,9 +543,8 @@ async fn put_environment(
     app.live
         .set_environment_version(&pid, &eid, &req.dep_version)
         .await?;
-    Ok(Json(environment_json(
-        environment_or_404(&app, &pid, &eid).await?,
-    )))
+    let env = environment_or_404(&app, &pid, &eid).await?;
+    Ok(Json(super::canary::environment_view(&app, env).await?))
 }
 
 /// Deletes an environment, its channels and their sessions (for the CLI's `env delete`).

@@ -15,6 +15,8 @@
 
 mod accounts;
 pub mod agent;
+mod audit;
+mod canary;
 mod cases;
 mod cms;
 mod console;
@@ -247,6 +249,8 @@ fn api_routes() -> OpenApiRouter<App> {
         .merge(projects::routes())
         .merge(cms::routes())
         .merge(deploy::routes())
+        .merge(canary::routes())
+        .merge(audit::routes())
         .merge(overview::routes())
         .merge(live::routes())
         .merge(keys::routes())
@@ -301,6 +305,10 @@ pub fn router(app: App) -> Router {
             app.clone(),
             v1::v1_layer,
         ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            audit::layer,
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(v1::V1_BODY_LIMIT))
         .layer(agent::cors())
         .with_state(app.clone());
@@ -315,6 +323,10 @@ pub fn router(app: App) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(
             app.clone(),
             project_gate,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            audit::layer,
         ))
         .layer(axum::middleware::from_fn(kata::layer))
         .layer(axum::extract::DefaultBodyLimit::max(app.config.body_limit))
@@ -802,6 +814,11 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// Who the caller is in the audit trail and in `pushedBy`/`deployedBy`.
+    pub fn actor(&self) -> botbox_service::audit::Actor {
+        botbox_service::audit::Actor::of(&self.user_id, &self.username, &self.acting)
+    }
+
     /// The owner the caller creates for by default: the team of a team token, the
     /// workspace of a key, else the user.
     pub fn owner(&self) -> &str {
@@ -833,7 +850,7 @@ impl Caller {
         }
     }
 
-    fn principal(&self) -> Principal<'_> {
+    pub(crate) fn principal(&self) -> Principal<'_> {
         Principal {
             user_id: &self.user_id,
             acting: &self.acting,
@@ -885,59 +902,68 @@ impl FromRequestParts<App> for Caller {
         if let Some(c) = parts.extensions.get::<Caller>() {
             return Ok(c.clone());
         }
-        let token = bearer(parts).ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
-        match KeyKind::of(&token) {
-            Some(KeyKind::Workspace) => return workspace_caller(app, &token).await,
-            Some(KeyKind::Agent) => return Err(ApiError::Unauthorized(AGENT_KEY_HERE)),
-            None => {}
+        let caller = authenticate(parts, app).await?;
+        if let Some(slot) = audit::slot(parts) {
+            slot.actor(caller.actor());
         }
-        let hash = token_hash(&token);
-        let row = app
-            .db
-            .token_by_hash(&hash)
-            .await?
-            .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
-        if row.expire <= unix_secs() {
-            return Err(ApiError::Unauthorized(NOT_LOGGED_IN));
-        }
-        let user = app
-            .db
-            .user_by_id(&row.user_id)
-            .await?
-            .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
-        if user.disabled != 0 {
-            // Disabling deletes the tokens too; this covers a token issued in between.
-            return Err(ApiError::Unauthorized(NOT_LOGGED_IN));
-        }
-        let role_name = match &row.team_id {
-            // Membership is checked live: a removed member's team token stops working.
-            Some(team) => app
-                .db
-                .membership(team, &user.id)
-                .await?
-                .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?,
-            None => user.role_id.clone(),
-        };
-        let role = Role::parse(&role_name)
-            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown role {role_name}")))?;
-        let platform_role = Role::parse(&user.role_id)
-            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown role {}", user.role_id)))?;
-        app.valid_tokens.insert(hash.clone(), user.id.clone());
-        let span = tracing::Span::current();
-        span.record("tenant", row.team_id.as_deref().unwrap_or(&user.id));
-        Ok(Caller {
-            user_id: user.id,
-            username: user.username,
-            acting: match &row.team_id {
-                Some(t) => Acting::Team(t.clone()),
-                None => Acting::User,
-            },
-            team_id: row.team_id,
-            role,
-            platform_role,
-            token_hash: hash,
-        })
+        Ok(caller)
     }
+}
+
+/// The caller a request's credential stands for (see [`Caller`]).
+async fn authenticate(parts: &mut Parts, app: &App) -> ApiResult<Caller> {
+    let token = bearer(parts).ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+    match KeyKind::of(&token) {
+        Some(KeyKind::Workspace) => return workspace_caller(app, &token).await,
+        Some(KeyKind::Agent) => return Err(ApiError::Unauthorized(AGENT_KEY_HERE)),
+        None => {}
+    }
+    let hash = token_hash(&token);
+    let row = app
+        .db
+        .token_by_hash(&hash)
+        .await?
+        .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+    if row.expire <= unix_secs() {
+        return Err(ApiError::Unauthorized(NOT_LOGGED_IN));
+    }
+    let user = app
+        .db
+        .user_by_id(&row.user_id)
+        .await?
+        .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
+    if user.disabled != 0 {
+        // Disabling deletes the tokens too; this covers a token issued in between.
+        return Err(ApiError::Unauthorized(NOT_LOGGED_IN));
+    }
+    let role_name = match &row.team_id {
+        // Membership is checked live: a removed member's team token stops working.
+        Some(team) => app
+            .db
+            .membership(team, &user.id)
+            .await?
+            .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?,
+        None => user.role_id.clone(),
+    };
+    let role = Role::parse(&role_name)
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown role {role_name}")))?;
+    let platform_role = Role::parse(&user.role_id)
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("unknown role {}", user.role_id)))?;
+    app.valid_tokens.insert(hash.clone(), user.id.clone());
+    let span = tracing::Span::current();
+    span.record("tenant", row.team_id.as_deref().unwrap_or(&user.id));
+    Ok(Caller {
+        user_id: user.id,
+        username: user.username,
+        acting: match &row.team_id {
+            Some(t) => Acting::Team(t.clone()),
+            None => Acting::User,
+        },
+        team_id: row.team_id,
+        role,
+        platform_role,
+        token_hash: hash,
+    })
 }
 
 /// The caller a workspace key stands for: developer rights on its workspace's projects

@@ -6,7 +6,7 @@ use super::{ApiResult, App, Caller, project_access};
 use axum::Json;
 use axum::extract::{Path, State};
 use botbox_api_types::{Deployment, Environment, Project, RevisionSummary};
-use botbox_service::auth::{Action, Resource};
+use botbox_service::auth::{Action, Resource, Role};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -19,10 +19,48 @@ pub fn routes() -> OpenApiRouter<App> {
     OpenApiRouter::new().routes(routes!(overview))
 }
 
+/// What the caller may do on the project, for pages that show only the controls a person
+/// may use (the server checks every request again).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Access {
+    /// The caller's role over the project's owner: `admin`, `teamAdmin`, `developer` or
+    /// `viewer`.
+    pub role: String,
+    /// Among `edit` (push, drafts, CMS, NLU, Cases), `deploy` (deployment versions,
+    /// environments, channels, rollbacks, canaries), `keys` (API keys: a person's login)
+    /// and `members` (the owning team's membership).
+    pub allowed: Vec<&'static str>,
+}
+
+fn access(caller: &Caller, role: Role, team_owned: bool) -> Access {
+    let may = |r| botbox_service::auth::allows(role, Action::Update, r);
+    let person = caller.acting.is_person();
+    let allowed = [
+        ("edit", may(Resource::Projects)),
+        ("deploy", may(Resource::Deployments)),
+        ("keys", person && may(Resource::Environments)),
+        (
+            "members",
+            person && team_owned && matches!(role, Role::TeamAdmin | Role::Admin),
+        ),
+    ];
+    Access {
+        role: role.name().to_owned(),
+        allowed: allowed
+            .into_iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(n, _)| n)
+            .collect(),
+    }
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Overview {
     pub project: Project,
+    /// What the caller may do here.
+    pub access: Access,
     /// The newest 20 bot revisions.
     pub bot_revisions: Vec<RevisionSummary>,
     /// Every environment, each with its channels (secrets masked as on the channel routes).
@@ -53,7 +91,7 @@ async fn overview(
     let mut environments = Vec::with_capacity(envs.len());
     for e in envs {
         let id = e.id.clone();
-        let mut view = super::deploy::environment_json(e);
+        let mut view = super::canary::environment_view(&app, e).await?;
         view.channels = Some(
             channels
                 .iter()
@@ -63,7 +101,9 @@ async fn overview(
         );
         environments.push(view);
     }
+    let team_owned = app.db.team_by_id(&p.owner_id).await?.is_some();
     Ok(Json(Overview {
+        access: access(&caller, role, team_owned),
         project: super::projects::project_json(&app, p).await?,
         bot_revisions: revisions
             .into_iter()

@@ -434,6 +434,7 @@ pub(crate) fn revision_summary(r: botbox_store::RevisionInfo) -> RevisionSummary
             .as_deref()
             .and_then(|w| serde_json::from_str(w).ok())
             .unwrap_or_default(),
+        pushed_by: r.pushed_by,
     }
 }
 
@@ -571,7 +572,7 @@ async fn create_revision(
     Body(bot): Body<Json_>,
 ) -> ApiResult<Json<Json_>> {
     let project = project_for(&app, &caller, &id, Action::Update, Resource::Projects).await?;
-    store_revision(&app, project, bot, false).await
+    store_revision(&app, &caller, project, bot, false).await
 }
 
 /// kata-cli's push: a new revision on top of `revision`, which must be the latest (else 409:
@@ -597,13 +598,14 @@ async fn push_revision(
     if let Some(doc) = bot.as_object_mut() {
         doc.remove("tag");
     }
-    store_revision(&app, project, bot, true).await
+    store_revision(&app, &caller, project, bot, true).await
 }
 
 /// Validates, compiles and stores a new revision (the service's one use case; its refusals
 /// map to 400, 409 and 507).
 async fn store_revision(
     app: &App,
+    caller: &Caller,
     project: ProjectRow,
     bot: Json_,
     bump: bool,
@@ -611,6 +613,7 @@ async fn store_revision(
     let opts = PublishOptions {
         bump,
         bot_limit: app.config.bot_limit,
+        pushed_by: caller.actor().label(),
     };
     Ok(Json(
         revisions::publish(&app.live, &app.cpu, &project, bot, opts).await?,

@@ -203,6 +203,16 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
         kind,
         key: Arc::new(key),
     };
+    if let Some(slot) = req.extensions().get::<crate::audit::AuditSlot>() {
+        let k = &ctx.key;
+        slot.actor(botbox_service::audit::Actor {
+            kind: "key",
+            id: k.id.clone(),
+            name: format!("key:{}", k.name),
+            owner: Some(k.owner_id.clone()),
+        });
+        slot.within(k.project_id.clone(), k.owner_id.clone());
+    }
     req.extensions_mut().insert(ctx.clone());
     let idem = req
         .headers()

@@ -142,6 +142,46 @@ enum Command {
         /// The environment (created when missing).
         #[arg(long, default_value = "development")]
         env: String,
+        /// Run the new version for this share of the environment's users (1-99) as a canary
+        /// beside the version it runs now, instead of moving the environment.
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=99))]
+        canary: Option<u8>,
+    },
+    /// Binds the bot folder to a project by id (the only command that replaces a binding).
+    Bind {
+        project_id: String,
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// An environment's canary: the second deployment version it runs for a share of users.
+    Canary {
+        #[command(subcommand)]
+        action: commands::CanaryAction,
+        /// The environment whose canary this is.
+        #[arg(long, default_value = "production", global = true)]
+        env: String,
+        #[command(flatten)]
+        dir: BotDir,
+    },
+    /// The audit trail: who changed what, newest first (the project's with --project or in a
+    /// bot folder; everything you may see with --all).
+    Audit {
+        #[command(flatten)]
+        dir: BotDir,
+        /// Every entry you may see, not only the project's.
+        #[arg(long)]
+        all: bool,
+        /// Only this action (bot.push, deployment.create, canary.rollback, ...).
+        #[arg(long)]
+        action: Option<String>,
+        /// Only this actor (a user id, a key id, or system).
+        #[arg(long)]
+        actor: Option<String>,
+        /// Entries at most this many hours old.
+        #[arg(long)]
+        since_hours: Option<u64>,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
     },
     /// The environments of the bot's project.
     Env {
@@ -405,6 +445,9 @@ struct ServeArgs {
     /// --transcript-retention; default 0: kept for ever.
     #[arg(long, env = "BOTBOX_SESSION_RETENTION", default_value = "0", value_parser = parse_window)]
     session_retention: Window,
+    /// How long audit entries are kept, as for --transcript-retention (0: for ever).
+    #[arg(long, env = "BOTBOX_AUDIT_RETENTION", default_value = "365d", value_parser = parse_window)]
+    audit_retention: Window,
     /// Time between pruning passes (soak benchmarks shorten it).
     #[arg(long, env = "BOTBOX_PRUNE_EVERY", default_value = "60s", value_parser = humantime::parse_duration, hide = true)]
     prune_every: std::time::Duration,
@@ -575,11 +618,34 @@ fn run(cli: Cli) -> Result<ExitCode> {
             minor,
             patch: _,
             env,
+            canary,
         } => done(c::deploy(
             &ctx()?,
             &dir.dir,
             version_part(major, minor),
             &env,
+            canary,
+        )),
+        Command::Bind { project_id, dir } => done(c::project::bind(&ctx()?, &dir.dir, &project_id)),
+        Command::Canary { action, env, dir } => {
+            done(c::canary::canary_cmd(&ctx()?, &dir.dir, &env, action))
+        }
+        Command::Audit {
+            dir,
+            all,
+            action,
+            actor,
+            since_hours,
+            limit,
+        } => done(c::canary::audit(
+            &ctx()?,
+            (!all).then_some(dir.dir.as_path()),
+            c::canary::AuditFilter {
+                action,
+                actor,
+                since_hours,
+                limit,
+            },
         )),
         Command::Env { action, dir } => done(c::env_cmd(&ctx()?, &dir.dir, action)),
         Command::Key { action, env, dir } => done(c::key_cmd(&ctx()?, &dir.dir, &env, action)),
@@ -760,6 +826,7 @@ fn live_config(a: &ServeArgs) -> LiveConfig {
     live.delivery_timeout = std::time::Duration::from_millis(a.delivery_timeout_ms.max(1));
     live.retention.transcripts = a.transcript_retention.0;
     live.retention.idle_sessions = a.session_retention.0;
+    live.retention.audit_log = a.audit_retention.0;
     live.retention.every = a.prune_every;
     live.retention = live.retention.scaled(a.retention_scale);
     live.storage_quota_bytes = (a.storage_quota_mb > 0)

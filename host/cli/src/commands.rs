@@ -161,3 +161,14 @@ pub enum NluAction {
         sentences: Vec<String>,
     },
 }
+
+/// `botbox canary …`: the canary of an environment.
+#[derive(Subcommand, Debug)]
+pub enum CanaryAction {
+    /// The canary's split and both versions' figures, or how the last one ended.
+    Status,
+    /// Makes the canary's version the environment's deployment.
+    Promote,
+    /// Ends the canary: its users go back to the environment's deployment.
+    Abort,
+}

@@ -9,6 +9,7 @@
 //! `~/.config/botbox`), readable by the user only.
 
 use botbox_botfiles as bot;
+pub mod canary;
 pub mod cases;
 pub mod commands;
 use commands::{ChannelAction, ChannelSettings, EnvAction, KeyAction};
@@ -668,7 +669,10 @@ pub fn bump(latest: Option<&str>, part: &str) -> String {
     }
 }
 
-pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str) -> Result<()> {
+/// `botbox deploy`: a new deployment version of the latest revision, and the environment
+/// moved to it (created when missing), or with `canary` the version run beside the
+/// environment's for that share of its users.
+pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str, canary: Option<u8>) -> Result<()> {
     let (_, compiled) = load_valid(dir)?;
     let project = project::resolve(ctx, Some(dir), &compiled.bot.name, false)?;
     let pid = project.id.clone();
@@ -678,6 +682,13 @@ pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str) -> Result<()> {
             compiled.bot.name
         )
     })?;
+    let env = find_env(ctx, &pid, env_name)?;
+    if canary.is_some() && env.is_none() {
+        bail!(
+            "environment {env_name} of project {} does not exist: a canary runs beside an environment's deployment; deploy without --canary first",
+            project::describe(&project)
+        );
+    }
     let latest: Option<Deployment> = ctx
         .call_as("GET", &format!("/projects/{pid}/deployment"), None)
         .ok();
@@ -687,26 +698,55 @@ pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str) -> Result<()> {
         &format!("/projects/{pid}/deployment/versions"),
         Some(&json!({"version": version, "botRevision": rev, "modules": null})),
     )?;
-    let env = find_env(ctx, &pid, env_name)?;
-    let env = match env {
-        Some(e) => ctx.call(
-            "PUT",
-            &format!("/projects/{pid}/environments/{}", e.id),
-            Some(&json!({"depVersion": version})),
-        )?,
-        None => ctx.call(
-            "POST",
-            &format!("/projects/{pid}/environments"),
-            Some(&json!({"depId": pid, "depVersion": version, "name": env_name})),
-        )?,
+    let (env, text) = match (env, canary) {
+        (Some(e), Some(share)) => {
+            let e: Environment = ctx.call_as(
+                "PUT",
+                &format!("/projects/{pid}/environments/{}/canary", e.id),
+                Some(&json!({"depVersion": version, "share": share})),
+            )?;
+            let lines = e
+                .canary
+                .as_ref()
+                .map(canary::canary_lines)
+                .unwrap_or_default();
+            let text = format!(
+                "Deployed {} {version} (revision {rev}) as a canary for {share} % of environment {env_name}'s users, project {}\n{}",
+                compiled.bot.name,
+                project::describe(&project),
+                lines.join("\n")
+            );
+            (to_json(&e), text)
+        }
+        (Some(e), None) => {
+            let e = ctx.call(
+                "PUT",
+                &format!("/projects/{pid}/environments/{}", e.id),
+                Some(&json!({"depVersion": version})),
+            )?;
+            (e, String::new())
+        }
+        (None, _) => {
+            let e = ctx.call(
+                "POST",
+                &format!("/projects/{pid}/environments"),
+                Some(&json!({"depId": pid, "depVersion": version, "name": env_name})),
+            )?;
+            (e, String::new())
+        }
     };
-    ctx.out(
+    let text = if text.is_empty() {
         format!(
             "Deployed {} {version} (revision {rev}) to environment {env_name} of project {}",
             compiled.bot.name,
             project::describe(&project)
-        ),
-        json!({"project": pid, "version": version, "revision": rev, "environment": env}),
+        )
+    } else {
+        text
+    };
+    ctx.out(
+        text,
+        json!({"project": pid, "version": version, "revision": rev, "environment": env, "canary": canary}),
     );
     Ok(())
 }

@@ -1,9 +1,13 @@
-//! Which project a command acts on. Never a guess: an explicit `--project <id>` first, then
-//! the id the bot folder is bound to (`.botbox.json`, written by the first push, `init` and
-//! `pull`, meant to be committed), and only then the bot's name, looked up among the
-//! projects of the owner the CLI acts for (the user, or the team of `switch-team`, or the
-//! workspace of a key). A name found only under other owners the caller reaches is an error
-//! that lists them; an administrator reaches another tenant's project only by its id.
+//! Which project a command acts on. Never a guess: an explicit `--project <id>` (or
+//! `BOTBOX_PROJECT`) first, then the id the bot folder is bound to (`.botbox.json`, meant to
+//! be committed), and only then the bot's name, looked up among the projects of the owner the
+//! CLI acts for (the user, or the team of `switch-team`, or the workspace of a key). A name
+//! found only under other owners the caller reaches is an error that lists them; an
+//! administrator reaches another tenant's project only by its id, and is warned when it does.
+//!
+//! A folder's binding is written only where there is none: by `init`, `pull` (a new folder),
+//! the first push by name of an unbound folder, and `bind`, the one command that replaces
+//! one. `--project` acts once and never touches the file.
 
 use super::{Ctx, enc};
 use anyhow::{Context, Result, anyhow, bail};
@@ -123,15 +127,17 @@ fn team_id(ctx: &Ctx, name: &str) -> Result<String> {
 
 /// The project a command in `dir` (or on the bot `name`) acts on. With `create`, a project
 /// the name does not find is created (for the binding's team, else the acting owner), and
-/// the folder is bound to the project the push acted on.
+/// an unbound folder is bound to the project found or created by name. A project named by
+/// `--project` leaves the folder's binding as it is.
 pub fn resolve(ctx: &Ctx, dir: Option<&Path>, name: &str, create: bool) -> Result<Project> {
     let binding = match dir {
         Some(d) => Binding::read(d)?,
         None => None,
     };
-    let project = if let Some(id) = &ctx.project {
-        by_id(ctx, id, "--project", "")?
-    } else if let Some(id) = binding.as_ref().and_then(|b| b.project_id.clone()) {
+    if let Some(id) = &ctx.project {
+        return Ok(announced(ctx, by_id(ctx, id, "--project", "")?));
+    }
+    let project = if let Some(id) = binding.as_ref().and_then(|b| b.project_id.clone()) {
         let p = by_id(
             ctx,
             &id,
@@ -163,7 +169,56 @@ pub fn resolve(ctx: &Ctx, dir: Option<&Path>, name: &str, create: bool) -> Resul
 
 fn announced(ctx: &Ctx, p: Project) -> Project {
     announce(ctx, &p);
+    if !ctx.json
+        && let Ok(Some(who)) = someone_elses(ctx, &p)
+    {
+        eprintln!(
+            "warning: project {} belongs to {}, not to you or a team of yours: you act on it as an administrator",
+            describe(&p),
+            who
+        );
+    }
     p
+}
+
+/// The project's owner when it is neither the caller nor one of the caller's teams (an
+/// administrator acting on another tenant's project).
+fn someone_elses(ctx: &Ctx, p: &Project) -> Result<Option<String>> {
+    let me: Me = ctx.call_as("GET", "/me", None)?;
+    if p.owner.id == me.user_id || me.team_id.as_deref() == Some(p.owner.id.as_str()) {
+        return Ok(None);
+    }
+    let teams: Vec<UserTeam> =
+        ctx.call_as("GET", &format!("/users/{}/teams", enc(&me.user_id)), None)?;
+    Ok((!teams.iter().any(|t| t.id == p.owner.id)).then(|| p.owner.to_string()))
+}
+
+/// The project a command acts on without reading the bot: `--project` when given (so the
+/// command works outside a bot folder), else the folder's bot by [`resolve`].
+pub fn of_folder(ctx: &Ctx, dir: &Path) -> Result<Project> {
+    if let Some(id) = &ctx.project {
+        return Ok(announced(ctx, by_id(ctx, id, "--project", "")?));
+    }
+    let (_, compiled) = super::load_valid(dir)?;
+    resolve(ctx, Some(dir), &compiled.bot.name, false)
+}
+
+/// `botbox bind <projectId>`: binds the folder to that project, replacing any binding (the
+/// only command that replaces one); the previous project is named.
+pub fn bind(ctx: &Ctx, dir: &Path, id: &str) -> Result<()> {
+    let p = by_id(ctx, id, "bind", "")?;
+    let old = Binding::read(dir)?.unwrap_or_default();
+    let was = old.project_id.clone();
+    old.bound_to(&p).write(dir)?;
+    let note = match was {
+        Some(w) if w != p.id => format!(" (was {w})"),
+        _ => String::new(),
+    };
+    ctx.out(
+        format!("Bound {} to project {}{note}", dir.display(), describe(&p)),
+        json!({"project": p.id, "previous": old.project_id}),
+    );
+    Ok(())
 }
 
 /// The project named `name` of the owner the CLI acts for (or the binding's team).
@@ -177,24 +232,25 @@ fn by_name(ctx: &Ctx, binding: Option<&Binding>, name: &str, create: bool) -> Re
     if let Some(p) = mine.into_iter().find(|p| p.name == name) {
         return Ok(p);
     }
-    if create {
+    let elsewhere: Vec<String> = all_projects(ctx, "")?
+        .into_iter()
+        .filter(|p| p.name == name)
+        .map(|p| format!("  {} ({})", p.id, p.owner))
+        .collect();
+    if create && elsewhere.is_empty() {
         let mut body = json!({"name": name, "options": {"bot": true}});
         if team.is_some() {
             body["teamId"] = json!(owner);
         }
         return ctx.call_as("POST", "/projects", Some(&body));
     }
-    let elsewhere: Vec<String> = all_projects(ctx, "")?
-        .into_iter()
-        .filter(|p| p.name == name)
-        .map(|p| format!("  {} ({})", p.id, p.owner))
-        .collect();
     if elsewhere.is_empty() {
         bail!("no project named {name} is yours: run `botbox push` first");
     }
     bail!(
         "no project named {name} is yours; other owners you work with have one:\n{}\n\
-         name it: --project <id> (or `botbox switch-team <team>` to act for that team)",
+         name it: --project <id> for once, `botbox bind <id>` for this folder, or \
+         `botbox switch-team <team>` to act for that team",
         elsewhere.join("\n")
     )
 }

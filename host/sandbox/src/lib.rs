@@ -183,6 +183,9 @@ pub struct Revision {
     pub default_error_message: Option<Arc<str>>,
     /// Who the bot runs for, as its `nl` NLUs' predictions see it (visibility and pinning).
     pub nl: NlScope,
+    /// The bot's fallback flows (`flow`) and fallback intents (`flow.intent`): what
+    /// [`Revision::falls_back`] reads.
+    fallbacks: Arc<[String]>,
 }
 
 /// The account and project a revision runs for, and the deployment's NLU revision pin: what
@@ -205,7 +208,29 @@ impl Revision {
             limits: None,
             default_error_message: bot.default_error_message().map(Into::into),
             nl: NlScope::default(),
+            fallbacks: bot
+                .flows
+                .iter()
+                .flat_map(|f| {
+                    let flow = f.fallback.then(|| f.name.clone());
+                    let intents = f.intents.iter().filter(|i| i.fallback);
+                    flow.into_iter()
+                        .chain(intents.map(|i| format!("{}.{}", f.name, i.name)))
+                })
+                .collect(),
         }
+    }
+
+    /// Whether a message the step gave to `flow` with `intent` fell back: it matched no
+    /// intent, a fallback intent, or was handled by a fallback flow.
+    pub fn falls_back(&self, flow: Option<&str>, intent: Option<&str>) -> bool {
+        let (Some(flow), Some(intent)) = (flow, intent) else {
+            return true;
+        };
+        self.fallbacks.iter().any(|f| {
+            f == flow
+                || (f.len() == flow.len() + 1 + intent.len() && *f == format!("{flow}.{intent}"))
+        })
     }
 
     /// This revision running for `scope` (owner, project and NLU pin).

@@ -9,6 +9,7 @@
 //! [`agent::Problem`] carries a status and headers as the `http` crate's types, no body).
 
 pub mod agent;
+pub mod audit;
 pub mod auth;
 pub mod cases;
 pub mod cms;

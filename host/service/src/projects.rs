@@ -93,7 +93,14 @@ async fn store_empty_revision(
     let source = json!({"id": row.id, "name": name, "version": "0.0.0", "flows": {}}).to_string();
     let revision = revision_id(&row.id, &source);
     live.db
-        .insert_revision(&row.id, &revision, "0.0.0", &source, "", ("[]", None))
+        .insert_revision(
+            &row.id,
+            &revision,
+            "0.0.0",
+            &source,
+            "",
+            ("[]", None, "system"),
+        )
         .await?;
     Ok(())
 }

@@ -20,6 +20,8 @@ pub struct PublishOptions {
     pub bump: bool,
     /// The largest bot accepted, in bytes of JSON.
     pub bot_limit: usize,
+    /// Who pushes it ([`crate::audit::Actor::label`]), stored as the revision's `pushedBy`.
+    pub pushed_by: String,
 }
 
 /// Validates, compiles and stores a new revision of `project`. The answer is the stored bot
@@ -64,7 +66,7 @@ pub async fn publish(
             &version.name,
             &source,
             &compiled_json,
-            (&json!(warnings).to_string(), desc),
+            (&json!(warnings).to_string(), desc, &opts.pushed_by),
         )
         .await
         .map_err(|e| match e {

@@ -492,7 +492,7 @@ impl Db {
         end: i64,
     ) -> DbResult<Vec<TranscriptRow>> {
         Ok(sqlx::query_as(
-            "SELECT id, environment_name, channel_id, user_id, direction, message, flow, intent, state, created_at, step_us \
+            "SELECT id, environment_name, channel_id, user_id, direction, message, flow, intent, state, created_at, step_us, dep_version \
              FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at >= $3 AND created_at <= $4 \
              ORDER BY created_at, id",
         )
@@ -522,7 +522,7 @@ impl Db {
             ""
         };
         let sql = format!(
-            "SELECT id, environment_name, channel_id, user_id, direction, message, flow, intent, state, created_at, step_us \
+            "SELECT id, environment_name, channel_id, user_id, direction, message, flow, intent, state, created_at, step_us, dep_version \
              FROM transcripts WHERE project_id = $1 AND environment_name = $2 AND created_at > $3 AND created_at <= $4 \
              {by_user} ORDER BY created_at, id LIMIT $5"
         );

@@ -15,7 +15,9 @@
 mod accounts;
 mod agent;
 mod analytics;
+mod audit;
 mod backup;
+mod canaries;
 mod cases;
 mod cms;
 mod conversations;
@@ -32,7 +34,9 @@ mod writer;
 pub use accounts::*;
 pub use agent::*;
 pub use analytics::*;
+pub use audit::{AuditFilter, AuditLog, AuditRow, AuditScope, NewAuditEntry};
 pub use backup::backup_sqlite;
+pub use canaries::{Canaries, CanaryRow, VersionCounts};
 pub use cases::*;
 pub use cms::*;
 pub use nlu::*;
@@ -527,6 +531,8 @@ pub(crate) mod test_steps {
                 intent: None,
                 state: None,
                 step_us: Some(10),
+                dep_version: Some("1.0.0".into()),
+                outcome: Some("ok"),
             }],
             outbox: vec![("https://example.com/".into(), "[]".into(), "{}".into())],
             ..StepWrite::default()

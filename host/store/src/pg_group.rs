@@ -41,8 +41,8 @@ pub(crate) fn fits(writes: &[StepWrite]) -> bool {
 }
 
 /// The group's statement. `$1` now, `$2` delivered outbox ids; the steps `$3`–`$10`; their
-/// transcript lines `$11`–`$24` and outbox rows `$25`–`$31`, each with its step's index;
-/// `$32` the outbox format. Answers the indexes of the steps written.
+/// transcript lines `$11`–`$26` and outbox rows `$27`–`$33`, each with its step's index;
+/// `$34` the outbox format. Answers the indexes of the steps written.
 const GROUP: &str = "\
 WITH s AS (
   SELECT u.* FROM UNNEST($3::int8[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int8[], $10::text[])
@@ -69,18 +69,21 @@ WITH s AS (
   SELECT s.channel_id, s.seen, $1 FROM s JOIN w ON w.idx = s.idx WHERE s.seen IS NOT NULL
 ), tr AS (
   INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id,
-                           direction, message, flow, intent, state, created_at, step_us)
+                           direction, message, flow, intent, state, created_at, step_us,
+                           dep_version, outcome)
   SELECT t.id, t.project_id, t.environment_id, t.environment_name, t.channel_id, t.user_id,
-         t.direction, t.message, t.flow, t.intent, t.state, t.created_at, t.step_us
+         t.direction, t.message, t.flow, t.intent, t.state, t.created_at, t.step_us,
+         t.dep_version, t.outcome
   FROM UNNEST($11::int8[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[],
-              $18::text[], $19::text[], $20::text[], $21::text[], $22::text[], $23::int8[], $24::int8[])
+              $18::text[], $19::text[], $20::text[], $21::text[], $22::text[], $23::int8[], $24::int8[],
+              $25::text[], $26::text[])
     AS t(step, id, project_id, environment_id, environment_name, channel_id, user_id,
-         direction, message, flow, intent, state, created_at, step_us)
+         direction, message, flow, intent, state, created_at, step_us, dep_version, outcome)
   JOIN w ON w.idx = t.step
 ), ob AS (
   INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at, format)
-  SELECT o.id, o.channel_id, o.url, o.headers, o.body, 'pending', 0, o.next_at, $1, $32
-  FROM UNNEST($25::int8[], $26::text[], $27::text[], $28::text[], $29::text[], $30::text[], $31::int8[])
+  SELECT o.id, o.channel_id, o.url, o.headers, o.body, 'pending', 0, o.next_at, $1, $34
+  FROM UNNEST($27::int8[], $28::text[], $29::text[], $30::text[], $31::text[], $32::text[], $33::int8[])
     AS o(step, id, channel_id, url, headers, body, next_at)
   JOIN w ON w.idx = o.step
 ), sent AS (
@@ -106,6 +109,8 @@ struct Lines<'a> {
     state: Vec<Option<&'a str>>,
     created_at: Vec<i64>,
     step_us: Vec<Option<i64>>,
+    dep_version: Vec<Option<&'a str>>,
+    outcome: Vec<Option<&'a str>>,
 }
 
 impl<'a> Lines<'a> {
@@ -131,6 +136,8 @@ impl<'a> Lines<'a> {
             l.state.push(t.state.as_deref());
             l.created_at.push(now + n as i64);
             l.step_us.push(t.step_us);
+            l.dep_version.push(t.dep_version.as_deref());
+            l.outcome.push(t.outcome);
         }
         l
     }
@@ -184,6 +191,8 @@ pub(crate) async fn commit(
         .bind(lines.state)
         .bind(lines.created_at)
         .bind(lines.step_us)
+        .bind(lines.dep_version)
+        .bind(lines.outcome)
         .bind(rows.iter().map(|(i, _)| *i).collect::<Vec<_>>())
         .bind(ocol(|r| r.id.as_str()))
         .bind(ocol(|r| r.channel_id.as_str()))

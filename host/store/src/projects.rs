@@ -49,6 +49,8 @@ pub struct DeploymentRow {
     pub cms_revision: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Who created it (a user's name, or a key with its owner); none before this was kept.
+    pub deployed_by: Option<String>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -79,7 +81,7 @@ const PROJECT_COLS: &str = "id, owner_id, name, label, description, options, bot
      nlu_latest_revision, cms_latest_revision, created_at, updated_at";
 const REVISION_COLS: &str = "id, project_id, seq, version, source, compiled, created_at, warnings";
 const DEPLOYMENT_COLS: &str = "id, project_id, seq, version, bot_revision, nlu_revision, \
-     cms_revision, created_at, updated_at";
+     cms_revision, created_at, updated_at, deployed_by";
 const ENV_COLS: &str = "id, project_id, name, slug, deployment_version, created_at";
 const CHANNEL_COLS: &str = "id, project_id, environment_id, name, kind, url, rpm_limit, agent_id, \
      options, created_at";
@@ -216,13 +218,13 @@ impl Db {
         version: &str,
         source: &str,
         compiled: &str,
-        (warnings, desc): (&str, Option<&str>),
+        (warnings, desc, pushed_by): (&str, Option<&str>, &str),
     ) -> DbResult<RevisionRow> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
         sqlx::query(
-            "INSERT INTO bot_revisions (id, project_id, seq, version, source, compiled, created_at, warnings) \
-             SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7 FROM bot_revisions WHERE project_id = $2",
+            "INSERT INTO bot_revisions (id, project_id, seq, version, source, compiled, created_at, warnings, pushed_by) \
+             SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $8 FROM bot_revisions WHERE project_id = $2",
         )
         .bind(id)
         .bind(project_id)
@@ -231,6 +233,7 @@ impl Db {
         .bind(compiled)
         .bind(now)
         .bind(warnings)
+        .bind(pushed_by)
         .execute(&mut *tx)
         .await
         .map_err(DbError::from_sqlx)?;
@@ -344,13 +347,14 @@ impl Db {
         bot_revision: &str,
         nlu_revision: Option<&str>,
         cms_revision: Option<&str>,
+        deployed_by: &str,
     ) -> DbResult<DeploymentRow> {
         let now = now_ms();
         let id = new_id();
         // One statement: the sequence number comes with the insert (see insert_revision).
         sqlx::query(
-            "INSERT INTO deployments (id, project_id, seq, version, bot_revision, nlu_revision, cms_revision, created_at, updated_at) \
-             SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $7 FROM deployments WHERE project_id = $2",
+            "INSERT INTO deployments (id, project_id, seq, version, bot_revision, nlu_revision, cms_revision, created_at, updated_at, deployed_by) \
+             SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6, $7, $7, $8 FROM deployments WHERE project_id = $2",
         )
         .bind(&id)
         .bind(project_id)
@@ -359,6 +363,7 @@ impl Db {
         .bind(nlu_revision)
         .bind(cms_revision)
         .bind(now)
+        .bind(deployed_by)
         .execute(&self.pool)
         .await
         .map_err(DbError::from_sqlx)?;
@@ -700,6 +705,7 @@ const DELETE_PROJECT: &[&str] = &[
     "DELETE FROM agent_conversations WHERE environment_id IN (SELECT id FROM environments WHERE project_id = $1)",
     "DELETE FROM api_keys WHERE project_id = $1",
     "DELETE FROM channels WHERE project_id = $1",
+    "DELETE FROM canaries WHERE project_id = $1",
     "DELETE FROM environments WHERE project_id = $1",
     "DELETE FROM deployments WHERE project_id = $1",
     "DELETE FROM drafts WHERE project_id = $1",
@@ -719,6 +725,7 @@ pub struct RevisionInfo {
     pub created_at: i64,
     /// The validation warnings found at push, as a JSON list of strings.
     pub warnings: Option<String>,
+    pub pushed_by: Option<String>,
 }
 
 impl Db {
@@ -743,7 +750,7 @@ impl Db {
         offset: i64,
     ) -> DbResult<Page<RevisionInfo>> {
         let filter = ("project_id = $1", &[project_id][..]);
-        let cols = "id, version, created_at, warnings";
+        let cols = "id, version, created_at, warnings, pushed_by";
         self.page(cols, "bot_revisions", filter, "seq DESC", (limit, offset))
             .await
     }

@@ -36,6 +36,8 @@ pub enum Expired {
     HookReceipts,
     /// Case webhook messages delivered or given up on, with their attempts.
     WebhookMessages,
+    /// Audit entries (not in [`Expired::ALL`]: kept for ever when the window is 0).
+    AuditLog,
 }
 
 impl Expired {
@@ -63,6 +65,7 @@ impl Expired {
             Expired::Idempotency => "idempotency",
             Expired::HookReceipts => "hook_receipts",
             Expired::WebhookMessages => "webhook_messages",
+            Expired::AuditLog => "audit_log",
         }
     }
 
@@ -111,6 +114,10 @@ impl Expired {
                 "DELETE FROM inbound_hook_receipts WHERE (hook_id, webhook_id) IN \
                  (SELECT hook_id, webhook_id FROM inbound_hook_receipts \
                  WHERE created_at < $1 ORDER BY created_at LIMIT $2)",
+            ],
+            Expired::AuditLog => &[
+                "DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log \
+                 WHERE at < $1 ORDER BY at LIMIT $2)",
             ],
             // Pending messages (still being retried) stay whatever their age.
             Expired::WebhookMessages => &[

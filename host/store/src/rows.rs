@@ -33,6 +33,8 @@ pub struct TranscriptRow {
     pub created_at: i64,
     /// On an incoming line: how long its step took, in microseconds.
     pub step_us: Option<i64>,
+    /// On a channel's incoming line: the deployment version that served it.
+    pub dep_version: Option<String>,
 }
 
 /// A transcript line to record.
@@ -51,6 +53,10 @@ pub struct NewTranscript {
     pub state: Option<String>,
     /// On an incoming line: how long its step took, in microseconds.
     pub step_us: Option<i64>,
+    /// On a channel's incoming line: the deployment version that served it.
+    pub dep_version: Option<String>,
+    /// On a channel's incoming line: `ok`, `fallback` or `error` (see the migration).
+    pub outcome: Option<&'static str>,
 }
 
 /// A bot error to record with its step.

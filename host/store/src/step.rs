@@ -405,10 +405,10 @@ async fn insert_transcript_rows<E: Exec>(
     for (c, chunk) in lines.chunks(ROWS_PER_INSERT).enumerate() {
         let sql = format!(
             "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
-             direction, message, flow, intent, state, created_at, step_us) VALUES {}",
-            placeholders(chunk.len(), 13)
+             direction, message, flow, intent, state, created_at, step_us, dep_version, outcome) VALUES {}",
+            placeholders(chunk.len(), 15)
         );
-        let mut args: Vec<Arg> = Vec::with_capacity(chunk.len() * 13);
+        let mut args: Vec<Arg> = Vec::with_capacity(chunk.len() * 15);
         for (n, t) in chunk.iter().enumerate() {
             args.extend([
                 new_row_id().into(),
@@ -424,6 +424,8 @@ async fn insert_transcript_rows<E: Exec>(
                 (&t.state).into(),
                 (now + (c * ROWS_PER_INSERT + n) as i64).into(),
                 Arg::Int(t.step_us),
+                (&t.dep_version).into(),
+                Arg::Text(t.outcome.map(Into::into)),
             ]);
         }
         e.exec(&sql, &args).await?;

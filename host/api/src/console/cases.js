@@ -1,18 +1,25 @@
 // Cases and reviews: each Case's tasks by status, and the queue of tasks waiting for a
-// person's review.
-import { api, backTo, el, enc, say, show, table, time } from './lib.js';
+// person's review (decided by those who may edit the project).
+import { api, backTo, can, el, enc, refusal, projectAccess, readOnlyNote, say, show, table, time } from './lib.js';
 
 /** Cases of the project with their tasks by state, and the review queue: a task in review
  * shows its inputs and proposed outputs; a person approves it or rejects it with a note. */
 export async function cases(pid) {
   const P = `/projects/${enc(pid)}`;
-  const list = await api('GET', `${P}/cases?tasks=true`);
+  const [list, access] = await Promise.all([api('GET', `${P}/cases?tasks=true`), projectAccess(pid)]);
+  const mayEdit = can(access, 'edit');
   const pretty = (v) => el('pre', { class: 'mono', tabindex: 0 }, JSON.stringify(v === undefined ? null : v, null, 2));
   const sections = [];
   const queue = [];
   for (const c of list.data) {
     const tasks = c.tasks || [];
     for (const t of tasks.filter((t) => t.status === 'review')) {
+      if (!mayEdit) {
+        queue.push(el('section', { class: 'card review', 'data-task': t.id },
+          el('h2', {}, `${c.name} · task ${t.id.slice(0, 12)}`),
+          el('div', { class: 'grid' }, el('div', {}, el('strong', {}, 'Inputs'), pretty(t.inputs)), el('div', {}, el('strong', {}, 'Proposed outputs'), pretty(t.outputs)))));
+        continue;
+      }
       const note = el('textarea', { 'aria-label': 'Note', rows: 2, class: 'note', placeholder: 'A note for the record (required to reject)' });
       const err = el('p', { class: 'error', role: 'alert' });
       const decide = async (decision) => {
@@ -22,7 +29,7 @@ export async function cases(pid) {
           await api('POST', `${P}/tasks/${enc(t.id)}/review`, { decision, comment: note.value.trim() || undefined });
           say(`Task ${t.id.slice(0, 12)} ${decision === 'approve' ? 'approved' : 'rejected'}`);
           await cases(pid);
-        } catch (e) { err.textContent = e.message; }
+        } catch (e) { err.textContent = await refusal(e, 'review tasks', pid, access); }
       };
       queue.push(el('section', { class: 'card review', 'data-task': t.id },
         el('h2', {}, `${c.name} · task ${t.id.slice(0, 12)}`),
@@ -41,6 +48,7 @@ export async function cases(pid) {
       : el('p', { class: 'muted' }, 'No tasks.')));
   }
   show(el('h1', {}, 'Cases'),
+    readOnlyNote(access),
     el('p', {}, backTo(pid)),
     el('h2', {}, 'Waiting for review'),
     queue.length ? el('div', { id: 'queue' }, queue) : el('p', { class: 'muted', id: 'queue' }, 'Nothing waits for a review.'),

@@ -1,9 +1,18 @@
 // The chat tester: talk to an environment's bot (recorded in its transcripts as channel
 // `console`, with who chatted) or to the latest revision; replies drawn as a channel shows
 // them, the last step's flow, state, intent, context, calls and errors beside them.
-import { api, backTo, el, enc, errorBox, plural, safeUrl, show } from './lib.js';
+import { api, backTo, can, el, enc, refusal, plural, projectAccess, readOnlyNote, safeUrl, show } from './lib.js';
 
-export function chat(pid, envName) {
+export async function chat(pid, envName) {
+  // A test step runs the bot's api calls: it needs the right to change the project.
+  const access = await projectAccess(pid).catch(() => null);
+  if (!can(access, 'edit')) {
+    show(el('h1', {}, `Chat · ${envName || 'latest revision'}`), readOnlyNote(access),
+      el('p', {}, backTo(pid)),
+      el('p', { class: 'card' }, 'A test conversation runs the bot as its developers do; your role does not. ',
+        envName ? el('a', { href: `#/p/${enc(pid)}/transcripts/${enc(envName)}` }, `Read ${envName}'s conversations`) : null));
+    return;
+  }
   let session = null;
   const log = el('div', { class: 'chat', id: 'chat', 'aria-live': 'polite', tabindex: 0, role: 'log', 'aria-label': 'Conversation' });
   const debug = el('dl', { class: 'debug', id: 'debug' });
@@ -73,7 +82,8 @@ export function chat(pid, envName) {
       showDebug(res);
     } catch (e) {
       pending.remove();
-      log.append(errorBox(e));
+      log.append(el('p', { class: 'error', role: 'alert' }, await refusal(e, 'run test conversations', pid, access)));
+      log.scrollTop = log.scrollHeight;
     } finally {
       log.removeAttribute('aria-busy');
       sendButton.disabled = false;

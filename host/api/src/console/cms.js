@@ -1,6 +1,7 @@
 // The CMS: a project's content as a form (each element type with its control), its FAQ
-// tables, publishing with a changelog, and its revisions.
-import { api, backTo, el, enc, say, show, table, time } from './lib.js';
+// tables, publishing with a changelog, and its revisions; read-only to those who may not
+// edit the project.
+import { api, backTo, can, el, enc, refusal, readOnlyNote, rememberAccess, say, show, table, time } from './lib.js';
 
 /** A short description of a CMS revision for a list: `3f2a9c1d0e · the greeting · time`. */
 export function cmsLabel(r) {
@@ -35,6 +36,19 @@ function cmsControl(e, id, changed) {
   }
 }
 
+/** An element's value as text, for those who may not edit it. */
+function cmsValue(e) {
+  switch (e.type) {
+    case 'textlist': {
+      const items = Array.isArray(e.value) ? e.value : [];
+      return items.length ? el('ul', { class: 'cms-value' }, items.map((i) => el('li', {}, String(i)))) : el('p', { class: 'muted' }, 'empty');
+    }
+    case 'toggle': return el('p', { class: 'cms-value' }, e.value === true ? 'on' : 'off');
+    case 'slider': return el('p', { class: 'cms-value' }, `${e.value ?? ''} (from ${e.min ?? 0} to ${e.max ?? 100})`);
+    default: return el('p', { class: 'cms-value' }, String(e.value ?? ''));
+  }
+}
+
 /** The value a new element of `type` starts with. */
 function cmsDefault(type, options, min) {
   return { text: '', textarea: '', textlist: [], slider: min, dropdown: options[0], toggle: false }[type];
@@ -44,7 +58,13 @@ function cmsDefault(type, options, min) {
  *  publish with a changelog, and the revisions (any of them can be loaded to edit from). */
 export async function cmsView(pid) {
   const P = `/projects/${enc(pid)}`;
-  const [p, latest, revs] = await Promise.all([api('GET', P), api('GET', `${P}/cms`), api('GET', `${P}/cms/revisions?limit=20`)]);
+  // The overview: the project, its newest 20 CMS revisions and what the caller may do.
+  const [o, latest] = await Promise.all([api('GET', `${P}/overview`), api('GET', `${P}/cms`)]);
+  rememberAccess(pid, o.access);
+  const access = o.access || null;
+  const mayEdit = can(access, 'edit');
+  const p = o.project;
+  const revs = { data: o.cmsRevisions || [] };
   const copy = (r) => ({ pages: structuredClone(r.pages || {}), faqs: structuredClone(r.faqs || {}) });
   let doc = copy(latest);
   let base = latest.revision;
@@ -60,6 +80,10 @@ export async function cmsView(pid) {
       Object.entries(forms).map(([form, elements]) => el('fieldset', { class: 'cms-form' }, el('legend', {}, `Form ${form}`),
         Object.entries(elements).map(([name, e]) => {
           const id = idOf(page, form, name);
+          if (!mayEdit) {
+            return el('div', { class: 'cms-element' }, el('div', { class: 'cms-label', id }, e.label ? `${e.label} (${name}, ${e.type})` : `${name} (${e.type})`),
+              cmsValue(e), el('div', { class: 'meta' }, `Bots read it as $(cms.${page}.${form}.${name}.value)`));
+          }
           return el('div', { class: 'cms-element' },
             el('label', { for: id }, e.label ? `${e.label} (${name}, ${e.type})` : `${name} (${e.type})`),
             cmsControl(e, id, changed),
@@ -78,6 +102,15 @@ export async function cmsView(pid) {
     const lines = (v) => (Array.isArray(v) ? v : []).join('\n');
     const split = (t) => t.split('\n').map((l) => l.trim()).filter(Boolean);
     const rows = Object.entries(doc.faqs);
+    if (!mayEdit) {
+      const items = (v) => el('ul', {}, (Array.isArray(v) ? v : []).map((t) => el('li', {}, String(t))));
+      faqs.replaceChildren(...(rows.length ? rows.map(([label, f]) => el('section', { class: 'cms-faq', 'data-label': label },
+        el('h3', {}, `FAQ ${label}`), el('p', { class: 'muted' }, 'Questions'), items(f.questions),
+        el('p', { class: 'muted' }, 'Answers (the bot picks one)'), items(f.answers),
+        el('div', { class: 'meta' }, `Bots answer with $(cms.faq.${label}.answers); the NLU learns the questions as faq:${label}`)))
+        : [el('p', { class: 'muted' }, 'No FAQ yet.')]));
+      return;
+    }
     faqs.replaceChildren(...(rows.length ? rows.map(([label, f]) => el('fieldset', { class: 'cms-faq', 'data-label': label }, el('legend', {}, `FAQ ${label}`),
       el('label', { for: idOf('faq', label, 'q') }, 'Questions (one per line)'),
       el('textarea', { id: idOf('faq', label, 'q'), rows: 3, oninput: (ev) => { f.questions = split(ev.target.value); changed(); } }, lines(f.questions)),
@@ -151,7 +184,9 @@ export async function cmsView(pid) {
       await cmsView(pid);
       say([`Published CMS revision ${r.revision.slice(0, 10)}`, ...trained].join('; ') + '.');
     } catch (e) {
-      pubErr.append(el('p', {}, 'Not published:'), el('ul', {}, String(e.message).replace(/^\d+: /, '').split('\n').map((l) => el('li', {}, l))));
+      if (e.status === 403) pubErr.append(el('p', {}, await refusal(e, 'publish CMS content', pid, access)));
+      else pubErr.append(el('p', {}, 'Not published:'), el('ul', {}, String(e.message).replace(/^\d+: /, '').split('\n').map((l) => el('li', {}, l))));
+      pubErr.scrollIntoView({ block: 'nearest' });
     }
   } }, el('label', { for: 'cms-changelog', class: 'visually-hidden' }, 'Changelog'), changelog,
   el('button', { type: 'submit', class: 'primary', id: 'cms-publish' }, 'Publish'));
@@ -167,17 +202,18 @@ export async function cmsView(pid) {
     el('td', { class: 'mono' }, String(r.revision).slice(0, 10)), el('td', {}, r.changelog || ''),
     el('td', {}, r.publishedBy), el('td', { class: 'muted' }, time(r.createdAt)),
     el('td', {}, i === 0 && r.revision === latest.revision ? el('span', { class: 'muted' }, 'latest')
-      : el('button', { type: 'button', class: 'load', onclick: () => load(r).catch((e) => say(e.message, 'error')) }, 'Edit from this'))));
+      : !mayEdit ? null : el('button', { type: 'button', class: 'load', onclick: () => load(r).catch((e) => say(e.message, 'error')) }, 'Edit from this'))));
 
   drawPages();
   drawFaqs();
   show(el('h1', {}, `CMS · ${p.name}`),
+    readOnlyNote(access),
     el('p', {}, backTo(pid),
       p.owner ? ` · owned by ${p.owner.type} ${p.owner.name}` : ''),
-    latest.revision ? null : el('p', { class: 'muted' }, 'Nothing published yet: the first publish makes the first revision.'),
-    el('div', { class: 'card' }, el('h2', {}, 'Content'), editor, addForm),
-    el('div', { class: 'card' }, el('h2', {}, 'FAQ tables'), faqs, addFaq),
-    el('div', { class: 'card' }, el('h2', {}, 'Publish'), dirty, publish, pubErr),
+    latest.revision ? null : el('p', { class: 'muted' }, mayEdit ? 'Nothing published yet: the first publish makes the first revision.' : 'Nothing published yet.'),
+    el('div', { class: 'card' }, el('h2', {}, 'Content'), editor, mayEdit ? addForm : null),
+    el('div', { class: 'card' }, el('h2', {}, 'FAQ tables'), faqs, mayEdit ? addFaq : null),
+    mayEdit ? el('div', { class: 'card' }, el('h2', {}, 'Publish'), dirty, publish, pubErr) : null,
     el('div', { class: 'card' }, el('h2', {}, 'Revisions'), revRows.length
       ? table({ id: 'cms-revisions' }, ['Revision', 'Changelog', 'Published by', 'When', ''], revRows)
       : el('p', { class: 'muted' }, 'No revision yet.')));

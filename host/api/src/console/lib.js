@@ -35,21 +35,40 @@ export function safeUrl(u) {
   } catch { return null; }
 }
 
-/** Replaces the page's content. */
+/** Replaces the page's content. `inPlace`: the same page drawn again after an action, the
+ *  window left where it was. */
 export function show(...nodes) {
-  main.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false));
-  main.focus();
+  const inPlace = nodes[0] === IN_PLACE;
+  main.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false && n !== IN_PLACE));
+  main.focus({ preventScroll: inPlace });
 }
+export const IN_PLACE = Symbol('in place');
 
-/** A notice above the page's content (never over it); `error` ones are red. Empty: none. */
+/** A notice above the page's content (never over it), scrolled into view; `error` ones are
+ *  red. Empty: none. */
 export function say(text, kind = 'info') {
   notice.textContent = text;
   notice.className = text ? `notice ${kind}` : 'notice';
   notice.hidden = !text;
+  if (text) notice.scrollIntoView({ block: 'nearest' });
+}
+
+/** `text` in `where` (a role=status or role=alert element beside the control that acted),
+ *  scrolled into view and focused. */
+export function tell(where, text, kind = 'info') {
+  if (!where) { say(text, kind); return; }
+  where.textContent = text;
+  where.className = `result ${kind}`;
+  where.hidden = !text;
+  if (!text) return;
+  if (!where.hasAttribute('tabindex')) where.setAttribute('tabindex', '-1');
+  where.focus({ preventScroll: true });
+  where.scrollIntoView({ block: 'nearest' });
 }
 
 export class ApiError extends Error {
-  constructor(message, status) { super(message); this.status = status; }
+  /** `said`: the server's text (its first line dropped on a 400). */
+  constructor(message, status, said) { super(message); this.status = status; this.said = said; }
 }
 /** A 400 opens with the sentence Kata clients expect; what is wrong follows it. */
 const BAD_REQUEST = 'Wrong API usage. Please refer to the documentation!\n';
@@ -76,10 +95,13 @@ export async function api(method, path, body, opts = {}) {
     throw new ApiError('not signed in', 401);
   }
   if (!res.ok) {
+    // Refused: what the page thought the caller may do there is read again next time.
+    const pm = res.status === 403 && path.match(/^\/projects\/([^/?]+)/);
+    if (pm) accessOf.delete(decodeURIComponent(pm[1]));
     let msg = text;
     try { const j = JSON.parse(text); msg = j.message || j.detail || j.title || text; } catch { /* plain text */ }
     if (msg.startsWith(BAD_REQUEST)) msg = msg.slice(BAD_REQUEST.length);
-    throw new ApiError(`${res.status}: ${msg}`, res.status);
+    throw new ApiError(`${res.status}: ${msg}`, res.status, msg);
   }
   if (opts.text) return text;
   return text ? JSON.parse(text) : null;
@@ -120,3 +142,49 @@ export function duration(us) {
 export const enc = encodeURIComponent;
 /** `← Project` back to project `pid`. */
 export function backTo(pid) { return el('a', { href: `#/p/${enc(pid)}` }, '← Project'); }
+
+// What the caller may do on a project: `overview.access`, {role, allowed ⊆ [edit, deploy,
+// keys, members]}, kept per project for pages that do not read the overview. The server
+// decides: this only leaves out controls it would refuse.
+const accessOf = new Map();
+/** Keeps a project's access (from its overview). */
+export function rememberAccess(pid, access) { accessOf.set(pid, access || null); }
+/** Forgets every project's access (signed in again, another team) or one project's. */
+export function forgetAccess(pid) { if (pid === undefined) accessOf.clear(); else accessOf.delete(pid); }
+/** A project's access: kept, or read with its overview. Null when the server does not say. */
+export async function projectAccess(pid) {
+  if (!accessOf.has(pid)) rememberAccess(pid, (await api('GET', `/projects/${enc(pid)}/overview`)).access);
+  return accessOf.get(pid) || null;
+}
+/** Whether `access` allows `what` (`edit`, `deploy`, `keys`, `members`); a server that does
+ *  not say allows everything (it refuses what it must). */
+export function can(access, what) {
+  return !access || !Array.isArray(access.allowed) || access.allowed.includes(what);
+}
+const ROLE_NAMES = { admin: 'administrator', teamAdmin: 'team admin' };
+/** A role as people read it. */
+export function roleName(role) { return ROLE_NAMES[role] || role; }
+/** The sentence a read-only page opens with, or null when the caller may change it. */
+export function readOnlyNote(access, what = 'edit') {
+  if (can(access, what)) return null;
+  return el('p', { class: 'note', id: 'read-only' },
+    `You have read access to this project (${roleName(access.role)}): changes are made by its developers.`);
+}
+const REFUSED = "You're not authorized to view this page.";
+/** Why an action failed, in the console's words: a refusal (403) names the caller's role and
+ *  what it may not `what` (`deploy`), the server's detail after it; other errors as said. */
+export function failure(e, what, access, where = 'on this project') {
+  if (!(e instanceof ApiError) || e.status !== 403) return String((e && e.message) || e);
+  const detail = String(e.said || '').replace(REFUSED, '').trim().replace(/\.$/, '');
+  const role = access && access.role ? ` (${roleName(access.role)})` : '';
+  return `Your role ${where}${role} may not ${what}.${detail ? ` (${detail}.)` : ''}`;
+}
+/** `failure`, naming the role the server sees now: after a refusal, project `pid`'s access
+ *  is read again (the role may have changed since the page was drawn). */
+export async function refusal(e, what, pid, access, where) {
+  if (e instanceof ApiError && e.status === 403 && pid) {
+    accessOf.delete(pid);
+    access = await projectAccess(pid).catch(() => access);
+  }
+  return failure(e, what, access, where);
+}

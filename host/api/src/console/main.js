@@ -1,6 +1,6 @@
 // The console's entry: a router from the URL's hash to one page module each. The header
 // (who is signed in, teams) is loaded once per sign-in or team switch, not per page.
-import { ApiError, TOKEN, errorBox, say, show } from './lib.js';
+import { ApiError, TOKEN, errorBox, forgetAccess, say, show } from './lib.js';
 import { header, signIn } from './signin.js';
 import { project, projects } from './projects.js';
 import { chat } from './chat.js';
@@ -12,6 +12,7 @@ import { analyticsView } from './analytics.js';
 import { botSource } from './bot.js';
 import { nlStudio } from './nl.js';
 import { cmsView } from './cms.js';
+import { activity } from './activity.js';
 
 /** `#/p/<project>/<page>/<args…>` pages, by page name. */
 const PROJECT_PAGES = {
@@ -24,6 +25,7 @@ const PROJECT_PAGES = {
   bot: (pid) => botSource(pid),
   nl: (pid, name) => nlStudio(pid, name),
   cms: (pid) => cmsView(pid),
+  activity: (pid) => activity(pid, me),
 };
 
 let me = null;
@@ -33,8 +35,10 @@ async function route() {
   say(''); // what the last page said is not about this one
   try {
     if (!me) me = await header();
-    const [first, pid, page, ...args] = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+    let [first, pid, page, ...args] = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+    if (first === 'projects' && pid) first = 'p';
     if (first === 'keys') await keys(null, null, me);
+    else if (first === 'activity') await activity(null, me);
     else if (first === 'p' && PROJECT_PAGES[page]) await PROJECT_PAGES[page](pid, ...args);
     else if (first === 'p' && pid) await project(pid);
     else await projects(me, first === 'all');
@@ -45,7 +49,7 @@ async function route() {
 
 window.addEventListener('hashchange', route);
 // Signed in or acting for another team: the header is loaded again at the next route.
-window.addEventListener('botbox:reset', () => { me = null; });
+window.addEventListener('botbox:reset', () => { me = null; forgetAccess(); });
 window.addEventListener('botbox:navigate', route);
-window.addEventListener('botbox:signed-out', (ev) => { me = null; signIn(ev.detail); });
+window.addEventListener('botbox:signed-out', (ev) => { me = null; forgetAccess(); signIn(ev.detail); });
 route();

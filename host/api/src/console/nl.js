@@ -1,15 +1,18 @@
 // NL Studio: a project NLU's entities, its sentences with their labels on the text
-// (select words to label them), training and predictions.
-import { api, backTo, el, enc, errorBox, show, table } from './lib.js';
+// (select words to label them), training and predictions; labelling, training and new NLUs
+// for those who may edit the project.
+import { IN_PLACE, api, backTo, can, el, enc, errorBox, refusal, projectAccess, readOnlyNote, show, table } from './lib.js';
 
 /** NL Studio: a project NLU's entities, its training sentences with their labels shown on
  * the text (select words of a sentence to label them), training, and a predict box. */
-export async function nlStudio(pid, chosen) {
+export async function nlStudio(pid, chosen, again) {
   const P = `/projects/${enc(pid)}/nlus`;
-  const nlus = (await api('GET', P)).data;
+  const [list, access] = await Promise.all([api('GET', P), projectAccess(pid)]);
+  const nlus = list.data;
+  const mayEdit = can(access, 'edit');
   if (!nlus.length) {
-    show(el('h1', {}, 'NL Studio'), el('p', {}, backTo(pid)),
-      el('p', { class: 'muted' }, 'This project has no NLU yet.'), createForm(pid));
+    show(el('h1', {}, 'NL Studio'), readOnlyNote(access), el('p', {}, backTo(pid)),
+      el('p', { class: 'muted' }, 'This project has no NLU yet.'), mayEdit ? createForm(pid, access) : null);
     return;
   }
   const nlu = nlus.find((n) => n.name === chosen) || nlus[0];
@@ -36,7 +39,7 @@ export async function nlStudio(pid, chosen) {
       .map((e) => el('span', { class: 'chip' }, `${e.entity}: ${e.label || e.value}`));
     const text = el('span', { class: 'sentence', 'data-row': r.id }, parts);
     const labeller = el('span', { class: 'labeller' });
-    text.addEventListener('mouseup', () => {
+    if (mayEdit) text.addEventListener('mouseup', () => {
       const sel = window.getSelection();
       if (!sel || sel.isCollapsed || !text.contains(sel.anchorNode) || !text.contains(sel.focusNode)) return;
       const range = sel.getRangeAt(0);
@@ -56,8 +59,8 @@ export async function nlStudio(pid, chosen) {
           try {
             const ents = r.entities.concat([{ entity: pick.value, label: label.value.trim() || undefined, start, end, value }]);
             await api('PUT', `${N}/training_data/${enc(r.id)}`, { entities: ents });
-            await nlStudio(pid, nlu.name);
-          } catch (e) { labeller.replaceChildren(errorBox(e)); }
+            await nlStudio(pid, nlu.name, true);
+          } catch (e) { labeller.replaceChildren(el('span', { class: 'error', role: 'alert' }, await refusal(e, 'label sentences', pid, access))); }
         } }, 'Label'));
     });
     return el('li', {}, text, ' ', traits, labeller);
@@ -65,25 +68,28 @@ export async function nlStudio(pid, chosen) {
   const lines = el('textarea', { id: 'lines', rows: 4, 'aria-label': 'Sentences to add', placeholder: 'one per line: I want pepperoni #intent:order' });
   const predictIn = el('input', { id: 'predict-text', 'aria-label': 'Sentence to predict' });
   const predictOut = el('div', { id: 'prediction' });
-  show(el('h1', {}, `NL Studio · ${nlu.name}`),
+  show(again ? IN_PLACE : null, el('h1', {}, `NL Studio · ${nlu.name}`),
+    readOnlyNote(access),
     el('p', {}, backTo(pid), ' · ', nlu.nluId, nlus.length > 1 ? [' · ', nlus.filter((n) => n.name !== nlu.name)
       .map((n) => el('a', { href: `#/p/${enc(pid)}/nl/${enc(n.name)}` }, n.name))] : null),
     el('div', { class: 'card' }, el('h2', {}, 'Entities'),
       Object.keys(entities).length ? el('ul', {}, Object.entries(entities).map(([n, e]) => el('li', {}, el('strong', {}, n), ` ${e.type}${e.labels ? ': ' + e.labels.join(', ') : ''}`)))
         : el('p', { class: 'muted' }, 'No entities.')),
     el('div', { class: 'card' }, el('h2', {}, `Training data (${rows.length})`),
-      el('p', { class: 'muted' }, 'Select words of a sentence to label them.'),
+      mayEdit ? el('p', { class: 'muted' }, 'Select words of a sentence to label them.') : null,
       rows.length ? el('ul', { id: 'training' }, rows.map(sentence)) : el('p', { class: 'muted' }, 'No sentences yet.'),
-      el('form', { onsubmit: async (ev) => {
+      !mayEdit ? null : el('form', { onsubmit: async (ev) => {
         ev.preventDefault();
         const f = new FormData();
         for (const l of lines.value.split('\n').map((x) => x.trim()).filter(Boolean)) f.append('sentence', l);
         status.textContent = 'Training…';
         try {
           const a = await api('POST', `${N}/train`, f);
-          await nlStudio(pid, nlu.name);
-          document.getElementById('training-status').textContent = `Training: ${a.status}${a.revision ? ` (revision ${String(a.revision).slice(0, 10)})` : ''}${a.errors && a.errors.length ? ' · refused: ' + a.errors.join('; ') : ''}`;
-        } catch (e) { status.textContent = e.message; }
+          await nlStudio(pid, nlu.name, true);
+          const now = document.getElementById('training-status');
+          now.textContent = `Training: ${a.status}${a.revision ? ` (revision ${String(a.revision).slice(0, 10)})` : ''}${a.errors && a.errors.length ? ' · refused: ' + a.errors.join('; ') : ''}`;
+          now.scrollIntoView({ block: 'nearest' });
+        } catch (e) { status.textContent = await refusal(e, 'train NLUs', pid, access); status.scrollIntoView({ block: 'nearest' }); }
       } }, el('label', { for: 'lines' }, 'Add sentences and train'), lines, el('p', {}, el('button', { class: 'primary', type: 'submit', id: 'train' }, 'Train'))),
       status),
     el('form', { class: 'card', onsubmit: async (ev) => {
@@ -92,7 +98,7 @@ export async function nlStudio(pid, chosen) {
       f.append('sentence', predictIn.value);
       try { predictOut.replaceChildren(prediction(predictIn.value, (await api('POST', `${N}/predict`, f)).result)); } catch (e) { predictOut.replaceChildren(errorBox(e)); }
     } }, el('h2', {}, 'Predict'), predictIn, ' ', el('button', { type: 'submit', id: 'predict' }, 'Predict'), predictOut),
-    createForm(pid));
+    mayEdit ? createForm(pid, access) : null);
 }
 
 /** A prediction as people read it: the sentence with each span highlighted, and a table of
@@ -124,7 +130,7 @@ function prediction(text, result) {
 }
 
 /** Creating another NLU in the project. */
-function createForm(pid) {
+function createForm(pid, access) {
   const name = el('input', { id: 'nlu-name', required: true, placeholder: 'shop' });
   const lang = el('select', { id: 'nlu-lang' }, [['en', 'English'], ['id', 'Indonesian']].map(([v, t]) => el('option', { value: v }, t)));
   const err = el('p', { class: 'error', role: 'alert' });
@@ -135,7 +141,7 @@ function createForm(pid) {
       const n = await api('POST', `/projects/${enc(pid)}/nlus`, { name: name.value.trim(), lang: lang.value });
       // Its page names its nluId, which bots use.
       location.hash = `#/p/${enc(pid)}/nl/${enc(n.name)}`;
-    } catch (e) { err.textContent = e.message; }
+    } catch (e) { err.textContent = await refusal(e, 'create NLUs', pid, access); }
   } }, el('h2', {}, 'New NLU'), el('div', { class: 'fields' },
     el('div', {}, el('label', { for: 'nlu-name' }, 'Name'), name), el('div', {}, el('label', { for: 'nlu-lang' }, 'Language'), lang)),
   err, el('button', { type: 'submit', id: 'create-nlu' }, 'Create'));

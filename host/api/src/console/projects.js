@@ -1,6 +1,7 @@
-// Projects: the list with owners, a project's page (environments, revisions, deployments),
-// the deploy dialog and rollbacks.
-import { api, copyButton, el, enc, say, show, table, time } from './lib.js';
+// Projects: the list with owners, a project's page (environments with their canaries,
+// revisions, deployments, a team's members), the deploy and canary dialogs, rollbacks. The
+// controls shown are those the caller's role allows (`overview.access`).
+import { IN_PLACE, api, can, copyButton, el, enc, failure, refusal, readOnlyNote, rememberAccess, say, show, table, tell, time } from './lib.js';
 import { cmsLabel } from './cms.js';
 
 /** The projects the caller reaches (its own and its teams'), each with its owner; an
@@ -30,9 +31,12 @@ function nextVersion(versions) {
   return `${best[0]}.${best[1]}.${best[2] + 1}`;
 }
 
+/** A rate (a fraction) as a percentage with one decimal: `4.2 %`. */
+export function pct(rate) { return `${(Number(rate) * 100 || 0).toFixed(1)} %`; }
+
 /** The deploy dialog: which environment, and which CMS revision goes with the bot revision
  *  (the latest unless another is picked). Deploys as the next deployment version. */
-function deployDialog(pid, rev, envs, deps, cmsRevs) {
+function deployDialog(pid, rev, envs, deps, cmsRevs, access) {
   const P = `/projects/${enc(pid)}`;
   const version = nextVersion(deps.map((d) => d.version));
   const envList = el('datalist', { id: 'deploy-envs' }, envs.map((e) => el('option', { value: e.name })));
@@ -55,7 +59,7 @@ function deployDialog(pid, rev, envs, deps, cmsRevs) {
       close();
       await project(pid);
       say(`Deployed bot ${rev.version} as deployment ${version} to ${name}.`);
-    } catch (e) { err.textContent = e.message; }
+    } catch (e) { err.textContent = await refusal(e, 'deploy', pid, access); }
   } },
   el('h2', { id: 'deploy-title' }, `Deploy bot ${rev.version} as deployment ${version}`),
   el('label', { for: 'deploy-env' }, 'Environment (a new name makes a new environment)'), target, envList,
@@ -69,13 +73,127 @@ function deployDialog(pid, rev, envs, deps, cmsRevs) {
   target.focus();
 }
 
-export async function project(pid) {
-  // One request for the whole page.
+/** The canary dialog of environment `env`: which deployment version, for what share of its
+ *  users, and when it rolls itself back (in percent here, fractions in the API). */
+function canaryDialog(pid, env, deps, access) {
+  const current = env.deploymentVersion || env.depVersion;
+  const version = el('select', { id: 'canary-version', required: true },
+    deps.filter((d) => d.version !== current).map((d) => el('option', { value: d.version }, d.deployedBy ? `${d.version} (deployed by ${d.deployedBy})` : d.version)));
+  const num = (id, value, attrs) => el('input', { id, type: 'number', value, required: true, ...attrs });
+  const share = num('canary-share', 10, { min: 1, max: 99, step: 1 });
+  const maxError = num('canary-max-error', 5, { min: 0, max: 100, step: 0.1 });
+  const maxFallback = num('canary-max-fallback', 10, { min: 0, max: 100, step: 0.1 });
+  const minMessages = num('canary-min-messages', 50, { min: 0, step: 1 });
+  const field = (input, label) => el('div', {}, el('label', { for: input.id }, label), input);
+  const err = el('p', { class: 'error', role: 'alert' });
+  const dialog = el('dialog', { id: 'canary-dialog', 'aria-labelledby': 'canary-title' });
+  const close = () => { dialog.close(); dialog.remove(); };
+  const form = el('form', { method: 'dialog', onsubmit: async (ev) => {
+    ev.preventDefault();
+    err.textContent = '';
+    const n = Number(share.value);
+    if (!Number.isInteger(n) || n < 1 || n > 99) { err.textContent = 'The share is a whole number from 1 to 99.'; return; }
+    const body = { depVersion: version.value, share: n,
+      rollback: { maxErrorRate: Number(maxError.value) / 100, maxFallbackIncrease: Number(maxFallback.value) / 100, minMessages: Number(minMessages.value) } };
+    try {
+      await api('PUT', `/projects/${enc(pid)}/environments/${enc(env.id)}/canary`, body);
+      close();
+      await project(pid, { env: env.id, text: `Started the canary: ${body.depVersion} for ${n} % of ${env.name}'s users, ${current} for the rest.` });
+    } catch (e) { err.textContent = await refusal(e, 'start a canary', pid, access); }
+  } },
+  el('h2', { id: 'canary-title' }, `Start a canary in ${env.name}`),
+  el('p', { class: 'muted' }, `Some of the environment's users get another deployment version; the others stay on ${current}.`),
+  field(version, 'Deployment version'),
+  field(share, 'Share of users (%)'),
+  el('fieldset', {}, el('legend', {}, 'Automatic rollback'),
+    el('div', { class: 'fields' }, field(minMessages, 'Once it has served (messages)'),
+      field(maxError, 'if its error rate is over (%)'),
+      field(maxFallback, 'or its fallback rate is above the rest\'s by (points)'))),
+  err,
+  el('p', { class: 'buttons' }, el('button', { type: 'button', onclick: close }, 'Cancel'),
+    el('button', { type: 'submit', class: 'primary', id: 'canary-confirm' }, 'Start canary')));
+  dialog.append(form);
+  document.body.append(dialog);
+  dialog.showModal();
+  version.focus();
+}
+
+/** A running canary: the split, both versions' figures, who started it, when it rolls
+ *  itself back; Promote and Abort for those who deploy. */
+function canaryPanel(e, c, current, actions) {
+  const control = c.control || {};
+  const side = (version, label, share, s) => el('tr', {},
+    el('td', {}, version, ' ', el('span', { class: 'muted' }, label)), el('td', {}, `${share} %`),
+    el('td', {}, String(s.messages ?? 0)), el('td', {}, pct(s.errorRate)), el('td', {}, pct(s.fallbackRate)));
+  const r = c.rollback || {};
+  return el('div', { class: 'canary', 'data-canary': c.depVersion },
+    el('h4', {}, `Canary ${c.depVersion}`),
+    table({ class: 'canary-figures' }, ['Version', 'Users', 'Messages', 'Error rate', 'Fallback rate'],
+      [side(c.depVersion, 'canary', c.share, c), side(control.depVersion || current, 'the rest', 100 - c.share, control)]),
+    el('p', { class: 'muted' }, `Started by ${c.startedBy || 'unknown'} on ${time(c.startedAt)}. `,
+      r.minMessages !== undefined ? `Once it has served ${r.minMessages} messages it rolls itself back if its error rate is over ${pct(r.maxErrorRate)} or its fallback rate is above the rest's by more than ${(Number(r.maxFallbackIncrease) * 100 || 0).toFixed(1)} points.` : ''),
+    actions ? el('p', { class: 'actions' },
+      el('button', { type: 'button', class: 'primary promote', onclick: () => actions.end(e, true) }, 'Promote'),
+      el('button', { type: 'button', class: 'abort', onclick: () => actions.end(e, false) }, 'Abort')) : null);
+}
+
+/** How the environment's last canary ended. */
+function lastCanaryLine(l) {
+  return el('p', { class: 'last-canary' }, `Last canary: ${l.depVersion} ${l.outcome}`, l.endedBy ? ` by ${l.endedBy}` : '',
+    l.endedAt ? ` on ${time(l.endedAt)}` : '', l.reason ? `: ${l.reason}` : '', '.');
+}
+
+/** A team's members with their roles, for those who manage them: set a role, remove one,
+ *  add one by user name. */
+function membersCard(pid, team, access) {
+  const T = `/teams/${enc(team.id)}/users`;
+  const list = el('div', {}, el('p', { class: 'muted' }, 'Loading the members…'));
+  const result = el('p', { class: 'result', role: 'status', hidden: true });
+  const what = 'manage the team\'s members';
+  const roles = ['teamAdmin', 'developer', 'viewer'];
+  const roleSelect = (attrs, value) => el('select', attrs, roles.map((r) => el('option', { value: r, selected: r === value }, r)));
+  const act = async (fn, done) => {
+    try { await fn(); await refresh(); tell(result, done); return true; } catch (e) { tell(result, await refusal(e, what, pid, access), 'error'); return false; }
+  };
+  const refresh = async () => {
+    const users = await api('GET', T);
+    list.replaceChildren(table({ id: 'members' }, ['Member', 'Role', ''], users.map((u) => {
+      const role = roleSelect({ 'aria-label': `Role of ${u.username}`, class: 'member-role' }, u.roleId);
+      return el('tr', { 'data-member': u.username }, el('td', {}, u.username), el('td', {}, role),
+        el('td', {}, el('span', { class: 'actions' },
+          el('button', { type: 'button', class: 'set-role', onclick: () => act(() => api('POST', `${T}/${enc(u.userId)}`, { role: role.value }), `${u.username} is ${role.value} now.`) }, 'Set role'),
+          el('button', { type: 'button', class: 'remove-member', onclick: () => {
+            if (confirm(`Remove ${u.username} from team ${team.name}? Their team tokens stop working.`)) act(() => api('DELETE', `${T}/${enc(u.userId)}`), `Removed ${u.username}.`);
+          } }, 'Remove'))));
+    })));
+  };
+  const name = el('input', { id: 'member-name', required: true, autocomplete: 'off' });
+  const role = roleSelect({ id: 'member-role' }, 'developer');
+  refresh().catch((e) => list.replaceChildren(el('p', { class: 'error' }, failure(e, 'list the team\'s members', access))));
+  return el('div', { class: 'card', id: 'team-members' }, el('h2', {}, `Members of team ${team.name}`), list,
+    el('form', { class: 'member-add', onsubmit: (ev) => {
+      ev.preventDefault();
+      const who = name.value.trim();
+      if (who) act(() => api('POST', `${T}/${enc(who)}`, { role: role.value }), `Added ${who} as ${role.value}.`).then((ok) => { if (ok) name.value = ''; });
+    } }, el('div', { class: 'fields' }, el('div', {}, el('label', { for: 'member-name' }, 'User name'), name),
+      el('div', {}, el('label', { for: 'member-role' }, 'Role'), role)),
+    el('p', {}, el('button', { type: 'submit', id: 'member-add' }, 'Add member'))),
+    result);
+}
+
+/** A project's page. `after`: what an action on it did, said beside that control once the
+ *  page is drawn again ({env, text, kind}: in that environment's card). */
+export async function project(pid, after) {
+  // One request for the whole page (and one for a team's members, to those who manage them).
   const o = await api('GET', `/projects/${enc(pid)}/overview`);
+  rememberAccess(pid, o.access);
+  const access = o.access || null;
+  const [mayEdit, mayDeploy] = [can(access, 'edit'), can(access, 'deploy')];
+  const P = `/projects/${enc(pid)}`;
   const p = o.project;
-  const [revs, envs, deps, cmsRevs] = [o.botRevisions, o.environments, o.deployments, o.cmsRevisions].map((data) => ({ data }));
+  const [revs, envs, deps, cmsRevs] = [o.botRevisions, o.environments, o.deployments, o.cmsRevisions].map((data) => ({ data: data || [] }));
   const channels = envs.data.map((e) => e.channels || []);
-  const deploy = (rev) => deployDialog(pid, rev, envs.data, deps.data, cmsRevs.data);
+  const deploy = (rev) => deployDialog(pid, rev, envs.data, deps.data, cmsRevs.data, access);
   const warnings = (r) => {
     const w = r.warnings || [];
     return w.length
@@ -85,47 +203,79 @@ export async function project(pid) {
   // The empty revision a project starts with (0.0.0) is not offered: there is nothing to run.
   const pushed = revs.data.filter((r) => r.version !== '0.0.0');
   const revRows = pushed.map((r) => el('tr', {},
-    el('td', {}, r.version), el('td', { class: 'muted' }, time(r.createdAt)),
+    el('td', {}, r.version), el('td', { class: 'muted' }, time(r.createdAt)), el('td', { class: 'who' }, r.pushedBy || ''),
     el('td', { class: 'mono' }, String(r.revision || '').slice(0, 10), ' ', copyButton(r.revision, 'revision id')), el('td', {}, warnings(r)),
-    el('td', {}, el('button', { type: 'button', class: 'deploy', 'data-version': r.version, onclick: () => deploy(r) }, 'Deploy…'))));
+    mayDeploy ? el('td', {}, el('button', { type: 'button', class: 'deploy', 'data-version': r.version, onclick: () => deploy(r) }, 'Deploy…')) : null));
   const envLink = (e, what, label) => el('a', { href: `#/p/${enc(pid)}/${what}/${enc(e.name)}`, class: `${what}-link` }, label);
-  const envRows = envs.data.map((e, i) => el('tr', {},
-    el('td', {}, e.name,
-      (channels[i] || []).map((c) => el('div', { class: 'muted channel' }, `${c.name} (${c.type}) · webhook `, el('span', { class: 'mono' }, c.webhook), ' ', copyButton(c.webhook, 'webhook URL')))),
-    el('td', {}, e.deploymentVersion || e.depVersion || ''),
-    el('td', { class: 'links' }, envLink(e, 'chat', 'Chat'), ' · ', envLink(e, 'transcripts', 'Transcripts'), ' · ',
-      envLink(e, 'analytics', 'Analytics'), ' · ', envLink(e, 'keys', 'Keys'))));
+  const resultOf = (e) => document.querySelector(`[data-result-for="${CSS.escape(e.id)}"]`);
+  const actions = mayDeploy ? {
+    end: async (e, promote) => {
+      const c = e.canary;
+      const current = e.deploymentVersion || e.depVersion;
+      if (!confirm(promote ? `Promote ${c.depVersion}? Every user of ${e.name} gets it.` : `Abort the canary ${c.depVersion}? Its users go back to ${current}.`)) return;
+      try {
+        const env = await api(promote ? 'POST' : 'DELETE', `${P}/environments/${enc(e.id)}/canary${promote ? '/promote' : ''}`);
+        const now = (env && (env.deploymentVersion || env.depVersion)) || (promote ? c.depVersion : current);
+        await project(pid, { env: e.id, text: promote ? `Promoted ${c.depVersion}: every user of ${e.name} runs it now.`
+          : `Aborted the canary: every user of ${e.name} runs ${now} again.` });
+      } catch (err) { tell(resultOf(e), await refusal(err, promote ? 'promote a canary' : 'abort a canary', pid, access), 'error'); }
+    },
+  } : null;
+  const envCard = (e, i) => {
+    const current = e.deploymentVersion || e.depVersion || '';
+    const others = deps.data.filter((d) => d.version !== current);
+    const links = [mayEdit ? envLink(e, 'chat', 'Chat') : null, envLink(e, 'transcripts', 'Transcripts'),
+      envLink(e, 'analytics', 'Analytics'), envLink(e, 'keys', 'Keys')].filter(Boolean);
+    return el('section', { class: 'env', 'data-env': e.name, 'aria-labelledby': `env-${i}` },
+      el('h3', { id: `env-${i}` }, e.name),
+      el('p', { class: 'env-runs' }, e.canary ? ['Runs ', el('span', { class: 'split' }, `${e.canary.depVersion} for ${e.canary.share} % of users, ${current} for the rest`)]
+        : ['Runs deployment ', el('span', { class: 'env-version' }, current)]),
+      el('p', { class: 'links' }, links.flatMap((l, j) => (j ? [' · ', l] : [l]))),
+      (channels[i] || []).map((c) => el('div', { class: 'muted channel' }, `${c.name} (${c.type}) · webhook `, el('span', { class: 'mono' }, c.webhook), ' ', copyButton(c.webhook, 'webhook URL'))),
+      e.canary ? canaryPanel(e, e.canary, current, actions) : null,
+      !e.canary && e.lastCanary ? lastCanaryLine(e.lastCanary) : null,
+      !e.canary && mayDeploy ? (others.length
+        ? el('p', {}, el('button', { type: 'button', class: 'start-canary', onclick: () => canaryDialog(pid, e, deps.data, access) }, 'Start canary…'))
+        : el('p', { class: 'muted' }, 'A canary runs another deployment version: deploy one to another environment first.')) : null,
+      el('p', { class: 'result', role: 'status', 'data-result-for': e.id, hidden: true }));
+  };
   const rollback = async (d) => {
     if (!confirm(`Roll back to deployment ${d.version}? Every environment on a newer version moves to it.`)) return;
     try {
       const r = await api('POST', `/deployments/${enc(d.id)}/rollback`, { version: d.version, changelog: 'from the console' });
       await project(pid);
       say(r.environments.length ? `Rolled back ${r.environments.join(', ')} to ${d.version}.` : `Nothing was newer than ${d.version}.`);
-    } catch (e) { say(`The rollback failed: ${e.message}`, 'error'); }
+    } catch (e) { say(e.status === 403 ? await refusal(e, 'roll back deployments', pid, access) : `The rollback failed: ${e.message}`, 'error'); }
   };
-  // Where each deployment runs: no rollback is offered to the one an environment runs.
-  const runs = (d) => envs.data.filter((e) => (e.deploymentVersion || e.depVersion) === d.version).map((e) => e.name);
-  const depRows = deps.data.map((d) => el('tr', {}, el('td', {}, d.version), el('td', { class: 'muted' }, String(d.botRevision || '').slice(0, 10)),
-    el('td', { class: 'muted' }, String(d.cmsRevision || '').slice(0, 10)),
-    el('td', {}, runs(d).length ? el('span', { class: 'muted' }, `runs in ${runs(d).join(', ')}`)
-      : el('button', { type: 'button', class: 'rollback', 'data-version': d.version, onclick: () => rollback(d) }, 'Roll back to this'))));
-  show(
+  // Where each deployment runs (or is a canary): no rollback is offered to those.
+  const where = (d) => [
+    ...envs.data.filter((e) => (e.deploymentVersion || e.depVersion) === d.version).map((e) => `runs in ${e.name}`),
+    ...envs.data.filter((e) => e.canary && e.canary.depVersion === d.version).map((e) => `canary in ${e.name} (${e.canary.share} %)`)];
+  const depRows = deps.data.map((d) => el('tr', {}, el('td', {}, d.version), el('td', { class: 'muted mono' }, String(d.botRevision || '').slice(0, 10)),
+    el('td', { class: 'muted mono' }, String(d.cmsRevision || '').slice(0, 10)), el('td', { class: 'who' }, d.deployedBy || ''),
+    el('td', {}, where(d).length ? el('span', { class: 'muted' }, where(d).join(', '))
+      : mayDeploy ? el('button', { type: 'button', class: 'rollback', 'data-version': d.version, onclick: () => rollback(d) }, 'Roll back to this') : null)));
+  const team = p.owner && p.owner.type === 'team' && can(access, 'members') && access ? p.owner : null;
+  const link = (page, id, label) => el('a', { href: `#/p/${enc(pid)}/${page}`, id }, label);
+  show(after ? IN_PLACE : null,
     el('h1', {}, p.name),
+    mayEdit || mayDeploy ? null : readOnlyNote(access),
     p.owner ? el('p', { class: 'muted', id: 'owner' }, `Owned by ${p.owner.type} ${p.owner.name}`) : null,
-    el('p', { class: 'links' }, el('a', { href: `#/p/${enc(pid)}/errors`, id: 'errors-link' }, 'Errors'), ' · ',
-      el('a', { href: `#/p/${enc(pid)}/cases`, id: 'cases-link' }, 'Cases and reviews'), ' · ',
-      el('a', { href: `#/p/${enc(pid)}/bot`, id: 'bot-link' }, 'Bot source'), ' · ',
-      el('a', { href: `#/p/${enc(pid)}/nl`, id: 'nl-link' }, 'NL Studio'), ' · ',
-      el('a', { href: `#/p/${enc(pid)}/cms`, id: 'cms-link' }, 'CMS')),
-    el('div', { class: 'card' }, el('h2', {}, 'Environments'), envRows.length
-      ? table({ id: 'environments' }, ['Environment', 'Deployment', ''], envRows)
+    el('nav', { class: 'links', 'aria-label': 'Project' }, link('errors', 'errors-link', 'Errors'), ' · ',
+      link('cases', 'cases-link', 'Cases and reviews'), ' · ', link('bot', 'bot-link', 'Bot source'), ' · ',
+      link('nl', 'nl-link', 'NL Studio'), ' · ', link('cms', 'cms-link', 'CMS'), ' · ',
+      link('activity', 'project-activity-link', 'Activity')),
+    el('div', { class: 'card', id: 'environments' }, el('h2', {}, 'Environments'), envs.data.length
+      ? envs.data.map(envCard)
       : el('p', { class: 'muted' }, 'No environment yet: deploy a revision.')),
     el('div', { class: 'card' }, el('h2', {}, 'Bot revisions'),
-      revRows.length ? el('p', {}, el('a', { href: `#/p/${enc(pid)}/chat` }, 'Chat with the latest revision')) : null,
+      revRows.length && mayEdit ? el('p', {}, el('a', { href: `#/p/${enc(pid)}/chat` }, 'Chat with the latest revision')) : null,
       revRows.length
-      ? table({ id: 'revisions' }, ['Version', 'Pushed', 'Revision', 'Warnings', ''], revRows)
+      ? table({ id: 'revisions' }, ['Version', 'Pushed', 'Pushed by', 'Revision', 'Warnings', ...(mayDeploy ? [''] : [])], revRows)
       : el('p', { class: 'muted' }, 'Nothing pushed yet: `botbox push` in the bot\'s folder makes the first revision.')),
     el('div', { class: 'card' }, el('h2', {}, 'Deployments'), depRows.length
-      ? table({}, ['Version', 'Bot revision', 'CMS revision', ''], depRows)
-      : el('p', { class: 'muted' }, 'No deployment yet.')));
+      ? table({ id: 'deployments' }, ['Version', 'Bot revision', 'CMS revision', 'Deployed by', ''], depRows)
+      : el('p', { class: 'muted' }, 'No deployment yet.')),
+    team ? membersCard(pid, team, access) : null);
+  if (after) tell(after.env ? resultOf({ id: after.env }) : null, after.text, after.kind);
 }

@@ -56,6 +56,8 @@ export async function header() {
   document.getElementById('nav').replaceChildren(...[
     el('a', { href: '#/' }, 'Projects'),
     el('a', { href: '#/keys', id: 'workspace-keys' }, 'Keys'),
+    // Every tenant's audit trail: administrators only (others read a project's).
+    me.roleId === 'admin' ? el('a', { href: '#/activity', id: 'activity-link' }, 'Activity') : null,
     teamPick,
     el('button', { type: 'button', id: 'signout', onclick: async () => {
       try { await api('POST', '/logout'); } catch { /* signed out anyway */ }

@@ -6,12 +6,17 @@
 //! mutex per session serves them in arrival order; across replicas the session row's version
 //! makes a step that lost a race run again on the newer session (optimistic locking).
 
+mod canary;
 mod outbox;
 mod receive;
 pub mod retention;
 mod routing;
 mod schedules;
 
+pub use canary::{
+    CANARY_EVERY, CANARY_LAG_MS, CanaryRoute, CanaryStart, Rates, Thresholds, breach, bucket,
+    figures,
+};
 pub use outbox::{CHANNEL_CONCURRENCY, TENANT_CONCURRENCY};
 pub use receive::{MAX_MESSAGES_PER_REQUEST, Receipt};
 
@@ -231,6 +236,8 @@ pub struct Route {
     /// The tenant: the project's owner.
     pub owner: String,
     pub revision: Arc<Revision>,
+    /// The environment's running canary: the users it serves get its revision.
+    pub canary: Option<CanaryRoute>,
     /// The channel's type and options, read once.
     pub kind: &'static channels::Kind,
     pub options: Arc<Map<String, Json>>,
@@ -390,6 +397,7 @@ impl Live {
         }
         tokio::spawn(schedules::run(self.clone()));
         tokio::spawn(retention::run(self.clone()));
+        tokio::spawn(canary::run(self.clone()));
     }
 
     /// The sandbox, created on first use (compiling the guest once per cache folder) unless
@@ -578,18 +586,29 @@ impl Live {
         &self,
         env: &EnvironmentRow,
     ) -> Result<Arc<Revision>, LiveError> {
+        self.version_revision(&env.project_id, &env.deployment_version, &env.name)
+            .await
+    }
+
+    /// The revision deployment `version` of a project runs (for environment `env_name`, in
+    /// errors): its bot revision with its CMS revision and NLU pin.
+    pub async fn version_revision(
+        &self,
+        project_id: &str,
+        version: &str,
+        env_name: &str,
+    ) -> Result<Arc<Revision>, LiveError> {
         let d = self
             .db
-            .deployment(&env.project_id, &env.deployment_version)
+            .deployment(project_id, version)
             .await?
             .ok_or_else(|| {
                 LiveError::NotDeployed(format!(
-                    "environment {} points at deployment version {}, which does not exist",
-                    env.name, env.deployment_version
+                    "environment {env_name} points at deployment version {version}, which does not exist"
                 ))
             })?;
         let rev = self
-            .revision(&env.project_id, &d.bot_revision, d.cms_revision.as_deref())
+            .revision(project_id, &d.bot_revision, d.cms_revision.as_deref())
             .await?;
         // The deployment's NLU revision pins the project's own NL models (a clone of a few
         // Arcs, per message, for deployments that pin).
@@ -907,8 +926,11 @@ impl Live {
         // Credentials a channel put in the metadata (LINE's, Slack's, Messenger's tokens) are
         // the bot's to use, but not for a transcript's readers.
         let in_json = transcript_json(&item.message);
+        let (revision, dep_version) = route.serving(&item.user_id);
         let m = InboundStep {
             route,
+            revision,
+            dep_version,
             item: &item,
             key: &key,
             info,
@@ -992,7 +1014,7 @@ impl Live {
         let step = self
             .run_step_json(
                 &m.route.owner,
-                m.route.revision.clone(),
+                m.revision.clone(),
                 session.clone(),
                 m.item.message.clone(),
             )
@@ -1164,7 +1186,9 @@ impl Live {
             return Ok(None);
         };
         let revision = self.environment_revision(&env).await?;
+        let canary = self.canary_route(&env).await?;
         let route = Route {
+            canary,
             kind: channels::kind_of_stored(&channel.kind),
             options: Arc::new(serde_json::from_str(&channel.options).unwrap_or_default()),
             channel,
@@ -1287,6 +1311,10 @@ impl Live {
 /// One inbound message on its way through [`Live::handle`], as its steps see it.
 struct InboundStep<'a> {
     route: &'a Route,
+    /// The revision that serves the user (the environment's, or its canary's), and its
+    /// deployment version.
+    revision: &'a Arc<Revision>,
+    dep_version: &'a str,
     item: &'a InboundItem,
     /// The user's session: `<environment>:<channel>:<user>`.
     key: &'a str,
@@ -1326,11 +1354,20 @@ fn write_for_success(
             .take(ERRORS_PER_STEP)
             .map(|e| m.bot_error("bot", e)),
     );
-    w.transcripts.extend(step_transcript(
-        at,
-        m.in_json,
-        (&r.messages, &r.responses, r.meta.as_ref()),
-    ));
+    let mut lines = step_transcript(at, m.in_json, (&r.messages, &r.responses, r.meta.as_ref()));
+    let user_line = &mut lines[0];
+    user_line.dep_version = Some(m.dep_version.to_owned());
+    user_line.outcome = Some(if !r.errors.is_empty() {
+        "error"
+    } else if m
+        .revision
+        .falls_back(user_line.flow.as_deref(), user_line.intent.as_deref())
+    {
+        "fallback"
+    } else {
+        "ok"
+    });
+    w.transcripts.extend(lines);
     for d in channels::deliveries(&m.info, &m.item.user_id, &r.responses) {
         w.outbox.push(delivery_row(d));
     }
@@ -1367,10 +1404,11 @@ fn schedule_rows(m: &InboundStep<'_>, ops: &[ScheduleOp], w: &mut StepWrite) {
 /// `defaultErrorMessage` (if it has one) as a reply, transcribed and delivered.
 fn write_for_failure(m: &InboundStep<'_>, at: &TranscriptAt<'_>, error: &str, w: &mut StepWrite) {
     w.errors.push(m.bot_error("step", error));
-    w.transcripts
-        .push(at.line("in", m.in_json.to_owned(), None, None, None));
+    let mut user_line = at.line("in", m.in_json.to_owned(), None, None, None);
+    user_line.dep_version = Some(m.dep_version.to_owned());
+    user_line.outcome = Some("error");
+    w.transcripts.push(user_line);
     if let Some(text) = m
-        .route
         .revision
         .default_error_message
         .as_deref()
@@ -1531,6 +1569,8 @@ impl TranscriptAt<'_> {
             intent,
             state,
             step_us: (direction == "in").then_some(self.step_us),
+            dep_version: None,
+            outcome: None,
         }
     }
 }

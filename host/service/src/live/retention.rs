@@ -38,6 +38,8 @@ pub struct Retention {
     pub hook_receipts: Duration,
     /// Case webhook messages delivered or given up on, with their attempts (30 days).
     pub webhook_messages: Duration,
+    /// Audit entries (365 days; `None`: kept for ever; `--audit-retention`).
+    pub audit_log: Option<Duration>,
     /// Time between passes (60 s).
     pub every: Duration,
 }
@@ -58,6 +60,7 @@ impl Default for Retention {
             idempotency: DAY,
             hook_receipts: DAY * 7,
             webhook_messages: DAY * 30,
+            audit_log: Some(DAY * 365),
             every: Duration::from_secs(60),
         }
     }
@@ -81,9 +84,13 @@ impl Retention {
         ] {
             *w /= n;
         }
-        for w in [&mut self.transcripts, &mut self.idle_sessions]
-            .into_iter()
-            .flatten()
+        for w in [
+            &mut self.transcripts,
+            &mut self.idle_sessions,
+            &mut self.audit_log,
+        ]
+        .into_iter()
+        .flatten()
         {
             *w /= n;
         }
@@ -101,6 +108,7 @@ impl Retention {
             Expired::Idempotency => self.idempotency,
             Expired::HookReceipts => self.hook_receipts,
             Expired::WebhookMessages => self.webhook_messages,
+            Expired::AuditLog => self.audit_log.unwrap_or(Duration::ZERO),
         }
     }
 }
@@ -162,6 +170,9 @@ pub async fn prune_all(
         db.prune_transcripts(r.transcripts.map(cutoff), now, rolled)
             .await,
     );
+    if let Some(w) = r.audit_log {
+        tally("audit_log", db.prune(Expired::AuditLog, cutoff(w)).await);
+    }
     if let Some(idle) = r.idle_sessions {
         let mut n = 0;
         let mut result = Ok(());

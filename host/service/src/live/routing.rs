@@ -60,6 +60,10 @@ impl Live {
     /// Deletes an environment with its channels and sessions (transcripts are kept).
     pub async fn delete_environment(&self, project_id: &str, id: &str) -> DbResult<()> {
         self.db.delete_environment(project_id, id).await?;
+        self.db
+            .canaries()
+            .end_for_environment(id, botbox_store::now_ms())
+            .await?;
         self.routes_changed();
         Ok(())
     }

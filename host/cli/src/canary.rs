@@ -1,0 +1,165 @@
+//! `botbox canary status|promote|abort` and `botbox audit`: an environment's canary, and the
+//! audit trail of who changed what.
+
+use super::{Ctx, enc, find_env, listing, project, time_text};
+use anyhow::{Result, anyhow};
+use botbox_api_types::{AuditEntry, Canary, Environment, PageOf};
+use std::path::Path;
+
+use crate::commands::CanaryAction;
+
+/// A rate as people read it: `2.5 %`.
+fn pct(r: f64) -> String {
+    format!("{:.1} %", r * 100.0)
+}
+
+/// The lines `canary status` prints for a running canary.
+pub fn canary_lines(c: &Canary) -> Vec<String> {
+    vec![
+        format!(
+            "canary {} for {} % of users, {} for the rest (started {} by {})",
+            c.dep_version,
+            c.share,
+            c.control.dep_version,
+            time_text(c.started_at),
+            c.started_by
+        ),
+        format!(
+            "  {:<12} {:>8} messages  errors {:>7}  fallbacks {:>7}",
+            c.dep_version,
+            c.messages,
+            pct(c.error_rate),
+            pct(c.fallback_rate)
+        ),
+        format!(
+            "  {:<12} {:>8} messages  errors {:>7}  fallbacks {:>7}",
+            c.control.dep_version,
+            c.control.messages,
+            pct(c.control.error_rate),
+            pct(c.control.fallback_rate)
+        ),
+        format!(
+            "  rolls back after {} messages at errors over {} or fallbacks {} over the control's",
+            c.rollback.min_messages,
+            pct(c.rollback.max_error_rate),
+            pct(c.rollback.max_fallback_increase)
+        ),
+    ]
+}
+
+fn status_text(e: &Environment) -> String {
+    let mut lines = match &e.canary {
+        Some(c) => canary_lines(c),
+        None => vec![format!(
+            "no canary: environment {} runs {} for everyone",
+            e.name, e.deployment_version
+        )],
+    };
+    if let Some(l) = &e.last_canary {
+        lines.push(format!(
+            "last canary: {} {} at {} by {}{}",
+            l.dep_version,
+            l.outcome,
+            time_text(l.ended_at),
+            l.ended_by,
+            l.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ));
+    }
+    lines.join("\n")
+}
+
+/// `canary status|promote|abort` on environment `env` of the folder's project.
+pub fn canary_cmd(ctx: &Ctx, dir: &Path, env: &str, action: CanaryAction) -> Result<()> {
+    let p = project::of_folder(ctx, dir)?;
+    let e = find_env(ctx, &p.id, env)?
+        .ok_or_else(|| anyhow!("project {} has no environment {env}", project::describe(&p)))?;
+    let base = format!("/projects/{}/environments/{}", enc(&p.id), enc(&e.id));
+    let e: Environment = match action {
+        CanaryAction::Status => ctx.call_as("GET", &base, None)?,
+        CanaryAction::Promote => ctx.call_as("POST", &format!("{base}/canary/promote"), None)?,
+        CanaryAction::Abort => ctx.call_as("DELETE", &format!("{base}/canary"), None)?,
+    };
+    let text = format!(
+        "environment {} of project {}\n{}",
+        e.name,
+        project::describe(&p),
+        status_text(&e)
+    );
+    ctx.out(text, super::to_json(&e));
+    Ok(())
+}
+
+/// Which entries `botbox audit` asks for.
+pub struct AuditFilter {
+    pub action: Option<String>,
+    pub actor: Option<String>,
+    pub since_hours: Option<u64>,
+    pub limit: u32,
+}
+
+/// `botbox audit`: the project's entries (of the folder, or `--project`), or with no folder
+/// every entry the caller may see; newest first.
+pub fn audit(ctx: &Ctx, dir: Option<&Path>, f: AuditFilter) -> Result<()> {
+    let mut query = format!("/audit?limit={}", f.limit.clamp(1, 1000));
+    let scope = match dir {
+        Some(d) => {
+            let p = project::of_folder(ctx, d)?;
+            query += &format!("&projectId={}", enc(&p.id));
+            format!("project {}", project::describe(&p))
+        }
+        None => "everything you may see".to_owned(),
+    };
+    if let Some(a) = &f.action {
+        query += &format!("&action={}", enc(a));
+    }
+    if let Some(a) = &f.actor {
+        query += &format!("&actor={}", enc(a));
+    }
+    if let Some(h) = f.since_hours {
+        let since = botbox_now_ms() - (h as i64) * 3_600_000;
+        query += &format!("&since={since}");
+    }
+    let page: PageOf<AuditEntry> = ctx.call_as("GET", &query, None)?;
+    let lines: Vec<String> = page.data.iter().map(entry_line).collect();
+    let text = format!(
+        "audit trail of {scope} ({} of {})\n{}",
+        page.data.len(),
+        page.total,
+        listing(lines, "No entries.")
+    );
+    ctx.out(text, super::to_json(&page));
+    Ok(())
+}
+
+fn entry_line(e: &AuditEntry) -> String {
+    let who = match &e.actor.owner {
+        Some(o) => format!("{} ({o})", e.actor.name),
+        None => e.actor.name.clone(),
+    };
+    format!(
+        "{}  {:<8} {:<22} {} {}  by {who} from {}{}",
+        time_text(e.at),
+        e.outcome,
+        e.action,
+        e.resource.kind,
+        e.resource.id,
+        if e.address.is_empty() {
+            "-"
+        } else {
+            &e.address
+        },
+        e.detail
+            .as_deref()
+            .map(|d| format!("  ({d})"))
+            .unwrap_or_default()
+    )
+}
+
+fn botbox_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

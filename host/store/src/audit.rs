@@ -1,0 +1,219 @@
+//! The audit trail (`audit_log`): one row per change made through the API, and per change
+//! botbox makes by itself. Append-only here: there is no update, and rows leave only by the
+//! pruner's window ([`crate::Expired::AuditLog`]).
+
+use super::{Db, DbResult, Page, new_row_id};
+
+/// The audit trail's store, reached with [`Db::audit_log`].
+#[derive(Clone)]
+pub struct AuditLog {
+    db: Db,
+}
+
+impl Db {
+    /// The audit trail.
+    pub fn audit_log(&self) -> AuditLog {
+        AuditLog { db: self.clone() }
+    }
+}
+
+/// An entry to record (its id is given on insert).
+#[derive(Debug, Clone, Default)]
+pub struct NewAuditEntry {
+    pub at: i64,
+    /// `user`, `key` or `system`.
+    pub actor_kind: &'static str,
+    pub actor_id: String,
+    pub actor_name: String,
+    /// A key's owner.
+    pub actor_owner: Option<String>,
+    pub address: String,
+    pub action: String,
+    pub resource_kind: String,
+    pub resource_id: String,
+    pub project_id: Option<String>,
+    /// The owner of what was changed (a user or team id): who may read the entry.
+    pub owner_id: Option<String>,
+    /// `ok`, `refused`, `failed` or `error`.
+    pub outcome: &'static str,
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AuditRow {
+    pub id: String,
+    pub at: i64,
+    pub actor_kind: String,
+    pub actor_id: String,
+    pub actor_name: String,
+    pub actor_owner: Option<String>,
+    pub address: String,
+    pub action: String,
+    pub resource_kind: String,
+    pub resource_id: String,
+    pub project_id: Option<String>,
+    pub owner_id: Option<String>,
+    pub outcome: String,
+    pub detail: Option<String>,
+}
+
+const COLS: &str = "id, at, actor_kind, actor_id, actor_name, actor_owner, address, action, \
+     resource_kind, resource_id, project_id, owner_id, outcome, detail";
+
+/// Which entries a reader may see: all (an administrator), or those they made and those
+/// about what `owners` own (the reader, and the teams they administer).
+#[derive(Debug, Clone)]
+pub enum AuditScope {
+    All,
+    Of { actor: String, owners: Vec<String> },
+}
+
+/// The filters of `GET /audit`, each optional.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub project_id: Option<String>,
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    /// Unix ms, inclusive.
+    pub since: Option<i64>,
+    /// Unix ms, exclusive.
+    pub until: Option<i64>,
+}
+
+enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+/// Adds an argument; its placeholder.
+fn arg(b: Bind, binds: &mut Vec<Bind>) -> String {
+    binds.push(b);
+    format!("${}", binds.len())
+}
+
+/// The WHERE clause of a scope and filter, with its arguments in order.
+fn clause(scope: &AuditScope, f: &AuditFilter) -> (String, Vec<Bind>) {
+    let mut parts = Vec::new();
+    let mut binds = Vec::new();
+    if let AuditScope::Of { actor, owners } = scope {
+        let mut any = vec![format!(
+            "actor_id = {}",
+            arg(Bind::Text(actor.clone()), &mut binds)
+        )];
+        for o in owners {
+            any.push(format!(
+                "owner_id = {}",
+                arg(Bind::Text(o.clone()), &mut binds)
+            ));
+        }
+        parts.push(format!("({})", any.join(" OR ")));
+    }
+    let texts = [
+        ("project_id", &f.project_id),
+        ("actor_id", &f.actor),
+        ("action", &f.action),
+    ];
+    for (col, v) in texts {
+        if let Some(v) = v {
+            parts.push(format!(
+                "{col} = {}",
+                arg(Bind::Text(v.clone()), &mut binds)
+            ));
+        }
+    }
+    if let Some(s) = f.since {
+        parts.push(format!("at >= {}", arg(Bind::Int(s), &mut binds)));
+    }
+    if let Some(u) = f.until {
+        parts.push(format!("at < {}", arg(Bind::Int(u), &mut binds)));
+    }
+    let sql = if parts.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", parts.join(" AND "))
+    };
+    (sql, binds)
+}
+
+impl AuditLog {
+    /// Appends one entry.
+    pub async fn record(&self, e: &NewAuditEntry) -> DbResult<()> {
+        sqlx::query(&format!(
+            "INSERT INTO audit_log ({COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        ))
+        .bind(new_row_id())
+        .bind(e.at)
+        .bind(e.actor_kind)
+        .bind(&e.actor_id)
+        .bind(&e.actor_name)
+        .bind(&e.actor_owner)
+        .bind(&e.address)
+        .bind(&e.action)
+        .bind(&e.resource_kind)
+        .bind(&e.resource_id)
+        .bind(&e.project_id)
+        .bind(&e.owner_id)
+        .bind(e.outcome)
+        .bind(&e.detail)
+        .execute(&self.db.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The entries `scope` may see that match `f`, newest first.
+    pub async fn list(
+        &self,
+        scope: &AuditScope,
+        f: &AuditFilter,
+        (limit, offset): (i64, i64),
+    ) -> DbResult<Page<AuditRow>> {
+        let (filter, binds) = clause(scope, f);
+        let n = binds.len();
+        let rows_sql = format!(
+            "SELECT {COLS} FROM audit_log {filter} ORDER BY at DESC, id DESC LIMIT ${} OFFSET ${}",
+            n + 1,
+            n + 2
+        );
+        let count_sql = format!("SELECT COUNT(*) FROM audit_log {filter}");
+        let mut rows = sqlx::query_as::<_, AuditRow>(&rows_sql);
+        let mut count = sqlx::query_as::<_, (i64,)>(&count_sql);
+        for b in &binds {
+            (rows, count) = match b {
+                Bind::Text(s) => (rows.bind(s.clone()), count.bind(s.clone())),
+                Bind::Int(i) => (rows.bind(*i), count.bind(*i)),
+            };
+        }
+        let items = rows
+            .bind(limit)
+            .bind(offset)
+            .fetch_all(&self.db.pool)
+            .await?;
+        let (total,) = count.fetch_one(&self.db.pool).await?;
+        Ok(Page { items, total })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_sees_their_own_actions_and_what_their_owners_own() {
+        let scope = AuditScope::Of {
+            actor: "u1".into(),
+            owners: vec!["u1".into(), "t1".into()],
+        };
+        let f = AuditFilter {
+            action: Some("bot.push".into()),
+            since: Some(5),
+            ..Default::default()
+        };
+        let (sql, binds) = clause(&scope, &f);
+        assert_eq!(
+            sql,
+            "WHERE (actor_id = $1 OR owner_id = $2 OR owner_id = $3) AND action = $4 AND at >= $5"
+        );
+        assert_eq!(binds.len(), 5);
+        assert_eq!(clause(&AuditScope::All, &AuditFilter::default()).0, "");
+    }
+}
