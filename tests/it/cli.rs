@@ -1470,3 +1470,93 @@ fn run_time_errors_point_into_the_authors_files() {
         "flows/main.yml:5:14: method count threw: TypeError: cannot read property 'count' of null or undefined",
     );
 }
+
+/// The project id a bot folder is bound to.
+fn bound_to(dir: &Path) -> String {
+    let b: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(".botbox.json")).unwrap()).unwrap();
+    b["projectId"].as_str().unwrap_or_default().to_owned()
+}
+
+/// An administrator's `push --project <bob's project>` acts once, with a warning naming
+/// bob: the folder stays bound to the administrator's own project, the next plain push goes
+/// there, bob's audit trail names the administrator, and only `bind` moves the binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_with_project_acts_once_and_leaves_the_binding_alone() {
+    let both = AdminAndBob::added_by_the_cli().await;
+    let admin = &both.admin;
+    both.bob_ok(&["init", "shop"]);
+    both.bob_ok(&["push", "--dir", "shop"]);
+    let bobs = bound_to(&admin.path("shop"));
+    admin.ok(&["init", "mine"]);
+    admin.ok(&["push", "--dir", "mine"]);
+    let binding = std::fs::read_to_string(admin.path("mine/.botbox.json")).unwrap();
+    let own = bound_to(&admin.path("mine"));
+    let o = admin.run(&["push", "--dir", "mine", "--project", &bobs], "");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_contains(
+        &o.stderr,
+        &format!("warning: project shop of user bob ({bobs}) belongs to user bob"),
+    );
+    assert_eq!(
+        std::fs::read_to_string(admin.path("mine/.botbox.json")).unwrap(),
+        binding
+    );
+    assert_contains(&admin.ok(&["push", "--dir", "mine"]), &own);
+    let trail = both.bob_ok(&["audit", "--dir", "shop", "--action", "bot.push"]);
+    assert!(
+        trail.lines().any(|l| l.contains("by admin from"))
+            && trail.lines().any(|l| l.contains("by bob from")),
+        "{trail}"
+    );
+    assert_contains(
+        &admin.ok(&["bind", &bobs, "--dir", "mine"]),
+        &format!("(was {own})"),
+    );
+    assert_eq!(bound_to(&admin.path("mine")), bobs);
+}
+
+/// A push by name in an unbound folder refuses when a team of the user has a project of
+/// that name, and lists it, instead of making a second one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_by_name_refuses_when_a_team_has_that_project() {
+    let both = AdminAndBob::in_acme_with_a_counter().await;
+    both.bob_ok(&["push", "--dir", "bob-counter"]);
+    both.bob_ok(&["switch", "user"]);
+    copy_dir(&example("counter"), &both.admin.path("plain-counter"));
+    let err = failed(both.bob(&["push", "--dir", "plain-counter"], ""));
+    assert!(
+        err.contains("(team acme)") && err.contains("botbox bind"),
+        "{err}"
+    );
+    assert!(
+        !both.admin.path("plain-counter/.botbox.json").exists()
+            || bound_to(&both.admin.path("plain-counter")).is_empty()
+    );
+}
+
+/// `deploy --canary` runs the new version beside the environment's for a share of its
+/// users, and `canary status|abort` show and end it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_canary_runs_a_share_and_canary_abort_ends_it() {
+    let cli = deployed_mybot().await;
+    let out = cli.ok(&[
+        "deploy",
+        "--dir",
+        "mybot",
+        "--env",
+        "production",
+        "--canary",
+        "10",
+    ]);
+    assert_contains(&out, "canary 0.0.2 for 10 % of users, 0.0.1 for the rest");
+    let status = cli.ok(&["canary", "status", "--dir", "mybot"]);
+    assert_contains(&status, "canary 0.0.2 for 10 %");
+    let out = cli.ok(&["canary", "abort", "--dir", "mybot"]);
+    assert_contains(&out, "last canary: 0.0.2 aborted");
+    assert_contains(&out, "runs 0.0.1 for everyone");
+    let err = cli.fails(&[
+        "deploy", "--dir", "mybot", "--env", "staging", "--canary", "10",
+    ]);
+    assert_contains(&err, "environment staging of project mybot");
+}

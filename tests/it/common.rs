@@ -249,6 +249,9 @@ pub struct InProcess {
     db: botbox_store::Db,
     /// The server's drain state (to start a drain without a signal).
     pub drain: botbox_service::drain::Drain,
+    /// The server's live conversations (for work its background tasks do on a timer, run
+    /// at once by a test: counting canaries, say).
+    pub live: std::sync::Arc<botbox_service::live::Live>,
     pg_db: Option<String>,
     _dir: tempfile::TempDir,
 }
@@ -312,6 +315,7 @@ impl InProcess {
             .unwrap();
         InProcess {
             drain: app.live.drain.clone(),
+            live: app.live.clone(),
             router: botbox_api::router(app),
             base: cfg.public_url.clone().unwrap(),
             db,

@@ -10,6 +10,8 @@ mod common;
 mod access;
 mod agent_api;
 mod analytics;
+mod audit;
+mod canary;
 mod cases;
 mod cli;
 mod cms;

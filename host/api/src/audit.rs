@@ -188,7 +188,7 @@ pub async fn layer(State(app): State<App>, req: Request, next: Next) -> Response
         .map(|c| c.0.ip().to_string())
         .unwrap_or_default();
     // Who owns what it changes, read before the change (a deletion takes it away).
-    let (project_id, owner) = owner_of(&app, &params).await;
+    let (mut project_id, mut owner) = owner_of(&app, &params).await;
     let slot = AuditSlot::default();
     parts.extensions.insert(slot.clone());
     let res = next.run(Request::from_parts(parts, body)).await;
@@ -197,6 +197,11 @@ pub async fn layer(State(app): State<App>, req: Request, next: Next) -> Response
         Some(field) => created_field(res, field).await,
         None => (res, None),
     };
+    // A new project is its own entry's project.
+    if let (None, "project", Some(id)) = (&project_id, kind, &created_id) {
+        owner = app.db.project(id).await.ok().flatten().map(|p| p.owner_id);
+        project_id = Some(id.clone());
+    }
     let f = std::mem::take(&mut *slot.0.lock().unwrap());
     let Some(actor) = f.actor else {
         return res;

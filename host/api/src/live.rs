@@ -538,6 +538,10 @@ pub struct TranscriptLine {
     pub timestamp: i64,
     /// On a user's message: how long the bot's step took, in microseconds.
     pub step_us: Option<i64>,
+    /// On a channel user's message: the deployment version that answered it (the
+    /// environment's, or its canary's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dep_version: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -601,6 +605,7 @@ async fn transcripts(
             state: r.state,
             timestamp: r.created_at,
             step_us: r.step_us,
+            dep_version: r.dep_version,
         })
         .collect();
     Ok(Json(Transcript { data, next_after }))

@@ -203,16 +203,7 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
         kind,
         key: Arc::new(key),
     };
-    if let Some(slot) = req.extensions().get::<crate::audit::AuditSlot>() {
-        let k = &ctx.key;
-        slot.actor(botbox_service::audit::Actor {
-            kind: "key",
-            id: k.id.clone(),
-            name: format!("key:{}", k.name),
-            owner: Some(k.owner_id.clone()),
-        });
-        slot.within(k.project_id.clone(), k.owner_id.clone());
-    }
+    audited_as_key(&req, &ctx);
     req.extensions_mut().insert(ctx.clone());
     let idem = req
         .headers()
@@ -224,6 +215,20 @@ async fn v1_inner(app: App, mut req: Request, next: Next) -> Response {
         _ => next.run(req).await,
     };
     with_limits(res)
+}
+
+/// Tells the audit layer the key made the request, in its project and owner.
+fn audited_as_key(req: &Request, ctx: &KeyCtx) {
+    if let Some(slot) = req.extensions().get::<crate::audit::AuditSlot>() {
+        let k = &ctx.key;
+        slot.actor(botbox_service::audit::Actor {
+            kind: "key",
+            id: k.id.clone(),
+            name: format!("key:{}", k.name),
+            owner: Some(k.owner_id.clone()),
+        });
+        slot.within(k.project_id.clone(), k.owner_id.clone());
+    }
 }
 
 /// A POST under an `Idempotency-Key`: the first answer is stored (24 h, in

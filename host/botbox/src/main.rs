@@ -44,6 +44,25 @@ struct BotDir {
     dir: PathBuf,
 }
 
+#[derive(clap::Args)]
+struct DeployArgs {
+    #[command(flatten)]
+    dir: BotDir,
+    #[arg(long, conflicts_with_all = ["minor", "patch"])]
+    major: bool,
+    #[arg(long, conflicts_with = "patch")]
+    minor: bool,
+    #[arg(long)]
+    patch: bool,
+    /// The environment (created when missing).
+    #[arg(long, default_value = "development")]
+    env: String,
+    /// Run the new version for this share of the environment's users (1-99) as a canary
+    /// beside the version it runs now, instead of moving the environment.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=99))]
+    canary: Option<u8>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Runs the server (SQLite in the data folder unless DATABASE_URL is postgres://).
@@ -130,23 +149,7 @@ enum Command {
         dir: BotDir,
     },
     /// Creates the next deployment version of the latest revision and points an environment at it.
-    Deploy {
-        #[command(flatten)]
-        dir: BotDir,
-        #[arg(long, conflicts_with_all = ["minor", "patch"])]
-        major: bool,
-        #[arg(long, conflicts_with = "patch")]
-        minor: bool,
-        #[arg(long)]
-        patch: bool,
-        /// The environment (created when missing).
-        #[arg(long, default_value = "development")]
-        env: String,
-        /// Run the new version for this share of the environment's users (1-99) as a canary
-        /// beside the version it runs now, instead of moving the environment.
-        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=99))]
-        canary: Option<u8>,
-    },
+    Deploy(DeployArgs),
     /// Binds the bot folder to a project by id (the only command that replaces a binding).
     Bind {
         project_id: String,
@@ -165,24 +168,7 @@ enum Command {
     },
     /// The audit trail: who changed what, newest first (the project's with --project or in a
     /// bot folder; everything you may see with --all).
-    Audit {
-        #[command(flatten)]
-        dir: BotDir,
-        /// Every entry you may see, not only the project's.
-        #[arg(long)]
-        all: bool,
-        /// Only this action (bot.push, deployment.create, canary.rollback, ...).
-        #[arg(long)]
-        action: Option<String>,
-        /// Only this actor (a user id, a key id, or system).
-        #[arg(long)]
-        actor: Option<String>,
-        /// Entries at most this many hours old.
-        #[arg(long)]
-        since_hours: Option<u64>,
-        #[arg(long, default_value_t = 50)]
-        limit: u32,
-    },
+    Audit(botbox_cli::commands::AuditArgs),
     /// The environments of the bot's project.
     Env {
         #[command(subcommand)]
@@ -612,41 +598,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Switch { kind, name } => done(switch(&mut ctx()?, &kind, name)),
         Command::Init { name, team } => done(c::init(&ctx()?, &name, team.as_deref())),
         Command::Push { dir } => done(c::push(&ctx()?, &dir.dir)),
-        Command::Deploy {
-            dir,
-            major,
-            minor,
-            patch: _,
-            env,
-            canary,
-        } => done(c::deploy(
+        Command::Deploy(d) => done(c::deploy(
             &ctx()?,
-            &dir.dir,
-            version_part(major, minor),
-            &env,
-            canary,
+            &d.dir.dir,
+            version_part(d.major, d.minor),
+            &d.env,
+            d.canary,
         )),
         Command::Bind { project_id, dir } => done(c::project::bind(&ctx()?, &dir.dir, &project_id)),
         Command::Canary { action, env, dir } => {
             done(c::canary::canary_cmd(&ctx()?, &dir.dir, &env, action))
         }
-        Command::Audit {
-            dir,
-            all,
-            action,
-            actor,
-            since_hours,
-            limit,
-        } => done(c::canary::audit(
-            &ctx()?,
-            (!all).then_some(dir.dir.as_path()),
-            c::canary::AuditFilter {
-                action,
-                actor,
-                since_hours,
-                limit,
-            },
-        )),
+        Command::Audit(a) => done(c::canary::audit(&ctx()?, a)),
         Command::Env { action, dir } => done(c::env_cmd(&ctx()?, &dir.dir, action)),
         Command::Key { action, env, dir } => done(c::key_cmd(&ctx()?, &dir.dir, &env, action)),
         Command::Channel { action, env, dir } => {

@@ -6,7 +6,7 @@ use anyhow::{Result, anyhow};
 use botbox_api_types::{AuditEntry, Canary, Environment, PageOf};
 use std::path::Path;
 
-use crate::commands::CanaryAction;
+use crate::commands::{AuditArgs, CanaryAction};
 
 /// A rate as people read it: `2.5 %`.
 fn pct(r: f64) -> String {
@@ -92,34 +92,24 @@ pub fn canary_cmd(ctx: &Ctx, dir: &Path, env: &str, action: CanaryAction) -> Res
     Ok(())
 }
 
-/// Which entries `botbox audit` asks for.
-pub struct AuditFilter {
-    pub action: Option<String>,
-    pub actor: Option<String>,
-    pub since_hours: Option<u64>,
-    pub limit: u32,
-}
-
-/// `botbox audit`: the project's entries (of the folder, or `--project`), or with no folder
+/// `botbox audit`: the project's entries (of the folder, or `--project`), or with `--all`
 /// every entry the caller may see; newest first.
-pub fn audit(ctx: &Ctx, dir: Option<&Path>, f: AuditFilter) -> Result<()> {
-    let mut query = format!("/audit?limit={}", f.limit.clamp(1, 1000));
-    let scope = match dir {
-        Some(d) => {
-            let p = project::of_folder(ctx, d)?;
-            query += &format!("&projectId={}", enc(&p.id));
-            format!("project {}", project::describe(&p))
-        }
-        None => "everything you may see".to_owned(),
+pub fn audit(ctx: &Ctx, a: AuditArgs) -> Result<()> {
+    let mut query = format!("/audit?limit={}", a.limit.clamp(1, 1000));
+    let scope = if a.all {
+        "everything you may see".to_owned()
+    } else {
+        let p = project::of_folder(ctx, &a.dir)?;
+        query += &format!("&projectId={}", enc(&p.id));
+        format!("project {}", project::describe(&p))
     };
-    if let Some(a) = &f.action {
-        query += &format!("&action={}", enc(a));
+    for (name, v) in [("action", &a.action), ("actor", &a.actor)] {
+        if let Some(v) = v {
+            query += &format!("&{name}={}", enc(v));
+        }
     }
-    if let Some(a) = &f.actor {
-        query += &format!("&actor={}", enc(a));
-    }
-    if let Some(h) = f.since_hours {
-        let since = botbox_now_ms() - (h as i64) * 3_600_000;
+    if let Some(h) = a.since_hours {
+        let since = now_ms() - (h as i64) * 3_600_000;
         query += &format!("&since={since}");
     }
     let page: PageOf<AuditEntry> = ctx.call_as("GET", &query, None)?;
@@ -158,7 +148,7 @@ fn entry_line(e: &AuditEntry) -> String {
     )
 }
 
-fn botbox_now_ms() -> i64 {
+fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

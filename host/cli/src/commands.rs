@@ -172,3 +172,25 @@ pub enum CanaryAction {
     /// Ends the canary: its users go back to the environment's deployment.
     Abort,
 }
+
+/// `botbox audit`: which entries of the audit trail.
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// The bot folder whose project's entries to show.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// Every entry you may see, not only the project's.
+    #[arg(long)]
+    pub all: bool,
+    /// Only this action (bot.push, deployment.create, canary.rollback, ...).
+    #[arg(long)]
+    pub action: Option<String>,
+    /// Only this actor (a user id, a key id, or system).
+    #[arg(long)]
+    pub actor: Option<String>,
+    /// Entries at most this many hours old.
+    #[arg(long)]
+    pub since_hours: Option<u64>,
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+}

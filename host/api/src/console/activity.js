@@ -37,7 +37,7 @@ export async function activity(pid, me) {
   const row = (e) => el('tr', { 'data-action': e.action, class: `outcome-${e.outcome}` },
     el('td', {}, time(e.at)),
     el('td', {}, who(e.actor)),
-    el('td', { class: 'mono' }, e.action),
+    el('td', { class: 'mono action' }, e.action),
     everyone ? el('td', { class: 'mono' }, e.projectId ? el('a', { href: `#/p/${enc(e.projectId)}/activity` }, e.projectId) : '') : null,
     el('td', {}, e.resource ? [`${e.resource.kind} `, el('span', { class: 'mono' }, e.resource.id)] : ''),
     el('td', {}, el('span', { class: e.outcome === 'ok' ? '' : 'error' }, e.outcome), e.detail ? el('div', { class: 'muted detail' }, e.detail) : null),

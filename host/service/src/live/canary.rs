@@ -152,10 +152,10 @@ pub fn breach(c: &CanaryRow) -> Option<String> {
     let increase = canary.fallback_rate - control.fallback_rate;
     (increase > t.max_fallback_increase).then(|| {
         format!(
-            "fallback rate {} against the control's {} is {} points above it, more than maxFallbackIncrease {}",
+            "fallback rate {} against the control's {} is {:.1} points above it, more than maxFallbackIncrease {}",
             pct(canary.fallback_rate),
             pct(control.fallback_rate),
-            format!("{:.1}", increase * 100.0),
+            increase * 100.0,
             pct(t.max_fallback_increase)
         )
     })
