@@ -205,7 +205,7 @@ async fn a_keys_changes_name_the_key_and_its_owner() {
         )
         .await
         .ok();
-    assert_eq!(d["deployedBy"], format!("key:ci ({dev_id})"));
+    assert_eq!(d["deployedBy"], "key:ci (user dev)");
     let e = trail(
         &api,
         &dev,

@@ -1555,6 +1555,9 @@ async fn deploy_canary_runs_a_share_and_canary_abort_ends_it() {
     let out = cli.ok(&["canary", "abort", "--dir", "mybot"]);
     assert_contains(&out, "last canary: 0.0.2 aborted");
     assert_contains(&out, "runs 0.0.1 for everyone");
+    let history = cli.ok(&["history", "--dir", "mybot"]);
+    assert_contains(&history, "pushed by admin");
+    assert_contains(&history, "deployed by admin  runs in production");
     let err = cli.fails(&[
         "deploy", "--dir", "mybot", "--env", "staging", "--canary", "10",
     ]);

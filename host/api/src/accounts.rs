@@ -96,6 +96,7 @@ async fn login(
             &id,
             &name,
             &auth::Acting::User,
+            None,
         ));
     }
     app.login_allowed(&req.username, &client)?;

@@ -263,12 +263,17 @@ async fn owner_of(app: &App, params: &[(String, String)]) -> (Option<String>, Op
     )
 }
 
-/// The id a creation's answer names in `field` (answers up to 4 MiB are read; a larger one
-/// is passed on as it came, its entry naming the parent resource).
+/// The id a creation's answer names in `field`. Only an answer whose whole size is known
+/// and at most 4 MiB is read (every creation's is: a JSON document); any other is passed on
+/// untouched, its entry naming the parent resource.
 async fn created_field(res: Response, field: &str) -> (Response, Option<String>) {
-    const MAX: usize = 4 << 20;
+    use axum::body::HttpBody as _;
+    const MAX: u64 = 4 << 20;
+    if res.body().size_hint().exact().is_none_or(|n| n > MAX) {
+        return (res, None);
+    }
     let (parts, body) = res.into_parts();
-    match axum::body::to_bytes(body, MAX).await {
+    match axum::body::to_bytes(body, MAX as usize).await {
         Ok(bytes) => {
             let id = serde_json::from_slice::<serde_json::Value>(&bytes)
                 .ok()
@@ -278,8 +283,9 @@ async fn created_field(res: Response, field: &str) -> (Response, Option<String>)
                 id,
             )
         }
-        Err(_) => (
-            Response::from_parts(parts, axum::body::Body::from("answer too large to audit")),
+        // A body of known size that fails to read failed for the client too.
+        Err(e) => (
+            Response::from_parts(parts, axum::body::Body::from(e.to_string())),
             None,
         ),
     }

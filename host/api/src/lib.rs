@@ -811,12 +811,19 @@ pub struct Caller {
     pub platform_role: Role,
     pub acting: Acting,
     pub token_hash: String,
+    /// For a workspace key, its workspace as people read it (`team acme`, `user dev1`).
+    pub key_owner: Option<String>,
 }
 
 impl Caller {
     /// Who the caller is in the audit trail and in `pushedBy`/`deployedBy`.
     pub fn actor(&self) -> botbox_service::audit::Actor {
-        botbox_service::audit::Actor::of(&self.user_id, &self.username, &self.acting)
+        botbox_service::audit::Actor::of(
+            &self.user_id,
+            &self.username,
+            &self.acting,
+            self.key_owner.as_deref(),
+        )
     }
 
     /// The owner the caller creates for by default: the team of a team token, the
@@ -963,6 +970,7 @@ async fn authenticate(parts: &mut Parts, app: &App) -> ApiResult<Caller> {
         role,
         platform_role,
         token_hash: hash,
+        key_owner: None,
     })
 }
 
@@ -976,10 +984,19 @@ async fn workspace_caller(app: &App, key: &str) -> ApiResult<Caller> {
         .ok_or(ApiError::Unauthorized(NOT_LOGGED_IN))?;
     // A key of a user's own namespace acts within that user's rights: none once the account
     // is disabled, reads only while it is a viewer. A team's key is the team's.
-    let role = match app.db.user_by_id(&row.owner_id).await? {
+    let owner = app.db.user_by_id(&row.owner_id).await?;
+    let role = match &owner {
         Some(u) if u.disabled != 0 => return Err(ApiError::Unauthorized(NOT_LOGGED_IN)),
         Some(u) if Role::parse(&u.role_id) == Some(Role::Viewer) => Role::Viewer,
         _ => Role::Developer,
+    };
+    let key_owner = match owner {
+        Some(u) => Some(format!("user {}", u.username)),
+        None => app
+            .db
+            .team_by_id(&row.owner_id)
+            .await?
+            .map(|t| format!("team {}", t.name)),
     };
     tracing::Span::current().record("tenant", row.owner_id.as_str());
     Ok(Caller {
@@ -993,6 +1010,7 @@ async fn workspace_caller(app: &App, key: &str) -> ApiResult<Caller> {
         },
         token_hash: token_hash(key),
         user_id: row.id,
+        key_owner,
     })
 }
 

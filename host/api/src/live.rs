@@ -370,6 +370,9 @@ pub struct AnalyticsView {
     /// Users' messages by intent and by flow, the 10 most frequent.
     pub top_intents: Vec<Counted>,
     pub top_flows: Vec<Counted>,
+    /// Channel users' messages by the deployment version that answered them (`name`: the
+    /// version), most first: two while a canary runs.
+    pub versions: Vec<Counted>,
     /// Step latency over the whole range, as in each bucket.
     pub latency_p50_us: Option<i64>,
     pub latency_p99_us: Option<i64>,
@@ -473,6 +476,7 @@ async fn analytics(
         },
         top_intents: counted(a.top_intents),
         top_flows: counted(a.top_flows),
+        versions: counted(a.versions),
         latency_p50_us: a.latency.p50_us,
         latency_p99_us: a.latency.p99_us,
     }))

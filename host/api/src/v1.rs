@@ -226,6 +226,7 @@ fn audited_as_key(req: &Request, ctx: &KeyCtx) {
             id: k.id.clone(),
             name: format!("key:{}", k.name),
             owner: Some(k.owner_id.clone()),
+            owner_name: None,
         });
         slot.within(k.project_id.clone(), k.owner_id.clone());
     }

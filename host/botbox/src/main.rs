@@ -169,6 +169,15 @@ enum Command {
     /// The audit trail: who changed what, newest first (the project's with --project or in a
     /// bot folder; everything you may see with --all).
     Audit(botbox_cli::commands::AuditArgs),
+    /// The project's bot revisions and deployment versions, with who made each and where
+    /// each version runs.
+    History {
+        #[command(flatten)]
+        dir: BotDir,
+        /// How many of each (newest first).
+        #[arg(long, default_value_t = 10)]
+        limit: u32,
+    },
     /// The environments of the bot's project.
     Env {
         #[command(subcommand)]
@@ -610,6 +619,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             done(c::canary::canary_cmd(&ctx()?, &dir.dir, &env, action))
         }
         Command::Audit(a) => done(c::canary::audit(&ctx()?, a)),
+        Command::History { dir, limit } => done(c::canary::history(&ctx()?, &dir.dir, limit)),
         Command::Env { action, dir } => done(c::env_cmd(&ctx()?, &dir.dir, action)),
         Command::Key { action, env, dir } => done(c::key_cmd(&ctx()?, &dir.dir, &env, action)),
         Command::Channel { action, env, dir } => {

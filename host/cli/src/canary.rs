@@ -1,9 +1,9 @@
-//! `botbox canary status|promote|abort` and `botbox audit`: an environment's canary, and the
-//! audit trail of who changed what.
+//! `botbox canary status|promote|abort`, `botbox audit` and `botbox history`: an environment's
+//! canary, the audit trail of who changed what, and who made each revision and deployment.
 
 use super::{Ctx, enc, find_env, listing, project, time_text};
 use anyhow::{Result, anyhow};
-use botbox_api_types::{AuditEntry, Canary, Environment, PageOf};
+use botbox_api_types::{AuditEntry, Canary, Deployment, Environment, PageOf, RevisionSummary};
 use std::path::Path;
 
 use crate::commands::{AuditArgs, CanaryAction};
@@ -152,4 +152,64 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// `botbox history`: the project's latest bot revisions and deployment versions, newest
+/// first, each with who made it, and where each version runs.
+pub fn history(ctx: &Ctx, dir: &Path, limit: u32) -> Result<()> {
+    let p = project::of_folder(ctx, dir)?;
+    let pid = enc(&p.id);
+    let n = limit.clamp(1, 100);
+    let revs: PageOf<RevisionSummary> = ctx.call_as(
+        "GET",
+        &format!("/projects/{pid}/bot/revisions?limit={n}"),
+        None,
+    )?;
+    let deps: PageOf<Deployment> = ctx.call_as(
+        "GET",
+        &format!("/projects/{pid}/deployment/versions?limit={n}"),
+        None,
+    )?;
+    let envs: PageOf<Environment> = ctx.call_as(
+        "GET",
+        &format!("/projects/{pid}/environments?limit=100"),
+        None,
+    )?;
+    let who = |w: &Option<String>| w.clone().unwrap_or_else(|| "-".into());
+    let mut lines = vec![
+        format!("project {}", project::describe(&p)),
+        "bot revisions:".into(),
+    ];
+    lines.extend(revs.data.iter().map(|r| {
+        format!(
+            "  {:<10} {}  {}  pushed by {}",
+            r.version,
+            r.revision,
+            time_text(r.created_at),
+            who(&r.pushed_by)
+        )
+    }));
+    lines.push("deployment versions:".into());
+    lines.extend(deps.data.iter().map(|d| {
+        let runs: Vec<&str> = envs
+            .data
+            .iter()
+            .filter(|e| e.deployment_version == d.version)
+            .map(|e| e.name.as_str())
+            .collect();
+        let runs = match runs.is_empty() {
+            true => String::new(),
+            false => format!("  runs in {}", runs.join(", ")),
+        };
+        format!(
+            "  {:<10} revision {}  deployed by {}{runs}",
+            d.version,
+            d.bot_revision,
+            who(&d.deployed_by)
+        )
+    }));
+    let json =
+        serde_json::json!({"project": p.id, "revisions": revs.data, "deployments": deps.data});
+    ctx.out(lines.join("\n"), json);
+    Ok(())
 }

@@ -17,6 +17,8 @@ pub struct Actor {
     pub name: String,
     /// A key's owner (team or user id).
     pub owner: Option<String>,
+    /// A key's owner as people read it (`team acme`), when known.
+    pub owner_name: Option<String>,
 }
 
 impl Actor {
@@ -27,33 +29,37 @@ impl Actor {
             id: "system".into(),
             name: "system".into(),
             owner: None,
+            owner_name: None,
         }
     }
 
-    /// The actor behind a credential: a person (login or team token) or a workspace key.
-    pub fn of(user_id: &str, username: &str, acting: &Acting) -> Actor {
+    /// The actor behind a credential: a person (login or team token) or a workspace key
+    /// (with its owner's name when the caller knows it).
+    pub fn of(user_id: &str, username: &str, acting: &Acting, owner_name: Option<&str>) -> Actor {
         match acting {
             Acting::WorkspaceKey { workspace, key_id } => Actor {
                 kind: "key",
                 id: key_id.clone(),
                 name: username.to_owned(),
                 owner: Some(workspace.clone()),
+                owner_name: owner_name.map(str::to_owned),
             },
             _ => Actor {
                 kind: "user",
                 id: user_id.to_owned(),
                 name: username.to_owned(),
                 owner: None,
+                owner_name: None,
             },
         }
     }
 
-    /// How a revision, deployment or CMS revision names who made it: the user's name, or
-    /// `key:<name> (<owner>)`.
+    /// How the trail, a revision, a deployment or a CMS revision names who made it: the
+    /// user's name, or `key:<name> (<owner>)` (the owner's name, else its id).
     pub fn label(&self) -> String {
-        match &self.owner {
-            Some(o) => format!("{} ({o})", self.name),
-            None => self.name.clone(),
+        match (&self.owner_name, &self.owner) {
+            (Some(o), _) | (None, Some(o)) => format!("{} ({o})", self.name),
+            (None, None) => self.name.clone(),
         }
     }
 }
@@ -97,7 +103,7 @@ pub async fn record(db: &Db, actor: &Actor, mut e: NewAuditEntry) {
     e.at = now_ms();
     e.actor_kind = actor.kind;
     e.actor_id = actor.id.clone();
-    e.actor_name = actor.name.clone();
+    e.actor_name = actor.label();
     e.actor_owner = actor.owner.clone();
     if let Err(err) = db.audit_log().record(&e).await {
         metrics::counter!("botbox_audit_write_errors_total").increment(1);
@@ -124,15 +130,17 @@ mod tests {
 
     #[test]
     fn a_key_is_named_with_its_owner() {
-        let key = Actor::of(
-            "k1",
-            "key:ci",
-            &Acting::WorkspaceKey {
-                workspace: "t1".into(),
-                key_id: "k1".into(),
-            },
+        let acting = Acting::WorkspaceKey {
+            workspace: "t1".into(),
+            key_id: "k1".into(),
+        };
+        let key = Actor::of("k1", "key:ci", &acting, Some("team acme"));
+        assert_eq!(
+            (key.kind, key.label().as_str()),
+            ("key", "key:ci (team acme)")
         );
-        assert_eq!((key.kind, key.label().as_str()), ("key", "key:ci (t1)"));
-        assert_eq!(Actor::of("u1", "dev1", &Acting::User).label(), "dev1");
+        let unnamed = Actor::of("k1", "key:ci", &acting, None);
+        assert_eq!(unnamed.label(), "key:ci (t1)");
+        assert_eq!(Actor::of("u1", "dev1", &Acting::User, None).label(), "dev1");
     }
 }

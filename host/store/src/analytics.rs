@@ -68,6 +68,9 @@ pub struct Analytics {
     pub top_intents: Vec<(String, i64)>,
     /// Incoming messages by the flow that handled them, most frequent first (10 at most).
     pub top_flows: Vec<(String, i64)>,
+    /// Channel users' messages by the deployment version that answered them, most first
+    /// (two while a canary runs).
+    pub versions: Vec<(String, i64)>,
     /// Incoming messages no intent matched (no intent, or the intent named `fallback`).
     pub fallback_messages: i64,
     pub messages: i64,
@@ -281,13 +284,14 @@ fn assemble(
 ) -> Analytics {
     let mut buckets: BTreeMap<i64, (Bucket, BTreeMap<i64, i64>)> = BTreeMap::new();
     let mut all_times: BTreeMap<i64, i64> = BTreeMap::new();
-    let (mut intents, mut flows) = (HashMap::new(), HashMap::new());
+    let (mut intents, mut flows, mut versions) = (HashMap::new(), HashMap::new(), HashMap::new());
     let (mut messages, mut fallback_messages) = (0, 0);
     for (t, _, metric, label, n) in rows {
         match metric.as_str() {
             "fallback" => fallback_messages += n,
             "intent" => *intents.entry(label).or_default() += n,
             "flow" => *flows.entry(label).or_default() += n,
+            "version" => *versions.entry(label).or_default() += n,
             _ => {
                 let (b, times) = buckets
                     .entry(t)
@@ -328,6 +332,7 @@ fn assemble(
         active_users,
         top_intents: top(intents),
         top_flows: top(flows),
+        versions: top(versions),
         fallback_messages,
         messages,
         latency: Latency::of(&all_times.into_iter().collect::<Vec<_>>()),

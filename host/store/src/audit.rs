@@ -85,6 +85,13 @@ enum Bind {
     Int(i64),
 }
 
+/// `s` with LIKE's wildcards (and the escape character) escaped by `\`.
+fn like_escaped(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
+
 /// Adds an argument; its placeholder.
 fn arg(b: Bind, binds: &mut Vec<Bind>) -> String {
     binds.push(b);
@@ -108,18 +115,21 @@ fn clause(scope: &AuditScope, f: &AuditFilter) -> (String, Vec<Bind>) {
         }
         parts.push(format!("({})", any.join(" OR ")));
     }
-    let texts = [
-        ("project_id", &f.project_id),
-        ("actor_id", &f.actor),
-        ("action", &f.action),
-    ];
-    for (col, v) in texts {
+    for (col, v) in [("project_id", &f.project_id), ("actor_id", &f.actor)] {
         if let Some(v) = v {
             parts.push(format!(
                 "{col} = {}",
                 arg(Bind::Text(v.clone()), &mut binds)
             ));
         }
+    }
+    // An action, or a family of them: `canary` is `canary.start`, `canary.rollback`, ...
+    if let Some(a) = &f.action {
+        let exact = arg(Bind::Text(a.clone()), &mut binds);
+        let family = arg(Bind::Text(format!("{}.%", like_escaped(a))), &mut binds);
+        parts.push(format!(
+            "(action = {exact} OR action LIKE {family} ESCAPE '\\')"
+        ));
     }
     if let Some(s) = f.since {
         parts.push(format!("at >= {}", arg(Bind::Int(s), &mut binds)));
@@ -211,9 +221,11 @@ mod tests {
         let (sql, binds) = clause(&scope, &f);
         assert_eq!(
             sql,
-            "WHERE (actor_id = $1 OR owner_id = $2 OR owner_id = $3) AND action = $4 AND at >= $5"
+            "WHERE (actor_id = $1 OR owner_id = $2 OR owner_id = $3) \
+             AND (action = $4 OR action LIKE $5 ESCAPE '\\') AND at >= $6"
         );
-        assert_eq!(binds.len(), 5);
+        assert_eq!(binds.len(), 6);
+        assert_eq!(like_escaped("a_b%c"), r"a\_b\%c");
         assert_eq!(clause(&AuditScope::All, &AuditFilter::default()).0, "");
     }
 }

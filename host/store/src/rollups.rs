@@ -28,9 +28,12 @@ pub const SETTLE_MS: i64 = 5 * 60_000;
 /// The metrics a rollup row counts (its `metric` column; `label` in parentheses):
 /// `in`, `out`, `fallback` (incoming lines no intent understood), `intent` (the intent),
 /// `flow` (the flow), `latency` (the step time rounded to two significant digits, µs, as
-/// text), `user` (the user id; incoming lines) and `error` (bot errors; keyed by the
-/// environment's id where the others are keyed by its name).
-pub const COUNTED: &[&str] = &["in", "out", "fallback", "intent", "flow", "latency"];
+/// text), `version` (the deployment version that answered a channel user's line), `user`
+/// (the user id; incoming lines) and `error` (bot errors; keyed by the environment's id
+/// where the others are keyed by its name).
+pub const COUNTED: &[&str] = &[
+    "in", "out", "fallback", "intent", "flow", "latency", "version",
+];
 
 /// A step time rounded down to two significant digits, in SQL both backends run.
 const LATENCY_BUCKET: &str = "CASE WHEN step_us < 100 THEN step_us \
@@ -76,6 +79,12 @@ pub(crate) fn transcript_rows_sql(with_users: bool) -> String {
             "flow",
             "flow",
             " AND direction = 'in' AND flow IS NOT NULL",
+            ", 4",
+        ),
+        arm(
+            "version",
+            "dep_version",
+            " AND direction = 'in' AND dep_version IS NOT NULL",
             ", 4",
         ),
         arm(
