@@ -4,7 +4,8 @@
 // and the read-only sentence once; its developer sees the canary's figures with Promote and
 // Abort, is told in the console's words when a refusal comes (demoted meanwhile by the team
 // admin from the members card), and sees Abort's result in view on a phone; a new canary from
-// the dialog; the project's Activity lists canary.start; an administrator's Activity. Each
+// the canary dialog, promoted; the newest revision deployed as a canary from the deploy
+// dialog; the project's Activity lists canary.start; an administrator's Activity. Each
 // page at 1280 and 390 px: no sideways scroll, no serious axe-core finding; screenshots in
 // screens/.
 import assert from 'node:assert/strict';
@@ -162,6 +163,39 @@ try {
   await dev.waitForSelector(`${refused} >> text=Started the canary`, { timeout: 30000 });
   assert.equal((await dev.textContent('#environments .split')).trim(), '1.0.3 for 20 % of users, 1.0.2 for the rest');
 
+  // Promoted from the card: production runs 1.0.3 for everyone, no canary runs.
+  await dev.getByRole('button', { name: 'Promote' }).click();
+  await dev.waitForSelector(`${refused} >> text=Promoted 1.0.3`, { timeout: 30000 });
+  assert.equal((await dev.textContent('#environments .env-version')).trim(), '1.0.3');
+  assert.equal((await api(base, 'GET', `${P}/overview`, admin)).environments[0].canary, undefined);
+
+  // The newest revision deployed as a canary from the deploy dialog: offered for production
+  // (which has none running), not for a new environment; 1.0.4 for 25 % on a phone, the
+  // result beside the card and in view.
+  await dev.click(`#revisions button.deploy[data-version="${rev2.version}"]`);
+  await dev.waitForSelector('#deploy-dialog[open]', { timeout: 30000 });
+  assert.equal(await dev.inputValue('#deploy-env'), 'production');
+  assert.ok(await dev.isVisible('#deploy-how'), 'the canary choice is offered for production');
+  assert.ok(await dev.isChecked('#deploy-move'), 'moving the environment is the default');
+  await dev.fill('#deploy-env', 'staging');
+  assert.ok(await dev.isHidden('#deploy-how'), 'no canary choice for a new environment');
+  await dev.fill('#deploy-env', 'production');
+  await dev.check('#deploy-as-canary');
+  assert.equal(await dev.inputValue('#deploy-share'), '10');
+  await dev.fill('#deploy-share', '25');
+  await look(dev, 'deploy-canary-dialog');
+  await dev.setViewportSize({ width: 390, height: 700 });
+  await dev.click('#deploy-confirm');
+  await dev.waitForSelector(`${refused} >> text=Deployed 1.0.4 as a canary for 25 % of production's users.`, { timeout: 30000 });
+  assert.ok((await dev.textContent('#environments .split')).includes('for 25 % of users'), await dev.textContent('#environments .split'));
+  assert.equal((await dev.textContent('#environments .split')).trim(), '1.0.4 for 25 % of users, 1.0.3 for the rest');
+  assert.ok(await inView(dev, refused), `the result is out of view: ${JSON.stringify(await dev.locator(refused).boundingBox())}`);
+  assert.equal(await dev.locator('#deploy-dialog').count(), 0);
+  const canaryNow = (await api(base, 'GET', `${P}/overview`, admin)).environments[0].canary;
+  assert.equal(canaryNow.depVersion, '1.0.4');
+  assert.equal(canaryNow.share, 25);
+  await dev.setViewportSize({ width: 1280, height: 900 });
+
   // The project's Activity: the canary's start, who did it; filtered by action.
   await dev.click('#project-activity-link');
   await dev.waitForSelector('#activity tr[data-action="canary.start"]', { timeout: 30000 });
@@ -169,7 +203,7 @@ try {
   await dev.fill('#activity-action', 'canary.start');
   await dev.click('#activity-filter');
   await dev.waitForFunction(() => [...document.querySelectorAll('#activity tbody tr')].every((r) => r.dataset.action === 'canary.start'), null, { timeout: 30000 });
-  assert.equal(await dev.locator('#activity tbody tr').count(), 2);
+  assert.equal(await dev.locator('#activity tbody tr').count(), 3);
   await look(dev, 'project-activity');
   assert.equal(await dev.locator('#activity-link').count(), 0);
 
@@ -182,7 +216,7 @@ try {
 
   assert.deepEqual(errors, []);
   assert.deepEqual(layout, [], layout.join('\n'));
-  console.log('ok console roles: viewer read-only, refusals in words and in view, canary promote/abort/start, activity');
+  console.log('ok console roles: viewer read-only, refusals in words and in view, canary promote/abort/start, deploy as a canary, activity');
 } catch (e) {
   failed = true;
   console.error(e);

@@ -346,6 +346,8 @@ try {
 
   // An NLU made from the console, on a project without one.
   await page.goto(`${base}/#/p/${pizza.id}/nl`);
+  // The NL page just left has a New NLU form too: fill this page's, once it is drawn.
+  await page.waitForSelector('text=This project has no NLU yet.', { timeout: 30000 });
   await page.fill('#nlu-name', 'menu', { timeout: 30000 });
   await page.click('#create-nlu');
   await page.waitForSelector('h1 >> text=NL Studio · menu', { timeout: 30000 });

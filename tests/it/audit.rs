@@ -214,7 +214,7 @@ async fn a_keys_changes_name_the_key_and_its_owner() {
     .await;
     assert_eq!(
         e[0]["actor"],
-        json!({"kind": "key", "id": e[0]["actor"]["id"], "name": "key:ci", "owner": dev_id})
+        json!({"kind": "key", "id": e[0]["actor"]["id"], "name": "key:ci (user dev)", "owner": dev_id})
     );
     assert_eq!(e[0]["detail"], format!("1.0.0: bot revision {rev}"));
     assert_eq!(api.get("/audit", &key).await.status, 403);

@@ -34,41 +34,96 @@ function nextVersion(versions) {
 /** A rate (a fraction) as a percentage with one decimal: `4.2 %`. */
 export function pct(rate) { return `${(Number(rate) * 100 || 0).toFixed(1)} %`; }
 
-/** The deploy dialog: which environment, and which CMS revision goes with the bot revision
- *  (the latest unless another is picked). Deploys as the next deployment version. */
+/** The deploy dialog: which environment, which CMS revision goes with the bot revision (the
+ *  latest unless another is picked), and whether the environment moves to it or runs it as a
+ *  canary for a share of its users (offered for an existing environment without a running
+ *  canary). Deploys as the next deployment version. */
 function deployDialog(pid, rev, envs, deps, cmsRevs, access) {
   const P = `/projects/${enc(pid)}`;
   const version = nextVersion(deps.map((d) => d.version));
+  const envOf = (name) => envs.find((e) => e.name === name || e.slug === name);
   const envList = el('datalist', { id: 'deploy-envs' }, envs.map((e) => el('option', { value: e.name })));
   const target = el('input', { id: 'deploy-env', list: 'deploy-envs', required: true, value: (envs[0] && envs[0].name) || 'production' });
   const cms = cmsRevs.length
     ? el('select', { id: 'deploy-cms' }, cmsRevs.map((r, i) => el('option', { value: r.revision }, `${cmsLabel(r)}${i === 0 ? ' (latest)' : ''}`)))
     : null;
+  // Move the environment, or run the version as a canary beside the one it runs.
+  const move = el('input', { type: 'radio', name: 'deploy-how', id: 'deploy-move', value: 'move', checked: true });
+  const asCanary = el('input', { type: 'radio', name: 'deploy-how', id: 'deploy-as-canary', value: 'canary' });
+  const share = el('input', { id: 'deploy-share', type: 'number', min: 1, max: 99, step: 1, value: 10, required: true, disabled: true });
+  const how = el('fieldset', { id: 'deploy-how' }, el('legend', {}, 'Rollout'),
+    el('div', { class: 'choice' }, move, el('label', { for: 'deploy-move' }, 'Move the environment')),
+    el('div', { class: 'choice' }, asCanary, el('label', { for: 'deploy-as-canary' }, 'Run as a canary for'), share,
+      el('label', { for: 'deploy-share' }, el('span', { class: 'visually-hidden' }, 'Canary share, in '), '% of its users')));
+  const busy = el('p', { class: 'muted', id: 'deploy-how-note', hidden: true });
+  // The choice is offered for an existing environment without a running canary.
+  const sync = () => {
+    const env = envOf(target.value.trim());
+    const offered = Boolean(env && !env.canary);
+    how.hidden = !offered;
+    how.disabled = !offered;
+    share.disabled = !asCanary.checked;
+    busy.hidden = !(env && env.canary);
+    busy.textContent = env && env.canary ? `${env.name} runs a canary of ${env.canary.depVersion}: promote or abort it to deploy another as a canary.` : '';
+  };
+  target.addEventListener('input', sync);
+  move.addEventListener('change', sync);
+  asCanary.addEventListener('change', sync);
   const err = el('p', { class: 'error', role: 'alert' });
   const dialog = el('dialog', { id: 'deploy-dialog', 'aria-labelledby': 'deploy-title' });
-  const close = () => { dialog.close(); dialog.remove(); };
+  // Once the deployment version is made, a retry does not make it again, and the page is
+  // drawn again on closing (its Deployments list it).
+  let made = false;
+  let done = false;
+  const close = () => dialog.close();
+  dialog.addEventListener('close', () => {
+    dialog.remove();
+    if (made && !done) project(pid, { text: `Made deployment ${version}; no environment was changed.` }).catch((e) => say(String(e.message || e), 'error'));
+  });
   const form = el('form', { method: 'dialog', onsubmit: async (ev) => {
     ev.preventDefault();
     err.textContent = '';
     const name = target.value.trim();
-    const env = envs.find((e) => e.name === name || e.slug === name);
+    const env = envOf(name);
+    const canary = Boolean(env && !env.canary && asCanary.checked);
+    const n = Number(share.value);
+    if (canary && (!Number.isInteger(n) || n < 1 || n > 99)) { err.textContent = 'The share is a whole number from 1 to 99.'; return; }
+    let what = 'deploy';
     try {
-      await api('POST', `${P}/deployment/versions`, { version, botRevision: rev.revision, ...(cms ? { cmsRevision: cms.value } : {}) });
-      if (env) await api('PUT', `${P}/environments/${enc(env.id)}`, { depVersion: version });
+      if (!made) {
+        await api('POST', `${P}/deployment/versions`, { version, botRevision: rev.revision, ...(cms ? { cmsRevision: cms.value } : {}) });
+        made = true;
+        if (cms) cms.disabled = true;
+      }
+      what = canary ? 'start a canary' : 'deploy';
+      if (canary) await api('PUT', `${P}/environments/${enc(env.id)}/canary`, { depVersion: version, share: n });
+      else if (env) await api('PUT', `${P}/environments/${enc(env.id)}`, { depVersion: version });
       else await api('POST', `${P}/environments`, { depId: pid, depVersion: version, name });
+      done = true;
       close();
-      await project(pid);
-      say(`Deployed bot ${rev.version} as deployment ${version} to ${name}.`);
-    } catch (e) { err.textContent = await refusal(e, 'deploy', pid, access); }
+      if (canary) {
+        await project(pid, { env: env.id, text: `Deployed ${version} as a canary for ${n} % of ${env.name}'s users.` });
+      } else {
+        await project(pid);
+        say(`Deployed bot ${rev.version} as deployment ${version} to ${name}.`);
+      }
+    } catch (e) {
+      const why = await refusal(e, what, pid, access);
+      if (done) say(why, 'error');
+      else if (made) err.textContent = `Made deployment ${version}, but ${canary ? 'the canary did not start' : env ? `${name} did not move to it` : `environment ${name} was not made`}: ${why}`;
+      else err.textContent = why;
+    }
   } },
   el('h2', { id: 'deploy-title' }, `Deploy bot ${rev.version} as deployment ${version}`),
   el('label', { for: 'deploy-env' }, 'Environment (a new name makes a new environment)'), target, envList,
   cms ? [el('label', { for: 'deploy-cms' }, 'CMS revision'), cms] : null,
+  how, busy,
   err,
   el('p', { class: 'buttons' }, el('button', { type: 'button', onclick: close }, 'Cancel'),
     el('button', { type: 'submit', class: 'primary', id: 'deploy-confirm' }, 'Deploy')));
   dialog.append(form);
   document.body.append(dialog);
+  sync();
   dialog.showModal();
   target.focus();
 }
@@ -87,7 +142,8 @@ function canaryDialog(pid, env, deps, access) {
   const field = (input, label) => el('div', {}, el('label', { for: input.id }, label), input);
   const err = el('p', { class: 'error', role: 'alert' });
   const dialog = el('dialog', { id: 'canary-dialog', 'aria-labelledby': 'canary-title' });
-  const close = () => { dialog.close(); dialog.remove(); };
+  const close = () => dialog.close();
+  dialog.addEventListener('close', () => dialog.remove());
   const form = el('form', { method: 'dialog', onsubmit: async (ev) => {
     ev.preventDefault();
     err.textContent = '';

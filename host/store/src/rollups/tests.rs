@@ -22,6 +22,8 @@ struct Line {
     intent: Option<&'static str>,
     flow: Option<&'static str>,
     step_us: Option<i64>,
+    /// The deployment version that answered a channel user's line.
+    version: Option<&'static str>,
     error: bool,
 }
 
@@ -41,10 +43,11 @@ fn history() -> Vec<Line> {
     (0..3000)
         .map(|_| {
             let incoming = next(2) == 0;
+            let console = next(6) == 0;
             Line {
                 env: envs[(next(5) == 0) as usize],
                 at: T0 - 5 * HOUR_MS + next(span) as i64,
-                console: next(6) == 0,
+                console,
                 user: format!("u{}", next(9)),
                 incoming,
                 intent: if incoming {
@@ -54,6 +57,8 @@ fn history() -> Vec<Line> {
                 },
                 flow: [None, Some("main"), Some("order")][next(3) as usize],
                 step_us: (incoming && next(8) != 0).then(|| 5 + next(300_000) as i64),
+                version: (incoming && !console)
+                    .then(|| ["1.0.0", "1.0.1"][next(4).min(1) as usize]),
                 error: next(12) == 0,
             }
         })
@@ -94,8 +99,8 @@ async fn store(db: &Db, lines: &[Line]) {
              error_group, error_code, message) VALUES ($1, $2, $3, $4, $5, 'bot', 'x', 'boom')"
         } else {
             "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, \
-             user_id, direction, message, flow, intent, state, created_at, step_us) \
-             VALUES ($1, $2, $3, $6, $4, $7, $8, '{}', $9, $10, 's', $5, $11)"
+             user_id, direction, message, flow, intent, state, created_at, step_us, dep_version) \
+             VALUES ($1, $2, $3, $6, $4, $7, $8, '{}', $9, $10, 's', $5, $11, $12)"
         };
         let q = sqlx::query(sql).bind(format!("l{i}")).bind(PROJECT);
         let q = q.bind(l.env.1).bind(channel).bind(l.at);
@@ -108,6 +113,7 @@ async fn store(db: &Db, lines: &[Line]) {
                 .bind(l.flow)
                 .bind(l.intent)
                 .bind(l.step_us)
+                .bind(l.version)
         };
         q.execute(&db.pool).await.unwrap();
         // The other tenant's environment of the same name gets a copy of every line.
@@ -156,6 +162,7 @@ fn expected(
     let mut buckets: BTreeMap<i64, Counting> = BTreeMap::new();
     let (mut users, mut all_times) = (BTreeSet::new(), BTreeMap::new());
     let (mut intents, mut flows) = (HashMap::<String, i64>::new(), HashMap::<String, i64>::new());
+    let mut versions = HashMap::<String, i64>::new();
     let (mut messages, mut fallback) = (0, 0);
     for l in seen {
         let t = l.at.div_euclid(bucket) * bucket;
@@ -177,6 +184,9 @@ fn expected(
         fallback += matches!(l.intent, None | Some("fallback")) as i64;
         if let Some(i) = l.intent {
             *intents.entry(i.into()).or_default() += 1;
+        }
+        if let Some(v) = l.version {
+            *versions.entry(v.into()).or_default() += 1;
         }
         if let Some(f) = l.flow {
             *flows.entry(f.into()).or_default() += 1;
@@ -205,6 +215,7 @@ fn expected(
         active_users: users.len() as i64,
         top_intents: top(intents),
         top_flows: top(flows),
+        versions: top(versions),
         fallback_messages: fallback,
         messages,
         latency: Latency::of(&all_times.into_iter().collect::<Vec<_>>()),
