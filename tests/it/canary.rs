@@ -271,6 +271,17 @@ async fn a_canary_is_promoted_or_aborted_by_those_who_may_deploy() {
         .await
         .ok();
     assert_eq!(e["canary"]["share"], 40);
+    // The environment is not moved to the canary's version behind its back: that is a
+    // promotion.
+    let moved = api
+        .put(
+            &format!("/projects/{pid}/environments/{env}"),
+            &admin,
+            json!({"depVersion": "1.0.1"}),
+        )
+        .await;
+    assert_eq!(moved.status, 409, "{}", moved.text);
+    assert_contains(&moved.text, "promote it");
     // The canary's version cannot be deleted while it runs.
     let del = api
         .delete(

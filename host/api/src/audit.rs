@@ -255,12 +255,15 @@ async fn owner_of(app: &App, params: &[(String, String)]) -> (Option<String>, Op
             .map(|p| p.owner_id);
         return (Some(pid), owner);
     }
-    (
-        None,
-        param("teamId")
-            .or_else(|| param("team"))
-            .or_else(|| param("userId")),
-    )
+    // `DELETE /teams/{team}` names the team by id or by name.
+    let team = match param("team") {
+        Some(t) => match app.db.team_by_id(&t).await.ok().flatten() {
+            Some(row) => Some(row.id),
+            None => app.db.team_by_name(&t).await.ok().flatten().map(|r| r.id),
+        },
+        None => None,
+    };
+    (None, param("teamId").or(team).or_else(|| param("userId")))
 }
 
 /// The id a creation's answer names in `field`. Only an answer whose whole size is known

@@ -528,6 +528,14 @@ async fn put_environment(
 ) -> ApiResult<Json<Environment>> {
     project_for(&app, &caller, &pid, Action::Update, Resource::Environments).await?;
     let before = environment_or_404(&app, &pid, &eid).await?;
+    if let Some(c) = app.db.canaries().running(&pid, &eid).await?
+        && c.dep_version == req.dep_version
+    {
+        return Err(ApiError::Conflict(format!(
+            "environment {} runs {} as a canary for {} % of its users: promote it (POST …/canary/promote) to run it for everyone",
+            before.name, c.dep_version, c.share
+        )));
+    }
     if let Some(axum::Extension(slot)) = slot {
         slot.detail(format!(
             "{} → {}",
