@@ -97,11 +97,28 @@ async fn changes_are_attributed_and_each_reader_sees_their_share(backend: Backen
     assert_eq!(logins.len(), 2, "{logins:?}");
     assert_eq!(logins[0]["outcome"], "refused");
 
-    // dev2 sees nothing of dev1's project of the same name, and their own.
+    // dev2 sees nothing of dev1's project of the same name, and their own; a probe of
+    // dev1's project is dev2's entry, without whose project it is.
     assert!(
         trail(&api, &dev2, &format!("projectId={p1}"))
             .await
             .is_empty()
+    );
+    let probe = api
+        .put(&format!("/projects/{p1}"), &dev2, json!({"label": "x"}))
+        .await;
+    assert_eq!(probe.status, 404);
+    let probes = trail(&api, &dev2, "action=project.update").await;
+    assert_eq!(probes.len(), 1, "{probes:?}");
+    assert_eq!(probes[0]["outcome"], "refused");
+    assert!(
+        probes[0].get("projectId").is_none() && probes[0].get("ownerId").is_none(),
+        "{probes:?}"
+    );
+    let owners_view = trail(&api, &dev1, "action=project.update").await;
+    assert_eq!(
+        (owners_view.len(), owners_view[0]["actor"]["name"].clone()),
+        (1, json!("dev2"))
     );
     let theirs = trail(&api, &dev2, "").await;
     assert!(

@@ -305,6 +305,31 @@ async fn a_canary_is_promoted_or_aborted_by_those_who_may_deploy() {
     assert_eq!(e["lastCanary"]["outcome"], "promoted");
     assert_eq!(e["depVersion"], "1.0.1");
     assert_eq!(e["lastCanary"]["endedBy"], "admin");
+    // A rollback ends a canary it would make pointless.
+    api.put(&url, &admin, json!({"depVersion": "1.0.0", "share": 10}))
+        .await
+        .ok();
+    let old = api
+        .get(
+            &format!("/projects/{pid}/deployment/versions/1.0.0"),
+            &admin,
+        )
+        .await
+        .ok();
+    api.post(
+        &format!("/deployments/{}/rollback", s(&old["id"])),
+        &admin,
+        json!({}),
+    )
+    .await
+    .ok();
+    let e = canary_of(&api, &admin, &pid, &env).await;
+    assert_eq!(
+        (e["depVersion"].clone(), e["lastCanary"]["outcome"].clone()),
+        (json!("1.0.0"), json!("aborted"))
+    );
+    assert_contains(&s(&e["lastCanary"]["reason"]), "rolled back to 1.0.0");
+    assert!(e.get("canary").is_none(), "{e}");
 }
 
 /// Two replicas on one PostgreSQL database: whichever receives a user's message, the user

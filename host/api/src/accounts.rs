@@ -87,6 +87,8 @@ async fn login(
     Body(req): Body<LoginRequest>,
 ) -> ApiResult<Json<Token>> {
     let client = client.map(|c| c.0.0).unwrap_or_default();
+    // A throttled attempt costs no read and leaves no entry (it is counted in the metrics).
+    app.login_allowed(&req.username, &client)?;
     let user = app.db.user_by_name(&req.username).await?;
     if let Some(Extension(slot)) = &slot {
         // The name tried, cut short: a stranger's guesses are the administrator's to read.
@@ -99,7 +101,6 @@ async fn login(
             None,
         ));
     }
-    app.login_allowed(&req.username, &client)?;
     let phc = user
         .as_ref()
         .map(|u| u.password_hash.clone())

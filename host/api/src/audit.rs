@@ -13,7 +13,7 @@ use axum::Json;
 use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, RawPathParams, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use botbox_api_types::{AuditActor, AuditEntry, AuditResource, PageOf};
 use botbox_service::audit::{self, Actor};
 use botbox_store::{AuditFilter, AuditRow, NewAuditEntry};
@@ -266,9 +266,19 @@ async fn owner_of(app: &App, params: &[(String, String)]) -> (Option<String>, Op
     (None, param("teamId").or(team).or_else(|| param("userId")))
 }
 
+/// The fields that name what a creation made, whichever its route's answer has.
+#[derive(serde::Deserialize)]
+struct Created {
+    id: Option<String>,
+    revision: Option<String>,
+    version: Option<String>,
+    name: Option<String>,
+}
+
 /// The id a creation's answer names in `field`. Only an answer whose whole size is known
-/// and at most 4 MiB is read (every creation's is: a JSON document); any other is passed on
-/// untouched, its entry naming the parent resource.
+/// and at most 4 MiB is read (every creation's is: a JSON document), its other fields
+/// skipped unparsed; any other answer is passed on untouched, its entry naming the parent
+/// resource.
 async fn created_field(res: Response, field: &str) -> (Response, Option<String>) {
     use axum::body::HttpBody as _;
     const MAX: u64 = 4 << 20;
@@ -276,22 +286,24 @@ async fn created_field(res: Response, field: &str) -> (Response, Option<String>)
         return (res, None);
     }
     let (parts, body) = res.into_parts();
-    match axum::body::to_bytes(body, MAX as usize).await {
-        Ok(bytes) => {
-            let id = serde_json::from_slice::<serde_json::Value>(&bytes)
-                .ok()
-                .and_then(|v| v.get(field).and_then(|f| f.as_str().map(str::to_owned)));
-            (
-                Response::from_parts(parts, axum::body::Body::from(bytes)),
-                id,
-            )
-        }
-        // A body of known size that fails to read failed for the client too.
-        Err(e) => (
-            Response::from_parts(parts, axum::body::Body::from(e.to_string())),
+    let Ok(bytes) = axum::body::to_bytes(body, MAX as usize).await else {
+        // A body of known size that cannot be read failed for the client too.
+        let failed = axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+        return (
+            (failed, "the answer could not be read").into_response(),
             None,
-        ),
-    }
+        );
+    };
+    let id = serde_json::from_slice::<Created>(&bytes)
+        .ok()
+        .and_then(|c| match field {
+            "id" => c.id,
+            "revision" => c.revision,
+            "version" => c.version,
+            _ => c.name,
+        });
+    let res = Response::from_parts(parts, axum::body::Body::from(bytes));
+    (res, id)
 }
 
 pub fn routes() -> OpenApiRouter<App> {
@@ -323,8 +335,10 @@ fn entry_json(r: AuditRow) -> AuditEntry {
 
 /// The audit trail, newest first: an administrator sees every entry; anyone else the
 /// entries they made and those about their own account and projects and the teams they
-/// administer (with a team token, that team's). A person's login only: a workspace key
-/// cannot read it. Entries are never changed or deleted through the API.
+/// administer (with a team token, of their teams only that one); an attempt of theirs on
+/// what they have no relation to shows without its project and owner. A person's login
+/// only: a workspace key cannot read it. Entries are never changed or deleted through the
+/// API.
 #[utoipa::path(get, path = "/audit", tag = "audit",
     params(("projectId" = Option<String>, Query), ("actor" = Option<String>, Query, description = "a user or key id, or system"),
         ("action" = Option<String>, Query), ("since" = Option<i64>, Query, description = "Unix ms, inclusive"),
@@ -361,7 +375,24 @@ async fn list(
         .audit_log()
         .list(&scope, &filter, (paging.limit, paging.offset()))
         .await?;
-    let data = page.items.into_iter().map(entry_json).collect();
+    // A reader sees their own refused attempt on what they have no relation to without
+    // learning whose it is: its project and owner are kept from them.
+    let related = match scope {
+        botbox_store::AuditScope::All => None,
+        botbox_store::AuditScope::Of { .. } => Some(caller.owners(&app).await?),
+    };
+    let data = page
+        .items
+        .into_iter()
+        .map(|mut r| {
+            if let Some(related) = &related
+                && r.owner_id.as_ref().is_some_and(|o| !related.contains(o))
+            {
+                (r.project_id, r.owner_id) = (None, None);
+            }
+            entry_json(r)
+        })
+        .collect();
     Ok(Json(page_of(paging, page.total, data)))
 }
 

@@ -61,7 +61,14 @@ fn last_canary_json(c: CanaryRow) -> LastCanary {
 /// ended.
 pub(crate) async fn environment_view(app: &App, e: EnvironmentRow) -> ApiResult<Environment> {
     let store = app.db.canaries();
-    let running = store.running(&e.project_id, &e.id).await?;
+    let running = match store.running(&e.project_id, &e.id).await? {
+        Some(c) => Some(
+            app.live
+                .canary_figures(c, &e.name, botbox_store::now_ms())
+                .await?,
+        ),
+        None => None,
+    };
     let last = store.last_ended(&e.project_id, &e.id).await?;
     let mut view = environment_json(e);
     view.canary = running.map(|c| canary_json(&c, &view.deployment_version));

@@ -83,7 +83,7 @@ async fn rollback(
             d.version
         )));
     }
-    let environments = app.live.rollback_to(&d).await?;
+    let environments = app.live.rollback_to(&d, &caller.actor().label()).await?;
     tracing::info!(project = %d.project_id, version = %d.version, author = ?req.author,
         changelog = ?req.changelog, moved = ?environments, "rolled back");
     Ok(Json(RolledBack {
@@ -528,14 +528,7 @@ async fn put_environment(
 ) -> ApiResult<Json<Environment>> {
     project_for(&app, &caller, &pid, Action::Update, Resource::Environments).await?;
     let before = environment_or_404(&app, &pid, &eid).await?;
-    if let Some(c) = app.db.canaries().running(&pid, &eid).await?
-        && c.dep_version == req.dep_version
-    {
-        return Err(ApiError::Conflict(format!(
-            "environment {} runs {} as a canary for {} % of its users: promote it (POST …/canary/promote) to run it for everyone",
-            before.name, c.dep_version, c.share
-        )));
-    }
+
     if let Some(axum::Extension(slot)) = slot {
         slot.detail(format!(
             "{} → {}",
@@ -548,9 +541,16 @@ async fn put_environment(
             req.dep_version
         )));
     }
-    app.live
+    if !app
+        .live
         .set_environment_version(&pid, &eid, &req.dep_version)
-        .await?;
+        .await?
+    {
+        return Err(ApiError::Conflict(format!(
+            "environment {} runs {} as a canary: promote it (POST …/canary/promote) to run it for everyone",
+            before.name, req.dep_version
+        )));
+    }
     let env = environment_or_404(&app, &pid, &eid).await?;
     Ok(Json(super::canary::environment_view(&app, env).await?))
 }

@@ -209,7 +209,13 @@ pub fn bind(ctx: &Ctx, dir: &Path, id: &str) -> Result<()> {
     let p = by_id(ctx, id, "bind", "")?;
     let old = Binding::read(dir)?.unwrap_or_default();
     let was = old.project_id.clone();
-    old.bound_to(&p).write(dir)?;
+    // A team the old binding named is the old project's: it does not come along.
+    Binding {
+        team: None,
+        ..Binding::default()
+    }
+    .bound_to(&p)
+    .write(dir)?;
     let note = match was {
         Some(w) if w != p.id => format!(" (was {w})"),
         _ => String::new(),

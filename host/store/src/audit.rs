@@ -148,6 +148,8 @@ fn clause(scope: &AuditScope, f: &AuditFilter) -> (String, Vec<Bind>) {
 impl AuditLog {
     /// Appends one entry.
     pub async fn record(&self, e: &NewAuditEntry) -> DbResult<()> {
+        // In SQLite's write turn, like every write: no meeting with the busy handler.
+        let _turn = self.db.write_turn().await;
         sqlx::query(&format!(
             "INSERT INTO audit_log ({COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
         ))

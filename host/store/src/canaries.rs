@@ -59,17 +59,23 @@ pub struct VersionCounts {
 
 impl Canaries {
     /// Starts a canary of `dep_version` for `share` % of the environment's users;
-    /// [`DbError::Conflict`] while another runs there.
+    /// [`DbError::Conflict`] while another runs there, `None` when the environment (of this
+    /// project) is gone or runs that version itself.
     pub async fn start(
         &self,
         project_id: &str,
         environment_id: &str,
         (dep_version, share, rollback): (&str, i64, &str),
         (by, now): (&str, i64),
-    ) -> DbResult<CanaryRow> {
+    ) -> DbResult<Option<CanaryRow>> {
         let id = new_id();
-        sqlx::query(&format!(
-            "INSERT INTO canaries ({COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $7, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL)"
+        let _turn = self.db.write_turn().await;
+        // Only beside another version than the environment's (checked in the statement: a
+        // concurrent move of the environment cannot make them the same).
+        let r = sqlx::query(&format!(
+            "INSERT INTO canaries ({COLS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $7, 0, 0, 0, 0, 0, 0, \
+             NULL, NULL, NULL, NULL FROM environments e \
+             WHERE e.project_id = $2 AND e.id = $3 AND e.deployment_version <> $4"
         ))
         .bind(&id)
         .bind(project_id)
@@ -82,7 +88,10 @@ impl Canaries {
         .execute(&self.db.pool)
         .await
         .map_err(DbError::from_sqlx)?;
-        self.by_id(&id).await?.ok_or(DbError::Conflict)
+        if r.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.by_id(&id).await
     }
 
     async fn by_id(&self, id: &str) -> DbResult<Option<CanaryRow>> {
@@ -97,6 +106,7 @@ impl Canaries {
     /// Changes a running canary's share and thresholds (a rollout's next step); false when
     /// it no longer runs.
     pub async fn reshape(&self, id: &str, share: i64, rollback: &str) -> DbResult<bool> {
+        let _turn = self.db.write_turn().await;
         let r = sqlx::query(
             "UPDATE canaries SET share = $1, rollback = $2 WHERE id = $3 AND ended_at IS NULL",
         )
@@ -170,6 +180,7 @@ impl Canaries {
         (by, now): (&str, i64),
         promote: bool,
     ) -> DbResult<bool> {
+        let _turn = self.db.write_turn().await;
         let mut tx = self.db.pool.begin().await?;
         let ended = sqlx::query(
             "UPDATE canaries SET ended_at = $1, outcome = $2, reason = $3, ended_by = $4 \
@@ -201,6 +212,7 @@ impl Canaries {
     /// Ends an environment's running canary as `aborted` when the environment or its
     /// deployment goes away (no canary outlives what it runs beside).
     pub async fn end_for_environment(&self, environment_id: &str, now: i64) -> DbResult<()> {
+        let _turn = self.db.write_turn().await;
         sqlx::query(
             "UPDATE canaries SET ended_at = $1, outcome = 'aborted', reason = 'the environment was deleted', ended_by = 'system' \
              WHERE environment_id = $2 AND ended_at IS NULL",
@@ -247,6 +259,7 @@ impl Canaries {
         canary: &VersionCounts,
         control: &VersionCounts,
     ) -> DbResult<Option<CanaryRow>> {
+        let turn = self.db.write_turn().await;
         let r = sqlx::query(
             "UPDATE canaries SET counted_until = $1, \
              canary_messages = canary_messages + $2, canary_errors = canary_errors + $3, \
@@ -265,6 +278,7 @@ impl Canaries {
         .bind(c.counted_until)
         .execute(&self.db.pool)
         .await?;
+        drop(turn);
         if r.rows_affected() == 0 {
             return Ok(None);
         }

@@ -529,16 +529,20 @@ impl Db {
         project_id: &str,
         id: &str,
         version: &str,
-    ) -> DbResult<()> {
-        sqlx::query(
-            "UPDATE environments SET deployment_version = $1 WHERE project_id = $2 AND id = $3",
+    ) -> DbResult<bool> {
+        // Not to the version its running canary runs: that is a promotion (the canary's
+        // figures would compare a version with itself).
+        let r = sqlx::query(
+            "UPDATE environments SET deployment_version = $1 WHERE project_id = $2 AND id = $3 \
+             AND NOT EXISTS (SELECT 1 FROM canaries c WHERE c.environment_id = $3 \
+             AND c.ended_at IS NULL AND c.dep_version = $1)",
         )
         .bind(version)
         .bind(project_id)
         .bind(id)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(r.rows_affected() == 1)
     }
 
     /// Deletes an environment with its channels and their sessions.
@@ -815,7 +819,11 @@ impl Db {
 
     /// Rolls a project back to deployment `d`: every environment on a newer deployment version
     /// moves to `d`'s version. Returns the names of the environments moved.
-    pub async fn rollback_environments(&self, d: &DeploymentRow) -> DbResult<Vec<String>> {
+    pub async fn rollback_environments(
+        &self,
+        d: &DeploymentRow,
+        by: &str,
+    ) -> DbResult<Vec<String>> {
         let _turn = self.write_turn().await;
         let mut tx = self.pool.begin().await?;
         let moved: Vec<(String,)> = sqlx::query_as(
@@ -833,6 +841,21 @@ impl Db {
         .bind(&d.version)
         .bind(&d.project_id)
         .bind(d.seq)
+        .execute(&mut *tx)
+        .await?;
+        // A canary of a version newer than the one rolled back to, or of that one (the
+        // environments moved to it run it for everyone now), ends with it.
+        sqlx::query(
+            "UPDATE canaries SET ended_at = $1, outcome = 'aborted', reason = $2, ended_by = $3 \
+             WHERE project_id = $4 AND ended_at IS NULL AND (dep_version = $6 OR dep_version IN \
+             (SELECT version FROM deployments WHERE project_id = $4 AND seq > $5))",
+        )
+        .bind(now_ms())
+        .bind(format!("the project was rolled back to {}", d.version))
+        .bind(by)
+        .bind(&d.project_id)
+        .bind(d.seq)
+        .bind(&d.version)
         .execute(&mut *tx)
         .await?;
         tx.commit().await.map_err(DbError::from_sqlx)?;

@@ -8,11 +8,12 @@
 //!   messages are split: the console's test chats, agent runs and Cases' tasks run the
 //!   environment's own deployment.
 //! - **Figures**: each channel message's incoming transcript line records the deployment
-//!   version that served it and how its step went (`ok`, `fallback`, `error`). The evaluator
-//!   ([`run`], every [`CANARY_EVERY`]) adds the lines of the last span to the canary's counts
-//!   with a conditional update, so replicas never count a span twice; it trails the clock by
-//!   [`CANARY_LAG_MS`], longer than a commit takes, so a line is not missed by being
-//!   committed after its span was counted.
+//!   version that served it and how its step went (`ok`, `fallback`, `error`). A line is
+//!   timed when its group commit starts and may be committed up to a statement time-out
+//!   later, so the stored counts ([`run`], every [`CANARY_EVERY`]) cover only lines older
+//!   than [`CANARY_SETTLE_MS`], added with a conditional update (replicas never count a
+//!   span twice); the newer lines are counted afresh each time the figures are read
+//!   ([`Live::canary_figures`]): the figures are up to date, and no line is missed.
 //! - **Rollback**: once the canary served `minMessages`, an error rate over `maxErrorRate`
 //!   or a fallback rate more than `maxFallbackIncrease` over the control's ends it as
 //!   `rolled back`; the routes are dropped so its users get the control at their next
@@ -33,8 +34,9 @@ use std::time::Duration;
 /// How often running canaries are counted and checked.
 pub const CANARY_EVERY: Duration = Duration::from_secs(5);
 
-/// How far the counting trails the clock (2 s): a step's lines are timed at its commit.
-pub const CANARY_LAG_MS: i64 = 2_000;
+/// How far the stored counts trail the clock (40 s): longer than a group commit may take
+/// (PostgreSQL's statement time-out is 30 s), so no line of a counted span commits later.
+pub const CANARY_SETTLE_MS: i64 = 40_000;
 
 /// The canary a route splits its users with.
 #[derive(Clone)]
@@ -168,7 +170,46 @@ pub struct CanaryStart<'a> {
     pub thresholds: Thresholds,
 }
 
+/// `lines` split into the canary's version and the rest (the control).
+fn sides(canary_version: &str, lines: Vec<VersionCounts>) -> (VersionCounts, VersionCounts) {
+    let (mut canary, mut control) = (VersionCounts::default(), VersionCounts::default());
+    for l in lines {
+        let side = if l.dep_version == canary_version {
+            &mut canary
+        } else {
+            &mut control
+        };
+        side.messages += l.messages;
+        side.errors += l.errors;
+        side.fallbacks += l.fallbacks;
+    }
+    (canary, control)
+}
+
 impl Live {
+    /// The canary with the lines its stored counts do not hold yet (newer than its
+    /// `counted_until`, up to `now`) added: its figures as of now.
+    pub async fn canary_figures(
+        &self,
+        mut c: CanaryRow,
+        env_name: &str,
+        now: i64,
+    ) -> botbox_store::DbResult<CanaryRow> {
+        let lines = self
+            .db
+            .canaries()
+            .count_lines(&c.project_id, env_name, (c.counted_until, now + 1))
+            .await?;
+        let (canary, control) = sides(&c.dep_version, lines);
+        c.canary_messages += canary.messages;
+        c.canary_errors += canary.errors;
+        c.canary_fallbacks += canary.fallbacks;
+        c.control_messages += control.messages;
+        c.control_errors += control.errors;
+        c.control_fallbacks += control.fallbacks;
+        Ok(c)
+    }
+
     /// The canary running in `env`, as its route splits users (`None` without one, or when
     /// its version no longer loads: its users get the control, and the reason is logged).
     pub(super) async fn canary_route(
@@ -248,7 +289,6 @@ impl Live {
                     (&by.label(), now_ms()),
                 )
                 .await
-                .map(Some)
                 .map_err(|e| match e {
                     botbox_store::DbError::Conflict => ServiceError::Conflict(format!(
                         "environment {} already runs a canary",
@@ -258,7 +298,12 @@ impl Live {
                 })?,
         };
         self.routes_changed();
-        row.ok_or_else(|| ServiceError::Conflict("the canary ended meanwhile".into()))
+        row.ok_or_else(|| {
+            ServiceError::Conflict(format!(
+                "environment {} changed meanwhile (it runs {} now, or the canary ended): look again",
+                env.name, req.dep_version
+            ))
+        })
     }
 
     /// Ends `env`'s running canary as `promoted` (the environment moves to its version) or
@@ -290,12 +335,13 @@ impl Live {
         Ok(c)
     }
 
-    /// Counts the lines of every running canary up to `until` (Unix ms) and rolls back
-    /// those past their thresholds; the canaries rolled back, with their reasons.
-    pub async fn evaluate_canaries(&self, until: i64) -> anyhow::Result<Vec<(CanaryRow, String)>> {
+    /// Brings every running canary's stored counts up to [`CANARY_SETTLE_MS`] before `now`
+    /// (Unix ms), and rolls back those whose figures as of `now` are past their thresholds;
+    /// the canaries rolled back, with their reasons.
+    pub async fn evaluate_canaries(&self, now: i64) -> anyhow::Result<Vec<(CanaryRow, String)>> {
         let mut rolled = Vec::new();
         for c in self.db.canaries().all_running().await? {
-            if let Some(done) = self.evaluate(c, until).await? {
+            if let Some(done) = self.evaluate(c, now).await? {
                 rolled.push(done);
             }
         }
@@ -305,7 +351,7 @@ impl Live {
     async fn evaluate(
         &self,
         c: CanaryRow,
-        until: i64,
+        now: i64,
     ) -> anyhow::Result<Option<(CanaryRow, String)>> {
         let store = self.db.canaries();
         let Some(env) = self
@@ -318,26 +364,24 @@ impl Live {
                 .await?;
             return Ok(None);
         };
-        if until <= c.counted_until {
-            return Ok(None);
-        }
-        let lines = store
-            .count_lines(&c.project_id, &env.name, (c.counted_until, until))
-            .await?;
-        let (mut canary, mut control) = (VersionCounts::default(), VersionCounts::default());
-        for l in lines {
-            let side = if l.dep_version == c.dep_version {
-                &mut canary
-            } else {
-                &mut control
-            };
-            side.messages += l.messages;
-            side.errors += l.errors;
-            side.fallbacks += l.fallbacks;
-        }
-        let Some(now) = store.add_counts(&c, until, &canary, &control).await? else {
-            return Ok(None);
+        let settled = now - CANARY_SETTLE_MS;
+        let c = if settled > c.counted_until {
+            let lines = store
+                .count_lines(&c.project_id, &env.name, (c.counted_until, settled))
+                .await?;
+            let (canary, control) = sides(&c.dep_version, lines);
+            match store.add_counts(&c, settled, &canary, &control).await? {
+                Some(c) => c,
+                // Another pass or replica counted it; read it again.
+                None => match store.running(&c.project_id, &c.environment_id).await? {
+                    Some(c) => c,
+                    None => return Ok(None),
+                },
+            }
+        } else {
+            c
         };
+        let now = self.canary_figures(c, &env.name, now).await?;
         let Some(reason) = breach(&now) else {
             return Ok(None);
         };
@@ -376,7 +420,7 @@ impl Live {
 /// Counts and checks the running canaries every [`CANARY_EVERY`] until a drain starts.
 pub(super) async fn run(live: Arc<Live>) {
     while !live.drain.draining() {
-        if let Err(e) = live.evaluate_canaries(now_ms() - CANARY_LAG_MS).await {
+        if let Err(e) = live.evaluate_canaries(now_ms()).await {
             tracing::error!(error = %format!("{e:#}"), "canaries");
         }
         tokio::select! {

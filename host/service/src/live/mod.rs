@@ -14,7 +14,7 @@ mod routing;
 mod schedules;
 
 pub use canary::{
-    CANARY_EVERY, CANARY_LAG_MS, CanaryRoute, CanaryStart, Rates, Thresholds, breach, bucket,
+    CANARY_EVERY, CANARY_SETTLE_MS, CanaryRoute, CanaryStart, Rates, Thresholds, breach, bucket,
     figures,
 };
 pub use outbox::{CHANNEL_CONCURRENCY, TENANT_CONCURRENCY};

@@ -2,15 +2,16 @@
 //! process cached (and, for a project's deletion, its ready revisions) right after the write,
 //! so the next message reads the new state: the API cannot make such a change and forget to
 //! drop the cache, because it has no other way to make it. Another replica's cache expires on
-//! its own within a second.
+//! its own within a second. The canaries' writes (`canary.rs`) follow the same rule.
 
 use super::Live;
 use botbox_store::{ChannelFields, DbResult, DeploymentRow};
 
 impl Live {
-    /// Moves the environments on a later deployment back to `d`; their names.
-    pub async fn rollback_to(&self, d: &DeploymentRow) -> DbResult<Vec<String>> {
-        let moved = self.db.rollback_environments(d).await?;
+    /// Moves the environments on a later deployment back to `d` (ending a canary of a later
+    /// version, by `by`); their names.
+    pub async fn rollback_to(&self, d: &DeploymentRow, by: &str) -> DbResult<Vec<String>> {
+        let moved = self.db.rollback_environments(d, by).await?;
         self.routes_changed();
         Ok(moved)
     }
@@ -43,18 +44,20 @@ impl Live {
         Ok(())
     }
 
-    /// Runs environment `id` on deployment `version`.
+    /// Runs environment `id` on deployment `version`; false when its running canary runs
+    /// that version (a promotion's job: the environment is left as it was).
     pub async fn set_environment_version(
         &self,
         project_id: &str,
         id: &str,
         version: &str,
-    ) -> DbResult<()> {
-        self.db
+    ) -> DbResult<bool> {
+        let moved = self
+            .db
             .set_environment_version(project_id, id, version)
             .await?;
         self.routes_changed();
-        Ok(())
+        Ok(moved)
     }
 
     /// Deletes an environment with its channels and sessions (transcripts are kept).
