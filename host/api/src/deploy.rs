@@ -528,7 +528,6 @@ async fn put_environment(
 ) -> ApiResult<Json<Environment>> {
     project_for(&app, &caller, &pid, Action::Update, Resource::Environments).await?;
     let before = environment_or_404(&app, &pid, &eid).await?;
-
     if let Some(axum::Extension(slot)) = slot {
         slot.detail(format!(
             "{} → {}",

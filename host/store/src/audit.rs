@@ -2,6 +2,7 @@
 //! botbox makes by itself. Append-only here: there is no update, and rows leave only by the
 //! pruner's window ([`crate::Expired::AuditLog`]).
 
+use super::step::Arg;
 use super::{Db, DbResult, Page, new_row_id};
 
 /// The audit trail's store, reached with [`Db::audit_log`].
@@ -80,11 +81,6 @@ pub struct AuditFilter {
     pub until: Option<i64>,
 }
 
-enum Bind {
-    Text(String),
-    Int(i64),
-}
-
 /// `s` with LIKE's wildcards (and the escape character) escaped by `\`.
 fn like_escaped(s: &str) -> String {
     s.replace('\\', "\\\\")
@@ -93,56 +89,49 @@ fn like_escaped(s: &str) -> String {
 }
 
 /// Adds an argument; its placeholder.
-fn arg(b: Bind, binds: &mut Vec<Bind>) -> String {
+fn arg(b: Arg<'static>, binds: &mut Vec<Arg<'static>>) -> String {
     binds.push(b);
     format!("${}", binds.len())
 }
 
-/// The WHERE clause of a scope and filter, with its arguments in order.
-fn clause(scope: &AuditScope, f: &AuditFilter) -> (String, Vec<Bind>) {
+/// The filter (`WHERE`'s condition, empty for every row) of a scope and filter, with its
+/// arguments in order.
+fn clause(scope: &AuditScope, f: &AuditFilter) -> (String, Vec<Arg<'static>>) {
     let mut parts = Vec::new();
     let mut binds = Vec::new();
     if let AuditScope::Of { actor, owners } = scope {
         let mut any = vec![format!(
             "actor_id = {}",
-            arg(Bind::Text(actor.clone()), &mut binds)
+            arg(Arg::from(actor.clone()), &mut binds)
         )];
         for o in owners {
             any.push(format!(
                 "owner_id = {}",
-                arg(Bind::Text(o.clone()), &mut binds)
+                arg(Arg::from(o.clone()), &mut binds)
             ));
         }
         parts.push(format!("({})", any.join(" OR ")));
     }
     for (col, v) in [("project_id", &f.project_id), ("actor_id", &f.actor)] {
         if let Some(v) = v {
-            parts.push(format!(
-                "{col} = {}",
-                arg(Bind::Text(v.clone()), &mut binds)
-            ));
+            parts.push(format!("{col} = {}", arg(Arg::from(v.clone()), &mut binds)));
         }
     }
     // An action, or a family of them: `canary` is `canary.start`, `canary.rollback`, ...
     if let Some(a) = &f.action {
-        let exact = arg(Bind::Text(a.clone()), &mut binds);
-        let family = arg(Bind::Text(format!("{}.%", like_escaped(a))), &mut binds);
+        let exact = arg(Arg::from(a.clone()), &mut binds);
+        let family = arg(Arg::from(format!("{}.%", like_escaped(a))), &mut binds);
         parts.push(format!(
             "(action = {exact} OR action LIKE {family} ESCAPE '\\')"
         ));
     }
     if let Some(s) = f.since {
-        parts.push(format!("at >= {}", arg(Bind::Int(s), &mut binds)));
+        parts.push(format!("at >= {}", arg(Arg::from(s), &mut binds)));
     }
     if let Some(u) = f.until {
-        parts.push(format!("at < {}", arg(Bind::Int(u), &mut binds)));
+        parts.push(format!("at < {}", arg(Arg::from(u), &mut binds)));
     }
-    let sql = if parts.is_empty() {
-        String::new()
-    } else {
-        format!("WHERE {}", parts.join(" AND "))
-    };
-    (sql, binds)
+    (parts.join(" AND "), binds)
 }
 
 impl AuditLog {
@@ -177,31 +166,18 @@ impl AuditLog {
         &self,
         scope: &AuditScope,
         f: &AuditFilter,
-        (limit, offset): (i64, i64),
+        paging: (i64, i64),
     ) -> DbResult<Page<AuditRow>> {
-        let (filter, binds) = clause(scope, f);
-        let n = binds.len();
-        let rows_sql = format!(
-            "SELECT {COLS} FROM audit_log {filter} ORDER BY at DESC, id DESC LIMIT ${} OFFSET ${}",
-            n + 1,
-            n + 2
-        );
-        let count_sql = format!("SELECT COUNT(*) FROM audit_log {filter}");
-        let mut rows = sqlx::query_as::<_, AuditRow>(&rows_sql);
-        let mut count = sqlx::query_as::<_, (i64,)>(&count_sql);
-        for b in &binds {
-            (rows, count) = match b {
-                Bind::Text(s) => (rows.bind(s.clone()), count.bind(s.clone())),
-                Bind::Int(i) => (rows.bind(*i), count.bind(*i)),
-            };
-        }
-        let items = rows
-            .bind(limit)
-            .bind(offset)
-            .fetch_all(&self.db.pool)
-            .await?;
-        let (total,) = count.fetch_one(&self.db.pool).await?;
-        Ok(Page { items, total })
+        let (filter, args) = clause(scope, f);
+        self.db
+            .page_with(
+                COLS,
+                "audit_log",
+                (&filter, &args),
+                "at DESC, id DESC",
+                paging,
+            )
+            .await
     }
 }
 
@@ -223,7 +199,7 @@ mod tests {
         let (sql, binds) = clause(&scope, &f);
         assert_eq!(
             sql,
-            "WHERE (actor_id = $1 OR owner_id = $2 OR owner_id = $3) \
+            "(actor_id = $1 OR owner_id = $2 OR owner_id = $3) \
              AND (action = $4 OR action LIKE $5 ESCAPE '\\') AND at >= $6"
         );
         assert_eq!(binds.len(), 6);

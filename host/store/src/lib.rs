@@ -469,6 +469,23 @@ impl Db {
         table: &str,
         (filter, keys): (&str, &[&str]),
         order: &str,
+        paging: (i64, i64),
+    ) -> DbResult<Page<T>>
+    where
+        T: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
+    {
+        let keys: Vec<step::Arg> = keys.iter().map(|k| step::Arg::from(*k)).collect();
+        self.page_with(cols, table, (filter, &keys), order, paging)
+            .await
+    }
+
+    /// [`Db::page`] with arguments of any kind (text or integers, as the filter needs).
+    pub(crate) async fn page_with<T>(
+        &self,
+        cols: &str,
+        table: &str,
+        (filter, args): (&str, &[step::Arg<'_>]),
+        order: &str,
         (limit, offset): (i64, i64),
     ) -> DbResult<Page<T>>
     where
@@ -479,7 +496,7 @@ impl Db {
         } else {
             format!("WHERE {filter}")
         };
-        let n = keys.len();
+        let n = args.len();
         let rows_sql = format!(
             "SELECT {cols} FROM {table} {filter} ORDER BY {order} LIMIT ${} OFFSET ${}",
             n + 1,
@@ -488,9 +505,11 @@ impl Db {
         let count_sql = format!("SELECT COUNT(*) FROM {table} {filter}");
         let mut rows = sqlx::query_as::<_, T>(&rows_sql);
         let mut count = sqlx::query_as::<_, (i64,)>(&count_sql);
-        for k in keys {
-            rows = rows.bind(*k);
-            count = count.bind(*k);
+        for a in args {
+            (rows, count) = match a {
+                step::Arg::Text(v) => (rows.bind(v.as_deref()), count.bind(v.as_deref())),
+                step::Arg::Int(v) => (rows.bind(*v), count.bind(*v)),
+            };
         }
         let items = rows.bind(limit).bind(offset).fetch_all(&self.pool).await?;
         let (total,) = count.fetch_one(&self.pool).await?;

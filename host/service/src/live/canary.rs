@@ -170,6 +170,16 @@ pub struct CanaryStart<'a> {
     pub thresholds: Thresholds,
 }
 
+/// Adds the canary's and the control's counts to `c`'s.
+fn add_sides(c: &mut CanaryRow, (canary, control): (VersionCounts, VersionCounts)) {
+    c.canary_messages += canary.messages;
+    c.canary_errors += canary.errors;
+    c.canary_fallbacks += canary.fallbacks;
+    c.control_messages += control.messages;
+    c.control_errors += control.errors;
+    c.control_fallbacks += control.fallbacks;
+}
+
 /// `lines` split into the canary's version and the rest (the control).
 fn sides(canary_version: &str, lines: Vec<VersionCounts>) -> (VersionCounts, VersionCounts) {
     let (mut canary, mut control) = (VersionCounts::default(), VersionCounts::default());
@@ -200,13 +210,8 @@ impl Live {
             .canaries()
             .count_lines(&c.project_id, env_name, (c.counted_until, now + 1))
             .await?;
-        let (canary, control) = sides(&c.dep_version, lines);
-        c.canary_messages += canary.messages;
-        c.canary_errors += canary.errors;
-        c.canary_fallbacks += canary.fallbacks;
-        c.control_messages += control.messages;
-        c.control_errors += control.errors;
-        c.control_fallbacks += control.fallbacks;
+        let counts = sides(&c.dep_version, lines);
+        add_sides(&mut c, counts);
         Ok(c)
     }
 
@@ -307,7 +312,7 @@ impl Live {
     }
 
     /// Ends `env`'s running canary as `promoted` (the environment moves to its version) or
-    /// `aborted`; `Invalid` when none runs.
+    /// `aborted`; `Conflict` when none runs.
     pub async fn end_canary(
         &self,
         env: &EnvironmentRow,
@@ -348,72 +353,96 @@ impl Live {
         Ok(rolled)
     }
 
+    /// One running canary: its counts settled, its figures checked, and rolled back past
+    /// its thresholds (with the reason).
     async fn evaluate(
         &self,
         c: CanaryRow,
         now: i64,
     ) -> anyhow::Result<Option<(CanaryRow, String)>> {
-        let store = self.db.canaries();
         let Some(env) = self
             .db
             .environment(&c.project_id, &c.environment_id)
             .await?
         else {
+            let store = self.db.canaries();
             store
                 .end_for_environment(&c.environment_id, now_ms())
                 .await?;
             return Ok(None);
         };
-        let settled = now - CANARY_SETTLE_MS;
-        let c = if settled > c.counted_until {
-            let lines = store
-                .count_lines(&c.project_id, &env.name, (c.counted_until, settled))
-                .await?;
-            let (canary, control) = sides(&c.dep_version, lines);
-            match store.add_counts(&c, settled, &canary, &control).await? {
-                Some(c) => c,
-                // Another pass or replica counted it; read it again.
-                None => match store.running(&c.project_id, &c.environment_id).await? {
-                    Some(c) => c,
-                    None => return Ok(None),
-                },
-            }
-        } else {
-            c
-        };
-        let now = self.canary_figures(c, &env.name, now).await?;
-        let Some(reason) = breach(&now) else {
+        let Some(c) = self.settle(c, &env, now).await? else {
             return Ok(None);
         };
+        let current = self.canary_figures(c, &env.name, now).await?;
+        let Some(reason) = breach(&current) else {
+            return Ok(None);
+        };
+        Ok(self
+            .roll_back(&current, &env, &reason)
+            .await?
+            .then_some((current, reason)))
+    }
+
+    /// The canary with its stored counts brought up to [`CANARY_SETTLE_MS`] before `now`
+    /// (`None`: it ended meanwhile).
+    async fn settle(
+        &self,
+        c: CanaryRow,
+        env: &EnvironmentRow,
+        now: i64,
+    ) -> botbox_store::DbResult<Option<CanaryRow>> {
+        let settled = now - CANARY_SETTLE_MS;
+        if settled <= c.counted_until {
+            return Ok(Some(c));
+        }
+        let store = self.db.canaries();
+        let lines = store
+            .count_lines(&c.project_id, &env.name, (c.counted_until, settled))
+            .await?;
+        let (canary, control) = sides(&c.dep_version, lines);
+        match store.add_counts(&c, settled, &canary, &control).await? {
+            Some(c) => Ok(Some(c)),
+            // Another pass or replica counted it; read it again.
+            None => store.running(&c.project_id, &c.environment_id).await,
+        }
+    }
+
+    /// Ends the canary as `rolled back` by `system`, with its log line, metric and audit
+    /// entry; false when it had ended already.
+    async fn roll_back(
+        &self,
+        c: &CanaryRow,
+        env: &EnvironmentRow,
+        reason: &str,
+    ) -> botbox_store::DbResult<bool> {
         let system = Actor::system();
-        if !store
-            .end(
-                &now,
-                ("rolled back", Some(&reason)),
-                ("system", now_ms()),
-                false,
-            )
+        let outcome = ("rolled back", Some(reason));
+        if !self
+            .db
+            .canaries()
+            .end(c, outcome, (&system.label(), now_ms()), false)
             .await?
         {
-            return Ok(None);
+            return Ok(false);
         }
         self.routes_changed();
-        tracing::warn!(project = %now.project_id, environment = %env.name, canary = %now.dep_version,
+        tracing::warn!(project = %c.project_id, environment = %env.name, canary = %c.dep_version,
             %reason, "canary rolled back");
         metrics::counter!("botbox_canary_rollbacks_total").increment(1);
-        let owner = self.db.project(&now.project_id).await?.map(|p| p.owner_id);
+        let owner = self.db.project(&c.project_id).await?.map(|p| p.owner_id);
         let entry = NewAuditEntry {
             action: "canary.rollback".into(),
             resource_kind: "environment".into(),
             resource_id: env.id.clone(),
-            project_id: Some(now.project_id.clone()),
+            project_id: Some(c.project_id.clone()),
             owner_id: owner,
             outcome: "ok",
-            detail: Some(format!("{}: {reason}", now.dep_version)),
+            detail: Some(format!("{}: {reason}", c.dep_version)),
             ..Default::default()
         };
         audit::record(&self.db, &system, entry).await;
-        Ok(Some((now, reason)))
+        Ok(true)
     }
 }
 
