@@ -77,7 +77,9 @@ impl Guest for Component {
                 runtime_core::model::COMPILED_FORMAT
             ));
         }
-        let mut js = JsRuntime::new(HostClock::new(imports::now_ms, bot.timezone));
+        let mut js = JsRuntime::new(
+            HostClock::new(imports::now_ms, bot.timezone).with_random(imports::random_u64),
+        );
         if bot.uses_js {
             js.prepare();
         }

@@ -23,15 +23,17 @@ use boa_engine::context::time::JsInstant;
 use boa_engine::context::{Clock, HostHooks};
 use boa_engine::error::EngineError;
 use boa_engine::job::IdleJobExecutor;
-use boa_engine::object::IntegrityLevel;
+use boa_engine::object::{FunctionObjectBuilder, IntegrityLevel};
 use boa_engine::property::{PropertyDescriptor, PropertyKey};
 use boa_engine::{
-    Context, JsError, JsNativeError, JsObject, JsResult, JsValue, Script, Source, js_string,
+    Context, JsError, JsNativeError, JsObject, JsResult, JsValue, NativeFunction, Script, Source,
+    js_string,
 };
 use runtime_core::host::{HostError, JsCall, JsOutcome, ReadKey};
 use runtime_core::model::Method;
 use runtime_core::{JsCode, JsProblem, JsSite};
 use serde_json::Value as Json;
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
@@ -133,22 +135,52 @@ struct Js {
     /// Whether JavaScript ran since the last [`JsRuntime::finish_step`].
     dirty: bool,
 }
-/// The engine's clock for JavaScript: `Date.now()` and `new Date()` read the same time as
-/// `context.$now`, schedules and `invalidate` (the host's, which tests set), and local dates
-/// are in the project's timezone, as the engine's are.
+/// The engine's clock and randomness for JavaScript: `Date.now()` and `new Date()` read the
+/// same time as `context.$now`, schedules and `invalidate` (the host's, which tests set),
+/// local dates are in the project's timezone, as the engine's are, and `Math.random()` draws
+/// from a seed the host gives at its first use in a step, so that a step given the same
+/// seed draws the same numbers (replays depend on it).
 pub struct HostClock {
     now_ms: Box<dyn Fn() -> i64>,
     /// The project's UTC offset in seconds.
     offset_s: i32,
+    /// Gives the step's seed for `Math.random`.
+    seed: Box<dyn Fn() -> u64>,
+    /// `Math.random`'s SplitMix64 state in this step (`None` until its first use).
+    random: Cell<Option<u64>>,
 }
 
 impl HostClock {
     /// `now_ms` gives the host's time (Unix ms); `timezone` is the bot's (hours from UTC).
+    /// `Math.random` is seeded with 0 until [`HostClock::with_random`] says otherwise.
     pub fn new(now_ms: impl Fn() -> i64 + 'static, timezone: f64) -> HostClock {
         HostClock {
             now_ms: Box::new(now_ms),
             offset_s: (timezone * 3600.0).round() as i32,
+            seed: Box::new(|| 0),
+            random: Cell::new(None),
         }
+    }
+
+    /// `Math.random` seeded in each step by `seed` (called at its first use in the step).
+    pub fn with_random(mut self, seed: impl Fn() -> u64 + 'static) -> HostClock {
+        self.seed = Box::new(seed);
+        self
+    }
+
+    /// The next `Math.random()`: SplitMix64, 53 bits into `[0, 1)`.
+    fn math_random(&self) -> f64 {
+        let state = self
+            .random
+            .get()
+            .unwrap_or_else(|| (self.seed)())
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.random.set(Some(state));
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -185,6 +217,7 @@ impl JsRuntime {
     /// The context, built and locked down on first use.
     fn js(&mut self) -> &mut Js {
         let clock = self.clock.clone();
+        let clock_for_random = self.clock.clone();
         let js = self.js.get_or_insert_with(|| {
             let mut ctx = Context::builder()
                 .clock(clock.clone())
@@ -194,6 +227,7 @@ impl JsRuntime {
                 .expect("a context builds");
             ctx.runtime_limits_mut()
                 .set_recursion_limit(RECURSION_LIMIT);
+            seeded_math_random(&mut ctx, clock_for_random).expect("Math.random is replaced");
             let (take_logs, log_state, globals) = lock_down(&mut ctx).expect("the lockdown runs");
             let global_proto = ctx.global_object().prototype();
             Js {
@@ -215,6 +249,7 @@ impl JsRuntime {
     /// every step, failed ones included.
     pub fn finish_step(&mut self) -> Vec<String> {
         self.step_functions.clear();
+        self.clock.random.set(None);
         let Some(js) = self.js.as_mut().filter(|js| js.dirty) else {
             return vec![];
         };
@@ -356,6 +391,35 @@ impl JsRuntime {
             args: args_after,
         })
     }
+}
+
+/// Replaces `Math.random` (boa's draws from the process's generator) with the clock's
+/// seeded one, before the lockdown freezes `Math`.
+fn seeded_math_random(ctx: &mut Context, clock: Rc<HostClock>) -> JsResult<()> {
+    // SAFETY: the closure holds an `Rc` of plain Rust data, no garbage-collected value, so
+    // the collector need not trace it.
+    let random = unsafe {
+        NativeFunction::from_closure(move |_, _, _| Ok(JsValue::from(clock.math_random())))
+    };
+    let f = FunctionObjectBuilder::new(ctx.realm(), random)
+        .name(js_string!("random"))
+        .length(0)
+        .build();
+    let math = ctx
+        .global_object()
+        .get(js_string!("Math"), ctx)?
+        .as_object()
+        .ok_or_else(|| JsNativeError::typ().with_message("no Math"))?;
+    math.define_property_or_throw(
+        js_string!("random"),
+        PropertyDescriptor::builder()
+            .value(f)
+            .writable(true)
+            .enumerable(false)
+            .configurable(true),
+        ctx,
+    )?;
+    Ok(())
 }
 
 /// Freezes every object reachable from the global object and from [`LOCKDOWN`]'s samples
@@ -758,6 +822,39 @@ mod tests {
             read_back: &[0, 1, 2],
             read_keys: &[],
         })
+    }
+
+    #[test]
+    fn math_random_draws_from_the_step_seed() {
+        let draws = |seed: u64| {
+            let seeds = Rc::new(Cell::new(seed));
+            let next = seeds.clone();
+            let clock = HostClock::new(|| 0, 0.0).with_random(move || {
+                next.set(next.get() + 1);
+                next.get()
+            });
+            let mut rt = JsRuntime::new(clock);
+            let m = method(
+                "r",
+                Some(&[]),
+                "return [Math.random(), Math.random()];",
+                None,
+            );
+            let mut steps = vec![];
+            for _ in 0..2 {
+                steps.push(call(&mut rt, &m, &[]).unwrap().value.unwrap());
+                rt.finish_step();
+            }
+            (steps, seeds.get() - seed)
+        };
+        let (a, seeds_drawn) = draws(7);
+        // One seed per step, drawn at the first use; the same seeds give the same numbers.
+        assert_eq!(seeds_drawn, 2);
+        assert_eq!(a, draws(7).0);
+        assert_ne!(a[0], a[1]);
+        assert_ne!(a, draws(8).0);
+        let x = a[0][0].as_f64().unwrap();
+        assert!((0.0..1.0).contains(&x), "{x}");
     }
 
     #[test]

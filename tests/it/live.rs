@@ -633,6 +633,9 @@ async fn steps_committed_together_keep_their_own_outcomes(backend: Backend) {
                     step_us: Some(n as i64),
                     dep_version: None,
                     outcome: None,
+                    replay: None,
+                    miss: None,
+                    starts: false,
                 })
                 .collect(),
             outbox: (0..replies)

@@ -21,6 +21,7 @@ mod docs;
 mod egress;
 mod hostile;
 mod kata_cli;
+mod learning;
 mod live;
 mod nlu;
 mod operations;

@@ -77,7 +77,7 @@ pub(crate) async fn form(
 }
 
 /// A project with an NLU named like it; returns the project id.
-async fn nlu_project(api: &Api, token: &str, name: &str, lang: &str) -> String {
+pub(crate) async fn nlu_project(api: &Api, token: &str, name: &str, lang: &str) -> String {
     let p = api
         .post(
             "/projects",
@@ -636,7 +636,7 @@ async fn with_alice(backend: Backend) -> (InProcess, Api, String, String) {
 
 /// Alice's project `pizza-nl` with the example NLU's entities, trained on the example's
 /// training text: (the project's id, its NLU's path, the training's answer).
-async fn trained_pizza_nl(api: &Api, alice: &str) -> (String, String, Value) {
+pub(crate) async fn trained_pizza_nl(api: &Api, alice: &str) -> (String, String, Value) {
     let pid = nlu_project(api, alice, "pizza-nl", "en").await;
     let base = format!("/projects/{pid}/nlus/pizza-nl");
     api.put(&base, alice, json!({"entities": example_nlu()["entities"]}))

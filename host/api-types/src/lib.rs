@@ -511,3 +511,138 @@ pub struct ArtifactLink {
     pub media_type: String,
     pub url: String,
 }
+
+// ---------------------------------------------------------------------------------------------
+// Learning from production: the misunderstood inbox and replays
+
+/// A group of an environment's misunderstood inbox: channel users' messages with the same
+/// normalised text whose step matched no intent or a fallback intent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MisunderstoodItem {
+    pub id: String,
+    /// The normalised text (lower case, spaces collapsed, no punctuation at the ends).
+    pub text: String,
+    pub count: i64,
+    pub first_seen: i64,
+    pub last_seen: i64,
+    /// The intent it fell to (a fallback intent), or none.
+    pub intent: Option<String>,
+    /// The flow that handled it.
+    pub flow: Option<String>,
+    /// `new`, `labelled` or `dismissed`.
+    pub status: String,
+    /// A user who sent it: their transcript is a sample conversation.
+    pub sample_user_id: String,
+    /// For a labelled group: the NLU its texts went to, and the label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nlu_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// A span to mark in every text of a group: `value` is the text it covers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MisunderstoodSpan {
+    pub entity: String,
+    pub value: String,
+}
+
+/// `PUT …/misunderstood/{id}`: `{"status": "dismissed"}`, or `{"status": "labelled",
+/// "nluId", "intent"}` (optionally the trait `entity` the label belongs to, and spans).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MisunderstoodUpdate {
+    pub status: String,
+    #[serde(default)]
+    pub nlu_id: Option<String>,
+    #[serde(default)]
+    pub intent: Option<String>,
+    #[serde(default)]
+    pub entity: Option<String>,
+    #[serde(default)]
+    pub entities: Vec<MisunderstoodSpan>,
+}
+
+/// `POST /projects/{projectId}/replays`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplayRequest {
+    /// The environment whose recorded conversations are replayed: its name or id.
+    pub environment: String,
+    pub bot_revision: String,
+    /// The CMS revision the bot reads (default: the environment's deployment's).
+    #[serde(default)]
+    pub cms_revision: Option<String>,
+    /// The newest conversations to replay (default 100, at most 1,000).
+    #[serde(default)]
+    pub last: Option<i64>,
+    /// Conversations that began at or after this time (Unix ms).
+    #[serde(default)]
+    pub since: Option<i64>,
+    /// Conversations that began at or before this time, with their messages up to it.
+    #[serde(default)]
+    pub until: Option<i64>,
+}
+
+/// Where a replayed conversation first went another way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayDifference {
+    /// The message's number in the conversation (from 1).
+    pub message: i64,
+    /// The user's message.
+    #[schema(value_type = Object)]
+    pub input: serde_json::Value,
+    /// The replies the user got, and the replayed revision's: `type`, `content`, `payload`.
+    #[schema(value_type = Vec<Object>)]
+    pub before: Vec<serde_json::Value>,
+    #[schema(value_type = Vec<Object>)]
+    pub after: Vec<serde_json::Value>,
+    /// An api call the replayed step made that was not recorded (and not made): `METHOD url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unrecorded_call: Option<String>,
+}
+
+/// One replayed conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayResult {
+    pub user_id: String,
+    pub channel_id: String,
+    pub started_at: i64,
+    /// Messages replayed (up to the first difference).
+    pub messages: i64,
+    /// `identical`, `differing` or `failed`.
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_difference: Option<ReplayDifference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A replay and, once done, its results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Replay {
+    pub id: String,
+    /// `running`, `done` or `failed`.
+    pub status: String,
+    /// The environment's id and name.
+    pub environment: String,
+    pub environment_name: String,
+    pub bot_revision: String,
+    pub cms_revision: Option<String>,
+    pub requested_by: String,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+    pub conversations: i64,
+    pub identical: i64,
+    pub differing: i64,
+    pub failed: i64,
+    pub results: Vec<ReplayResult>,
+    /// Why the replay failed as a whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}

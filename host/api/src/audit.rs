@@ -61,6 +61,8 @@ pub const ACTIONS: &[(&str, &str, &str, &str, Option<&str>)] = &[
     ("PUT", "/projects/{projectId}/environments/{environmentId}/canary", "canary.start", "environment", None),
     ("DELETE", "/projects/{projectId}/environments/{environmentId}/canary", "canary.abort", "environment", None),
     ("POST", "/projects/{projectId}/environments/{environmentId}/canary/promote", "canary.promote", "environment", None),
+    ("PUT", "/projects/{projectId}/environments/{environmentId}/misunderstood/{id}", "misunderstood.update", "misunderstood", None),
+    ("POST", "/projects/{projectId}/replays", "replay.create", "replay", Some("id")),
     ("POST", "/projects/{projectId}/environments/{environmentId}/channels", "channel.create", "channel", Some("id")),
     ("PUT", "/projects/{projectId}/environments/{environmentId}/channels/{channelId}", "channel.update", "channel", None),
     ("DELETE", "/projects/{projectId}/environments/{environmentId}/channels/{channelId}", "channel.delete", "channel", None),

@@ -59,6 +59,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("cms.js", JS, include_str!("console/cms.js")),
     ("playground.js", JS, include_str!("console/playground.js")),
     ("activity.js", JS, include_str!("console/activity.js")),
+    ("learning.js", JS, include_str!("console/learning.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

@@ -24,6 +24,7 @@ mod deploy;
 pub mod exposition;
 mod kata;
 mod keys;
+mod learning;
 mod live;
 pub mod nlu;
 pub mod overload;
@@ -250,6 +251,7 @@ fn api_routes() -> OpenApiRouter<App> {
         .merge(cms::routes())
         .merge(deploy::routes())
         .merge(canary::routes())
+        .merge(learning::routes())
         .merge(audit::routes())
         .merge(overview::routes())
         .merge(live::routes())

@@ -61,6 +61,13 @@ struct DeployArgs {
     /// beside the version it runs now, instead of moving the environment.
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=99))]
     canary: Option<u8>,
+    /// Replay the environment's latest 100 conversations on the revision first, and refuse
+    /// to deploy when any of them differs or fails.
+    #[arg(long)]
+    replay: bool,
+    /// With --replay: deploy even when conversations differ.
+    #[arg(long, requires = "replay")]
+    force: bool,
 }
 
 #[derive(Subcommand)]
@@ -165,6 +172,34 @@ enum Command {
         env: String,
         #[command(flatten)]
         dir: BotDir,
+    },
+    /// What an environment's users said that the bot did not understand (matched no intent
+    /// or a fallback intent), grouped by text, most frequent first.
+    Misunderstood {
+        #[command(flatten)]
+        dir: BotDir,
+        #[arg(long, default_value = "production")]
+        env: String,
+        /// Only groups of this status: new, labelled or dismissed.
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Replays an environment's latest recorded conversations on a revision (the folder's
+    /// bot, pushed first, or --revision) and shows where the answers differ; exits non-zero
+    /// when any conversation differs or fails.
+    Replay {
+        #[command(flatten)]
+        dir: BotDir,
+        #[arg(long, default_value = "production")]
+        env: String,
+        /// A pushed revision's id, instead of pushing the folder's bot.
+        #[arg(long)]
+        revision: Option<String>,
+        /// How many of the latest conversations (at most 1,000).
+        #[arg(long, default_value_t = 100)]
+        last: u32,
     },
     /// The audit trail: who changed what, newest first (the project's with --project or in a
     /// bot folder; everything you may see with --all).
@@ -611,8 +646,37 @@ fn run(cli: Cli) -> Result<ExitCode> {
             &ctx()?,
             &d.dir.dir,
             version_part(d.major, d.minor),
-            &d.env,
-            d.canary,
+            (&d.env, d.canary),
+            c::DeployCheck {
+                replay: d.replay,
+                force: d.force,
+            },
+        )),
+        Command::Misunderstood {
+            dir,
+            env,
+            status,
+            limit,
+        } => done(c::learning::misunderstood(
+            &ctx()?,
+            &dir.dir,
+            &env,
+            status.as_deref(),
+            limit,
+        )),
+        Command::Replay {
+            dir,
+            env,
+            revision,
+            last,
+        } => done(c::learning::replay(
+            &ctx()?,
+            &dir.dir,
+            c::learning::ReplayArgs {
+                env: &env,
+                revision: revision.as_deref(),
+                last,
+            },
         )),
         Command::Bind { project_id, dir } => done(c::project::bind(&ctx()?, &dir.dir, &project_id)),
         Command::Canary { action, env, dir } => {

@@ -15,13 +15,14 @@ pub mod commands;
 use commands::{ChannelAction, ChannelSettings, EnvAction, KeyAction};
 pub mod cms;
 pub mod console;
+pub mod learning;
 pub mod nlu;
 pub mod people;
 pub mod project;
 
 use anyhow::{Context, Result, anyhow, bail};
 use botbox_api_types::{
-    ApiKey, Channel, Deployment, Environment, Me, PageOf, RevisionPushed, Token, UserTeam,
+    ApiKey, Channel, Deployment, Environment, Me, PageOf, Project, RevisionPushed, Token, UserTeam,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
@@ -622,6 +623,17 @@ pub fn local_sandbox(cache_dir: Option<PathBuf>) -> Result<botbox_sandbox::Sandb
 }
 
 pub fn push(ctx: &Ctx, dir: &Path) -> Result<()> {
+    let (project, r, text) = push_revision(ctx, dir)?;
+    ctx.out(
+        text,
+        json!({"project": project.id, "revision": r.revision, "version": r.version}),
+    );
+    Ok(())
+}
+
+/// Pushes the folder's bot as a new revision of its project: the project, the revision,
+/// and the sentence that says so.
+pub fn push_revision(ctx: &Ctx, dir: &Path) -> Result<(Project, RevisionPushed, String)> {
     let (loaded, compiled) = load_checked(dir)?;
     for w in &compiled.warnings {
         eprintln!("{}", loaded.locate(w));
@@ -641,17 +653,14 @@ pub fn push(ctx: &Ctx, dir: &Path) -> Result<()> {
         &format!("/projects/{pid}/bot/revisions"),
         Some(&doc),
     )?;
-    ctx.out(
-        format!(
-            "Pushed {name} version {} as revision {} to project {} ({} warning(s))",
-            r.version,
-            r.revision,
-            project::describe(&project),
-            compiled.warnings.len()
-        ),
-        json!({"project": pid, "revision": r.revision, "version": r.version}),
+    let text = format!(
+        "Pushed {name} version {} as revision {} to project {} ({} warning(s))",
+        r.version,
+        r.revision,
+        project::describe(&project),
+        compiled.warnings.len()
     );
-    Ok(())
+    Ok((project, r, text))
 }
 
 /// The next version after `latest` for a `major`, `minor` or `patch` bump.
@@ -669,10 +678,24 @@ pub fn bump(latest: Option<&str>, part: &str) -> String {
     }
 }
 
+/// How `deploy` checks a revision first: replayed against the environment's latest
+/// conversations (`replay`), refused when any differs unless `force`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeployCheck {
+    pub replay: bool,
+    pub force: bool,
+}
+
 /// `botbox deploy`: a new deployment version of the latest revision, and the environment
 /// moved to it (created when missing), or with `canary` the version run beside the
 /// environment's for that share of its users.
-pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str, canary: Option<u8>) -> Result<()> {
+pub fn deploy(
+    ctx: &Ctx,
+    dir: &Path,
+    part: &str,
+    (env_name, canary): (&str, Option<u8>),
+    check: DeployCheck,
+) -> Result<()> {
     let (_, compiled) = load_valid(dir)?;
     let project = project::resolve(ctx, Some(dir), &compiled.bot.name, false)?;
     let pid = project.id.clone();
@@ -688,6 +711,9 @@ pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str, canary: Option<
             "environment {env_name} of project {} does not exist: a canary runs beside an environment's deployment; deploy without --canary first",
             project::describe(&project)
         );
+    }
+    if check.replay {
+        replay_before_deploy(ctx, &project, (env_name, env.is_some()), &rev, check.force)?;
     }
     let latest: Option<Deployment> = ctx
         .call_as("GET", &format!("/projects/{pid}/deployment"), None)
@@ -749,6 +775,31 @@ pub fn deploy(ctx: &Ctx, dir: &Path, part: &str, env_name: &str, canary: Option<
         json!({"project": pid, "version": version, "revision": rev, "environment": env, "canary": canary}),
     );
     Ok(())
+}
+
+/// `deploy --replay`: the revision replayed against the environment's latest 100
+/// conversations; an error when any differs or failed, unless `force` (then a warning).
+fn replay_before_deploy(
+    ctx: &Ctx,
+    project: &Project,
+    (env_name, exists): (&str, bool),
+    rev: &str,
+    force: bool,
+) -> Result<()> {
+    if !exists {
+        eprintln!("environment {env_name} does not exist yet: nothing to replay");
+        return Ok(());
+    }
+    let r = learning::run_replay(ctx, project, env_name, rev, 100)?;
+    eprintln!("{}", learning::replay_text(project, &r));
+    match learning::gate(&r) {
+        Ok(()) => Ok(()),
+        Err(e) if force => {
+            eprintln!("deploying anyway (--force): {e}");
+            Ok(())
+        }
+        Err(e) => Err(e.context("not deployed (deploy --force deploys anyway)")),
+    }
 }
 
 /// The bot's errors (every kind of step: channels, console, agent runs, Case tasks), oldest

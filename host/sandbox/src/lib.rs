@@ -183,8 +183,7 @@ pub struct Revision {
     pub default_error_message: Option<Arc<str>>,
     /// Who the bot runs for, as its `nl` NLUs' predictions see it (visibility and pinning).
     pub nl: NlScope,
-    /// The bot's fallback flows (`flow`) and fallback intents (`flow.intent`): what
-    /// [`Revision::falls_back`] reads.
+    /// The bot's fallback intents (`flow.intent`): what [`Revision::falls_back`] reads.
     fallbacks: Arc<[String]>,
 }
 
@@ -212,25 +211,23 @@ impl Revision {
                 .flows
                 .iter()
                 .flat_map(|f| {
-                    let flow = f.fallback.then(|| f.name.clone());
                     let intents = f.intents.iter().filter(|i| i.fallback);
-                    flow.into_iter()
-                        .chain(intents.map(|i| format!("{}.{}", f.name, i.name)))
+                    intents.map(|i| format!("{}.{}", f.name, i.name))
                 })
                 .collect(),
         }
     }
 
     /// Whether a message the step gave to `flow` with `intent` fell back: it matched no
-    /// intent, a fallback intent, or was handled by a fallback flow.
+    /// intent, or a fallback intent (`fallback: true`, whatever its name). A fallback flow's
+    /// own intents that matched are understood.
     pub fn falls_back(&self, flow: Option<&str>, intent: Option<&str>) -> bool {
         let (Some(flow), Some(intent)) = (flow, intent) else {
             return true;
         };
-        self.fallbacks.iter().any(|f| {
-            f == flow
-                || (f.len() == flow.len() + 1 + intent.len() && *f == format!("{flow}.{intent}"))
-        })
+        self.fallbacks
+            .iter()
+            .any(|f| f.len() == flow.len() + 1 + intent.len() && *f == format!("{flow}.{intent}"))
     }
 
     /// This revision running for `scope` (owner, project and NLU pin).

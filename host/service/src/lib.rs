@@ -17,6 +17,7 @@ pub mod cpu;
 pub mod drain;
 pub mod effects;
 pub mod error;
+pub mod learning;
 pub mod live;
 pub mod nlu;
 pub mod projects;

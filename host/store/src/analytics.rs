@@ -71,7 +71,10 @@ pub struct Analytics {
     /// Channel users' messages by the deployment version that answered them, most first
     /// (two while a canary runs).
     pub versions: Vec<(String, i64)>,
-    /// Incoming messages no intent matched (no intent, or the intent named `fallback`).
+    /// Incoming messages that fell back: a channel user's whose step matched no intent,
+    /// matched a fallback intent (`fallback: true`, whatever its name) or was handled by a
+    /// fallback flow; a line stored without that outcome counts when it has no intent or
+    /// the intent named `fallback`.
     pub fallback_messages: i64,
     pub messages: i64,
     /// Step latency over the whole range.

@@ -22,9 +22,11 @@ mod cases;
 mod cms;
 mod conversations;
 mod due;
+mod inbox;
 mod nlu;
 mod pg_group;
 mod projects;
+mod replays;
 mod retention;
 mod rollups;
 mod rows;
@@ -39,8 +41,10 @@ pub use backup::backup_sqlite;
 pub use canaries::{Canaries, CanaryRow, VersionCounts};
 pub use cases::*;
 pub use cms::*;
+pub use inbox::{Inbox, InboxDecision, InboxGroup, LABEL_TEXTS_MAX};
 pub use nlu::*;
 pub use projects::*;
+pub use replays::{ConversationStart, NewReplay, ReplayEnd, ReplayLine, ReplayRow, Replays};
 pub use retention::*;
 pub use rollups::*;
 pub use rows::*;
@@ -552,6 +556,9 @@ pub(crate) mod test_steps {
                 step_us: Some(10),
                 dep_version: Some("1.0.0".into()),
                 outcome: Some("ok"),
+                replay: Some(r#"{"t":1,"s":"2"}"#.into()),
+                miss: None,
+                starts: true,
             }],
             outbox: vec![("https://example.com/".into(), "[]".into(), "{}".into())],
             ..StepWrite::default()

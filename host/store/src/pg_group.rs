@@ -70,15 +70,16 @@ WITH s AS (
 ), tr AS (
   INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id,
                            direction, message, flow, intent, state, created_at, step_us,
-                           dep_version, outcome)
+                           dep_version, outcome, replay, miss, starts)
   SELECT t.id, t.project_id, t.environment_id, t.environment_name, t.channel_id, t.user_id,
          t.direction, t.message, t.flow, t.intent, t.state, t.created_at, t.step_us,
-         t.dep_version, t.outcome
+         t.dep_version, t.outcome, t.replay, t.miss, t.starts
   FROM UNNEST($11::int8[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[],
               $18::text[], $19::text[], $20::text[], $21::text[], $22::text[], $23::int8[], $24::int8[],
-              $25::text[], $26::text[])
+              $25::text[], $26::text[], $35::text[], $36::text[], $37::int8[])
     AS t(step, id, project_id, environment_id, environment_name, channel_id, user_id,
-         direction, message, flow, intent, state, created_at, step_us, dep_version, outcome)
+         direction, message, flow, intent, state, created_at, step_us, dep_version, outcome,
+         replay, miss, starts)
   JOIN w ON w.idx = t.step
 ), ob AS (
   INSERT INTO outbox (id, channel_id, url, headers, body, status, attempts, next_at, created_at, format)
@@ -111,6 +112,9 @@ struct Lines<'a> {
     step_us: Vec<Option<i64>>,
     dep_version: Vec<Option<&'a str>>,
     outcome: Vec<Option<&'a str>>,
+    replay: Vec<Option<&'a str>>,
+    miss: Vec<Option<&'a str>>,
+    starts: Vec<Option<i64>>,
 }
 
 impl<'a> Lines<'a> {
@@ -138,6 +142,9 @@ impl<'a> Lines<'a> {
             l.step_us.push(t.step_us);
             l.dep_version.push(t.dep_version.as_deref());
             l.outcome.push(t.outcome);
+            l.replay.push(t.replay.as_deref());
+            l.miss.push(t.miss.as_deref());
+            l.starts.push(t.starts.then_some(1));
         }
         l
     }
@@ -200,7 +207,10 @@ pub(crate) async fn commit(
         .bind(ocol(|r| r.headers.as_str()))
         .bind(ocol(|r| r.body.as_str()))
         .bind(rows.iter().map(|(_, r)| r.next_at).collect::<Vec<_>>())
-        .bind(OUTBOX_FORMAT);
+        .bind(OUTBOX_FORMAT)
+        .bind(lines.replay)
+        .bind(lines.miss)
+        .bind(lines.starts);
     let written: Vec<i64> = pg
         .committer
         .run(async move |c| statement.fetch_all(c).await)

@@ -548,10 +548,12 @@ impl Db {
     /// Deletes an environment with its channels and their sessions.
     pub async fn delete_environment(&self, project_id: &str, id: &str) -> DbResult<()> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM sessions WHERE environment_id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        for table in ["sessions", "misunderstood", "replays"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE environment_id = $1"))
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
         sqlx::query("DELETE FROM channels WHERE project_id = $1 AND environment_id = $2")
             .bind(project_id)
             .bind(id)
@@ -710,6 +712,8 @@ const DELETE_PROJECT: &[&str] = &[
     "DELETE FROM api_keys WHERE project_id = $1",
     "DELETE FROM channels WHERE project_id = $1",
     "DELETE FROM canaries WHERE project_id = $1",
+    "DELETE FROM misunderstood WHERE project_id = $1",
+    "DELETE FROM replays WHERE project_id = $1",
     "DELETE FROM environments WHERE project_id = $1",
     "DELETE FROM deployments WHERE project_id = $1",
     "DELETE FROM drafts WHERE project_id = $1",

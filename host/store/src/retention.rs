@@ -155,7 +155,8 @@ impl Db {
         const KINDS: [(&str, &str); 5] = [
             (
                 "transcripts",
-                "SELECT COUNT(*), CAST(COALESCE(SUM(OCTET_LENGTH(message)), 0) AS BIGINT) FROM transcripts \
+                "SELECT COUNT(*), CAST(COALESCE(SUM(OCTET_LENGTH(message) + COALESCE(OCTET_LENGTH(replay), 0)), 0) AS BIGINT) \
+                 FROM transcripts \
                  WHERE project_id IN (SELECT id FROM projects WHERE owner_id = $1)",
             ),
             (

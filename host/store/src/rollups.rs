@@ -66,7 +66,8 @@ pub(crate) fn transcript_rows_sql(with_users: bool) -> String {
         arm(
             "fallback",
             "''",
-            " AND direction = 'in' AND (intent IS NULL OR intent = 'fallback')",
+            " AND direction = 'in' AND (outcome = 'fallback' \
+             OR (outcome IS NULL AND (intent IS NULL OR intent = 'fallback')))",
             "",
         ),
         arm(

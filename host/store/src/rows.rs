@@ -57,6 +57,12 @@ pub struct NewTranscript {
     pub dep_version: Option<String>,
     /// On a channel's incoming line: `ok`, `fallback` or `error` (see the migration).
     pub outcome: Option<&'static str>,
+    /// On a channel's incoming line: what replaying its step needs (JSON).
+    pub replay: Option<String>,
+    /// On a channel's incoming fallback line: its group in the misunderstood inbox.
+    pub miss: Option<String>,
+    /// On a channel's incoming line: its step started from a new session.
+    pub starts: bool,
 }
 
 /// A bot error to record with its step.

@@ -405,10 +405,11 @@ async fn insert_transcript_rows<E: Exec>(
     for (c, chunk) in lines.chunks(ROWS_PER_INSERT).enumerate() {
         let sql = format!(
             "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, user_id, \
-             direction, message, flow, intent, state, created_at, step_us, dep_version, outcome) VALUES {}",
-            placeholders(chunk.len(), 15)
+             direction, message, flow, intent, state, created_at, step_us, dep_version, outcome, replay, miss, \
+             starts) VALUES {}",
+            placeholders(chunk.len(), 18)
         );
-        let mut args: Vec<Arg> = Vec::with_capacity(chunk.len() * 15);
+        let mut args: Vec<Arg> = Vec::with_capacity(chunk.len() * 18);
         for (n, t) in chunk.iter().enumerate() {
             args.extend([
                 new_row_id().into(),
@@ -426,6 +427,9 @@ async fn insert_transcript_rows<E: Exec>(
                 Arg::Int(t.step_us),
                 (&t.dep_version).into(),
                 Arg::Text(t.outcome.map(Into::into)),
+                (&t.replay).into(),
+                (&t.miss).into(),
+                Arg::Int(t.starts.then_some(1)),
             ]);
         }
         e.exec(&sql, &args).await?;

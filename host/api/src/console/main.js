@@ -13,6 +13,7 @@ import { botSource } from './bot.js';
 import { nlStudio } from './nl.js';
 import { cmsView } from './cms.js';
 import { activity } from './activity.js';
+import { misunderstood, replayView } from './learning.js';
 
 /** `#/p/<project>/<page>/<args…>` pages, by page name. */
 const PROJECT_PAGES = {
@@ -26,6 +27,8 @@ const PROJECT_PAGES = {
   nl: (pid, name) => nlStudio(pid, name),
   cms: (pid) => cmsView(pid),
   activity: (pid) => activity(pid, me),
+  misunderstood: (pid, env) => misunderstood(pid, env),
+  replay: (pid, id) => replayView(pid, id),
 };
 
 let me = null;

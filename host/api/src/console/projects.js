@@ -1,8 +1,10 @@
 // Projects: the list with owners, a project's page (environments with their canaries,
 // revisions, deployments, a team's members), the deploy and canary dialogs, rollbacks. The
-// controls shown are those the caller's role allows (`overview.access`).
+// controls shown are those the caller's role allows (`overview.access`). A revision's replay
+// dialog is learning.js's.
 import { IN_PLACE, api, can, copyButton, el, enc, failure, refusal, readOnlyNote, rememberAccess, say, show, table, tell, time } from './lib.js';
 import { cmsLabel } from './cms.js';
+import { replayDialog, replayEnvironment } from './learning.js';
 
 /** The projects the caller reaches (its own and its teams'), each with its owner; an
  *  administrator also gets a link to every tenant's (`#/all`). */
@@ -250,6 +252,9 @@ export async function project(pid, after) {
   const [revs, envs, deps, cmsRevs] = [o.botRevisions, o.environments, o.deployments, o.cmsRevisions].map((data) => ({ data: data || [] }));
   const channels = envs.data.map((e) => e.channels || []);
   const deploy = (rev) => deployDialog(pid, rev, envs.data, deps.data, cmsRevs.data, access);
+  // A revision is replayed on an environment's conversations by those who may edit.
+  const replayOn = mayEdit ? replayEnvironment(envs.data) : null;
+  const revActions = mayDeploy || replayOn;
   const warnings = (r) => {
     const w = r.warnings || [];
     return w.length
@@ -261,7 +266,10 @@ export async function project(pid, after) {
   const revRows = pushed.map((r) => el('tr', {},
     el('td', {}, r.version), el('td', { class: 'muted' }, time(r.createdAt)), el('td', { class: 'who' }, r.pushedBy || ''),
     el('td', { class: 'mono' }, String(r.revision || '').slice(0, 10), ' ', copyButton(r.revision, 'revision id')), el('td', {}, warnings(r)),
-    mayDeploy ? el('td', {}, el('button', { type: 'button', class: 'deploy', 'data-version': r.version, onclick: () => deploy(r) }, 'Deploy…')) : null));
+    revActions ? el('td', {}, el('span', { class: 'actions' },
+      mayDeploy ? el('button', { type: 'button', class: 'deploy', 'data-version': r.version, onclick: () => deploy(r) }, 'Deploy…') : null,
+      replayOn ? el('button', { type: 'button', class: 'replay', 'data-version': r.version, onclick: () => replayDialog(pid, r, envs.data, access) },
+        `Replay against ${replayOn.name}…`) : null)) : null));
   const envLink = (e, what, label) => el('a', { href: `#/p/${enc(pid)}/${what}/${enc(e.name)}`, class: `${what}-link` }, label);
   const resultOf = (e) => document.querySelector(`[data-result-for="${CSS.escape(e.id)}"]`);
   const actions = mayDeploy ? {
@@ -281,7 +289,7 @@ export async function project(pid, after) {
     const current = e.deploymentVersion || e.depVersion || '';
     const others = deps.data.filter((d) => d.version !== current);
     const links = [mayEdit ? envLink(e, 'chat', 'Chat') : null, envLink(e, 'transcripts', 'Transcripts'),
-      envLink(e, 'analytics', 'Analytics'), envLink(e, 'keys', 'Keys')].filter(Boolean);
+      envLink(e, 'misunderstood', 'Misunderstood'), envLink(e, 'analytics', 'Analytics'), envLink(e, 'keys', 'Keys')].filter(Boolean);
     return el('section', { class: 'env', 'data-env': e.name, 'aria-labelledby': `env-${i}` },
       el('h3', { id: `env-${i}` }, e.name),
       el('p', { class: 'env-runs' }, e.canary ? ['Runs ', el('span', { class: 'split' }, `${e.canary.depVersion} for ${e.canary.share} % of users, ${current} for the rest`)]
@@ -327,7 +335,7 @@ export async function project(pid, after) {
     el('div', { class: 'card' }, el('h2', {}, 'Bot revisions'),
       revRows.length && mayEdit ? el('p', {}, el('a', { href: `#/p/${enc(pid)}/chat` }, 'Chat with the latest revision')) : null,
       revRows.length
-      ? table({ id: 'revisions' }, ['Version', 'Pushed', 'Pushed by', 'Revision', 'Warnings', ...(mayDeploy ? [''] : [])], revRows)
+      ? table({ id: 'revisions' }, ['Version', 'Pushed', 'Pushed by', 'Revision', 'Warnings', ...(revActions ? [''] : [])], revRows)
       : el('p', { class: 'muted' }, 'Nothing pushed yet: `botbox push` in the bot\'s folder makes the first revision.')),
     el('div', { class: 'card' }, el('h2', {}, 'Deployments'), depRows.length
       ? table({ id: 'deployments' }, ['Version', 'Bot revision', 'CMS revision', 'Deployed by', ''], depRows)

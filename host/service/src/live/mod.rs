@@ -21,6 +21,7 @@ pub use outbox::{CHANNEL_CONCURRENCY, TENANT_CONCURRENCY};
 pub use receive::{MAX_MESSAGES_PER_REQUEST, Receipt};
 
 use crate::effects::LiveEffects;
+use crate::learning::record::{Recorder, StepRecord};
 use crate::nlu::NluService;
 use anyhow::{Context, anyhow};
 use botbox_channels::{self as channels, ChannelInfo, InboundItem};
@@ -942,8 +943,13 @@ impl Live {
             }
             // The first attempt trusts this process's last write; a retry reads the database.
             let (session, version) = self.load_session(&m, attempt == 0).await?;
-            let (step, step_us) = self.message_step(&m, &session).await;
-            let w = self.step_write(&m, &step, &session, version, step_us)?;
+            let (step, record, step_us) = self.message_step(&m, &session).await;
+            let at = StepAt {
+                step_us,
+                record: &record,
+                starts: version.is_none(),
+            };
+            let w = self.step_write(&m, &step, &session, version, &at)?;
             if let Some(rows) = self.commit(w).await? {
                 return self.keep_session(&m, rows, step, session, version);
             }
@@ -991,12 +997,7 @@ impl Live {
             {
                 Some(r) => (SessionJson::new(r.body), Some(r.version)),
                 None => {
-                    let (channel, env) = (&m.route.channel, &m.route.env);
-                    let mut s = Session::new(m.key);
-                    s.channel_id = Some(channel.id.clone());
-                    s.environment_id = Some(env.id.clone());
-                    s.deployment_id = Some(env.project_id.clone());
-                    s.user_id = Some(m.item.user_id.clone());
+                    let s = channel_session(&m.route.env, &m.route.channel.id, &m.item.user_id);
                     (
                         SessionJson::new(serde_json::to_string(&s).context("session")?),
                         None,
@@ -1007,16 +1008,26 @@ impl Live {
     }
 
     /// The message's step on `session` (failed if it produced more responses than a step
-    /// may), with its time in microseconds.
-    async fn message_step(&self, m: &InboundStep<'_>, session: &SessionJson) -> (MessageStep, i64) {
+    /// may), with what replaying it needs and its time in microseconds.
+    async fn message_step(
+        &self,
+        m: &InboundStep<'_>,
+        session: &SessionJson,
+    ) -> (MessageStep, StepRecord, i64) {
         // From asking for a CPU slot to the answer: the analytics' step latency.
         let started = std::time::Instant::now();
+        let recorder = Arc::new(Recorder::new(
+            self.effects.clone(),
+            now_ms(),
+            rand::random(),
+        ));
         let step = self
-            .run_step_json(
+            .run_step_json_with(
                 &m.route.owner,
                 m.revision.clone(),
                 session.clone(),
                 m.item.message.clone(),
+                recorder.clone(),
             )
             .await
             .and_then(|(r, s)| {
@@ -1024,7 +1035,9 @@ impl Live {
                 Ok((r, s))
             });
         let step_us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
-        (step, step_us)
+        let mut record = recorder.record();
+        record.failed = step.is_err();
+        (step, record, step_us)
     }
 
     /// What the step stores: for a step that ran, its new session and what it produced;
@@ -1036,23 +1049,25 @@ impl Live {
         step: &MessageStep,
         session: &SessionJson,
         version: Option<i64>,
-        step_us: i64,
+        step_at: &StepAt<'_>,
     ) -> Result<StepWrite, LiveError> {
         let mut w = StepWrite::default();
         let at = TranscriptAt {
             env: &m.route.env,
             channel: &m.route.channel.id,
             user: &m.item.user_id,
-            step_us,
+            step_us: step_at.step_us,
         };
         let body = match step {
             Ok((r, new_session)) => {
                 write_for_success(m, &at, r, &mut w);
+                step_at.mark(m, &mut w.transcripts[0]);
                 new_session.json.clone()
             }
             Err(LiveError::Step(e)) => {
                 tracing::warn!(session = %m.key, error = %e, "step failed; session unchanged");
                 write_for_failure(m, &at, e, &mut w);
+                step_at.mark(m, &mut w.transcripts[0]);
                 // The session is written back unchanged (a version bump only).
                 session.json.clone()
             }
@@ -1340,6 +1355,37 @@ impl InboundStep<'_> {
 /// A channel message's step: the report and new session, or why it failed.
 type MessageStep = Result<(StepReport, SessionJson), LiveError>;
 
+/// What a channel message's step adds to its user's incoming line besides the transcript:
+/// its time, what replaying it needs, and whether it started a session.
+struct StepAt<'a> {
+    step_us: i64,
+    record: &'a StepRecord,
+    starts: bool,
+}
+
+impl StepAt<'_> {
+    /// Marks the user's line: the replay record, the session start, and the inbox group of
+    /// a text message that fell back.
+    fn mark(&self, m: &InboundStep<'_>, user_line: &mut NewTranscript) {
+        user_line.replay = Some(serde_json::to_string(self.record).expect("records serialise"));
+        user_line.starts = self.starts;
+        if user_line.outcome == Some("fallback") {
+            user_line.miss = crate::learning::miss_key(&m.item.message);
+        }
+    }
+}
+
+/// A channel user's new session: `<environment>:<channel>:<user>`, as its first step sees
+/// it (and a replay of its conversation).
+pub fn channel_session(env: &EnvironmentRow, channel_id: &str, user_id: &str) -> Session {
+    let mut s = Session::new(&format!("{}:{channel_id}:{user_id}", env.id));
+    s.channel_id = Some(channel_id.to_owned());
+    s.environment_id = Some(env.id.clone());
+    s.deployment_id = Some(env.project_id.clone());
+    s.user_id = Some(user_id.to_owned());
+    s
+}
+
 /// Adds what a step that ran produced: its bot errors, transcript lines, deliveries of its
 /// replies and schedule changes.
 fn write_for_success(
@@ -1571,6 +1617,9 @@ impl TranscriptAt<'_> {
             step_us: (direction == "in").then_some(self.step_us),
             dep_version: None,
             outcome: None,
+            replay: None,
+            miss: None,
+            starts: false,
         }
     }
 }

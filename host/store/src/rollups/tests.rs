@@ -24,6 +24,8 @@ struct Line {
     step_us: Option<i64>,
     /// The deployment version that answered a channel user's line.
     version: Option<&'static str>,
+    /// A channel user's line: `ok` or `fallback` (a fallback intent of any name, or none).
+    outcome: Option<&'static str>,
     error: bool,
 }
 
@@ -44,21 +46,29 @@ fn history() -> Vec<Line> {
         .map(|_| {
             let incoming = next(2) == 0;
             let console = next(6) == 0;
+            let intent = if incoming {
+                intents[next(4) as usize]
+            } else {
+                None
+            };
+            // "order" is a fallback intent one time in three.
+            let falls_back = intent.is_none() || (intent == Some("order") && next(3) == 0);
             Line {
                 env: envs[(next(5) == 0) as usize],
                 at: T0 - 5 * HOUR_MS + next(span) as i64,
                 console,
                 user: format!("u{}", next(9)),
                 incoming,
-                intent: if incoming {
-                    intents[next(4) as usize]
-                } else {
-                    None
-                },
+                intent,
                 flow: [None, Some("main"), Some("order")][next(3) as usize],
                 step_us: (incoming && next(8) != 0).then(|| 5 + next(300_000) as i64),
                 version: (incoming && !console)
                     .then(|| ["1.0.0", "1.0.1"][next(4).min(1) as usize]),
+                outcome: (incoming && !console).then_some(if falls_back {
+                    "fallback"
+                } else {
+                    "ok"
+                }),
                 error: next(12) == 0,
             }
         })
@@ -99,8 +109,8 @@ async fn store(db: &Db, lines: &[Line]) {
              error_group, error_code, message) VALUES ($1, $2, $3, $4, $5, 'bot', 'x', 'boom')"
         } else {
             "INSERT INTO transcripts (id, project_id, environment_id, environment_name, channel_id, \
-             user_id, direction, message, flow, intent, state, created_at, step_us, dep_version) \
-             VALUES ($1, $2, $3, $6, $4, $7, $8, '{}', $9, $10, 's', $5, $11, $12)"
+             user_id, direction, message, flow, intent, state, created_at, step_us, dep_version, \
+             outcome) VALUES ($1, $2, $3, $6, $4, $7, $8, '{}', $9, $10, 's', $5, $11, $12, $13)"
         };
         let q = sqlx::query(sql).bind(format!("l{i}")).bind(PROJECT);
         let q = q.bind(l.env.1).bind(channel).bind(l.at);
@@ -114,6 +124,7 @@ async fn store(db: &Db, lines: &[Line]) {
                 .bind(l.intent)
                 .bind(l.step_us)
                 .bind(l.version)
+                .bind(l.outcome)
         };
         q.execute(&db.pool).await.unwrap();
         // The other tenant's environment of the same name gets a copy of every line.
@@ -181,7 +192,10 @@ fn expected(
         messages += 1;
         b.1.insert(l.user.as_str());
         users.insert(l.user.as_str());
-        fallback += matches!(l.intent, None | Some("fallback")) as i64;
+        fallback += match l.outcome {
+            Some(o) => o == "fallback",
+            None => matches!(l.intent, None | Some("fallback")),
+        } as i64;
         if let Some(i) = l.intent {
             *intents.entry(i.into()).or_default() += 1;
         }
