@@ -1563,3 +1563,87 @@ async fn deploy_canary_runs_a_share_and_canary_abort_ends_it() {
     ]);
     assert_contains(&err, "environment staging of project mybot");
 }
+
+/// `botbox misunderstood` lists what the skeleton bot fell back on; `botbox replay` of a
+/// changed apology fails naming each difference side by side; `deploy --replay` refuses it
+/// and `--force` deploys anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misunderstood_and_replay_gate_a_deploy() {
+    let cli = deployed_mybot().await;
+    let out = cli.ok(&[
+        "channel",
+        "create",
+        "open",
+        "--env",
+        "production",
+        "--type",
+        "generic",
+        "--url",
+        "http://127.0.0.1:9/x",
+        "--dir",
+        "mybot",
+    ]);
+    let hook = out
+        .split_whitespace()
+        .find(|w| w.contains("/webhooks/"))
+        .unwrap_or_else(|| panic!("no webhook in {out}"));
+    let channel = hook.rsplit('/').next().unwrap();
+    let api = cli.api();
+    for (user, text) in [
+        ("u1", "hi"),
+        ("u2", "What is this?"),
+        ("u3", "what is this"),
+        ("u4", "hi"),
+    ] {
+        let body = json!({"userId": user, "messages": [{"type": "text", "content": text}]});
+        common::post_webhook(&api, channel, &body).await;
+    }
+    let inbox = cli.ok(&["misunderstood", "--env", "production", "--dir", "mybot"]);
+    assert_contains(
+        &inbox,
+        "misunderstood in environment production of project mybot",
+    );
+    assert_contains(&inbox, "(1 of 1 groups)");
+    assert_contains(&inbox, "2×  what is this");
+    assert_contains(&inbox, "hello.other");
+    assert!(!inbox.contains(" hi "), "{inbox}");
+
+    let same = cli.ok(&["replay", "--env", "production", "--dir", "mybot"]);
+    assert_contains(&same, "4 identical, 0 differing, 0 failed");
+    let flow = cli.path("mybot/flows/hello.yml");
+    let text = std::fs::read_to_string(&flow).unwrap();
+    std::fs::write(
+        &flow,
+        text.replace("Sorry, I only understand hi.", "Try saying hi."),
+    )
+    .unwrap();
+    let o = cli.run(&["replay", "--env", "production", "--dir", "mybot"], "");
+    assert_ne!(o.code, 0, "{}", o.stdout);
+    assert_contains(&o.stdout, "2 identical, 2 differing, 0 failed");
+    assert_contains(&o.stdout, "message 1: \"What is this?\"");
+    assert_contains(&o.stdout, "\"Sorry, I only understand hi.\"");
+    assert_contains(&o.stdout, "| \"Try saying hi.\"");
+    assert_contains(&o.stderr, "2 of 4 conversations differ and 0 failed");
+
+    let refused = cli.fails(&[
+        "deploy",
+        "--dir",
+        "mybot",
+        "--env",
+        "production",
+        "--replay",
+    ]);
+    assert_contains(&refused, "not deployed (deploy --force deploys anyway)");
+    let envs = cli.ok(&["env", "list", "--dir", "mybot"]);
+    assert_contains(&envs, "0.0.1");
+    let forced = cli.ok(&[
+        "deploy",
+        "--dir",
+        "mybot",
+        "--env",
+        "production",
+        "--replay",
+        "--force",
+    ]);
+    assert_contains(&forced, "Deployed mybot 0.0.2");
+}

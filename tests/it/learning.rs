@@ -331,6 +331,26 @@ async fn a_labelled_group_is_trained_into_the_nlu_and_predicted(backend: Backend
         .ok();
     assert_eq!(trained["status"], "success", "{trained}");
     assert_eq!(predicted("sup dude").await, "greet");
+
+    // Replayed now, the three conversations are greeted instead of apologised to.
+    let rev = s(&api.get(&format!("/projects/{pid}"), &alice).await.ok()["botLatestRevision"]);
+    let r = replay(
+        &api,
+        &alice,
+        &pid,
+        json!({"environment": "production", "botRevision": rev}),
+    )
+    .await;
+    assert_eq!(r["differing"], 3, "{r}");
+    let d = &r["results"][0]["firstDifference"];
+    assert_eq!(
+        d["before"],
+        json!([{"type": "text", "content": "Sorry, I only take pizza orders."}])
+    );
+    assert_eq!(
+        d["after"],
+        json!([{"type": "text", "content": "Hello! Want a pizza?"}])
+    );
 }
 
 /// A stand-in api whose every answer differs (a counter): only a replay that answers from

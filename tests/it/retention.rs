@@ -477,7 +477,16 @@ async fn storage_counts_a_tenants_rows_and_bytes(backend: Backend) {
         .list_transcripts(&pid, "production", 0, i64::MAX)
         .await
         .unwrap();
-    let line_bytes: usize = lines.iter().map(|l| l.message.len()).sum();
+    // A message's line with its replay record (a user's line).
+    let (records,): (i64,) = sqlx::query_as(
+        "SELECT CAST(COALESCE(SUM(LENGTH(replay)), 0) AS BIGINT) FROM transcripts WHERE project_id = $1",
+    )
+    .bind(&pid)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(records > 0, "the users' lines carry their replay records");
+    let line_bytes = lines.iter().map(|l| l.message.len()).sum::<usize>() + records as usize;
     let storage = api.get("/storage", &admin).await.ok();
     let kind = |k: &str| {
         storage["kinds"]

@@ -203,6 +203,17 @@ impl Api {
         bot: Value,
         url: &str,
     ) -> anyhow::Result<String> {
+        Ok(self.deploy(token, name, bot, url).await?.webhook)
+    }
+
+    /// [`Api::deploy_on_generic`], with the ids of what it made.
+    pub async fn deploy(
+        &self,
+        token: &str,
+        name: &str,
+        bot: Value,
+        url: &str,
+    ) -> anyhow::Result<Deployed> {
         let t = Some(token);
         let pid = text(&self.post("/projects", t, json!({"name": name})).await?["id"]);
         let rev = text(
@@ -232,8 +243,21 @@ impl Api {
                 json!({"name": "web", "type": "generic", "url": url}),
             )
             .await?;
-        Ok(text(&ch["webhook"]))
+        Ok(Deployed {
+            project: pid,
+            revision: rev,
+            environment: env,
+            webhook: text(&ch["webhook"]),
+        })
     }
+}
+
+/// What [`Api::deploy`] made.
+pub struct Deployed {
+    pub project: String,
+    pub revision: String,
+    pub environment: String,
+    pub webhook: String,
 }
 
 /// A process's CPU time so far (user + system seconds), from `/proc/<pid>/stat`.

@@ -175,32 +175,11 @@ enum Command {
     },
     /// What an environment's users said that the bot did not understand (matched no intent
     /// or a fallback intent), grouped by text, most frequent first.
-    Misunderstood {
-        #[command(flatten)]
-        dir: BotDir,
-        #[arg(long, default_value = "production")]
-        env: String,
-        /// Only groups of this status: new, labelled or dismissed.
-        #[arg(long)]
-        status: Option<String>,
-        #[arg(long, default_value_t = 50)]
-        limit: u32,
-    },
+    Misunderstood(botbox_cli::commands::MisunderstoodArgs),
     /// Replays an environment's latest recorded conversations on a revision (the folder's
     /// bot, pushed first, or --revision) and shows where the answers differ; exits non-zero
     /// when any conversation differs or fails.
-    Replay {
-        #[command(flatten)]
-        dir: BotDir,
-        #[arg(long, default_value = "production")]
-        env: String,
-        /// A pushed revision's id, instead of pushing the folder's bot.
-        #[arg(long)]
-        revision: Option<String>,
-        /// How many of the latest conversations (at most 1,000).
-        #[arg(long, default_value_t = 100)]
-        last: u32,
-    },
+    Replay(botbox_cli::commands::ReplayArgs),
     /// The audit trail: who changed what, newest first (the project's with --project or in a
     /// bot folder; everything you may see with --all).
     Audit(botbox_cli::commands::AuditArgs),
@@ -603,13 +582,19 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// The part of the version `botbox deploy` bumps: major, minor, else patch.
-fn version_part(major: bool, minor: bool) -> &'static str {
-    match (major, minor) {
+/// `botbox deploy`: the part of the version it bumps (major, minor, else patch), where, and
+/// what it checks first.
+fn deploy(ctx: &botbox_cli::Ctx, d: DeployArgs) -> Result<()> {
+    let part = match (d.major, d.minor) {
         (true, _) => "major",
         (_, true) => "minor",
         _ => "patch",
-    }
+    };
+    let check = botbox_cli::DeployCheck {
+        replay: d.replay,
+        force: d.force,
+    };
+    botbox_cli::deploy(ctx, &d.dir.dir, part, (&d.env, d.canary), check)
 }
 
 /// Runs one command: the server side's own (serve, validate, backup, restore,
@@ -642,42 +627,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Switch { kind, name } => done(switch(&mut ctx()?, &kind, name)),
         Command::Init { name, team } => done(c::init(&ctx()?, &name, team.as_deref())),
         Command::Push { dir } => done(c::push(&ctx()?, &dir.dir)),
-        Command::Deploy(d) => done(c::deploy(
-            &ctx()?,
-            &d.dir.dir,
-            version_part(d.major, d.minor),
-            (&d.env, d.canary),
-            c::DeployCheck {
-                replay: d.replay,
-                force: d.force,
-            },
-        )),
-        Command::Misunderstood {
-            dir,
-            env,
-            status,
-            limit,
-        } => done(c::learning::misunderstood(
-            &ctx()?,
-            &dir.dir,
-            &env,
-            status.as_deref(),
-            limit,
-        )),
-        Command::Replay {
-            dir,
-            env,
-            revision,
-            last,
-        } => done(c::learning::replay(
-            &ctx()?,
-            &dir.dir,
-            c::learning::ReplayArgs {
-                env: &env,
-                revision: revision.as_deref(),
-                last,
-            },
-        )),
+        Command::Deploy(d) => done(deploy(&ctx()?, d)),
+        Command::Misunderstood(a) => done(c::learning::misunderstood(&ctx()?, a)),
+        Command::Replay(a) => done(c::learning::replay(&ctx()?, a)),
         Command::Bind { project_id, dir } => done(c::project::bind(&ctx()?, &dir.dir, &project_id)),
         Command::Canary { action, env, dir } => {
             done(c::canary::canary_cmd(&ctx()?, &dir.dir, &env, action))

@@ -194,3 +194,34 @@ pub struct AuditArgs {
     #[arg(long, default_value_t = 50)]
     pub limit: u32,
 }
+
+/// `botbox misunderstood`: which environment's inbox, and which groups.
+#[derive(Args, Debug)]
+pub struct MisunderstoodArgs {
+    /// The bot folder whose project this is.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    #[arg(long, default_value = "production")]
+    pub env: String,
+    /// Only groups of this status: new, labelled or dismissed.
+    #[arg(long)]
+    pub status: Option<String>,
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+}
+
+/// `botbox replay`: which revision, on which environment's conversations.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The bot folder: its bot is pushed and replayed unless `--revision` names one.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    #[arg(long, default_value = "production")]
+    pub env: String,
+    /// A pushed revision's id, instead of pushing the folder's bot.
+    #[arg(long)]
+    pub revision: Option<String>,
+    /// How many of the latest conversations (at most 1,000).
+    #[arg(long, default_value_t = 100)]
+    pub last: u32,
+}

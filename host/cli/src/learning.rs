@@ -2,32 +2,27 @@
 //! fell back on, and what a revision would have answered to their recorded conversations.
 
 use super::{Ctx, enc, find_env, listing, project, time_text, to_json};
+use crate::commands::{MisunderstoodArgs, ReplayArgs};
 use anyhow::{Result, anyhow, bail};
 use botbox_api_types::{MisunderstoodItem, PageOf, Project, Replay, ReplayResult};
 use serde_json::{Value as Json, json};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// How long `replay` waits for the server's answer at most.
 const REPLAY_WAIT: Duration = Duration::from_secs(600);
 
-/// `botbox misunderstood`: environment `env`'s inbox (of one status, or all), most
-/// frequent first.
-pub fn misunderstood(
-    ctx: &Ctx,
-    dir: &Path,
-    env: &str,
-    status: Option<&str>,
-    limit: u32,
-) -> Result<()> {
-    let p = project::of_folder(ctx, dir)?;
+/// `botbox misunderstood`: an environment's inbox (of one status, or all), most frequent
+/// first.
+pub fn misunderstood(ctx: &Ctx, a: MisunderstoodArgs) -> Result<()> {
+    let (env, status) = (a.env.as_str(), a.status.as_deref());
+    let p = project::of_folder(ctx, &a.dir)?;
     let e = find_env(ctx, &p.id, env)?
         .ok_or_else(|| anyhow!("project {} has no environment {env}", project::describe(&p)))?;
     let mut path = format!(
         "/projects/{}/environments/{}/misunderstood?limit={}",
         enc(&p.id),
         enc(&e.id),
-        limit.clamp(1, 100)
+        a.limit.clamp(1, 100)
     );
     if let Some(s) = status {
         path += &format!("&status={}", enc(s));
@@ -67,26 +62,19 @@ fn item_line(i: &MisunderstoodItem) -> String {
     )
 }
 
-/// What `replay` runs: the folder's bot pushed first, or a named revision.
-pub struct ReplayArgs<'a> {
-    pub env: &'a str,
-    pub revision: Option<&'a str>,
-    pub last: u32,
-}
-
 /// `botbox replay`: replays the environment's latest conversations on a revision and
 /// prints the counts and each first difference; fails when any conversation differs or
 /// failed.
-pub fn replay(ctx: &Ctx, dir: &Path, a: ReplayArgs<'_>) -> Result<()> {
+pub fn replay(ctx: &Ctx, a: ReplayArgs) -> Result<()> {
     let (p, revision) = match a.revision {
-        Some(r) => (project::of_folder(ctx, dir)?, r.to_owned()),
+        Some(r) => (project::of_folder(ctx, &a.dir)?, r),
         None => {
-            let (p, pushed, text) = super::push_revision(ctx, dir)?;
+            let (p, pushed, text) = super::push_revision(ctx, &a.dir)?;
             eprintln!("{text}");
             (p, pushed.revision)
         }
     };
-    let r = run_replay(ctx, &p, a.env, &revision, a.last)?;
+    let r = run_replay(ctx, &p, &a.env, &revision, a.last)?;
     ctx.out(replay_text(&p, &r), to_json(&r));
     gate(&r)
 }

@@ -154,34 +154,19 @@ async fn deployment_cms(live: &Live, env: &EnvironmentRow) -> Result<Option<Stri
 }
 
 /// Bot revision `bot` of the environment's project with CMS revision `cms`, reading the
-/// project's NL models at the environment's deployment's pin.
+/// project's NL models as they are now (as a deployment made now would: it pins the latest).
 async fn replay_revision(
     live: &Live,
     env: &EnvironmentRow,
     bot: &str,
     cms: Option<&str>,
 ) -> Result<Arc<Revision>, ServiceError> {
-    let rev = live
-        .revision(&env.project_id, bot, cms)
+    live.revision(&env.project_id, bot, cms)
         .await
         .map_err(|e| match e {
             LiveError::NotDeployed(m) => ServiceError::Invalid(format!("botRevision: {m}")),
             e => ServiceError::Internal(anyhow::anyhow!("{e}")),
-        })?;
-    let pin = live
-        .db
-        .deployment(&env.project_id, &env.deployment_version)
-        .await?
-        .and_then(|d| d.nlu_revision)
-        .filter(|p| !p.is_empty());
-    Ok(match pin {
-        Some(pin) => {
-            let mut r = (*rev).clone();
-            r.nl.pin = Some(pin.into());
-            Arc::new(r)
-        }
-        None => rev,
-    })
+        })
 }
 
 /// The row's end from the conversations' results.
