@@ -69,8 +69,9 @@ async fn record(api: &Api, webhook: &str, n: usize) -> anyhow::Result<()> {
         json!({"type": "text", "content": "2"}),
         json!({"type": "data", "payload": {"type": "confirm", "confirm": "yes"}}),
     ];
-    for chunk in (0..n).collect::<Vec<_>>().chunks(IN_FLIGHT) {
-        let users = chunk.iter().map(|u| {
+    let all: Vec<usize> = (0..n).collect();
+    for chunk in all.chunks(IN_FLIGHT) {
+        let users = chunk.iter().map(|&u| {
             let (http, order) = (api.http.clone(), order.clone());
             let webhook = webhook.to_owned();
             async move {
