@@ -1,7 +1,7 @@
 // Learning from production in a real browser (Debian's `chromium`, CHROMIUM_BIN to override):
 // alice's pizza-nl bot (examples/pizza-nl: the NLU's entities, trained on its sentences; the
 // bot as pizza-nl.json) on production with a generic channel, users' messages through its
-// webhook. On production's Misunderstood page she labels "howdy partner" greet of pizza-nl
+// webhook. On production's Misunderstood page she labels "sup dude" greet of pizza-nl
 // (it leaves the New list), trains (the NLU then predicts greet) and dismisses "play some
 // jazz music"; a second revision with another greeting, replayed against production from
 // its dialog, shows the greeted users' conversations differing, before and after side by
@@ -31,7 +31,7 @@ const ENTITIES = {
 };
 /** What each channel user says: three spellings of one misunderstood text, another one,
  *  two greetings the greet flow answers and an order. */
-const SAID = [['u1', 'Howdy partner'], ['u2', 'Howdy partner'], ['u3', 'howdy partner!'], ['u4', 'Play some jazz music'],
+const SAID = [['u1', 'Sup dude'], ['u2', 'Sup dude'], ['u3', 'sup dude!'], ['u4', 'Play some jazz music'],
   ['u5', 'hello'], ['u6', 'hi there'], ['u7', 'i want a pizza']];
 let browser;
 let page;
@@ -109,8 +109,8 @@ try {
     const r = await api(base, 'GET', `${I}?status=new`, alice);
     return r.total === 2 ? r : null;
   });
-  assert.deepEqual(inbox.data.map((g) => [g.text, g.count]), [['howdy partner', 3], ['play some jazz music', 1]]);
-  const before = await form(`${N}/predict`, alice, ['howdy partner']);
+  assert.deepEqual(inbox.data.map((g) => [g.text, g.count]), [['sup dude', 3], ['play some jazz music', 1]]);
+  const before = await form(`${N}/predict`, alice, ['sup dude']);
   assert.notEqual(before.result.intent?.[0]?.value, 'greet', JSON.stringify(before.result));
 
   browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox'] });
@@ -125,7 +125,7 @@ try {
   // Production's Misunderstood page: the groups, most frequent first, with their counts.
   await page.goto(`${base}/#/p/${project.id}`);
   await page.click('#environments [data-env="production"] a.misunderstood-link', { timeout: 30000 });
-  const howdy = '#misunderstood tr[data-text="howdy partner"]';
+  const howdy = '#misunderstood tr[data-text="sup dude"]';
   const jazz = '#misunderstood tr[data-text="play some jazz music"]';
   await page.waitForSelector(howdy, { timeout: 30000 });
   assert.equal((await page.textContent(`${howdy} td.count`)).trim(), '3');
@@ -138,16 +138,16 @@ try {
   // Labelled greet of pizza-nl: it leaves the New list, and is under Labelled.
   await page.selectOption(`${howdy} select.label-pick`, { label: 'greet' });
   await page.click(`${howdy} button.label`);
-  await page.waitForSelector('#misunderstood-result >> text=Labelled “howdy partner” greet in pizza-nl', { timeout: 30000 });
+  await page.waitForSelector('#misunderstood-result >> text=Labelled “sup dude” greet in pizza-nl', { timeout: 30000 });
   assert.equal(await page.locator(howdy).count(), 0);
   assert.equal(await page.locator(jazz).count(), 1);
   const labelled = await api(base, 'GET', `${I}?status=labelled`, alice);
-  assert.deepEqual(labelled.data.map((g) => [g.text, g.label, g.nluId]), [['howdy partner', 'greet', 'pizza-nl']]);
+  assert.deepEqual(labelled.data.map((g) => [g.text, g.label, g.nluId]), [['sup dude', 'greet', 'pizza-nl']]);
 
   // Train: the NLU predicts greet for it now.
   await page.click('#misunderstood-train button.train[data-nlu="pizza-nl"]');
   await page.waitForSelector('#misunderstood-train-result >> text=Trained pizza-nl', { timeout: 120000 });
-  const after = await form(`${N}/predict`, alice, ['howdy partner']);
+  const after = await form(`${N}/predict`, alice, ['sup dude']);
   assert.equal(after.result.intent[0].value, 'greet', JSON.stringify(after.result));
   await page.selectOption('#misunderstood-status', 'labelled');
   await page.waitForSelector(`${howdy} >> text=greet in pizza-nl`, { timeout: 30000 });
