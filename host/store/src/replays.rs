@@ -77,12 +77,16 @@ pub struct ConversationStart {
     pub created_at: i64,
 }
 
+/// Replays kept per project: starting one deletes the oldest beyond these.
+pub const REPLAYS_KEPT: i64 = 20;
+
 /// Transcript lines read per query while gathering conversations.
 const LINES_PER_READ: i64 = 5_000;
 
 impl Replays {
     /// Starts a replay: [`DbError::Conflict`] while another of the project's runs (the
-    /// unique partial index decides, in every replica).
+    /// unique partial index decides, in every replica). The project's replays beyond the
+    /// newest [`REPLAYS_KEPT`] go.
     pub async fn start(&self, r: &NewReplay<'_>) -> DbResult<ReplayRow> {
         let id = new_id();
         let _turn = self.db.write_turn().await;
@@ -100,6 +104,15 @@ impl Replays {
         .execute(&self.db.pool)
         .await
         .map_err(DbError::from_sqlx)?;
+        // Only the newest REPLAYS_KEPT of a project are kept.
+        sqlx::query(
+            "DELETE FROM replays WHERE project_id = $1 AND status <> 'running' AND id NOT IN \
+             (SELECT id FROM replays WHERE project_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2)",
+        )
+        .bind(r.project_id)
+        .bind(REPLAYS_KEPT)
+        .execute(&self.db.pool)
+        .await?;
         drop(_turn);
         self.get(r.project_id, &id)
             .await?
@@ -272,5 +285,16 @@ mod tests {
         assert_eq!(replays.fail_abandoned("p", 11, 30).await.unwrap(), 1);
         let abandoned = replays.get("p", &second.id).await.unwrap().unwrap();
         assert_eq!(abandoned.status, "failed");
+        // Only the newest REPLAYS_KEPT stay.
+        for at in 100..100 + REPLAYS_KEPT {
+            let r = replays.start(&NewReplay { at, ..ask("p") }).await.unwrap();
+            replays.finish(&r.id, &ReplayEnd { status: "done", ..ReplayEnd::default() }).await.unwrap();
+        }
+        assert!(replays.get("p", &first.id).await.unwrap().is_none());
+        let (kept,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM replays WHERE project_id = 'p'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(kept, REPLAYS_KEPT);
     }
 }

@@ -46,7 +46,16 @@ pub struct RecordedCall {
     pub body: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The answer was not kept: the step's answers were over [`RECORD_BODIES_MAX`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unkept: bool,
 }
+
+/// Bytes of api answers one step's record keeps at most (a step may make 200 calls of up to
+/// 1 MiB each; its record is stored with every channel message, which a quota never
+/// refuses). A call past it is recorded without its answer, and a replay that reaches it
+/// fails rather than guess.
+pub const RECORD_BODIES_MAX: usize = 256 * 1024;
 
 impl RecordedCall {
     fn of(req: &HttpRequest, result: &HttpResult) -> RecordedCall {
@@ -61,7 +70,19 @@ impl RecordedCall {
             status,
             body,
             error,
+            unkept: false,
         }
+    }
+
+    /// This call without its answer.
+    fn without_answer(mut self) -> RecordedCall {
+        (self.status, self.body, self.error, self.unkept) = (None, None, None, true);
+        self
+    }
+
+    /// `METHOD url` (redacted).
+    fn named(&self) -> String {
+        format!("{} {}", self.m, self.u)
     }
 
     fn answer(&self) -> HttpResult {
@@ -156,10 +177,14 @@ impl Drop for Pending<'_> {
             .result
             .take()
             .unwrap_or_else(|| Err("timed out".into()));
-        self.calls
-            .lock()
-            .unwrap()
-            .push(RecordedCall::of(self.req, &result));
+        let mut calls = self.calls.lock().unwrap();
+        let kept: usize = calls.iter().filter_map(|c| c.body.as_ref()).map(String::len).sum();
+        let call = RecordedCall::of(self.req, &result);
+        let size = call.body.as_ref().map_or(0, String::len);
+        calls.push(match kept + size > RECORD_BODIES_MAX {
+            true => call.without_answer(),
+            false => call,
+        });
     }
 }
 
@@ -203,6 +228,7 @@ pub struct Replayer {
     random: StepRandom,
     answers: Mutex<VecDeque<RecordedCall>>,
     unrecorded: Mutex<Option<String>>,
+    unkept: Mutex<Option<String>>,
 }
 
 /// What a replayed step's api call that was not recorded gets.
@@ -217,7 +243,13 @@ impl Replayer {
             random: StepRandom::new(record.s),
             answers: Mutex::new(record.calls.iter().cloned().collect()),
             unrecorded: Mutex::default(),
+            unkept: Mutex::default(),
         }
+    }
+
+    /// The first call the step made whose answer the record did not keep: `METHOD url`.
+    pub fn unkept(&self) -> Option<String> {
+        self.unkept.lock().unwrap().clone()
     }
 
     /// The first call the step made that was not recorded: `METHOD url` (redacted).
@@ -241,6 +273,11 @@ impl Effects for Replayer {
             at.and_then(|i| answers.remove(i))
         };
         let out = match found {
+            Some(call) if call.unkept => {
+                let mut first = self.unkept.lock().unwrap();
+                first.get_or_insert_with(|| call.named());
+                Err(NOT_RECORDED.into())
+            }
             Some(call) => call.answer(),
             None => {
                 let mut first = self.unrecorded.lock().unwrap();
@@ -325,6 +362,40 @@ mod tests {
         let named = replay.unrecorded().unwrap();
         assert!(named.starts_with("GET https://a.example/x"), "{named}");
         assert!(!named.contains("secret"), "{named}");
+    }
+
+    #[test]
+    fn answers_past_the_records_budget_are_not_kept_and_a_replay_names_them() {
+        struct Big;
+        impl Effects for Big {
+            fn now_ms(&self) -> i64 {
+                0
+            }
+            fn random_u64(&self) -> u64 {
+                0
+            }
+            fn http<'a>(&'a self, _: &'a HttpRequest, _: &'a Limits) -> EffectFuture<'a, HttpResult> {
+                let body = "x".repeat(100 * 1024);
+                Box::pin(std::future::ready(Ok(HttpResponse { status: 200, body })))
+            }
+            fn nl_predict<'a>(&'a self, _: NlRequest<'a>) -> EffectFuture<'a, Result<Json, String>> {
+                Box::pin(std::future::pending())
+            }
+        }
+        let rec = Recorder::new(Arc::new(Big), 0, 1);
+        let limits = Limits::default();
+        let reqs: Vec<_> = (0..4).map(|i| get(&format!("https://big.example/{i}"))).collect();
+        for r in &reqs {
+            assert!(rec.http(r, &limits).now_or_never().unwrap().is_ok());
+        }
+        let record = rec.record();
+        let kept: Vec<bool> = record.calls.iter().map(|c| !c.unkept).collect();
+        assert_eq!(kept, [true, true, false, false]);
+        let replay = Replayer::new(Arc::new(Big), &record);
+        assert!(replay.http(&reqs[1], &limits).now_or_never().unwrap().is_ok());
+        assert_eq!(replay.unkept(), None);
+        assert!(replay.http(&reqs[2], &limits).now_or_never().unwrap().is_err());
+        assert_eq!(replay.unkept().as_deref(), Some("GET https://big.example/2"));
     }
 
     #[test]

@@ -378,6 +378,12 @@ async fn replay_step(
             serde_json::from_str::<Response>(&l.line.message).map_or(Json::Null, |r| shown(&r))
         })
         .collect();
+    if let Some(call) = effects.unkept() {
+        return Err(format!(
+            "the answer of {call} was not kept (a step's record keeps {} KiB of answers)",
+            super::record::RECORD_BODIES_MAX / 1024
+        ));
+    }
     let unrecorded_call = effects.unrecorded();
     if before == after && unrecorded_call.is_none() {
         return Ok(StepReplayed::Same(next));
