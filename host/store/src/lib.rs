@@ -44,7 +44,9 @@ pub use cms::*;
 pub use inbox::{Inbox, InboxDecision, InboxGroup, LABEL_TEXTS_MAX};
 pub use nlu::*;
 pub use projects::*;
-pub use replays::{ConversationStart, NewReplay, ReplayEnd, ReplayLine, ReplayRow, Replays};
+pub use replays::{
+    ConversationStart, NewReplay, REPLAYS_KEPT, ReplayEnd, ReplayLine, ReplayRow, Replays,
+};
 pub use retention::*;
 pub use rollups::*;
 pub use rows::*;

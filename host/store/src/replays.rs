@@ -288,7 +288,16 @@ mod tests {
         // Only the newest REPLAYS_KEPT stay.
         for at in 100..100 + REPLAYS_KEPT {
             let r = replays.start(&NewReplay { at, ..ask("p") }).await.unwrap();
-            replays.finish(&r.id, &ReplayEnd { status: "done", ..ReplayEnd::default() }).await.unwrap();
+            replays
+                .finish(
+                    &r.id,
+                    &ReplayEnd {
+                        status: "done",
+                        ..ReplayEnd::default()
+                    },
+                )
+                .await
+                .unwrap();
         }
         assert!(replays.get("p", &first.id).await.unwrap().is_none());
         let (kept,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM replays WHERE project_id = 'p'")

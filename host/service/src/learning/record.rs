@@ -178,7 +178,11 @@ impl Drop for Pending<'_> {
             .take()
             .unwrap_or_else(|| Err("timed out".into()));
         let mut calls = self.calls.lock().unwrap();
-        let kept: usize = calls.iter().filter_map(|c| c.body.as_ref()).map(String::len).sum();
+        let kept: usize = calls
+            .iter()
+            .filter_map(|c| c.body.as_ref())
+            .map(String::len)
+            .sum();
         let call = RecordedCall::of(self.req, &result);
         let size = call.body.as_ref().map_or(0, String::len);
         calls.push(match kept + size > RECORD_BODIES_MAX {
@@ -374,17 +378,26 @@ mod tests {
             fn random_u64(&self) -> u64 {
                 0
             }
-            fn http<'a>(&'a self, _: &'a HttpRequest, _: &'a Limits) -> EffectFuture<'a, HttpResult> {
+            fn http<'a>(
+                &'a self,
+                _: &'a HttpRequest,
+                _: &'a Limits,
+            ) -> EffectFuture<'a, HttpResult> {
                 let body = "x".repeat(100 * 1024);
                 Box::pin(std::future::ready(Ok(HttpResponse { status: 200, body })))
             }
-            fn nl_predict<'a>(&'a self, _: NlRequest<'a>) -> EffectFuture<'a, Result<Json, String>> {
+            fn nl_predict<'a>(
+                &'a self,
+                _: NlRequest<'a>,
+            ) -> EffectFuture<'a, Result<Json, String>> {
                 Box::pin(std::future::pending())
             }
         }
         let rec = Recorder::new(Arc::new(Big), 0, 1);
         let limits = Limits::default();
-        let reqs: Vec<_> = (0..4).map(|i| get(&format!("https://big.example/{i}"))).collect();
+        let reqs: Vec<_> = (0..4)
+            .map(|i| get(&format!("https://big.example/{i}")))
+            .collect();
         for r in &reqs {
             assert!(rec.http(r, &limits).now_or_never().unwrap().is_ok());
         }
@@ -392,10 +405,25 @@ mod tests {
         let kept: Vec<bool> = record.calls.iter().map(|c| !c.unkept).collect();
         assert_eq!(kept, [true, true, false, false]);
         let replay = Replayer::new(Arc::new(Big), &record);
-        assert!(replay.http(&reqs[1], &limits).now_or_never().unwrap().is_ok());
+        assert!(
+            replay
+                .http(&reqs[1], &limits)
+                .now_or_never()
+                .unwrap()
+                .is_ok()
+        );
         assert_eq!(replay.unkept(), None);
-        assert!(replay.http(&reqs[2], &limits).now_or_never().unwrap().is_err());
-        assert_eq!(replay.unkept().as_deref(), Some("GET https://big.example/2"));
+        assert!(
+            replay
+                .http(&reqs[2], &limits)
+                .now_or_never()
+                .unwrap()
+                .is_err()
+        );
+        assert_eq!(
+            replay.unkept().as_deref(),
+            Some("GET https://big.example/2")
+        );
     }
 
     #[test]
