@@ -46,7 +46,8 @@ pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelEr
     if !metadata.is_object() {
         metadata = json!({});
     }
-    metadata["channelType"] = json!("generic");
+    // The channel's own type name (generic, or bbm, which takes the same JSON).
+    metadata["channelType"] = json!(ch.kind);
     let mut items = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         let msg = Message::from_json(m)

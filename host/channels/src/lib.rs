@@ -583,6 +583,15 @@ mod tests {
     }
 
     #[test]
+    fn a_bbm_message_says_its_channel_type_as_every_channel_does() {
+        let body = br#"{"userId":"u","metadata":{"channelType":"line"},"messages":[{"type":"text","content":"hi"}]}"#;
+        let m = messages(receive("bbm", &opts(serde_json::json!({})), &[], None, body).unwrap());
+        assert_eq!(meta(&m[0], "channelType"), "bbm");
+        let m = messages(receive("generic", &opts(serde_json::json!({})), &[], None, body).unwrap());
+        assert_eq!(meta(&m[0], "channelType"), "generic");
+    }
+
+    #[test]
     fn whatsapp_text_and_button_replies() {
         let o = opts(
             serde_json::json!({"secret": "app", "token": "T", "phoneNumberId": "PN", "verifyToken": "vt"}),
