@@ -1567,3 +1567,69 @@ async fn rate_limits_see_the_client_behind_a_trusted_proxy() {
         assert_eq!(seen[4], other, "{trusted}: another client, {seen:?}");
     }
 }
+
+/// A body over a route's limit is a 413 that says both sizes, whether its length was given
+/// (refused before it is read) or not (cut as it arrives).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_limit_is_refused_in_words() {
+    let server = common::Server::start(Backend::Sqlite, &[]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let pid = s(&api
+        .post("/projects", &admin, json!({"name": "big"}))
+        .await
+        .ok()["id"]);
+    // Refused from the headers alone: the client need not send the body.
+    let ask = |path: String, token: Option<String>, len: usize| {
+        let addr = server.api().base.trim_start_matches("http://").to_owned();
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let mut c = std::net::TcpStream::connect(&addr).unwrap();
+            let auth = token.map(|t| format!("authorization: Bearer {t}\r\n")).unwrap_or_default();
+            write!(c, "POST {path} HTTP/1.1\r\nhost: {addr}\r\n{auth}content-type: application/json\r\ncontent-length: {len}\r\n\r\n").unwrap();
+            // The head, then the body (the server may write them apart).
+            let mut answer = String::new();
+            let mut buf = [0; 4096];
+            while !answer.ends_with("accepted") && !answer.ends_with('}') {
+                let n = c.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                answer.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+            answer
+        })
+        .join()
+        .unwrap()
+    };
+    let answer = ask(
+        format!("/projects/{pid}/bot/revisions"),
+        Some(admin.clone()),
+        5 << 20,
+    );
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert_contains(&answer, "the body is 5.0 MiB; at most 4 MiB is accepted");
+    let answer = ask("/webhooks/nope".into(), None, 2 << 20);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert_contains(&answer, "the body is 2.0 MiB; at most 1 MiB is accepted");
+    let five_mib = vec![b' '; 5 << 20];
+
+    // In process the request carries no length: the body is cut at the limit.
+    let local = InProcess::start(Backend::Sqlite).await;
+    let api = local.api();
+    let admin = api.admin_token().await;
+    let pid = s(&api
+        .post("/projects", &admin, json!({"name": "big"}))
+        .await
+        .ok()["id"]);
+    let r = api
+        .raw(
+            "POST",
+            &format!("/projects/{pid}/bot/revisions"),
+            Some(&admin),
+            five_mib,
+        )
+        .await;
+    assert_eq!(r.status, 413, "{}", r.text);
+    assert_contains(&r.text, "the body is over 4 MiB; at most 4 MiB is accepted");
+}

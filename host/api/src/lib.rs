@@ -315,7 +315,13 @@ pub fn router(app: App) -> Router {
         .layer(agent::cors())
         .with_state(app.clone());
     let hooks = live::webhook_routes()
-        .layer(axum::extract::DefaultBodyLimit::max(1 << 20))
+        .layer(axum::middleware::from_fn_with_state(
+            BodyLimit(live::WEBHOOK_BODY_LIMIT),
+            body_limit,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(
+            live::WEBHOOK_BODY_LIMIT,
+        ))
         .with_state(app.clone());
     let limited = api
         .layer(axum::middleware::from_fn_with_state(
@@ -331,6 +337,10 @@ pub fn router(app: App) -> Router {
             audit::layer,
         ))
         .layer(axum::middleware::from_fn(kata::layer))
+        .layer(axum::middleware::from_fn_with_state(
+            BodyLimit(app.config.body_limit),
+            body_limit,
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(app.config.body_limit))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .with_state(app.clone());
@@ -552,6 +562,8 @@ pub enum ApiError {
     StepFailed(String),
     /// 507: the tenant's storage quota is reached; the write was refused.
     QuotaExceeded(String),
+    /// 413: the body is over the route's limit (the sentence says both sizes).
+    TooLarge(String),
     Internal(anyhow::Error),
 }
 
@@ -631,6 +643,7 @@ impl IntoResponse for ApiError {
                     .increment(1);
                 text(StatusCode::INSUFFICIENT_STORAGE, &m, "")
             }
+            ApiError::TooLarge(m) => text(StatusCode::PAYLOAD_TOO_LARGE, &m, ""),
             ApiError::NotFound(d) => text(StatusCode::NOT_FOUND, NOT_FOUND, &d),
             ApiError::Conflict(d) => text(StatusCode::CONFLICT, CONFLICT, &d),
             ApiError::RateLimited(n) => {
@@ -696,11 +709,74 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let limit = req.extensions().get::<BodyLimit>().copied();
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
-            .map_err(|e| ApiError::bad(format!("the request body could not be read: {e}")))?;
+            .map_err(|e| match (e.status(), limit) {
+                (StatusCode::PAYLOAD_TOO_LARGE, Some(l)) => l.refusal(None),
+                _ => ApiError::bad(format!("the request body could not be read: {e}")),
+            })?;
         parse_json(&bytes).map(Body)
     }
+}
+
+/// A route group's body limit in bytes: [`body_limit`] refuses a body over it in words.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimit(pub usize);
+
+impl BodyLimit {
+    /// The 413 for a body of `size` bytes (`None`: not known, only that it is over).
+    pub(crate) fn refusal(self, size: Option<u64>) -> ApiError {
+        let body = match size {
+            Some(n) => format!("the body is {}", size_measured(n)),
+            None => format!("the body is over {}", size_words(self.0 as u64)),
+        };
+        ApiError::TooLarge(format!(
+            "{body}; at most {} is accepted",
+            size_words(self.0 as u64)
+        ))
+    }
+}
+
+/// A measured size: `5.0 MiB`, `1.5 KiB`, `900 bytes`.
+fn size_measured(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / (1u64 << 10) as f64),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// A limit as people read it: `4 MiB`, `2.5 MiB`, `512 KiB`, `900 bytes`.
+fn size_words(n: u64) -> String {
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    match n {
+        n if n >= MIB && n % MIB == 0 && n < 100 * MIB => format!("{} MiB", n / MIB),
+        n if n >= MIB => format!("{:.1} MiB", n as f64 / MIB as f64),
+        n if n >= KIB && n % KIB == 0 => format!("{} KiB", n / KIB),
+        n if n >= KIB => format!("{:.1} KiB", n as f64 / KIB as f64),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// Refuses a body whose `Content-Length` is over `limit` with a 413 that says both sizes
+/// (axum's own limit, set beside it, refuses a longer body sent without a length as it
+/// arrives; [`Body`] words that refusal too).
+pub async fn body_limit(
+    axum::extract::State(limit): axum::extract::State<BodyLimit>,
+    mut req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let size = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if let Some(n) = size.filter(|n| *n > limit.0 as u64) {
+        return limit.refusal(Some(n)).into_response();
+    }
+    req.extensions_mut().insert(limit);
+    next.run(req).await
 }
 
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {

@@ -29,6 +29,9 @@ pub fn routes() -> OpenApiRouter<App> {
 
 /// Webhooks are called by providers: no token, no project-API rate limit (the channel's
 /// `rpmLimit` applies instead).
+/// Largest webhook body (1 MiB: a provider's batch of events); larger → 413.
+pub const WEBHOOK_BODY_LIMIT: usize = 1 << 20;
+
 pub fn webhook_routes() -> axum::Router<App> {
     axum::Router::new().route(
         "/webhooks/{channelId}",
@@ -60,10 +63,13 @@ async fn webhook(
     let (parts, body) = request.into_parts();
     let query = parts.uri.query().map(str::to_owned);
     let headers = parts.headers.clone();
-    // A body over the limit gets the extractor's own answer (413).
+    // A body over the limit without a length is cut as it arrives (413 in words).
     let body =
         match Bytes::from_request(axum::extract::Request::from_parts(parts, body), &app).await {
             Ok(body) => body,
+            Err(r) if r.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(super::BodyLimit(WEBHOOK_BODY_LIMIT).refusal(None));
+            }
             Err(rejection) => return Ok(rejection.into_response()),
         };
     match app

@@ -587,7 +587,8 @@ mod tests {
         let body = br#"{"userId":"u","metadata":{"channelType":"line"},"messages":[{"type":"text","content":"hi"}]}"#;
         let m = messages(receive("bbm", &opts(serde_json::json!({})), &[], None, body).unwrap());
         assert_eq!(meta(&m[0], "channelType"), "bbm");
-        let m = messages(receive("generic", &opts(serde_json::json!({})), &[], None, body).unwrap());
+        let m =
+            messages(receive("generic", &opts(serde_json::json!({})), &[], None, body).unwrap());
         assert_eq!(meta(&m[0], "channelType"), "generic");
     }
 
