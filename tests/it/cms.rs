@@ -24,6 +24,7 @@ on_both_backends!(
     revisions_count_toward_the_owners_storage,
     deleting_a_project_deletes_its_revisions,
     a_project_without_a_cms_answers_an_empty_revision,
+    a_project_without_a_cms_refuses_publishes_until_it_is_turned_on,
 );
 
 /// A server in-process and the administrator's token.
@@ -500,6 +501,15 @@ async fn the_cli_pulls_and_pushes_cms_yml() {
         "pages:\n  home:\n    greeting:\n      text: {type: text, value: Hello from the CMS}\n",
     )
     .unwrap();
+    let off = run(&["cms", "push", "--dir", "site", "-m", "the greeting"]);
+    assert_ne!(off.code, 0, "{}", off.stdout);
+    assert!(
+        off.stderr
+            .contains("the project has no CMS; `botbox cms enable` turns it on"),
+        "{}",
+        off.stderr
+    );
+    assert!(ok(run(&["cms", "enable", "--dir", "site"])).contains("The CMS of project site is on"));
     let out = ok(run(&["cms", "push", "--dir", "site", "-m", "the greeting"]));
     assert!(out.contains("Published"), "{out}");
     let o = run(&["cms", "pull", "--dir", "site"]);
@@ -653,4 +663,43 @@ fn helpdesk_bot(nlu_id: &str) -> Value {
                     "sorry": {"end": true, "action": {"name": "text", "options": {"text": "Sorry?"}}}}}
         }
     })
+}
+
+async fn a_project_without_a_cms_refuses_publishes_until_it_is_turned_on(backend: Backend) {
+    let (_server, api, admin) = signed_in(backend).await;
+    let p = create(&api, &admin, "plain", json!({"bot": true})).await;
+    let pid = s(&p["id"]);
+    assert_eq!(p["options"]["cms"], false);
+    let refused = api
+        .post(&format!("/projects/{pid}/cms/revisions"), &admin, doc())
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert_contains(
+        &refused.text,
+        &format!(
+            "project plain has no CMS: turn it on with PUT /projects/{pid} {{\"options\": {{\"cms\": true}}}}"
+        ),
+    );
+    let list = api
+        .get(&format!("/projects/{pid}/cms/revisions"), &admin)
+        .await
+        .ok();
+    assert_eq!(list["total"], 0);
+
+    let on = api
+        .put(
+            &format!("/projects/{pid}"),
+            &admin,
+            json!({"options": {"cms": true}}),
+        )
+        .await
+        .ok();
+    assert_eq!(on["options"]["cms"], true);
+    assert_eq!(on["options"]["bot"], true, "the other options stay");
+    assert_eq!(s(&on["cmsLatestRevision"]).len(), 40, "{on}");
+    let published = api
+        .post(&format!("/projects/{pid}/cms/revisions"), &admin, doc())
+        .await
+        .ok();
+    assert_eq!(published["changelog"], "the greeting");
 }

@@ -122,6 +122,12 @@ async fn publish(
     bytes: axum::body::Bytes,
 ) -> ApiResult<Json<CmsPublished>> {
     let p = project_for(&app, &caller, &pid, Action::Update, Resource::Projects).await?;
+    if !super::projects::options_of(&p)?.cms {
+        return Err(ApiError::bad(format!(
+            "project {} has no CMS: turn it on with PUT /projects/{pid} {{\"options\": {{\"cms\": true}}}}, then publish",
+            p.name
+        )));
+    }
     if bytes.len() > cms::MAX_DOCUMENT_BYTES {
         return Err(ApiError::bad(format!(
             "the CMS document is {} bytes; at most {} are accepted",

@@ -27,6 +27,11 @@ pub fn routes() -> OpenApiRouter<App> {
 }
 
 /// Checks what the types cannot: the visibility's values and the timezone's range.
+/// A stored project's options.
+pub(crate) fn options_of(p: &ProjectRow) -> ApiResult<ProjectOptions> {
+    serde_json::from_str(&p.options).map_err(|e| ApiError::Internal(e.into()))
+}
+
 fn check_options(o: &ProjectOptions) -> ApiResult<()> {
     if !matches!(o.nlu_visibility.as_str(), "private" | "public") {
         return Err(ApiError::bad(format!(
@@ -345,6 +350,10 @@ async fn put_project(
         )
         .await
         .map_err(taken(format!("project {name} already exists")))?;
+    // Turning options.cms on gives the project its empty first CMS revision if it has none.
+    if options.cms && p.cms_latest_revision.is_none() {
+        botbox_service::cms::publish_initial(&app.db, &id, &caller.username).await?;
+    }
     // Turning options.nlu on gives the project its NLU (named after the project) if it has
     // none; turning it off keeps the NLU and its models (deployments may pin them).
     if options.nlu && app.db.project_nlus(&id, 1, 0).await?.total == 0 {

@@ -49,7 +49,13 @@ pub fn cms_cmd(ctx: &Ctx, dir: &Path, action: CmsAction) -> Result<()> {
                     &format!("/projects/{pid}/cms/revisions"),
                     Some(&doc),
                 )
-                .map_err(|e| anyhow!("{}: {e:#}", file.display()))?;
+                .map_err(|e| match format!("{e:#}") {
+                    m if m.contains("has no CMS") => anyhow!(
+                        "{}: the project has no CMS; `botbox cms enable` turns it on",
+                        file.display()
+                    ),
+                    m => anyhow!("{}: {m}", file.display()),
+                })?;
             ctx.out(
                 format!(
                     "Published {} as CMS revision {}; `botbox deploy` runs it",
@@ -57,6 +63,21 @@ pub fn cms_cmd(ctx: &Ctx, dir: &Path, action: CmsAction) -> Result<()> {
                     out["revision"].as_str().unwrap_or("")
                 ),
                 out,
+            );
+        }
+        CmsAction::Enable => {
+            let p = ctx.call(
+                "PUT",
+                &format!("/projects/{pid}"),
+                Some(&json!({"options": {"cms": true}})),
+            )?;
+            ctx.out(
+                format!(
+                    "The CMS of project {} is on (latest revision {})",
+                    p["name"].as_str().unwrap_or(&pid),
+                    p["cmsLatestRevision"].as_str().unwrap_or("")
+                ),
+                p,
             );
         }
     }

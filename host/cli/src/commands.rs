@@ -137,6 +137,8 @@ pub enum CmsAction {
         #[arg(short, long)]
         message: Option<String>,
     },
+    /// Turns the project's CMS on (its options.cms), with an empty first revision.
+    Enable,
 }
 
 /// `botbox nlu …`: the project's NL Studio NLUs.
