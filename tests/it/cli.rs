@@ -1647,3 +1647,71 @@ async fn misunderstood_and_replay_gate_a_deploy() {
     ]);
     assert_contains(&forced, "Deployed mybot 0.0.2");
 }
+
+/// `deploy` keeps the CMS revision the environment runs unless `--cms` names another
+/// (`latest`, or a revision), and says what it pinned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_keeps_the_environments_cms_revision_unless_told() {
+    let cli = deployed_mybot().await;
+    let pinned = |out: &str| -> String {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("pinned: "))
+            .unwrap_or_else(|| panic!("no pinned line in {out}"));
+        line.rsplit(' ').next().unwrap().to_owned()
+    };
+    let out = cli.ok(&["deploy", "--dir", "mybot", "--env", "production"]);
+    assert_eq!(pinned(&out), "none", "{out}");
+    cli.ok(&["cms", "enable", "--dir", "mybot"]);
+    let out = cli.ok(&[
+        "deploy",
+        "--dir",
+        "mybot",
+        "--env",
+        "production",
+        "--cms",
+        "latest",
+    ]);
+    let first = pinned(&out);
+    assert_eq!(first.len(), 40, "{out}");
+    std::fs::write(
+        cli.path("mybot/cms.yml"),
+        "pages:\n  home:\n    greeting:\n      text: {type: text, value: Hi}\n",
+    )
+    .unwrap();
+    cli.ok(&["cms", "push", "--dir", "mybot", "-m", "greeting"]);
+    // A bot fix keeps the content the environment runs.
+    let out = cli.ok(&["deploy", "--dir", "mybot", "--env", "production"]);
+    assert_eq!(pinned(&out), first, "{out}");
+    let out = cli.ok(&[
+        "deploy",
+        "--dir",
+        "mybot",
+        "--env",
+        "production",
+        "--cms",
+        "latest",
+    ]);
+    let second = pinned(&out);
+    assert_ne!(second, first);
+    let out = cli.ok(&[
+        "deploy",
+        "--dir",
+        "mybot",
+        "--env",
+        "production",
+        "--cms",
+        &first,
+    ]);
+    assert_eq!(pinned(&out), first, "{out}");
+    let refused = cli.fails(&[
+        "deploy",
+        "--dir",
+        "mybot",
+        "--env",
+        "production",
+        "--cms",
+        "nope",
+    ]);
+    assert_contains(&refused, "cmsRevision: nope is not a CMS revision");
+}

@@ -68,6 +68,10 @@ struct DeployArgs {
     /// With --replay: deploy even when conversations differ.
     #[arg(long, requires = "replay")]
     force: bool,
+    /// The CMS revision the deployment pins: a revision id, `latest`, or `current` (the
+    /// one the environment runs now; the default, so a bot fix never moves content).
+    #[arg(long)]
+    cms: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -593,6 +597,7 @@ fn deploy(ctx: &botbox_cli::Ctx, d: DeployArgs) -> Result<()> {
     let check = botbox_cli::DeployCheck {
         replay: d.replay,
         force: d.force,
+        cms: d.cms,
     };
     botbox_cli::deploy(ctx, &d.dir.dir, part, (&d.env, d.canary), check)
 }

@@ -680,10 +680,13 @@ pub fn bump(latest: Option<&str>, part: &str) -> String {
 
 /// How `deploy` checks a revision first: replayed against the environment's latest
 /// conversations (`replay`), refused when any differs unless `force`.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct DeployCheck {
     pub replay: bool,
     pub force: bool,
+    /// The CMS revision to pin: a revision id, `latest`, or `current` (default: the one the
+    /// environment runs now, so a bot fix never moves content).
+    pub cms: Option<String>,
 }
 
 /// `botbox deploy`: a new deployment version of the latest revision, and the environment
@@ -719,11 +722,20 @@ pub fn deploy(
         .call_as("GET", &format!("/projects/{pid}/deployment"), None)
         .ok();
     let version = bump(latest.as_ref().map(|d| d.version.as_str()), part);
-    ctx.call(
+    let cms = cms_pin(ctx, &pid, env.as_ref(), check.cms.as_deref())?;
+    let mut ask = json!({"version": version, "botRevision": rev, "modules": null});
+    if let Some(c) = &cms {
+        ask["cmsRevision"] = json!(c);
+    }
+    let made: Deployment = ctx.call_as(
         "POST",
         &format!("/projects/{pid}/deployment/versions"),
-        Some(&json!({"version": version, "botRevision": rev, "modules": null})),
+        Some(&ask),
     )?;
+    let pinned = format!(
+        "bot revision {rev}, CMS revision {}",
+        made.cms_revision.as_deref().unwrap_or("none")
+    );
     let (env, text) = match (env, canary) {
         (Some(e), Some(share)) => {
             let e: Environment = ctx.call_as(
@@ -771,10 +783,37 @@ pub fn deploy(
         text
     };
     ctx.out(
-        text,
-        json!({"project": pid, "version": version, "revision": rev, "environment": env, "canary": canary}),
+        format!("{text}\npinned: {pinned}"),
+        json!({"project": pid, "version": version, "revision": rev, "cmsRevision": made.cms_revision,
+               "environment": env, "canary": canary}),
     );
     Ok(())
+}
+
+/// The CMS revision a new deployment pins for `--cms` (`None`: the server's default, the
+/// project's latest): `current` (or nothing) keeps the one the environment runs now.
+fn cms_pin(
+    ctx: &Ctx,
+    pid: &str,
+    env: Option<&Environment>,
+    asked: Option<&str>,
+) -> Result<Option<String>> {
+    match asked.unwrap_or("current") {
+        "latest" => Ok(None),
+        "current" => {
+            let Some(e) = env else { return Ok(None) };
+            let d: Deployment = ctx.call_as(
+                "GET",
+                &format!(
+                    "/projects/{pid}/deployment/versions/{}",
+                    enc(&e.deployment_version)
+                ),
+                None,
+            )?;
+            Ok(d.cms_revision)
+        }
+        rev => Ok(Some(rev.to_owned())),
+    }
 }
 
 /// `deploy --replay`: the revision replayed against the environment's latest 100
