@@ -524,7 +524,31 @@ async fn env_delete_removes_the_environment() {
 async fn test_remote_runs_the_tests_against_the_pushed_revision() {
     let cli = pushed_mybot().await;
     let out = cli.ok(&["test", "--remote", "--dir", "mybot"]);
-    assert!(out.contains("2 passed, 0 failed"), "{out}");
+    assert!(
+        out.contains("2 passed, 0 failed (on the server, revision "),
+        "{out}"
+    );
+    // The folder's bot runs, not the server's latest: an edited apology fails its test.
+    let flow = cli.path("mybot/flows/hello.yml");
+    let text = std::fs::read_to_string(&flow).unwrap();
+    std::fs::write(
+        &flow,
+        text.replace("Sorry, I only understand hi.", "Try saying hi."),
+    )
+    .unwrap();
+    let o = cli.run(&["test", "--remote", "--dir", "mybot"], "");
+    assert_ne!(o.code, 0, "{}", o.stdout);
+    assert_contains(&o.stdout, "1 passed, 1 failed (on the server, revision ");
+    assert_contains(&o.stderr, "Pushed mybot version");
+    let revision = o
+        .stdout
+        .rsplit("revision ")
+        .next()
+        .unwrap()
+        .trim()
+        .trim_end_matches(')');
+    let history = cli.ok(&["history", "--dir", "mybot"]);
+    assert_contains(&history, revision);
 }
 
 /// A failing test shows what was expected beside what the bot said, and exits with 1.

@@ -1275,9 +1275,19 @@ pub fn test(ctx: &Ctx, dir: &Path, remote: bool, cache_dir: Option<PathBuf>) -> 
         .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yml" | "yaml")))
         .collect();
     files.sort();
+    let mut ran_on = "the local sandbox".to_owned();
     let mut stepper: Box<dyn Stepper> = if remote {
-        let (pid, _) = project_id_of(ctx, dir)?;
-        Box::new(RemoteStepper { ctx, pid })
+        // The folder's bot, as a revision of its project: what the tests run on the server.
+        let (p, pushed, text) = push_revision(ctx, dir)?;
+        if !ctx.json {
+            eprintln!("{text}");
+        }
+        ran_on = format!("the server, revision {}", pushed.revision);
+        Box::new(RemoteStepper {
+            ctx,
+            pid: p.id,
+            revision: pushed.revision,
+        })
     } else {
         let cache_dir = cache_dir.unwrap_or_else(|| home().join("cache"));
         if !ctx.json {
@@ -1319,8 +1329,8 @@ pub fn test(ctx: &Ctx, dir: &Path, remote: bool, cache_dir: Option<PathBuf>) -> 
         }
     }
     ctx.out(
-        format!("{passed} passed, {failed} failed"),
-        json!({"passed": passed, "failed": failed, "cases": report}),
+        format!("{passed} passed, {failed} failed (on {ran_on})"),
+        json!({"passed": passed, "failed": failed, "cases": report, "ranOn": ran_on}),
     );
     Ok(failed == 0)
 }
@@ -1348,6 +1358,7 @@ impl runtime_core::testing::Stepper for OwnedSandboxStepper {
 struct RemoteStepper<'a> {
     ctx: &'a Ctx,
     pid: String,
+    revision: String,
 }
 
 impl runtime_core::testing::Stepper for RemoteStepper<'_> {
@@ -1355,7 +1366,8 @@ impl runtime_core::testing::Stepper for RemoteStepper<'_> {
         &mut self,
         input: runtime_core::testing::StepInput<'_>,
     ) -> runtime_core::testing::Stepped {
-        let body = json!({"message": input.msg, "session": input.session});
+        let body =
+            json!({"message": input.msg, "session": input.session, "revision": self.revision});
         match self.ctx.call(
             "POST",
             &format!("/projects/{}/bot/converse", self.pid),
