@@ -188,6 +188,11 @@ try {
   // Step latency from the steps' stored times (the webhook message's step).
   assert.match(await page.textContent('#latency'), /^step latency p50 [\d.]+ (µs|ms|s), p99 [\d.]+ (µs|ms|s)$/);
   assert.ok(await page.locator('svg.chart[aria-label^="Step latency p99"] rect').count() >= 1);
+  // The errors chart is scaled to its errors: "none" (and no "1" on its axis) without any.
+  const botErrors = Number((await page.textContent('#analytics .figures')).match(/(\d+) errors?/)[1]);
+  const errorsChart = page.locator('svg.chart[aria-label^="Errors per hour"]');
+  assert.match(await errorsChart.getAttribute('aria-label'), botErrors ? /^Errors per hour: at most \d+$/ : /^Errors per hour: none$/);
+  if (!botErrors) assert.equal(await errorsChart.locator('text').filter({ hasText: /^1$/ }).count(), 0);
   await page.screenshot({ path: join(dir, 'console-analytics.png'), fullPage: true });
   await look('analytics');
   await page.goto(`${base}/#/p/${pizza.id}/bot`);

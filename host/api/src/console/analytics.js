@@ -2,14 +2,15 @@
 import { api, backTo, duration, el, enc, errorBox, plural, show } from './lib.js';
 
 /** A bar chart (SVG, drawn here) of `values` over time: a y axis from 0 to the largest
- *  value, up to six labelled ticks on the time axis (`tick` writes a bucket's start), each
- *  bar's time and value on hover (and in its tooltip). Drawn at the page's width, so its
- *  text keeps its size on a phone. */
+ *  value (only 0 when every value is 0: the chart says "none"), up to six labelled ticks
+ *  on the time axis (`tick` writes a bucket's start), each bar's time and value on hover
+ *  (and in its tooltip). Drawn at the page's width, so its text keeps its size on a phone. */
 function barChart(title, starts, values, { fmt = String, tick, label }) {
   const NS = 'http://www.w3.org/2000/svg';
   const w = Math.max(300, Math.min(1100, document.getElementById('main').clientWidth - 64));
   const h = 120, left = 52, bottom = 20, top = 6;
-  const max = Math.max(1, ...values);
+  const peak = Math.max(0, ...values);
+  const max = peak > 0 ? peak : 1;
   const svg = document.createElementNS(NS, 'svg');
   const node = (tag, attrs, text) => {
     const n = document.createElementNS(NS, tag);
@@ -21,12 +22,12 @@ function barChart(title, starts, values, { fmt = String, tick, label }) {
   svg.setAttribute('viewBox', `0 0 ${w} ${h + top + bottom}`);
   svg.setAttribute('width', String(w));
   svg.setAttribute('role', 'img');
-  svg.setAttribute('aria-label', `${title}: at most ${fmt(max)}`);
+  svg.setAttribute('aria-label', peak > 0 ? `${title}: at most ${fmt(peak)}` : `${title}: none`);
   svg.setAttribute('class', 'chart');
   const readout = el('span', { class: 'readout muted' });
   const bw = (w - left) / Math.max(1, values.length);
   node('line', { x1: left, y1: top + h, x2: w, y2: top + h, class: 'axis' });
-  node('text', { x: left - 6, y: top + 10, 'text-anchor': 'end' }, fmt(max));
+  if (peak > 0) node('text', { x: left - 6, y: top + 10, 'text-anchor': 'end' }, fmt(peak));
   node('text', { x: left - 6, y: top + h, 'text-anchor': 'end' }, fmt(0));
   values.forEach((v, i) => {
     const bh = Math.round((v / max) * h);
@@ -44,7 +45,8 @@ function barChart(title, starts, values, { fmt = String, tick, label }) {
     const x = left + i * bw + bw / 2;
     node('text', { x, y: top + h + 15, 'text-anchor': k === 0 ? 'start' : k === ticks - 1 ? 'end' : 'middle' }, tick(starts[i]));
   }
-  return el('figure', { class: 'figure' }, el('figcaption', {}, title, ' ', readout), svg);
+  const none = peak > 0 ? '' : el('span', { class: 'muted' }, '(none in this range)');
+  return el('figure', { class: 'figure' }, el('figcaption', {}, title, ' ', none, ' ', readout), svg);
 }
 
 export async function analyticsView(pid, envName) {
