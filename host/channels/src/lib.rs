@@ -377,6 +377,37 @@ pub fn template_actions(payload: &Json) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// A template's quick replies (`items.quickreply`) as (kind, label, value) postback actions,
+/// for providers whose own quick replies are buttons (Telegram, WhatsApp): each sends its
+/// payload back as a data message. A location quick reply has no such button: it is left out.
+pub fn quick_reply_actions(payload: &Json) -> Vec<(String, String, String)> {
+    let Some(items) = payload.get("items") else {
+        return vec![];
+    };
+    template::quick_replies(items)
+        .into_iter()
+        .filter(|q| q.get("type").and_then(Json::as_str) != Some("location"))
+        .map(|q| {
+            let label = template::str_of(q, "label").unwrap_or("").to_owned();
+            (
+                "postback".to_owned(),
+                label,
+                template::payload_text(q.get("payload")),
+            )
+        })
+        .collect()
+}
+
+/// A response's buttons: its template's actions, then its quick replies.
+pub fn actions_and_quick_replies(r: &Response) -> Vec<(String, String, String)> {
+    let Some(p) = r.payload.as_ref() else {
+        return vec![];
+    };
+    let mut actions = template_actions(p);
+    actions.extend(quick_reply_actions(p));
+    actions
+}
+
 /// The text of a response for providers that only take text: the content, or the template's
 /// title and text.
 pub fn plain_text(r: &Response) -> String {
@@ -756,6 +787,38 @@ mod tests {
         assert_eq!(m["type"], "text", "{m}");
         assert_eq!(m["text"], "Size?");
         assert_eq!(m["quickReply"]["items"][1]["action"]["label"], "Large");
+        // Telegram: buttons under the text, each sending its payload back.
+        let o = opts(serde_json::json!({"token": "T", "phoneNumberId": "PN"}));
+        let d = deliveries(&info("telegram", &o), "42", std::slice::from_ref(&quick));
+        assert_eq!(d[0].body["text"], "Size?");
+        assert_eq!(
+            d[0].body["reply_markup"]["inline_keyboard"],
+            serde_json::json!([[{"text": "Small", "callback_data": "{\"size\":\"s\"}"}],
+                               [{"text": "Large", "callback_data": "{\"size\":\"l\"}"}]])
+        );
+        // WhatsApp: its reply buttons, or a list past three choices.
+        let d = deliveries(&info("whatsapp", &o), "628", std::slice::from_ref(&quick));
+        let i = &d[0].body["interactive"];
+        assert_eq!(
+            (i["type"].as_str(), i["body"]["text"].as_str()),
+            (Some("button"), Some("Size?"))
+        );
+        assert_eq!(
+            i["action"]["buttons"][1]["reply"],
+            serde_json::json!({"id": "{\"size\":\"l\"}", "title": "Large"})
+        );
+        let mut many = quick.clone();
+        let sizes: Vec<Json> = ["XS", "S", "M", "L", "XL"]
+            .iter()
+            .map(|l| serde_json::json!({"type": "text", "label": l, "payload": l}))
+            .collect();
+        many.payload.as_mut().unwrap()["items"]["quickreply"] = Json::Array(sizes);
+        let d = deliveries(&info("whatsapp", &o), "628", std::slice::from_ref(&many));
+        let i = &d[0].body["interactive"];
+        assert_eq!(i["type"], "list");
+        let rows = i["action"]["sections"][0]["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 5);
+        assert_eq!(rows[4], serde_json::json!({"id": "XL", "title": "XL"}));
     }
 
     #[test]

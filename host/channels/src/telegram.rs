@@ -100,7 +100,7 @@ fn calls(r: &Response) -> Vec<(&'static str, Json)> {
         body
     };
     let Some(t) = template::of(r) else {
-        let actions = r.payload.as_ref().map(template_actions).unwrap_or_default();
+        let actions = super::actions_and_quick_replies(r);
         return vec![(
             "sendMessage",
             with_keyboard(json!({"text": super::plain_text(r)}), actions),
@@ -162,9 +162,10 @@ fn calls(r: &Response) -> Vec<(&'static str, Json)> {
                 }
             })
             .collect(),
-        // button, confirm, text and types of no provider: text with the actions as buttons.
+        // button, confirm, text and types of no provider: text with the actions (and the
+        // quick replies) as buttons.
         _ => {
-            let actions = r.payload.as_ref().map(template_actions).unwrap_or_default();
+            let actions = super::actions_and_quick_replies(r);
             let text = template::describe(&t).unwrap_or_default();
             vec![("sendMessage", with_keyboard(json!({"text": text}), actions))]
         }

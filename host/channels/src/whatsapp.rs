@@ -80,6 +80,32 @@ pub fn parse(ch: &ChannelInfo<'_>, call: &Call<'_>) -> Result<Inbound, ChannelEr
     Ok(Inbound::Messages(items))
 }
 
+/// `choices` (label, payload) as WhatsApp's own interactive message: up to 3 reply buttons,
+/// else a list of up to 10 rows (WhatsApp's caps; titles cut to its lengths). `None`
+/// without choices.
+fn interactive(text: &str, choices: &[(String, String)]) -> Option<Json> {
+    let cut = |s: &str, n: usize| s.chars().take(n).collect::<String>();
+    match choices.len() {
+        0 => None,
+        1..=3 => {
+            let buttons: Vec<Json> = choices
+                .iter()
+                .map(|(label, value)| json!({"type": "reply", "reply": {"id": cut(value, 256), "title": cut(label, 20)}}))
+                .collect();
+            Some(json!({"type": "button", "body": {"text": text}, "action": {"buttons": buttons}}))
+        }
+        _ => {
+            let rows: Vec<Json> = choices
+                .iter()
+                .take(10)
+                .map(|(label, value)| json!({"id": cut(value, 200), "title": cut(label, 24)}))
+                .collect();
+            Some(json!({"type": "list", "body": {"text": text},
+                "action": {"button": "Choose", "sections": [{"title": "Choose", "rows": rows}]}}))
+        }
+    }
+}
+
 pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -> Vec<Delivery> {
     let token = ch.opt(&["token"]).unwrap_or("");
     let phone = ch.opt(&["phoneNumberId"]).unwrap_or("");
@@ -88,21 +114,14 @@ pub fn deliveries(ch: &ChannelInfo<'_>, user_id: &str, responses: &[Response]) -
         .iter()
         .map(|r| {
             let text = super::plain_text(r);
-            let buttons: Vec<Json> = r
-                .payload
-                .as_ref()
-                .map(template_actions)
-                .unwrap_or_default()
+            let choices: Vec<(String, String)> = super::actions_and_quick_replies(r)
                 .into_iter()
                 .filter(|(kind, _, _)| kind != "url")
-                .take(3)
-                .map(|(_, label, value)| json!({"type": "reply", "reply": {"id": value.chars().take(256).collect::<String>(), "title": label.chars().take(20).collect::<String>()}}))
+                .map(|(_, label, value)| (label, value))
                 .collect();
-            let body = if buttons.is_empty() {
-                json!({"messaging_product": "whatsapp", "to": user_id, "type": "text", "text": {"body": text}})
-            } else {
-                json!({"messaging_product": "whatsapp", "to": user_id, "type": "interactive",
-                    "interactive": {"type": "button", "body": {"text": text}, "action": {"buttons": buttons}}})
+            let body = match interactive(&text, &choices) {
+                Some(i) => json!({"messaging_product": "whatsapp", "to": user_id, "type": "interactive", "interactive": i}),
+                None => json!({"messaging_product": "whatsapp", "to": user_id, "type": "text", "text": {"body": text}}),
             };
             Delivery {
                 url: url.clone(),
