@@ -5,7 +5,7 @@
 
 use super::{
     Call, ChannelError, ChannelInfo, Delivery, Inbound, InboundItem, bearer_json, each,
-    template_actions, with_metadata,
+    with_metadata,
 };
 use runtime_core::session::{Message, Response};
 use serde_json::{Value as Json, json};
