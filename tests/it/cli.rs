@@ -1739,3 +1739,40 @@ async fn deploy_keeps_the_environments_cms_revision_unless_told() {
     ]);
     assert_contains(&refused, "cmsRevision: nope is not a CMS revision");
 }
+
+/// `key create --workspace` makes a workspace key for the caller's own projects or a team's,
+/// printed once with the line a CI job runs; with it alone (no login) a job pushes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_key_from_the_cli_pushes_in_ci() {
+    let cli = pushed_mybot().await;
+    let out = cli.ok(&["key", "create", "--workspace", "admin", "--name", "ci"]);
+    assert_contains(&out, "Workspace key ci for your own projects (admin)");
+    assert_contains(&out, "BOTBOX_TOKEN=sk-ws-");
+    let key = out
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("BOTBOX_TOKEN="))
+        .unwrap()
+        .to_owned();
+    let ci_home = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .args(["push", "--dir", "mybot"])
+        .current_dir(cli.work.path())
+        .env("BOTBOX_HOME", ci_home.path())
+        .env("BOTBOX_SERVER", &cli.url)
+        .env("BOTBOX_TOKEN", &key)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_contains(&stdout, "Pushed mybot version");
+
+    cli.ok(&["team", "create", "acme"]);
+    let out = cli.ok(&["key", "create", "--workspace", "acme"]);
+    assert_contains(&out, "for team acme");
+    let err = cli.fails(&["key", "create", "--workspace", "nobody"]);
+    assert_contains(&err, "you are not a member of a team named nobody");
+}

@@ -30,10 +30,15 @@ pub enum EnvAction {
 /// `botbox key …`: agent API keys (`sak_…`) of an environment.
 #[derive(Subcommand, Debug)]
 pub enum KeyAction {
-    /// Creates a key and prints it once.
+    /// Creates a key and prints it once: an environment's agent key (`sak_…`), or with
+    /// `--workspace` a workspace key (`sk-ws-…`) for CI.
     Create {
         #[arg(long)]
         name: Option<String>,
+        /// A workspace key of this team (a team's name, or your own user name for your own
+        /// projects): `BOTBOX_TOKEN` for CI jobs that push and deploy its bots.
+        #[arg(long)]
+        workspace: Option<String>,
     },
     /// Lists the keys (their hints, never the keys).
     List,

@@ -1380,14 +1380,56 @@ impl runtime_core::testing::Stepper for RemoteStepper<'_> {
     }
 }
 
+/// `key create --workspace <team>`: a workspace key of a team (or of the caller's own
+/// projects, named by the caller's user name), printed once with how a CI job uses it.
+fn workspace_key(ctx: &Ctx, workspace: &str, name: Option<&str>) -> Result<()> {
+    let me = people::user_id(ctx)?;
+    let own = ctx.config.username.as_deref() == Some(workspace);
+    let team = if own {
+        me
+    } else {
+        people::team_id(ctx, workspace)?
+    };
+    let body = json!({"name": name.unwrap_or("ci")});
+    // As the person, whichever team the CLI acts for.
+    let path = format!("/teams/{}/keys", enc(&team));
+    let out: ApiKey = serde_json::from_value(people::as_user(ctx, "POST", &path, Some(&body))?)?;
+    let key = out
+        .key
+        .as_deref()
+        .ok_or_else(|| anyhow!("POST /teams/{team}/keys: the answer has no key"))?;
+    let whose = if own {
+        format!("your own projects ({workspace})")
+    } else {
+        format!("team {workspace}")
+    };
+    ctx.out(
+        format!(
+            "Workspace key {} for {whose} (shown once; keep it secret):\n{key}\n\
+             A CI job uses it with the server's address:\n  \
+             BOTBOX_SERVER={} BOTBOX_TOKEN={key} botbox push",
+            out.name, ctx.server
+        ),
+        to_json(&out),
+    );
+    Ok(())
+}
+
 /// `key create|list|revoke`: agent keys (`sak_…`) of environment `env` of the bot in `dir`.
 /// The key is printed once, by `create`.
 pub fn key_cmd(ctx: &Ctx, dir: &Path, env: &str, action: KeyAction) -> Result<()> {
+    if let KeyAction::Create {
+        name,
+        workspace: Some(ws),
+    } = &action
+    {
+        return workspace_key(ctx, ws, name.as_deref());
+    }
     let (pid, _) = project_id_of(ctx, dir)?;
     let e = find_env(ctx, &pid, env)?.ok_or_else(|| anyhow!("no environment {env}"))?;
     let base = format!("/projects/{pid}/environments/{}/keys", e.id);
     match action {
-        KeyAction::Create { name } => {
+        KeyAction::Create { name, .. } => {
             let body = match name {
                 Some(n) => json!({"name": n}),
                 None => json!({}),

@@ -18,7 +18,7 @@ fn user_token(ctx: &Ctx) -> Result<String> {
         .ok_or_else(|| anyhow!("not logged in: run `botbox login` first"))
 }
 
-fn user_id(ctx: &Ctx) -> Result<String> {
+pub(crate) fn user_id(ctx: &Ctx) -> Result<String> {
     ctx.config
         .user_id
         .clone()
@@ -26,7 +26,7 @@ fn user_id(ctx: &Ctx) -> Result<String> {
 }
 
 /// Calls the API with the user's own token.
-fn as_user(ctx: &Ctx, method: &str, path: &str, body: Option<&Json>) -> Result<Json> {
+pub(crate) fn as_user(ctx: &Ctx, method: &str, path: &str, body: Option<&Json>) -> Result<Json> {
     ctx.call_with(method, path, body, Some(&user_token(ctx)?))
 }
 
@@ -159,7 +159,7 @@ fn my_teams(ctx: &Ctx) -> Result<Vec<UserTeam>> {
     serde_json::from_value(teams).map_err(|e| anyhow!("GET /users/{me}/teams: {e}"))
 }
 
-fn team_id(ctx: &Ctx, name: &str) -> Result<String> {
+pub(crate) fn team_id(ctx: &Ctx, name: &str) -> Result<String> {
     my_teams(ctx)?
         .into_iter()
         .find(|t| t.name == name)
