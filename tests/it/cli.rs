@@ -745,6 +745,19 @@ async fn an_unreachable_server_is_named() {
         &failed(o),
         "cannot reach the botbox server at http://127.0.0.1:9",
     );
+    // A bound folder's binding is not in doubt when the server did not answer.
+    cli.ok(&["init", "mybot"]);
+    cli.ok(&["push", "--dir", "mybot"]);
+    let o = bb(
+        cli.home.path(),
+        cli.work.path(),
+        NO_SERVER,
+        &["push", "--dir", "mybot"],
+        "",
+    );
+    let err = failed(o);
+    assert_contains(&err, "cannot reach the botbox server at http://127.0.0.1:9");
+    assert!(!err.contains(".botbox.json"), "{err}");
 }
 
 /// `user add --data` on a folder without a database refuses, and creates nothing there.

@@ -208,15 +208,17 @@ impl Ctx {
             rb = rb.json(b);
         }
         self.rt.block_on(async {
-            let r = rb.send().await.map_err(|e| {
-                anyhow!("cannot reach the botbox server at {}: {e}. Is `botbox serve` running there? (`botbox login --server URL` picks another)", self.server)
+            let r = rb.send().await.map_err(|e| Unreachable {
+                server: self.server.clone(),
+                why: e.to_string(),
             })?;
             let status = r.status();
             let text = r.text().await?;
             match status.as_u16() {
                 // 204 No Content (a delete) has no body: null.
                 200..=299 if text.trim().is_empty() => Ok(Json::Null),
-                200..=299 => serde_json::from_str(&text).with_context(|| format!("{method} {path}: not JSON")),
+                200..=299 => serde_json::from_str(&text)
+                    .with_context(|| format!("{method} {path}: not JSON")),
                 401 if path == "/login" => bail!("{text}"),
                 401 => bail!("not logged in, or the session expired: run `botbox login` ({text})"),
                 _ => bail!("{} ({method} {path}: {status})", server_says(&text)),
@@ -224,6 +226,26 @@ impl Ctx {
         })
     }
 }
+
+/// The server did not answer at all (refused, timed out, a name that does not resolve): no
+/// answer about the request, so nothing the caller has (a binding, a token) is in doubt.
+#[derive(Debug)]
+pub struct Unreachable {
+    pub server: String,
+    pub why: String,
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot reach the botbox server at {}: {}. Is `botbox serve` running there? (`botbox login --server URL` picks another)",
+            self.server, self.why
+        )
+    }
+}
+
+impl std::error::Error for Unreachable {}
 
 /// What an error answer says, the one true thing first: the server's detail line (after
 /// the generic first sentence the project API's plain-text errors start with), else its

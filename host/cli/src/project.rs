@@ -79,9 +79,15 @@ pub fn announce(ctx: &Ctx, p: &Project) {
 
 /// The project by id; `from` says where the id came from and `hint` what to do when it
 /// cannot be reached, for the error.
+/// Project `id` (named by `from`); when the server answered that it is not the caller's,
+/// the error ends with `hint` (not when the server did not answer: the binding is not in
+/// doubt then).
 fn by_id(ctx: &Ctx, id: &str, from: &str, hint: &str) -> Result<Project> {
     ctx.call_as("GET", &format!("/projects/{}", enc(id)), None)
         .map_err(|e| {
+            if e.downcast_ref::<super::Unreachable>().is_some() {
+                return e;
+            }
             anyhow!(
                 "project {id} ({from}) is not one you can reach on {} ({e:#}){hint}",
                 ctx.server
