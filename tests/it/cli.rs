@@ -1789,3 +1789,33 @@ async fn a_workspace_key_from_the_cli_pushes_in_ci() {
     let err = cli.fails(&["key", "create", "--workspace", "nobody"]);
     assert_contains(&err, "you are not a member of a team named nobody");
 }
+
+/// `project list` shows the projects one reaches with their owners and ids; `--all` is every
+/// tenant's, for administrators only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn project_list_names_owners_and_ids() {
+    let both = AdminAndBob::in_two_teams().await;
+    both.admin.ok(&["init", "mybot"]);
+    both.admin.ok(&["push", "--dir", "mybot"]);
+    copy_dir(&example("counter"), &both.admin.path("bob-counter"));
+    both.bob_ok(&["push", "--dir", "bob-counter"]);
+    let mine = both.admin.ok(&["project", "list"]);
+    assert_contains(&mine, "the projects you reach (1)");
+    assert_contains(&mine, "mybot");
+    assert!(!mine.contains("counter"), "{mine}");
+    let all = both.admin.ok(&["project", "list", "--all"]);
+    assert_contains(&all, "every tenant's projects (2)");
+    assert!(
+        all.lines()
+            .any(|l| l.starts_with("counter") && l.contains("user bob")),
+        "{all}"
+    );
+    let bobs = both.bob_ok(&["project", "list"]);
+    assert_contains(&bobs, "counter");
+    assert!(!bobs.contains("mybot"), "{bobs}");
+    let o = both.bob(&["project", "list", "--all"], "");
+    assert_ne!(o.code, 0);
+    assert_contains(&o.stderr, "administrators only");
+    let json: Value = serde_json::from_str(&both.bob_ok(&["project", "list", "--json"])).unwrap();
+    assert_eq!(json[0]["name"], "counter");
+}

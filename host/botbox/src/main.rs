@@ -161,6 +161,11 @@ enum Command {
     },
     /// Creates the next deployment version of the latest revision and points an environment at it.
     Deploy(DeployArgs),
+    /// Projects across folders: `project list [--all]` with their owners and ids.
+    Project {
+        #[command(subcommand)]
+        action: commands::ProjectAction,
+    },
     /// Binds the bot folder to a project by id (the only command that replaces a binding).
     Bind {
         project_id: String,
@@ -635,6 +640,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Deploy(d) => done(deploy(&ctx()?, d)),
         Command::Misunderstood(a) => done(c::learning::misunderstood(&ctx()?, a)),
         Command::Replay(a) => done(c::learning::replay(&ctx()?, a)),
+        Command::Project { action } => done(c::project::list(&ctx()?, action)),
         Command::Bind { project_id, dir } => done(c::project::bind(&ctx()?, &dir.dir, &project_id)),
         Command::Canary { action, env, dir } => {
             done(c::canary::canary_cmd(&ctx()?, &dir.dir, &env, action))

@@ -232,3 +232,14 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 100)]
     pub last: u32,
 }
+
+/// `botbox project …`: projects across folders.
+#[derive(Subcommand, Debug)]
+pub enum ProjectAction {
+    /// Lists the projects you reach (your own and your teams'), each with its owner and id;
+    /// with `--all`, every tenant's (administrators).
+    List {
+        #[arg(long)]
+        all: bool,
+    },
+}

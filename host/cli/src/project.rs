@@ -96,7 +96,7 @@ fn by_id(ctx: &Ctx, id: &str, from: &str, hint: &str) -> Result<Project> {
 }
 
 /// Every page of `GET /projects` with `query`.
-fn all_projects(ctx: &Ctx, query: &str) -> Result<Vec<Project>> {
+pub(crate) fn all_projects(ctx: &Ctx, query: &str) -> Result<Vec<Project>> {
     let mut out = Vec::new();
     for page in 1.. {
         let p: PageOf<Project> = ctx.call_as(
@@ -265,4 +265,30 @@ fn by_name(ctx: &Ctx, binding: Option<&Binding>, name: &str, create: bool) -> Re
          `botbox switch-team <team>` to act for that team",
         elsewhere.join("\n")
     )
+}
+
+/// `botbox project list [--all]`: the projects the caller reaches (every tenant's with
+/// `all`), by owner then name, each with its owner and id.
+pub fn list(ctx: &Ctx, action: crate::commands::ProjectAction) -> Result<()> {
+    let crate::commands::ProjectAction::List { all } = action;
+    let mut projects = all_projects(ctx, if all { "&owner=all" } else { "" })?;
+    projects.sort_by(|a, b| (a.owner.to_string(), &a.name).cmp(&(b.owner.to_string(), &b.name)));
+    let lines: Vec<String> = projects
+        .iter()
+        .map(|p| format!("{:<24} {:<32} {}", p.name, p.owner.to_string(), p.id))
+        .collect();
+    let scope = if all {
+        "every tenant's projects"
+    } else {
+        "the projects you reach"
+    };
+    ctx.out(
+        format!(
+            "{scope} ({})\n{}",
+            projects.len(),
+            super::listing(lines, "No projects.")
+        ),
+        serde_json::to_value(&projects)?,
+    );
+    Ok(())
 }
