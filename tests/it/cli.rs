@@ -1819,3 +1819,37 @@ async fn project_list_names_owners_and_ids() {
     let json: Value = serde_json::from_str(&both.bob_ok(&["project", "list", "--json"])).unwrap();
     assert_eq!(json[0]["name"], "counter");
 }
+
+/// With `--project`, the commands that read a project need no bot folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn project_commands_run_outside_a_bot_folder_with_project() {
+    let cli = deployed_mybot().await;
+    let list = cli.ok(&["project", "list"]);
+    let pid = list
+        .lines()
+        .find(|l| l.starts_with("mybot"))
+        .and_then(|l| l.split_whitespace().last())
+        .unwrap()
+        .to_owned();
+    let elsewhere = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["env", "list"],
+        vec!["errors"],
+        vec!["transcript", "--env", "production"],
+        vec!["history"],
+    ] {
+        let mut args = args.clone();
+        args.extend(["--project", pid.as_str()]);
+        let o = bb(cli.home.path(), elsewhere.path(), &cli.url, &args, "");
+        assert_eq!(o.code, 0, "{args:?}: {}", o.stderr);
+        assert_contains(&o.stderr, &format!("project mybot of user admin ({pid})"));
+    }
+    let envs = bb(
+        cli.home.path(),
+        elsewhere.path(),
+        &cli.url,
+        &["env", "list", "--project", &pid],
+        "",
+    );
+    assert_contains(&envs.stdout, "production");
+}

@@ -190,7 +190,7 @@ async fn projects_of_one_name_stay_their_owners() {
     );
     assert_eq!(revisions(api, admin_token, pa).await, 2);
     let o = ok(admin.run("mybot", &["env", "list"]));
-    assert!(o.contains("development"), "{o}");
+    assert!(o.contains("production"), "{o}");
     assert!(ok(dev1.run("mybot", &["env", "list"])).contains("No environments"));
     // An administrator reaches another tenant's project only by naming it.
     let o = admin.run("mybot", &["env", "list", "--project", p1]);
@@ -238,7 +238,7 @@ async fn a_teams_members_reach_its_project_as_their_role_says() {
     }
     assert!(ok(tdev.run("teambot", &["push"])).contains("of team acme"));
     ok(tdev.run("teambot", &["deploy"]));
-    assert!(ok(tview.run("teambot", &["env", "list"])).contains("development"));
+    assert!(ok(tview.run("teambot", &["env", "list"])).contains("production"));
     fails(
         tview.run("teambot", &["push"]),
         "(viewer) may not update its projects",

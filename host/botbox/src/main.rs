@@ -55,7 +55,7 @@ struct DeployArgs {
     #[arg(long)]
     patch: bool,
     /// The environment (created when missing).
-    #[arg(long, default_value = "development")]
+    #[arg(long, default_value = "production")]
     env: String,
     /// Run the new version for this share of the environment's users (1-99) as a canary
     /// beside the version it runs now, instead of moving the environment.
@@ -223,7 +223,7 @@ enum Command {
         #[command(subcommand)]
         action: commands::ChannelAction,
         /// The environment whose channels these are.
-        #[arg(long, default_value = "development", global = true)]
+        #[arg(long, default_value = "production", global = true)]
         env: String,
         #[command(flatten)]
         dir: BotDir,

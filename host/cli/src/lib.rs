@@ -1122,10 +1122,11 @@ fn find_env(ctx: &Ctx, pid: &str, name: &str) -> Result<Option<Environment>> {
 }
 
 /// The id and bot name of the project the bot in `dir` is bound to (see [`project`]).
+/// The id and name of the project a command acts on: `--project`'s (no bot folder needed),
+/// else the folder's bot's.
 pub(crate) fn project_id_of(ctx: &Ctx, dir: &Path) -> Result<(String, String)> {
-    let (_, compiled) = load_valid(dir)?;
-    let project = project::resolve(ctx, Some(dir), &compiled.bot.name, false)?;
-    Ok((project.id, compiled.bot.name))
+    let project = project::of_folder(ctx, dir)?;
+    Ok((project.id, project.name))
 }
 
 /// `env list|create|update|delete`.
