@@ -1388,9 +1388,11 @@ async fn servers_starting_together_create_one_admin(backend: Backend) {
     assert_eq!(db.user_count().await.unwrap(), 1);
 }
 
-/// The first start creates `admin` with a generated password, printed once.
+/// The first start creates `admin` with a generated password, written once to a file only
+/// the server's user reads (its path printed, the password never); with
+/// `BOTBOX_ADMIN_PASSWORD` set the log says the account was created, without the password.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn first_start_prints_the_admin_password_once() {
+async fn first_start_writes_the_admin_password_to_a_private_file_once() {
     use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let start = || {
@@ -1409,9 +1411,9 @@ async fn first_start_prints_the_admin_password_once() {
         for line in BufReader::new(child.stdout.take().unwrap()).lines() {
             let line = line.unwrap();
             if let Some(rest) =
-                line.strip_prefix("created the admin account: username admin, password ")
+                line.strip_prefix("created the admin account: username admin; its password is in ")
             {
-                password = Some(rest.to_owned());
+                password = Some(rest.split(" (").next().unwrap().to_owned());
             }
             if let Some(u) = line.strip_prefix("botbox listening on ") {
                 base = Some(u.to_owned());
@@ -1420,19 +1422,60 @@ async fn first_start_prints_the_admin_password_once() {
         }
         (child, base.unwrap(), password)
     };
-    let (mut first, base, password) = start();
-    let password = password.expect("the first start prints the password");
+    let (mut first, base, file) = start();
+    // The password is in a file of the data folder only its owner reads, never in the log.
+    let file = file.expect("the first start names the password's file");
+    assert_eq!(
+        std::path::Path::new(&file),
+        dir.path().join("admin-password")
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let password = std::fs::read_to_string(&file).unwrap().trim().to_owned();
     assert!(password.len() >= 20);
     let api = Api::over_http(reqwest::Client::new(), base);
     assert_eq!(api.login("admin", &password).await["roleId"], "admin");
     first.kill().unwrap();
     first.wait().unwrap();
     let (mut second, base, again) = start();
-    assert_eq!(again, None, "the password is shown once");
+    assert_eq!(again, None, "the password is made once");
     let api = Api::over_http(reqwest::Client::new(), base);
     assert_eq!(api.login("admin", &password).await["roleId"], "admin");
     second.kill().unwrap();
     second.wait().unwrap();
+
+    let chosen = tempfile::tempdir().unwrap();
+    let mut third = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--data"])
+        .arg(chosen.path())
+        .env("BOTBOX_ADMIN_PASSWORD", "chosen-admin-password-1")
+        .env_remove("DATABASE_URL")
+        .env("BOTBOX_LOG", "warn")
+        .env("BOTBOX_CACHE", common::GUEST_CACHE)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = vec![];
+    for line in BufReader::new(third.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let done = line.starts_with("botbox listening on ");
+        said.push(line);
+        if done {
+            break;
+        }
+    }
+    assert!(
+        said.iter().any(|l| l == "created the admin account: username admin, with the password of BOTBOX_ADMIN_PASSWORD"),
+        "{said:?}"
+    );
+    assert!(
+        !said.iter().any(|l| l.contains("chosen-admin-password-1")),
+        "{said:?}"
+    );
+    assert!(!chosen.path().join("admin-password").exists());
+    third.kill().unwrap();
+    third.wait().unwrap();
 }
 
 /// A log written to a file (not a terminal) is plain text: no colour codes.

@@ -89,10 +89,15 @@ pub async fn open_db(data_dir: &std::path::Path, database_url: Option<&str>) -> 
     Db::connect(&url).await
 }
 
-/// Creates the `admin` account on first start. Returns the generated password, if this call
-/// generated one and created the account. Safe when several processes start together on an
-/// empty database: one creates the account, the others find it made.
-pub async fn bootstrap_admin(db: &Db, password: Option<&str>) -> Result<Option<String>> {
+/// The first start's administrator, when this call created it: the password it generated
+/// (`None`: the one given was used).
+pub struct FirstAdmin {
+    pub generated: Option<String>,
+}
+
+/// Creates the `admin` account on first start. Safe when several processes start together
+/// on an empty database: one creates the account, the others find it made.
+pub async fn bootstrap_admin(db: &Db, password: Option<&str>) -> Result<Option<FirstAdmin>> {
     if let Some(p) = password {
         // The same rule as every account's: a configuration error stops the start, even
         // when the account exists already (the setting is wrong either way).
@@ -109,7 +114,41 @@ pub async fn bootstrap_admin(db: &Db, password: Option<&str>) -> Result<Option<S
     };
     let phc = auth::hash_password(&password);
     let created = db.insert_first_user("admin", &phc, "admin").await?;
-    Ok((created && generated).then_some(password))
+    Ok(created.then(|| FirstAdmin {
+        generated: generated.then_some(password),
+    }))
+}
+
+/// Where the first start writes a generated administrator password: a file of the data
+/// folder readable by its owner only (never the log, which a journal keeps and others read).
+pub const ADMIN_PASSWORD_FILE: &str = "admin-password";
+
+/// Says who the first administrator is; a generated password goes to
+/// [`ADMIN_PASSWORD_FILE`] (mode 0600), whose path is printed.
+fn announce_admin(data_dir: &std::path::Path, first: FirstAdmin) -> Result<()> {
+    let Some(password) = first.generated else {
+        println!(
+            "created the admin account: username admin, with the password of BOTBOX_ADMIN_PASSWORD"
+        );
+        return Ok(());
+    };
+    let path = data_dir.join(ADMIN_PASSWORD_FILE);
+    let _ = std::fs::remove_file(&path);
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("writing {}", path.display()))?
+    };
+    std::io::Write::write_all(&mut f, format!("{password}\n").as_bytes())?;
+    println!(
+        "created the admin account: username admin; its password is in {} (readable by this user only): log in, change it with `botbox passwd`, then delete the file",
+        path.display()
+    );
+    Ok(())
 }
 
 /// The wired server: the API state with every service built and started (workers, the
@@ -188,9 +227,8 @@ pub async fn serve(mut cfg: ServeConfig) -> Result<()> {
         None => None,
     };
     let db = open_db(&cfg.data_dir, cfg.database_url.as_deref()).await?;
-    if let Some(pw) = bootstrap_admin(&db, cfg.admin_password.as_deref()).await? {
-        println!("created the admin account: username admin, password {pw}");
-        println!("(shown once; log in and change it with `botbox passwd`)");
+    if let Some(first) = bootstrap_admin(&db, cfg.admin_password.as_deref()).await? {
+        announce_admin(&cfg.data_dir, first)?;
     }
     let listener = tokio::net::TcpListener::bind(cfg.addr)
         .await
