@@ -1853,3 +1853,26 @@ async fn project_commands_run_outside_a_bot_folder_with_project() {
     );
     assert_contains(&envs.stdout, "production");
 }
+
+/// `validate` says what a push would refuse (a name no project can have), and such a push
+/// is refused before anything is made: no empty project is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_says_what_push_refuses_and_a_refused_push_leaves_nothing() {
+    let cli = Cli::admin().await;
+    cli.ok(&["init", "mybot"]);
+    let bot = cli.path("mybot/bot.yml");
+    let text = std::fs::read_to_string(&bot).unwrap();
+    std::fs::write(&bot, text.replace("name: mybot", "name: my bot!")).unwrap();
+    let o = cli.run_in(&cli.path("mybot"), &["validate", "bot.yml"]);
+    assert_ne!(o.code, 0, "{}", o.stdout);
+    assert_contains(
+        &o.stdout,
+        "bot.yml: name: a project is named after its bot: 1 to 64 letters, digits, '.', '_' or '-' (got \"my bot!\")",
+    );
+    let err = cli.fails(&["push", "--dir", "mybot"]);
+    assert_contains(&err, "a push would be refused");
+    assert_contains(&cli.ok(&["project", "list"]), "No projects.");
+    let binding = std::fs::read_to_string(cli.path("mybot/.botbox.json")).unwrap_or_default();
+    let binding: Value = serde_json::from_str(&binding).unwrap_or(Value::Null);
+    assert!(binding["projectId"].is_null(), "{binding}");
+}

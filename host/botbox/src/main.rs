@@ -966,6 +966,14 @@ fn validate(path: &std::path::Path) -> Result<ExitCode> {
             for w in &c.warnings {
                 println!("{}", loaded.locate(w));
             }
+            let refused = botbox_cli::push_refusals(&loaded.doc);
+            if !refused.is_empty() {
+                for r in &refused {
+                    println!("{shown}: {r}");
+                }
+                println!("{shown}: a push would be refused");
+                return Ok(ExitCode::from(1));
+            }
             if !c.js_sites.is_empty() {
                 let errors = botbox_cli::js_errors(&loaded, &c, &botbox_cli::local_sandbox(None)?)?;
                 if !errors.is_empty() {

@@ -198,8 +198,32 @@ fn read_part(
         _ => return Ok(Json::String(text)),
     };
     let dir = path.parent().unwrap_or(Path::new("."));
-    expand(&mut v, dir, prefix, sources, depth)?;
+    let me = sources.len() - 1;
+    expand(&mut v, (dir, me), prefix, sources, depth)?;
     Ok(v)
+}
+
+/// `error` of the `$include` at `prefix` placed where the including file (`sources[me]`)
+/// writes it: `bot.yml:4:9: $include(flows/x.yml): flows/x.yml: No such file or directory`.
+fn include_error(
+    sources: &[(String, PathBuf, Positions)],
+    me: usize,
+    prefix: &str,
+    directive: &str,
+    error: String,
+) -> String {
+    let (file_prefix, file, pos) = &sources[me];
+    let rel = match file_prefix.as_str() {
+        "" => prefix,
+        fp => prefix
+            .strip_prefix(fp)
+            .map_or(prefix, |r| r.trim_start_matches('.')),
+    };
+    let at = match pos.find(rel) {
+        Some((l, c)) => format!("{}:{l}:{c}", file.display()),
+        None => file.display().to_string(),
+    };
+    format!("{at}: {}: {error}", directive.trim())
 }
 
 fn include_target(s: &str) -> Option<&str> {
@@ -209,9 +233,10 @@ fn include_target(s: &str) -> Option<&str> {
         .map(str::trim)
 }
 
+/// Expands the `$include`s under `v` (at `prefix`) of the file `sources[me]`, in `dir`.
 fn expand(
     v: &mut Json,
-    dir: &Path,
+    (dir, me): (&Path, usize),
     prefix: &str,
     sources: &mut Vec<(String, PathBuf, Positions)>,
     depth: usize,
@@ -220,7 +245,8 @@ fn expand(
         Json::String(s) => {
             if let Some(target) = include_target(s) {
                 let target = target.trim_matches(['"', '\'']);
-                *v = read_part(&dir.join(target), prefix, sources, depth + 1)?;
+                *v = read_part(&dir.join(target), prefix, sources, depth + 1)
+                    .map_err(|e| include_error(sources, me, prefix, s, e))?;
             }
         }
         Json::Object(m) => {
@@ -230,12 +256,12 @@ fn expand(
                 } else {
                     format!("{prefix}.{k}")
                 };
-                expand(child, dir, &p, sources, depth)?;
+                expand(child, (dir, me), &p, sources, depth)?;
             }
         }
         Json::Array(a) => {
             for (i, child) in a.iter_mut().enumerate() {
-                expand(child, dir, &format!("{prefix}[{i}]"), sources, depth)?;
+                expand(child, (dir, me), &format!("{prefix}[{i}]"), sources, depth)?;
             }
         }
         _ => {}
@@ -294,6 +320,34 @@ fn resolve_refs(v: &mut Json, doc: &Json) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_include_is_named_at_its_line_in_the_including_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("flows")).unwrap();
+        std::fs::write(
+            dir.path().join("bot.yml"),
+            "name: b\nflows:\n  main: $include(flows/main.yml)\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("flows/main.yml"),
+            "states:\n  s: {initial: true}\nactions:\n  a: $include(gone.yml)\n",
+        )
+        .unwrap();
+        let Err(e) = load(&dir.path().join("bot.yml")) else {
+            panic!("a missing include loads");
+        };
+        let bot = dir.path().join("bot.yml").display().to_string();
+        let main = dir.path().join("flows/main.yml").display().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{bot}:3:3: $include(flows/main.yml): {main}:4:3: $include(gone.yml): "
+            )),
+            "{e}"
+        );
+        assert!(e.contains("gone.yml: No such file"), "{e}");
+    }
 
     #[test]
     fn includes_expand_and_problems_point_into_the_included_file() {

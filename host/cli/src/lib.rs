@@ -592,10 +592,46 @@ impl LocalFiles {
 /// file, line and column.
 pub fn load_checked(dir: &Path) -> Result<(bot::LoadedBot, runtime_core::Compiled)> {
     let (loaded, compiled) = load_valid(dir)?;
+    let refused = push_refusals(&loaded.doc);
+    if !refused.is_empty() {
+        bail!("a push would be refused:\n{}", refused.join("\n"));
+    }
     if !compiled.js_sites.is_empty() {
         fail_on_js_errors(&loaded, &compiled, &local_sandbox(None)?)?;
     }
     Ok((loaded, compiled))
+}
+
+/// The largest bot a server accepts, in bytes of JSON.
+pub const BOT_LIMIT: usize = 1 << 20;
+
+/// What a server refuses at push that the bot's document already shows: its name, which
+/// names its project (1 to 64 letters, digits, `.`, `_` or `-`), and its size past
+/// [`BOT_LIMIT`]. Checked by `validate` and before a push creates anything.
+pub fn push_refusals(doc: &Json) -> Vec<String> {
+    let mut out = vec![];
+    let name = doc.get("name").and_then(Json::as_str).unwrap_or("");
+    let name_ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if !name_ok {
+        out.push(format!(
+            "name: a project is named after its bot: 1 to 64 letters, digits, '.', '_' or '-' (got {name:?})"
+        ));
+    }
+    let mut pushed = doc.clone();
+    if let Some(o) = pushed.as_object_mut() {
+        o.remove("tests");
+    }
+    let size = serde_json::to_string(&pushed).map_or(0, |t| t.len());
+    if size > BOT_LIMIT {
+        out.push(format!(
+            "the bot is {size} bytes of JSON; a server accepts at most {BOT_LIMIT}"
+        ));
+    }
+    out
 }
 
 /// Fails with every JavaScript syntax error of the bot, located in its files.
