@@ -898,8 +898,8 @@ async fn made_up_tokens_and_guessed_passwords_are_throttled() {
     // A real token still has its own budget.
     api.get("/me", &admin).await.ok();
 
-    // Password guessing: an account is throttled after 10 failures, whatever the address
-    // (a second server so the address budget above does not interfere).
+    // Password guessing: an account is throttled after 10 failures from an address (a
+    // second server so the address budget above does not interfere).
     let server = InProcess::start(Backend::Sqlite).await;
     let api = server.api();
     let admin = api.admin_token().await;
@@ -910,11 +910,33 @@ async fn made_up_tokens_and_guessed_passwords_are_throttled() {
     }
     assert_eq!(&statuses[..10], &[401; 10]);
     assert_eq!(&statuses[10..], &[429, 429]);
-    // The right password does not get through either while the account is throttled.
+    // The right password does not get through either from that address.
     let r = login_attempt(&api, "victim", "victim-password").await;
     assert_eq!(r.status, 429);
     // Other accounts are unaffected.
     api.login("admin", common::ADMIN_PASSWORD).await;
+
+    // The stranger locks out only the address they guess from: the victim signs in from
+    // another (a real server, the guesses from 127.0.0.1, the victim from 127.0.0.2).
+    let server = Server::start(Backend::Sqlite, &[]).await;
+    let api = server.api();
+    let admin = api.admin_token().await;
+    api.user(&admin, "victim", "developer").await;
+    for _ in 0..11 {
+        login_attempt(&api, "victim", "guess").await;
+    }
+    assert_eq!(
+        login_attempt(&api, "victim", "victim-password")
+            .await
+            .status,
+        429
+    );
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let victim = Api::over_http(elsewhere, api.base.clone());
+    assert!(victim.login("victim", "victim-password").await["id"].is_string());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -82,8 +82,9 @@ pub struct ApiConfig {
     /// flood of logins cannot take the server's memory or CPU.
     pub password_slots: usize,
     pub password_queue: usize,
-    /// Failed logins allowed per account per 15 minutes (10); then 429 for that account
-    /// whatever the address. Logins per address share the per-minute rate limit.
+    /// Failed logins allowed per account and address per 15 minutes (10); then 429 for that
+    /// account from that address (other addresses still sign in). An address also has 50
+    /// failures per 15 minutes whatever the accounts, and shares the per-minute rate limit.
     pub login_failures_per_account: u32,
     /// Agent API (`/v1`) quotas per key and minute: the `chat` policy (POST /v1/chat, steer,
     /// cancel) and the `read` policy (GETs; opening a stream counts once).
@@ -1218,9 +1219,11 @@ const LOGIN_FAILURES_PER_ADDRESS: u32 = 50;
 const LOGIN_WINDOW_SECS: i64 = 15 * 60;
 
 impl App {
-    /// Refuses a login attempt (429) when the account or the address has failed too often
-    /// in the last window. Checked before the password is hashed, so a refused attempt costs
-    /// nothing.
+    /// Refuses a login attempt (429) when the account from this address, or the address
+    /// whatever the account, has failed too often in the last window. An account is counted
+    /// per address, so a stranger guessing from one place locks out only that place, never
+    /// the account's owner elsewhere (what the big identity providers call smart lockout).
+    /// Checked before the password is hashed, so a refused attempt costs nothing.
     ///
     /// The attempt is counted here, before the password is checked, so that concurrent
     /// attempts cannot all pass the check; a successful login gives it back
@@ -1228,7 +1231,7 @@ impl App {
     pub(crate) fn login_allowed(&self, username: &str, client: &str) -> ApiResult<()> {
         let now = unix_secs();
         let per_account = self.config.login_failures_per_account;
-        let account = format!("u:{username}");
+        let account = format!("u:{username}@{client}");
         if !self
             .login_failures
             .hit(client, LOGIN_FAILURES_PER_ADDRESS, now)
@@ -1247,7 +1250,8 @@ impl App {
 
     /// Gives back the attempt a successful login counted.
     pub(crate) fn login_succeeded(&self, username: &str, client: &str) {
-        self.login_failures.refund(&format!("u:{username}"));
+        self.login_failures
+            .refund(&format!("u:{username}@{client}"));
         self.login_failures.refund(client);
     }
 
