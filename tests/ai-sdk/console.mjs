@@ -163,6 +163,10 @@ try {
   assert.ok(key.startsWith('sak_'), key);
   await page.click('#keys button.revoke');
   await page.waitForSelector('#keys >> text=revoked', { timeout: 30000 });
+  // Each key says when it was made and, once revoked, when.
+  const created = (await page.textContent('#keys tbody tr td.created')).trim();
+  assert.ok(!Number.isNaN(Date.parse(created)) || /\d/.test(created), created);
+  assert.match((await page.textContent('#keys tbody tr td.state')).trim(), /^revoked \S/);
   await look('keys');
   const used = await fetch(`${base}/v1/chat`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ messages: [] }) });
   assert.equal(used.status, 401, 'a revoked key is refused');

@@ -1,7 +1,7 @@
 // Keys: an environment's agent keys, or the workspace keys of whom the console acts for;
 // a new key is shown once, with a copy button. Created and revoked by those whose role
 // allows it.
-import { ApiError, api, backTo, can, copyButton, el, enc, refusal, readOnlyNote, rememberAccess, roleName, say, show, table } from './lib.js';
+import { ApiError, api, backTo, can, copyButton, el, enc, refusal, readOnlyNote, rememberAccess, roleName, say, show, table, time } from './lib.js';
 
 /** `me` is who the console acts for (from the header), for workspace keys. */
 export async function keys(pid, envName, me) {
@@ -40,13 +40,14 @@ export async function keys(pid, envName, me) {
     let ks;
     try { ks = await api('GET', base); } catch (e) { list.replaceChildren(el('p', { class: 'error', role: 'alert' }, await refusal(e, 'see its keys', pid, access, where))); return; }
     const rows = ks.map((k) => el('tr', {},
-      el('td', {}, k.name), el('td', { class: 'mono' }, k.hint), el('td', { class: 'muted' }, k.revokedAt ? 'revoked' : 'active'),
+      el('td', {}, k.name), el('td', { class: 'mono' }, k.hint), el('td', { class: 'created' }, time(k.createdAt)),
+      el('td', { class: 'muted state' }, k.revokedAt ? `revoked ${time(k.revokedAt)}` : 'active'),
       el('td', {}, k.revokedAt || !mayKeys ? null : el('button', { type: 'button', class: 'revoke', onclick: async () => {
         if (!confirm(`Revoke key ${k.name} (${k.hint})? Clients using it stop working at once.`)) return;
         try { await api('DELETE', `${base}/${enc(k.id)}`); say(`Revoked ${k.name}.`); await refresh(); } catch (e) { say(await refusal(e, 'revoke keys', pid, access, where), 'error'); }
       } }, 'Revoke'))));
     list.replaceChildren(rows.length
-      ? table({ id: 'keys' }, ['Name', 'Key', 'State', ''], rows)
+      ? table({ id: 'keys' }, ['Name', 'Key', 'Created', 'State', ''], rows)
       : el('p', { class: 'muted' }, 'No keys yet.'));
   };
   const name = el('input', { id: 'keyname', 'aria-label': 'Key name', placeholder: 'name', required: true });
