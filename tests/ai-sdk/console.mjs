@@ -224,6 +224,9 @@ try {
   await page.waitForSelector('#environments >> text=0.0.2', { timeout: 30000 });
   await page.click('button.rollback[data-version="0.0.1"]');
   await page.waitForSelector('#environments .env-version >> text=/^0\\.0\\.1$/', { timeout: 30000 });
+  // 0.0.2 is newer than what runs now: it is deployed again, not "rolled back" to.
+  assert.equal(await page.locator('button.rollback[data-version="0.0.2"]').count(), 0);
+  assert.equal(await page.locator('button.deploy-version[data-version="0.0.2"]').count(), 1);
   // The notice it leaves sits above the content: it overlaps no table.
   await page.waitForSelector('#status >> text=Rolled back', { timeout: 30000 });
   const overlaps = await page.evaluate(() => {
@@ -234,6 +237,10 @@ try {
     }).length;
   });
   assert.equal(overlaps, 0);
+  // Deployed again from its row: production runs 0.0.2.
+  await page.click('button.deploy-version[data-version="0.0.2"]');
+  await page.waitForSelector('#environments .env-version >> text=/^0\\.0\\.2$/', { timeout: 30000 });
+  await look('project-deployments');
 
   // Acting for a team: its (empty) projects, then back to the user's own.
   await api(base, 'POST', '/teams', admin, { name: 'acme' });

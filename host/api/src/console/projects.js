@@ -315,10 +315,34 @@ export async function project(pid, after) {
   const where = (d) => [
     ...envs.data.filter((e) => (e.deploymentVersion || e.depVersion) === d.version).map((e) => `runs in ${e.name}`),
     ...envs.data.filter((e) => e.canary && e.canary.depVersion === d.version).map((e) => `canary in ${e.name} (${e.canary.share} %)`)];
-  const depRows = deps.data.map((d) => el('tr', {}, el('td', {}, d.version), el('td', { class: 'muted mono' }, String(d.botRevision || '').slice(0, 10)),
+  // Deployments are listed newest first: one older than a version an environment runs is
+  // rolled back to; one newer than all of them is deployed to an environment.
+  const runningAt = deps.data.map((d) => envs.data.some((e) => (e.deploymentVersion || e.depVersion) === d.version));
+  const olderThanRunning = (i) => runningAt.slice(0, i).some(Boolean);
+  const deployTo = async (d, envId) => {
+    const e = envs.data.find((x) => x.id === envId);
+    try {
+      await api('PUT', `${P}/environments/${enc(envId)}`, { depVersion: d.version });
+      await project(pid, { env: envId, text: `Deployed ${d.version} to ${e ? e.name : 'the environment'}.` });
+    } catch (err) { say(err.status === 403 ? await refusal(err, 'deploy', pid, access) : `The deploy failed: ${err.message}`, 'error'); }
+  };
+  const deployControl = (d) => {
+    if (!envs.data.length) return null;
+    const pick = el('select', { class: 'deploy-to', 'aria-label': `Environment to deploy ${d.version} to` },
+      envs.data.map((e) => el('option', { value: e.id }, e.name)));
+    return el('span', { class: 'actions' }, pick,
+      el('button', { type: 'button', class: 'deploy-version', 'data-version': d.version, onclick: () => deployTo(d, pick.value) }, 'Deploy'));
+  };
+  const depAction = (d, i) => {
+    if (where(d).length) return el('span', { class: 'muted' }, where(d).join(', '));
+    if (!mayDeploy) return null;
+    return olderThanRunning(i)
+      ? el('button', { type: 'button', class: 'rollback', 'data-version': d.version, onclick: () => rollback(d) }, 'Roll back to this')
+      : deployControl(d);
+  };
+  const depRows = deps.data.map((d, i) => el('tr', {}, el('td', {}, d.version), el('td', { class: 'muted mono' }, String(d.botRevision || '').slice(0, 10)),
     el('td', { class: 'muted mono' }, String(d.cmsRevision || '').slice(0, 10)), el('td', { class: 'who' }, d.deployedBy || ''),
-    el('td', {}, where(d).length ? el('span', { class: 'muted' }, where(d).join(', '))
-      : mayDeploy ? el('button', { type: 'button', class: 'rollback', 'data-version': d.version, onclick: () => rollback(d) }, 'Roll back to this') : null)));
+    el('td', {}, depAction(d, i))));
   const team = p.owner && p.owner.type === 'team' && can(access, 'members') && access ? p.owner : null;
   const link = (page, id, label) => el('a', { href: `#/p/${enc(pid)}/${page}`, id }, label);
   show(after ? IN_PLACE : null,
