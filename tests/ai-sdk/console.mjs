@@ -121,6 +121,8 @@ try {
   await page.goto(`${base}/#/p/${pizza.id}/transcripts/production`);
   await page.waitForSelector('.conversation >> text=admin', { timeout: 30000 });
   assert.ok((await page.textContent('#conversations')).includes('I want pizza'));
+  // A test chat says so, apart from channel traffic.
+  assert.ok((await page.textContent('.conversation[data-channel="console"] .channel')).includes('test chat in the console'));
   await look('transcripts');
 
   // A quick reply (Messenger's `items.quickreply`) is a button that sends its payload.
@@ -154,6 +156,7 @@ try {
   await page.goto(`${base}/#/p/${pizza.id}`);
   await page.click('#environments a.transcripts-link');
   await page.waitForSelector('.conversation >> text=visitor-7', { timeout: 30000 });
+  assert.ok((await page.textContent('.conversation:has-text("visitor-7") .channel')).includes('channel web (generic)'));
   assert.ok((await page.textContent('#conversations')).includes('[carousel] Pepperoni'), await page.textContent('#conversations'));
   await page.goto(`${base}/#/p/${pizza.id}/keys/production`);
   await page.fill('#keyname', 'web-widget');

@@ -18,6 +18,15 @@ function messageText(m) {
 /** An environment's conversations; `who` and `at` (Unix ms) come from an error's link: that
  * user's messages in the hour around that time. */
 export async function transcripts(pid, envName, who, at) {
+  // The environment's channels, to say which one each conversation came through (a user id
+  // is a channel's own, and the console's test chats are told apart).
+  const o = await api('GET', `/projects/${enc(pid)}/overview`).catch(() => ({}));
+  const env = (o.environments || []).find((e) => e.name === envName) || {};
+  const channelName = (id) => {
+    if (id === 'console') return 'test chat in the console';
+    const c = (env.channels || []).find((x) => x.id === id);
+    return c ? `channel ${c.name} (${c.type})` : `channel ${id}`;
+  };
   const user = el('input', { id: 'user', 'aria-label': 'User id', placeholder: 'any user', value: who || '' });
   const around = Number(at) > 0 ? Number(at) : null;
   const hours = el('select', { id: 'since', 'aria-label': 'Since' },
@@ -33,14 +42,17 @@ export async function transcripts(pid, envName, who, at) {
       else q += `&after=${hours.value ? Date.now() - Number(hours.value) * 3600_000 : -1}`;
       if (user.value.trim()) q += `&user=${enc(user.value.trim())}`;
       const page = await api('GET', q);
+      // One conversation per channel and user.
       const byUser = new Map();
       for (const l of page.data) {
-        if (!byUser.has(l.userId)) byUser.set(l.userId, []);
-        byUser.get(l.userId).push(l);
+        const k = `${l.channelId}\u0000${l.userId}`;
+        if (!byUser.has(k)) byUser.set(k, []);
+        byUser.get(k).push(l);
       }
       if (!byUser.size) { out.replaceChildren(el('p', { class: 'muted' }, 'No messages in this range.')); return; }
-      out.replaceChildren(...[...byUser].map(([u, lines]) => el('section', { class: 'card conversation' },
+      out.replaceChildren(...[...byUser].map(([k, lines]) => [k.split('\u0000'), lines]).map(([[ch, u], lines]) => el('section', { class: 'card conversation', 'data-channel': ch },
         el('h2', {}, `${u} · ${lines.length} messages`),
+        el('p', { class: 'muted channel' }, channelName(ch)),
         el('div', { class: 'chat', tabindex: 0, role: 'log', 'aria-label': `Conversation with ${u}` }, lines.map((l) => el('div', { class: `bubble ${l.direction === 'in' ? 'user' : 'bot'}`,
           title: time(l.timestamp) + (l.stepUs != null ? ` · step ${duration(l.stepUs)}` : '') },
           messageText(l.message),
