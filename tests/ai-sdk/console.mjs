@@ -357,6 +357,10 @@ try {
     .find((r) => r.input.startsWith('🍕'));
   const span = stored.entities.find((e) => e.entity === 'food');
   assert.deepEqual([span.start, span.end, span.value], [2, 7, 'pizza']);
+  // The predict box takes the card's width (less its button), not a narrow field.
+  const [predictWidth, boxCard] = await page.evaluate(() => [document.getElementById('predict-text').getBoundingClientRect().width,
+    document.getElementById('predict-text').closest('.card').getBoundingClientRect().width]);
+  assert.ok(predictWidth > boxCard * 0.6, `${predictWidth} of ${boxCard}`);
   await page.fill('#predict-text', 'hello there');
   await page.click('#predict');
   await page.waitForSelector('#prediction table >> text=greet', { timeout: 30000 });

@@ -97,7 +97,7 @@ export async function nlStudio(pid, chosen, again) {
       const f = new FormData();
       f.append('sentence', predictIn.value);
       try { predictOut.replaceChildren(prediction(predictIn.value, (await api('POST', `${N}/predict`, f)).result)); } catch (e) { predictOut.replaceChildren(errorBox(e)); }
-    } }, el('h2', {}, 'Predict'), predictIn, ' ', el('button', { type: 'submit', id: 'predict' }, 'Predict'), predictOut),
+    } }, el('h2', {}, 'Predict'), el('div', { class: 'send' }, predictIn, el('button', { type: 'submit', id: 'predict' }, 'Predict')), predictOut),
     mayEdit ? createForm(pid, access) : null);
 }
 
