@@ -396,6 +396,8 @@ try {
   await page.fill('#text', 'pizza');
   await page.click('#send');
   await page.waitForSelector('[data-field=errors] >> text=no stock', { timeout: 30000 });
+  // The step's errors stand apart in the panel: one list item each, marked as errors.
+  assert.ok(await page.locator('[data-field=errors] li.error').count() >= 1);
   await page.goto(`${base}/#/p/${op.id}/errors`);
   await page.waitForSelector('#errors >> text=bot/method-error', { timeout: 30000 });
   await page.selectOption('#error-group', 'step');

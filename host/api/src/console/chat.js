@@ -62,7 +62,9 @@ export async function chat(pid, envName) {
       ['Context', JSON.stringify((res.session && res.session.contexes && meta.lastFlow && res.session.contexes[meta.lastFlow]) || {}, null, 1)],
       ['Calls', (res.calls || []).map((c) => (c.type === 'method' ? `method ${c.name}`
         : `${c.method} ${c.url} → ${c.error ? 'error: ' + c.error : `${c.result.status} ${String(c.result.body).slice(0, 200)}`}`)).join('\n') || 'none'],
-      ['Errors', (res.errors || []).join('\n') || 'none']];
+      // Each error apart, marked as one (the other fields are values, not problems).
+      ['Errors', (res.errors || []).length
+        ? el('ul', { class: 'step-error-list' }, res.errors.map((e) => el('li', { class: 'error' }, e))) : 'none']];
     debug.replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { 'data-field': k.toLowerCase() }, v)]));
   };
   async function send(message, shown) {
