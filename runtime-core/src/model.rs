@@ -451,3 +451,27 @@ mod stored_opt {
         }
     }
 }
+
+/// A CMS document (`{pages, faqs}`, as published or as `cms.yml`) as bots read it (`cms`):
+/// its pages by name, and its FAQ tables under `faq`.
+pub fn cms_view(mut doc: Json) -> Json {
+    if !doc.is_object() {
+        doc = Json::Object(serde_json::Map::new());
+    }
+    let faqs = doc["faqs"].take();
+    let mut pages = doc["pages"].take();
+    if !pages.is_object() {
+        pages = Json::Object(serde_json::Map::new());
+    }
+    if let Some(p) = pages.as_object_mut() {
+        p.insert(
+            "faq".into(),
+            if faqs.is_null() {
+                Json::Object(serde_json::Map::new())
+            } else {
+                faqs
+            },
+        );
+    }
+    pages
+}

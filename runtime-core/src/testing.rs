@@ -54,6 +54,10 @@ pub struct Case {
     /// Start time, epoch ms (default 2024-01-01T00:00:00Z).
     #[serde(default)]
     pub now: Option<i64>,
+    /// CMS content of this test, as bots read it (`{page: {form: {element: {value}}}}`),
+    /// over the bot's own (a local run's `cms.yml`).
+    #[serde(default)]
+    pub cms: Option<Json>,
     pub steps: Vec<TestStep>,
 }
 
@@ -233,6 +237,18 @@ pub struct CaseReport {
     pub failures: Vec<String>,
 }
 
+/// `over` written over `base`: objects key by key, anything else replaced.
+fn merge_json(base: &mut Json, over: &Json) {
+    match (base, over) {
+        (Json::Object(b), Json::Object(o)) => {
+            for (k, v) in o {
+                merge_json(b.entry(k.clone()).or_insert(Json::Null), v);
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
 /// Parses a test file.
 pub fn parse_suite(text: &str) -> Result<Suite, String> {
     // Read once within the document limits (depth, values after aliases), then typed: the
@@ -277,6 +293,16 @@ pub fn message_of(send: &Json, metadata: &Json) -> Result<Message, String> {
 /// Runs one case: its steps in order, each checked against what it expects; the report lists
 /// every failure.
 pub fn run_case(bot: &CompiledBot, case: &Case, stepper: &mut dyn Stepper) -> CaseReport {
+    let with_cms;
+    let bot = match &case.cms {
+        Some(c) => {
+            let mut b = bot.clone();
+            merge_json(&mut b.cms, c);
+            with_cms = b;
+            &with_cms
+        }
+        None => bot,
+    };
     let mut failures = vec![];
     let mut env = TestEnv::new(case);
     let mut session = fresh_session();

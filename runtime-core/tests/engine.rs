@@ -894,7 +894,7 @@ flows:
     assert_eq!(
         r.errors,
         [
-            "cms.home.nope.text.value is not in the CMS revision this bot runs; it reads as empty (publish it, then deploy that revision)"
+            "cms.home.nope.text.value is not in the CMS content this bot runs with (a deployment's CMS revision; cms.yml in a local test); it reads as empty"
         ]
     );
     // Not part of the stored form: the host sets it per deployment.

@@ -1876,3 +1876,34 @@ async fn validate_says_what_push_refuses_and_a_refused_push_leaves_nothing() {
     let binding: Value = serde_json::from_str(&binding).unwrap_or(Value::Null);
     assert!(binding["projectId"].is_null(), "{binding}");
 }
+
+/// `botbox test` runs a CMS bot with the folder's cms.yml, and a test may set CMS values of
+/// its own.
+#[test]
+fn local_tests_read_cms_yml_and_a_tests_own_cms_values() {
+    let cli = Cli::alone();
+    cli.ok(&["init", "mybot"]);
+    let flow = cli.path("mybot/flows/hello.yml");
+    let text = std::fs::read_to_string(&flow).unwrap();
+    std::fs::write(
+        &flow,
+        text.replace(
+            "\"Hello! I am mybot.\"",
+            "\"$(cms.home.greeting.text.value)\"",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        cli.path("mybot/cms.yml"),
+        "pages:\n  home:\n    greeting:\n      text: {type: text, value: Hello from the CMS}\nfaqs: {}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        cli.path("mybot/tests/hello.yml"),
+        "tests:\n  - name: the folder's content\n    steps:\n      - send: hi\n        expect: [\"Hello from the CMS\"]\n  \
+         - name: the test's own content\n    cms: {home: {greeting: {text: {value: Hi from the test}}}}\n    steps:\n      - send: hi\n        expect: [\"Hi from the test\"]\n",
+    )
+    .unwrap();
+    let out = cli.ok(&["test", "--dir", "mybot"]);
+    assert_contains(&out, "2 passed, 0 failed");
+}

@@ -471,10 +471,8 @@ async fn a_channel_message_reads_the_cms_revision_its_deployment_runs(backend: B
     assert_eq!(say(4).await, ["", "v3: 9 to 5"]);
     let messages = error_messages(&api, &admin, &pid).await;
     assert!(
-        messages
-            .iter()
-            .any(|m| m
-                .contains("cms.home.greeting.text.value is not in the CMS revision this bot runs")),
+        messages.iter().any(|m| m
+            .contains("cms.home.greeting.text.value is not in the CMS content this bot runs with")),
         "{messages:?}"
     );
 }

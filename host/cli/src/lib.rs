@@ -1319,6 +1319,19 @@ fn options(settings: &ChannelSettings) -> Result<serde_json::Map<String, Json>> 
 // ---------------------------------------------------------------------------------------------
 // Tests
 
+/// The folder's `cms.yml` (what `botbox cms pull` writes) as JSON, if it has one.
+fn local_cms(dir: &Path) -> Result<Option<Json>> {
+    let file = dir.join(cms::CMS_FILE);
+    if !file.exists() {
+        return Ok(None);
+    }
+    let text =
+        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let yaml: serde_yaml::Value =
+        serde_yaml::from_str(&text).map_err(|e| anyhow!("{}: {e}", file.display()))?;
+    Ok(Some(serde_json::to_value(yaml)?))
+}
+
 /// Runs the bot's conversation tests in the local sandbox (or on the server with `remote`).
 /// Returns whether all passed.
 ///
@@ -1327,7 +1340,11 @@ fn options(settings: &ChannelSettings) -> Result<serde_json::Map<String, Json>> 
 /// `$BOTBOX_HOME/cache`.
 pub fn test(ctx: &Ctx, dir: &Path, remote: bool, cache_dir: Option<PathBuf>) -> Result<bool> {
     use runtime_core::testing::{Stepper, parse_suite, run_case};
-    let (loaded, compiled) = load_valid(dir)?;
+    let (loaded, mut compiled) = load_valid(dir)?;
+    // The folder's CMS content (`botbox cms pull` writes it), as a deployment would give it.
+    if let Some(doc) = local_cms(dir)? {
+        compiled.bot.cms = runtime_core::model::cms_view(doc);
+    }
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("tests"))
         .with_context(|| format!("{}/tests", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -1358,7 +1375,12 @@ pub fn test(ctx: &Ctx, dir: &Path, remote: bool, cache_dir: Option<PathBuf>) -> 
         let sandbox = local_sandbox(Some(cache_dir))?;
         fail_on_js_errors(&loaded, &compiled, &sandbox)?;
         let revision = botbox_sandbox::Revision::new("local", &compiled.bot);
-        Box::new(OwnedSandboxStepper { sandbox, revision })
+        Box::new(OwnedSandboxStepper {
+            sandbox,
+            revision,
+            cms: compiled.bot.cms.clone(),
+            made: 0,
+        })
     };
     let (mut passed, mut failed) = (0, 0);
     let mut report = vec![];
@@ -1397,6 +1419,10 @@ pub fn test(ctx: &Ctx, dir: &Path, remote: bool, cache_dir: Option<PathBuf>) -> 
 struct OwnedSandboxStepper {
     sandbox: botbox_sandbox::Sandbox,
     revision: botbox_sandbox::Revision,
+    /// The CMS content `revision` holds: a test with content of its own gets a revision of
+    /// its own (`made` numbers them).
+    cms: Json,
+    made: u32,
 }
 
 impl runtime_core::testing::Stepper for OwnedSandboxStepper {
@@ -1404,6 +1430,12 @@ impl runtime_core::testing::Stepper for OwnedSandboxStepper {
         &mut self,
         input: runtime_core::testing::StepInput<'_>,
     ) -> runtime_core::testing::Stepped {
+        if input.bot.cms != self.cms {
+            self.made += 1;
+            self.revision =
+                botbox_sandbox::Revision::new(&format!("local~{}", self.made), input.bot);
+            self.cms = input.bot.cms.clone();
+        }
         botbox_sandbox::testing::SandboxStepper {
             sandbox: &self.sandbox,
             revision: self.revision.clone(),

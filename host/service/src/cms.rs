@@ -397,13 +397,9 @@ fn faqs_of(document: &str) -> Json {
 /// A stored CMS document as bots read it (`cms`): its pages by name, and its FAQ tables
 /// under `faq`.
 pub fn bot_view(document: &str) -> Result<Json, serde_json::Error> {
-    let mut doc: Json = serde_json::from_str(document)?;
-    let faqs = doc["faqs"].take();
-    let mut pages = doc["pages"].take();
-    if let Some(p) = pages.as_object_mut() {
-        p.insert("faq".into(), faqs);
-    }
-    Ok(pages)
+    Ok(runtime_core::model::cms_view(serde_json::from_str(
+        document,
+    )?))
 }
 
 /// Warnings for the CMS content a bot document names (`cms.<page>.<form>.<element>`) that

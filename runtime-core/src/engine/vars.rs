@@ -247,7 +247,7 @@ pub fn eval_json(
                     host,
                     errors,
                     format!(
-                        "{} is not in the CMS revision this bot runs; it reads as empty (publish it, then deploy that revision)",
+                        "{} is not in the CMS content this bot runs with (a deployment's CMS revision; cms.yml in a local test); it reads as empty",
                         e.src.trim()
                     ),
                 );
