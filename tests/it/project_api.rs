@@ -1389,38 +1389,10 @@ async fn servers_starting_together_create_one_admin(backend: Backend) {
 /// `BOTBOX_ADMIN_PASSWORD` set the log says the account was created, without the password.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_start_writes_the_admin_password_to_a_private_file_once() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
-    let start = || {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--data"])
-            .arg(dir.path())
-            .env_remove("BOTBOX_ADMIN_PASSWORD")
-            .env_remove("DATABASE_URL")
-            .env("BOTBOX_LOG", "warn")
-            .env("BOTBOX_CACHE", common::GUEST_CACHE)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut password = None;
-        let mut base = None;
-        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-            let line = line.unwrap();
-            if let Some(rest) =
-                line.strip_prefix("created the admin account: username admin; its password is in ")
-            {
-                password = Some(rest.split(" (").next().unwrap().to_owned());
-            }
-            if let Some(u) = line.strip_prefix("botbox listening on ") {
-                base = Some(u.to_owned());
-                break;
-            }
-        }
-        (child, base.unwrap(), password)
-    };
-    let (mut first, base, file) = start();
+    let (mut first, said) = serve_saying(dir.path(), None);
     // The password is in a file of the data folder only its owner reads, never in the log.
-    let file = file.expect("the first start names the password's file");
+    let file = password_file(&said).expect("the first start names the password's file");
     assert_eq!(
         std::path::Path::new(&file),
         dir.path().join("admin-password")
@@ -1430,37 +1402,19 @@ async fn first_start_writes_the_admin_password_to_a_private_file_once() {
     assert_eq!(mode & 0o777, 0o600);
     let password = std::fs::read_to_string(&file).unwrap().trim().to_owned();
     assert!(password.len() >= 20);
-    let api = Api::over_http(reqwest::Client::new(), base);
+    let api = Api::over_http(reqwest::Client::new(), listening_on(&said));
     assert_eq!(api.login("admin", &password).await["roleId"], "admin");
     first.kill().unwrap();
     first.wait().unwrap();
-    let (mut second, base, again) = start();
-    assert_eq!(again, None, "the password is made once");
-    let api = Api::over_http(reqwest::Client::new(), base);
+    let (mut second, said) = serve_saying(dir.path(), None);
+    assert_eq!(password_file(&said), None, "the password is made once");
+    let api = Api::over_http(reqwest::Client::new(), listening_on(&said));
     assert_eq!(api.login("admin", &password).await["roleId"], "admin");
     second.kill().unwrap();
     second.wait().unwrap();
 
     let chosen = tempfile::tempdir().unwrap();
-    let mut third = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--data"])
-        .arg(chosen.path())
-        .env("BOTBOX_ADMIN_PASSWORD", "chosen-admin-password-1")
-        .env_remove("DATABASE_URL")
-        .env("BOTBOX_LOG", "warn")
-        .env("BOTBOX_CACHE", common::GUEST_CACHE)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = vec![];
-    for line in BufReader::new(third.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        let done = line.starts_with("botbox listening on ");
-        said.push(line);
-        if done {
-            break;
-        }
-    }
+    let (mut third, said) = serve_saying(chosen.path(), Some("chosen-admin-password-1"));
     assert!(
         said.iter().any(|l| l == "created the admin account: username admin, with the password of BOTBOX_ADMIN_PASSWORD"),
         "{said:?}"
@@ -1472,6 +1426,54 @@ async fn first_start_writes_the_admin_password_to_a_private_file_once() {
     assert!(!chosen.path().join("admin-password").exists());
     third.kill().unwrap();
     third.wait().unwrap();
+}
+
+/// `botbox serve` on data folder `dir` (with `BOTBOX_ADMIN_PASSWORD` = `password`, or
+/// without it): the process and the lines it printed up to the one saying where it listens.
+fn serve_saying(
+    dir: &std::path::Path,
+    password: Option<&str>,
+) -> (std::process::Child, Vec<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_botbox"));
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
+        .arg(dir)
+        .env_remove("BOTBOX_ADMIN_PASSWORD")
+        .env_remove("DATABASE_URL")
+        .env("BOTBOX_LOG", "warn")
+        .env("BOTBOX_CACHE", common::GUEST_CACHE)
+        .stdout(std::process::Stdio::piped());
+    if let Some(p) = password {
+        cmd.env("BOTBOX_ADMIN_PASSWORD", p);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut said = vec![];
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let done = line.starts_with("botbox listening on ");
+        said.push(line);
+        if done {
+            break;
+        }
+    }
+    (child, said)
+}
+
+/// The file a first start names as holding the generated password.
+fn password_file(said: &[String]) -> Option<String> {
+    said.iter().find_map(|l| {
+        let rest =
+            l.strip_prefix("created the admin account: username admin; its password is in ")?;
+        Some(rest.split(" (").next().unwrap().to_owned())
+    })
+}
+
+/// The base URL the server said it listens on.
+fn listening_on(said: &[String]) -> String {
+    said.iter()
+        .find_map(|l| l.strip_prefix("botbox listening on "))
+        .expect("the server listens")
+        .to_owned()
 }
 
 /// A log written to a file (not a terminal) is plain text: no colour codes.

@@ -64,8 +64,7 @@ pub(crate) async fn project_json(app: &App, p: ProjectRow) -> ApiResult<Project>
 }
 
 fn project_with_owner(p: ProjectRow, owner: Owner) -> ApiResult<Project> {
-    let options: ProjectOptions =
-        serde_json::from_str(&p.options).map_err(|e| ApiError::Internal(e.into()))?;
+    let options = options_of(&p)?;
     Ok(Project {
         owner,
         id: p.id,

@@ -508,11 +508,7 @@ const SKELETON_TEST: &str = "tests:
 /// Creates the bot folder `name`, bound to no project yet: its first push creates the
 /// project (for `team` when given) and records its id in the folder's `.botbox.json`.
 pub fn init(ctx: &Ctx, name: &str, team: Option<&str>) -> Result<()> {
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-    {
+    if !name_chars_ok(name) {
         bail!("bot name: letters, digits, '.', '_' or '-' (got {name:?})");
     }
     let dir = Path::new(name);
@@ -602,6 +598,15 @@ pub fn load_checked(dir: &Path) -> Result<(bot::LoadedBot, runtime_core::Compile
     Ok((loaded, compiled))
 }
 
+/// Whether `name` is made of what a bot's (and so its project's) name may hold: letters,
+/// digits, `.`, `_` and `-`, at least one.
+fn name_chars_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
 /// The largest bot a server accepts, in bytes of JSON.
 pub const BOT_LIMIT: usize = 1 << 20;
 
@@ -611,12 +616,7 @@ pub const BOT_LIMIT: usize = 1 << 20;
 pub fn push_refusals(doc: &Json) -> Vec<String> {
     let mut out = vec![];
     let name = doc.get("name").and_then(Json::as_str).unwrap_or("");
-    let name_ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-    if !name_ok {
+    if !name_chars_ok(name) || name.len() > 64 {
         out.push(format!(
             "name: a project is named after its bot: 1 to 64 letters, digits, '.', '_' or '-' (got {name:?})"
         ));
