@@ -24,6 +24,8 @@ pub(crate) fn bb(home: &Path, cwd: &Path, server: &str, args: &[&str], stdin: &s
         .env("BOTBOX_CACHE", common::GUEST_CACHE)
         .env("BOTBOX_SERVER", server)
         .env_remove("BOTBOX_PASSWORD")
+        .env_remove("BOTBOX_CA_CERT")
+        .env_remove("SSL_CERT_FILE")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -858,6 +860,46 @@ async fn team_remove_takes_the_member_out_of_the_team() {
     assert!(both.bob_ok(&["team", "list"]).contains("no teams"));
     both.bob_ok(&["switch", "user"]);
     assert!(both.bob_ok(&["whoami"]).contains("bob"));
+}
+
+/// An administrator manages any team's members from the CLI, a team it is not in included;
+/// someone outside the team learns nothing about it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_administrator_manages_the_members_of_a_team_it_is_not_in() {
+    let both = AdminAndBob::added_by_the_cli().await;
+    both.admin
+        .ok(&["user", "add", "carol", "--password", "carol-password-1"]);
+    both.bob_ok(&["team", "create", "bobs"]);
+    let out = both.admin.ok(&["team", "members", "bobs"]);
+    assert!(out.contains("team bobs:\nbob  teamAdmin"), "{out}");
+    let out = both
+        .admin
+        .ok(&["team", "invite", "bobs", "carol", "--role", "viewer"]);
+    assert!(out.contains("carol is a viewer of team bobs"), "{out}");
+    let out = both.bob_ok(&["team", "members", "bobs"]);
+    assert!(out.contains("carol  viewer"), "{out}");
+    // carol, outside the team once removed, is told no such team is visible to her.
+    let carol = tempfile::tempdir().unwrap();
+    let a = &both.admin;
+    let as_carol = |args: &[&str]| bb(carol.path(), a.work.path(), &a.url, args, "");
+    ok(as_carol(&[
+        "login",
+        "-u",
+        "carol",
+        "-p",
+        "carol-password-1",
+    ]));
+    ok(as_carol(&["team", "members", "bobs"]));
+    let out = both.admin.ok(&["team", "remove", "bobs", "carol"]);
+    assert!(out.contains("carol removed from team bobs"), "{out}");
+    let refused = as_carol(&["team", "members", "bobs"]);
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stderr.contains("no team bobs that you can see"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!both.bob_ok(&["team", "members", "bobs"]).contains("carol"));
 }
 
 /// The administrator resets a password: the user's sessions end; the new password works.

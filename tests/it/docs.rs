@@ -370,6 +370,7 @@ fn the_systemd_unit_verifies() {
         unit.contains("ExecStart=/usr/local/bin/botbox serve"),
         "{unit}"
     );
+    documented_setup_matches(&unit);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("botbox.service");
     std::fs::write(
@@ -389,5 +390,45 @@ fn the_systemd_unit_verifies() {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         ),
+    }
+}
+
+/// The set-up commands of docs/operations.md lay things out as the unit expects: the binary
+/// where `ExecStart` runs it, the unit's user created, the data folder of `--data` (the only
+/// writable path) made for that user, the unit copied where systemd reads it, then enabled.
+fn documented_setup_matches(unit: &str) {
+    let ops = read(&root().join("docs/operations.md"));
+    let section = &ops[ops
+        .find("### As a service")
+        .expect("operations.md: As a service")..];
+    let start = section.find("```sh\n").expect("As a service: a sh block") + 6;
+    let block = &section[start..start + section[start..].find("```").unwrap()];
+    let value = |key: &str| {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("the unit has no {key}"))
+            .trim()
+    };
+    let exec = value("ExecStart=");
+    let binary = exec.split(' ').next().unwrap();
+    let user = value("User=");
+    let data = exec
+        .split(" --data ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .expect("ExecStart names --data");
+    assert_eq!(value("ReadWritePaths="), data);
+    for line in [
+        format!("install -m 0755 target/release/botbox {binary}"),
+        format!("useradd --system --user-group --home-dir {data} --shell /usr/sbin/nologin {user}"),
+        format!("install -d -o {user} -g {user} -m 0750 {data}"),
+        "install -m 0644 docs/botbox.service /etc/systemd/system/botbox.service".into(),
+        "systemctl enable --now botbox".into(),
+        format!("cat {data}/admin-password"),
+    ] {
+        assert!(
+            block.lines().any(|l| l.trim() == line),
+            "operations.md's set-up does not run `{line}`:\n{block}"
+        );
     }
 }

@@ -28,6 +28,10 @@ on_both_backends!(
     training_data_is_listed_in_the_order_it_was_given,
     a_training_sentence_is_changed_by_its_id,
     a_training_sentence_labelled_past_its_end_is_refused,
+    a_label_whose_text_is_not_its_value_is_refused,
+    a_training_sentence_is_deleted_by_its_id,
+    sentences_sent_again_are_stored_once,
+    every_training_label_has_an_id,
     a_training_sentence_given_only_a_new_input_keeps_its_labels,
     a_prediction_gives_every_entity_of_the_first_sentence_as_result,
     a_prediction_answers_each_sentence_in_results,
@@ -432,6 +436,88 @@ async fn a_training_sentence_labelled_past_its_end_is_refused(backend: Backend) 
         .await;
     assert_eq!(bad.status, 400);
     assert_contains(&bad.text, "end 99");
+}
+
+/// A client that labels a span shifted from its word (offsets in bytes, say) is refused:
+/// the span's characters must be its value.
+async fn a_label_whose_text_is_not_its_value_is_refused(backend: Backend) {
+    let t = trained(backend).await;
+    let id = t.first_sentence().await;
+    let shifted = json!({"entity": "pizza", "start": 5, "end": 9, "value": "bot"});
+    let bad =
+        t.nl.put(
+            &format!("/training_data/{id}"),
+            json!({"input": "hello bot", "entities": [greet(9), shifted]}),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.text);
+    assert_contains(
+        &bad.text,
+        "characters 5-9 are \" bot\", not its value \"bot\"",
+    );
+    let right = json!({"entity": "pizza", "start": 6, "end": 9, "value": "bot"});
+    t.nl.put(
+        &format!("/training_data/{id}"),
+        json!({"entities": [greet(9), right]}),
+    )
+    .await
+    .ok();
+}
+
+async fn a_training_sentence_is_deleted_by_its_id(backend: Backend) {
+    let t = trained(backend).await;
+    let id = t.first_sentence().await;
+    let path = t.nl.at(&format!("/training_data/{id}"));
+    let delete = || t.nl.api.delete(&path, &t.nl.alice);
+    assert_eq!(delete().await.status, 204);
+    let td = t.nl.get("/training_data?limit=1").await.ok();
+    assert_eq!(td["total"], t.kept - 1);
+    assert_ne!(td["data"][0]["id"], json!(id));
+    let again = delete().await;
+    assert_eq!(again.status, 404, "{}", again.text);
+}
+
+/// The same sentences sent again are kept once; one sent with other labels takes them.
+async fn sentences_sent_again_are_stored_once(backend: Backend) {
+    let t = trained(backend).await;
+    let again = form(
+        &t.nl.api,
+        &t.nl.at("/train"),
+        &t.nl.alice,
+        &[
+            "hello bot #intent:greet",
+            "hello bot",
+            "i want a pizza #intent:cancel",
+        ],
+        Some(("training.txt", example_training())),
+    )
+    .await
+    .ok();
+    let td = t.nl.get("/training_data?limit=100").await.ok();
+    assert_eq!(td["total"], t.kept, "{again}");
+    // "hello bot" came twice in the request: the later one (no label) is what it says now;
+    // "i want a pizza" was relabelled twice (cancel, then the file's order).
+    assert_eq!(again["relabelled"], 3, "{again}");
+    let rows = td["data"].as_array().unwrap();
+    let find = |text: &str| rows.iter().find(|r| r["input"] == text).unwrap().clone();
+    assert_eq!(find("hello bot")["entities"], json!([]));
+    // The file's own line comes after the request's sentence: the file's label stands.
+    assert_eq!(find("i want a pizza")["entities"][0]["label"], "order");
+    assert_eq!(again["unchanged"], t.kept - 1, "{again}");
+}
+
+/// Labels carry ids (the API's TrainingEntity has one), made up when a client sent none.
+async fn every_training_label_has_an_id(backend: Backend) {
+    let t = trained(backend).await;
+    let td = t.nl.get("/training_data?limit=100").await.ok();
+    let labels: Vec<&Value> = td["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["entities"].as_array().unwrap())
+        .collect();
+    assert!(labels.len() >= t.kept - 5, "{td}"); // all but the five negative examples
+    assert!(labels.iter().all(|e| e["id"].is_string()), "{td}");
 }
 
 /// Only a new input: the sentence keeps its labels (a trait spans the new sentence).
@@ -1035,45 +1121,109 @@ async fn the_cli_creates_trains_and_predicts_with_an_nlu() {
     let again = run(&["nlu", "create", "words", "--dir", "greeter"]);
     assert_ne!(again.code, 0);
     assert!(again.stderr.contains("already exists"), "{}", again.stderr);
-    // The trait must exist before sentences use it.
-    let api = server.api();
-    let admin = api.admin_token().await;
-    let pid = s(&api.get("/projects", &admin).await.ok()["data"][0]["id"]);
-    api.post(
-        &format!("/projects/{pid}/nlus/words/entities"),
-        &admin,
-        json!({"name": "intent", "type": "trait", "profile": "intent", "labels": ["greet", "bye"]}),
-    )
-    .await
-    .ok();
+    // The trait must exist before sentences use it: made, listed, a dictionary beside it.
+    let nlu = |args: &[&str]| {
+        let mut all = vec!["nlu"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--dir", "greeter"]);
+        run(&all)
+    };
+    let out = ok(nlu(&[
+        "entity",
+        "add",
+        "words",
+        "intent",
+        "--type",
+        "trait",
+        "--profile",
+        "intent",
+        "--label",
+        "greet",
+        "--label",
+        "bye",
+    ]));
+    assert!(
+        out.contains("Added trait entity intent of NLU words"),
+        "{out}"
+    );
+    ok(nlu(&[
+        "entity",
+        "add",
+        "words",
+        "size",
+        "--type",
+        "dict",
+        "--value",
+        "small: tiny, little",
+        "--value",
+        "large",
+    ]));
+    let out = ok(nlu(&["entity", "list", "words"]));
+    assert!(out.contains("intent  trait/intent  greet, bye"), "{out}");
+    assert!(out.contains("size  dict/default  large, small"), "{out}");
+    let bad = nlu(&[
+        "entity", "add", "words", "size", "--type", "dict", "--value", "huge",
+    ]);
+    assert_ne!(bad.code, 0, "a second entity of one name");
+    ok(nlu(&["entity", "rm", "words", "size"]));
+    assert!(!ok(nlu(&["entity", "list", "words"])).contains("size"));
+
     let file = work.path().join("greeter/training.txt");
     std::fs::write(
         &file,
-        "hello #intent:greet\nhi there #intent:greet\ngood morning #intent:greet\n\
+        "hello #intent:greet\nhi there #intent:greet\n\n// greetings above\ngood morning #intent:greet\n\
          bye #intent:bye\ngoodbye #intent:bye\nsee you later #intent:bye\nhowdy #intent:wave\n",
     )
     .unwrap();
-    let out = ok(run(&[
-        "nlu",
-        "train",
-        "words",
-        "greeter/training.txt",
-        "--dir",
-        "greeter",
-    ]));
-    assert!(out.contains("training: success"), "{out}");
+    let train = || nlu(&["train", "words", "greeter/training.txt"]);
+    // A refused line fails the command and is named by its line in the file; the others
+    // are stored and trained.
+    let out = train();
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(!out.stdout.contains("success"), "{}", out.stdout);
     assert!(
-        out.contains("training.txt") && out.contains("wave"),
-        "{out}"
+        out.stdout.contains("6 of 7 sentences accepted (6 new"),
+        "{}",
+        out.stdout
     );
-    let out = ok(run(&[
-        "nlu",
-        "predict",
-        "words",
-        "hello friend",
-        "--dir",
-        "greeter",
-    ]));
+    assert!(
+        out.stdout.contains("greeter/training.txt:9: ") && out.stdout.contains("wave"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr
+            .contains("1 of 7 lines of greeter/training.txt refused"),
+        "{}",
+        out.stderr
+    );
+    // Sending the same file again stores nothing twice.
+    let out = train();
+    assert!(
+        out.stdout
+            .contains("(0 new, 0 relabelled, 6 already there)"),
+        "{}",
+        out.stdout
+    );
+    let api = server.api();
+    let admin = api.admin_token().await;
+    let pid = s(&api.get("/projects", &admin).await.ok()["data"][0]["id"]);
+    let rows = api
+        .get(
+            &format!("/projects/{pid}/nlus/words/training_data?limit=50"),
+            &admin,
+        )
+        .await
+        .ok();
+    assert_eq!(rows["total"], 6, "{rows}");
+    // Without the refused line the command succeeds.
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("howdy #intent:wave\n", "");
+    std::fs::write(&file, text).unwrap();
+    let out = ok(train());
+    assert!(out.contains("training: success"), "{out}");
+    let out = ok(nlu(&["predict", "words", "hello friend"]));
     assert!(out.starts_with("hello friend → intent greet ("), "{out}");
 }
 

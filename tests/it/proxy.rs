@@ -42,19 +42,63 @@ fn tools_present() -> bool {
 fn start_nginx(upstream: &str) -> Nginx {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let ok = Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args(["-subj", "/CN=localhost", "-keyout"])
-        .arg(d.join("privkey.pem"))
-        .arg("-out")
-        .arg(d.join("fullchain.pem"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success(), "openssl could not make a certificate");
+    // A private authority (ca.pem) and the server's certificate it signs, for 127.0.0.1.
+    let openssl = |args: &[&str]| {
+        let ok = Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(ok.success(), "openssl {args:?} failed");
+    };
+    let new_key = ["-newkey", "rsa:2048", "-nodes"];
+    openssl(
+        &[
+            &[
+                "req",
+                "-x509",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=botbox test authority",
+            ][..],
+            &new_key,
+            &["-keyout", "ca.key", "-out", "ca.pem"],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req", "-subj", "/CN=localhost"][..],
+            &new_key,
+            &["-keyout", "privkey.pem", "-out", "server.csr"],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        d.join("server.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "fullchain.pem",
+    ]);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -156,6 +200,60 @@ async fn behind_nginx_with_tls() {
 
     stream_passes_through(&api, &admin).await;
     rate_limits_see_each_client(&nginx.base).await;
+    cli_trusts_what_it_is_told_to(&nginx).await;
+}
+
+/// The CLI over HTTPS: a server whose certificate a private authority signed is refused
+/// with the reason named, then trusted with `--ca-cert` or `SSL_CERT_FILE`.
+async fn cli_trusts_what_it_is_told_to(nginx: &Nginx) {
+    let ca = nginx._dir.path().join("ca.pem");
+    let home = tempfile::tempdir().unwrap();
+    let login = |extra: &[&str], env: Option<&Path>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_botbox"));
+        cmd.args([
+            "login",
+            "-u",
+            "admin",
+            "-p",
+            ADMIN_PASSWORD,
+            "--server",
+            &nginx.base,
+        ])
+        .args(extra)
+        .env("BOTBOX_HOME", home.path())
+        .env_remove("BOTBOX_CA_CERT")
+        .env_remove("SSL_CERT_FILE");
+        if let Some(file) = env {
+            cmd.env("SSL_CERT_FILE", file);
+        }
+        cmd.output().unwrap()
+    };
+    let refused = login(&[], None);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("the server's certificate is not trusted: ")
+            && stderr.contains("--ca-cert"),
+        "{stderr}"
+    );
+    for out in [
+        login(&["--ca-cert", ca.to_str().unwrap()], None),
+        login(&[], Some(&ca)),
+    ] {
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A file that is no certificate is named as such.
+    let out = login(&["--ca-cert", "/dev/null"], None);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--ca-cert /dev/null: no certificate"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// An agent run whose api call hangs: its stream's first event arrives through the proxy

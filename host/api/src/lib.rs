@@ -123,7 +123,7 @@ impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {
             public_url: "http://127.0.0.1:8080".into(),
-            rate_limit_per_minute: 300,
+            rate_limit_per_minute: 100,
             token_ttl_secs: 7 * 24 * 3600,
             body_limit: 4 << 20,
             bot_limit: 1 << 20,
@@ -226,7 +226,7 @@ impl App {
         description = "Projects, bot revisions, deployments, environments, channels, teams. \
             Errors are plain text: 400 `Wrong API usage. Please refer to the documentation!`, \
             401, 403 `You're not authorized to view this page.`, 404, 409, \
-            429 `Ratelimit exceeded! 300 per minute` (the configured limit), 500."
+            429 `Ratelimit exceeded! 100 per minute` (the configured limit), 500."
     ),
     modifiers(&BearerAuth),
     security(("bearer" = []))

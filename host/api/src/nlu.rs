@@ -8,13 +8,13 @@
 use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging};
 use axum::Json;
 use axum::extract::{FromRequest, Path, Request, State};
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use botbox_nlu::lines::{self, LineError};
 use botbox_nlu::model::{self, EntitySpec, check_entities, check_row_entities};
 use botbox_nlu::{TrainingData, TrainingEntity};
 use botbox_service::auth::{Action, Resource};
 use botbox_service::nlu::{MAX_TRAINING_ROWS, Trained, cut, entities_of};
-use botbox_store::{NluRow, TrainingRow};
+use botbox_store::{NluRow, TrainingRow, TrainingStored};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json_, json};
 use std::collections::BTreeMap;
@@ -34,7 +34,7 @@ pub fn routes() -> OpenApiRouter<App> {
         .routes(routes!(list_nlus, create_nlu))
         .routes(routes!(get_nlu, put_nlu))
         .routes(routes!(list_training_data))
-        .routes(routes!(put_training_data))
+        .routes(routes!(put_training_data, delete_training_data))
         .routes(routes!(train))
         .routes(routes!(retrain))
         .routes(routes!(predict))
@@ -280,8 +280,12 @@ pub struct TrainingItem {
 }
 
 fn training_item(r: TrainingRow) -> ApiResult<TrainingItem> {
+    let mut entities: Vec<TrainingEntity> =
+        serde_json::from_str(&r.entities).map_err(|e| ApiError::Internal(e.into()))?;
+    // Sentences stored before labels carried ids get theirs on the way out.
+    botbox_nlu::give_ids(&mut entities);
     Ok(TrainingItem {
-        entities: serde_json::from_str(&r.entities).map_err(|e| ApiError::Internal(e.into()))?,
+        entities,
         id: r.id,
         input: r.input,
         created_at: r.created_at,
@@ -300,7 +304,12 @@ async fn list_training_data(
     Path((pid, name)): Path<(String, String)>,
     paging: Paging,
 ) -> ApiResult<Json<PageOf<TrainingItem>>> {
-    let nlu = nlu_for(&app, &caller, &pid, &name, true).await?;
+    // The owner's people read the sentences, viewers too; others may predict with a public
+    // NLU but not read what it was taught.
+    let nlu = nlu_for(&app, &caller, &pid, &name, false).await?;
+    if caller.role_on(&app, &nlu.owner_id).await?.is_none() {
+        return Err(ApiError::Forbidden);
+    }
     let page = app
         .db
         .training_rows(&nlu.id, paging.limit, paging.offset())
@@ -356,7 +365,8 @@ async fn put_training_data(
     let data = TrainingData {
         input: req.input.clone().unwrap_or(old.input),
         entities,
-    };
+    }
+    .with_ids();
     let entities = entities_of(&nlu).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
     lines::check_row(&data)
         .and_then(|()| check_row_entities(&data, &entities))
@@ -378,12 +388,30 @@ async fn put_training_data(
     if let Some(i) = req.input {
         out.insert("input".into(), json!(i));
     }
-    if let Some(e) = req.entities {
-        out.insert("entities".into(), json!(e));
+    if req.entities.is_some() {
+        out.insert("entities".into(), json!(data.entities));
     }
     out.insert("created_at".into(), json!(row.created_at.to_string()));
     out.insert("updated_at".into(), json!(row.updated_at.to_string()));
     Ok(Json(Json_::Object(out)))
+}
+
+/// Deletes one training sentence (the model keeps it until the NLU is trained again).
+#[utoipa::path(delete, path = "/projects/{projectId}/nlus/{nluName}/training_data/{id}", tag = "nlu",
+    params(("projectId" = String, Path), ("nluName" = String, Path), ("id" = String, Path)),
+    responses((status = 204), (status = 404)))]
+async fn delete_training_data(
+    State(app): State<App>,
+    caller: Caller,
+    Path((pid, name, id)): Path<(String, String, String)>,
+) -> ApiResult<StatusCode> {
+    let nlu = nlu_for(&app, &caller, &pid, &name, true).await?;
+    if !app.db.delete_training_row(&nlu.id, &id).await? {
+        return Err(ApiError::not_found(format!(
+            "training data {id} of NLU {name}"
+        )));
+    }
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The sentences of a train/predict/debug request: form-data (`multipart/form-data` or
@@ -490,8 +518,13 @@ pub struct TrainAnswer {
     pub err_rows: Vec<usize>,
     /// Why each was refused: `line 3: …`.
     pub errors: Vec<String>,
-    /// The ids of the sentences this request added.
+    /// The ids of the sentences this request added or relabelled.
     pub row_ids: Vec<String>,
+    /// Accepted sentences that were stored already with the same labels (kept once).
+    pub unchanged: usize,
+    /// Accepted sentences that were stored already with other labels: they have the new
+    /// ones now.
+    pub relabelled: usize,
     /// The NLU revision the training made, on success.
     pub revision: Option<String>,
     /// Why the training failed.
@@ -571,6 +604,8 @@ async fn train(
             err_rows: errors.iter().map(|e| e.line).collect(),
             errors: errors.iter().map(ToString::to_string).collect(),
             row_ids: vec![],
+            unchanged: 0,
+            relabelled: 0,
             revision: None,
             error: Some("no sentence was accepted; nothing was trained".into()),
         }));
@@ -578,13 +613,21 @@ async fn train(
     let rows: Vec<(String, String)> = accepted
         .into_iter()
         .map(|r| {
+            let r = r.with_ids();
             let e = serde_json::to_string(&r.entities).expect("entities serialise");
             (r.input, e)
         })
         .collect();
-    let row_ids = app.db.add_training_rows(&nlu.id, &rows).await?;
+    let stored = app.db.add_training_rows(&nlu.id, &rows).await?;
     let mut answer = run_training(&app, nlu).await?;
-    answer.row_ids = row_ids;
+    let count_of = |what: TrainingStored| stored.iter().filter(|(_, s)| *s == what).count();
+    answer.unchanged = count_of(TrainingStored::Unchanged);
+    answer.relabelled = count_of(TrainingStored::Relabelled);
+    answer.row_ids = stored
+        .into_iter()
+        .filter(|(_, s)| *s != TrainingStored::Unchanged)
+        .map(|(id, _)| id)
+        .collect();
     answer.count = count;
     answer.err_rows = errors.iter().map(|e| e.line).collect();
     answer.errors = errors.iter().map(ToString::to_string).collect();
@@ -611,6 +654,8 @@ async fn run_training(app: &App, nlu: NluRow) -> ApiResult<TrainAnswer> {
         err_rows: vec![],
         errors: vec![],
         row_ids: vec![],
+        unchanged: 0,
+        relabelled: 0,
         revision: None,
         error: None,
     };

@@ -24,6 +24,10 @@ struct Cli {
     /// The botbox server (default: the one of the last login, else http://127.0.0.1:8080).
     #[arg(long, global = true, env = "BOTBOX_SERVER")]
     server: Option<String>,
+    /// A PEM file of certificate authorities to trust for an https server (beside the
+    /// built-in ones): a private authority's. Without it, SSL_CERT_FILE when set.
+    #[arg(long, global = true, env = "BOTBOX_CA_CERT")]
+    ca_cert: Option<PathBuf>,
     /// The project to act on, by id, whatever the folder is bound to (an administrator's
     /// only way to act on another tenant's project).
     #[arg(
@@ -364,7 +368,7 @@ struct ServeArgs {
     agent_read_limit: u32,
     /// Project API requests per minute per user (per address without a token). A console
     /// page view costs at most 3, so people clicking never meet it; scripts do.
-    #[arg(long, env = "BOTBOX_RATE_LIMIT", default_value_t = 300)]
+    #[arg(long, env = "BOTBOX_RATE_LIMIT", default_value_t = 100)]
     rate_limit: u32,
     /// Token lifetime in seconds.
     #[arg(long, env = "BOTBOX_TOKEN_TTL", default_value_t = 7 * 24 * 3600)]
@@ -612,7 +616,7 @@ fn deploy(ctx: &botbox_cli::Ctx, d: DeployArgs) -> Result<()> {
 fn run(cli: Cli) -> Result<ExitCode> {
     use botbox_cli as c;
     let ctx = || {
-        let mut ctx = c::Ctx::new(cli.server.clone(), cli.json)?;
+        let mut ctx = c::Ctx::new(cli.server.clone(), cli.json, cli.ca_cert.as_deref())?;
         ctx.project = cli.project.clone();
         anyhow::Ok(ctx)
     };

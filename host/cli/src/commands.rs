@@ -167,6 +167,41 @@ pub enum NluAction {
         #[arg(required = true)]
         sentences: Vec<String>,
     },
+    /// An NLU's entities: traits (labels of a whole sentence), phrases (spans the model
+    /// learns) and dictionaries (listed words and their synonyms).
+    Entity {
+        #[command(subcommand)]
+        action: EntityAction,
+    },
+}
+
+/// `botbox nlu entity …`.
+#[derive(Subcommand, Debug)]
+pub enum EntityAction {
+    /// The NLU's entities with their type, profile, labels and dictionary keys.
+    List { nlu: String },
+    /// Adds an entity (`--replace`: changes the one of that name instead).
+    Add {
+        nlu: String,
+        entity: String,
+        /// trait, phrase or dict.
+        #[arg(long = "type", value_parser = ["trait", "phrase", "dict"])]
+        kind: String,
+        /// The profile (`botbox` lists them on GET /nlus/profiles): default, intent, number, …
+        #[arg(long, default_value = "default")]
+        profile: String,
+        /// A trait's label (repeatable).
+        #[arg(long = "label")]
+        labels: Vec<String>,
+        /// A dictionary entry, `key` or `key: synonym, synonym` (repeatable).
+        #[arg(long = "value")]
+        values: Vec<String>,
+        /// Change the entity of that name (its labels or entries are replaced).
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Removes an entity (sentences labelled with it must be changed first).
+    Rm { nlu: String, entity: String },
 }
 
 /// `botbox canary …`: the canary of an environment.

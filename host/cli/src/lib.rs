@@ -108,21 +108,34 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(server: Option<String>, json: bool) -> Result<Ctx> {
+    /// `ca_cert`: a PEM file of certificate authorities to trust beside the built-in ones
+    /// (`--ca-cert`; else `SSL_CERT_FILE` when set), for a server whose certificate a
+    /// private authority signed.
+    pub fn new(server: Option<String>, json: bool, ca_cert: Option<&Path>) -> Result<Ctx> {
         let config = CliConfig::load()?;
         let server = server
             .or_else(|| config.server.clone())
             .unwrap_or_else(|| "http://127.0.0.1:8080".into())
             .trim_end_matches('/')
             .to_owned();
+        let mut http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(60));
+        let env_file = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty());
+        let (file, flag) = match (ca_cert, &env_file) {
+            (Some(f), _) => (Some(f.to_path_buf()), "--ca-cert"),
+            (None, Some(f)) => (Some(PathBuf::from(f)), "SSL_CERT_FILE"),
+            (None, None) => (None, ""),
+        };
+        if let Some(file) = file {
+            for cert in ca_certs(&file).with_context(|| format!("{flag} {}", file.display()))? {
+                http = http.add_root_certificate(cert);
+            }
+        }
         Ok(Ctx {
             config,
             server,
             json,
             project: None,
-            http: reqwest::Client::builder()
-                .timeout(std::time::Duration::from_secs(60))
-                .build()?,
+            http: http.build()?,
             rt: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?,
@@ -208,10 +221,10 @@ impl Ctx {
             rb = rb.json(b);
         }
         self.rt.block_on(async {
-            let r = rb.send().await.map_err(|e| Unreachable {
-                server: self.server.clone(),
-                why: e.to_string(),
-            })?;
+            let r = rb
+                .send()
+                .await
+                .map_err(|e| Unreachable::of(&self.server, &e))?;
             let status = r.status();
             let text = r.text().await?;
             match status.as_u16() {
@@ -227,22 +240,63 @@ impl Ctx {
     }
 }
 
-/// The server did not answer at all (refused, timed out, a name that does not resolve): no
-/// answer about the request, so nothing the caller has (a binding, a token) is in doubt.
+/// The server did not answer at all (refused, timed out, a name that does not resolve, a
+/// certificate not trusted): no answer about the request, so nothing the caller has (a
+/// binding, a token) is in doubt.
 #[derive(Debug)]
 pub struct Unreachable {
     pub server: String,
     pub why: String,
+    /// The connection failed on the server's certificate (not trusted, expired, another
+    /// name's): the server may well be running.
+    pub certificate: bool,
+}
+
+impl Unreachable {
+    fn of(server: &str, e: &reqwest::Error) -> Unreachable {
+        // reqwest's own sentence names only the URL: the cause is in its sources.
+        let mut why = vec![];
+        let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+        while let Some(s) = source {
+            why.push(s.to_string());
+            source = s.source();
+        }
+        let why = why.last().cloned().unwrap_or_else(|| e.to_string());
+        let certificate = why.to_ascii_lowercase().contains("certificate");
+        Unreachable {
+            server: server.to_owned(),
+            why,
+            certificate,
+        }
+    }
 }
 
 impl std::fmt::Display for Unreachable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.certificate {
+            return write!(
+                f,
+                "the server's certificate is not trusted: {} ({}). If a private authority signed it, pass that authority's certificate with `--ca-cert <file.pem>` (or SSL_CERT_FILE)",
+                self.why, self.server
+            );
+        }
         write!(
             f,
             "cannot reach the botbox server at {}: {}. Is `botbox serve` running there? (`botbox login --server URL` picks another)",
             self.server, self.why
         )
     }
+}
+
+/// The certificates of a PEM file (one or several).
+fn ca_certs(file: &Path) -> Result<Vec<reqwest::Certificate>> {
+    let pem = std::fs::read(file)?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| anyhow!("not a PEM certificate file: {e}"))?;
+    if certs.is_empty() {
+        bail!("no certificate in it (PEM, -----BEGIN CERTIFICATE-----)");
+    }
+    Ok(certs)
 }
 
 impl std::error::Error for Unreachable {}

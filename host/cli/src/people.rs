@@ -83,7 +83,7 @@ pub fn user_list(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
-/// The members of one of the user's teams, with their roles.
+/// The members of a team with their roles (a member's view; an administrator's of any team).
 pub fn team_members(ctx: &Ctx, team: &str) -> Result<()> {
     let tid = team_id(ctx, team)?;
     let members: Vec<TeamUser> = serde_json::from_value(as_user(
@@ -159,12 +159,20 @@ fn my_teams(ctx: &Ctx) -> Result<Vec<UserTeam>> {
     serde_json::from_value(teams).map_err(|e| anyhow!("GET /users/{me}/teams: {e}"))
 }
 
+/// The id of team `name` (a team's name is unique on its server): one of the user's teams,
+/// or any team for an administrator.
 pub(crate) fn team_id(ctx: &Ctx, name: &str) -> Result<String> {
-    my_teams(ctx)?
-        .into_iter()
-        .find(|t| t.name == name)
-        .map(|t| t.id)
-        .ok_or_else(|| anyhow!("you are not a member of a team named {name} (`botbox team list`)"))
+    let t = as_user(ctx, "GET", &format!("/teams/{}", enc(name)), None).map_err(|e| {
+        if e.to_string().contains(": 404") {
+            anyhow!("no team {name} that you can see (yours: `botbox team list`)")
+        } else {
+            e
+        }
+    })?;
+    t["id"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("GET /teams/{name}: the answer has no id"))
 }
 
 /// Creates a team; its creator is its teamAdmin.

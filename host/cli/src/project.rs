@@ -119,18 +119,6 @@ fn acting_owner(ctx: &Ctx) -> Result<String> {
     Ok(me.team_id.unwrap_or(me.user_id))
 }
 
-/// The id of the caller's team `name`.
-fn team_id(ctx: &Ctx, name: &str) -> Result<String> {
-    let me: Me = ctx.call_as("GET", "/me", None)?;
-    let teams: Vec<UserTeam> =
-        ctx.call_as("GET", &format!("/users/{}/teams", enc(&me.user_id)), None)?;
-    teams
-        .into_iter()
-        .find(|t| t.name == name)
-        .map(|t| t.id)
-        .ok_or_else(|| anyhow!("you are not a member of a team named {name} (`botbox team list`)"))
-}
-
 /// The project a command in `dir` (or on the bot `name`) acts on. With `create`, a project
 /// the name does not find is created (for the binding's team, else the acting owner), and
 /// an unbound folder is bound to the project found or created by name. A project named by
@@ -237,7 +225,7 @@ pub fn bind(ctx: &Ctx, dir: &Path, id: &str) -> Result<()> {
 fn by_name(ctx: &Ctx, binding: Option<&Binding>, name: &str, create: bool) -> Result<Project> {
     let team = binding.and_then(|b| b.team.as_deref());
     let owner = match team {
-        Some(t) => team_id(ctx, t)?,
+        Some(t) => super::people::team_id(ctx, t)?,
         None => acting_owner(ctx)?,
     };
     let mine = all_projects(ctx, &format!("&owner={}", enc(&owner)))?;

@@ -77,6 +77,32 @@ pub struct TrainingData {
     pub entities: Vec<TrainingEntity>,
 }
 
+impl TrainingData {
+    /// Gives every label without an `id` one (`e1`, `e2`, …, skipping ids the sentence's
+    /// labels already have), so each can be named by `belongsTo` and by clients.
+    pub fn with_ids(mut self) -> TrainingData {
+        give_ids(&mut self.entities);
+        self
+    }
+}
+
+/// The labels of one sentence, each with an id (see [`TrainingData::with_ids`]).
+pub fn give_ids(entities: &mut [TrainingEntity]) {
+    let taken: std::collections::HashSet<String> =
+        entities.iter().filter_map(|e| e.id.clone()).collect();
+    let mut n = 0;
+    for e in entities.iter_mut().filter(|e| e.id.is_none()) {
+        let id = loop {
+            n += 1;
+            let id = format!("e{n}");
+            if !taken.contains(&id) {
+                break id;
+            }
+        };
+        e.id = Some(id);
+    }
+}
+
 /// One prediction of one entity (the public prediction API's shape).
 /// `start`/`end` are character offsets into the predicted text (end exclusive); a trait
 /// prediction spans the whole sentence.
@@ -120,5 +146,38 @@ impl SplitMix {
             let j = (self.next() % (i as u64 + 1)) as usize;
             v.swap(i, j);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn label(id: Option<&str>) -> TrainingEntity {
+        TrainingEntity {
+            id: id.map(str::to_owned),
+            entity: "city".into(),
+            label: None,
+            start: 0,
+            end: 1,
+            value: "a".into(),
+            belongs_to: None,
+        }
+    }
+
+    #[test]
+    fn every_label_gets_an_id_that_no_other_label_of_its_sentence_has() {
+        let d = TrainingData {
+            input: "a".into(),
+            entities: vec![
+                label(None),
+                label(Some("e1")),
+                label(None),
+                label(Some("x")),
+            ],
+        }
+        .with_ids();
+        let ids: Vec<_> = d.entities.iter().map(|e| e.id.clone().unwrap()).collect();
+        assert_eq!(ids, ["e2", "e1", "e3", "x"]);
     }
 }

@@ -26,6 +26,17 @@ pub struct NluRow {
 const NLU_COLS: &str = "id, project_id, owner_id, name, lang, visibility, entities, training, \
      training_error, training_started_at, training_finished_at, created_at, updated_at";
 
+/// What storing a training sentence did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrainingStored {
+    /// A new sentence.
+    Added,
+    /// The sentence was stored with other labels: it has the new ones now.
+    Relabelled,
+    /// The sentence was stored with these labels already: nothing changed.
+    Unchanged,
+}
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct TrainingRow {
     pub id: String,
@@ -172,40 +183,80 @@ impl Db {
         .await?)
     }
 
-    /// Appends training sentences `(input, entities JSON)` in one transaction.
+    /// Stores training sentences `(input, entities JSON)` in one transaction, one row per
+    /// input text: a sentence already stored with the same labels is left as it is, one
+    /// stored with other labels takes the new ones, a new one is appended. Answers each
+    /// row's id and what happened to it, in the order given.
     pub async fn add_training_rows(
         &self,
         nlu_id: &str,
         rows: &[(String, String)],
-    ) -> DbResult<Vec<String>> {
+    ) -> DbResult<Vec<(String, TrainingStored)>> {
         let now = now_ms();
         let _turn = self.write_turn().await;
         let mut tx = self.pool.begin().await?;
-        let (mut seq,): (i64,) =
-            sqlx::query_as("SELECT COALESCE(MAX(seq), 0) FROM nlu_training_data WHERE nlu_id = $1")
-                .bind(nlu_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        let mut ids = Vec::with_capacity(rows.len());
+        let have: Vec<(String, String, String, i64)> = sqlx::query_as(
+            "SELECT id, input, entities, seq FROM nlu_training_data WHERE nlu_id = $1",
+        )
+        .bind(nlu_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut seq = have.iter().map(|r| r.3).max().unwrap_or(0);
+        let mut by_input: std::collections::HashMap<String, (String, String)> = have
+            .into_iter()
+            .map(|(id, input, entities, _)| (input, (id, entities)))
+            .collect();
+        let mut out = Vec::with_capacity(rows.len());
         for (input, entities) in rows {
-            seq += 1;
-            let id = new_id();
-            sqlx::query(
-                "INSERT INTO nlu_training_data (id, nlu_id, seq, input, entities, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $6)",
-            )
-            .bind(&id)
-            .bind(nlu_id)
-            .bind(seq)
-            .bind(input)
-            .bind(entities)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            ids.push(id);
+            let done = match by_input.get(input) {
+                Some((id, old)) if old == entities => (id.clone(), TrainingStored::Unchanged),
+                Some((id, _)) => {
+                    sqlx::query(
+                        "UPDATE nlu_training_data SET entities = $1, updated_at = $2 \
+                         WHERE nlu_id = $3 AND id = $4",
+                    )
+                    .bind(entities)
+                    .bind(now)
+                    .bind(nlu_id)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                    (id.clone(), TrainingStored::Relabelled)
+                }
+                None => {
+                    seq += 1;
+                    let id = new_id();
+                    sqlx::query(
+                        "INSERT INTO nlu_training_data (id, nlu_id, seq, input, entities, created_at, updated_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $6)",
+                    )
+                    .bind(&id)
+                    .bind(nlu_id)
+                    .bind(seq)
+                    .bind(input)
+                    .bind(entities)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    (id, TrainingStored::Added)
+                }
+            };
+            by_input.insert(input.clone(), (done.0.clone(), entities.clone()));
+            out.push(done);
         }
         tx.commit().await.map_err(DbError::from_sqlx)?;
-        Ok(ids)
+        Ok(out)
+    }
+
+    /// Deletes one training sentence; `false` when the NLU has no such sentence.
+    pub async fn delete_training_row(&self, nlu_id: &str, id: &str) -> DbResult<bool> {
+        let _turn = self.write_turn().await;
+        let done = sqlx::query("DELETE FROM nlu_training_data WHERE nlu_id = $1 AND id = $2")
+            .bind(nlu_id)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     pub async fn update_training_row(

@@ -170,7 +170,7 @@ async fn add_labelled(
         .collect();
     let mut rows = vec![];
     for text in texts.iter().filter(|t| !have.contains(*t)) {
-        let row = labelled_row(text, &entity, label, spans);
+        let row = labelled_row(text, &entity, label, spans).with_ids();
         check_row_entities(&row, &entities)
             .map_err(|e| ServiceError::Invalid(format!("{text:?}: {e}")))?;
         let json = serde_json::to_string(&row.entities).expect("entities serialise");
