@@ -12,7 +12,8 @@ import { api, here, inspect, password, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 // The default rate limit: a person clicking through the console never meets it.
-const { base, stop } = await startServer();
+// The people's pace against the default rate limit is pace.mjs's; this test makes many requests.
+const { base, stop } = await startServer(['--rate-limit', '10000']);
 const dir = join(here, 'artifacts');
 mkdirSync(dir, { recursive: true });
 let browser;
@@ -108,19 +109,15 @@ try {
 
   // An older revision loads into the editor to publish again.
   await page.goto(`${base}/#/p/${shop.id}/cms`);
+  // The page says which CMS revision each environment runs, in the list and by revision.
+  await page.waitForSelector('#cms-envs', { timeout: 30000 });
+  const envs = await page.textContent('#cms-envs');
+  assert.ok(envs.includes(`production runs deployment ${dep.version}: ${latest.revision.slice(0, 10)} · a warmer greeting`), envs);
+  assert.equal(await page.textContent('#cms-revisions tr:has-text("a warmer greeting") td.runs-in'), 'production');
+  assert.equal(await page.textContent('#cms-revisions tr:has-text("first content") td.runs-in'), '');
   await page.click('#cms-revisions tr:has-text("first content") button.load', { timeout: 30000 });
   await page.waitForSelector('#cms-state >> text=Unpublished changes', { timeout: 30000 });
   assert.equal(await page.inputValue('#cms-home-greeting-text'), 'Hello from v1');
-  // A minute of brisk clicking (a page a second, here as fast as the pages load): no 429.
-  const limited = [];
-  page.on('response', (r) => { if (r.status() === 429) limited.push(r.url()); });
-  for (let i = 0; i < 20; i++) {
-    for (const [hash, ready] of [[`#/p/${shop.id}`, '#revisions'], [`#/p/${shop.id}/cms`, '#cms-pages'], ['#/', 'main table']]) {
-      await page.goto(`${base}/${hash}`);
-      await page.waitForSelector(ready, { timeout: 30000 });
-    }
-  }
-  assert.deepEqual(limited, []);
   assert.deepEqual(errors, []);
   console.log('ok cms: form editor, problems at their place, publish, deploy dialog with the CMS revision, chat reads it');
 } catch (e) {

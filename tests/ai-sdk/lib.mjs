@@ -47,6 +47,18 @@ export async function api(base, method, path, token, body) {
 }
 
 
+/** With BOTBOX_CONSOLE_FROM_DISK=1, `page` (or a context) takes the console's files from
+ *  host/api/src/console on disk instead of the binary's compiled-in copies (the vendored
+ *  ones under vendor/ too): console changes tried without a build. */
+export async function consoleFromDisk(page) {
+  if (process.env.BOTBOX_CONSOLE_FROM_DISK !== '1') return;
+  const types = { js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8', svg: 'image/svg+xml' };
+  await page.route('**/console/**', (r) => {
+    const file = new URL(r.request().url()).pathname.replace(/^\/console\//, '');
+    r.fulfill({ path: join(here, '../../host/api/src/console', file), contentType: types[file.split('.').pop()] || 'text/plain; charset=utf-8' });
+  });
+}
+
 /** A server with the buttons bot deployed and an agent key: {base, key, stop}. */
 export async function agent() {
   const { base, stop } = await startServer();

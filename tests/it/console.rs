@@ -13,6 +13,12 @@ async fn the_console_is_served_with_a_strict_policy() {
         ("/console/main.js", "text/javascript", "import"),
         ("/console/lib.js", "text/javascript", "textContent"),
         ("/console/app.css", "text/css", ".bubble"),
+        (
+            "/console/vendor/dagre.esm.js",
+            "text/javascript",
+            "graphlib",
+        ),
+        ("/console/vendor/LICENSE", "text/plain", "Chris Pettitt"),
         ("/favicon.ico", "image/svg+xml", "<svg"),
     ] {
         let r = api.get(path, "").await;
@@ -41,6 +47,7 @@ async fn the_console_is_served_with_a_strict_policy() {
         assert_eq!(h("x-content-type-options"), "nosniff");
     }
     assert_eq!(api.get("/console/nope.js", "").await.status, 404);
+    assert_eq!(api.get("/console/vendor/nope.js", "").await.status, 404);
     // The page has no inline script for the policy to forbid.
     let page = api.get("/", "").await.text;
     assert!(

@@ -42,7 +42,7 @@ pub(crate) fn asset(content_type: &'static str, body: impl Into<axum::body::Body
 }
 
 /// The console's files (`/console/<name>`), compiled in: its script modules, style sheet
-/// and icon.
+/// and icon, and the third-party library it uses (`vendor/`, with its licence).
 const FILES: &[(&str, &str, &str)] = &[
     ("main.js", JS, include_str!("console/main.js")),
     ("lib.js", JS, include_str!("console/lib.js")),
@@ -66,12 +66,24 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("console/app.css"),
     ),
     ("favicon.svg", SVG, include_str!("console/favicon.svg")),
+    // The graph layout of the bot page: @dagrejs/dagre, MIT (see console/vendor/README.md).
+    (
+        "vendor/dagre.esm.js",
+        JS,
+        include_str!("console/vendor/dagre.esm.js"),
+    ),
+    (
+        "vendor/LICENSE",
+        "text/plain; charset=utf-8",
+        include_str!("console/vendor/LICENSE"),
+    ),
 ];
 const JS: &str = "text/javascript; charset=utf-8";
 const SVG: &str = "image/svg+xml";
 
 /// `/`, `/favicon.ico` (the icon, for browsers that ask for it by that name) and
-/// `/console/<file>`; any other console path is a 404.
+/// `/console/<file>` (`/console/vendor/<file>` for the third-party one); any other console
+/// path is a 404.
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route(
@@ -88,7 +100,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
             get(|| async { asset(SVG, include_str!("console/favicon.svg")) }),
         )
         .route(
-            "/console/{file}",
+            "/console/{*file}",
             get(|Path(file): Path<String>| async move {
                 match FILES.iter().find(|(name, _, _)| *name == file) {
                     Some((_, kind, body)) => asset(kind, *body),

@@ -1,15 +1,28 @@
 // Bot source: each flow of the latest revision drawn as a graph of its states (the
 // transitions between them labelled with their conditions), its intents, and the whole bot
 // as YAML with line numbers; methods with theirs.
-import { api, backTo, el, enc, errorBox, show } from './lib.js';
+//
+// The graphs are laid out by dagre (@dagrejs/dagre 3.1.3, MIT: vendor/dagre.esm.js, its
+// licence in vendor/LICENSE): states top to bottom, each transition's label placed by the
+// layout as a box of its own, so that no label lies on another or on a state. It is loaded
+// with the first bot page, not with the console.
+import { api, backTo, el, enc, errorBox, plural, show } from './lib.js';
 
 const NS = 'http://www.w3.org/2000/svg';
-const NODE_W = 150;
 const NODE_H = 34;
-const COL = 220;
-const ROW = 62;
+/** Space around a state's name and a label's text, in px. */
+const NODE_PAD = 14;
+const LABEL_PAD = 5;
+/** A label's line height, in px. */
+const LINE_H = 13;
+/** Longest names drawn whole, and a label's lines: longer ones are cut (whole on hover). */
+const NAME_MAX = 24;
+const LINE_MAX = 22;
+const LINES = 2;
+/** A graph shrinks to fit its card down to this share of its size; a wider one scrolls. */
+const MIN_SCALE = 0.7;
 
-/** A transition's label: its condition (cut), `fallback`, or nothing. */
+/** A transition's label: its condition, `fallback`, or nothing. */
 function edgeLabel(t) {
   if (typeof t === 'string') return t;
   if (t && typeof t === 'object') {
@@ -19,91 +32,126 @@ function edgeLabel(t) {
   return '';
 }
 
-/** The states in layers: the initial state first, then each state one layer after the first
- *  state that reaches it; states nothing reaches come last. */
-function layers(states) {
-  const names = Object.keys(states);
-  const layer = new Map();
-  const start = names.find((n) => states[n].initial) || names[0];
-  const queue = start ? [start] : [];
-  if (start) layer.set(start, 0);
-  while (queue.length) {
-    const s = queue.shift();
-    for (const t of Object.keys((states[s] && states[s].transitions) || {})) {
-      if (states[t] && !layer.has(t)) { layer.set(t, layer.get(s) + 1); queue.push(t); }
-    }
+/** `text` cut to `max` characters with an ellipsis. */
+function cut(text, max) { return text.length > max ? `${text.slice(0, max - 1)}…` : text; }
+
+/** `text` in at most LINES lines of at most LINE_MAX characters, broken at spaces where it
+ *  can be; what does not fit is cut with an ellipsis. */
+function wrap(text) {
+  const lines = [];
+  let rest = text.trim();
+  while (rest && lines.length < LINES) {
+    if (rest.length <= LINE_MAX) { lines.push(rest); rest = ''; break; }
+    const space = rest.lastIndexOf(' ', LINE_MAX);
+    const at = space > LINE_MAX / 2 ? space : LINE_MAX;
+    lines.push(rest.slice(0, at).trimEnd());
+    rest = rest.slice(at).trimStart();
   }
-  const last = Math.max(-1, ...layer.values()) + 1;
-  for (const n of names) if (!layer.has(n)) layer.set(n, last);
-  return layer;
+  if (rest) lines[lines.length - 1] = cut(`${lines[lines.length - 1]} ${rest}`, LINE_MAX);
+  return lines;
+}
+
+/** An SVG element with attributes, in `parent`. */
+function node(parent, tag, attrs, text) {
+  const n = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
+  if (text !== undefined) n.textContent = text;
+  if (parent) parent.append(n);
+  return n;
+}
+
+/** Widths of texts as the graph draws them (its style sheet's fonts), in px: measured in a
+ *  hidden SVG of the graph's class. */
+function measurer() {
+  const svg = node(null, 'svg', { class: 'graph', width: 0, height: 0, 'aria-hidden': 'true' });
+  svg.classList.add('measure');
+  document.body.append(svg);
+  const state = node(node(svg, 'g', { class: 'state' }), 'text', {});
+  const label = node(node(svg, 'g', { class: 'edge-label' }), 'text', {});
+  return {
+    state: (t) => { state.textContent = t; return state.getComputedTextLength(); },
+    label: (t) => { label.textContent = t; return label.getComputedTextLength(); },
+    done: () => svg.remove(),
+  };
+}
+
+/** A smooth path through `points` (a uniform B-spline, as d3's curveBasis draws it). */
+function curve(points) {
+  const p = points.map(({ x, y }) => [Math.round(x * 10) / 10, Math.round(y * 10) / 10]);
+  if (p.length < 3) return `M${p[0]}L${p[p.length - 1]}`;
+  let d = `M${p[0]}L${(5 * p[0][0] + p[1][0]) / 6},${(5 * p[0][1] + p[1][1]) / 6}`;
+  const bezier = (a, b, c) => `C${(2 * a[0] + b[0]) / 3},${(2 * a[1] + b[1]) / 3} ${(a[0] + 2 * b[0]) / 3},${(a[1] + 2 * b[1]) / 3} ${(a[0] + 4 * b[0] + c[0]) / 6},${(a[1] + 4 * b[1] + c[1]) / 6}`;
+  for (let i = 2; i < p.length; i++) d += bezier(p[i - 2], p[i - 1], p[i]);
+  const [a, b] = [p[p.length - 2], p[p.length - 1]];
+  return `${d}${bezier(a, b, b)}L${b}`;
+}
+
+/** A state's transition to itself: a loop out of its right side, towards the place the
+ *  layout kept for its label (or as far as a label would be). */
+function loop(n, e) {
+  const [x, y] = [n.x + n.width / 2, n.y];
+  const reach = Math.max(12, Math.min(24, (e.width ? e.x - e.width / 2 : x + 24) - x));
+  return `M${x},${y - 8}C${x + reach * 1.3},${y - 22} ${x + reach * 1.3},${y + 22} ${x},${y + 8}`;
 }
 
 /** A flow's states and transitions as an SVG graph: initial state marked, end states
- *  filled, each transition an arrow labelled with its condition (whole on hover). */
-function flowGraph(name, states) {
-  const layer = layers(states);
-  const rows = new Map();
-  const pos = new Map();
-  for (const [s, l] of layer) {
-    const r = rows.get(l) || 0;
-    rows.set(l, r + 1);
-    pos.set(s, { x: 10 + l * COL, y: 10 + r * ROW });
+ *  filled, each transition an arrow labelled with its condition (cut; whole on hover),
+ *  laid out by the dagre module given. */
+function flowGraph(name, states, { graphlib, layout }) {
+  if (!Object.keys(states).length) return el('p', { class: 'muted' }, 'No states.');
+  const measure = measurer();
+  const g = new graphlib.Graph();
+  g.setGraph({ rankdir: 'TB', nodesep: 24, ranksep: 36, edgesep: 12, marginx: 8, marginy: 8 });
+  g.setDefaultEdgeLabel(() => ({}));
+  const names = Object.keys(states);
+  for (const s of names) {
+    const st = states[s];
+    const text = `${st.initial ? '▶ ' : ''}${cut(s, NAME_MAX)}`;
+    g.setNode(s, { text, width: Math.max(60, Math.ceil(measure.state(text)) + 2 * NODE_PAD), height: NODE_H });
   }
-  const w = 20 + Math.max(...[...layer.values()].map((l) => l * COL)) + NODE_W;
-  const h = 20 + Math.max(...[...rows.values()]) * ROW;
-  const svg = document.createElementNS(NS, 'svg');
-  const node = (parent, tag, attrs, text) => {
-    const n = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
-    if (text !== undefined) n.textContent = text;
-    parent.append(n);
-    return n;
-  };
-  svg.setAttribute('viewBox', `0 0 ${w} ${h}`);
-  svg.setAttribute('width', String(w));
-  svg.setAttribute('class', 'graph');
-  svg.setAttribute('role', 'img');
-  svg.setAttribute('aria-label', `Flow ${name}: ${Object.keys(states).length} states`);
-  const defs = node(svg, 'defs', {});
-  const marker = node(defs, 'marker', { id: `arrow-${name}`, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
-  node(marker, 'path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' });
+  const edges = [];
   for (const [s, st] of Object.entries(states)) {
     for (const [t, how] of Object.entries(st.transitions || {})) {
-      if (!pos.has(t)) continue;
-      const a = pos.get(s);
-      const b = pos.get(t);
-      let d;
-      let lx;
-      let ly;
-      if (s === t) {
-        // A loop over the node's top.
-        d = `M${a.x + NODE_W * 0.35},${a.y} C${a.x + NODE_W * 0.35},${a.y - 26} ${a.x + NODE_W * 0.65},${a.y - 26} ${a.x + NODE_W * 0.65},${a.y}`;
-        [lx, ly] = [a.x + NODE_W / 2, a.y - 22];
-      } else if (b.x > a.x) {
-        const [x1, y1, x2, y2] = [a.x + NODE_W, a.y + NODE_H / 2, b.x, b.y + NODE_H / 2];
-        d = `M${x1},${y1} C${x1 + 40},${y1} ${x2 - 40},${y2} ${x2},${y2}`;
-        [lx, ly] = [(x1 + x2) / 2, (y1 + y2) / 2 - 4];
-      } else {
-        // Back or sideways: under the nodes.
-        const [x1, y1, x2, y2] = [a.x + NODE_W / 2, a.y + NODE_H, b.x + NODE_W / 2, b.y + NODE_H];
-        d = `M${x1},${y1} C${x1},${y1 + 30} ${x2},${y2 + 30} ${x2},${y2}`;
-        [lx, ly] = [(x1 + x2) / 2, Math.max(y1, y2) + 26];
-      }
-      const edge = node(svg, 'path', { d, class: 'edge', 'marker-end': `url(#arrow-${name})` });
+      if (!g.hasNode(t)) continue; // another flow's state: in the list under the graph
       const full = edgeLabel(how);
-      node(edge, 'title', {}, `${s} → ${t}${full ? ': ' + full : ''}`);
-      if (full) {
-        const text = node(svg, 'text', { x: lx, y: ly, 'text-anchor': 'middle', class: 'edge-label' }, full.length > 28 ? `${full.slice(0, 27)}…` : full);
-        node(text, 'title', {}, full);
-      }
+      const lines = wrap(full);
+      const label = full ? { width: Math.ceil(Math.max(...lines.map(measure.label))) + 2 * LABEL_PAD, height: lines.length * LINE_H + 2 * LABEL_PAD - 2, labelpos: 'c' } : {};
+      g.setEdge(s, t, { ...label, full, lines });
+      edges.push([s, t]);
     }
   }
-  for (const [s, st] of Object.entries(states)) {
-    const { x, y } = pos.get(s);
-    const g = node(svg, 'g', { class: `state${st.initial ? ' initial' : ''}${st.end ? ' end' : ''}`, 'data-state': s });
-    node(g, 'rect', { x, y, width: NODE_W, height: NODE_H, rx: 8 });
-    node(g, 'text', { x: x + NODE_W / 2, y: y + NODE_H / 2 + 4, 'text-anchor': 'middle' }, `${st.initial ? '▶ ' : ''}${s.length > 18 ? s.slice(0, 17) + '…' : s}`);
-    node(g, 'title', {}, `${s}${st.initial ? ' (initial)' : ''}${st.end ? ' (end)' : ''}`);
+  measure.done();
+  layout(g);
+  const { width: w, height: h } = g.graph();
+  const svg = node(null, 'svg', { viewBox: `0 0 ${Math.ceil(w)} ${Math.ceil(h)}`, width: Math.ceil(w), class: 'graph', role: 'img',
+    'aria-label': `Flow ${name}: ${plural(names.length, 'state')}, ${plural(edges.length, 'transition')} (listed under the graph)` });
+  // Shrinks with its card, to a point (CSSOM, which the page's policy allows).
+  svg.style.minWidth = `${Math.ceil(w * MIN_SCALE)}px`;
+  const id = `arrow-${name.replace(/[^\w-]/g, '_')}`;
+  const marker = node(node(svg, 'defs', {}), 'marker', { id, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
+  node(marker, 'path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' });
+  // Arrows first, their labels over them, the states last.
+  for (const [s, t] of edges) {
+    const e = g.edge(s, t);
+    const path = node(svg, 'path', { d: s === t ? loop(g.node(s), e) : curve(e.points), class: 'edge', 'marker-end': `url(#${id})`, 'data-from': s, 'data-to': t });
+    node(path, 'title', {}, `${s} → ${t}${e.full ? ': ' + e.full : ''}`);
+  }
+  for (const [s, t] of edges) {
+    const e = g.edge(s, t);
+    if (!e.full) continue;
+    const label = node(svg, 'g', { class: 'edge-label', 'data-from': s, 'data-to': t });
+    node(label, 'title', {}, e.full);
+    node(label, 'rect', { x: e.x - e.width / 2, y: e.y - e.height / 2, width: e.width, height: e.height, rx: 4 });
+    const text = node(label, 'text', { x: e.x, y: e.y - ((e.lines.length - 1) * LINE_H) / 2 + 4, 'text-anchor': 'middle' });
+    e.lines.forEach((line, i) => node(text, 'tspan', { x: e.x, dy: i ? LINE_H : 0 }, line));
+  }
+  for (const s of names) {
+    const st = states[s];
+    const n = g.node(s);
+    const box = node(svg, 'g', { class: `state${st.initial ? ' initial' : ''}${st.end ? ' end' : ''}`, 'data-state': s });
+    node(box, 'title', {}, `${s}${st.initial ? ' (initial)' : ''}${st.end ? ' (end)' : ''}`);
+    node(box, 'rect', { x: n.x - n.width / 2, y: n.y - n.height / 2, width: n.width, height: n.height, rx: 8 });
+    node(box, 'text', { x: n.x, y: n.y + 4.5, 'text-anchor': 'middle' }, n.text);
   }
   return svg;
 }
@@ -118,18 +166,23 @@ function numbered(text, id, first = 1) {
  *  readers and search), its intents, the bot as YAML with line numbers; read-only (edit the
  *  files and `botbox push`). */
 export async function botSource(pid) {
-  const [bot, yamlText] = await Promise.all([
+  const [bot, yamlText, dagre] = await Promise.all([
     api('GET', `/projects/${enc(pid)}/bot`),
     api('GET', `/projects/${enc(pid)}/bot?format=yaml`, undefined, { text: true }).catch((e) => e),
+    import('./vendor/dagre.esm.js'),
   ]);
   const pretty = (v) => el('pre', { class: 'mono', tabindex: 0 }, JSON.stringify(v, null, 2));
   const flows = Object.entries(bot.flows || {}).map(([name, f]) => {
     const states = f.states || {};
     const transitions = Object.entries(states).flatMap(([s, st]) => Object.entries(st.transitions || {})
       .map(([t, how]) => el('li', {}, `${s} → ${t}`, edgeLabel(how) ? `: ${edgeLabel(how)}` : '')));
+    const box = el('div', { class: 'graph-box', tabindex: 0, role: 'group', 'aria-label': `Graph of flow ${name}` }, flowGraph(name, states, dagre));
+    // Wider than the window even when shrunk: it scrolls sideways, and says so.
+    const hint = el('p', { class: 'muted graph-hint', hidden: true }, 'Wider than the window: scroll the graph sideways.');
+    new ResizeObserver(() => { hint.hidden = box.scrollWidth <= box.clientWidth + 1; }).observe(box);
     return el('details', { class: 'card flow', open: true },
-      el('summary', {}, el('strong', {}, name), ` · ${Object.keys(states).length} states, ${Object.keys(f.intents || {}).length} intents`),
-      el('div', { class: 'graph-box', tabindex: 0 }, flowGraph(name, states)),
+      el('summary', {}, el('strong', {}, name), ` · ${plural(Object.keys(states).length, 'state')}, ${plural(Object.keys(f.intents || {}).length, 'intent')}`),
+      box, hint,
       el('details', {}, el('summary', {}, `Transitions (${transitions.length})`), el('ul', {}, transitions)),
       el('details', {}, el('summary', {}, 'Intents'), pretty(f.intents || {})));
   });

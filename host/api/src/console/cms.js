@@ -198,9 +198,24 @@ export async function cmsView(pid) {
     changed(); drawPages(); drawFaqs();
     say(`Loaded revision ${cmsLabel(r)} into the editor: publish to make it the latest`);
   };
+  // Which CMS revision each environment runs: its deployment's (a canary's too).
+  const cmsOf = (version) => {
+    const d = (o.deployments || []).find((x) => x.version === version);
+    return d ? d.cmsRevision || '' : null; // null: an older deployment than the page lists
+  };
+  const runs = (o.environments || []).flatMap((e) => {
+    const current = e.deploymentVersion || e.depVersion;
+    return [[e.name, current], ...(e.canary ? [[`${e.name} (canary)`, e.canary.depVersion]] : [])];
+  }).map(([name, version]) => [name, version, cmsOf(version)]);
+  const known = new Map(revs.data.map((r) => [r.revision, r]));
+  const envRuns = runs.length ? el('ul', { id: 'cms-envs' }, runs.map(([name, version, rev]) => el('li', {},
+    el('strong', {}, name), ` runs deployment ${version}: `, rev
+      ? el('span', {}, el('span', { class: 'mono' }, rev.slice(0, 10)), known.get(rev)?.changelog ? ` · ${known.get(rev).changelog}` : '')
+      : el('span', { class: 'muted' }, rev === null ? 'an older deployment: its CMS revision is on the project page' : 'no CMS content')))) : el('p', { class: 'muted', id: 'cms-envs' }, 'No environment yet.');
+  const inEnvs = (rev) => runs.filter((r) => r[2] === rev).map((r) => r[0]).join(', ');
   const revRows = revs.data.map((r, i) => el('tr', {},
     el('td', { class: 'mono' }, String(r.revision).slice(0, 10)), el('td', {}, r.changelog || ''),
-    el('td', {}, r.publishedBy), el('td', { class: 'muted' }, time(r.createdAt)),
+    el('td', {}, r.publishedBy), el('td', { class: 'muted' }, time(r.createdAt)), el('td', { class: 'runs-in' }, inEnvs(r.revision)),
     el('td', {}, i === 0 && r.revision === latest.revision ? el('span', { class: 'muted' }, 'latest')
       : !mayEdit ? null : el('button', { type: 'button', class: 'load', onclick: () => load(r).catch((e) => say(e.message, 'error')) }, 'Edit from this'))));
 
@@ -214,7 +229,8 @@ export async function cmsView(pid) {
     el('div', { class: 'card' }, el('h2', {}, 'Content'), editor, mayEdit ? addForm : null),
     el('div', { class: 'card' }, el('h2', {}, 'FAQ tables'), faqs, mayEdit ? addFaq : null),
     mayEdit ? el('div', { class: 'card' }, el('h2', {}, 'Publish'), dirty, publish, pubErr) : null,
+    el('div', { class: 'card' }, el('h2', {}, 'In the environments'), envRuns),
     el('div', { class: 'card' }, el('h2', {}, 'Revisions'), revRows.length
-      ? table({ id: 'cms-revisions' }, ['Revision', 'Changelog', 'Published by', 'When', ''], revRows)
+      ? table({ id: 'cms-revisions' }, ['Revision', 'Changelog', 'Published by', 'When', 'Runs in', ''], revRows)
       : el('p', { class: 'muted' }, 'No revision yet.')));
 }

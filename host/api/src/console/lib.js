@@ -35,12 +35,17 @@ export function safeUrl(u) {
   } catch { return null; }
 }
 
-/** Replaces the page's content. `inPlace`: the same page drawn again after an action, the
- *  window left where it was. */
+/** Replaces the page's content and moves focus to its heading (its first h1, which a
+ *  screen reader then reads; `main` for a page without one). `inPlace`: the same page drawn
+ *  again after an action, the window left where it was. */
 export function show(...nodes) {
   const inPlace = nodes[0] === IN_PLACE;
   main.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false && n !== IN_PLACE));
-  main.focus({ preventScroll: inPlace });
+  const heading = main.querySelector('h1');
+  if (heading && !heading.hasAttribute('tabindex')) heading.setAttribute('tabindex', '-1');
+  // A new page opens at its top (the header in view); one drawn again stays where it was.
+  if (!inPlace) window.scrollTo(0, 0);
+  (heading || main).focus({ preventScroll: true });
 }
 export const IN_PLACE = Symbol('in place');
 

@@ -9,9 +9,37 @@ function restart() {
   else location.hash = '#/';
 }
 
+// On a phone the header folds into a menu: *Menu* (a disclosure button) shows or hides the
+// navigation and who is signed in; a page change or Escape folds it again. Wider windows show
+// them on the header's one line and no button (app.css).
+const toggle = document.getElementById('menu-toggle');
+const menu = document.getElementById('menu');
+/** Opens or folds the phone's menu; folded, focus that was in it goes back to *Menu*. */
+function setMenu(open) {
+  toggle.setAttribute('aria-expanded', String(open));
+  if (!open && toggle.getClientRects().length && menu.contains(document.activeElement)) toggle.focus();
+}
+toggle.addEventListener('click', () => setMenu(toggle.getAttribute('aria-expanded') !== 'true'));
+document.querySelector('header.top').addEventListener('keydown', (ev) => {
+  if (ev.key !== 'Escape' || toggle.getAttribute('aria-expanded') !== 'true') return;
+  setMenu(false);
+  toggle.focus();
+});
+window.addEventListener('hashchange', () => setMenu(false));
+// A link followed: the menu folds; one to the page shown draws it again (focus on its h1).
+document.getElementById('nav').addEventListener('click', (ev) => {
+  const link = ev.target.closest('a');
+  if (!link) return;
+  setMenu(false);
+  if (link.getAttribute('href') === location.hash) window.dispatchEvent(new Event('botbox:navigate'));
+});
+
 export function signIn(message) {
   document.getElementById('who').textContent = '';
+  document.getElementById('who').removeAttribute('title');
   document.getElementById('nav').replaceChildren();
+  setMenu(false);
+  toggle.hidden = true;
   const err = el('p', { class: 'error', role: 'alert' }, message || '');
   const user = el('input', { id: 'username', name: 'username', autocomplete: 'username', required: true });
   const pass = el('input', { id: 'password', name: 'password', type: 'password', autocomplete: 'current-password', required: true });
@@ -36,7 +64,9 @@ export function signIn(message) {
 /** Fills the header for the signed-in user; answers `/me`. */
 export async function header() {
   const me = await api('GET', '/me');
-  document.getElementById('who').textContent = `${me.username}${me.teamName ? ' · ' + me.teamName : ''}`;
+  const who = document.getElementById('who');
+  who.textContent = `${me.username}${me.teamName ? ' · ' + me.teamName : ''}`;
+  who.title = who.textContent; // cut with an ellipsis in a narrow window
   // Acting for a team: a team token, from the user's own token (kept beside it).
   const userToken = sessionStorage.getItem(`${TOKEN}.user`) || sessionStorage.getItem(TOKEN);
   const teams = await api('GET', `/users/${enc(me.userId)}/teams`, undefined, { token: userToken })
@@ -65,5 +95,6 @@ export async function header() {
       sessionStorage.removeItem(`${TOKEN}.user`);
       signIn();
     } }, 'Sign out')].filter(Boolean));
+  toggle.hidden = false;
   return me;
 }
