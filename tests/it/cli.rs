@@ -1829,7 +1829,7 @@ async fn a_workspace_key_from_the_cli_pushes_in_ci() {
     let out = cli.ok(&["key", "create", "--workspace", "acme"]);
     assert_contains(&out, "for team acme");
     let err = cli.fails(&["key", "create", "--workspace", "nobody"]);
-    assert_contains(&err, "you are not a member of a team named nobody");
+    assert_contains(&err, "no team nobody that you can see");
 }
 
 /// `project list` shows the projects one reaches with their owners and ids; `--all` is every

@@ -19,6 +19,11 @@ async fn the_console_is_served_with_a_strict_policy() {
             "graphlib",
         ),
         ("/console/vendor/LICENSE", "text/plain", "Chris Pettitt"),
+        (
+            "/console/nlu-profiles.json",
+            "application/json",
+            "\"trait\":[\"default\",\"faq\",\"intent\"",
+        ),
         ("/favicon.ico", "image/svg+xml", "<svg"),
     ] {
         let r = api.get(path, "").await;

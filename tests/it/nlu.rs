@@ -32,6 +32,8 @@ on_both_backends!(
     a_training_sentence_is_deleted_by_its_id,
     sentences_sent_again_are_stored_once,
     every_training_label_has_an_id,
+    a_sentence_cannot_take_another_sentences_text,
+    a_teams_viewer_reads_the_sentences_and_changes_nothing,
     a_training_sentence_given_only_a_new_input_keeps_its_labels,
     a_prediction_gives_every_entity_of_the_first_sentence_as_result,
     a_prediction_answers_each_sentence_in_results,
@@ -496,14 +498,85 @@ async fn sentences_sent_again_are_stored_once(backend: Backend) {
     let td = t.nl.get("/training_data?limit=100").await.ok();
     assert_eq!(td["total"], t.kept, "{again}");
     // "hello bot" came twice in the request: the later one (no label) is what it says now;
-    // "i want a pizza" was relabelled twice (cancel, then the file's order).
-    assert_eq!(again["relabelled"], 3, "{again}");
+    // "i want a pizza" too: the file's line, after the request's sentence, stands (unchanged).
+    assert_eq!(again["relabelled"], 1, "{again}");
     let rows = td["data"].as_array().unwrap();
     let find = |text: &str| rows.iter().find(|r| r["input"] == text).unwrap().clone();
     assert_eq!(find("hello bot")["entities"], json!([]));
     // The file's own line comes after the request's sentence: the file's label stands.
     assert_eq!(find("i want a pizza")["entities"][0]["label"], "order");
     assert_eq!(again["unchanged"], t.kept - 1, "{again}");
+    assert_eq!(again["rowIds"].as_array().unwrap().len(), 1, "{again}");
+}
+
+/// A sentence's text is its key: an edit to another sentence's text is refused (409).
+async fn a_sentence_cannot_take_another_sentences_text(backend: Backend) {
+    let t = trained(backend).await;
+    let id = t.first_sentence().await;
+    let taken =
+        t.nl.put(
+            &format!("/training_data/{id}"),
+            json!({"input": "i want a pizza"}),
+        )
+        .await;
+    assert_eq!(taken.status, 409, "{}", taken.text);
+    assert_contains(&taken.text, "is the text of another sentence");
+    assert_eq!(
+        t.nl.get("/training_data?limit=1").await.ok()["data"][0]["input"],
+        "hello bot"
+    );
+}
+
+/// A team's viewer reads an NLU's sentences and changes none of them.
+async fn a_teams_viewer_reads_the_sentences_and_changes_nothing(backend: Backend) {
+    let (_server, api, admin, alice) = with_alice(backend).await;
+    let (viewer_id, viewer) = api.user(&admin, "vera", "developer").await;
+    let team = s(&api
+        .post("/teams", &alice, json!({"name": "acme"}))
+        .await
+        .ok()["id"]);
+    api.post(
+        &format!("/teams/{team}/users/{viewer_id}"),
+        &alice,
+        json!({"role": "viewer"}),
+    )
+    .await
+    .ok();
+    let p = api
+        .post(
+            "/projects",
+            &alice,
+            json!({"name": "words", "teamId": team, "options": {"nlu": true, "nluLang": "en"}}),
+        )
+        .await
+        .ok();
+    let base = format!("/projects/{}/nlus/words", s(&p["id"]));
+    form(
+        &api,
+        &format!("{base}/train"),
+        &alice,
+        &["hello there"],
+        None,
+    )
+    .await
+    .ok();
+    let td = api
+        .get(&format!("{base}/training_data"), &viewer)
+        .await
+        .ok();
+    assert_eq!(td["data"][0]["input"], "hello there");
+    let row = format!("{base}/training_data/{}", s(&td["data"][0]["id"]));
+    assert_eq!(api.delete(&row, &viewer).await.status, 403);
+    assert_eq!(
+        api.put(&row, &viewer, json!({"input": "bye"})).await.status,
+        403
+    );
+    let train = form(&api, &format!("{base}/train"), &viewer, &["bye"], None).await;
+    assert_eq!(train.status, 403);
+    assert_eq!(
+        api.get(&format!("{base}/training_data"), &alice).await.ok()["total"],
+        1
+    );
 }
 
 /// Labels carry ids (the API's TrainingEntity has one), made up when a client sent none.
@@ -699,6 +772,11 @@ async fn visibility_between_accounts(backend: Backend) {
             .status,
         404
     );
+    // What it was taught stays its owner's: bob may not read or delete its sentences.
+    let td = format!("{base}/training_data");
+    assert_eq!(api.get(&td, &bob).await.status, 403);
+    let first = s(&api.get(&format!("{td}?limit=1"), &alice).await.ok()["data"][0]["id"]);
+    assert_eq!(api.delete(&format!("{td}/{first}"), &bob).await.status, 404);
     let (out, _) = say(bob.clone(), bp.clone()).await;
     assert_eq!(out, ["intent=order"]);
 
@@ -1161,6 +1239,27 @@ async fn the_cli_creates_trains_and_predicts_with_an_nlu() {
     let out = ok(nlu(&["entity", "list", "words"]));
     assert!(out.contains("intent  trait/intent  greet, bye"), "{out}");
     assert!(out.contains("size  dict/default  large, small"), "{out}");
+    // A change keeps what it does not name (the profile here).
+    ok(nlu(&[
+        "entity",
+        "add",
+        "words",
+        "intent",
+        "--type",
+        "trait",
+        "--label",
+        "greet",
+        "--label",
+        "bye",
+        "--label",
+        "thanks",
+        "--replace",
+    ]));
+    let out = ok(nlu(&["entity", "list", "words"]));
+    assert!(
+        out.contains("intent  trait/intent  greet, bye, thanks"),
+        "{out}"
+    );
     let bad = nlu(&[
         "entity", "add", "words", "size", "--type", "dict", "--value", "huge",
     ]);

@@ -102,10 +102,25 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route(
             "/console/{*file}",
             get(|Path(file): Path<String>| async move {
+                if file == "nlu-profiles.json" {
+                    return asset("application/json", nlu_profiles());
+                }
                 match FILES.iter().find(|(name, _, _)| *name == file) {
                     Some((_, kind, body)) => asset(kind, *body),
                     None => (StatusCode::NOT_FOUND, "no such console file").into_response(),
                 }
             }),
         )
+}
+
+/// `/console/nlu-profiles.json`: the NLU profiles of each entity type (`{"trait": [...],
+/// "phrase": [...], "dict": [...]}`), from the NLU crate's lists, for NL Studio's entity
+/// form. A console file rather than an API read: it is the same for everyone and costs a
+/// page view no API request.
+fn nlu_profiles() -> String {
+    let mut by_type: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (kind, profile) in botbox_nlu::model::profiles_by_type() {
+        by_type.entry(kind).or_default().push(profile);
+    }
+    serde_json::to_string(&by_type).expect("profiles serialise")
 }

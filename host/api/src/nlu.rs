@@ -2,8 +2,10 @@
 //! train/retrain, predict and debug, and `GET /nlus/profiles`. Thin handlers: parsing and
 //! checks are in [`botbox_nlu`], models and trainings in [`botbox_service::nlu`].
 //!
-//! Who may do what: the project's owner (and `*_any_projects` roles) reads and writes; any
-//! signed-in user may read, predict with and debug a **public** NLU; anyone else gets 404.
+//! Who may do what: the project's owner (and `*_any_projects` roles) reads and writes (a
+//! team's viewers read, training sentences included); any signed-in user may read, predict
+//! with and debug a **public** NLU but not read its training sentences (403); anyone else
+//! gets 404.
 
 use super::{ApiError, ApiResult, App, Body, Caller, PageOf, Paging};
 use axum::Json;
@@ -13,8 +15,8 @@ use botbox_nlu::lines::{self, LineError};
 use botbox_nlu::model::{self, EntitySpec, check_entities, check_row_entities};
 use botbox_nlu::{TrainingData, TrainingEntity};
 use botbox_service::auth::{Action, Resource};
-use botbox_service::nlu::{MAX_TRAINING_ROWS, Trained, cut, entities_of};
-use botbox_store::{NluRow, TrainingRow, TrainingStored};
+use botbox_service::nlu::{MAX_TRAINING_ROWS, Trained, cut, entities_of, too_many_rows};
+use botbox_store::{DbError, NluRow, TrainingRow, TrainingStored};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json_, json};
 use std::collections::BTreeMap;
@@ -282,7 +284,7 @@ pub struct TrainingItem {
 fn training_item(r: TrainingRow) -> ApiResult<TrainingItem> {
     let mut entities: Vec<TrainingEntity> =
         serde_json::from_str(&r.entities).map_err(|e| ApiError::Internal(e.into()))?;
-    // Sentences stored before labels carried ids get theirs on the way out.
+    // A label stored without an id gets one here.
     botbox_nlu::give_ids(&mut entities);
     Ok(TrainingItem {
         entities,
@@ -297,7 +299,7 @@ fn training_item(r: TrainingRow) -> ApiResult<TrainingItem> {
 /// ids (not bare strings), which the update route needs.
 #[utoipa::path(get, path = "/projects/{projectId}/nlus/{nluName}/training_data", tag = "nlu",
     params(("projectId" = String, Path), ("nluName" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<i64>, Query)),
-    responses((status = 200, body = PageOf<TrainingItem>), (status = 404)))]
+    responses((status = 200, body = PageOf<TrainingItem>), (status = 403), (status = 404)))]
 async fn list_training_data(
     State(app): State<App>,
     caller: Caller,
@@ -335,7 +337,7 @@ pub struct TrainingUpdate {
 #[utoipa::path(put, path = "/projects/{projectId}/nlus/{nluName}/training_data/{id}", tag = "nlu",
     params(("projectId" = String, Path), ("nluName" = String, Path), ("id" = String, Path)),
     request_body = TrainingUpdate,
-    responses((status = 200, body = Object), (status = 400), (status = 404)))]
+    responses((status = 200, body = Object), (status = 400), (status = 404), (status = 409)))]
 async fn put_training_data(
     State(app): State<App>,
     caller: Caller,
@@ -371,14 +373,20 @@ async fn put_training_data(
     lines::check_row(&data)
         .and_then(|()| check_row_entities(&data, &entities))
         .map_err(|e| ApiError::bad(format!("training data {id}: {e}")))?;
-    app.db
-        .update_training_row(
-            &nlu.id,
-            &id,
-            &data.input,
-            &serde_json::to_string(&data.entities).expect("entities serialise"),
-        )
-        .await?;
+    let entities_json = serde_json::to_string(&data.entities).expect("entities serialise");
+    match app
+        .db
+        .update_training_row(&nlu.id, &id, &data.input, &entities_json)
+        .await
+    {
+        Err(DbError::Conflict) => {
+            return Err(ApiError::Conflict(format!(
+                "training data {id}: {:?} is the text of another sentence of NLU {name}; change or delete that one",
+                data.input
+            )));
+        }
+        done => done?,
+    }
     let row = app
         .db
         .training_row(&nlu.id, &id)
@@ -506,7 +514,7 @@ impl FromRequest<App> for SentenceForm {
 }
 
 /// The answer of train and retrain: `{count, status}`, with the lines refused.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Default, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TrainAnswer {
     /// Rows accepted by this request (train) or trained on (retrain).
@@ -549,8 +557,57 @@ async fn train(
         return Err(busy(&nlu));
     }
     let entities = entities_of(&nlu).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
-    // Sentences are numbered from 1, then the file's lines (or items) follow with their own
-    // numbers; refused rows are reported by those numbers.
+    let (accepted, errors) = checked_sentences(&form, &entities)?;
+    let refused = TrainAnswer {
+        err_rows: errors.iter().map(|e| e.line).collect(),
+        errors: errors.iter().map(ToString::to_string).collect(),
+        ..TrainAnswer::default()
+    };
+    let count = accepted.len();
+    if count == 0 {
+        return Ok(Json(TrainAnswer {
+            status: "failed".into(),
+            error: Some("no sentence was accepted; nothing was trained".into()),
+            ..refused
+        }));
+    }
+    let rows: Vec<(String, String)> = accepted
+        .into_iter()
+        .map(|r| {
+            let r = r.with_ids();
+            let e = serde_json::to_string(&r.entities).expect("entities serialise");
+            (r.input, e)
+        })
+        .collect();
+    let stored = app
+        .db
+        .add_training_rows(&nlu.id, &rows, MAX_TRAINING_ROWS)
+        .await?
+        .map_err(|total| ApiError::bad(too_many_rows(&name, total)))?;
+    let trained = run_training(&app, nlu).await?;
+    let count_of = |what: TrainingStored| stored.iter().filter(|(_, s)| *s == what).count();
+    Ok(Json(TrainAnswer {
+        count,
+        unchanged: count_of(TrainingStored::Unchanged),
+        relabelled: count_of(TrainingStored::Relabelled),
+        row_ids: stored
+            .into_iter()
+            .filter(|(_, s)| *s != TrainingStored::Unchanged)
+            .map(|(id, _)| id)
+            .collect(),
+        err_rows: refused.err_rows,
+        errors: refused.errors,
+        ..trained
+    }))
+}
+
+/// The sentences of a train request, parsed and checked against the NLU's `entities`: the
+/// accepted rows, and the refused ones by number (sentences from 1, then the file's lines
+/// or items with their own numbers).
+fn checked_sentences(
+    form: &SentenceForm,
+    entities: &BTreeMap<String, EntitySpec>,
+) -> ApiResult<(Vec<TrainingData>, Vec<LineError>)> {
     let mut parsed = lines::Parsed::default();
     for (i, s) in form.sentences.iter().enumerate() {
         match lines::parse_line(s) {
@@ -580,7 +637,7 @@ async fn train(
     let mut accepted = Vec::new();
     let mut errors = parsed.errors;
     for (row, line) in parsed.rows.into_iter().zip(parsed.lines) {
-        match check_row_entities(&row, &entities) {
+        match check_row_entities(&row, entities) {
             Ok(()) => accepted.push(row),
             Err(m) => errors.push(LineError {
                 line,
@@ -589,49 +646,7 @@ async fn train(
         }
     }
     errors.sort_by_key(|e| e.line);
-    let have = app.db.training_rows(&nlu.id, 1, 0).await?.total as usize;
-    if have + accepted.len() > MAX_TRAINING_ROWS {
-        return Err(ApiError::bad(format!(
-            "NLU {name} would hold {} training sentences; at most {MAX_TRAINING_ROWS}",
-            have + accepted.len()
-        )));
-    }
-    let count = accepted.len();
-    if count == 0 {
-        return Ok(Json(TrainAnswer {
-            count,
-            status: "failed".into(),
-            err_rows: errors.iter().map(|e| e.line).collect(),
-            errors: errors.iter().map(ToString::to_string).collect(),
-            row_ids: vec![],
-            unchanged: 0,
-            relabelled: 0,
-            revision: None,
-            error: Some("no sentence was accepted; nothing was trained".into()),
-        }));
-    }
-    let rows: Vec<(String, String)> = accepted
-        .into_iter()
-        .map(|r| {
-            let r = r.with_ids();
-            let e = serde_json::to_string(&r.entities).expect("entities serialise");
-            (r.input, e)
-        })
-        .collect();
-    let stored = app.db.add_training_rows(&nlu.id, &rows).await?;
-    let mut answer = run_training(&app, nlu).await?;
-    let count_of = |what: TrainingStored| stored.iter().filter(|(_, s)| *s == what).count();
-    answer.unchanged = count_of(TrainingStored::Unchanged);
-    answer.relabelled = count_of(TrainingStored::Relabelled);
-    answer.row_ids = stored
-        .into_iter()
-        .filter(|(_, s)| *s != TrainingStored::Unchanged)
-        .map(|(id, _)| id)
-        .collect();
-    answer.count = count;
-    answer.err_rows = errors.iter().map(|e| e.line).collect();
-    answer.errors = errors.iter().map(ToString::to_string).collect();
-    Ok(Json(answer))
+    Ok((accepted, errors))
 }
 
 fn busy(nlu: &NluRow) -> ApiError {
@@ -649,15 +664,8 @@ async fn run_training(app: &App, nlu: NluRow) -> ApiResult<TrainAnswer> {
         .await
         .map_err(|_| busy(&nlu))?;
     let mut answer = TrainAnswer {
-        count: 0,
         status: "training".into(),
-        err_rows: vec![],
-        errors: vec![],
-        row_ids: vec![],
-        unchanged: 0,
-        relabelled: 0,
-        revision: None,
-        error: None,
+        ..TrainAnswer::default()
     };
     match tokio::time::timeout(SYNC_WAIT, rx).await {
         Ok(Ok(Trained::Done { revision })) => {

@@ -187,20 +187,23 @@ pub enum EntityAction {
         /// trait, phrase or dict.
         #[arg(long = "type", value_parser = ["trait", "phrase", "dict"])]
         kind: String,
-        /// The profile (`botbox` lists them on GET /nlus/profiles): default, intent, number, …
-        #[arg(long, default_value = "default")]
-        profile: String,
+        /// The profile, one of the type's (intent, sentiment, number, email, …; the server
+        /// lists them at GET /nlus/profiles). Default: `default`, or the entity's own with
+        /// --replace.
+        #[arg(long)]
+        profile: Option<String>,
         /// A trait's label (repeatable).
         #[arg(long = "label")]
         labels: Vec<String>,
         /// A dictionary entry, `key` or `key: synonym, synonym` (repeatable).
         #[arg(long = "value")]
         values: Vec<String>,
-        /// Change the entity of that name (its labels or entries are replaced).
+        /// Change the entity of that name: the type, profile, labels and entries given
+        /// replace its own; what is not given (belongsTo, say) stays.
         #[arg(long)]
         replace: bool,
     },
-    /// Removes an entity (sentences labelled with it must be changed first).
+    /// Removes an entity (refused while another entity belongs to it).
     Rm { nlu: String, entity: String },
 }
 

@@ -126,8 +126,15 @@ impl Ctx {
             (None, None) => (None, ""),
         };
         if let Some(file) = file {
-            for cert in ca_certs(&file).with_context(|| format!("{flag} {}", file.display()))? {
-                http = http.add_root_certificate(cert);
+            match ca_certs(&file) {
+                Ok(certs) => {
+                    for cert in certs {
+                        http = http.add_root_certificate(cert);
+                    }
+                }
+                Err(e) if flag == "--ca-cert" => bail!("--ca-cert {}: {e}", file.display()),
+                // Set for other programs too: a file this CLI cannot use is said, not fatal.
+                Err(e) => eprintln!("warning: SSL_CERT_FILE {} not used: {e}", file.display()),
             }
         }
         Ok(Ctx {
@@ -262,7 +269,8 @@ impl Unreachable {
             source = s.source();
         }
         let why = why.last().cloned().unwrap_or_else(|| e.to_string());
-        let certificate = why.to_ascii_lowercase().contains("certificate");
+        // rustls's words for a server certificate it refused (not an alert about ours).
+        let certificate = why.contains("invalid peer certificate");
         Unreachable {
             server: server.to_owned(),
             why,
@@ -274,9 +282,16 @@ impl Unreachable {
 impl std::fmt::Display for Unreachable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.certificate {
+            let advice = if self.why.contains("NotValidForName") {
+                "it was issued for another name: check the address in --server"
+            } else if self.why.contains("Expired") || self.why.contains("NotValidYet") {
+                "it is out of its dates: renew it on the server, or check this machine's clock"
+            } else {
+                "if a private authority signed it, pass that authority's certificate with `--ca-cert <file.pem>` (or SSL_CERT_FILE)"
+            };
             return write!(
                 f,
-                "the server's certificate is not trusted: {} ({}). If a private authority signed it, pass that authority's certificate with `--ca-cert <file.pem>` (or SSL_CERT_FILE)",
+                "the server's certificate is not trusted: {} ({}); {advice}",
                 self.why, self.server
             );
         }

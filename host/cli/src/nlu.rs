@@ -88,7 +88,19 @@ fn entity_cmd(ctx: &Ctx, base: &str, action: EntityAction) -> Result<()> {
             values,
             replace,
         } => {
-            let mut body = json!({"name": entity, "type": kind, "profile": profile});
+            let path = format!("{base}/{nlu}/entities/{entity}");
+            // A change starts from the entity as it is: what is not given stays.
+            let mut body = if replace {
+                ctx.call("GET", &path, None)?
+            } else {
+                json!({"name": entity})
+            };
+            body["type"] = json!(kind);
+            match profile {
+                Some(p) => body["profile"] = json!(p),
+                None if !replace => body["profile"] = json!("default"),
+                None => {}
+            }
             if !labels.is_empty() {
                 body["labels"] = json!(labels);
             }
@@ -96,11 +108,7 @@ fn entity_cmd(ctx: &Ctx, base: &str, action: EntityAction) -> Result<()> {
                 body["dictionary"] = dictionary(&values)?;
             }
             let out = if replace {
-                ctx.call(
-                    "PUT",
-                    &format!("{base}/{nlu}/entities/{entity}"),
-                    Some(&body),
-                )?
+                ctx.call("PUT", &path, Some(&body))?
             } else {
                 ctx.call("POST", &format!("{base}/{nlu}/entities"), Some(&body))?
             };
@@ -127,12 +135,11 @@ fn dictionary(values: &[String]) -> Result<Json> {
         if key.is_empty() {
             bail!("--value {v:?}: write `key` or `key: synonym, synonym`");
         }
-        let synonyms: Vec<&str> = synonyms
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        dict.insert(key.to_owned(), json!(synonyms));
+        // A key given twice gathers both lists of forms.
+        let forms = dict.entry(key.to_owned()).or_insert_with(|| json!([]));
+        for s in synonyms.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            forms.as_array_mut().expect("a list").push(json!(s));
+        }
     }
     Ok(Json::Object(dict))
 }

@@ -175,6 +175,16 @@ pub(crate) fn team_id(ctx: &Ctx, name: &str) -> Result<String> {
         .ok_or_else(|| anyhow!("GET /teams/{name}: the answer has no id"))
 }
 
+/// The id of the user's own team `name` (a member's, whatever the user's role on the
+/// server): for what must not reach other tenants by name.
+pub(crate) fn my_team_id(ctx: &Ctx, name: &str) -> Result<String> {
+    my_teams(ctx)?
+        .into_iter()
+        .find(|t| t.name == name)
+        .map(|t| t.id)
+        .ok_or_else(|| anyhow!("you are not a member of a team named {name} (`botbox team list`)"))
+}
+
 /// Creates a team; its creator is its teamAdmin.
 pub fn team_create(ctx: &Ctx, name: &str) -> Result<()> {
     let t = as_user(ctx, "POST", "/teams", Some(&json!({"name": name})))?;

@@ -225,7 +225,9 @@ pub fn bind(ctx: &Ctx, dir: &Path, id: &str) -> Result<()> {
 fn by_name(ctx: &Ctx, binding: Option<&Binding>, name: &str, create: bool) -> Result<Project> {
     let team = binding.and_then(|b| b.team.as_deref());
     let owner = match team {
-        Some(t) => super::people::team_id(ctx, t)?,
+        // A team of the user's own: a name never reaches another tenant's projects, an
+        // administrator's included (they act on those by id).
+        Some(t) => super::people::my_team_id(ctx, t)?,
         None => acting_owner(ctx)?,
     };
     let mine = all_projects(ctx, &format!("&owner={}", enc(&owner)))?;

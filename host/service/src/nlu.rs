@@ -331,6 +331,11 @@ impl NluService {
     }
 }
 
+/// Why a training that would pass [`MAX_TRAINING_ROWS`] is refused.
+pub fn too_many_rows(nlu: &str, total: usize) -> String {
+    format!("NLU {nlu} would hold {total} training sentences; at most {MAX_TRAINING_ROWS}")
+}
+
 /// The entity map stored on an NLU row.
 pub fn entities_of(
     nlu: &NluRow,

@@ -2,7 +2,7 @@
 //! revision). Training status lives on the NLU row, so "one training at a time" is a
 //! conditional UPDATE that any number of server tasks can race on.
 
-use super::{Db, DbError, DbResult, Page, new_id, now_ms};
+use super::{Backend, Db, DbError, DbResult, Page, new_id, now_ms};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct NluRow {
@@ -185,29 +185,55 @@ impl Db {
 
     /// Stores training sentences `(input, entities JSON)` in one transaction, one row per
     /// input text: a sentence already stored with the same labels is left as it is, one
-    /// stored with other labels takes the new ones, a new one is appended. Answers each
-    /// row's id and what happened to it, in the order given.
+    /// stored with other labels takes the new ones, a new one is appended. A text given
+    /// twice counts once, with its last labels. Answers each stored text's id and what
+    /// happened to it, in the order of the texts' last mention; or, storing nothing, the
+    /// number of sentences the NLU would hold when that is over `max_rows`.
     pub async fn add_training_rows(
         &self,
         nlu_id: &str,
         rows: &[(String, String)],
-    ) -> DbResult<Vec<(String, TrainingStored)>> {
+        max_rows: usize,
+    ) -> DbResult<Result<Vec<(String, TrainingStored)>, usize>> {
         let now = now_ms();
         let _turn = self.write_turn().await;
         let mut tx = self.pool.begin().await?;
+        if self.backend == Backend::Postgres {
+            // One writer of an NLU's sentences at a time (SQLite has one writer anyway).
+            sqlx::query("SELECT id FROM nlus WHERE id = $1 FOR UPDATE")
+                .bind(nlu_id)
+                .execute(&mut *tx)
+                .await?;
+        }
         let have: Vec<(String, String, String, i64)> = sqlx::query_as(
-            "SELECT id, input, entities, seq FROM nlu_training_data WHERE nlu_id = $1",
+            "SELECT id, input, entities, seq FROM nlu_training_data WHERE nlu_id = $1 ORDER BY seq DESC",
         )
         .bind(nlu_id)
         .fetch_all(&mut *tx)
         .await?;
-        let mut seq = have.iter().map(|r| r.3).max().unwrap_or(0);
-        let mut by_input: std::collections::HashMap<String, (String, String)> = have
+        let mut seq = have.first().map_or(0, |r| r.3);
+        let stored = have.len();
+        // The oldest row of a text (should there be several) is the one kept up to date.
+        let by_input: std::collections::HashMap<String, (String, String)> = have
             .into_iter()
             .map(|(id, input, entities, _)| (input, (id, entities)))
             .collect();
-        let mut out = Vec::with_capacity(rows.len());
-        for (input, entities) in rows {
+        let mut seen = std::collections::HashSet::new();
+        let mut last: Vec<&(String, String)> = rows
+            .iter()
+            .rev()
+            .filter(|(input, _)| seen.insert(input))
+            .collect();
+        last.reverse();
+        let new = last
+            .iter()
+            .filter(|(i, _)| !by_input.contains_key(i))
+            .count();
+        if stored + new > max_rows {
+            return Ok(Err(stored + new));
+        }
+        let mut out = Vec::with_capacity(last.len());
+        for (input, entities) in last {
             let done = match by_input.get(input) {
                 Some((id, old)) if old == entities => (id.clone(), TrainingStored::Unchanged),
                 Some((id, _)) => {
@@ -241,11 +267,10 @@ impl Db {
                     (id, TrainingStored::Added)
                 }
             };
-            by_input.insert(input.clone(), (done.0.clone(), entities.clone()));
             out.push(done);
         }
         tx.commit().await.map_err(DbError::from_sqlx)?;
-        Ok(out)
+        Ok(Ok(out))
     }
 
     /// Deletes one training sentence; `false` when the NLU has no such sentence.
@@ -259,6 +284,8 @@ impl Db {
         Ok(done.rows_affected() > 0)
     }
 
+    /// Changes one training sentence. `DbError::Conflict` when `input` is another sentence's
+    /// text (a text is one sentence of its NLU).
     pub async fn update_training_row(
         &self,
         nlu_id: &str,
@@ -267,8 +294,10 @@ impl Db {
         entities: &str,
     ) -> DbResult<()> {
         let _turn = self.write_turn().await;
-        sqlx::query(
-            "UPDATE nlu_training_data SET input = $1, entities = $2, updated_at = $3 WHERE nlu_id = $4 AND id = $5",
+        // A sentence's text is its key: another sentence's text is refused (Conflict).
+        let done = sqlx::query(
+            "UPDATE nlu_training_data SET input = $1, entities = $2, updated_at = $3 WHERE nlu_id = $4 AND id = $5 \
+             AND NOT EXISTS (SELECT 1 FROM nlu_training_data o WHERE o.nlu_id = $4 AND o.input = $1 AND o.id <> $5)",
         )
         .bind(input)
         .bind(entities)
@@ -277,6 +306,9 @@ impl Db {
         .bind(id)
         .execute(&self.pool)
         .await?;
+        if done.rows_affected() == 0 {
+            return Err(DbError::Conflict);
+        }
         Ok(())
     }
 

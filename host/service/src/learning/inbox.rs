@@ -176,14 +176,9 @@ async fn add_labelled(
         let json = serde_json::to_string(&row.entities).expect("entities serialise");
         rows.push((row.input, json));
     }
-    if have.len() + rows.len() > MAX_TRAINING_ROWS {
-        return Err(ServiceError::Invalid(format!(
-            "NLU {} would hold {} training sentences; at most {MAX_TRAINING_ROWS}",
-            nlu.name,
-            have.len() + rows.len()
-        )));
-    }
-    db.add_training_rows(&nlu.id, &rows).await?;
+    db.add_training_rows(&nlu.id, &rows, MAX_TRAINING_ROWS)
+        .await?
+        .map_err(|total| ServiceError::Invalid(crate::nlu::too_many_rows(&nlu.name, total)))?;
     Ok(rows.len())
 }
 
