@@ -8,10 +8,9 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, here, inspect, password, startServer } from './lib.mjs';
+import { api, consoleFromDisk, here, inspect, password, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
-// The default rate limit: a person clicking through the console never meets it.
 // The people's pace against the default rate limit is pace.mjs's; this test makes many requests.
 const { base, stop } = await startServer(['--rate-limit', '10000']);
 const dir = join(here, 'artifacts');
@@ -38,6 +37,7 @@ try {
 
   browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await consoleFromDisk(page);
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   await page.goto(base + '/');

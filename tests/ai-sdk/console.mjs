@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, here, inspect, password, startServer } from './lib.mjs';
+import { api, consoleFromDisk, here, inspect, password, requestsOf, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 // The console's requests count toward the user's project-API rate limit (100 a minute by
@@ -61,6 +61,7 @@ try {
 
   browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await consoleFromDisk(page);
   page.on('dialog', async (d) => {
     dialogs.push(`${d.type()}: ${d.message()}`);
     if (d.type() === 'prompt') await d.accept('production');
@@ -422,19 +423,7 @@ try {
   assert.equal(await page.inputValue('#user'), 'visitor-9');
 
   // What a page view costs: at most 3 API requests each (the console's own files aside).
-  const viewCost = async (hash, ready) => {
-    const seen = [];
-    const on = (r) => {
-      const u = new URL(r.url());
-      if (u.origin === new URL(base).origin && !u.pathname.startsWith('/console/') && u.pathname !== '/' && u.pathname !== '/favicon.ico') seen.push(`${r.method()} ${u.pathname}`);
-    };
-    page.on('request', on);
-    await page.goto(`${base}/${hash}`);
-    await page.waitForSelector(ready, { timeout: 30000 });
-    await page.waitForLoadState('networkidle');
-    page.off('request', on);
-    return seen;
-  };
+  const viewCost = (hash, ready) => requestsOf(page, base, () => page.goto(`${base}/${hash}`), ready);
   for (const [hash, ready] of [[`#/p/${pizza.id}`, '#environments'], ['#/', 'main table'],
     [`#/p/${pizza.id}/transcripts/production`, '.conversation'], [`#/p/${pizza.id}/analytics/production`, '#total-messages'],
     [`#/p/${op.id}/errors`, '#errors'], [`#/p/${pizza.id}/keys/production`, '#keys'], ['#/keys', '#keys'],

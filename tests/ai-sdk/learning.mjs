@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, here, inspect, password, startServer } from './lib.mjs';
+import { api, consoleFromDisk, here, inspect, password, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 // The channel's replies go to a loopback URL.
@@ -115,6 +115,7 @@ try {
 
   browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox'] });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await consoleFromDisk(page);
   page.on('pageerror', (e) => errors.push(String(e)));
   await page.goto(base + '/');
   await page.fill('#username', 'alice');

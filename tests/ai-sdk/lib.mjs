@@ -1,9 +1,9 @@
 // Shared by the AI SDK and browser tests: a fresh `botbox serve` with the buttons example
 // deployed on "production" and an agent key for it.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
+import { join, dirname, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const here = dirname(fileURLToPath(import.meta.url));
@@ -49,14 +49,52 @@ export async function api(base, method, path, token, body) {
 
 /** With BOTBOX_CONSOLE_FROM_DISK=1, `page` (or a context) takes the console's files from
  *  host/api/src/console on disk instead of the binary's compiled-in copies (the vendored
- *  ones under vendor/ too): console changes tried without a build. */
+ *  ones under vendor/ too): console changes tried without a build. A console file with no
+ *  source file (one the server makes, as nlu-profiles.json) comes from the server. */
 export async function consoleFromDisk(page) {
   if (process.env.BOTBOX_CONSOLE_FROM_DISK !== '1') return;
-  const types = { js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8', svg: 'image/svg+xml' };
+  const types = { js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8', svg: 'image/svg+xml', json: 'application/json' };
+  const root = join(here, '../../host/api/src/console');
   await page.route('**/console/**', (r) => {
-    const file = new URL(r.request().url()).pathname.replace(/^\/console\//, '');
-    r.fulfill({ path: join(here, '../../host/api/src/console', file), contentType: types[file.split('.').pop()] || 'text/plain; charset=utf-8' });
+    const file = decodeURIComponent(new URL(r.request().url()).pathname.replace(/^\/console\//, ''));
+    const path = join(root, file);
+    if (!path.startsWith(root + sep) || !existsSync(path) || !statSync(path).isFile()) return r.continue();
+    r.fulfill({ path, contentType: types[file.split('.').pop()] || 'text/plain; charset=utf-8' });
   });
+}
+
+/** The API requests (`METHOD /path`: the console's own files, the page and its icon aside)
+ *  `page` makes from `act` on, until `ready` shows and then the network is quiet: nothing
+ *  in flight and nothing started for `quiet` ms. A request the page makes after it is drawn
+ *  counts too (a hash navigation leaves the load state as it was, so `networkidle` would
+ *  not wait for it). */
+export async function requestsOf(page, base, act, ready, quiet = 500) {
+  const origin = new URL(base).origin;
+  const seen = [];
+  const open = new Set();
+  let last = Date.now();
+  const start = (r) => {
+    open.add(r);
+    last = Date.now();
+    const u = new URL(r.url());
+    if (u.origin === origin && !u.pathname.startsWith('/console/') && u.pathname !== '/' && u.pathname !== '/favicon.ico') seen.push(`${r.method()} ${u.pathname}`);
+  };
+  const end = (r) => { open.delete(r); last = Date.now(); };
+  page.on('request', start);
+  page.on('requestfinished', end);
+  page.on('requestfailed', end);
+  try {
+    await act();
+    await page.waitForSelector(ready, { timeout: 30000 });
+    for (const t0 = Date.now(); open.size || Date.now() - last < quiet; await new Promise((r) => setTimeout(r, 25))) {
+      if (Date.now() - t0 > 30000) throw new Error(`requests still open 30 s after ${ready} showed: ${[...open].map((r) => r.url()).join(', ')}`);
+    }
+  } finally {
+    page.off('request', start);
+    page.off('requestfinished', end);
+    page.off('requestfailed', end);
+  }
+  return seen;
 }
 
 /** A server with the buttons bot deployed and an agent key: {base, key, stop}. */

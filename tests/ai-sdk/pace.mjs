@@ -74,7 +74,7 @@ try {
   assert.deepEqual(refused, [], 'a person clicking met the rate limit');
   assert.deepEqual(errors, []);
 
-  // A script that does not stop meets the limit, with the contract's body and headers.
+  // A script that does not stop meets the limit, with the exact body and headers.
   const token = (await api(base, 'POST', '/login', null, { username: 'dev', password: 'dev-password' })).id;
   let last;
   for (let n = 0; n < 202; n++) {

@@ -32,22 +32,25 @@ function edgeLabel(t) {
   return '';
 }
 
-/** `text` cut to `max` characters with an ellipsis. */
-function cut(text, max) { return text.length > max ? `${text.slice(0, max - 1)}…` : text; }
+/** `text` cut to `max` characters (code points: an emoji is not split) with an ellipsis. */
+function cut(text, max) {
+  const chars = [...text];
+  return chars.length > max ? `${chars.slice(0, max - 1).join('')}…` : text;
+}
 
-/** `text` in at most LINES lines of at most LINE_MAX characters, broken at spaces where it
- *  can be; what does not fit is cut with an ellipsis. */
+/** `text` in at most LINES lines of at most LINE_MAX characters (code points), broken at
+ *  spaces where it can be; what does not fit is cut with an ellipsis. */
 function wrap(text) {
   const lines = [];
-  let rest = text.trim();
-  while (rest && lines.length < LINES) {
-    if (rest.length <= LINE_MAX) { lines.push(rest); rest = ''; break; }
+  let rest = [...text.trim()];
+  while (rest.length && lines.length < LINES) {
+    if (rest.length <= LINE_MAX) { lines.push(rest.join('')); rest = []; break; }
     const space = rest.lastIndexOf(' ', LINE_MAX);
     const at = space > LINE_MAX / 2 ? space : LINE_MAX;
-    lines.push(rest.slice(0, at).trimEnd());
-    rest = rest.slice(at).trimStart();
+    lines.push(rest.slice(0, at).join('').trimEnd());
+    rest = [...rest.slice(at).join('').trimStart()];
   }
-  if (rest) lines[lines.length - 1] = cut(`${lines[lines.length - 1]} ${rest}`, LINE_MAX);
+  if (rest.length) lines[lines.length - 1] = cut(`${lines[lines.length - 1]} ${rest.join('')}`, LINE_MAX);
   return lines;
 }
 
@@ -96,8 +99,9 @@ function loop(n, e) {
 
 /** A flow's states and transitions as an SVG graph: initial state marked, end states
  *  filled, each transition an arrow labelled with its condition (cut; whole on hover),
- *  laid out by the dagre module given. */
-function flowGraph(name, states, { graphlib, layout }) {
+ *  laid out by the dagre module given. `index`: the flow's place in the bot, which names its
+ *  arrowhead. */
+function flowGraph(name, index, states, { graphlib, layout }) {
   if (!Object.keys(states).length) return el('p', { class: 'muted' }, 'No states.');
   const measure = measurer();
   const g = new graphlib.Graph();
@@ -127,7 +131,8 @@ function flowGraph(name, states, { graphlib, layout }) {
     'aria-label': `Flow ${name}: ${plural(names.length, 'state')}, ${plural(edges.length, 'transition')} (listed under the graph)` });
   // Shrinks with its card, to a point (CSSOM, which the page's policy allows).
   svg.style.minWidth = `${Math.ceil(w * MIN_SCALE)}px`;
-  const id = `arrow-${name.replace(/[^\w-]/g, '_')}`;
+  // By the flow's place, not its name: `a.b` and `a_b` would share an id.
+  const id = `arrow-${index}`;
   const marker = node(node(svg, 'defs', {}), 'marker', { id, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
   node(marker, 'path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' });
   // Arrows first, their labels over them, the states last.
@@ -172,11 +177,11 @@ export async function botSource(pid) {
     import('./vendor/dagre.esm.js'),
   ]);
   const pretty = (v) => el('pre', { class: 'mono', tabindex: 0 }, JSON.stringify(v, null, 2));
-  const flows = Object.entries(bot.flows || {}).map(([name, f]) => {
+  const flows = Object.entries(bot.flows || {}).map(([name, f], i) => {
     const states = f.states || {};
     const transitions = Object.entries(states).flatMap(([s, st]) => Object.entries(st.transitions || {})
       .map(([t, how]) => el('li', {}, `${s} → ${t}`, edgeLabel(how) ? `: ${edgeLabel(how)}` : '')));
-    const box = el('div', { class: 'graph-box', tabindex: 0, role: 'group', 'aria-label': `Graph of flow ${name}` }, flowGraph(name, states, dagre));
+    const box = el('div', { class: 'graph-box', tabindex: 0, role: 'group', 'aria-label': `Graph of flow ${name}` }, flowGraph(name, i, states, dagre));
     // Wider than the window even when shrunk: it scrolls sideways, and says so.
     const hint = el('p', { class: 'muted graph-hint', hidden: true }, 'Wider than the window: scroll the graph sideways.');
     new ResizeObserver(() => { hint.hidden = box.scrollWidth <= box.clientWidth + 1; }).observe(box);

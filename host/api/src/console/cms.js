@@ -55,7 +55,9 @@ function cmsDefault(type, options, min) {
 }
 
 /** The CMS page: the latest revision's pages, forms and elements as a form, its FAQ tables,
- *  publish with a changelog, and the revisions (any of them can be loaded to edit from). */
+ *  publish with a changelog, what each environment runs, and the revisions (any of them can
+ *  be loaded to edit from). Its parts share a context: { pid, P, access, mayEdit, doc (the
+ *  content edited), base (the revision it came from), changed, editor, faqs }. */
 export async function cmsView(pid) {
   const P = `/projects/${enc(pid)}`;
   // The overview: the project, its newest 20 CMS revisions and what the caller may do.
@@ -65,140 +67,35 @@ export async function cmsView(pid) {
   const mayEdit = can(access, 'edit');
   const p = o.project;
   const revs = { data: o.cmsRevisions || [] };
-  const copy = (r) => ({ pages: structuredClone(r.pages || {}), faqs: structuredClone(r.faqs || {}) });
-  let doc = copy(latest);
-  let base = latest.revision;
-  const dirty = el('p', { class: 'muted', id: 'cms-state', 'aria-live': 'polite' });
-  const changed = () => { dirty.textContent = `Unpublished changes (editing from ${String(base).slice(0, 10) || 'nothing published'})`; };
-  const editor = el('div', { id: 'cms-pages' });
-  const faqs = el('div', { id: 'cms-faqs' });
-  const idOf = (...names) => `cms-${names.join('-')}`;
+  const c = { pid, P, access, mayEdit, doc: cmsCopy(latest), base: latest.revision,
+    dirty: el('p', { class: 'muted', id: 'cms-state', 'aria-live': 'polite' }), editor: el('div', { id: 'cms-pages' }), faqs: el('div', { id: 'cms-faqs' }) };
+  c.changed = () => { c.dirty.textContent = `Unpublished changes (editing from ${String(c.base).slice(0, 10) || 'nothing published'})`; };
+  const runs = cmsRuns(o, revs);
+  drawPages(c);
+  drawFaqs(c);
+  show(el('h1', {}, `CMS · ${p.name}`),
+    readOnlyNote(access),
+    el('p', {}, backTo(pid),
+      p.owner ? ` · owned by ${p.owner.type} ${p.owner.name}` : ''),
+    latest.revision ? null : el('p', { class: 'muted' }, mayEdit ? 'Nothing published yet: the first publish makes the first revision.' : 'Nothing published yet.'),
+    el('div', { class: 'card' }, el('h2', {}, 'Content'), c.editor, mayEdit ? addElementForm(c) : null),
+    el('div', { class: 'card' }, el('h2', {}, 'FAQ tables'), c.faqs, mayEdit ? addFaqForm(c) : null),
+    mayEdit ? publishCard(c) : null,
+    el('div', { class: 'card' }, el('h2', {}, 'In the environments'), runs.list),
+    el('div', { class: 'card' }, el('h2', {}, 'Revisions'), revisionsTable(c, revs, latest, runs.inEnvs)));
+}
 
-  const drawPages = () => {
-    const pages = Object.entries(doc.pages);
-    editor.replaceChildren(...(pages.length ? pages.map(([page, forms]) => el('section', { class: 'cms-page' }, el('h3', {}, `Page ${page}`),
-      Object.entries(forms).map(([form, elements]) => el('fieldset', { class: 'cms-form' }, el('legend', {}, `Form ${form}`),
-        Object.entries(elements).map(([name, e]) => {
-          const id = idOf(page, form, name);
-          if (!mayEdit) {
-            return el('div', { class: 'cms-element' }, el('div', { class: 'cms-label', id }, e.label ? `${e.label} (${name}, ${e.type})` : `${name} (${e.type})`),
-              cmsValue(e), el('div', { class: 'meta' }, `Bots read it as $(cms.${page}.${form}.${name}.value)`));
-          }
-          return el('div', { class: 'cms-element' },
-            el('label', { for: id }, e.label ? `${e.label} (${name}, ${e.type})` : `${name} (${e.type})`),
-            cmsControl(e, id, changed),
-            e.type === 'textlist' ? el('span', { class: 'muted', id: `${id}-hint` }, 'One item per line.') : null,
-            el('div', { class: 'meta' }, `Bots read it as $(cms.${page}.${form}.${name}.value) `,
-              el('button', { type: 'button', class: 'remove', 'aria-label': `Remove element ${name}`, onclick: () => {
-                delete elements[name];
-                if (!Object.keys(elements).length) delete forms[form];
-                if (!Object.keys(forms).length) delete doc.pages[page];
-                changed(); drawPages();
-              } }, 'Remove')));
-        }))))) : [el('p', { class: 'muted' }, 'No pages yet: add an element below.')]));
-  };
+/** A revision's content, to be edited without changing it. */
+function cmsCopy(r) {
+  return { pages: structuredClone(r.pages || {}), faqs: structuredClone(r.faqs || {}) };
+}
+/** An element's (or an FAQ's control's) id: `cms-home-greeting-text`. */
+const idOf = (...names) => `cms-${names.join('-')}`;
 
-  const drawFaqs = () => {
-    const lines = (v) => (Array.isArray(v) ? v : []).join('\n');
-    const split = (t) => t.split('\n').map((l) => l.trim()).filter(Boolean);
-    const rows = Object.entries(doc.faqs);
-    if (!mayEdit) {
-      const items = (v) => el('ul', {}, (Array.isArray(v) ? v : []).map((t) => el('li', {}, String(t))));
-      faqs.replaceChildren(...(rows.length ? rows.map(([label, f]) => el('section', { class: 'cms-faq', 'data-label': label },
-        el('h3', {}, `FAQ ${label}`), el('p', { class: 'muted' }, 'Questions'), items(f.questions),
-        el('p', { class: 'muted' }, 'Answers (the bot picks one)'), items(f.answers),
-        el('div', { class: 'meta' }, `Bots answer with $(cms.faq.${label}.answers); the NLU learns the questions as faq:${label}`)))
-        : [el('p', { class: 'muted' }, 'No FAQ yet.')]));
-      return;
-    }
-    faqs.replaceChildren(...(rows.length ? rows.map(([label, f]) => el('fieldset', { class: 'cms-faq', 'data-label': label }, el('legend', {}, `FAQ ${label}`),
-      el('label', { for: idOf('faq', label, 'q') }, 'Questions (one per line)'),
-      el('textarea', { id: idOf('faq', label, 'q'), rows: 3, oninput: (ev) => { f.questions = split(ev.target.value); changed(); } }, lines(f.questions)),
-      el('label', { for: idOf('faq', label, 'a') }, 'Answers (one per line; the bot picks one)'),
-      el('textarea', { id: idOf('faq', label, 'a'), rows: 2, oninput: (ev) => { f.answers = split(ev.target.value); changed(); } }, lines(f.answers)),
-      el('div', { class: 'meta' }, `Bots answer with $(cms.faq.${label}.answers); the NLU learns the questions as faq:${label} `,
-        el('button', { type: 'button', class: 'remove', 'aria-label': `Remove FAQ ${label}`, onclick: () => { delete doc.faqs[label]; changed(); drawFaqs(); } }, 'Remove'))))
-      : [el('p', { class: 'muted' }, 'No FAQ yet.')]));
-  };
-
-  // Adding an element: where, its name and type (a dropdown's options, a slider's range).
-  const addErr = el('p', { class: 'error', role: 'alert' });
-  const field = (id, label, attrs) => [el('label', { for: id }, label), el('input', { id, ...attrs })];
-  const [pageL, pageIn] = field('cms-new-page', 'Page', { value: Object.keys(doc.pages)[0] || 'home' });
-  const firstPage = Object.values(doc.pages)[0] || {};
-  const [formL, formIn] = field('cms-new-form', 'Form', { value: Object.keys(firstPage)[0] || 'main' });
-  const [nameL, nameIn] = field('cms-new-name', 'Element');
-  const typeIn = el('select', { id: 'cms-new-type' }, CMS_TYPES.map((t) => el('option', { value: t }, t)));
-  const [optL, optIn] = field('cms-new-options', 'Dropdown options', { placeholder: 'red, blue' });
-  const [rangeL, rangeIn] = field('cms-new-range', 'Slider range', { value: '0-100', placeholder: 'min-max' });
-  const addForm = el('form', { class: 'cms-add', onsubmit: (ev) => {
-    ev.preventDefault();
-    addErr.textContent = '';
-    const [page, form, name, type] = [pageIn.value.trim(), formIn.value.trim(), nameIn.value.trim(), typeIn.value];
-    const bad = [['page', page], ['form', form], ['element', name]].find(([, v]) => !CMS_NAME.test(v));
-    if (bad) { addErr.textContent = `The ${bad[0]} name "${bad[1]}": a letter or _, then letters, digits or _ (at most 64).`; return; }
-    if (page === 'faq') { addErr.textContent = 'No page is named faq: bots read the FAQ tables as cms.faq.'; return; }
-    const forms = doc.pages[page] || (doc.pages[page] = {});
-    const elements = forms[form] || (forms[form] = {});
-    if (elements[name]) { addErr.textContent = `Page ${page}, form ${form} already has an element ${name}.`; return; }
-    const e = { type };
-    if (type === 'dropdown') {
-      e.options = optIn.value.split(',').map((o) => o.trim()).filter(Boolean);
-      if (!e.options.length) { addErr.textContent = 'A dropdown needs its options.'; return; }
-    }
-    if (type === 'slider') {
-      const m = rangeIn.value.match(/^\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*$/);
-      if (!m || Number(m[1]) >= Number(m[2])) { addErr.textContent = 'A slider range is min-max, min below max (0-100).'; return; }
-      [e.min, e.max] = [Number(m[1]), Number(m[2])];
-    }
-    e.value = cmsDefault(type, e.options || [], e.min);
-    elements[name] = e;
-    nameIn.value = '';
-    changed(); drawPages();
-  } }, el('h3', {}, 'Add an element'), el('div', { class: 'fields' },
-    el('div', {}, pageL, pageIn), el('div', {}, formL, formIn), el('div', {}, nameL, nameIn),
-    el('div', {}, el('label', { for: 'cms-new-type' }, 'Type'), typeIn), el('div', {}, optL, optIn), el('div', {}, rangeL, rangeIn)),
-  addErr, el('button', { type: 'submit', id: 'cms-add' }, 'Add element'));
-
-  const faqErr = el('p', { class: 'error', role: 'alert' });
-  const [faqL, faqIn] = field('cms-new-faq', 'FAQ label');
-  const addFaq = el('form', { class: 'cms-add', onsubmit: (ev) => {
-    ev.preventDefault();
-    const label = faqIn.value.trim();
-    faqErr.textContent = '';
-    if (!CMS_NAME.test(label)) { faqErr.textContent = `The label "${label}": a letter or _, then letters, digits or _ (at most 64).`; return; }
-    if (doc.faqs[label]) { faqErr.textContent = `FAQ ${label} exists.`; return; }
-    doc.faqs[label] = { questions: [], answers: [] };
-    faqIn.value = '';
-    changed(); drawFaqs();
-  } }, faqL, faqIn, ' ', el('button', { type: 'submit', id: 'cms-add-faq' }, 'Add FAQ'), faqErr);
-
-  const pubErr = el('div', { class: 'error problems', role: 'alert', id: 'cms-problems' });
-  const changelog = el('input', { id: 'cms-changelog', maxlength: 1000, placeholder: 'What changed' });
-  const publish = el('form', { class: 'send', onsubmit: async (ev) => {
-    ev.preventDefault();
-    pubErr.replaceChildren();
-    try {
-      const r = await api('POST', `${P}/cms/revisions`, { ...doc, changelog: changelog.value });
-      const trained = (r.nluTrainings || []).map((t) => `NLU ${t.nlu}: ${t.status}${t.error ? ` (${t.error})` : ''}`);
-      await cmsView(pid);
-      say([`Published CMS revision ${r.revision.slice(0, 10)}`, ...trained].join('; ') + '.');
-    } catch (e) {
-      if (e.status === 403) pubErr.append(el('p', {}, await refusal(e, 'publish CMS content', pid, access)));
-      else pubErr.append(el('p', {}, 'Not published:'), el('ul', {}, String(e.message).replace(/^\d+: /, '').split('\n').map((l) => el('li', {}, l))));
-      pubErr.scrollIntoView({ block: 'nearest' });
-    }
-  } }, el('label', { for: 'cms-changelog', class: 'visually-hidden' }, 'Changelog'), changelog,
-  el('button', { type: 'submit', class: 'primary', id: 'cms-publish' }, 'Publish'));
-
-  const load = async (r) => {
-    const full = await api('GET', `${P}/cms/revisions/${enc(r.revision)}`);
-    doc = copy(full);
-    base = full.revision;
-    changed(); drawPages(); drawFaqs();
-    say(`Loaded revision ${cmsLabel(r)} into the editor: publish to make it the latest`);
-  };
-  // Which CMS revision each environment runs: its deployment's (a canary's too).
+/** What each environment runs, from the overview `o`: `list` (#cms-envs), each environment
+ *  (and canary) with its deployment and that deployment's CMS revision, and `inEnvs(rev)`,
+ *  the environments running revision `rev` (`production, staging`). */
+function cmsRuns(o, revs) {
   const cmsOf = (version) => {
     const d = (o.deployments || []).find((x) => x.version === version);
     return d ? d.cmsRevision || '' : null; // null: an older deployment than the page lists
@@ -208,29 +105,180 @@ export async function cmsView(pid) {
     return [[e.name, current], ...(e.canary ? [[`${e.name} (canary)`, e.canary.depVersion]] : [])];
   }).map(([name, version]) => [name, version, cmsOf(version)]);
   const known = new Map(revs.data.map((r) => [r.revision, r]));
-  const envRuns = runs.length ? el('ul', { id: 'cms-envs' }, runs.map(([name, version, rev]) => el('li', {},
+  const list = runs.length ? el('ul', { id: 'cms-envs' }, runs.map(([name, version, rev]) => el('li', {},
     el('strong', {}, name), ` runs deployment ${version}: `, rev
       ? el('span', {}, el('span', { class: 'mono' }, rev.slice(0, 10)), known.get(rev)?.changelog ? ` · ${known.get(rev).changelog}` : '')
-      : el('span', { class: 'muted' }, rev === null ? 'an older deployment: its CMS revision is on the project page' : 'no CMS content')))) : el('p', { class: 'muted', id: 'cms-envs' }, 'No environment yet.');
-  const inEnvs = (rev) => runs.filter((r) => r[2] === rev).map((r) => r[0]).join(', ');
-  const revRows = revs.data.map((r, i) => el('tr', {},
+      : el('span', { class: 'muted' }, rev === null ? 'an older deployment: its CMS revision is on the project page' : 'no CMS content'))))
+    : el('p', { class: 'muted', id: 'cms-envs' }, 'No environment yet.');
+  return { list, inEnvs: (rev) => runs.filter((r) => r[2] === rev).map((r) => r[0]).join(', ') };
+}
+
+/** The content's pages, each form a fieldset of its elements. */
+function drawPages(c) {
+  const pages = Object.entries(c.doc.pages);
+  c.editor.replaceChildren(...(pages.length ? pages.map(([page, forms]) => el('section', { class: 'cms-page' }, el('h3', {}, `Page ${page}`),
+    Object.entries(forms).map(([form, elements]) => el('fieldset', { class: 'cms-form' }, el('legend', {}, `Form ${form}`),
+      Object.keys(elements).map((name) => cmsElement(c, page, form, name)))))) : [el('p', { class: 'muted' }, 'No pages yet: add an element below.')]));
+}
+
+/** Element `name` of form `form` of page `page`: its control and Remove, or its value for
+ *  those who may not edit. */
+function cmsElement(c, page, form, name) {
+  const forms = c.doc.pages[page];
+  const elements = forms[form];
+  const e = elements[name];
+  const id = idOf(page, form, name);
+  const title = e.label ? `${e.label} (${name}, ${e.type})` : `${name} (${e.type})`;
+  const reads = `Bots read it as $(cms.${page}.${form}.${name}.value)`;
+  if (!c.mayEdit) return el('div', { class: 'cms-element' }, el('div', { class: 'cms-label', id }, title), cmsValue(e), el('div', { class: 'meta' }, reads));
+  return el('div', { class: 'cms-element' },
+    el('label', { for: id }, title),
+    cmsControl(e, id, c.changed),
+    e.type === 'textlist' ? el('span', { class: 'muted', id: `${id}-hint` }, 'One item per line.') : null,
+    el('div', { class: 'meta' }, `${reads} `,
+      el('button', { type: 'button', class: 'remove', 'aria-label': `Remove element ${name}`, onclick: () => {
+        delete elements[name];
+        if (!Object.keys(elements).length) delete forms[form];
+        if (!Object.keys(forms).length) delete c.doc.pages[page];
+        c.changed(); drawPages(c);
+      } }, 'Remove')));
+}
+
+/** The FAQ tables: each as two text boxes (questions, answers) with Remove, or as lists for
+ *  those who may not edit. */
+function drawFaqs(c) {
+  const rows = Object.entries(c.doc.faqs);
+  c.faqs.replaceChildren(...(rows.length ? rows.map(([label, f]) => (c.mayEdit ? faqEdit(c, label, f) : faqView(label, f)))
+    : [el('p', { class: 'muted' }, 'No FAQ yet.')]));
+}
+const faqReads = (label) => `Bots answer with $(cms.faq.${label}.answers); the NLU learns the questions as faq:${label}`;
+
+/** FAQ `label` for those who may not edit it. */
+function faqView(label, f) {
+  const items = (v) => el('ul', {}, (Array.isArray(v) ? v : []).map((t) => el('li', {}, String(t))));
+  return el('section', { class: 'cms-faq', 'data-label': label },
+    el('h3', {}, `FAQ ${label}`), el('p', { class: 'muted' }, 'Questions'), items(f.questions),
+    el('p', { class: 'muted' }, 'Answers (the bot picks one)'), items(f.answers),
+    el('div', { class: 'meta' }, faqReads(label)));
+}
+
+/** FAQ `label` as a fieldset: a line per question, a line per answer. */
+function faqEdit(c, label, f) {
+  const lines = (v) => (Array.isArray(v) ? v : []).join('\n');
+  const split = (t) => t.split('\n').map((l) => l.trim()).filter(Boolean);
+  return el('fieldset', { class: 'cms-faq', 'data-label': label }, el('legend', {}, `FAQ ${label}`),
+    el('label', { for: idOf('faq', label, 'q') }, 'Questions (one per line)'),
+    el('textarea', { id: idOf('faq', label, 'q'), rows: 3, oninput: (ev) => { f.questions = split(ev.target.value); c.changed(); } }, lines(f.questions)),
+    el('label', { for: idOf('faq', label, 'a') }, 'Answers (one per line; the bot picks one)'),
+    el('textarea', { id: idOf('faq', label, 'a'), rows: 2, oninput: (ev) => { f.answers = split(ev.target.value); c.changed(); } }, lines(f.answers)),
+    el('div', { class: 'meta' }, `${faqReads(label)} `,
+      el('button', { type: 'button', class: 'remove', 'aria-label': `Remove FAQ ${label}`, onclick: () => { delete c.doc.faqs[label]; c.changed(); drawFaqs(c); } }, 'Remove')));
+}
+
+/** A labelled input: [label, input]. */
+function cmsField(id, label, attrs) { return [el('label', { for: id }, label), el('input', { id, ...attrs })]; }
+
+/** The element `type` described by the add form's options (`options`, `range`): the new
+ *  element, or why not (a string). */
+function newElement(type, options, range) {
+  const e = { type };
+  if (type === 'dropdown') {
+    e.options = options.split(',').map((o) => o.trim()).filter(Boolean);
+    if (!e.options.length) return 'A dropdown needs its options.';
+  }
+  if (type === 'slider') {
+    const m = range.match(/^\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*$/);
+    if (!m || Number(m[1]) >= Number(m[2])) return 'A slider range is min-max, min below max (0-100).';
+    [e.min, e.max] = [Number(m[1]), Number(m[2])];
+  }
+  e.value = cmsDefault(type, e.options || [], e.min);
+  return e;
+}
+
+/** Adding an element: where, its name and type (a dropdown's options, a slider's range). */
+function addElementForm(c) {
+  const err = el('p', { class: 'error', role: 'alert' });
+  const [pageL, pageIn] = cmsField('cms-new-page', 'Page', { value: Object.keys(c.doc.pages)[0] || 'home' });
+  const [formL, formIn] = cmsField('cms-new-form', 'Form', { value: Object.keys(Object.values(c.doc.pages)[0] || {})[0] || 'main' });
+  const [nameL, nameIn] = cmsField('cms-new-name', 'Element');
+  const typeIn = el('select', { id: 'cms-new-type' }, CMS_TYPES.map((t) => el('option', { value: t }, t)));
+  const [optL, optIn] = cmsField('cms-new-options', 'Dropdown options', { placeholder: 'red, blue' });
+  const [rangeL, rangeIn] = cmsField('cms-new-range', 'Slider range', { value: '0-100', placeholder: 'min-max' });
+  return el('form', { class: 'cms-add', onsubmit: (ev) => {
+    ev.preventDefault();
+    err.textContent = '';
+    const [page, form, name] = [pageIn.value.trim(), formIn.value.trim(), nameIn.value.trim()];
+    const bad = [['page', page], ['form', form], ['element', name]].find(([, v]) => !CMS_NAME.test(v));
+    if (bad) { err.textContent = `The ${bad[0]} name "${bad[1]}": a letter or _, then letters, digits or _ (at most 64).`; return; }
+    if (page === 'faq') { err.textContent = 'No page is named faq: bots read the FAQ tables as cms.faq.'; return; }
+    if (c.doc.pages[page]?.[form]?.[name]) { err.textContent = `Page ${page}, form ${form} already has an element ${name}.`; return; }
+    const e = newElement(typeIn.value, optIn.value, rangeIn.value);
+    if (typeof e === 'string') { err.textContent = e; return; }
+    const forms = c.doc.pages[page] || (c.doc.pages[page] = {});
+    (forms[form] || (forms[form] = {}))[name] = e;
+    nameIn.value = '';
+    c.changed(); drawPages(c);
+  } }, el('h3', {}, 'Add an element'), el('div', { class: 'fields' },
+    el('div', {}, pageL, pageIn), el('div', {}, formL, formIn), el('div', {}, nameL, nameIn),
+    el('div', {}, el('label', { for: 'cms-new-type' }, 'Type'), typeIn), el('div', {}, optL, optIn), el('div', {}, rangeL, rangeIn)),
+  err, el('button', { type: 'submit', id: 'cms-add' }, 'Add element'));
+}
+
+/** Adding an FAQ table by its label. */
+function addFaqForm(c) {
+  const err = el('p', { class: 'error', role: 'alert' });
+  const [faqL, faqIn] = cmsField('cms-new-faq', 'FAQ label');
+  return el('form', { class: 'cms-add', onsubmit: (ev) => {
+    ev.preventDefault();
+    const label = faqIn.value.trim();
+    err.textContent = '';
+    if (!CMS_NAME.test(label)) { err.textContent = `The label "${label}": a letter or _, then letters, digits or _ (at most 64).`; return; }
+    if (c.doc.faqs[label]) { err.textContent = `FAQ ${label} exists.`; return; }
+    c.doc.faqs[label] = { questions: [], answers: [] };
+    faqIn.value = '';
+    c.changed(); drawFaqs(c);
+  } }, faqL, faqIn, ' ', el('button', { type: 'submit', id: 'cms-add-faq' }, 'Add FAQ'), err);
+}
+
+/** Publish: the content edited as a new revision, with a changelog; the server's problems
+ *  listed under it. */
+function publishCard(c) {
+  const problems = el('div', { class: 'error problems', role: 'alert', id: 'cms-problems' });
+  const changelog = el('input', { id: 'cms-changelog', maxlength: 1000, placeholder: 'What changed' });
+  const publish = el('form', { class: 'send', onsubmit: async (ev) => {
+    ev.preventDefault();
+    problems.replaceChildren();
+    try {
+      const r = await api('POST', `${c.P}/cms/revisions`, { ...c.doc, changelog: changelog.value });
+      const trained = (r.nluTrainings || []).map((t) => `NLU ${t.nlu}: ${t.status}${t.error ? ` (${t.error})` : ''}`);
+      await cmsView(c.pid);
+      say([`Published CMS revision ${r.revision.slice(0, 10)}`, ...trained].join('; ') + '.');
+    } catch (e) {
+      if (e.status === 403) problems.append(el('p', {}, await refusal(e, 'publish CMS content', c.pid, c.access)));
+      else problems.append(el('p', {}, 'Not published:'), el('ul', {}, String(e.message).replace(/^\d+: /, '').split('\n').map((l) => el('li', {}, l))));
+      problems.scrollIntoView({ block: 'nearest' });
+    }
+  } }, el('label', { for: 'cms-changelog', class: 'visually-hidden' }, 'Changelog'), changelog,
+  el('button', { type: 'submit', class: 'primary', id: 'cms-publish' }, 'Publish'));
+  return el('div', { class: 'card' }, el('h2', {}, 'Publish'), c.dirty, publish, problems);
+}
+
+/** The newest revisions: each with where it runs (`inEnvs`) and, for those who may edit,
+ *  Edit from this (the latest is marked instead). */
+function revisionsTable(c, revs, latest, inEnvs) {
+  if (!revs.data.length) return el('p', { class: 'muted' }, 'No revision yet.');
+  return table({ id: 'cms-revisions' }, ['Revision', 'Changelog', 'Published by', 'When', 'Runs in', ''], revs.data.map((r, i) => el('tr', {},
     el('td', { class: 'mono' }, String(r.revision).slice(0, 10)), el('td', {}, r.changelog || ''),
     el('td', {}, r.publishedBy), el('td', { class: 'muted' }, time(r.createdAt)), el('td', { class: 'runs-in' }, inEnvs(r.revision)),
     el('td', {}, i === 0 && r.revision === latest.revision ? el('span', { class: 'muted' }, 'latest')
-      : !mayEdit ? null : el('button', { type: 'button', class: 'load', onclick: () => load(r).catch((e) => say(e.message, 'error')) }, 'Edit from this'))));
+      : !c.mayEdit ? null : el('button', { type: 'button', class: 'load', onclick: () => loadRevision(c, r).catch((e) => say(e.message, 'error')) }, 'Edit from this')))));
+}
 
-  drawPages();
-  drawFaqs();
-  show(el('h1', {}, `CMS · ${p.name}`),
-    readOnlyNote(access),
-    el('p', {}, backTo(pid),
-      p.owner ? ` · owned by ${p.owner.type} ${p.owner.name}` : ''),
-    latest.revision ? null : el('p', { class: 'muted' }, mayEdit ? 'Nothing published yet: the first publish makes the first revision.' : 'Nothing published yet.'),
-    el('div', { class: 'card' }, el('h2', {}, 'Content'), editor, mayEdit ? addForm : null),
-    el('div', { class: 'card' }, el('h2', {}, 'FAQ tables'), faqs, mayEdit ? addFaq : null),
-    mayEdit ? el('div', { class: 'card' }, el('h2', {}, 'Publish'), dirty, publish, pubErr) : null,
-    el('div', { class: 'card' }, el('h2', {}, 'In the environments'), envRuns),
-    el('div', { class: 'card' }, el('h2', {}, 'Revisions'), revRows.length
-      ? table({ id: 'cms-revisions' }, ['Revision', 'Changelog', 'Published by', 'When', 'Runs in', ''], revRows)
-      : el('p', { class: 'muted' }, 'No revision yet.')));
+/** Revision `r` loaded into the editor, to publish as the latest. */
+async function loadRevision(c, r) {
+  const full = await api('GET', `${c.P}/cms/revisions/${enc(r.revision)}`);
+  c.doc = cmsCopy(full);
+  c.base = full.revision;
+  c.changed(); drawPages(c); drawFaqs(c);
+  say(`Loaded revision ${cmsLabel(r)} into the editor: publish to make it the latest`);
 }
