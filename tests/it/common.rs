@@ -120,6 +120,21 @@ impl Server {
         }
     }
 
+    /// A server on the PostgreSQL database at `url` (which the test owns: nothing is dropped).
+    pub async fn start_on_url(url: &str, extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let (child, base) = spawn(dir.path(), Backend::Postgres, url, extra, None, true).await;
+        Server {
+            child,
+            base,
+            db_url: url.to_owned(),
+            pg_db: None,
+            backend: Backend::Postgres,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            _dir: dir,
+        }
+    }
+
     /// `n` servers started at the same moment on one new, empty PostgreSQL database (each
     /// with a data folder of its own), each returned once ready; the first drops the
     /// database when dropped.

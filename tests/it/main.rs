@@ -19,6 +19,7 @@ mod console;
 mod crash;
 mod docs;
 mod egress;
+mod failover;
 mod hostile;
 mod kata_cli;
 mod learning;

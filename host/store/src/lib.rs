@@ -25,6 +25,7 @@ mod due;
 mod inbox;
 mod nlu;
 mod pg_group;
+pub mod pg_hosts;
 mod projects;
 mod replays;
 mod retention;
@@ -113,7 +114,13 @@ pub struct Db {
     pub(crate) log_restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Per table, the key its next due poll starts after (`due.rs`).
     due_cursors: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<&'static str, String>>>,
+    /// With several PostgreSQL hosts: the one that accepts writes, followed across
+    /// promotions ([`pg_hosts`]).
+    pub primary: Option<std::sync::Arc<pg_hosts::Primary>>,
 }
+
+/// How long a start waits for one of several PostgreSQL hosts to accept writes.
+const PRIMARY_FIRST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How often the SQLite write-ahead log is checkpointed into the database file (250 ms).
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
@@ -293,13 +300,33 @@ impl Db {
     /// Connects and runs the migrations. `url` is `sqlite://…` or `postgres://…`.
     pub async fn connect(url: &str) -> anyhow::Result<Db> {
         install_default_drivers();
-        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let sqlite_url = url.starts_with("sqlite:");
+        let keywords = url.trim_start().starts_with("host=");
+        let backend = if url.starts_with("postgres://")
+            || url.starts_with("postgresql://")
+            || keywords
+        {
             Backend::Postgres
-        } else if url.starts_with("sqlite:") {
+        } else if sqlite_url {
             Backend::Sqlite
         } else {
             anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres:// (got {url:?})");
         };
+        // Several PostgreSQL hosts: every connection goes through the forwarder to the one
+        // that accepts writes.
+        let (url, primary) = match backend {
+            Backend::Sqlite => (url.to_owned(), None),
+            Backend::Postgres => {
+                match pg_hosts::parse(url).map_err(|e| anyhow::anyhow!("--database-url: {e}"))? {
+                    pg_hosts::Target::One(url) => (url, None),
+                    pg_hosts::Target::Several(list) => {
+                        let (p, url) = pg_hosts::Primary::start(list, PRIMARY_FIRST_WAIT).await?;
+                        (url, Some(p))
+                    }
+                }
+            }
+        };
+        let url = url.as_str();
         let max = match backend {
             Backend::Sqlite => 4,
             Backend::Postgres => 16,
@@ -359,6 +386,7 @@ impl Db {
             commits,
             log_restarts,
             due_cursors: Default::default(),
+            primary,
         })
     }
 }
@@ -399,6 +427,10 @@ impl Db {
 
     /// One trivial query: whether the database answers (`GET /ready`).
     pub async fn ping(&self) -> DbResult<()> {
+        if self.primary.as_ref().is_some_and(|p| p.host().is_none()) {
+            // Between a primary's loss and a promotion: nothing would be written.
+            return Err(DbError::Sqlx(sqlx::Error::PoolTimedOut));
+        }
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
