@@ -53,6 +53,8 @@ try {
   let views = 0;
   let next = Date.now();
   const visit = async (click, ready) => {
+    // The pace is what is tested: a person reads each page for two seconds (the only wait
+    // these tests make on purpose).
     await page.waitForTimeout(Math.max(0, next - Date.now()));
     next = Date.now() + 2000;
     await page.click(click);

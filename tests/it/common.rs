@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -93,7 +94,16 @@ impl Server {
         let dir = tempfile::tempdir().unwrap();
         let (db_url, pg_db) = fresh_database(backend, dir.path()).await;
         let log = logged.then(|| dir.path().join("server.log"));
-        let (child, base) = spawn(dir.path(), backend, &db_url, extra, log.as_deref(), ready).await;
+        let (child, base) = spawn(
+            THIS,
+            dir.path(),
+            backend,
+            &db_url,
+            extra,
+            log.as_deref(),
+            ready,
+        )
+        .await;
         Server {
             child,
             base,
@@ -108,7 +118,16 @@ impl Server {
     /// A server on SQLite in an existing data folder (a restored backup, say).
     pub async fn start_on(dir: tempfile::TempDir, extra: &[&str]) -> Server {
         let db_url = botbox_store::sqlite_url(dir.path());
-        let (child, base) = spawn(dir.path(), Backend::Sqlite, &db_url, extra, None, true).await;
+        let (child, base) = spawn(
+            THIS,
+            dir.path(),
+            Backend::Sqlite,
+            &db_url,
+            extra,
+            None,
+            true,
+        )
+        .await;
         Server {
             child,
             base,
@@ -122,14 +141,27 @@ impl Server {
 
     /// A server on the PostgreSQL database at `url` (which the test owns: nothing is dropped).
     pub async fn start_on_url(url: &str, extra: &[&str]) -> Server {
+        Self::binary_on_url(THIS, url, extra).await
+    }
+
+    /// Another release's botbox (`bin`) on the PostgreSQL database at `url`, with a guest
+    /// cache of its own beside the binary.
+    pub async fn start_binary(bin: &Path, url: &str, extra: &[&str]) -> Server {
+        let cache = bin.with_file_name("cache");
+        let bin = (bin.to_str().unwrap(), cache.to_str().unwrap());
+        Self::binary_on_url(bin, url, extra).await
+    }
+
+    async fn binary_on_url(bin: (&str, &str), url: &str, extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let (child, base) = spawn(dir.path(), Backend::Postgres, url, extra, None, true).await;
+        let pg = Backend::Postgres;
+        let (child, base) = spawn(bin, dir.path(), pg, url, extra, None, true).await;
         Server {
             child,
             base,
             db_url: url.to_owned(),
             pg_db: None,
-            backend: Backend::Postgres,
+            backend: pg,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             _dir: dir,
         }
@@ -141,10 +173,17 @@ impl Server {
     pub async fn start_together(n: usize, extra: &[&str]) -> Vec<Server> {
         let dirs: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
         let (db_url, pg_db) = fresh_database(Backend::Postgres, dirs[0].path()).await;
-        let started = futures::future::join_all(
-            dirs.iter()
-                .map(|dir| spawn(dir.path(), Backend::Postgres, &db_url, extra, None, true)),
-        )
+        let started = futures::future::join_all(dirs.iter().map(|dir| {
+            spawn(
+                THIS,
+                dir.path(),
+                Backend::Postgres,
+                &db_url,
+                extra,
+                None,
+                true,
+            )
+        }))
         .await;
         let mut pg_db = pg_db;
         started
@@ -172,7 +211,16 @@ impl Server {
         );
         let dir = tempfile::tempdir().unwrap();
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        let (child, base) = spawn(dir.path(), self.backend, &self.db_url, &extra, None, true).await;
+        let (child, base) = spawn(
+            THIS,
+            dir.path(),
+            self.backend,
+            &self.db_url,
+            &extra,
+            None,
+            true,
+        )
+        .await;
         Server {
             child,
             base,
@@ -190,6 +238,7 @@ impl Server {
         let _ = self.child.wait();
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
         let (child, base) = spawn(
+            THIS,
             self._dir.path(),
             self.backend,
             &self.db_url,
@@ -521,7 +570,13 @@ pub async fn serve_stub(app: axum::Router) -> String {
 /// compiles the sandbox guest: a minute or more of both cores in a loaded debug build).
 const START_TIMEOUT_S: u64 = 240;
 
+/// This build's botbox and its guest cache, for [`spawn`].
+const THIS: (&str, &str) = (env!("CARGO_BIN_EXE_botbox"), GUEST_CACHE);
+
+/// Starts the botbox binary `bin.0` (its guest cache in `bin.1`; [`THIS`] for this build's)
+/// as a server on `db_url`.
 async fn spawn(
+    bin: (&str, &str),
     dir: &std::path::Path,
     backend: Backend,
     db_url: &str,
@@ -529,13 +584,13 @@ async fn spawn(
     log: Option<&std::path::Path>,
     ready: bool,
 ) -> (Child, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_botbox"));
+    let mut cmd = Command::new(bin.0);
     cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
         .arg(dir)
         .args(extra)
         .env("BOTBOX_ADMIN_PASSWORD", ADMIN_PASSWORD)
         .env("BOTBOX_LOG", if log.is_some() { "info" } else { "warn" })
-        .env("BOTBOX_CACHE", GUEST_CACHE)
+        .env("BOTBOX_CACHE", bin.1)
         .env_remove("BOTBOX_RATE_LIMIT")
         .stdout(Stdio::piped())
         .stderr(match log {
@@ -1257,4 +1312,135 @@ pub async fn login_attempt(api: &Api, username: &str, password: &str) -> Res {
 #[track_caller]
 pub fn assert_contains(text: &str, part: &str) {
     assert!(text.contains(part), "{}", text);
+}
+
+/// Providers under load: `messages` messages (`msg <k>`, id `m<k>`, from user
+/// `u<k % users>`) sent by four tasks, each user's in order, each message retried through
+/// the servers of `bases` in turn (a server added meanwhile joins the turn) until it gets a
+/// 2xx, as providers retry.
+pub struct ProviderLoad {
+    pub acked: Arc<std::sync::atomic::AtomicUsize>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    messages: usize,
+    users: usize,
+}
+
+impl ProviderLoad {
+    const SENDERS: usize = 4;
+
+    pub fn start(
+        bases: Arc<std::sync::RwLock<Vec<String>>>,
+        channel: &str,
+        messages: usize,
+        users: usize,
+    ) -> ProviderLoad {
+        // A user's messages all come from one sender, so they are sent in order.
+        assert_eq!(users % Self::SENDERS, 0);
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let acked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let tasks = (0..Self::SENDERS)
+            .map(|sender| {
+                let (acked, bases, http) = (acked.clone(), bases.clone(), http.clone());
+                let channel = channel.to_owned();
+                tokio::spawn(async move {
+                    for k in (sender..messages).step_by(Self::SENDERS) {
+                        let body = json!({"userId": format!("u{}", k % users), "messages": [
+                            {"id": format!("m{k}"), "type": "text", "content": format!("msg {k}")}
+                        ]});
+                        for attempt in 0.. {
+                            let base = {
+                                let b = bases.read().unwrap();
+                                b[(k + attempt) % b.len()].clone()
+                            };
+                            let url = format!("{base}/webhooks/{channel}");
+                            let r = http.post(url).json(&body).send().await;
+                            if r.is_ok_and(|r| r.status().is_success()) {
+                                acked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        ProviderLoad {
+            acked,
+            tasks,
+            messages,
+            users,
+        }
+    }
+
+    /// Messages acknowledged so far.
+    pub fn acked(&self) -> usize {
+        self.acked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until `n` messages were acknowledged.
+    pub async fn until_acked(&self, n: usize) {
+        while self.acked() < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits for every message to be acknowledged (two minutes at most).
+    pub async fn finish(&mut self) {
+        for t in self.tasks.drain(..) {
+            tokio::time::timeout(Duration::from_secs(120), t)
+                .await
+                .expect("the senders finish")
+                .unwrap();
+        }
+    }
+
+    /// After [`ProviderLoad::finish`]: every reply sent, every message stored exactly once,
+    /// each user's in the order sent, and each answered (`echo msg <k>` reached `rx`).
+    pub async fn check(&self, db: &botbox_store::Db, pid: &str, channel: &str, rx: &Receiver) {
+        poll_until("every reply sent", || async {
+            let rows = db.outbox_rows(channel).await.unwrap();
+            let waiting = rows.iter().filter(|r| r.status != "sent").count();
+            if waiting == 0 {
+                Ok(())
+            } else {
+                Err(format!("{waiting} outbox rows not sent"))
+            }
+        })
+        .await;
+        let lines = db
+            .list_transcripts(pid, "production", 0, i64::MAX)
+            .await
+            .unwrap();
+        let mut by_user: std::collections::HashMap<usize, Vec<usize>> = Default::default();
+        for l in lines.iter().filter(|l| l.direction == "in") {
+            let m: Value = serde_json::from_str(&l.message).unwrap();
+            let k: usize = s(&m["content"]).trim_start_matches("msg ").parse().unwrap();
+            by_user.entry(k % self.users).or_default().push(k);
+        }
+        let stored: usize = by_user.values().map(Vec::len).sum();
+        assert_eq!(
+            stored, self.messages,
+            "each message stored once: {by_user:?}"
+        );
+        for (user, ks) in &by_user {
+            assert!(
+                ks.windows(2).all(|w| w[0] < w[1]),
+                "u{user}'s messages out of order: {ks:?}"
+            );
+        }
+        let delivered: std::collections::HashSet<String> = rx
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|(_, _, body)| texts(body))
+            .collect();
+        let unanswered: Vec<usize> = (0..self.messages)
+            .filter(|k| !delivered.contains(&format!("echo msg {k}")))
+            .collect();
+        assert!(unanswered.is_empty(), "never answered: {unanswered:?}");
+    }
 }

@@ -59,7 +59,7 @@ pub(super) fn read(path: &Path) -> String {
 }
 
 /// `path` relative to the repository root, for messages.
-fn shown(path: &Path) -> String {
+pub(super) fn shown(path: &Path) -> String {
     let root = root();
     path.strip_prefix(&root)
         .unwrap_or(path)

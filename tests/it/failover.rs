@@ -10,13 +10,12 @@
 //! `postgres` user; without them the test says so and passes, unless
 //! `BOTBOX_REQUIRE_POSTGRES` is set.
 
-use crate::common::{self, Receiver, Server, deploy, one_state_bot, s};
+use crate::common::{self, ProviderLoad, Receiver, Server, deploy, one_state_bot};
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// PostgreSQL's server programs, if this machine has them.
@@ -35,7 +34,7 @@ fn is_root() -> bool {
 /// server refuses to run as root).
 fn pg(bindir: &Path, program: &str, args: &[&str]) -> Output {
     let exe = bindir.join(program);
-    let out = if is_root() {
+    if is_root() {
         Command::new("runuser")
             .args(["-u", "postgres", "--"])
             .arg(&exe)
@@ -44,8 +43,7 @@ fn pg(bindir: &Path, program: &str, args: &[&str]) -> Output {
     } else {
         Command::new(&exe).args(args).output()
     }
-    .unwrap_or_else(|e| panic!("{program}: {e}"));
-    out
+    .unwrap_or_else(|e| panic!("{program}: {e}"))
 }
 
 #[track_caller]
@@ -220,6 +218,15 @@ async fn a_failover_loses_no_acknowledged_message() {
             .unwrap();
     }
     let url = pair.url("botbox");
+    // The writable host is chosen whatever the order: the standby listed first is passed by.
+    let reversed = format!(
+        "host=127.0.0.1,127.0.0.1 port={},{} dbname=botbox user=postgres",
+        pair.standby, pair.primary
+    );
+    let db = botbox_store::Db::connect(&reversed).await.unwrap();
+    let chosen = db.primary.as_ref().and_then(|p| p.host());
+    assert_eq!(chosen, Some(format!("127.0.0.1:{}", pair.primary)));
+    db.close().await;
     let flags = [
         "--allow-private-egress",
         "--delivery-timeout-ms",
@@ -235,40 +242,14 @@ async fn a_failover_loses_no_acknowledged_message() {
     let (pid, env) = deploy(&api, &admin, echo_bot()).await;
     let channel = common::generic_channel(&api, &admin, &pid, &env, &rx_url).await;
 
-    // Senders: each owns some users and sends their messages in order through both
-    // replicas in turn, retrying each until it gets a 2xx.
-    let (messages, senders, users) = (300usize, 4usize, 24usize);
-    let bases = Arc::new([one.base.clone(), two.base.clone()]);
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let acked = Arc::new(AtomicUsize::new(0));
-    let mut tasks = vec![];
-    for sender in 0..senders {
-        let (acked, bases, http, channel) =
-            (acked.clone(), bases.clone(), http.clone(), channel.clone());
-        tasks.push(tokio::spawn(async move {
-            for k in (sender..messages).step_by(senders) {
-                let body = json!({"userId": format!("u{}", k % users), "messages": [
-                    {"id": format!("m{k}"), "type": "text", "content": format!("msg {k}")}
-                ]});
-                for attempt in 0.. {
-                    let base = &bases[(k + attempt) % 2];
-                    let r = http
-                        .post(format!("{base}/webhooks/{channel}"))
-                        .json(&body)
-                        .send()
-                        .await;
-                    if r.is_ok_and(|r| r.status().is_success()) {
-                        acked.fetch_add(1, Ordering::SeqCst);
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        }));
-    }
+    // Providers through both replicas in turn, retrying each message until it gets a 2xx.
+    let messages = 300;
+    let bases = Arc::new(std::sync::RwLock::new(vec![
+        one.base.clone(),
+        two.base.clone(),
+    ]));
+    let mut load = ProviderLoad::start(bases.clone(), &channel, messages, 24);
+    let http = reqwest::Client::new();
 
     // Readiness of both replicas, polled from here on.
     let unready_seen = Arc::new(AtomicBool::new(false));
@@ -282,7 +263,8 @@ async fn a_failover_loses_no_acknowledged_message() {
         );
         tokio::spawn(async move {
             while watching.load(Ordering::SeqCst) {
-                for base in bases.iter() {
+                let all = bases.read().unwrap().clone();
+                for base in &all {
                     let r = http.get(format!("{base}/ready")).send().await;
                     if r.is_ok_and(|r| r.status() == 503) {
                         unready_seen.store(true, Ordering::SeqCst);
@@ -294,11 +276,9 @@ async fn a_failover_loses_no_acknowledged_message() {
     };
 
     // A third of the way: the primary dies; the standby is promoted.
-    while acked.load(Ordering::SeqCst) < messages / 3 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    load.until_acked(messages / 3).await;
     pair.crash_primary();
-    let before = acked.load(Ordering::SeqCst);
+    let before = load.acked();
     // Both replicas find the primary gone before the promotion.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !unready_seen.load(Ordering::SeqCst) {
@@ -310,7 +290,8 @@ async fn a_failover_loses_no_acknowledged_message() {
     }
     pair.promote_standby();
     let promoted = Instant::now();
-    for base in bases.iter() {
+    let all = bases.read().unwrap().clone();
+    for base in &all {
         loop {
             let r = http.get(format!("{base}/ready")).send().await;
             if r.is_ok_and(|r| r.status() == 200) {
@@ -327,16 +308,11 @@ async fn a_failover_loses_no_acknowledged_message() {
         "failover: {before} messages acknowledged before the crash; both replicas ready {} ms after the promotion",
         promoted.elapsed().as_millis()
     );
-    for t in tasks {
-        tokio::time::timeout(Duration::from_secs(120), t)
-            .await
-            .expect("senders finish")
-            .unwrap();
-    }
+    load.finish().await;
     watching.store(false, Ordering::SeqCst);
     watcher.await.unwrap();
     // Each replica's metrics name the host in use, and count both choices.
-    for base in bases.iter() {
+    for base in &all {
         let text = http
             .get(format!("{base}/metrics"))
             .bearer_auth("scrape")
@@ -364,52 +340,6 @@ async fn a_failover_loses_no_acknowledged_message() {
         assert!(line("botbox_database_primary_switches_total 2"), "{text}");
     }
 
-    // Every acknowledged message is stored once, every reply delivered.
-    let db = one.db().await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let rows = db.outbox_rows(&channel).await.unwrap();
-        let waiting = rows.iter().filter(|r| r.status != "sent").count();
-        if waiting == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{waiting} outbox rows still not sent"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let lines = db
-        .list_transcripts(&pid, "production", 0, i64::MAX)
-        .await
-        .unwrap();
-    let mut ins: HashMap<String, usize> = HashMap::new();
-    for l in lines.iter().filter(|l| l.direction == "in") {
-        let m: Value = serde_json::from_str(&l.message).unwrap();
-        *ins.entry(s(&m["content"])).or_default() += 1;
-    }
-    let delivered: std::collections::HashSet<String> = rx
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .flat_map(|(_, _, body)| common::texts(body))
-        .collect();
-    let missing: Vec<usize> = (0..messages)
-        .filter(|k| !ins.contains_key(&format!("msg {k}")))
-        .collect();
-    let twice: Vec<&String> = ins
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(t, _)| t)
-        .collect();
-    let unanswered: Vec<usize> = (0..messages)
-        .filter(|k| !delivered.contains(&format!("echo msg {k}")))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "acknowledged but not stored: {missing:?}"
-    );
-    assert!(twice.is_empty(), "stored twice: {twice:?}");
-    assert!(unanswered.is_empty(), "never answered: {unanswered:?}");
+    // Every acknowledged message is stored once, in order per user, and answered.
+    load.check(&one.db().await, &pid, &channel, &rx).await;
 }

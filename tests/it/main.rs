@@ -29,6 +29,7 @@ mod operations;
 mod project_api;
 mod proxy;
 mod retention;
+mod rolling;
 mod tenants;
 mod tidy;
 mod upgrade;

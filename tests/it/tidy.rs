@@ -4,7 +4,7 @@
 //! takes the workspace's lints, each `allow` of which says why. Paths and links named in the
 //! docs are checked by the `docs` tests. No server is needed.
 
-use super::docs::{files_under, read, root};
+use super::docs::{files_under, read, root, shown};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -264,4 +264,123 @@ fn the_length_check_counts_a_functions_lines() {
         vec![(1, "long".to_owned(), 101)]
     );
     assert!(long_functions(&short, 100).is_empty());
+}
+
+/// Migrations only add, so that replicas of the previous release keep working on a database
+/// this one has migrated (a rolling upgrade; the `rolling` test runs one).
+#[test]
+fn migrations_only_add() {
+    let mut files = files_under(&root().join("migrations"), &[], |p| {
+        p.extension().is_some_and(|e| e == "sql")
+    });
+    files.sort();
+    let texts: Vec<(String, String)> = files.iter().map(|f| (shown(f), read(f))).collect();
+    let broken = not_expand_only(&texts);
+    assert!(
+        broken.is_empty(),
+        "migrations that would break the previous release:\n{}",
+        broken.join("\n")
+    );
+}
+
+/// The checker refuses each kind of change an older release cannot live with.
+#[test]
+fn a_migration_that_breaks_the_previous_release_is_refused() {
+    let first = (
+        "1.sql".to_owned(),
+        "CREATE TABLE a (id TEXT PRIMARY KEY, n BIGINT);".to_owned(),
+    );
+    for (bad, why) in [
+        ("DROP TABLE a;", "drops"),
+        ("ALTER TABLE a DROP COLUMN n;", "drops"),
+        ("ALTER TABLE a RENAME COLUMN n TO m;", "renames"),
+        (
+            "ALTER TABLE a ALTER COLUMN n TYPE TEXT;",
+            "changes a column",
+        ),
+        (
+            "ALTER TABLE a ADD COLUMN m TEXT NOT NULL;",
+            "without a DEFAULT",
+        ),
+        ("CREATE UNIQUE INDEX a_n ON a (n);", "a unique index on A"),
+    ] {
+        let found = not_expand_only(&[first.clone(), ("2.sql".into(), bad.into())]);
+        assert!(
+            found.len() == 1 && found[0].contains(why),
+            "{bad}: {found:?}"
+        );
+    }
+    let fine = "-- a note\nALTER TABLE a ADD COLUMN m TEXT; ALTER TABLE a ADD COLUMN k BIGINT NOT NULL DEFAULT 0;\n\
+                CREATE TABLE b (id TEXT); CREATE UNIQUE INDEX b_id ON b (id); CREATE INDEX a_m ON a (m);";
+    assert_eq!(
+        not_expand_only(&[first, ("2.sql".into(), fine.into())]),
+        Vec::<String>::new()
+    );
+}
+
+/// What in `files` (name, SQL; in order) an older release could not live with: a table or
+/// column dropped or renamed, a column's type or nullability changed, a column added as
+/// NOT NULL without a DEFAULT (older inserts would fail), a unique index on a table an
+/// earlier file made (older inserts may break it), or a unique index dropped (older ON
+/// CONFLICT clauses need it).
+fn not_expand_only(files: &[(String, String)]) -> Vec<String> {
+    let mut tables_before: std::collections::HashSet<String> = Default::default();
+    let mut unique_indexes: std::collections::HashSet<String> = Default::default();
+    let mut broken = vec![];
+    for (name, sql) in files {
+        let text: String = sql
+            .lines()
+            .map(|l| l.split("--").next().unwrap())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut made_here = vec![];
+        for stmt in text.split(';') {
+            let st = stmt
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .to_uppercase();
+            let words: Vec<&str> = st.split(' ').collect();
+            let after = |w: &str| {
+                let i = words.iter().position(|x| *x == w)?;
+                words.get(i + 1).map(|s| s.trim_matches('(').to_owned())
+            };
+            let why = if st.starts_with("CREATE TABLE") {
+                made_here.extend(after("TABLE").filter(|t| t != "IF"));
+                None
+            } else if st.starts_with("CREATE UNIQUE INDEX") {
+                let table = after("ON").unwrap_or_default();
+                unique_indexes.extend(after("INDEX"));
+                tables_before
+                    .contains(&table)
+                    .then(|| format!("a unique index on {table}, which older releases write"))
+            } else if st.starts_with("DROP INDEX") {
+                let index = after("INDEX").unwrap_or_default();
+                unique_indexes
+                    .contains(&index)
+                    .then(|| format!("drops the unique index {index}"))
+            } else if st.starts_with("DROP") || st.contains(" DROP COLUMN") {
+                Some("drops what older releases read".to_owned())
+            } else if st.contains(" RENAME ") {
+                Some("renames what older releases read".to_owned())
+            } else if st.contains(" ALTER COLUMN ") {
+                Some("changes a column older releases read".to_owned())
+            } else if st.contains(" ADD COLUMN ")
+                && st.contains("NOT NULL")
+                && !st.contains("DEFAULT")
+            {
+                Some(
+                    "adds a NOT NULL column without a DEFAULT: older releases' inserts fail"
+                        .to_owned(),
+                )
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                broken.push(format!("{name}: {why}: {}", stmt.trim()));
+            }
+        }
+        tables_before.extend(made_here);
+    }
+    broken
 }

@@ -76,6 +76,7 @@ pub const ACTIONS: &[(&str, &str, &str, &str, Option<&str>)] = &[
     ("POST", "/projects/{projectId}/nlus/{nluName}/train", "nlu.train", "nlu", None),
     ("POST", "/projects/{projectId}/nlus/{nluName}/retrain", "nlu.retrain", "nlu", None),
     ("PUT", "/projects/{projectId}/nlus/{nluName}/training_data/{id}", "nlu.training_data.update", "training_data", None),
+    ("DELETE", "/projects/{projectId}/nlus/{nluName}/training_data/{id}", "nlu.training_data.delete", "training_data", None),
     ("POST", "/projects/{projectId}/cases", "case.create", "case", Some("id")),
     ("DELETE", "/projects/{projectId}/cases/{caseId}", "case.delete", "case", None),
     ("POST", "/projects/{projectId}/cases/{caseId}/tasks", "task.create", "task", Some("id")),

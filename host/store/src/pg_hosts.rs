@@ -68,8 +68,16 @@ pub enum Target {
 /// keyword form (`host=… port=… dbname=… user=…`). A list of one host is [`Target::One`].
 pub fn parse(spec: &str) -> Result<Target, String> {
     let spec = spec.trim();
-    let (hosts, template) = if spec.starts_with("postgres://") || spec.starts_with("postgresql://")
-    {
+    let url = spec.starts_with("postgres://") || spec.starts_with("postgresql://");
+    let authority = spec.split_once("://").map_or("", |(_, r)| {
+        let end = r.find(['/', '?']).unwrap_or(r.len());
+        &r[..end]
+    });
+    if url && !authority.contains(',') {
+        // One host (or none, with `?host=/socket/dir`): the URL goes to the driver as given.
+        return Ok(Target::One(spec.to_owned()));
+    }
+    let (hosts, template) = if url {
         from_url(spec)?
     } else {
         from_keywords(spec)?
@@ -496,6 +504,8 @@ mod tests {
 
     #[test]
     fn one_host_is_a_plain_url() {
+        let socket = "postgres:///botbox?host=/var/run/postgresql";
+        assert_eq!(parse(socket).unwrap(), Target::One(socket.into()));
         assert_eq!(
             parse("postgres://postgres@127.0.0.1:5432/test").unwrap(),
             Target::One("postgres://postgres@127.0.0.1:5432/test".into())

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the botbox of the previous release (the commit named in tests/previous-release) once,
+# for the rolling-upgrade test, and prints the binary's path. The build has a target folder
+# of its own (target/previous-release), so it never touches this build's artifacts; a cold
+# build takes about as long as the first build of this tree.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+commit=$(git rev-parse --short=12 "$(tr -d '[:space:]' < tests/previous-release)")
+root="$PWD/target/previous-release"
+bin="$root/bin/$commit/botbox"
+if [ ! -x "$bin" ]; then
+    src="$root/src/$commit"
+    rm -rf "$src"
+    mkdir -p "$src" "$root/bin/$commit"
+    git archive "$commit" | tar -x -C "$src"
+    (cd "$src" && CARGO_TARGET_DIR="$root/target" cargo build -p botbox >&2)
+    cp "$root/target/debug/botbox" "$bin.tmp"
+    mv "$bin.tmp" "$bin"
+fi
+echo "$bin"
