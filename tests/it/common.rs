@@ -209,27 +209,8 @@ impl Server {
             Backend::Postgres,
             "replicas share a PostgreSQL database"
         );
-        let dir = tempfile::tempdir().unwrap();
         let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        let (child, base) = spawn(
-            THIS,
-            dir.path(),
-            self.backend,
-            &self.db_url,
-            &extra,
-            None,
-            true,
-        )
-        .await;
-        Server {
-            child,
-            base,
-            db_url: self.db_url.clone(),
-            pg_db: None,
-            backend: self.backend,
-            extra: self.extra.clone(),
-            _dir: dir,
-        }
+        Self::binary_on_url(THIS, &self.db_url, &extra).await
     }
 
     /// Stops the server (as a crash would: SIGKILL) and starts it again on the same storage.
