@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 commit=$(git rev-parse --short=12 "$(tr -d '[:space:]' < tests/previous-release)")
-root="$PWD/target/previous-release"
+root="${CARGO_TARGET_DIR:-$PWD/target}/previous-release"
 bin="$root/bin/$commit/botbox"
 if [ ! -x "$bin" ]; then
     src="$root/src/$commit"

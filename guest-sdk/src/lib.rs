@@ -4,7 +4,7 @@
 //! boa. [`native::NativeStepper`] runs runtime-core with it in-process: the reference
 //! implementation the sandboxed guest must agree with, used by the example conversation tests.
 //!
-//! Depends on runtime-core and boa only. Must never reach anything but its WIT imports: in
+//! May depend on: `runtime-core` and boa only. Must never reach anything but its WIT imports: in
 //! the sandbox it has no files, network, clock or environment, and every effect is a host
 //! call the host may refuse.
 

@@ -20,7 +20,7 @@ fn every_example_passes_its_conversation_tests() {
     dirs.sort();
     for dir in &dirs {
         // A bot with an NL Studio model (`nlu.yml`) needs the trained model: its tests run
-        // end to end in tests/nlu.rs.
+        // end to end in tests/it/nlu.rs (`every_example_nl_bot_passes_its_conversation_tests`).
         if dir.join("nlu.yml").exists() {
             continue;
         }

@@ -5,7 +5,7 @@
 //! randomness) goes through the [`host::Host`] trait, which the sandbox guest and the tests
 //! implement. No tokio, no sockets, no JS engine: it builds for `wasm32-wasip2` unchanged.
 //!
-//! Depends on serde, regex and a YAML reader only, and on no other crate of botbox. Must
+//! May depend on: serde, regex and a YAML reader, and no crate of this workspace. Must
 //! never do I/O, read a clock, block, or recurse without a bound over a tenant's input: a
 //! bot file and a conversation are hostile input here.
 

@@ -694,7 +694,8 @@ async fn nlus_that_cannot_run_are_named_at_push(backend: Backend) {
             && w.contains("cannot run")),
         "{warnings:#?}"
     );
-    // Neither model exists (an owner's existing or a public model gets no warning: tests/nlu.rs).
+    // Neither model exists (an owner's existing or a public model gets no warning:
+    // tests/it/nlu.rs).
     for nlu in ["theirs", "mine"] {
         assert!(
             warnings

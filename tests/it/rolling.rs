@@ -14,12 +14,16 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// The previous release's binary, as `tests/previous-release.sh` leaves it.
+/// The previous release's binary, as `tests/previous-release.sh` leaves it (in the target
+/// folder this build's binary is in).
 fn previous_release() -> Option<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let commit = std::fs::read_to_string(root.join("tests/previous-release")).ok()?;
-    let bin = root
-        .join("target/previous-release/bin")
+    let target = std::path::Path::new(env!("CARGO_BIN_EXE_botbox"))
+        .parent()?
+        .parent()?;
+    let bin = target
+        .join("previous-release/bin")
         .join(commit.trim())
         .join("botbox");
     bin.exists().then_some(bin)

@@ -1,12 +1,13 @@
 //! Checks that keep the map honest, in the spirit of rust-analyzer's tidy tests: the crate
 //! table in ARCHITECTURE.md is the workspace's real dependency graph, every crate's `lib.rs`
-//! opens with its job, what it may depend on and what it must never do, and every crate
-//! takes the workspace's lints, each `allow` of which says why. Paths and links named in the
-//! docs are checked by the `docs` tests. No server is needed.
+//! opens with its job, what it may depend on (the workspace crates its manifest uses) and
+//! what it must never do, every crate takes the workspace's lints, each `allow` of which
+//! says why, and every test runtime-core/tests/KATA_RULES.md cites exists. Paths and links
+//! named in the docs are checked by the `docs` tests. No server is needed.
 
 use super::docs::{files_under, read, root, shown};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The workspace's members, from the root manifest's `members` list.
 fn members() -> Vec<PathBuf> {
@@ -112,6 +113,14 @@ fn the_crate_table_is_the_workspaces_dependency_graph() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// A `lib.rs`'s opening `//!` lines, joined by spaces.
+fn opening(text: &str) -> String {
+    text.lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| l.trim_start_matches("//!").to_owned() + " ")
+        .collect()
+}
+
 #[test]
 fn every_crate_opens_with_its_job_and_its_boundaries() {
     let mut wrong = vec![];
@@ -122,12 +131,7 @@ fn every_crate_opens_with_its_job_and_its_boundaries() {
             .unwrap_or(&lib)
             .display()
             .to_string();
-        let text = read(&lib);
-        let header: String = text
-            .lines()
-            .take_while(|l| l.starts_with("//!"))
-            .map(|l| l.trim_start_matches("//!").to_lowercase() + " ")
-            .collect();
+        let header = opening(&read(&lib)).to_lowercase();
         if header.split_whitespace().count() < 30 {
             wrong.push(format!(
                 "{shown}: no opening paragraph saying the crate's job"
@@ -143,6 +147,82 @@ fn every_crate_opens_with_its_job_and_its_boundaries() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Each crate's `lib.rs` lists the workspace crates it may depend on ("May depend on: …",
+/// each by its package name in backquotes) and that list is its manifest's: a dependency
+/// added without the doc saying so, or a doc allowing one the manifest has not, is reported.
+#[test]
+fn every_crate_lists_the_workspace_crates_it_depends_on() {
+    let ours: Vec<String> = members()
+        .iter()
+        .map(|m| package_name(&read(&m.join("Cargo.toml"))))
+        .collect();
+    let mut wrong = vec![];
+    for m in members() {
+        let lib = m.join("src/lib.rs");
+        let deps = our_dependencies(&read(&m.join("Cargo.toml")));
+        match allowed_dependencies(&opening(&read(&lib)), &ours) {
+            None => wrong.push(format!("{}: no \"May depend on: …\" list", shown(&lib))),
+            Some(said) => wrong.extend(
+                dependency_mismatches(&said, &deps)
+                    .into_iter()
+                    .map(|w| format!("{}: {w}", shown(&lib))),
+            ),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The workspace crates (short names, sorted) that the "May depend on: …" list of a crate's
+/// opening names in backquotes; the list ends with its clause (`. ` or `;`). None without one.
+fn allowed_dependencies(opening: &str, ours: &[String]) -> Option<Vec<String>> {
+    let opening = opening.split_whitespace().collect::<Vec<_>>().join(" ");
+    let list = opening.split_once("May depend on:")?.1;
+    let end = [list.find(". "), list.find(';')]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(list.len());
+    let mut named: Vec<String> = list[..end]
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|n| ours.iter().any(|o| o == n))
+        .map(short)
+        .collect();
+    named.sort();
+    named.dedup();
+    Some(named)
+}
+
+/// Where a crate's listed workspace crates (`said`) and its manifest's (`deps`) differ.
+fn dependency_mismatches(said: &[String], deps: &[String]) -> Vec<String> {
+    let unlisted = deps.iter().filter(|d| !said.contains(d));
+    let unused = said.iter().filter(|s| !deps.contains(s));
+    unlisted
+        .map(|d| format!("its Cargo.toml depends on {d}, which its opening does not list"))
+        .chain(unused.map(|s| format!("its opening lists {s}, which its Cargo.toml does not use")))
+        .collect()
+}
+
+/// The list is read up to the end of its clause, by backquoted package names only, and
+/// both kinds of mismatch are reported.
+#[test]
+fn the_dependency_list_is_read_from_its_clause() {
+    let ours = ["botbox", "botbox-api", "botbox-store"].map(String::from);
+    let opening = "Its job. May\n depend on: `botbox-store` (twice: `botbox-store`), serde and \
+                   `botbox test`; must never use `botbox-api`.";
+    assert_eq!(
+        allowed_dependencies(opening, &ours),
+        Some(vec!["store".to_owned()])
+    );
+    assert_eq!(
+        allowed_dependencies("Depends on `botbox-store`.", &ours),
+        None
+    );
+    let found = dependency_mismatches(&["store".to_owned()], &["api".to_owned()]);
+    assert!(found.len() == 2 && found[0].contains("api") && found[1].contains("store"));
 }
 
 #[test]
@@ -383,4 +463,207 @@ fn not_expand_only(files: &[(String, String)]) -> Vec<String> {
         tables_before.extend(made_here);
     }
     broken
+}
+
+/// Where runtime-core/tests/KATA_RULES.md says which test pins each rule down.
+const KATA_RULES: &str = "runtime-core/tests/KATA_RULES.md";
+
+/// Every test that KATA_RULES.md cites exists, so that a renamed, moved or deleted test
+/// does not leave a rule looking covered.
+#[test]
+fn every_test_the_kata_rules_cite_exists() {
+    let (wrong, checked) = unresolved_citations(&read(&root().join(KATA_RULES)));
+    assert!(
+        checked > 100,
+        "only {checked} citations found in {KATA_RULES}"
+    );
+    let wrong: Vec<String> = wrong
+        .iter()
+        .map(|(line, cite, why)| format!("{KATA_RULES}:{line}: `{cite}`: {why}"))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The citation check itself: citations of tests that do not exist (or in a form the file
+/// does not define) are reported at their line; other backquoted text and the header are not.
+#[test]
+fn a_citation_of_a_missing_test_is_reported() {
+    let text = "Header: `engine::not_read_here`\n## Rules\n\
+        - a — `engine::a_volatile_flow_is_closed_not_stacked`, `hello/*`, `pizza/a whole…`\n\
+        - b — `engine::no_such_test`, `hello/no such\n  case`, `tests/live.rs::pizza_through_generic`\n\
+        - c — `tests/it/live.rs::gone`, `host::channels::nowhere::tests::*`, `interp::x`\n\
+        - d — `context.$dataKey`, `<baseUrl>/1040`, `host::channels::line::tests::*`\n";
+    let (wrong, checked) = unresolved_citations(text);
+    let found: Vec<(usize, &str)> = wrong.iter().map(|(l, c, _)| (*l, c.as_str())).collect();
+    assert_eq!(
+        found,
+        [
+            (4, "engine::no_such_test"),
+            (4, "hello/no such case"),
+            (5, "tests/live.rs::pizza_through_generic"),
+            (6, "tests/it/live.rs::gone"),
+            (6, "host::channels::nowhere::tests::*"),
+            (6, "interp::x"),
+        ]
+    );
+    assert_eq!(checked, 10);
+}
+
+/// The backquoted spans of `text` from its first `## ` heading on, with the line each
+/// starts on; a span may run over a line break (its whitespace becomes single spaces).
+fn spans_after_first_heading(text: &str) -> Vec<(usize, String)> {
+    let first = text
+        .lines()
+        .position(|l| l.starts_with("## "))
+        .map_or(usize::MAX, |i| i + 1);
+    let (mut line, mut out) = (1, vec![]);
+    for (i, part) in text.split('`').enumerate() {
+        if i % 2 == 1 && line >= first {
+            out.push((line, part.split_whitespace().collect::<Vec<_>>().join(" ")));
+        }
+        line += part.matches('\n').count();
+    }
+    out
+}
+
+/// The citations in `text` that name no existing test, as (line, citation, why), and the
+/// number of citations checked.
+fn unresolved_citations(text: &str) -> (Vec<(usize, String, String)>, usize) {
+    let (mut wrong, mut checked) = (vec![], 0);
+    for (line, span) in spans_after_first_heading(text) {
+        let Some(found) = resolve_citation(&span) else {
+            continue;
+        };
+        checked += 1;
+        if let Err(why) = found {
+            wrong.push((line, span, why));
+        }
+    }
+    (wrong, checked)
+}
+
+/// None when `span` is no citation, else whether the test it names exists. The forms are
+/// those KATA_RULES.md's header defines; a path (`a::b`) in any other form is an error.
+fn resolve_citation(span: &str) -> Option<Result<(), String>> {
+    if let Some(rest) = span.strip_prefix("tests/") {
+        return Some(end_to_end_test(rest));
+    }
+    let ident =
+        |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || "_*".contains(c));
+    let path: Vec<&str> = span.split("::").collect();
+    if path.len() > 1 && path.iter().all(|s| ident(s)) {
+        return Some(path_citation(&path));
+    }
+    let (example, case) = span.split_once('/')?;
+    let is_example = !example.is_empty()
+        && example
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    is_example.then(|| example_case(example, case))
+}
+
+/// `engine::x`, `validation::x`, `expressions::x` (runtime-core/tests/), or a unit test of a
+/// crate by its module path: `runtime_core::…`, `guest_sdk::…`, `host::<crate>::…`.
+fn path_citation(path: &[&str]) -> Result<(), String> {
+    let root = root();
+    match path {
+        [file @ ("engine" | "validation" | "expressions"), name] => {
+            test_in_file(&root.join(format!("runtime-core/tests/{file}.rs")), name)
+        }
+        ["runtime_core", rest @ ..] => unit_test(&root.join("runtime-core/src"), rest),
+        ["guest_sdk", rest @ ..] => unit_test(&root.join("guest-sdk/src"), rest),
+        ["host", krate, rest @ ..] => unit_test(&root.join("host").join(krate).join("src"), rest),
+        _ => Err("not a citation form KATA_RULES.md defines".to_owned()),
+    }
+}
+
+/// `it/<module>.rs::name` (after `tests/`): that file of the end-to-end tests has the test.
+fn end_to_end_test(rest: &str) -> Result<(), String> {
+    let (file, name) = rest
+        .split_once("::")
+        .filter(|(f, _)| f.starts_with("it/") && f.ends_with(".rs"))
+        .ok_or_else(|| "not of the form tests/it/<module>.rs::name".to_owned())?;
+    test_in_file(&root().join("tests").join(file), name)
+}
+
+/// A unit test by its module path under `src` (`a::b::tests::name`): the module's file
+/// defines `name`, or for `*` has a test at all.
+fn unit_test(src: &Path, path: &[&str]) -> Result<(), String> {
+    let (name, module) = path
+        .split_last()
+        .ok_or_else(|| "no test named".to_owned())?;
+    let file = module_file(src, module)
+        .ok_or_else(|| format!("no module {} in {}", module.join("::"), shown(src)))?;
+    let text = read(&file);
+    let found = match *name {
+        "*" => text.contains("#[test]"),
+        name => defines_fn(&text, name),
+    };
+    found
+        .then_some(())
+        .ok_or_else(|| format!("no test {name} in {}", shown(&file)))
+}
+
+/// The file of `module` under `src` (`a/b.rs` or `a/b/mod.rs`, `lib.rs` for the crate's
+/// root); an inline `tests` module is in its parent's file.
+fn module_file(src: &Path, module: &[&str]) -> Option<PathBuf> {
+    let parent = module.strip_suffix(&["tests"][..]);
+    [Some(module), parent].into_iter().flatten().find_map(|m| {
+        let candidates = match m {
+            [] => vec![src.join("lib.rs")],
+            _ => {
+                let p = src.join(m.join("/"));
+                vec![p.with_extension("rs"), p.join("mod.rs")]
+            }
+        };
+        candidates.into_iter().find(|f| f.is_file())
+    })
+}
+
+/// `file` exists and defines `fn name`.
+fn test_in_file(file: &Path, name: &str) -> Result<(), String> {
+    if !file.is_file() {
+        return Err(format!("{} does not exist", shown(file)));
+    }
+    defines_fn(&read(file), name)
+        .then_some(())
+        .ok_or_else(|| format!("no fn {name} in {}", shown(file)))
+}
+
+/// Whether `text` has `fn name` (not merely a longer name that starts with it).
+fn defines_fn(text: &str, name: &str) -> bool {
+    let pat = format!("fn {name}");
+    text.match_indices(&pat)
+        .any(|(i, _)| !text[i + pat.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+}
+
+/// `<example>/<case>`: a conversation test of examples/<example>/tests/ named `case`
+/// (`*`: any; a name ending in `…`: one that starts with the rest).
+fn example_case(example: &str, case: &str) -> Result<(), String> {
+    let dir = root().join("examples").join(example).join("tests");
+    if !dir.is_dir() {
+        return Err(format!("{} does not exist", shown(&dir)));
+    }
+    let names = case_names(&dir);
+    let found = match case.strip_suffix('…') {
+        _ if case == "*" => !names.is_empty(),
+        Some(start) => names.iter().any(|n| n.starts_with(start)),
+        None => names.iter().any(|n| n == case),
+    };
+    found
+        .then_some(())
+        .ok_or_else(|| format!("no such case in {}", shown(&dir)))
+}
+
+/// The names of the conversation tests in the suites (YAML files) of `dir`.
+fn case_names(dir: &Path) -> Vec<String> {
+    let yaml = |p: &Path| p.extension().is_some_and(|e| e == "yml" || e == "yaml");
+    files_under(dir, &[], yaml)
+        .iter()
+        .flat_map(|f| {
+            let suite = runtime_core::testing::parse_suite(&read(f))
+                .unwrap_or_else(|e| panic!("{}: {e}", shown(f)));
+            suite.tests.into_iter().map(|case| case.name)
+        })
+        .collect()
 }

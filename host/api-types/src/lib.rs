@@ -2,7 +2,7 @@
 //! writes and the CLI (`botbox-cli`) reads, with their OpenAPI schemas. One definition of
 //! each, so that the two cannot drift apart.
 //!
-//! May depend on serde and utoipa only. Must never hold behaviour beyond (de)serialisation:
+//! May depend on: serde and utoipa only. Must never hold behaviour beyond (de)serialisation:
 //! these are public API shapes (the project API's and kata-cli's); a change here is a change
 //! of the public API.
 

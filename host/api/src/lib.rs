@@ -1,9 +1,11 @@
 //! The HTTP APIs: the bot project API, channel webhooks, the agent API under
 //! `/v1` and Cases; the router, the caller's identity, errors, paging, rate limits.
 //!
-//! May depend on `botbox-service` and the crates below it. Must never hold logic beyond
-//! mapping HTTP to plain service and storage calls and back, nor build the services it
-//! calls: the `botbox` binary builds and starts them ([`Services`]).
+//! May depend on: `botbox-service` and the crates below it that it reads or names
+//! (`runtime-core`, `botbox-api-types`, `botbox-lanes`, `botbox-nlu`, `botbox-channels`,
+//! `botbox-store`, `botbox-sandbox`). Must never hold logic beyond mapping HTTP to plain
+//! service and storage calls and back, nor build the services it calls: the `botbox`
+//! binary builds and starts them ([`Services`]).
 //!
 //! Handlers are thin: they check who is calling and what they may do, call one service
 //! function or [`botbox_store`] read, and shape the documented JSON. Errors are plain-text

@@ -4,8 +4,9 @@
 //! server they drive. Figures go to `docs/performance.md`; speed goals live here, never in
 //! timed tests.
 //!
-//! Depends on the crates it measures and on `botbox-testkit`; it drives the server over
-//! HTTP as a client would and never reaches into its state.
+//! May depend on: the crates it measures (`runtime-core`, `botbox-lanes`, `botbox-nlu`,
+//! `botbox-sandbox`, `botbox-store`) and `botbox-testkit`. It drives the server over HTTP as
+//! a client would and never reaches into its state.
 
 pub mod counts;
 use serde_json::{Value, json};

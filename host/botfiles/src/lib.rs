@@ -3,9 +3,9 @@
 //! part of the document remembered with the file it came from, so a validation problem or a
 //! run-time error is reported at `file:line:column`.
 //!
-//! Depends on runtime-core (the document parser and its positions) only. It must never do
-//! more than read the folder's files: no network, no server types. Includes are bounded in depth (16) so a
-//! folder that includes itself is an error, not a hang.
+//! May depend on: `runtime-core` (the document parser and its positions) only. It must never
+//! do more than read the folder's files: no network, no server types. Includes are bounded
+//! in depth (16) so a folder that includes itself is an error, not a hang.
 
 use runtime_core::source::{Positions, Problem, Severity, parse_document};
 use runtime_core::{JsProblem, JsSite};

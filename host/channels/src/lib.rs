@@ -1,7 +1,7 @@
 //! Messaging channels: a provider's native webhook payload in, the language's [`Message`]s
 //! out; a step's [`Response`]s in, the provider's API calls out.
 //!
-//! May depend on runtime-core (messages, responses) and hashing crates; must never do I/O or
+//! May depend on: `runtime-core` (messages, responses) and hashing crates; must never do I/O or
 //! read a clock: the caller passes the time in [`ChannelInfo::now_ms`].
 //!
 //! Plain functions over bytes and JSON, no I/O: the live runner (`botbox_service::live`) receives

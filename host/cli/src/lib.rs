@@ -1,8 +1,10 @@
 //! The `botbox` command line: the client side of the project API.
 //!
-//! May depend on runtime-core and `botbox-sandbox` (`botbox test` runs bots locally in the
-//! same sandbox as the server). Must never link the server's storage or services: it talks
-//! to a server over HTTP like any client.
+//! May depend on: `runtime-core`, `botbox-api-types` (the API's request and response
+//! bodies), `botbox-botfiles` (the bot folder that `push`, `test` and `validate` read) and
+//! `botbox-sandbox` (`botbox test` runs bots locally in the same sandbox as the server).
+//! Must never link the server's storage or services: it talks to a server over HTTP like
+//! any client.
 //!
 //! Each command is a plain function over a [`Ctx`] (config, HTTP client, output mode). The
 //! server URL and tokens live in `config.json` under `BOTBOX_HOME` (default

@@ -4,7 +4,7 @@
 //! callbacks. One policy decides where the server may connect, checked where the address
 //! is known, so that what was checked is what is connected to:
 //!
-//! May depend on runtime-core (for redaction), reqwest and tokio. Must never be bypassed:
+//! May depend on: `runtime-core` (for redaction), reqwest and tokio. Must never be bypassed:
 //! nothing else in the server builds an HTTP client for a tenant-controlled URL.
 //!
 //! - **Names** are resolved once, by the clients' own resolver ([`reqwest::dns::Resolve`]

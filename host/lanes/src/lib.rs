@@ -1,6 +1,6 @@
 //! OS priorities for the server's threads, and the background runtime.
 //!
-//! May depend on tokio and libc only. Must never know about tenants, storage or HTTP:
+//! May depend on: tokio and libc only. Must never know about tenants, storage or HTTP:
 //! callers name the lane; this crate only moves work between threads of different priority.
 //!
 //! The OS divides the cores between runnable threads, not between tenants, and tokio's

@@ -1,9 +1,9 @@
 //! NL Studio models: the project NLUs that bots' `type: nl` NLUs call. Everything here is
 //! pure: text in, model and predictions out.
 //!
-//! A crate of its own so that it builds and tests without tokio, sqlx or wasmtime. May depend
-//! on serde, regex, aho-corasick and a stemmer; must never do I/O (storage and the model cache
-//! are `botbox-service`'s `NluService`).
+//! A crate of its own so that it builds and tests without tokio, sqlx or wasmtime. May
+//! depend on: serde, regex, aho-corasick and a stemmer; must never do I/O (storage and the
+//! model cache are `botbox-service`'s `NluService`).
 //!
 //! - [`text`]: tokenisation, normalisation and stemming for `en` and `id`.
 //! - [`lines`]: the training line format (`… (@city:dest Bandung) … #intent:order`).

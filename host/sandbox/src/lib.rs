@@ -3,7 +3,7 @@
 //! host calls per step. The guest reaches nothing but the `host` interface of the WIT world
 //! and a WASI with nothing in it (no files, sockets, environment or arguments).
 //!
-//! May depend on runtime-core, wasmtime and `botbox-lanes` (the threads steps run on). Must
+//! May depend on: `runtime-core`, wasmtime and `botbox-lanes` (the threads steps run on). Must
 //! never reach the network, storage or NL models itself: the guest's host calls go through
 //! the [`effects::Effects`] trait, which `botbox-service` implements for the real world.
 //!

@@ -3,7 +3,8 @@
 //! agent runs, Cases and tasks, accounts and permissions, rate limits, NL Studio's model
 //! service, and [`effects::LiveEffects`], the real world the sandbox's host calls reach.
 //!
-//! May depend on every capability crate (store, sandbox, egress, channels, nlu, lanes); must
+//! May depend on: `runtime-core` and the capability crates (`botbox-store`,
+//! `botbox-sandbox`, `botbox-egress`, `botbox-channels`, `botbox-nlu`, `botbox-lanes`); must
 //! never depend on the HTTP layer (`botbox-api`) or know about axum: handlers call one plain
 //! function here per use case, and the API writes the errors these return (a `/v1`
 //! [`agent::Problem`] carries a status and headers as the `http` crate's types, no body).

@@ -1,6 +1,6 @@
 //! Storage: sqlx over SQLite (the embedded default) or PostgreSQL (several replicas).
 //!
-//! May depend on sqlx, rusqlite and tokio. Must never check permissions, speak HTTP or
+//! May depend on: sqlx, rusqlite and tokio. Must never check permissions, speak HTTP or
 //! choose a thread lane: a step's lane comes from the caller as data ([`StepWrite::background`]).
 //!
 //! One set of portable SQL runs on both through sqlx's `Any` driver: `$n` placeholders, TEXT,

@@ -3,9 +3,9 @@
 //! [`StubEffects`], a stand-in for the outside world behind the sandbox's
 //! [`Effects`] (a fixed clock, deterministic randomness, api calls answered by the test).
 //!
-//! Depends on runtime-core, botbox-botfiles and botbox-sandbox (for the `Effects` trait)
-//! only, so testing the sandbox builds no storage, service or HTTP server code. Never a
-//! dependency of production code, and never reaches the network: an api call is answered
+//! May depend on: `runtime-core`, `botbox-botfiles` and `botbox-sandbox` (for the `Effects`
+//! trait) only, so testing the sandbox builds no storage, service or HTTP server code. Never
+//! a dependency of production code, and never reaches the network: an api call is answered
 //! by the test's function or not at all.
 
 use botbox_sandbox::effects::{EffectFuture, Effects, NlRequest};

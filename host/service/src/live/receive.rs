@@ -50,7 +50,7 @@ impl Live {
     /// Where a webhook call for `channel_id` runs, and the channel's route if it is known:
     /// a known channel's tenant over its share on the background runtime, and so does the
     /// connection that brings the call, from here to its answer (see `Live::over_share`,
-    /// `priority::go_to`); an unknown channel's first call on the main one. Call it before
+    /// `botbox_lanes::go_to`); an unknown channel's first call on the main one. Call it before
     /// taking the call's body: taking it, whatever hyper has not read yet (a body longer
     /// than what came with the headers), the rest of the handler and the answer then run
     /// on that lane. What came with the headers was read where the connection was.
