@@ -5,7 +5,12 @@
 # build takes about as long as the first build of this tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-commit=$(git rev-parse --short=12 "$(tr -d '[:space:]' < tests/previous-release)")
+want=$(tr -d '[:space:]' < tests/previous-release)
+# A shallow clone may lack the commit: fetch the history first.
+if ! git cat-file -e "$want^{commit}" 2>/dev/null && [ "$(git rev-parse --is-shallow-repository)" = true ]; then
+    git fetch --quiet --unshallow >&2
+fi
+commit=$(git rev-parse --short=12 "$want^{commit}")
 root="${CARGO_TARGET_DIR:-$PWD/target}/previous-release"
 bin="$root/bin/$commit/botbox"
 if [ ! -x "$bin" ]; then
