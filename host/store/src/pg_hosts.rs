@@ -12,7 +12,9 @@
 //! pool opens new ones to the new primary. While there is none, new connections wait up
 //! to [`CONNECT_WAIT`] and then fail: `/ready` answers 503 (`database`) in that time.
 //!
-//! The forwarder passes bytes through, TLS included; `sslmode=verify-full` cannot check
+//! Cost: every byte to and from the database crosses the loopback once more, copied by a
+//! runtime task each way, and the supervisor opens one connection a second to check the
+//! primary. A single host has no forwarder. The forwarder passes bytes through, TLS included; `sslmode=verify-full` cannot check
 //! the host name through it (it sees 127.0.0.1), so with several hosts use `require` or
 //! `verify-ca`.
 
