@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, consoleFromDisk, here, inspect, password, startServer } from './lib.mjs';
+import { api, consoleFromDisk, here, inspect, password, signIn, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 // The people's pace against the default rate limit is pace.mjs's; this test makes many requests.
@@ -40,10 +40,7 @@ try {
   await consoleFromDisk(page);
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
-  await page.goto(base + '/');
-  await page.fill('#username', 'admin');
-  await page.fill('#password', password);
-  await page.click('#signin');
+  await signIn(page, base, 'admin', password);
   await page.click('a >> text=shop', { timeout: 30000 });
   await page.click('#cms-link', { timeout: 30000 });
 

@@ -17,7 +17,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, consoleFromDisk, here, inspect, password, startServer } from './lib.mjs';
+import { api, consoleFromDisk, here, inspect, password, signIn, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 const { base, stop } = await startServer(['--rate-limit', '10000']);
@@ -205,11 +205,7 @@ try {
   page.on('pageerror', (e) => errors.push(String(e)));
   // The page's policy refuses nothing it needs (the layout module, the graphs' sizes).
   page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) errors.push(m.text()); });
-  await page.goto(base + '/');
-  await page.fill('#username', 'admin');
-  await page.fill('#password', password);
-  await page.click('#signin');
-  await page.waitForSelector('#signout', { timeout: 30000 });
+  await signIn(page, base, 'admin', password);
   assert.equal(await page.locator('#team').count(), 1, 'the team selector');
   assert.equal(await page.locator('#activity-link').count(), 1);
 

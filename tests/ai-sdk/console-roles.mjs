@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, here, inspect, password, startServer } from './lib.mjs';
+import { api, here, inspect, password, signIn, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 const { base, stop } = await startServer(['--rate-limit', '10000']);
@@ -31,11 +31,7 @@ async function signedIn(username, pass) {
   page.on('pageerror', (e) => errors.push(`${username}: ${e}`));
   page.on('dialog', (d) => d.accept());
   pages.push([username, page]);
-  await page.goto(base + '/');
-  await page.fill('#username', username);
-  await page.fill('#password', pass);
-  await page.click('#signin');
-  await page.waitForSelector('#signout', { timeout: 30000 });
+  await signIn(page, base, username, pass);
   return page;
 }
 

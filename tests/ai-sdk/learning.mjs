@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, consoleFromDisk, here, inspect, password, startServer } from './lib.mjs';
+import { api, consoleFromDisk, here, inspect, password, signIn, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 // The channel's replies go to a loopback URL.
@@ -117,11 +117,7 @@ try {
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   await consoleFromDisk(page);
   page.on('pageerror', (e) => errors.push(String(e)));
-  await page.goto(base + '/');
-  await page.fill('#username', 'alice');
-  await page.fill('#password', 'alice-password');
-  await page.click('#signin');
-  await page.waitForSelector('#signout', { timeout: 30000 });
+  await signIn(page, base, 'alice', 'alice-password');
 
   // Production's Misunderstood page: the groups, most frequent first, with their counts.
   await page.goto(`${base}/#/p/${project.id}`);

@@ -97,6 +97,15 @@ export async function requestsOf(page, base, act, ready, quiet = 500) {
   return seen;
 }
 
+/** Signs `page` in through the console's own form as `username` and waits for the header. */
+export async function signIn(page, base, username, pass) {
+  await page.goto(base + '/');
+  await page.fill('#username', username);
+  await page.fill('#password', pass);
+  await page.click('#signin');
+  await page.waitForSelector('#signout', { timeout: 30000 });
+}
+
 /** A server with the buttons bot deployed and an agent key: {base, key, stop}. */
 export async function agent() {
   const { base, stop } = await startServer();

@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, consoleFromDisk, here, inspect, password, requestsOf, startServer } from './lib.mjs';
+import { api, consoleFromDisk, here, inspect, password, requestsOf, signIn, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 const { base, stop } = await startServer(['--rate-limit', '10000']);
@@ -40,11 +40,7 @@ async function signedIn(username, pass) {
     if (dismissNext) { dismissNext = false; await d.dismiss(); } else await d.accept();
   });
   pages.push([username, page]);
-  await page.goto(base + '/');
-  await page.fill('#username', username);
-  await page.fill('#password', pass);
-  await page.click('#signin');
-  await page.waitForSelector('#signout', { timeout: 30000 });
+  await signIn(page, base, username, pass);
   return page;
 }
 

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { api, here, password, startServer } from './lib.mjs';
+import { api, here, password, signIn, startServer } from './lib.mjs';
 
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 const walkMs = Number(process.env.BOTBOX_PACE_SECS || 120) * 1000;
@@ -39,11 +39,7 @@ try {
     requests += 1;
     if (r.status() === 429) refused.push(`${r.request().method()} ${u.pathname}`);
   });
-  await page.goto(base + '/');
-  await page.fill('#username', 'dev');
-  await page.fill('#password', 'dev-password');
-  await page.click('#signin');
-  await page.waitForSelector('#signout', { timeout: 30000 });
+  await signIn(page, base, 'dev', 'dev-password');
 
   // The walk: the project list, the project, then each of its pages and back, by its links.
   const pages = [['#errors-link', '#error-filter'], ['#cases-link', '#queue'], ['#bot-link', 'details.flow'],

@@ -110,6 +110,20 @@ pub(super) async fn nlu_for(
     name: &str,
     write: bool,
 ) -> ApiResult<NluRow> {
+    Ok(nlu_and_owner_role(app, caller, project_id, name, write)
+        .await?
+        .0)
+}
+
+/// [`nlu_for`], with whether the caller has a role on the NLU's owner (a stranger reading a
+/// public NLU has none).
+async fn nlu_and_owner_role(
+    app: &App,
+    caller: &Caller,
+    project_id: &str,
+    name: &str,
+    write: bool,
+) -> ApiResult<(NluRow, bool)> {
     let action = if write { Action::Update } else { Action::Read };
     let missing = || ApiError::not_found(format!("NLU {name} of project {project_id}"));
     let nlu = app
@@ -118,9 +132,12 @@ pub(super) async fn nlu_for(
         .await?
         .ok_or_else(missing)?;
     match caller.role_on(app, &nlu.owner_id).await? {
-        Some(role) if botbox_service::auth::allows(role, action, Resource::Projects) => Ok(nlu),
+        Some(role) if botbox_service::auth::allows(role, action, Resource::Projects) => {
+            Ok((nlu, true))
+        }
         Some(_) if write => Err(ApiError::Forbidden),
-        _ if !write && nlu.visibility == "public" => Ok(nlu),
+        None if !write && nlu.visibility == "public" => Ok((nlu, false)),
+        Some(_) if !write && nlu.visibility == "public" => Ok((nlu, true)),
         Some(_) => Err(ApiError::Forbidden),
         None => Err(missing()),
     }
@@ -308,8 +325,8 @@ async fn list_training_data(
 ) -> ApiResult<Json<PageOf<TrainingItem>>> {
     // The owner's people read the sentences, viewers too; others may predict with a public
     // NLU but not read what it was taught.
-    let nlu = nlu_for(&app, &caller, &pid, &name, false).await?;
-    if caller.role_on(&app, &nlu.owner_id).await?.is_none() {
+    let (nlu, has_role) = nlu_and_owner_role(&app, &caller, &pid, &name, false).await?;
+    if !has_role {
         return Err(ApiError::Forbidden);
     }
     let page = app
