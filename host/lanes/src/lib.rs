@@ -8,8 +8,9 @@
 //! one tenant's work must not delay another's, the work runs on threads of lower OS
 //! priority, and the OS runs the other threads first whenever both want a core:
 //!
-//! - guests' steps on step threads at nice 10, and a tenant over its share's steps and the
-//!   burning steps of every tenant under `SCHED_IDLE` (`botbox_sandbox`'s `threads`);
+//! - a tenant over its share's steps and the burning steps of every tenant under
+//!   `SCHED_IDLE` (`botbox_sandbox`'s `threads`; other steps run on the thread of the
+//!   request that brought them, a guest yielding every quarter of a millisecond);
 //! - the live path's async work for a tenant that sends more than its share of turns runs
 //!   (its messages wait for turns: `botbox_service::live`) on the [`background`] runtime at
 //!   [`BACKGROUND_NICE`]: its receive pipeline (parse, dedupe, step; its storage and
@@ -18,7 +19,7 @@
 //!   moment its webhook is routed until it is answered).
 //!
 //! Everything else (other connections, the project API, deliveries, storage I/O, the
-//! committer and the SQLite writer thread) runs at nice 0. Threads inherit their creator's
+//! committer with its SQLite transactions) runs at nice 0. Threads inherit their creator's
 //! nice value, and sockets belong to the runtime that opened them: work on the background
 //! runtime must not open what shared pools hand to other tenants ([`in_background`]). Lowering a thread's priority is allowed
 //! unprivileged; raising it back is not, so each runtime's threads keep theirs for life.
@@ -29,8 +30,8 @@ use std::pin::Pin;
 use std::sync::OnceLock;
 use std::task::Poll;
 
-/// The OS priority of the step threads and of the [`background`] runtime (nice 10, the
-/// server's other threads run at 0). CFS weighs nice 10 at about a tenth of nice 0: when
+/// The OS priority of the [`background`] runtime and of the main lane's step threads
+/// (nice 10, the server's other threads run at 0). CFS weighs nice 10 at about a tenth of nice 0: when
 /// the cores are busy, a thread at 0 that wakes gets the core first and most of its time.
 /// A thread at nice 10 still gets a whole core when nothing else wants it: nothing is lost
 /// while the machine has room.

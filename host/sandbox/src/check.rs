@@ -3,7 +3,7 @@
 //! parser and the host runs none natively: a hostile bot's code is parsed only inside the
 //! sandbox, under its memory cap, a fuel budget and a deadline.
 
-use super::clock::StepClock;
+use super::clock::{StepClock, within_deadline};
 use super::imports::arm;
 use super::limits::Limits;
 use super::sched::OnCpu;
@@ -50,7 +50,8 @@ impl Sandbox {
             clock.restart();
             arm(&mut inst.store, budget.fuel, budget.deadline, &clock)
                 .map_err(|e| SandboxError::Internal(e.into()))?;
-            match inst.bindings.call_check_js(&mut inst.store, &json).await {
+            let call = inst.bindings.call_check_js(&mut inst.store, &json);
+            match within_deadline(&clock, budget.deadline, call).await {
                 Ok(Ok(out)) => serde_json::from_str(&out).map_err(|e| {
                     SandboxError::Internal(anyhow::anyhow!("check result does not parse: {e}"))
                 }),

@@ -51,3 +51,25 @@ pub fn deadline_error(who: &str, deadline: Duration, elapsed: Duration) -> StepE
         elapsed.as_millis()
     ))
 }
+
+/// Runs a call into the guest under its deadline: before each poll of the call the step's
+/// clock is read, and past `deadline` the call is dropped (wasmtime unwinds the guest's
+/// fiber) and answers `Trap::Interrupt`, which `step::explain` names as the deadline. The
+/// guest is polled again at least every [`super::YIELD_FUEL`] units of fuel (its fuel
+/// yields), and a host call it awaits has the deadline as its own time-out, so no call runs
+/// past its deadline by more than one yield interval. After an interrupt the instance is
+/// thrown away, as after any trap.
+pub(crate) async fn within_deadline<T>(
+    clock: &StepClock,
+    deadline: Duration,
+    call: impl std::future::Future<Output = wasmtime::Result<T>>,
+) -> wasmtime::Result<T> {
+    let mut call = std::pin::pin!(call);
+    std::future::poll_fn(|cx| {
+        if clock.elapsed() >= deadline {
+            return std::task::Poll::Ready(Err(wasmtime::Trap::Interrupt.into()));
+        }
+        call.as_mut().poll(cx)
+    })
+    .await
+}

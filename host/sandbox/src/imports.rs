@@ -1,5 +1,5 @@
 //! What the guest can ask of the host: the per-instance state (`StepState`), the memory
-//! limiter, what happens at each epoch tick, and the `host` interface of the WIT world. `http` and `nl-predict` are async:
+//! limiter, how a call into the guest is armed, and the `host` interface of the WIT world. `http` and `nl-predict` are async:
 //! the guest waits on its fiber while the effect is awaited, holding no CPU slot, and the
 //! wait counts against the step's deadline.
 
@@ -11,11 +11,10 @@ use runtime_core::engine::StepError;
 use runtime_core::host::HttpRequest;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tracing::Instrument as _;
 use wasmtime::component::ResourceTable;
-use wasmtime::{ResourceLimiter, Store, StoreContextMut, UpdateDeadline};
+use wasmtime::{ResourceLimiter, Store};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -37,10 +36,6 @@ pub struct StepState {
     /// The running call's clock, and the wall time it may take.
     pub(super) clock: Arc<StepClock>,
     pub(super) deadline: Duration,
-    /// Ticks this call has run since it last yielded (see [`on_tick`]).
-    pub(super) ticks: u32,
-    /// Steps waiting for a CPU slot, over all tenants ([`super::sched::Cpu::queued_counter`]).
-    pub(super) cpu_waiting: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl WasiView for StepState {
@@ -236,27 +231,6 @@ impl HostImports for StepState {
     }
 }
 
-/// Called at every epoch tick while the guest runs: past the deadline the guest traps
-/// (`Trap::Interrupt`); after [`super::QUANTUM_TICKS`] ticks on the CPU while another step
-/// waits for a slot, or after [`super::ALONE_TICKS`] in any case, it yields to the executor,
-/// which gives its CPU slot to the next tenant in turn (and drops the step if it was
-/// cancelled meanwhile); else it runs on.
-pub(super) fn on_tick(
-    mut store: StoreContextMut<'_, StepState>,
-) -> wasmtime::Result<UpdateDeadline> {
-    let st = store.data_mut();
-    if st.clock.elapsed() >= st.deadline {
-        return Ok(UpdateDeadline::Interrupt);
-    }
-    st.ticks += 1;
-    let others_wait = st.cpu_waiting.load(Ordering::Relaxed) > 0;
-    if (others_wait && st.ticks >= super::QUANTUM_TICKS) || st.ticks >= super::ALONE_TICKS {
-        st.ticks = 0;
-        return Ok(UpdateDeadline::Yield(1));
-    }
-    Ok(UpdateDeadline::Continue(1))
-}
-
 /// Sets up a call into the guest: its fuel, and the deadline of its clock.
 pub(super) fn arm(
     store: &mut Store<StepState>,
@@ -268,8 +242,5 @@ pub(super) fn arm(
     let st = store.data_mut();
     st.clock = clock.clone();
     st.deadline = deadline;
-    st.ticks = 0;
-    // Every tick: `on_tick` decides.
-    store.set_epoch_deadline(1);
     Ok(())
 }

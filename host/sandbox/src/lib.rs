@@ -20,8 +20,10 @@
 //!
 //! Steps are futures (wasmtime's async support: the guest runs on a fiber). A step holds a
 //! CPU slot only while its guest runs; while a host call (an api action's HTTP) is awaited
-//! the guest is suspended and the slot serves another step. Steps poll tokio timers: await
-//! them on the step threads ([`spawn`]) or through [`block_on`].
+//! the guest is suspended and the slot serves another step. A guest yields every
+//! [`YIELD_FUEL`] units of fuel, so a step can run on any tokio runtime's worker without
+//! holding it for long: where it is awaited ([`here`]), on the step threads ([`spawn`]) or
+//! through [`block_on`]. Steps poll tokio timers, so they need a runtime with time enabled.
 
 mod artifact;
 mod check;
@@ -43,16 +45,14 @@ use runtime_core::model::CompiledBot;
 use runtime_core::session::{ConverseResult, Message, Session, StepReport};
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use imports::StepState;
 pub use sched::TenantSteps;
 use step::StepInput;
-pub use threads::{block_on, spawn};
+pub use threads::{block_on, here, spawn};
 
 mod wit {
     wasmtime::component::bindgen!({
@@ -73,25 +73,16 @@ use wit::{BotRuntime, BotRuntimePre};
 /// The guest component, built by build.rs.
 pub static GUEST_WASM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guest.wasm"));
 
-/// Epoch tick: how often a running guest's deadline is checked and, while another step waits
-/// for a CPU slot, how often the guest is asked to give its slot up. 250 µs: a guest yields
-/// once it has run [`QUANTUM_TICKS`] ticks and a step waits, so another tenant's step waits
-/// for a slot held by a guest burning its fuel about 0.5 ms at most (a 1 ms tick that
-/// yielded at every tick would make that 1 ms). A guest alone yields every
-/// [`ALONE_TICKS`] (1 ms); the ticks between are a callback that returns at
-/// once. Cost: the ticker thread wakes 4,000 times a second (one atomic increment each),
-/// and a running guest takes one host callback per tick (sandbox-bench: docs/performance.md).
-const TICK: Duration = Duration::from_micros(250);
-
-/// Ticks a guest runs before it gives its slot to a waiting step (2, i.e. 250–500 µs): a
-/// short step (a few hundred µs) finishes without being switched out, while a guest
-/// burning its fuel holds the slot at most this long when others wait.
-pub(crate) const QUANTUM_TICKS: u32 = 2;
-
-/// Ticks a guest runs before it yields even when no step waits (4, i.e. 1 ms): a step that
-/// was cancelled (its task aborted) is dropped at its next yield, so a guest burning its
-/// fuel alone still stops within about 1 ms of being cancelled.
-pub(crate) const ALONE_TICKS: u32 = 4;
+/// Fuel a guest runs between yields to the executor (1 M units, about 0.25 ms of CPU at
+/// [`limits::FUEL_PER_SECOND`]). At each yield the step gives its CPU slot back (to the next
+/// tenant in turn when one waits, `sched.rs`), its deadline is checked, and a cancelled step
+/// is dropped; the worker thread it runs on serves its other tasks between two yields. A
+/// typical step (tens of µs, 0.1–0.3 M fuel) never yields; a guest burning its fuel (50 M
+/// by default) yields about 50 times. Cost: one fiber switch and one slot hand-back per
+/// yield, about a microsecond per quarter of a millisecond of guest CPU. Fuel meters every
+/// guest already, so no thread wakes to interrupt guests (wasmtime's epoch interruption is
+/// off).
+pub(crate) const YIELD_FUEL: u64 = 1_000_000;
 
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
@@ -102,25 +93,25 @@ pub struct SandboxConfig {
     pub warm_per_revision: usize,
     /// Guests running at once (default: the cores). A step holds a slot only while its
     /// guest, or the host's work for it, runs: not while it waits in a host call, for an
-    /// instance, or for its turn after an epoch yield. Steps waiting for a slot are served
-    /// round-robin between tenants.
+    /// instance, or for its turn after a fuel yield ([`YIELD_FUEL`]). Steps waiting for a
+    /// slot are served round-robin between tenants.
     ///
     /// Cost: fewer slots than cores leave cores idle while steps queue; more only make the
-    /// OS time-slice guests, and the step threads ([`spawn`]) are one per core, so slots
-    /// above the cores are used only by callers of [`block_on`] on threads of their own.
+    /// OS time-slice guests: steps run on the runtime's workers (one per core) or on the
+    /// step and burn threads (one per core each, `threads.rs`).
     /// Interaction: the server's own threads (HTTP, storage) share the cores with the
     /// guests; `steps_per_tenant` bounds what one tenant can queue for slots.
-    /// A malicious guest holds a slot until the next epoch tick (1 ms at most), then queues
+    /// A malicious guest holds a slot until its next fuel yield (about 0.25 ms), then queues
     /// behind every other waiting tenant; its CPU per step is bounded by its fuel.
     pub cpu_slots: usize,
     /// Slots beyond `cpu_slots` that only a fresh step may hold: one that has held slots for
-    /// less than 2 ms of wall time so far (`sched::EXPRESS_BUDGET`), started on the main
-    /// lane's step threads ([`spawn`]: not a tenant over its share) (default 0; the
-    /// server's `LiveConfig` uses 1).
+    /// less than 2 ms of wall time so far (`sched::EXPRESS_BUDGET`), of a tenant within its
+    /// share (its steps run where they are awaited, [`here`], not on the background lane's
+    /// step threads) (default 0; the server's `LiveConfig` uses 1).
     ///
     /// Why: a guest yields its slot only when its thread runs, and on saturated cores a
-    /// step thread (at nice 10) can wait milliseconds for a core; every other tenant's step
-    /// then waited behind a guest that was not even running. With an express slot, a
+    /// thread can wait milliseconds for a core; every other tenant's step then waited
+    /// behind a guest that was not even running. With an express slot, a
     /// tenant's short step (most bot steps run for tens of µs) does not wait for another
     /// tenant's burning guest at all. Cost: up to `cpu_slots + express_slots` guests run at
     /// once, so while fresh steps run the shared path may have one core less; a burning
@@ -131,7 +122,7 @@ pub struct SandboxConfig {
     /// fresh steps, on threads under `SCHED_IDLE`, would otherwise hold the express slot too, and
     /// the short step of a tenant within its share waited for a guest that the OS left off
     /// the cores. A malicious tenant gets at most its round-robin turns of the express slots,
-    /// for at most 2 ms of each step, yielding every quantum while others wait; then its step
+    /// for at most 2 ms of each step, yielding every [`YIELD_FUEL`]; then its step
     /// moves to the burn threads (`threads.rs`, `SCHED_IDLE`), and while it has such a step
     /// in flight its new steps take no express slot at all (they queue for the regular
     /// slots).
@@ -324,13 +315,11 @@ pub struct Sandbox {
     cpu: sched::Cpu,
     tenants: sched::TenantCaps,
     pooling: bool,
-    stop: Arc<AtomicBool>,
 }
 
 impl Sandbox {
     /// Builds the engine (pooling allocator, or on-demand when the address space cannot be
-    /// reserved), loads the guest from the artifact cache (compiling it once), and starts the
-    /// epoch ticker.
+    /// reserved) and loads the guest from the artifact cache (compiling it once).
     pub fn new(config: SandboxConfig) -> Result<Sandbox> {
         match Self::build(config.clone(), true) {
             Ok(s) => Ok(s),
@@ -346,7 +335,6 @@ impl Sandbox {
         // (Async support, which steps need, is always on in wasmtime 48.)
         cfg.wasm_component_model(true)
             .consume_fuel(true)
-            .epoch_interruption(true)
             // Traps are explained by their code and the JavaScript site, not by a wasm
             // backtrace (capturing one is work on every trap for nothing).
             .wasm_backtrace_max_frames(None)
@@ -383,19 +371,6 @@ impl Sandbox {
             |s| s,
         )?;
         let pre = BotRuntimePre::new(linker.instantiate_pre(&component)?)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        {
-            let engine = engine.clone();
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name("botbox-epoch".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(TICK);
-                        engine.increment_epoch();
-                    }
-                })?;
-        }
         let sandbox = Sandbox {
             engine,
             pre,
@@ -405,7 +380,6 @@ impl Sandbox {
             tenants: sched::TenantCaps::new(config.steps_per_tenant),
             config,
             pooling,
-            stop,
         };
         // Probe: one instance must come up, or this allocation strategy is unusable here.
         let probe = block_on(sandbox.instantiate(
@@ -497,11 +471,5 @@ impl Sandbox {
             effects,
         })
         .await
-    }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }

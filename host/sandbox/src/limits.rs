@@ -12,7 +12,8 @@ pub struct Limits {
     pub fuel: u64,
     /// Cap on each linear memory of the instance, in bytes.
     pub memory_bytes: usize,
-    /// Wall-clock deadline of a step (epoch interruption); it must leave room for api calls.
+    /// Wall-clock deadline of a step (checked at every fuel yield, and the bound of every host
+    /// call); it must leave room for api calls.
     pub deadline: Duration,
     /// Host calls (HTTP, NLU, logs) allowed per step.
     pub max_host_calls: u32,

@@ -4,9 +4,9 @@
 //! one: back-pressure, not errors.
 
 use super::Sandbox;
-use super::clock::StepClock;
+use super::clock::{StepClock, within_deadline};
+use super::imports::arm;
 use super::imports::{Limiter, StepState};
-use super::imports::{arm, on_tick};
 use super::limits::Limits;
 use super::wit::BotRuntime;
 use anyhow::Result;
@@ -72,12 +72,12 @@ impl Sandbox {
             nl: Default::default(),
             clock: StepClock::start(),
             deadline: self.config.limits.deadline,
-            ticks: 0,
-            cpu_waiting: self.cpu.queued_counter(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
-        store.epoch_deadline_callback(on_tick);
+        store
+            .fuel_async_yield_interval(Some(super::YIELD_FUEL))
+            .expect("the engine meters fuel");
         store
     }
 
@@ -94,11 +94,12 @@ impl Sandbox {
         let mut store = self.new_store(limits);
         let fuel = self.config.limits.fuel.max(200_000_000);
         clock.restart();
-        arm(&mut store, fuel, self.config.limits.deadline, clock)?;
-        let bindings = self.pre.instantiate_async(&mut store).await?;
+        let deadline = self.config.limits.deadline;
+        arm(&mut store, fuel, deadline, clock)?;
+        let bindings =
+            within_deadline(clock, deadline, self.pre.instantiate_async(&mut store)).await?;
         if let Some(bot) = bot {
-            bindings
-                .call_load(&mut store, bot)
+            within_deadline(clock, deadline, bindings.call_load(&mut store, bot))
                 .await?
                 .map_err(|e| anyhow::anyhow!("the guest rejected the bot: {e}"))?;
         }

@@ -1,7 +1,7 @@
 //! Who runs: the fair scheduler of CPU slots, and the per-tenant cap on steps in flight.
 //!
 //! A step holds a CPU slot only while its guest runs ([`OnCpu`]): whenever the step's future
-//! is pending (a host call in flight, an epoch yield, a wait for an instance) the slot goes
+//! is pending (a host call in flight, a fuel yield, a wait for an instance) the slot goes
 //! back, and the step queues again before it is polled next. Waiting steps queue per tenant,
 //! and a freed slot goes to the next tenant in turn, not to the oldest step: a tenant with
 //! many waiting steps gets one turn per round like a tenant with one.
@@ -17,7 +17,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -29,8 +28,8 @@ use super::clock::StepClock;
 /// slot: 2 ms. A typical step runs for tens of µs, one that calls a JavaScript method for
 /// about 0.7 ms (most of it creating the boa context; sandbox-bench, docs/performance.md), so both stay
 /// fresh; a step that burns its fuel (13 ms of CPU by default) leaves the express lane after
-/// this much, and then runs on the burn threads (`threads.rs`). While others wait, a fresh
-/// guest still gives its slot up every quantum (two epoch ticks), like any other.
+/// this much, and then runs on the burn threads (`threads.rs`). A fresh guest still gives
+/// its slot up at every fuel yield ([`super::YIELD_FUEL`]), like any other.
 pub(crate) const EXPRESS_BUDGET: Duration = Duration::from_millis(2);
 
 /// CPU slots, handed out round-robin between tenants.
@@ -61,8 +60,6 @@ struct State {
     last: Option<Arc<str>>,
     /// Each waiting tenant's steps, oldest first.
     queues: HashMap<Arc<str>, VecDeque<Arc<Waiter>>>,
-    /// How many steps `queues` holds, for the running guests ([`Cpu::queued_counter`]).
-    queued: Arc<AtomicUsize>,
     /// Tenants with steps in flight that have used their express budget (burning steps),
     /// and how many. Such a tenant's fresh steps take no express slot: see [`Cpu::acquire`].
     burning: HashMap<Arc<str>, usize>,
@@ -100,13 +97,6 @@ impl Cpu {
         }
     }
 
-    /// The count of steps queued for a slot, shared with the running guests' stores (read
-    /// without the scheduler's lock: a running guest yields at a tick only when it is above
-    /// zero).
-    pub fn queued_counter(&self) -> Arc<AtomicUsize> {
-        self.state.lock().unwrap().queued.clone()
-    }
-
     /// A slot for a step of `tenant`: at once when one is free, else in the tenant's turn.
     /// A `fresh` step may take an express slot, and takes one first when it can, unless its
     /// tenant has a burning step in flight ([`Cpu::burning`]): a tenant that keeps steps
@@ -140,18 +130,11 @@ impl Cpu {
         }
     }
 
-    /// Steps waiting for a slot, over all tenants; checks that the counter the running
-    /// guests read says the same.
+    /// Steps waiting for a slot, over all tenants.
     #[cfg(test)]
     fn waiting(&self) -> usize {
         let st = self.state.lock().unwrap();
-        let n = st.queues.values().map(VecDeque::len).sum();
-        assert_eq!(
-            st.queued.load(Ordering::Relaxed),
-            n,
-            "the queued counter drifted"
-        );
-        n
+        st.queues.values().map(VecDeque::len).sum()
     }
 }
 
@@ -183,7 +166,6 @@ impl State {
         let tenant = self.ring.remove(i).expect("found in the ring");
         let queue = self.queues.get_mut(&tenant).expect("found in the queues");
         let waiter = queue.remove(at).expect("found in the queue");
-        self.queued.fetch_sub(1, Ordering::Relaxed);
         if queue.is_empty() {
             self.queues.remove(&tenant);
         } else {
@@ -196,7 +178,6 @@ impl State {
     }
 
     fn enqueue(&mut self, tenant: &Arc<str>, waiter: Arc<Waiter>) {
-        self.queued.fetch_add(1, Ordering::Relaxed);
         match self.queues.get_mut(tenant) {
             Some(q) => q.push_back(waiter),
             None => {
@@ -222,9 +203,7 @@ impl State {
         let Some(q) = self.queues.get_mut(tenant) else {
             return;
         };
-        let before = q.len();
         q.retain(|w| !Arc::ptr_eq(w, waiter));
-        self.queued.fetch_sub(before - q.len(), Ordering::Relaxed);
         if q.is_empty() {
             self.queues.remove(tenant);
             self.ring.retain(|t| t != tenant);

@@ -4,11 +4,12 @@
 //!
 //! Deadline: a step's clock runs from the call into the guest to its return, through host
 //! calls (an api action's HTTP counts), but not while the step is queued for a CPU slot: that
-//! is other steps' time. The epoch ticker interrupts the guest every tick; the step then
-//! checks its clock, and either traps (deadline) or yields, so that a guest burning CPU gives
-//! its slot to the next tenant in turn instead of holding it until its fuel runs out.
+//! is other steps' time. The guest yields every [`super::YIELD_FUEL`] units of fuel; at each
+//! yield its CPU slot goes back (to the next tenant in turn, if one waits) and, polled
+//! again, the step checks its clock (`clock::within_deadline`): a guest burning CPU never
+//! holds a slot for longer than one yield interval, and traps at its deadline.
 
-use super::clock::{StepClock, deadline_error};
+use super::clock::{StepClock, deadline_error, within_deadline};
 use super::effects::Effects;
 use super::imports::{StepState, arm};
 use super::limits::Limits;
@@ -189,10 +190,10 @@ async fn call_converse(
     loop {
         arm(&mut inst.store, limits.fuel, limits.deadline, clock)
             .map_err(|e| SandboxError::Internal(e.into()))?;
-        let call = inst
+        let converse = inst
             .bindings
-            .call_converse(&mut inst.store, &input, keep_as, message_json)
-            .await;
+            .call_converse(&mut inst.store, &input, keep_as, message_json);
+        let call = within_deadline(clock, limits.deadline, converse).await;
         let fuel_used = limits
             .fuel
             .saturating_sub(inst.store.get_fuel().unwrap_or(0));

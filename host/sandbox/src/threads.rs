@@ -1,24 +1,24 @@
-//! The threads steps run on: step threads for fresh steps, in two lanes, and burn threads,
-//! at the OS's lowest priority, for steps that have used their express budget.
+//! Where steps run: where they are awaited, for a tenant within its share; on the background
+//! lane's step threads, for a tenant over its share; and on burn threads, at the OS's lowest
+//! priority, once a step has used its express budget.
 //!
-//! A step starts on a step thread of its lane ([`spawn`]): the main lane's (nice 10,
-//! [`STEP_THREAD_NICE`]) for a tenant within its share, the background lane's
-//! (`SCHED_IDLE`, like the burn threads) for a tenant over its share (`Live::over_share`:
-//! its messages wait for turns while another tenant has some in flight). Once it has held
-//! CPU slots for [`super::sched::EXPRESS_BUDGET`] (2 ms) it is *burning*, and before its
-//! next poll it moves, for good, to a burn thread (`SCHED_IDLE` on Linux: any other thread
-//! that wakes takes the core from it at once). Why: the OS divides the cores between
-//! runnable threads, not between tenants. A guest burning its fuel on a thread at nice 10
-//! would keep a core from the other tenants' short steps (same nice) and from their HTTP
-//! and storage work for the length of an OS time slice, at every wake-up; under tenant A's
-//! CPU burn, tenant B's p99 would be 2.1–2.6× its p99 alone. On a burn thread it only takes
-//! what nobody else wants. The first 2 ms of each of A's steps run on a step thread; with
-//! one lane they would run beside B's short steps at the same nice 10, and with the
-//! background lane at nice 19 B's step thread would be served first but A's would still
-//! take its weight's share of the cores (B's p99 under A's CPU burn 3.3–4.7 ms against
-//! 4.2–6.7 ms with one lane, 6 runs each). Under `SCHED_IDLE` A's over-share steps take
-//! only what nobody else wants from their first instruction (2.0–2.8 ms against 3.7–4.4 ms
-//! at nice 19, 4 runs each).
+//! A step of a tenant within its share runs on the thread of the task that awaits it
+//! ([`here`]): the HTTP task that received the message carries it to its end, with no
+//! hand-off to another thread. The guest yields every [`super::YIELD_FUEL`] units of fuel,
+//! so the worker serves its other tasks at least every quarter of a millisecond, and the CPU
+//! slots (`sched.rs`) decide which tenant's guest runs. Once a step has held slots for
+//! [`super::sched::EXPRESS_BUDGET`] (2 ms) it is *burning*, and before its next poll it
+//! moves, for good, to a burn thread (`SCHED_IDLE` on Linux: any other thread that wakes
+//! takes the core from it at once). Why: the OS divides the cores between runnable threads,
+//! not between tenants. A guest burning its fuel on a worker would keep the other tenants'
+//! HTTP, storage and short steps waiting at every one of its quanta; on a burn thread it only
+//! takes what nobody else wants. A typical step (tens of µs) never moves.
+//!
+//! A tenant over its share (`Live::over_share`: its messages wait for turns while another
+//! tenant has some in flight) starts its steps on the background lane's step threads
+//! ([`spawn`], `SCHED_IDLE` like the burn threads, no express slot): its steps take only what
+//! nobody else wants from their first instruction (B's p99 under A's CPU burn 2.0–2.8 ms
+//! against 3.7–4.4 ms at nice 19, 4 runs each).
 //!
 //! Cost: a step that computes for more than 2 ms gets only idle CPU while the cores are
 //! saturated; its wall-clock deadline (12 s by default) still runs meanwhile, so on a
@@ -30,9 +30,8 @@
 //! are not); while the cores are saturated by other tenants' work for longer than its
 //! deadline, its steps fail with a time-out instead of running slowly (`SCHED_IDLE` is
 //! still the lowest weight of the fair class, not a class that waits for idle cores: see
-//! the test `a_background_lane_step_runs_while_every_core_is_busy`). Two lanes are one
-//! more idle thread per core. A single tenant's steps (never over its share: no other
-//! tenant is busy) run on the main lane.
+//! the test `a_background_lane_step_runs_while_every_core_is_busy`). A single tenant's
+//! steps (never over its share: no other tenant is busy) run where they are awaited.
 
 use botbox_lanes::{Lane, idle_this_thread, nice_this_thread, runtime};
 use std::cell::Cell;
@@ -94,8 +93,9 @@ thread_local! {
 
 /// Called by a step that has used its express budget, before its next poll. True: the
 /// step returns `Pending` without doing anything more, and it is polled next on a burn
-/// thread (with a new waker). False: it is not on a step thread that can move it (it is
-/// on a burn thread already, or under [`block_on`]), and it goes on where it is.
+/// thread (with a new waker). False: it is not polled by a [`here`] or [`spawn`] that can
+/// move it (it is on a burn thread already, or under [`block_on`]), and it goes on where it
+/// is.
 pub(crate) fn ask_to_move() -> bool {
     if MAY_MOVE.get() {
         MOVE_ASKED.set(true);
@@ -103,6 +103,18 @@ pub(crate) fn ask_to_move() -> bool {
     } else {
         false
     }
+}
+
+/// Runs a sandbox future (a step) where it is awaited, on the awaiting task's thread: the
+/// common path, with no hand-off. It moves to the burn threads when it asks to
+/// (`ask_to_move`) and is awaited there from then on; dropping it drops the step wherever it
+/// runs.
+pub fn here<F>(future: F) -> impl Future<Output = F::Output> + Send
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    Movable::Here(Box::pin(future))
 }
 
 /// Runs a sandbox future (a step) on `lane`'s step threads; it moves to the burn threads
@@ -122,7 +134,8 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
     step_threads(Lane::Main).block_on(future)
 }
 
-/// A step that is polled on a step thread until it asks to move, then on a burn thread.
+/// A step that is polled where it is awaited (or on a step thread) until it asks to move,
+/// then on a burn thread.
 enum Movable<F: Future> {
     Here(Pin<Box<F>>),
     Moved(AbortOnDrop<F::Output>),
@@ -130,8 +143,8 @@ enum Movable<F: Future> {
     Gone,
 }
 
-/// The moved step's task: aborted when the step thread's task that awaits it is dropped
-/// (aborted), so that cancelling a step cancels it wherever it runs.
+/// The moved step's task: aborted when the [`Movable`] that awaits it is dropped, so that
+/// cancelling a step cancels it wherever it runs.
 struct AbortOnDrop<T>(JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
@@ -234,6 +247,24 @@ mod tests {
             seen,
             ["botbox-step", "botbox-step", "botbox-burn", "botbox-burn"]
         );
+    }
+
+    /// A step run `here` is polled on the thread of the task that awaits it, with no
+    /// hand-off, until it asks to move; then on a burn thread.
+    #[test]
+    fn here_a_step_runs_on_the_awaiting_thread_until_it_asks_to_move() {
+        let awaiting = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let seen = awaiting.block_on(here(Probe {
+            polls: 0,
+            ask_at: 3,
+            seen: vec![],
+            moved: false,
+        }));
+        let this = thread_name();
+        assert_eq!(seen, [&*this, &*this, "botbox-burn", "botbox-burn"]);
     }
 
     #[test]

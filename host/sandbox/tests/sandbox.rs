@@ -1034,7 +1034,7 @@ flows:
           - {name: method, method: spin}
 "#;
 
-/// A guest burning CPU yields its slot at every epoch tick, so with a single slot
+/// A guest burning CPU yields its slot at every fuel yield, so with a single slot
 /// another tenant's short step finishes while the burner is still running (it would run
 /// until its deadline of a minute).
 #[test]

@@ -49,7 +49,7 @@ impl CommitQueue {
 
 /// Where a backend's group commits run, and its dedupe probes.
 pub(crate) enum Runner {
-    /// SQLite's writer thread, with read connections of its own for the probes.
+    /// SQLite's writer connection, with read connections of its own for the probes.
     Sqlite(super::writer::Writer),
     /// PostgreSQL's message-path connections and batched probes: one statement per group
     /// when it fits (`super::pg_group`), else a transaction on the main pool.
@@ -158,8 +158,8 @@ impl Db {
     ///
     /// Steps are committed in groups: a step queues its writes, and one committer task
     /// commits everything queued in one transaction, a few statements for the whole group
-    /// and one flush to disk, on SQLite's writer thread (`super::writer`, under the write
-    /// turn) or as one statement on PostgreSQL (`super::pg_group`). While a group commits
+    /// and one flush to disk, on SQLite's writer connection (`super::writer`, on the
+    /// committer's own thread, under the write turn) or as one statement on PostgreSQL (`super::pg_group`). While a group commits
     /// the next one forms, so under load a commit's cost is shared by the steps that arrived
     /// meanwhile; a step alone commits at once. A group that fails (a constraint, a PostgreSQL deadlock with
     /// another replica's group) is retried step by step, so one bad step cannot fail the
@@ -250,9 +250,10 @@ impl Db {
     /// records every delivery queued by [`Self::outbox_sent_soon`] so far (in [`SENT_MAX`]
     /// chunks; after a stall that may be thousands of ids, the same work that separate
     /// transactions would do). Deliveries with no step to ride with get a transaction of their
-    /// own once due ([`SENT_DELAY`], [`SENT_MAX`]). The transactions run on the SQLite writer
-    /// thread ([`super::writer`]), this task holding the write turn meanwhile, or on
-    /// PostgreSQL's committer connection (`super::pg_group`).
+    /// own once due ([`SENT_DELAY`], [`SENT_MAX`]). The transactions run on the SQLite
+    /// writer's connection, synchronously on this task's thread ([`super::writer`]), this
+    /// task holding the write turn, or on PostgreSQL's committer connection
+    /// (`super::pg_group`).
     async fn commit_queued(self, queue: std::sync::Arc<CommitQueue>) {
         #[cfg(test)]
         queue
@@ -284,7 +285,7 @@ impl Db {
             let started = std::time::Instant::now();
             metrics::histogram!("botbox_commit_steps").record(writes.len() as f64);
             let results = match &queue.runner {
-                Runner::Sqlite(writer) => writer.commit(writes, sent).await,
+                Runner::Sqlite(writer) => writer.commit(&writes, &sent),
                 Runner::Postgres(pg) => self.commit_group_on_postgres(pg, &writes, &sent).await,
             };
             metrics::histogram!("botbox_commit_duration_seconds")
@@ -292,6 +293,10 @@ impl Db {
             for (reply, result) in replies.into_iter().zip(results) {
                 let _ = reply.send(result);
             }
+            // The group's callers were just woken, the last of them into this worker's
+            // next-task slot, which no other worker may take: let them run before the next
+            // group holds the worker (on SQLite, for the whole of its transaction).
+            tokio::task::yield_now().await;
         }
     }
 
@@ -340,7 +345,7 @@ impl Db {
 
     /// One transaction for `writes` (a group commit, without delivery records; see
     /// `group_statements`), on the path the backend's live commits take: on SQLite the
-    /// writer thread, under the write turn (a group that fails is retried step by step
+    /// writer's connection, under the write turn (a group that fails is retried step by step
     /// there); on PostgreSQL the group's one statement when it fits, else a pool
     /// connection (a failure fails the call). Public so that tests can form a group of their
     /// choosing.
@@ -348,7 +353,7 @@ impl Db {
         match &self.commits.runner {
             Runner::Sqlite(writer) => {
                 let _turn = self.write_turn().await;
-                Ok(writer.commit(writes, Vec::new()).await)
+                Ok(writer.commit(&writes, &[]))
             }
             Runner::Postgres(pg) => Ok(self
                 .commit_on_postgres(pg, &writes, &[])

@@ -5,8 +5,8 @@
 //!
 //! One set of portable SQL runs on both through sqlx's `Any` driver: `$n` placeholders, TEXT,
 //! BIGINT, no backend-specific types. Times are Unix milliseconds; JSON is stored as text.
-//! On SQLite the group commits' statements (the same SQL) run on a writer thread with a
-//! connection of its own (`writer.rs`, rusqlite on the same libsqlite3). On PostgreSQL the
+//! On SQLite the group commits' statements (the same SQL) run on a writer connection of their
+//! own, on the committer task's thread (`writer.rs`, rusqlite on the same libsqlite3). On PostgreSQL the
 //! message path's group commit and provider-id checks are PostgreSQL's own SQL (arrays),
 //! on typed connections of their own (`pg_group.rs`), each with the portable form's
 //! guarantees. Functions here know nothing about HTTP or permissions: the API layer decides
@@ -79,13 +79,13 @@ pub enum DbError {
     Conflict,
     #[error(transparent)]
     Sqlx(#[from] sqlx::Error),
-    /// From the SQLite writer thread's connection (`writer`).
+    /// From the SQLite writer's connection or a provider-id check's (`writer`).
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
 }
 
 impl DbError {
-    /// A committer or the SQLite writer thread went away before answering.
+    /// A committer went away before answering, or a transaction panicked.
     fn worker_gone() -> DbError {
         DbError::Sqlx(sqlx::Error::WorkerCrashed)
     }
@@ -144,7 +144,7 @@ const WAL_BACKSTOP_PAGES: u32 = 8192;
 const WAL_BUSY_PAGES: i64 = 512;
 
 /// The checkpointer's pause while the log fills fast (50 ms). A tenant's flood through the
-/// writer thread commits about 30,000 log pages a second (small groups, each rewriting the
+/// writer commits about 30,000 log pages a second (small groups, each rewriting the
 /// last pages of the same indexes); at one round per 250 ms the log would reach the commits'
 /// [`WAL_BACKSTOP_PAGES`] between two restarts, and a commit would then copy and sync 32 MiB
 /// inside the write turn (25 ms: noisy-bench's flood p99 goes from 5 to 21–25 ms). Cost: a
@@ -287,7 +287,7 @@ async fn passive_rounds(c: &mut sqlx::AnyConnection) -> sqlx::Result<i64> {
     Ok(log)
 }
 
-/// The settings of every SQLite connection that writes: the pool's and the writer thread's
+/// The settings of every SQLite connection that writes: the pool's and the writer's
 /// (`writer.rs`). Foreign keys on, as sqlx's default; in WAL mode `synchronous = NORMAL` keeps
 /// the database consistent through crashes of the process (only a power loss can drop the
 /// last commits); checkpoints run in a task of their own ([`checkpointer`]), a commit runs

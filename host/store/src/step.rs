@@ -1,6 +1,6 @@
 //! What a step writes ([`StepWrite`]) and the statements that store it in one transaction,
-//! the same on the pool (PostgreSQL, or SQLite alone) and on the SQLite writer thread: both
-//! run them through [`Exec`].
+//! the same on the pool (PostgreSQL, or SQLite alone) and on the SQLite writer's
+//! connection: both run them through [`Exec`].
 
 use super::rows::{NewBotError, NewTranscript, OutboxRow, ScheduleRow};
 use super::{Db, DbResult, new_row_id, now_ms};

@@ -1,17 +1,22 @@
-//! The SQLite writer: a thread with a connection of its own that runs the group commits'
-//! transactions ([`Db::commit_step`](super::Db::commit_step)) back to back.
+//! The SQLite writer: a connection of its own on which the group commits' transactions
+//! ([`Db::commit_step`](super::Db::commit_step)) run, synchronously, on the thread of the
+//! committer task that formed the group.
 //!
-//! Why a thread of its own: through sqlx every statement is a round trip between the caller's
-//! task and the connection's worker thread (two wake-ups), and a group commit is a dozen
-//! statements. While another tenant floods the server, each wake-up waits behind that
-//! tenant's HTTP work on the runtime's workers, and the group, holding SQLite's single write
-//! turn all along, takes 0.4–0.5 ms at p50 and over 1 ms at p99 (noisy-bench). Here the whole
-//! transaction runs on one thread, with its prepared statements cached: one hand-off in and
-//! one out per group.
+//! Why synchronously on the committer's thread: through sqlx every statement is a round trip
+//! between the caller's task and the connection's worker thread (two wake-ups), and a group
+//! commit is a dozen statements; while another tenant floods the server, each wake-up waits
+//! behind that tenant's HTTP work, and the group holds SQLite's single write turn all along.
+//! A thread of the writer's own would cost two hand-offs per group (to it and back) and its
+//! own wake-ups. Here the whole transaction runs inside one poll of the committer task, with
+//! its prepared statements cached: no hand-off, and nothing can cancel it halfway.
+//! Cost: the committer's runtime worker is busy for the group's transaction (tens of µs to
+//! a few hundred, most of it writing the log's pages); the runtime's other workers steal its
+//! queued tasks meanwhile. A commit that crosses [`super::WAL_BACKSTOP_PAGES`] copies the
+//! log into the database file on that worker; the checkpointer keeps the log far below that.
 //!
 //! The statements are the same as on the pool ([`group_statements`], run through [`Exec`]);
-//! only the runner differs. The committer task holds the write turn while this thread works,
-//! so other writers of this process still take turns with it; writers that do not take the
+//! only the runner differs. The committer task holds the write turn while it commits, so
+//! other writers of this process still take turns with it; writers that do not take the
 //! turn meet SQLite's busy handler, as with any connection (5 s, like sqlx's). The
 //! connection is opened once, at [`Writer::start`], with the pool's settings
 //! ([`super::sqlite_pragmas`]; WAL is the file's own).
@@ -19,12 +24,11 @@
 use super::rows::OutboxRow;
 use super::step::{Arg, Committed, Exec, StepWrite, group_statements};
 use super::{DbError, DbResult, now_ms};
-use std::sync::mpsc;
 
-/// The writer thread's queue; the thread ends (and closes its connection) when the last
-/// `Writer` is dropped.
+/// The writer's connection, and the read connections of the provider-id checks.
 pub(crate) struct Writer {
-    jobs: mpsc::Sender<Job>,
+    /// Taken by the committer task, which holds the write turn: never contended.
+    conn: std::sync::Mutex<rusqlite::Connection>,
     /// The database file, for [`Writer::seen`]'s connections.
     path: std::path::PathBuf,
     /// Idle read connections of [`Writer::seen`] ([`READERS`] at most).
@@ -34,13 +38,6 @@ pub(crate) struct Writer {
 /// Read connections kept idle for [`Writer::seen`] (one per thread that may read at once).
 const READERS: usize = 8;
 
-/// One group: its steps, the deliveries to record, and where to send the outcome.
-struct Job {
-    writes: Vec<StepWrite>,
-    sent: Vec<String>,
-    reply: tokio::sync::oneshot::Sender<Vec<Committed>>,
-}
-
 /// Prepared statements kept by the writer's connection (64): the group's few fixed statements
 /// and the multi-row inserts of the sizes that recur.
 const STATEMENT_CACHE: usize = 64;
@@ -49,8 +46,7 @@ const STATEMENT_CACHE: usize = 64;
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Writer {
-    /// Opens the writer's connection to the database of `url` (`sqlite://…`, migrated) and
-    /// starts its thread.
+    /// Opens the writer's connection to the database of `url` (`sqlite://…`, migrated).
     pub(crate) fn start(url: &str) -> anyhow::Result<Writer> {
         use std::str::FromStr;
         // The writer opens the pool's file by its name, so the URL may carry nothing that
@@ -60,7 +56,7 @@ impl Writer {
             anyhow::ensure!(
                 matches!(pair, "mode=rw" | "mode=rwc"),
                 "the SQLite URL {url:?} cannot be used: its option {pair:?} would give the \
-                 writer thread's connection another database than the pool's; a file \
+                 writer's connection another database than the pool's; a file \
                  (sqlite://<path>, optionally ?mode=rwc) can"
             );
         }
@@ -70,16 +66,12 @@ impl Writer {
         anyhow::ensure!(
             !name.is_empty() && !name.contains(":memory:") && !name.starts_with("file:"),
             "the SQLite URL {url:?} cannot be used: an in-memory database would be another \
-             one for the writer thread's connection; give a file (sqlite://<path>)"
+             one for the writer's connection; give a file (sqlite://<path>)"
         );
         let conn = open(&path)
             .map_err(|e| anyhow::anyhow!("opening {} for the writer: {e}", path.display()))?;
-        let (jobs, queue) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("botbox-sqlite-writer".into())
-            .spawn(move || run(conn, queue))?;
         Ok(Writer {
-            jobs,
+            conn: std::sync::Mutex::new(conn),
             path,
             readers: Default::default(),
         })
@@ -110,29 +102,12 @@ impl Writer {
 
     /// Commits `writes` in one transaction, with `sent` recorded as sent (a group that fails
     /// is retried step by step, after its delivery records); one outcome per step, in order.
-    pub(crate) async fn commit(&self, writes: Vec<StepWrite>, sent: Vec<String>) -> Vec<Committed> {
-        let (n, s) = (writes.len(), sent.len());
-        let (reply, outcome) = tokio::sync::oneshot::channel();
-        if self
-            .jobs
-            .send(Job {
-                writes,
-                sent,
-                reply,
-            })
-            .is_err()
-        {
-            return crashed(n, s);
-        }
-        outcome.await.unwrap_or_else(|_| crashed(n, s))
+    /// Runs on the calling thread, which must hold the write turn.
+    pub(crate) fn commit(&self, writes: &[StepWrite], sent: &[String]) -> Vec<Committed> {
+        // A panic in a transaction is caught inside it (`transaction`): never poisoned.
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        commit(&mut conn, writes, sent)
     }
-}
-
-/// Every step of a group that could not reach the writer thread fails; its delivery records
-/// are lost (the rows stay pending and are sent again after their lease).
-fn crashed(n: usize, sent: usize) -> Vec<Committed> {
-    tracing::error!(steps = n, sent, "the SQLite writer thread is gone");
-    (0..n).map(|_| Err(DbError::worker_gone())).collect()
 }
 
 /// A connection to the database file with the pool's settings (the writer's and the readers').
@@ -146,17 +121,6 @@ fn open(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection> {
     conn.execute_batch(&super::sqlite_pragmas().join(";"))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
-}
-
-fn run(mut conn: rusqlite::Connection, jobs: mpsc::Receiver<Job>) {
-    while let Ok(Job {
-        writes,
-        sent,
-        reply,
-    }) = jobs.recv()
-    {
-        let _ = reply.send(commit(&mut conn, &writes, &sent));
-    }
 }
 
 /// One transaction for the group; if it fails, the delivery records in one of their own,
@@ -189,7 +153,7 @@ fn commit(
 
 /// One IMMEDIATE transaction (the write lock is taken at once, so no statement meets a lock
 /// upgrade that fails halfway). A panic inside it (a bug) fails this transaction only: it is
-/// rolled back as it unwinds, and the thread goes on.
+/// rolled back as it unwinds, and the committer goes on.
 fn transaction(
     conn: &mut rusqlite::Connection,
     writes: &[StepWrite],
@@ -205,7 +169,7 @@ fn transaction(
         tracing::error!(
             steps = writes.len(),
             sent = sent.len(),
-            "the SQLite writer panicked in a transaction"
+            "a SQLite group commit panicked in its transaction"
         );
         Err(DbError::worker_gone())
     })

@@ -493,9 +493,10 @@ impl Live {
         self.effects.clone()
     }
 
-    /// Runs `call` on the sandbox's step threads with `effects`, in a span naming the tenant
-    /// and revision. The sandbox bounds the tenant's steps in flight and shares the CPU
-    /// between tenants.
+    /// Runs `call` with `effects`, in a span naming the tenant and revision: on the calling
+    /// task for a tenant within its share, on the background lane's step threads for one
+    /// over it (`revisions::on_lane`). The sandbox bounds the tenant's steps in flight and
+    /// shares the CPU between tenants.
     async fn in_sandbox_with<T, F>(
         &self,
         tenant: &str,
@@ -508,18 +509,13 @@ impl Live {
         T: Send + 'static,
     {
         let sandbox = self.sandbox().await?;
-        // A tenant over its share starts its steps on the background lane's step threads
-        // (`SCHED_IDLE`, no express slot), the others on the main lane's (`sandbox::threads`).
         let lane = self.lane(tenant);
         let span =
             tracing::info_span!("live_step", tenant = %tenant, revision = %rev.id, lane = ?lane);
-        let out = botbox_sandbox::spawn(
-            lane,
-            call(sandbox, tenant.to_owned(), rev, effects).instrument(span),
-        )
-        .await
-        .map_err(|e| anyhow!("step task: {e}"))?;
-        out.map_err(LiveError::from)
+        let step = call(sandbox, tenant.to_owned(), rev, effects).instrument(span);
+        revisions::on_lane(lane, step)
+            .await?
+            .map_err(LiveError::from)
     }
 
     /// Records the errors of a step that commits no channel step (console, agent and task
@@ -561,11 +557,10 @@ impl Live {
         let sandbox = self.sandbox().await?;
         let tenant = tenant.to_owned();
         let lane = self.lane(&tenant);
-        let out =
-            botbox_sandbox::spawn(lane, async move { sandbox.check_js(&tenant, &sites).await })
-                .await
-                .map_err(|e| anyhow!("check task: {e}"))?;
-        out.map_err(LiveError::from)
+        let check = async move { sandbox.check_js(&tenant, &sites).await };
+        revisions::on_lane(lane, check)
+            .await?
+            .map_err(LiveError::from)
     }
 
     /// Fails a step that produced more responses than a step may.
@@ -1015,7 +1010,7 @@ impl Live {
 
     /// A step's commit. It only queues the step for the group committer, which runs on the
     /// runtime that opened the database whoever starts it (`db::CommitQueue`), with the
-    /// SQLite writer thread or PostgreSQL's committer connection: nothing is opened here,
+    /// SQLite writer's connection or PostgreSQL's committer connection: nothing is opened here,
     /// so it runs where it is called (a task spawned per commit of a tenant over its share
     /// would be work on the main runtime for nothing).
     async fn commit(
@@ -1195,16 +1190,17 @@ mod turn_tests {
             botbox_lanes::BACKGROUND_NICE
         );
         assert_eq!(nice(live.runtime(live.lane("b"))).await, main_nice);
-        // Its steps start on the background lane's step threads, B's on the main lane's.
+        // Its steps start on the background lane's step threads, B's where they are awaited.
         let step_thread = |lane| async move {
-            botbox_sandbox::spawn(lane, async {
+            super::revisions::on_lane(lane, async {
                 std::thread::current().name().unwrap_or("").to_owned()
             })
             .await
             .unwrap()
         };
+        let here = std::thread::current().name().unwrap_or("").to_owned();
         assert_eq!(step_thread(live.lane("a")).await, "botbox-step-bg");
-        assert_eq!(step_thread(live.lane("b")).await, "botbox-step");
+        assert_eq!(step_thread(live.lane("b")).await, here);
         // The waiting message gets its turn: no longer over.
         drop(held);
         let turn = waiting.await.unwrap();

@@ -1,10 +1,28 @@
 //! The sandbox and the revisions steps run: the sandbox created once (in the background
-//! at start, or by the first step) and its readiness; revisions loaded by project and
+//! at start, or by the first step), its readiness, and the lane a step runs on; revisions loaded by project and
 //! revision through the revision cache (a compiled bot stored in another format is
 //! recompiled from its source; CMS pages and the deployment's NLU pin attached); and which
 //! revision an environment or a deployment version runs.
 
 use super::*;
+
+/// Runs a sandbox future (a step, a JavaScript check) on `lane`. On the main lane it runs
+/// where it is awaited, with no hand-off to another thread (`botbox_sandbox::here`; a step
+/// that burns its fuel moves to the burn threads). On the background lane it runs on that
+/// lane's step threads (`SCHED_IDLE`, no express slot), so that a tenant over its share
+/// takes only the CPU nobody else wants.
+pub(super) async fn on_lane<F>(lane: botbox_lanes::Lane, work: F) -> Result<F::Output, LiveError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match lane {
+        botbox_lanes::Lane::Main => Ok(botbox_sandbox::here(work).await),
+        botbox_lanes::Lane::Background => botbox_sandbox::spawn(lane, work)
+            .await
+            .map_err(|e| LiveError::Internal(anyhow!("step task: {e}"))),
+    }
+}
 
 impl Live {
     /// The sandbox, created on first use (compiling the guest once per cache folder) unless
