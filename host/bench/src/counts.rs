@@ -5,7 +5,7 @@
 //! compared on them.
 //!
 //! Threads that exit inside the window take their counts with them (the server's threads
-//! are long-lived: runtime workers, step threads, the SQLite writer, pooled blocking
+//! are long-lived: runtime workers, step and burn threads, sqlx's workers, pooled blocking
 //! threads); a thread born inside it counts from zero.
 
 use std::collections::BTreeMap;
