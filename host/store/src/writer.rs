@@ -28,7 +28,7 @@ use super::{DbError, DbResult, now_ms};
 /// The writer's connection, and the read connections of the provider-id checks.
 pub(crate) struct Writer {
     /// Taken by the committer task, which holds the write turn: never contended.
-    conn: std::sync::Mutex<rusqlite::Connection>,
+    conn: std::sync::Mutex<WriterConn>,
     /// The database file, for [`Writer::seen`]'s connections.
     path: std::path::PathBuf,
     /// Idle read connections of [`Writer::seen`] ([`READERS`] at most).
@@ -71,7 +71,10 @@ impl Writer {
         let conn = open(&path)
             .map_err(|e| anyhow::anyhow!("opening {} for the writer: {e}", path.display()))?;
         Ok(Writer {
-            conn: std::sync::Mutex::new(conn),
+            conn: std::sync::Mutex::new(WriterConn {
+                conn,
+                params: ParamMaps::new(),
+            }),
             path,
             readers: Default::default(),
         })
@@ -125,11 +128,7 @@ fn open(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection> {
 
 /// One transaction for the group; if it fails, the delivery records in one of their own,
 /// then each step in one of its own, so that one bad step cannot fail the others.
-fn commit(
-    conn: &mut rusqlite::Connection,
-    writes: &[StepWrite],
-    sent: &[String],
-) -> Vec<Committed> {
+fn commit(conn: &mut WriterConn, writes: &[StepWrite], sent: &[String]) -> Vec<Committed> {
     match transaction(conn, writes, sent) {
         Ok(stored) => stored.into_iter().map(Ok).collect(),
         Err(e) => {
@@ -155,13 +154,14 @@ fn commit(
 /// upgrade that fails halfway). A panic inside it (a bug) fails this transaction only: it is
 /// rolled back as it unwinds, and the committer goes on.
 fn transaction(
-    conn: &mut rusqlite::Connection,
+    WriterConn { conn, params }: &mut WriterConn,
     writes: &[StepWrite],
     sent: &[String],
 ) -> DbResult<Vec<Option<Vec<OutboxRow>>>> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let stored = ready(group_statements(&mut Runner(&tx), writes, sent, now_ms()))?;
+        let mut runner = Runner { conn: &tx, params };
+        let stored = ready(group_statements(&mut runner, writes, sent, now_ms()))?;
         tx.commit()?;
         Ok(stored)
     }))
@@ -188,31 +188,68 @@ fn ready<T>(f: impl std::future::Future<Output = T>) -> T {
     }
 }
 
+/// The writer's connection, with what it knows of its statements' parameters.
+struct WriterConn {
+    conn: rusqlite::Connection,
+    params: ParamMaps,
+}
+
+/// For each statement's text, the argument (0-based) each of its parameters takes, in the
+/// parameters' order. SQLite numbers `$n` placeholders by their first occurrence, and
+/// reading a parameter's name back scans the statement's names: per parameter of every
+/// execution, that was quadratic in a multi-row insert's parameters (3 % of the server's
+/// CPU under load). Holds as many texts as the statement cache at most.
+type ParamMaps = std::collections::HashMap<String, Vec<usize>>;
+
 /// Runs statements on the writer's connection, synchronously.
-struct Runner<'c>(&'c rusqlite::Connection);
+struct Runner<'c> {
+    conn: &'c rusqlite::Connection,
+    params: &'c mut ParamMaps,
+}
 
 impl Exec for Runner<'_> {
     async fn exec(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
-        let mut st = self.0.prepare_cached(sql)?;
-        for i in 1..=st.parameter_count() {
+        let mut st = self.conn.prepare_cached(sql)?;
+        if !self.params.contains_key(sql) {
+            let map = param_map(&st, sql)?;
+            if self.params.len() >= STATEMENT_CACHE {
+                self.params.clear();
+            }
+            self.params.insert(sql.to_owned(), map);
+        }
+        for (i, n) in self.params[sql].iter().enumerate() {
             // `$n` is the statement's n-th argument, wherever and however often it occurs.
-            let arg = st
-                .parameter_name(i)
-                .and_then(|name| name.strip_prefix('$')?.parse::<usize>().ok())
-                .and_then(|n| args.get(n.checked_sub(1)?))
-                .ok_or_else(|| {
-                    rusqlite::Error::InvalidParameterName(format!(
-                        "parameter {i} of {sql:?} has no argument ({} given)",
-                        args.len()
-                    ))
-                })?;
+            let arg = args.get(*n).ok_or_else(|| {
+                rusqlite::Error::InvalidParameterName(format!(
+                    "parameter {} of {sql:?} has no argument ({} given)",
+                    i + 1,
+                    args.len()
+                ))
+            })?;
             match arg {
-                Arg::Text(v) => st.raw_bind_parameter(i, v.as_deref())?,
-                Arg::Int(v) => st.raw_bind_parameter(i, *v)?,
+                Arg::Text(v) => st.raw_bind_parameter(i + 1, v.as_deref())?,
+                Arg::Int(v) => st.raw_bind_parameter(i + 1, *v)?,
             }
         }
         Ok(st.raw_execute()? as u64)
     }
+}
+
+/// The argument each parameter of `st` takes: `$n` takes the n-th (from 1).
+fn param_map(st: &rusqlite::Statement<'_>, sql: &str) -> DbResult<Vec<usize>> {
+    (1..=st.parameter_count())
+        .map(|i| {
+            st.parameter_name(i)
+                .and_then(|name| name.strip_prefix('$')?.parse::<usize>().ok())
+                .and_then(|n| n.checked_sub(1))
+                .ok_or_else(|| {
+                    rusqlite::Error::InvalidParameterName(format!(
+                        "parameter {i} of {sql:?} is not a `$n` placeholder"
+                    ))
+                    .into()
+                })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -232,7 +269,11 @@ mod tests {
             .await
             .unwrap();
         let conn = open(&dir.path().join("botbox.db")).unwrap();
-        let mut r = Runner(&conn);
+        let mut params = ParamMaps::new();
+        let mut r = Runner {
+            conn: &conn,
+            params: &mut params,
+        };
         let insert = "INSERT INTO t (a, b, c, d) VALUES ($3, $1, $3, $2)";
         let args = [Arg::from(7i64), Arg::Int(None), Arg::from("x")];
         assert_eq!(ready(r.exec(insert, &args)).unwrap(), 1);
