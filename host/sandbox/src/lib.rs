@@ -82,7 +82,7 @@ pub static GUEST_WASM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guest.w
 /// yield, about a microsecond per quarter of a millisecond of guest CPU. Fuel meters every
 /// guest already, so no thread wakes to interrupt guests (wasmtime's epoch interruption is
 /// off).
-pub(crate) const YIELD_FUEL: u64 = 1_000_000;
+pub const YIELD_FUEL: u64 = 1_000_000;
 
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {

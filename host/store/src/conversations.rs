@@ -50,7 +50,7 @@ impl CommitQueue {
 /// Where a backend's group commits run, and its dedupe probes.
 pub(crate) enum Runner {
     /// SQLite's writer connection, with read connections of its own for the probes.
-    Sqlite(super::writer::Writer),
+    Sqlite(Box<super::writer::Writer>),
     /// PostgreSQL's message-path connections and batched probes: one statement per group
     /// when it fits (`super::pg_group`), else a transaction on the main pool.
     Postgres(Box<super::pg_group::Postgres>),

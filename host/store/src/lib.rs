@@ -382,7 +382,7 @@ impl Db {
             ));
         }
         let runner = match backend {
-            Backend::Sqlite => conversations::Runner::Sqlite(writer::Writer::start(url)?),
+            Backend::Sqlite => conversations::Runner::Sqlite(Box::new(writer::Writer::start(url)?)),
             Backend::Postgres => {
                 conversations::Runner::Postgres(Box::new(pg_group::Postgres::new(url)?))
             }
