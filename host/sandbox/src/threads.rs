@@ -125,7 +125,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    step_threads(lane).spawn(Movable::Here(Box::pin(future)))
+    step_threads(lane).spawn(here(future))
 }
 
 /// Runs a sandbox future on this thread, for synchronous callers (the CLI, tests, benches).

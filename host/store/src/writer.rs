@@ -196,9 +196,9 @@ struct WriterConn {
 
 /// For each statement's text, the argument (0-based) each of its parameters takes, in the
 /// parameters' order. SQLite numbers `$n` placeholders by their first occurrence, and
-/// reading a parameter's name back scans the statement's names: per parameter of every
-/// execution, that was quadratic in a multi-row insert's parameters (3 % of the server's
-/// CPU under load). Holds as many texts as the statement cache at most.
+/// reading a parameter's name back scans the statement's names: read per parameter of every
+/// execution, the names cost time quadratic in a multi-row insert's parameters (3 % of the
+/// server's CPU under load). Holds as many texts as the statement cache at most.
 type ParamMaps = std::collections::HashMap<String, Vec<usize>>;
 
 /// Runs statements on the writer's connection, synchronously.
@@ -210,29 +210,43 @@ struct Runner<'c> {
 impl Exec for Runner<'_> {
     async fn exec(&mut self, sql: &str, args: &[Arg<'_>]) -> DbResult<u64> {
         let mut st = self.conn.prepare_cached(sql)?;
-        if !self.params.contains_key(sql) {
-            let map = param_map(&st, sql)?;
-            if self.params.len() >= STATEMENT_CACHE {
-                self.params.clear();
-            }
-            self.params.insert(sql.to_owned(), map);
-        }
-        for (i, n) in self.params[sql].iter().enumerate() {
-            // `$n` is the statement's n-th argument, wherever and however often it occurs.
-            let arg = args.get(*n).ok_or_else(|| {
-                rusqlite::Error::InvalidParameterName(format!(
-                    "parameter {} of {sql:?} has no argument ({} given)",
-                    i + 1,
-                    args.len()
-                ))
-            })?;
-            match arg {
-                Arg::Text(v) => st.raw_bind_parameter(i + 1, v.as_deref())?,
-                Arg::Int(v) => st.raw_bind_parameter(i + 1, *v)?,
+        match self.params.get(sql) {
+            Some(map) => bind(&mut st, map, sql, args)?,
+            None => {
+                let map = param_map(&st, sql)?;
+                bind(&mut st, &map, sql, args)?;
+                if self.params.len() >= STATEMENT_CACHE {
+                    self.params.clear();
+                }
+                self.params.insert(sql.to_owned(), map);
             }
         }
         Ok(st.raw_execute()? as u64)
     }
+}
+
+/// Binds `args` to `st`'s parameters, the i-th parameter taking argument `map[i]`: `$n` is
+/// the statement's n-th argument, wherever and however often it occurs.
+fn bind(
+    st: &mut rusqlite::Statement<'_>,
+    map: &[usize],
+    sql: &str,
+    args: &[Arg<'_>],
+) -> DbResult<()> {
+    for (i, n) in map.iter().enumerate() {
+        let arg = args.get(*n).ok_or_else(|| {
+            rusqlite::Error::InvalidParameterName(format!(
+                "parameter {} of {sql:?} has no argument ({} given)",
+                i + 1,
+                args.len()
+            ))
+        })?;
+        match arg {
+            Arg::Text(v) => st.raw_bind_parameter(i + 1, v.as_deref())?,
+            Arg::Int(v) => st.raw_bind_parameter(i + 1, *v)?,
+        }
+    }
+    Ok(())
 }
 
 /// The argument each parameter of `st` takes: `$n` takes the n-th (from 1).
